@@ -1,0 +1,145 @@
+//! Plumbing shared by the example upstream servers in `src/bin/`.
+//!
+//! Every example speaks MCP over stdio, so stdout carries nothing but the protocol: logs go
+//! to stderr (plain text, no colours, so the gateway can tag each line with the server's
+//! name). Each server runs until its client closes stdin and then exits with success.
+//!
+//! Closing stdin ends the session, but rmcp then waits up to five seconds for handlers
+//! still running; [`Stdio`] therefore tells handlers when the input closed
+//! ([`StdinClosed`]), so a long call can stop at once and the process exits promptly.
+//!
+//! The examples are classic session servers: they answer the pre-`initialize`
+//! `server/discover` probe with a JSON-RPC error ([`refuse_discover`]), so every client
+//! (the official Python SDK probes first; rmcp's default client does not) falls back to
+//! the `initialize` handshake and talks to them in the one lifecycle the gateway tests
+//! are about.
+
+use std::{
+    pin::Pin,
+    process::ExitCode,
+    task::{Context, Poll},
+};
+
+use rmcp::{ErrorData, ServerHandler, ServiceExt, model::DiscoverRequestMethod};
+use tokio::{
+    io::{AsyncRead, ReadBuf},
+    sync::watch,
+};
+use tracing_subscriber::EnvFilter;
+
+/// Sends `tracing` output to stderr, filtered by `RUST_LOG` (default: this crate's events at
+/// `info`, rmcp's only from `warn`, since rmcp narrates every message at `info`).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+/// The process's stdin and stdout as an MCP transport, watching stdin for its end.
+pub struct Stdio {
+    input: WatchedStdin,
+    closed: StdinClosed,
+}
+
+impl Stdio {
+    pub fn new() -> Self {
+        let (sender, receiver) = watch::channel(false);
+        Self {
+            input: WatchedStdin {
+                inner: tokio::io::stdin(),
+                closed: sender,
+            },
+            closed: StdinClosed(receiver),
+        }
+    }
+
+    /// A signal that fires once stdin has reached its end.
+    pub fn closed(&self) -> StdinClosed {
+        self.closed.clone()
+    }
+}
+
+impl Default for Stdio {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Fires when the client has closed stdin, i.e. the session is over.
+#[derive(Debug, Clone)]
+pub struct StdinClosed(watch::Receiver<bool>);
+
+impl StdinClosed {
+    /// Resolves once stdin has ended (at once if it already has).
+    pub async fn wait(&self) {
+        let mut receiver = self.0.clone();
+        // An error means the reader is gone, which also means the input is over.
+        let _ = receiver.wait_for(|closed| *closed).await;
+    }
+}
+
+/// `tokio::io::Stdin` that reports end of file through a watch channel.
+struct WatchedStdin {
+    inner: tokio::io::Stdin,
+    closed: watch::Sender<bool>,
+}
+
+impl AsyncRead for WatchedStdin {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let wanted = buf.remaining() > 0;
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if wanted && matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() == before {
+            self.closed.send_replace(true);
+        }
+        polled
+    }
+}
+
+/// Serves `server` over `stdio` until the client closes stdin.
+///
+/// Returns success when the session ends because the input closed (also before the
+/// handshake), failure when the handshake or the session itself broke.
+pub async fn serve_stdio<S: ServerHandler>(name: &str, server: S, stdio: Stdio) -> ExitCode {
+    tracing::info!(
+        server = name,
+        pid = std::process::id(),
+        "serving MCP over stdio"
+    );
+    let transport = (stdio.input, tokio::io::stdout());
+    let running = match server.serve(transport).await {
+        Ok(running) => running,
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(reason)) => {
+            tracing::info!(server = name, %reason, "input closed before initialize");
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            tracing::error!(server = name, %error, "initialize failed");
+            return ExitCode::FAILURE;
+        }
+    };
+    match running.waiting().await {
+        Ok(reason) => {
+            tracing::info!(server = name, ?reason, "session ended");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::error!(server = name, %error, "session task failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The answer to `server/discover`: method not found, which tells a probing client to fall
+/// back to `initialize`.
+pub fn refuse_discover() -> ErrorData {
+    ErrorData::method_not_found::<DiscoverRequestMethod>()
+}

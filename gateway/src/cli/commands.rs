@@ -1,0 +1,288 @@
+//! What each subcommand does.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Command, ConfigAction, ConfigArg, LogAction};
+use crate::config::Config;
+use crate::observe::session_log;
+use crate::gateway::{CallRequest, Gateway};
+use crate::pipeline::Origin;
+use crate::server;
+
+pub async fn run(command: Command) -> Result<ExitCode, String> {
+    match command {
+        Command::Serve {
+            config,
+            stdio,
+            listen,
+            profile,
+        } => {
+            let mut config = load(&config)?;
+            if let Some(listen) = listen {
+                config.listen.address = listen;
+            }
+            serve(config, stdio, profile).await
+        }
+        Command::Tools {
+            config,
+            json,
+            profile,
+        } => {
+            let (gateway, shutdown) = start(load(&config)?).await;
+            let session = gateway
+                .new_session(profile.as_deref())
+                .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
+            let tools = gateway.visible_tools(&session);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tools).map_err(|e| e.to_string())?);
+            } else {
+                for tool in tools {
+                    let description = tool.description.as_deref().unwrap_or("");
+                    let line = description.lines().next().unwrap_or("");
+                    println!("{}\t{line}", tool.name);
+                }
+            }
+            stop(&gateway, shutdown).await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call {
+            config,
+            tool,
+            args,
+            profile,
+        } => {
+            let arguments: serde_json::Value =
+                serde_json::from_str(&args).map_err(|e| format!("--args is not JSON: {e}"))?;
+            let serde_json::Value::Object(arguments) = arguments else {
+                return Err("--args must be a JSON object".into());
+            };
+            let (gateway, shutdown) = start(load(&config)?).await;
+            let session = gateway
+                .new_session(profile.as_deref())
+                .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
+            let result = gateway
+                .call(
+                    &session,
+                    CallRequest {
+                        name: tool,
+                        arguments: Some(arguments),
+                        cancel: CancellationToken::new(),
+                        peer: None,
+                        progress: None,
+                        origin: Origin::Client,
+                    },
+                )
+                .await;
+            println!("{}", serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?);
+            stop(&gateway, shutdown).await;
+            Ok(if result.is_error == Some(true) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Config { action } => match action {
+            ConfigAction::Check { config } => {
+                let loaded = load(&config)?;
+                println!(
+                    "{}: ok ({} servers, {} enabled)",
+                    config.config.display(),
+                    loaded.servers.len(),
+                    loaded.enabled_servers().count()
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            ConfigAction::Dump { config } => {
+                print!("{}", load(&config)?.dump_masked());
+                Ok(ExitCode::SUCCESS)
+            }
+        },
+        Command::Status { listen, token } => status(listen, token).await,
+        Command::Log {
+            action:
+                LogAction::Tail {
+                    config,
+                    session,
+                    lines,
+                },
+        } => log_tail(&load(&config)?, session.as_deref(), lines),
+    }
+}
+
+fn load(arg: &ConfigArg) -> Result<Config, String> {
+    Config::load(&arg.config).map_err(|e| e.to_string())
+}
+
+async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {
+    let shutdown = CancellationToken::new();
+    (Gateway::start(config, shutdown.clone()).await, shutdown)
+}
+
+/// Stops every upstream and gives their supervisors a moment to kill the children.
+async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
+    shutdown.cancel();
+    gateway.registry.stop_all();
+    for _ in 0..40 {
+        let running = gateway
+            .registry
+            .health()
+            .values()
+            .any(|h| h.state != crate::upstream::UpstreamState::Stopped);
+        if !running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn serve(config: Config, stdio: bool, profile: Option<String>) -> Result<ExitCode, String> {
+    let path = config.source.clone();
+    let grace = Duration::from_millis(config.gateway.shutdown_grace_ms);
+    let (gateway, shutdown) = start(config).await;
+    tokio::spawn(watch_signals(gateway.clone(), path, grace, shutdown.clone()));
+    let served = if stdio {
+        server::serve_stdio(gateway.clone(), profile, shutdown.clone()).await
+    } else {
+        server::serve_http(gateway.clone(), shutdown.clone()).await
+    };
+    stop(&gateway, shutdown).await;
+    served.map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM/SIGINT drain and stop the gateway; SIGHUP, or a change of the configuration
+/// file, reloads it.
+async fn watch_signals(
+    gateway: Arc<Gateway>,
+    path: PathBuf,
+    grace: Duration,
+    shutdown: CancellationToken,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    let mut seen = modified(&path);
+    let mut poll = tokio::time::interval(CONFIG_POLL);
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            () = shutdown.cancelled() => return,
+            _ = hup.recv() => reload(&gateway, &path).await,
+            _ = poll.tick() => {
+                let now = modified(&path);
+                if now != seen {
+                    seen = now;
+                    reload(&gateway, &path).await;
+                }
+            }
+        }
+    }
+    tracing::info!("shutting down: draining calls in flight (up to {grace:?})");
+    gateway.drain(grace).await;
+    shutdown.cancel();
+}
+
+/// How often the configuration file is checked for changes.
+const CONFIG_POLL: Duration = Duration::from_secs(2);
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Re-reads the configuration; an invalid one is logged and the old one keeps serving.
+async fn reload(gateway: &Gateway, path: &Path) {
+    match Config::load(path) {
+        Ok(config) => {
+            gateway.reload(config).await;
+            tracing::info!("configuration reloaded from {}", path.display());
+        }
+        Err(e) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
+    }
+}
+
+async fn status(listen: std::net::SocketAddr, token: Option<String>) -> Result<ExitCode, String> {
+    let mut request = reqwest::Client::new().get(format!("http://{listen}/healthz"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.map_err(|e| format!("cannot reach {listen}: {e}"))?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.map_err(|e| e.to_string())?;
+    println!("{}", serde_json::to_string_pretty(&body).map_err(|e| e.to_string())?);
+    Ok(if status.is_success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Prints the last `lines` events of a session log, one per line.
+fn log_tail(config: &Config, session: Option<&str>, lines: usize) -> Result<ExitCode, String> {
+    let path = match session {
+        Some(path) if Path::new(path).is_file() => PathBuf::from(path),
+        chosen => {
+            let dir = match &config.log.sessions_dir {
+                crate::config::SessionsDir::Path(dir) => dir.clone(),
+                crate::config::SessionsDir::Enabled(false) => {
+                    return Err("session logs are disabled ([log] sessions_dir = false)".into());
+                }
+                _ => session_log::default_sessions_dir(),
+            };
+            find_session_log(&dir, chosen)
+                .ok_or_else(|| format!("no session log found under {}", dir.display()))?
+        }
+    };
+    let events = session_log::read_events(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("# {}", path.display());
+    for event in events.iter().skip(events.len().saturating_sub(lines)) {
+        let field = |key: &str| event.get(key).and_then(|v| v.as_str()).unwrap_or("");
+        let detail = match field("type") {
+            "tool/call" | "tool/code-dispatch-start" => {
+                format!("{} {}", field("tool"), event.get("arguments").cloned().unwrap_or_default())
+            }
+            "tool/result" | "tool/code-dispatch" => {
+                let status = event
+                    .pointer("/error/code")
+                    .and_then(|c| c.as_str())
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| {
+                        if event.get("isError").and_then(|v| v.as_bool()) == Some(true) {
+                            "isError".into()
+                        } else {
+                            "ok".into()
+                        }
+                    });
+                format!("{} -> {status}", field("tool"))
+            }
+            _ => event.to_string(),
+        };
+        println!("{} {:<26} {detail}", field("ts"), field("type"));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The newest `session.jsonl.zst` under `dir` (`<date>/<session>/`), or the one of
+/// the session `id`.
+fn find_session_log(dir: &Path, id: Option<&str>) -> Option<PathBuf> {
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
+    for day in std::fs::read_dir(dir).ok()?.flatten() {
+        for session in std::fs::read_dir(day.path()).into_iter().flatten().flatten() {
+            if id.is_some_and(|id| session.file_name() != id) {
+                continue;
+            }
+            let path = session.path().join("session.jsonl.zst");
+            if let Some(time) = modified(&path) {
+                found.push((time, path));
+            }
+        }
+    }
+    found.into_iter().max().map(|(_, path)| path)
+}

@@ -1,0 +1,153 @@
+//! The `mcp-gateway` command line: `serve`, `tools`, `call`, `config check|dump`, `status`.
+//! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
+
+mod commands;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// One MCP server in front of many: federation, a policy pipeline and run_code.
+#[derive(Parser, Debug)]
+#[command(name = "mcp-gateway", version, about)]
+pub struct Cli {
+    /// More logging (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConfigArg {
+    /// Configuration file: TOML, or a client's JSON (`mcpServers` / `servers`).
+    #[arg(long, short = 'c', default_value = "config.toml")]
+    config: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the gateway (streamable HTTP + SSE by default, or stdio).
+    Serve {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Serve one client over stdin/stdout.
+        #[arg(long, conflicts_with = "listen")]
+        stdio: bool,
+        /// Listen address for HTTP (overrides `[listen] address`).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Profile for the stdio session.
+        #[arg(long, requires = "stdio")]
+        profile: Option<String>,
+    },
+    /// List the federated tools.
+    Tools {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print the tool definitions as JSON.
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        profile: Option<String>,
+    },
+    /// Make one call through the gateway and print the result as JSON.
+    Call {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Federated tool name, e.g. mcp__kv__get.
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        #[arg(long)]
+        profile: Option<String>,
+    },
+    /// Check or print the configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Read session logs.
+    Log {
+        #[command(subcommand)]
+        action: LogAction,
+    },
+    /// Print the health of a running gateway.
+    Status {
+        /// Address of the running gateway's listener.
+        #[arg(long, default_value = "127.0.0.1:8765")]
+        listen: SocketAddr,
+        /// Bearer token, when the listener requires one.
+        #[arg(long, env = "GATEWAY_TOKEN")]
+        token: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LogAction {
+    /// Print the events of a session log readably (the newest session by default).
+    Tail {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// A session.jsonl.zst file, or a session id, instead of the newest session.
+        session: Option<String>,
+        /// Show only the last N events.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        lines: usize,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigAction {
+    /// Load and validate the configuration.
+    Check {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Print the effective configuration, secrets masked.
+    Dump {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+}
+
+/// Parses the command line and runs it.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(commands::run(cli.command));
+    // Children are killed when their handles drop; don't wait for stray tasks.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}

@@ -1,0 +1,142 @@
+//! The gateway's configuration: one typed struct per concern, loaded from `config.toml` or
+//! from the JSON files MCP clients already use (`{"mcpServers": …}`, `{"servers": …}`).
+//!
+//! Loading is strict: unknown keys and bad values are errors that name the file, the key
+//! and (TOML and JSON both report it) the line. `${VAR}` references are expanded from the
+//! environment after parsing; see [`env`].
+
+pub mod client_json;
+pub mod env;
+mod settings;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use settings::*;
+
+/// Why a configuration could not be loaded. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: `{key}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Loads `path`, choosing the format by its extension (`.json` = a client config).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let is_json = path.extension().is_some_and(|ext| ext == "json");
+        let mut config = if is_json {
+            client_json::parse(&text).map_err(|message| ConfigError::Parse {
+                path: path.to_owned(),
+                message,
+            })?
+        } else {
+            Config::from_toml(&text).map_err(|message| ConfigError::Parse {
+                path: path.to_owned(),
+                message,
+            })?
+        };
+        config.source = path.to_owned();
+        config.resolve().map_err(|(key, message)| ConfigError::Invalid {
+            path: path.to_owned(),
+            key,
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// Parses TOML text (no environment expansion, no validation).
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+    }
+
+    /// Expands `${VAR}` references and checks what serde cannot: each server names exactly
+    /// one way to reach it, names are usable, profiles and rules are well formed.
+    fn resolve(&mut self) -> Result<(), (String, String)> {
+        for (name, server) in &mut self.servers {
+            let at = |field: &str| format!("servers.{name}.{field}");
+            if !is_valid_server_name(name) {
+                return Err((
+                    format!("servers.{name}"),
+                    "server names may use only letters, digits, `_` and `-` (no `__`)".into(),
+                ));
+            }
+            server.resolve().map_err(|(field, message)| (at(&field), message))?;
+        }
+        for (index, entry) in self.listen.tokens.iter_mut().enumerate() {
+            entry.token = env::expand(&entry.token)
+                .map_err(|e| (format!("listen.tokens[{index}]"), e.to_string()))?;
+        }
+        for (index, rule) in self.policy.iter().enumerate() {
+            globset::Glob::new(&rule.tool)
+                .map_err(|e| (format!("policy[{index}].tool"), e.to_string()))?;
+        }
+        for (name, profile) in &self.profiles {
+            for glob in profile.allow.iter().chain(&profile.deny) {
+                globset::Glob::new(glob)
+                    .map_err(|e| (format!("profiles.{name}"), e.to_string()))?;
+            }
+        }
+        for entry in &self.listen.tokens {
+            if let Some(profile) = &entry.profile
+                && !self.profiles.contains_key(profile)
+            {
+                return Err((
+                    "listen.tokens".into(),
+                    format!("token bound to unknown profile `{profile}`"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The enabled upstream servers, by name.
+    pub fn enabled_servers(&self) -> impl Iterator<Item = (&String, &ServerConfig)> {
+        self.servers.iter().filter(|(_, s)| s.enabled)
+    }
+
+    /// The configuration as TOML with every secret masked (`config dump`).
+    pub fn dump_masked(&self) -> String {
+        let mut masked = self.clone();
+        for server in masked.servers.values_mut() {
+            server.mask_secrets();
+        }
+        toml::to_string_pretty(&masked).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}
+
+/// A server name becomes part of `mcp__<server>__<tool>`: it must not contain the `__`
+/// separator, or names could not be split back unambiguously.
+fn is_valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains("__")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Expands `${VAR}` in a map, reporting `field.KEY` on failure.
+fn expand_field_map(
+    field: &str,
+    map: &mut BTreeMap<String, String>,
+) -> Result<(), (String, String)> {
+    env::expand_map(map).map_err(|(key, e)| (format!("{field}.{key}"), e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

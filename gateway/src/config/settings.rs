@@ -1,0 +1,400 @@
+//! The configuration structs, one per concern, each field's default documented.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::env;
+
+const MASK: &str = "***";
+
+/// The whole configuration (`config.toml`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The file this was loaded from (not part of the file itself).
+    #[serde(skip)]
+    pub source: PathBuf,
+    #[serde(default)]
+    pub gateway: GatewaySettings,
+    /// `[listen]`: the HTTP listener; see `server::security` for every field.
+    #[serde(default)]
+    pub listen: crate::server::security::ListenConfig,
+    /// Upstream MCP servers by name; the name is the `<server>` of `mcp__<server>__<tool>`.
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Gate rules, first match wins.
+    #[serde(default)]
+    pub policy: Vec<PolicyRule>,
+    #[serde(default)]
+    pub gate: GateSettings,
+    #[serde(default)]
+    pub guards: GuardSettings,
+    #[serde(default)]
+    pub retry: RetrySettings,
+    #[serde(default)]
+    pub reminder: ReminderSettings,
+    /// Named visibility masks chosen per client.
+    #[serde(default)]
+    pub profiles: BTreeMap<String, ProfileConfig>,
+    #[serde(default)]
+    pub log: LogSettings,
+}
+
+/// How tools are presented to clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every visible tool is listed (the default).
+    #[default]
+    Native,
+    /// Only `run_code`, whose description carries the SDK of the visible tools.
+    Code,
+    /// Both the tools and `run_code`.
+    Both,
+}
+
+/// `[gateway]`: what the downstream server looks like.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewaySettings {
+    /// Presentation mode when a profile does not choose one. Default `native`.
+    pub mode: Mode,
+    /// Tool result content larger than this is cut with a marker. Default 1 MiB.
+    pub max_result_bytes: usize,
+    /// Arguments nested deeper than this are INVALID_ARGS. Default 64.
+    pub max_argument_depth: usize,
+    /// On SIGTERM/SIGINT, how long calls in flight may take to finish before they are
+    /// cancelled. Default 10 000 ms.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Native,
+            max_result_bytes: 1024 * 1024,
+            max_argument_depth: 64,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+/// How a remote upstream is spoken to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteTransport {
+    /// The current MCP HTTP transport (the default for `url`).
+    StreamableHttp,
+    /// Legacy HTTP+SSE (`GET /sse`, `POST` to the announced endpoint).
+    Sse,
+}
+
+/// `[servers.NAME]`: one upstream MCP server, reached by `command` (stdio) or `url`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Program to spawn (stdio transport).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment for the child; `${VAR}` is expanded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// Endpoint of a remote server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Default `streamable-http` when `url` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<RemoteTransport>,
+    /// HTTP headers for a remote server; `${VAR}` is expanded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Default true.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Budget for each call to this server's tools; none = no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Per-tool overrides by the upstream's own tool name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolOverride>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[servers.NAME.tools.TOOL]`: settings for one upstream tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOverride {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Overrides what `readOnlyHint` says about running this tool in parallel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_safe: Option<bool>,
+}
+
+/// Where an upstream lives, once the configuration is resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Remote {
+        url: String,
+        transport: RemoteTransport,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl ServerConfig {
+    /// A stdio server (used by the client-JSON reader and tests).
+    pub fn stdio(command: String, args: Vec<String>, env: BTreeMap<String, String>) -> Self {
+        Self {
+            command: Some(command),
+            args,
+            env,
+            ..Self::remote_or_empty(None, None)
+        }
+    }
+
+    /// A remote server, or an empty one when `url` is `None`.
+    pub fn remote_or_empty(url: Option<String>, transport: Option<RemoteTransport>) -> Self {
+        Self {
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            url,
+            transport,
+            headers: BTreeMap::new(),
+            enabled: true,
+            timeout_ms: None,
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// The endpoint this server is reached at.
+    pub fn endpoint(&self) -> Endpoint {
+        match (&self.command, &self.url) {
+            (Some(command), _) => Endpoint::Stdio {
+                command: command.clone(),
+                args: self.args.clone(),
+                env: self.env.clone(),
+                cwd: self.cwd.clone(),
+            },
+            (None, url) => Endpoint::Remote {
+                url: url.clone().unwrap_or_default(),
+                transport: self.transport.unwrap_or(RemoteTransport::StreamableHttp),
+                headers: self.headers.clone(),
+            },
+        }
+    }
+
+    /// The deadline for one call to `tool`: the tool's own, else the server's.
+    pub fn timeout_for(&self, tool: &str) -> Option<std::time::Duration> {
+        self.tools
+            .get(tool)
+            .and_then(|t| t.timeout_ms)
+            .or(self.timeout_ms)
+            .map(std::time::Duration::from_millis)
+    }
+
+    pub(super) fn resolve(&mut self) -> Result<(), (String, String)> {
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => {
+                return Err((
+                    "url".into(),
+                    "set either `command` (stdio) or `url` (remote), not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err((
+                    "command".into(),
+                    "missing: set `command` (stdio) or `url` (remote)".into(),
+                ));
+            }
+            (Some(_), None) if self.transport.is_some() || !self.headers.is_empty() => {
+                return Err((
+                    "transport".into(),
+                    "`transport` and `headers` apply only to a `url` server".into(),
+                ));
+            }
+            (None, Some(_)) if !self.args.is_empty() || !self.env.is_empty() => {
+                return Err((
+                    "args".into(),
+                    "`args`, `env` and `cwd` apply only to a `command` server".into(),
+                ));
+            }
+            _ => {}
+        }
+        let expand = |field: &str, value: &mut String| {
+            *value = env::expand(value).map_err(|e| (field.to_owned(), e.to_string()))?;
+            Ok::<_, (String, String)>(())
+        };
+        if let Some(command) = &mut self.command {
+            expand("command", command)?;
+        }
+        for (index, arg) in self.args.iter_mut().enumerate() {
+            expand(&format!("args[{index}]"), arg)?;
+        }
+        if let Some(url) = &mut self.url {
+            expand("url", url)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(("url".into(), format!("`{url}` is not an http(s) URL")));
+            }
+        }
+        super::expand_field_map("env", &mut self.env)?;
+        super::expand_field_map("headers", &mut self.headers)?;
+        Ok(())
+    }
+
+    pub(super) fn mask_secrets(&mut self) {
+        for value in self.env.values_mut().chain(self.headers.values_mut()) {
+            *value = MASK.into();
+        }
+    }
+}
+
+/// `allow | deny | ask`, the pre-execute gate's decision for a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleDecision {
+    Allow,
+    Deny,
+    Ask,
+}
+
+/// `[[policy]]`: a gate rule over federated tool names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    /// Glob over federated names, e.g. `mcp__fs__write_*`.
+    pub tool: String,
+    pub decision: RuleDecision,
+    /// Shown in DENIED results and in the question asked for `ask`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What `ask` becomes when the client cannot be asked (no elicitation capability).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AskFallback {
+    Allow,
+    #[default]
+    Deny,
+}
+
+/// `[gate]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GateSettings {
+    /// Default `deny`.
+    pub ask_fallback: AskFallback,
+}
+
+/// `[guards]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardSettings {
+    /// Per downstream session; none = unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_minute: Option<u32>,
+}
+
+/// `[retry]`: retries of read-only or idempotent tools whose upstream was unavailable.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrySettings {
+    /// Total attempts including the first. Default 3; 1 disables retry.
+    pub max_attempts: u32,
+    /// First backoff, doubled per attempt. Default 200 ms.
+    pub backoff_ms: u64,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            backoff_ms: 200,
+        }
+    }
+}
+
+/// `[reminder]`: the repeat-tool reminder (spec section Four).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReminderSettings {
+    /// Default true.
+    pub enabled: bool,
+    /// Consecutive identical calls that trigger a reminder. Default `[3, 5, 8]`.
+    pub thresholds: Vec<u32>,
+    /// Globs of tools to track; empty = all.
+    pub include: Vec<String>,
+    /// Globs of tools transparent to the chain.
+    pub exclude: Vec<String>,
+    /// Cap on the arguments quoted in a detailed reminder. Default 500.
+    pub arguments_preview_chars: usize,
+}
+
+impl Default for ReminderSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            thresholds: vec![3, 5, 8],
+            include: Vec::new(),
+            exclude: Vec::new(),
+            arguments_preview_chars: 500,
+        }
+    }
+}
+
+/// `[profiles.NAME]`: what one kind of client sees.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProfileConfig {
+    /// Globs over federated names; empty = everything.
+    pub allow: Vec<String>,
+    /// Globs over federated names hidden from this profile.
+    pub deny: Vec<String>,
+    /// Overrides `[gateway] mode`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// Where session logs go: a folder, or `false` to disable. Default: the user's data
+    /// folder (`$XDG_DATA_HOME/mcp-gateway/sessions` or `~/.local/share/…`).
+    #[serde(skip_serializing_if = "SessionsDir::is_default")]
+    pub sessions_dir: SessionsDir,
+}
+
+/// `sessions_dir = "path"` or `sessions_dir = false`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SessionsDir {
+    #[default]
+    #[serde(skip)]
+    Default,
+    Enabled(bool),
+    Path(PathBuf),
+}
+
+impl SessionsDir {
+    fn is_default(&self) -> bool {
+        *self == SessionsDir::Default
+    }
+}

@@ -1,0 +1,90 @@
+use super::*;
+
+fn load_text(name: &str, text: &str) -> Result<Config, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    Config::load(&path)
+}
+
+#[test]
+fn a_misspelt_key_names_the_key_and_the_line() {
+    let err = load_text(
+        "config.toml",
+        "[servers.kv]\ncommand = \"kv\"\ntimout_ms = 5\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("config.toml"), "{err}");
+    assert!(err.contains("timout_ms"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn an_unset_variable_is_named_with_its_key() {
+    let err = load_text(
+        "config.toml",
+        "[servers.kv]\ncommand = \"kv\"\nenv = { K = \"${MCP_GATEWAY_TEST_UNSET}\" }\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("servers.kv.env.K"), "{err}");
+    assert!(err.contains("MCP_GATEWAY_TEST_UNSET"), "{err}");
+}
+
+#[test]
+fn a_server_needs_exactly_one_endpoint() {
+    let err = load_text("c.toml", "[servers.x]\nenabled = true\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("servers.x.command"), "{err}");
+    let err = load_text(
+        "c.toml",
+        "[servers.x]\ncommand = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("not both"), "{err}");
+}
+
+#[test]
+fn client_json_files_are_read() {
+    let config = load_text(
+        "claude.json",
+        r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"]},
+            "remote": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        config.servers["fs"].endpoint(),
+        Endpoint::Stdio {
+            command: "npx".into(),
+            args: vec!["-y".into(), "x".into()],
+            env: Default::default(),
+            cwd: None
+        }
+    );
+    assert!(matches!(
+        config.servers["remote"].endpoint(),
+        Endpoint::Remote { transport: RemoteTransport::Sse, .. }
+    ));
+    let err = load_text("vscode.json", r#"{"servers": {"a": {"comand": "x"}}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("comand"), "{err}");
+}
+
+#[test]
+fn dump_masks_secrets() {
+    // SAFETY: tests in this module do not read this variable concurrently.
+    unsafe { std::env::set_var("MCP_GATEWAY_TEST_TOKEN", "hunter2") };
+    let config = load_text(
+        "c.toml",
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_GATEWAY_TEST_TOKEN}\" }\n[listen]\ntokens = [\"${MCP_GATEWAY_TEST_TOKEN}\"]\n",
+    )
+    .unwrap();
+    assert_eq!(config.servers["r"].headers["Authorization"], "Bearer hunter2");
+    let dump = config.dump_masked();
+    assert!(!dump.contains("hunter2"), "{dump}");
+    assert!(dump.contains("***"), "{dump}");
+}

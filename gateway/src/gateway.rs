@@ -1,0 +1,285 @@
+//! The assembled gateway: upstreams, the pipeline and the profiles, shared by every
+//! downstream session whatever its transport.
+//!
+//! What the configuration decides (pipeline, profiles, session-log folder) lives in one
+//! immutable [`Policy`] snapshot; a reload builds a new one and swaps it in, so a call
+//! always runs under one consistent configuration. Sessions keep the profile they
+//! started with.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities, Tool};
+use rmcp::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Mode, SessionsDir};
+use crate::observe::metrics::Metrics;
+use crate::observe::session_log::{self, SessionLog};
+use crate::pipeline::{
+    BuiltinTool, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings, Session, Target,
+    ToolError,
+};
+use crate::policies;
+use crate::registry::Registry;
+use crate::registry::profile::Profiles;
+use crate::server::subscriptions::Subscriptions;
+use crate::upstream::ProgressSink;
+
+/// The name of the gateway's own code tool; reserved, never shadowed.
+pub const RUN_CODE: &str = "run_code";
+
+/// Everything the configuration decides, built together and swapped together.
+pub struct Policy {
+    pub config: Config,
+    pub pipeline: Pipeline,
+    pub profiles: Profiles,
+    sessions_dir: Option<PathBuf>,
+}
+
+impl Policy {
+    fn new(config: Config, registry: &Arc<Registry>, metrics: &Arc<Metrics>) -> Self {
+        let pipeline = policies::builtin(&config, metrics.clone()).build(
+            registry.clone(),
+            PipelineSettings {
+                ask_fallback: config.gate.ask_fallback,
+                max_argument_depth: config.gateway.max_argument_depth,
+            },
+        );
+        let sessions_dir = match &config.log.sessions_dir {
+            SessionsDir::Default | SessionsDir::Enabled(true) => {
+                Some(session_log::default_sessions_dir())
+            }
+            SessionsDir::Enabled(false) => None,
+            SessionsDir::Path(path) => Some(path.clone()),
+        };
+        Policy {
+            profiles: Profiles::new(&config),
+            config,
+            pipeline,
+            sessions_dir,
+        }
+    }
+}
+
+/// The gateway: shared by every session.
+pub struct Gateway {
+    policy: RwLock<Arc<Policy>>,
+    pub registry: Arc<Registry>,
+    pub metrics: Arc<Metrics>,
+    pub subscriptions: Arc<Subscriptions>,
+    /// `run_code`, when the code runtime is available.
+    pub run_code: Option<Arc<dyn BuiltinTool>>,
+    pub shutdown: CancellationToken,
+    drain: Drain,
+}
+
+/// Graceful shutdown of calls: refuse new ones, wait for those in flight, cancel the rest.
+#[derive(Default)]
+struct Drain {
+    refusing: AtomicBool,
+    in_flight: AtomicUsize,
+    idle: tokio::sync::Notify,
+    /// Parent of every call's cancellation; cancelled when the grace period ends.
+    calls: CancellationToken,
+}
+
+/// Counts one call in flight for as long as it lives.
+struct InFlight<'a>(&'a Drain);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// A call as a transport hands it to the gateway.
+pub struct CallRequest {
+    pub name: String,
+    pub arguments: Option<JsonObject>,
+    pub cancel: CancellationToken,
+    pub peer: Option<Peer<RoleServer>>,
+    pub progress: Option<ProgressSink>,
+    pub origin: Origin,
+}
+
+impl Gateway {
+    /// Starts every upstream and assembles the pipeline.
+    pub async fn start(config: Config, shutdown: CancellationToken) -> Arc<Gateway> {
+        let (registry, resource_updates) = Registry::start(&config, shutdown.clone()).await;
+        let metrics = Arc::new(Metrics::new());
+        let policy = Policy::new(config, &registry, &metrics);
+        Arc::new(Gateway {
+            policy: RwLock::new(Arc::new(policy)),
+            registry,
+            metrics,
+            subscriptions: Subscriptions::start(resource_updates),
+            run_code: None,
+            shutdown,
+            drain: Drain::default(),
+        })
+    }
+
+    /// The configuration-derived policy in force now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The configuration in force now.
+    pub fn config(&self) -> Config {
+        self.policy().config.clone()
+    }
+
+    /// Applies a new configuration: upstreams are added, removed or restarted as needed
+    /// (unchanged ones keep their connections), then the new policy is swapped in.
+    /// The listener's own settings take effect at the next start.
+    pub async fn reload(&self, config: Config) {
+        self.registry.reconfigure(&config).await;
+        let policy = Arc::new(Policy::new(config, &self.registry, &self.metrics));
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    /// Whether `profile` (`None` = the default profile) exists.
+    pub fn has_profile(&self, profile: Option<&str>) -> bool {
+        self.policy().profiles.get(profile).is_some()
+    }
+
+    /// A new downstream session with the named profile (`None` = the default profile).
+    pub fn new_session(&self, profile: Option<&str>) -> Option<Arc<Session>> {
+        let policy = self.policy();
+        let profile = policy.profiles.get(profile)?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let log = policy.sessions_dir.as_ref().and_then(|dir| {
+            SessionLog::create(dir, &id)
+                .inspect_err(|e| tracing::warn!("session log disabled: {e}"))
+                .ok()
+        });
+        Some(Arc::new(Session::new(id, profile, log)))
+    }
+
+    /// What `name` means for `session`: a visible federated tool, `run_code` in code or
+    /// both mode, or nothing (TOOL_NOT_FOUND).
+    pub fn resolve(&self, session: &Session, name: &str) -> Option<Target> {
+        if name == RUN_CODE {
+            return match session.mode() {
+                Mode::Native => None,
+                Mode::Code | Mode::Both => self.run_code.clone().map(Target::Builtin),
+            };
+        }
+        if session.mode() == Mode::Code || !session.profile.sees(name) {
+            return None;
+        }
+        let catalog = self.registry.catalog();
+        catalog.tools.get(name).cloned().map(Target::Federated)
+    }
+
+    /// The tools `session` lists, in lexicographic order, `run_code` first when shown.
+    pub fn visible_tools(&self, session: &Session) -> Vec<Tool> {
+        let mut tools = Vec::new();
+        if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
+            tools.push(run_code.definition(session));
+        }
+        if session.mode() != Mode::Code {
+            let catalog = self.registry.catalog();
+            tools.extend(
+                catalog
+                    .tools
+                    .values()
+                    .filter(|t| session.profile.sees(&t.name))
+                    .map(|t| t.definition.clone()),
+            );
+        }
+        tools
+    }
+
+    /// What the gateway announces: tools always, and prompts, resources (with
+    /// subscriptions) and completions when any upstream offers them.
+    pub fn capabilities(&self) -> ServerCapabilities {
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        for upstream in self.registry.upstreams() {
+            let offered = upstream.offer().capabilities.clone();
+            if offered.prompts.is_some() {
+                capabilities.prompts = offered.prompts;
+            }
+            if let Some(resources) = offered.resources {
+                let merged = capabilities
+                    .resources
+                    .get_or_insert_with(|| resources.clone());
+                merged.subscribe = merged.subscribe.or(resources.subscribe);
+                merged.list_changed = merged.list_changed.or(resources.list_changed);
+            }
+            if offered.completions.is_some() {
+                capabilities.completions = offered.completions;
+            }
+        }
+        capabilities
+    }
+
+    /// Runs one call through the pipeline in force.
+    pub async fn call(&self, session: &Arc<Session>, request: CallRequest) -> CallToolResult {
+        self.drain.in_flight.fetch_add(1, Ordering::AcqRel);
+        let _in_flight = InFlight(&self.drain);
+        if self.drain.refusing.load(Ordering::Acquire) {
+            return ToolError::new(ErrorCode::UpstreamUnavailable, "the gateway is shutting down")
+                .to_result();
+        }
+        // The call is cancelled by its caller or by the end of the shutdown grace period.
+        let cancel = self.drain.calls.child_token();
+        let caller = request.cancel;
+        let link = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                caller.cancelled().await;
+                cancel.cancel();
+            })
+        };
+        let invocation = Invocation {
+            target: self.resolve(session, &request.name),
+            session: session.clone(),
+            tool: request.name,
+            arguments: request.arguments,
+            cancel,
+            progress: request.progress,
+            peer: request.peer,
+            origin: request.origin,
+        };
+        let result = self.policy().pipeline.run(&invocation).await;
+        link.abort();
+        result
+    }
+
+    /// Stops taking new calls, lets those in flight finish for up to `grace`, then
+    /// cancels the rest and waits (briefly) for them to answer.
+    pub async fn drain(&self, grace: Duration) {
+        self.drain.refusing.store(true, Ordering::Release);
+        let all_done = async {
+            loop {
+                let idle = self.drain.idle.notified();
+                if self.drain.in_flight.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        };
+        if tokio::time::timeout(grace, all_done).await.is_err() {
+            tracing::warn!(
+                in_flight = self.drain.in_flight.load(Ordering::Acquire),
+                "grace period over; cancelling the calls still in flight"
+            );
+            self.drain.calls.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while self.drain.in_flight.load(Ordering::Acquire) > 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await;
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! What the gateway records about itself: Prometheus metrics and per-session logs.
+
+pub mod metrics;
+pub mod session_log;

@@ -1,0 +1,71 @@
+//! `ask`: putting a gated call in front of a person through MCP elicitation.
+//!
+//! The question goes to the client that made the call. Accept lets the call proceed;
+//! decline or cancel is DENIED. A client that did not declare the elicitation capability
+//! cannot be asked: the configured fallback applies, and a denial says why.
+
+use std::collections::BTreeMap;
+
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+
+use super::error::{ErrorCode, ToolError};
+use super::invocation::Invocation;
+use crate::config::AskFallback;
+
+/// How much of the arguments the question quotes.
+const ARGUMENTS_SUMMARY_CHARS: usize = 300;
+
+/// Asks the caller's person whether `invocation` may run.
+pub async fn ask(
+    invocation: &Invocation,
+    reason: &str,
+    fallback: AskFallback,
+) -> Result<(), ToolError> {
+    let denied = |message: String| Err(ToolError::new(ErrorCode::Denied, message));
+    let peer = invocation.peer.as_ref().filter(|peer| {
+        peer.peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some())
+    });
+    let Some(peer) = peer else {
+        return match fallback {
+            AskFallback::Allow => Ok(()),
+            AskFallback::Deny => denied(format!(
+                "`{}` needs a person's approval ({reason}), but this client cannot be asked \
+                 (it does not support elicitation); [gate] ask_fallback is deny",
+                invocation.tool
+            )),
+        };
+    };
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question(invocation, reason),
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    };
+    let answer = tokio::select! {
+        answer = peer.create_elicitation(params) => answer,
+        () = invocation.cancel.cancelled() => {
+            return Err(ToolError::new(ErrorCode::AbortedBeforeDispatch, "cancelled while waiting for approval"));
+        }
+    };
+    match answer {
+        Ok(result) if result.action == ElicitationAction::Accept => Ok(()),
+        Ok(result) => denied(format!(
+            "`{}` was not approved ({:?}): {reason}",
+            invocation.tool, result.action
+        )),
+        Err(e) => denied(format!(
+            "`{}` needs approval ({reason}), but asking failed: {e}",
+            invocation.tool
+        )),
+    }
+}
+
+fn question(invocation: &Invocation, reason: &str) -> String {
+    let arguments = invocation.arguments_value().to_string();
+    let summary: String = arguments.chars().take(ARGUMENTS_SUMMARY_CHARS).collect();
+    let cut = if summary.len() < arguments.len() { " …" } else { "" };
+    format!(
+        "Allow the tool call `{}`?\nReason: {reason}\nArguments: {summary}{cut}",
+        invocation.tool
+    )
+}

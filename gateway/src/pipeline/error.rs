@@ -1,0 +1,107 @@
+//! The gateway's own failures: stable codes, and the one function that turns them into
+//! MCP results.
+
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
+use serde_json::json;
+
+/// `_meta` key that carries the structured error of a gateway failure.
+pub const ERROR_META_KEY: &str = "mcp-gateway/error";
+
+/// Stable error codes; clients and run_code programs may match on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    InvalidArgs,
+    ToolNotFound,
+    Denied,
+    ToolTimeout,
+    AbortedBeforeDispatch,
+    Aborted,
+    UpstreamUnavailable,
+    UpstreamError,
+    OutputInvalid,
+    CodeRunFailed,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidArgs => "INVALID_ARGS",
+            ErrorCode::ToolNotFound => "TOOL_NOT_FOUND",
+            ErrorCode::Denied => "DENIED",
+            ErrorCode::ToolTimeout => "TOOL_TIMEOUT",
+            ErrorCode::AbortedBeforeDispatch => "ABORTED_BEFORE_DISPATCH",
+            ErrorCode::Aborted => "ABORTED",
+            ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+            ErrorCode::UpstreamError => "UPSTREAM_ERROR",
+            ErrorCode::OutputInvalid => "OUTPUT_INVALID",
+            ErrorCode::CodeRunFailed => "CODE_RUN_FAILED",
+        }
+    }
+
+    /// The error's class name, as the spec's `info.name`.
+    pub fn error_name(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidArgs => "ToolArgsError",
+            ErrorCode::ToolNotFound => "ToolNotFoundError",
+            ErrorCode::Denied => "ToolDeniedError",
+            ErrorCode::ToolTimeout => "ToolTimeoutError",
+            ErrorCode::AbortedBeforeDispatch | ErrorCode::Aborted => "AbortError",
+            ErrorCode::UpstreamUnavailable => "UpstreamUnavailableError",
+            ErrorCode::UpstreamError => "UpstreamError",
+            ErrorCode::OutputInvalid => "ToolOutputError",
+            ErrorCode::CodeRunFailed => "CodeRunFailedError",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure of the gateway's own (not a tool's own `isError` result).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ToolError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Extra structured detail (for CODE_RUN_FAILED: `{kind}`).
+    pub detail: Option<serde_json::Value>,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            detail: None,
+        }
+    }
+
+    pub fn with_detail(mut self, detail: serde_json::Value) -> Self {
+        self.detail = Some(detail);
+        self
+    }
+
+    /// The MCP result for this failure: `isError`, a text `Error [CODE]: message`, and the
+    /// structured error under `_meta["mcp-gateway/error"]`.
+    pub fn to_result(&self) -> CallToolResult {
+        let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+            "Error [{}]: {}",
+            self.code, self.message
+        ))]);
+        let mut error = json!({
+            "code": self.code.as_str(),
+            "name": self.code.error_name(),
+            "message": self.message,
+        });
+        if let Some(detail) = &self.detail {
+            error["detail"] = detail.clone();
+        }
+        let mut meta = MetaObject::new();
+        meta.insert(ERROR_META_KEY.into(), error);
+        result.meta = Some(meta);
+        result
+    }
+}

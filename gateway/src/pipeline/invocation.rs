@@ -1,0 +1,110 @@
+//! One tool call as the pipeline sees it: who asked, for what, and how to reach them.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::JsonObject;
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::outcome::BoxFuture;
+use super::error::ToolError;
+use crate::config::Mode;
+use crate::observe::session_log::SessionLog;
+use crate::registry::profile::Profile;
+use crate::registry::FederatedTool;
+use crate::upstream::ProgressSink;
+use rmcp::model::{CallToolResult, Tool};
+
+/// One downstream session (one "agent" in the spec): its profile, its log, and the
+/// per-session state that policies keep (the reminder's chain, the rate limiter's window).
+pub struct Session {
+    pub id: String,
+    pub profile: Arc<Profile>,
+    pub log: Option<SessionLog>,
+    /// Policy state, keyed by type: each policy owns its own entry.
+    pub state: Mutex<http::Extensions>,
+}
+
+impl Session {
+    pub fn new(id: String, profile: Arc<Profile>, log: Option<SessionLog>) -> Self {
+        Self {
+            id,
+            profile,
+            log,
+            state: Mutex::new(http::Extensions::new()),
+        }
+    }
+
+    /// Runs `f` on this session's state of type `T`, creating it with `Default` first.
+    pub fn with_state<T, R>(&self, f: impl FnOnce(&mut T) -> R) -> R
+    where
+        T: Default + Clone + Send + Sync + 'static,
+    {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f(state.get_or_insert_default::<T>())
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.profile.mode
+    }
+}
+
+/// Where a call came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A client's `tools/call`.
+    Client,
+    /// A bound call from a run_code program (the run's id).
+    Code { run: String },
+}
+
+/// A tool the gateway implements itself (run_code).
+pub trait BuiltinTool: Send + Sync {
+    fn definition(&self, session: &Session) -> Tool;
+    fn call<'a>(
+        &'a self,
+        invocation: &'a Invocation,
+        signal: CancellationToken,
+    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>>;
+}
+
+/// What a name resolved to.
+#[derive(Clone)]
+pub enum Target {
+    Federated(Arc<FederatedTool>),
+    Builtin(Arc<dyn BuiltinTool>),
+}
+
+impl Target {
+    pub fn concurrency_safe(&self) -> bool {
+        match self {
+            Target::Federated(tool) => tool.concurrency_safe,
+            Target::Builtin(_) => false,
+        }
+    }
+}
+
+/// A call on its way through the pipeline.
+pub struct Invocation {
+    pub session: Arc<Session>,
+    /// The name the caller used (federated, or `run_code`).
+    pub tool: String,
+    pub arguments: Option<JsonObject>,
+    /// `None` when the name is unknown or hidden from this session's profile.
+    pub target: Option<Target>,
+    /// The caller's cancellation; wrappers may derive, never drop it.
+    pub cancel: CancellationToken,
+    /// Where upstream progress goes, when the caller asked for progress.
+    pub progress: Option<ProgressSink>,
+    /// The client that made the call, for elicitation (`ask`).
+    pub peer: Option<Peer<RoleServer>>,
+    pub origin: Origin,
+}
+
+impl Invocation {
+    /// The arguments as one JSON value (`{}` when none were given).
+    pub fn arguments_value(&self) -> Value {
+        Value::Object(self.arguments.clone().unwrap_or_default())
+    }
+}

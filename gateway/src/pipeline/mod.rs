@@ -1,0 +1,339 @@
+//! The pipeline every tool call goes through, federated or from run_code (spec section
+//! Three), in this order:
+//!
+//! ```text
+//! resolve (profile) → gate (allow | deny | ask) → guards → validate arguments
+//!   → around wrappers (timeout, retry, metrics) → dispatch (upstream or built-in)
+//!   → post-execute → finalize content → result observers
+//! ```
+//!
+//! The order lives in [`Pipeline::run`] and nowhere else. Stages are trait objects
+//! registered in order through [`PipelineBuilder`]; built-in policies are plugins of
+//! these stages (`crate::policies`).
+
+mod ask;
+pub mod error;
+pub mod invocation;
+pub mod outcome;
+pub mod stages;
+pub mod validate;
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::AskFallback;
+use crate::registry::{Registry, resource_uri};
+use crate::upstream::UpstreamError;
+pub use error::{ErrorCode, ToolError};
+pub use invocation::{BuiltinTool, Invocation, Origin, Session, Target};
+pub use outcome::{AdditionalContext, BoxFuture, ContextSource, ToolOutcome};
+pub use stages::{
+    Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, ResultObserver,
+};
+
+/// `_meta` key listing the provenance of attached contexts.
+pub const CONTEXTS_META_KEY: &str = "mcp-gateway/contexts";
+
+/// The rest of the around chain below one wrapper (ending in dispatch).
+#[derive(Clone, Copy)]
+pub struct Next<'a> {
+    pipeline: &'a Pipeline,
+    index: usize,
+    invocation: &'a Invocation,
+    target: &'a Target,
+}
+
+impl<'a> Next<'a> {
+    /// Runs the rest of the chain with `signal`, which must be the signal the wrapper
+    /// was given or a child of it.
+    pub fn run(self, signal: CancellationToken) -> BoxFuture<'a, ToolOutcome> {
+        self.pipeline
+            .layer(self.index, self.invocation, self.target, signal)
+    }
+}
+
+/// The stages, in registration order within each stage.
+#[derive(Default)]
+pub struct PipelineBuilder {
+    gates: Vec<Arc<dyn Gate>>,
+    guards: Vec<Arc<dyn Guard>>,
+    around: Vec<Arc<dyn Around>>,
+    post: Vec<Arc<dyn PostExecute>>,
+    finalize: Vec<Arc<dyn Finalize>>,
+    observers: Vec<Arc<dyn ResultObserver>>,
+}
+
+impl PipelineBuilder {
+    pub fn gate(mut self, gate: Arc<dyn Gate>) -> Self {
+        self.gates.push(gate);
+        self
+    }
+    pub fn guard(mut self, guard: Arc<dyn Guard>) -> Self {
+        self.guards.push(guard);
+        self
+    }
+    /// Wrappers registered first are outermost.
+    pub fn around(mut self, wrapper: Arc<dyn Around>) -> Self {
+        self.around.push(wrapper);
+        self
+    }
+    pub fn post(mut self, post: Arc<dyn PostExecute>) -> Self {
+        self.post.push(post);
+        self
+    }
+    pub fn finalize(mut self, finalize: Arc<dyn Finalize>) -> Self {
+        self.finalize.push(finalize);
+        self
+    }
+    pub fn observer(mut self, observer: Arc<dyn ResultObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
+    pub fn build(self, registry: Arc<Registry>, settings: PipelineSettings) -> Pipeline {
+        Pipeline {
+            stages: self,
+            registry,
+            settings,
+        }
+    }
+}
+
+/// What the pipeline core itself needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    pub ask_fallback: AskFallback,
+    pub max_argument_depth: usize,
+}
+
+/// Runs tool calls through the stages.
+pub struct Pipeline {
+    stages: PipelineBuilder,
+    registry: Arc<Registry>,
+    settings: PipelineSettings,
+}
+
+impl Pipeline {
+    /// Runs one call end to end and returns what the caller sees.
+    pub async fn run(&self, invocation: &Invocation) -> CallToolResult {
+        for observer in &self.stages.observers {
+            observer.call_started(invocation);
+        }
+        let pre_aborted = invocation.cancel.is_cancelled();
+        let mut outcome = if pre_aborted {
+            ToolOutcome::failed(aborted_before_dispatch(), false)
+        } else {
+            self.execute(invocation).await
+        };
+        if !pre_aborted {
+            self.post_execute(invocation, &mut outcome);
+        }
+        let (result, error) = self.finalize(outcome);
+        for observer in &self.stages.observers {
+            observer.result(invocation, error.as_ref(), &result);
+        }
+        result
+    }
+
+    /// Gate, guards, validation, then the around chain over dispatch.
+    async fn execute(&self, invocation: &Invocation) -> ToolOutcome {
+        let Some(target) = &invocation.target else {
+            return ToolOutcome::failed(
+                ToolError::new(
+                    ErrorCode::ToolNotFound,
+                    format!("no tool named `{}` is available", invocation.tool),
+                ),
+                false,
+            );
+        };
+        if let Err(error) = self.admit(invocation).await {
+            return ToolOutcome::failed(error, false);
+        }
+        if let Target::Federated(tool) = target
+            && let Err(error) = validate::arguments(
+                tool,
+                &invocation.arguments_value(),
+                self.settings.max_argument_depth,
+            )
+        {
+            return ToolOutcome::failed(error, false);
+        }
+        if invocation.cancel.is_cancelled() {
+            return ToolOutcome::failed(aborted_before_dispatch(), false);
+        }
+        let mut outcome = self
+            .layer(0, invocation, target, invocation.cancel.clone())
+            .await;
+        if invocation.cancel.is_cancelled() && outcome.result.is_ok() {
+            outcome.result = Err(ToolError::new(
+                ErrorCode::Aborted,
+                "the call was cancelled by the client",
+            ));
+        }
+        outcome
+    }
+
+    /// Around wrapper `index` (outermost first), or dispatch after the last one.
+    fn layer<'a>(
+        &'a self,
+        index: usize,
+        invocation: &'a Invocation,
+        target: &'a Target,
+        signal: CancellationToken,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        match self.stages.around.get(index) {
+            None => Box::pin(self.dispatch(invocation, target, signal)),
+            Some(wrapper) => {
+                let next = Next {
+                    pipeline: self,
+                    index: index + 1,
+                    invocation,
+                    target,
+                };
+                wrapper.around(invocation, signal, next)
+            }
+        }
+    }
+
+    /// The gate waterfall, then the guards. Nothing after a rejection can undo it.
+    async fn admit(&self, invocation: &Invocation) -> Result<(), ToolError> {
+        for gate in &self.stages.gates {
+            match gate.decide(invocation).await {
+                GateDecision::Pass => continue,
+                GateDecision::Allow => break,
+                GateDecision::Deny { reason } => {
+                    return Err(ToolError::new(ErrorCode::Denied, reason));
+                }
+                GateDecision::Ask { reason } => {
+                    ask::ask(invocation, &reason, self.settings.ask_fallback).await?;
+                    break;
+                }
+            }
+        }
+        if invocation.cancel.is_cancelled() {
+            return Err(aborted_before_dispatch());
+        }
+        for guard in &self.stages.guards {
+            guard
+                .check(invocation)
+                .map_err(|reason| ToolError::new(ErrorCode::Denied, reason))?;
+        }
+        Ok(())
+    }
+
+    /// Sends the call to its executor. `signal` is the caller's token or one derived from
+    /// it by a wrapper (a child token), so the caller's cancellation always reaches here.
+    async fn dispatch(
+        &self,
+        invocation: &Invocation,
+        target: &Target,
+        signal: CancellationToken,
+    ) -> ToolOutcome {
+        let result = match target {
+            Target::Builtin(tool) => tool.call(invocation, signal).await,
+            Target::Federated(tool) => {
+                let called = match self.registry.upstream(&tool.server) {
+                    Some(upstream) => {
+                        upstream
+                            .call_tool(
+                                &tool.original,
+                                invocation.arguments.clone(),
+                                &signal,
+                                invocation.progress.clone(),
+                            )
+                            .await
+                    }
+                    None => Err(UpstreamError::Unavailable {
+                        server: tool.server.to_string(),
+                        reason: "removed from the configuration".into(),
+                    }),
+                };
+                called.map_err(upstream_failure).and_then(|mut result| {
+                    resource_uri::rewrite_links(&tool.server, &mut result.content);
+                    if result.is_error != Some(true) {
+                        validate::output(tool, result.structured_content.as_ref())?;
+                    }
+                    Ok(result)
+                })
+            }
+        };
+        ToolOutcome {
+            result,
+            dispatched: true,
+            contexts: Vec::new(),
+        }
+    }
+
+    fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
+        for post in &self.stages.post {
+            match post.post(invocation, outcome) {
+                PostDecision::Pass => {}
+                PostDecision::ReplaceContent(content) => {
+                    if let Ok(result) = &mut outcome.result {
+                        result.content = content;
+                    }
+                }
+                PostDecision::ReplaceValue(value) => {
+                    if let Ok(result) = &mut outcome.result {
+                        result.structured_content = Some(value);
+                    }
+                }
+                PostDecision::Block { reason } => {
+                    outcome.result = Err(ToolError::new(ErrorCode::Denied, reason));
+                }
+                PostDecision::Attach(contexts) => outcome.contexts.extend(contexts),
+            }
+        }
+    }
+
+    /// Normalizes the outcome into the caller's result: failures rendered, finalizers run
+    /// once over the content, then contexts appended after it with their provenance.
+    fn finalize(&self, outcome: ToolOutcome) -> (CallToolResult, Option<ToolError>) {
+        let (mut result, error) = match outcome.result {
+            Ok(result) => (result, None),
+            Err(error) => (error.to_result(), Some(error)),
+        };
+        for finalize in &self.stages.finalize {
+            finalize.finalize(&mut result.content);
+        }
+        if !outcome.contexts.is_empty() {
+            let first = result.content.len();
+            let provenance: Vec<_> = outcome
+                .contexts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| json!({"contentIndex": first + i, "source": c.source}))
+                .collect();
+            result
+                .content
+                .extend(outcome.contexts.into_iter().map(|c| ContentBlock::text(c.text)));
+            result
+                .meta
+                .get_or_insert_default()
+                .insert(CONTEXTS_META_KEY.into(), json!(provenance));
+        }
+        (result, error)
+    }
+}
+
+fn aborted_before_dispatch() -> ToolError {
+    ToolError::new(
+        ErrorCode::AbortedBeforeDispatch,
+        "the call was cancelled before it was dispatched",
+    )
+}
+
+/// The one mapping from upstream failures to stable codes.
+pub fn upstream_failure(error: UpstreamError) -> ToolError {
+    let code = match &error {
+        UpstreamError::Unavailable { .. } => ErrorCode::UpstreamUnavailable,
+        UpstreamError::Rejected { .. } | UpstreamError::Protocol { .. } => {
+            ErrorCode::UpstreamError
+        }
+        UpstreamError::Cancelled { .. } => ErrorCode::Aborted,
+    };
+    ToolError::new(code, error.to_string())
+}

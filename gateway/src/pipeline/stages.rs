@@ -1,0 +1,73 @@
+//! The pipeline's extension points, one small trait per stage (spec section Three).
+//!
+//! Built-in policies (`crate::policies`) implement these; a library user can register
+//! their own with [`super::PipelineBuilder`].
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::invocation::Invocation;
+use super::Next;
+use super::outcome::{AdditionalContext, BoxFuture, ToolOutcome};
+
+/// A pre-execute gate's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateDecision {
+    /// No opinion: the next gate decides (allow when none does).
+    Pass,
+    Allow,
+    Deny { reason: String },
+    /// Ask the person through the client (MCP elicitation).
+    Ask { reason: String },
+}
+
+/// tools/pre-execute: a waterfall of gates; the first decision other than `Pass` wins.
+pub trait Gate: Send + Sync {
+    fn decide<'a>(&'a self, invocation: &'a Invocation) -> BoxFuture<'a, GateDecision>;
+}
+
+/// A synchronous guard: returning a reason rejects the call (DENIED). Guards run after
+/// the gate and nothing later can turn their rejection back.
+pub trait Guard: Send + Sync {
+    fn check(&self, invocation: &Invocation) -> Result<(), String>;
+}
+
+/// tools/execute: an around-dispatch wrapper (timeout, retry, metrics). It may replace
+/// only the signal it hands to `next`, and may replace the outcome it gets back. It may
+/// run `next` more than once (retry).
+pub trait Around: Send + Sync {
+    fn around<'a>(
+        &'a self,
+        invocation: &'a Invocation,
+        signal: CancellationToken,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, ToolOutcome>;
+}
+
+/// A post-execute decision.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PostDecision {
+    Pass,
+    ReplaceContent(Vec<ContentBlock>),
+    ReplaceValue(Value),
+    Block { reason: String },
+    Attach(Vec<AdditionalContext>),
+}
+
+/// tools/post-execute: a waterfall over the outcome; runs for rejected calls too.
+pub trait PostExecute: Send + Sync {
+    fn post(&self, invocation: &Invocation, outcome: &ToolOutcome) -> PostDecision;
+}
+
+/// finalizeContent: runs exactly once per result, failures included; synchronous and
+/// total; may only replace content.
+pub trait Finalize: Send + Sync {
+    fn finalize(&self, content: &mut Vec<ContentBlock>);
+}
+
+/// tools/result: sees the final result, cannot change it. Also told when a call starts.
+pub trait ResultObserver: Send + Sync {
+    fn call_started(&self, _invocation: &Invocation) {}
+    fn result(&self, invocation: &Invocation, outcome: &ToolOutcome, result: &CallToolResult);
+}

@@ -1,0 +1,58 @@
+//! Built-in policies: each is a plugin of one pipeline stage, configured in config.toml.
+//!
+//! | policy | stage | config |
+//! |---|---|---|
+//! | [`rules::RuleGate`] | gate | `[[policy]]`, `[gate]` |
+//! | [`rate_limit::RateLimit`] | guard | `[guards] max_calls_per_minute` |
+//! | [`metrics::MetricsWrapper`] | around | always on, `GET /metrics` |
+//! | [`retry::Retry`] | around | `[retry]` |
+//! | [`timeout::Timeout`] | around | `timeout_ms` per server or tool |
+//! | [`reminder::RepeatReminder`] | post-execute | `[reminder]` |
+//! | [`max_bytes::MaxResultBytes`] | finalize | `[gateway] max_result_bytes` |
+//! | [`session_log::SessionLogObserver`] | observer | `[log] sessions_dir` |
+
+pub mod max_bytes;
+pub mod metrics;
+pub mod rate_limit;
+pub mod reminder;
+pub mod retry;
+pub mod rules;
+pub mod session_log;
+pub mod timeout;
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::observe::metrics::Metrics;
+use crate::pipeline::PipelineBuilder;
+
+/// The built-in policies for `config`, registered in pipeline order.
+pub fn builtin(config: &Config, metrics: Arc<Metrics>) -> PipelineBuilder {
+    let mut builder = PipelineBuilder::default().gate(Arc::new(rules::RuleGate::new(&config.policy)));
+    if let Some(limit) = config.guards.max_calls_per_minute {
+        builder = builder.guard(Arc::new(rate_limit::RateLimit::per_minute(limit)));
+    }
+    builder = builder
+        .around(Arc::new(metrics::MetricsWrapper::new(metrics)))
+        .around(Arc::new(retry::Retry::new(&config.retry)))
+        .around(Arc::new(timeout::Timeout));
+    if config.reminder.enabled {
+        builder = builder.post(Arc::new(reminder::RepeatReminder::new(&config.reminder)));
+    }
+    builder
+        .finalize(Arc::new(max_bytes::MaxResultBytes::new(
+            config.gateway.max_result_bytes,
+        )))
+        .observer(Arc::new(session_log::SessionLogObserver))
+}
+
+/// A set of globs over tool names; building it cannot fail once config has validated it.
+pub fn glob_set(globs: &[String]) -> globset::GlobSet {
+    let mut builder = globset::GlobSetBuilder::new();
+    for glob in globs {
+        if let Ok(glob) = globset::Glob::new(glob) {
+            builder.add(glob);
+        }
+    }
+    builder.build().unwrap_or_else(|_| globset::GlobSet::empty())
+}

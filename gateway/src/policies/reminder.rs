@@ -1,0 +1,144 @@
+//! The repeat-tool reminder (spec section Four): an advisory loop-breaker.
+//!
+//! Per downstream session it counts consecutive calls of the same tool with identical
+//! normalized arguments (keys sorted at every level). At each configured threshold
+//! (default 3, 5, 8) it attaches a reminder after the tool's own content — the first one
+//! short, later ones detailed, quoting the arguments cut to `arguments_preview_chars`.
+//! It never blocks or rewrites a call. Calls outside include/exclude are transparent:
+//! they neither extend nor reset the chain. Rejected calls count too.
+//!
+//! ```toml
+//! [reminder]
+//! thresholds = [3, 5, 8]
+//! include = []                 # globs; empty = every tool
+//! exclude = ["mcp__todo__*"]
+//! arguments_preview_chars = 500
+//! ```
+
+use serde_json::Value;
+
+use crate::config::ReminderSettings;
+use crate::pipeline::{
+    AdditionalContext, ContextSource, Invocation, PostDecision, PostExecute, ToolOutcome,
+};
+
+const SOURCE: ContextSource = ContextSource {
+    kind: "plugin",
+    plugin: "repeat-tool-reminder",
+};
+
+pub struct RepeatReminder {
+    thresholds: Vec<u32>,
+    include: globset::GlobSet,
+    exclude: globset::GlobSet,
+    preview_chars: usize,
+}
+
+/// One session's chain: the last tracked call's key and how many times in a row.
+#[derive(Default, Clone)]
+struct Chain {
+    key: String,
+    count: u32,
+}
+
+impl RepeatReminder {
+    pub fn new(settings: &ReminderSettings) -> Self {
+        let mut thresholds = settings.thresholds.clone();
+        thresholds.sort_unstable();
+        thresholds.dedup();
+        Self {
+            thresholds,
+            include: super::glob_set(&settings.include),
+            exclude: super::glob_set(&settings.exclude),
+            preview_chars: settings.arguments_preview_chars,
+        }
+    }
+
+    fn tracks(&self, tool: &str) -> bool {
+        (self.include.is_empty() || self.include.is_match(tool)) && !self.exclude.is_match(tool)
+    }
+
+    fn reminder(&self, tool: &str, count: u32, arguments: &str) -> String {
+        if self.thresholds.first() == Some(&count) {
+            return format!(
+                "Reminder: you have called `{tool}` {count} times in a row with the same \
+                 arguments. Re-read the last result before calling it again."
+            );
+        }
+        format!(
+            "Reminder: `{tool}` has now been called {count} consecutive times with identical \
+             arguments: {}. Repeating it will not change the result. Re-read the last result, \
+             then either change your approach or wrap up.",
+            preview(arguments, self.preview_chars)
+        )
+    }
+}
+
+impl PostExecute for RepeatReminder {
+    fn post(&self, invocation: &Invocation, _outcome: &ToolOutcome) -> PostDecision {
+        if !self.tracks(&invocation.tool) {
+            return PostDecision::Pass;
+        }
+        let arguments = normalize(&invocation.arguments_value());
+        let key = format!("{}\u{0}{arguments}", invocation.tool);
+        let count = invocation.session.with_state(|chain: &mut Chain| {
+            if chain.key == key {
+                chain.count += 1;
+            } else {
+                *chain = Chain { key, count: 1 };
+            }
+            chain.count
+        });
+        if !self.thresholds.contains(&count) {
+            return PostDecision::Pass;
+        }
+        PostDecision::Attach(vec![AdditionalContext {
+            source: SOURCE,
+            text: self.reminder(&invocation.tool, count, &arguments),
+        }])
+    }
+}
+
+/// JSON with object keys sorted at every level, so key order never matters.
+fn normalize(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
+/// The head of `text`, cut to `max` characters with a marker saying how many were left out.
+fn preview(text: &str, max: usize) -> String {
+    let total = text.chars().count();
+    if total <= max {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head}… [{} more chars]", total - max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalization_ignores_key_order() {
+        let a = serde_json::json!({"b": 1, "a": {"y": 2, "x": [ {"q": 1, "p": 2} ]}});
+        let b = serde_json::json!({"a": {"x": [ {"p": 2, "q": 1} ], "y": 2}, "b": 1});
+        assert_eq!(normalize(&a), normalize(&b));
+    }
+
+    #[test]
+    fn previews_are_head_cut_with_a_count() {
+        assert_eq!(preview("abcdef", 3), "abc… [3 more chars]");
+        assert_eq!(preview("abc", 3), "abc");
+    }
+}

@@ -1,0 +1,91 @@
+//! A federated tool definition: what clients see, where calls go, and the compiled
+//! schemas that check its arguments and output.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use serde_json::Value;
+
+use crate::upstream::Upstream;
+
+/// A compiled JSON Schema, or why it could not be compiled.
+pub type CompiledSchema = Result<jsonschema::Validator, String>;
+
+/// One upstream tool under its gateway name.
+#[derive(Debug)]
+pub struct FederatedTool {
+    /// `mcp__<server>__<tool>`.
+    pub name: String,
+    pub server: Arc<str>,
+    /// The upstream's own name, used when calling it.
+    pub original: String,
+    /// The upstream definition with `name` replaced: title, description, schemas and
+    /// annotations as the upstream gave them.
+    pub definition: Tool,
+    /// The call deadline: `[servers.X.tools.T] timeout_ms`, else `[servers.X] timeout_ms`.
+    pub timeout: Option<Duration>,
+    /// May run alongside other calls in run_code: `readOnlyHint`, unless config overrides.
+    pub concurrency_safe: bool,
+    /// May be retried when the upstream was unavailable: read-only or idempotent.
+    pub retryable: bool,
+    input_schema: OnceLock<CompiledSchema>,
+    output_schema: OnceLock<Option<CompiledSchema>>,
+}
+
+impl FederatedTool {
+    pub fn new(name: &str, upstream: &Upstream, tool: &Tool) -> Self {
+        let mut definition = tool.clone();
+        definition.name = name.to_owned().into();
+        let annotations = tool.annotations.as_ref();
+        let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
+        let idempotent = annotations.and_then(|a| a.idempotent_hint) == Some(true);
+        let tool_override = upstream.config.tools.get(tool.name.as_ref());
+        FederatedTool {
+            name: name.to_owned(),
+            server: upstream.name.clone(),
+            original: tool.name.to_string(),
+            timeout: upstream.config.timeout_for(&tool.name),
+            concurrency_safe: tool_override
+                .and_then(|o| o.concurrency_safe)
+                .unwrap_or(read_only),
+            retryable: read_only || idempotent,
+            definition,
+            input_schema: OnceLock::new(),
+            output_schema: OnceLock::new(),
+        }
+    }
+
+    /// Whether this entry was built from the same upstream definition and settings
+    /// (so its compiled schemas can be kept across a catalog rebuild).
+    pub fn same_source(&self, upstream: &Upstream, tool: &Tool) -> bool {
+        let mut renamed = tool.clone();
+        renamed.name = self.name.clone().into();
+        *self.server == *upstream.name
+            && self.definition == renamed
+            && self.timeout == upstream.config.timeout_for(&tool.name)
+    }
+
+    /// The input schema, compiled on first use and kept.
+    pub fn input_schema(&self) -> &CompiledSchema {
+        self.input_schema.get_or_init(|| {
+            compile(&Value::Object((*self.definition.input_schema).clone()))
+        })
+    }
+
+    /// The output schema if the tool declares one, compiled on first use and kept.
+    pub fn output_schema(&self) -> Option<&CompiledSchema> {
+        self.output_schema
+            .get_or_init(|| {
+                self.definition
+                    .output_schema
+                    .as_ref()
+                    .map(|schema| compile(&Value::Object((**schema).clone())))
+            })
+            .as_ref()
+    }
+}
+
+fn compile(schema: &Value) -> CompiledSchema {
+    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+}

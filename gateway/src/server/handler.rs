@@ -1,0 +1,397 @@
+//! The downstream MCP server: one [`GatewayServer`] per client session, whatever the
+//! transport. It lists what the session's profile shows and hands every call to the
+//! gateway's pipeline; it holds no policy of its own.
+
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
+    CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    ServerInfo, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    UnsubscribeRequestParams,
+};
+use serde_json::json;
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::gateway::{CallRequest, Gateway};
+use crate::observe::session_log::EventKind;
+use crate::pipeline::{Origin, Session};
+use crate::registry::resource_uri;
+use crate::server::security::AuthenticatedProfile;
+use crate::upstream::{ProgressSink, UpstreamError};
+
+/// Items per page of the gateway's own lists.
+const PAGE_SIZE: usize = 500;
+
+/// The handler for one downstream session.
+#[derive(Clone)]
+pub struct GatewayServer {
+    gateway: Arc<Gateway>,
+    /// The profile the transport chose (HTTP path or `--profile`); a token bound to a
+    /// profile overrides it at `initialize`.
+    profile: Option<String>,
+    session: Arc<OnceLock<Arc<Session>>>,
+}
+
+impl GatewayServer {
+    pub fn new(gateway: Arc<Gateway>, profile: Option<String>) -> Self {
+        Self {
+            gateway,
+            profile,
+            session: Arc::default(),
+        }
+    }
+
+    /// The session, created on first use with the transport's profile.
+    fn session(&self) -> Result<&Arc<Session>, ErrorData> {
+        self.session_for(self.profile.as_deref())
+    }
+
+    fn session_for(&self, profile: Option<&str>) -> Result<&Arc<Session>, ErrorData> {
+        if let Some(session) = self.session.get() {
+            return Ok(session);
+        }
+        let session = self.gateway.new_session(profile).ok_or_else(|| {
+            ErrorData::invalid_params(format!("unknown profile `{}`", profile.unwrap_or("")), None)
+        })?;
+        Ok(self.session.get_or_init(|| session))
+    }
+
+    /// Watches the catalog and tells this client when its visible tools change.
+    fn watch_tool_list(&self, peer: rmcp::Peer<RoleServer>) {
+        let Ok(session) = self.session() else { return };
+        let session = session.clone();
+        let gateway = self.gateway.clone();
+        let mut catalog = gateway.registry.watch();
+        tokio::spawn(async move {
+            let mut shown = gateway.visible_tools(&session);
+            loop {
+                tokio::select! {
+                    changed = catalog.changed() => if changed.is_err() { break },
+                    () = gateway.shutdown.cancelled() => break,
+                }
+                let now = gateway.visible_tools(&session);
+                if now != shown {
+                    shown = now;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// One page of `items` after `cursor` (an index), and the next cursor.
+fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .map_err(|_| ErrorData::invalid_params(format!("bad cursor `{c}`"), None))?,
+    };
+    let end = (start + PAGE_SIZE).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items.get(start..end).unwrap_or_default().to_vec(), next))
+}
+
+impl ServerHandler for GatewayServer {
+    fn get_info(&self) -> ServerInfo {
+        ServerInfo::new(self.gateway.capabilities())
+            .with_server_info(Implementation::new("mcp-gateway", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "mcp-gateway federates several MCP servers: tools are named mcp__<server>__<tool>.",
+            )
+    }
+
+    /// The gateway speaks the `initialize` lifecycle; a `server/discover` opener gets
+    /// "method not found", and clients such as the Python SDK then fall back to it.
+    async fn discover(&self, _context: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+        Err(ErrorData::method_not_found::<rmcp::model::DiscoverRequestMethod>())
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let bound = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<AuthenticatedProfile>())
+            .and_then(|p| p.0.clone());
+        self.session_for(bound.as_deref().or(self.profile.as_deref()))?;
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.watch_tool_list(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.gateway.visible_tools(self.session()?);
+        let (tools, next) = page(&tools, cursor(&request))?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let session = self.session()?.clone();
+        let progress = context.meta.get_progress_token().map(|token| ProgressSink {
+            peer: context.peer.clone(),
+            token,
+        });
+        let result = self
+            .gateway
+            .call(
+                &session,
+                CallRequest {
+                    name: request.name.to_string(),
+                    arguments: request.arguments,
+                    cancel: context.ct.clone(),
+                    peer: Some(context.peer.clone()),
+                    progress,
+                    origin: Origin::Client,
+                },
+            )
+            .await;
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let session = self.session()?;
+        let catalog = self.gateway.registry.catalog();
+        let prompts: Vec<_> = catalog
+            .prompts
+            .values()
+            .filter(|p| session.profile.sees(&p.definition.name))
+            .map(|p| p.definition.clone())
+            .collect();
+        let (prompts, next) = page(&prompts, cursor(&request))?;
+        let mut result = ListPromptsResult::with_all_items(prompts);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let session = self.session()?;
+        let catalog = self.gateway.registry.catalog();
+        let prompt = catalog
+            .prompts
+            .get(&request.name)
+            .filter(|p| session.profile.sees(&p.definition.name))
+            .ok_or_else(|| {
+                ErrorData::invalid_params(format!("no prompt named `{}`", request.name), None)
+            })?;
+        log_event(session, EventKind::PromptsGet, json!({"prompt": request.name, "arguments": request.arguments}));
+        let mut params = request;
+        params.name = prompt.original.clone();
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match self.forward(&prompt.server, request, &context).await? {
+            ServerResult::GetPromptResult(result) => Ok(result.into()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let session = self.session()?;
+        let catalog = self.gateway.registry.catalog();
+        let resources: Vec<_> = catalog
+            .resources
+            .iter()
+            .filter(|(server, _)| session.profile.sees_server(server))
+            .map(|(_, resource)| resource.clone())
+            .collect();
+        let (resources, next) = page(&resources, cursor(&request))?;
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let session = self.session()?;
+        let catalog = self.gateway.registry.catalog();
+        let templates: Vec<_> = catalog
+            .resource_templates
+            .iter()
+            .filter(|(server, _)| session.profile.sees_server(server))
+            .map(|(_, template)| template.clone())
+            .collect();
+        let (templates, next) = page(&templates, cursor(&request))?;
+        let mut result = ListResourceTemplatesResult::with_all_items(templates);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let session = self.session()?;
+        let (server, original) = self.owner_of(&request.uri)?;
+        log_event(session, EventKind::ResourcesRead, json!({"uri": request.uri}));
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+        match self.forward(&server, request, &context).await? {
+            ServerResult::ReadResourceResult(mut result) => {
+                for contents in &mut result.contents {
+                    resource_uri::rewrite_contents(&server, contents);
+                }
+                Ok(result.into())
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    #[allow(deprecated, reason = "legacy subscriptions are what 2025-era clients use")]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = self.session()?;
+        let (server, original) = self.owner_of(&request.uri)?;
+        self.gateway
+            .subscriptions
+            .subscribe(&request.uri, &session.id, context.peer.clone());
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
+        self.forward(&server, request, &context).await.map(drop)
+    }
+
+    #[allow(deprecated, reason = "legacy subscriptions are what 2025-era clients use")]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = self.session()?;
+        let (server, original) = self.owner_of(&request.uri)?;
+        if !self.gateway.subscriptions.unsubscribe(&request.uri, &session.id) {
+            return Ok(());
+        }
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
+        self.forward(&server, request, &context).await.map(drop)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let session = self.session()?;
+        let mut params = request;
+        let server = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let catalog = self.gateway.registry.catalog();
+                let federated = catalog
+                    .prompts
+                    .get(&prompt.name)
+                    .filter(|p| session.profile.sees(&p.definition.name))
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(format!("no prompt named `{}`", prompt.name), None)
+                    })?;
+                prompt.name = federated.original.clone();
+                federated.server.clone()
+            }
+            Reference::Resource(template) => {
+                let (server, original) = self.owner_of(&template.uri)?;
+                template.uri = original;
+                server
+            }
+        };
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
+        match self.forward(&server, request, &context).await? {
+            ServerResult::CompleteResult(result) => Ok(result),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+impl GatewayServer {
+    /// The visible server that owns a gateway resource URI, and the original URI.
+    fn owner_of(&self, uri: &str) -> Result<(Arc<str>, String), ErrorData> {
+        let session = self.session()?;
+        let not_found = || ErrorData::resource_not_found(format!("no resource `{uri}`"), None);
+        let (server, original) = resource_uri::from_gateway(uri).ok_or_else(not_found)?;
+        let upstream = self.gateway.registry.upstream(server).ok_or_else(not_found)?;
+        if !session.profile.sees_server(server) {
+            return Err(not_found());
+        }
+        Ok((upstream.name.clone(), original))
+    }
+
+    /// Sends a request to the upstream `server`, cancelled with the client's request.
+    async fn forward(
+        &self,
+        server: &str,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let upstream = self
+            .gateway
+            .registry
+            .upstream(server)
+            .ok_or_else(|| ErrorData::internal_error(format!("upstream `{server}` was removed"), None))?;
+        let live = upstream
+            .require_live()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        match upstream.request(&live, request, &context.ct, None).await {
+            Ok(result) => Ok(result),
+            Err(UpstreamError::Rejected { error, .. }) => Err(error),
+            Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
+        }
+    }
+}
+
+fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref().and_then(|r| r.cursor.as_deref())
+}
+
+fn unexpected(got: &ServerResult) -> ErrorData {
+    ErrorData::internal_error(
+        format!("unexpected upstream response: {got:?}").chars().take(200).collect::<String>(),
+        None,
+    )
+}
+
+fn log_event(session: &Session, kind: EventKind, event: serde_json::Value) {
+    if let Some(log) = &session.log {
+        log.append(kind, &event);
+    }
+}

@@ -1,0 +1,996 @@
+//! The listener's guard: what must be true of an HTTP request before any handler sees it.
+//!
+//! Whoever reaches the gateway's socket can call every federated tool, including ones that
+//! write files or run code. So the listener is safe by default and every route — `/mcp`,
+//! `/sse`, `/message`, `/metrics`, `/healthz` — goes through the same checks:
+//!
+//! ```toml
+//! [listen]
+//! address = "127.0.0.1:8765"             # default; a non-loopback address needs tokens
+//! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens; empty (the default) = no auth
+//! # tokens = [{ token = "${CI_TOKEN}", profile = "ci" }]   # a token bound to a profile
+//! allowed_origins = ["https://app.example:8443"]  # loopback origins are always accepted
+//! allowed_hosts = ["gateway.lan"]        # Host names accepted besides loopback ones
+//! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
+//! ```
+//!
+//! The checks run in this order, each answering on its own:
+//! 1. **Host** (403): a loopback name (`localhost`, `127.0.0.1`, `[::1]`, any port) or an entry
+//!    of `allowed_hosts`. A web page that rebinds its DNS name to 127.0.0.1 still sends its
+//!    own name as Host, so this defeats DNS rebinding.
+//! 2. **Origin** (403), only when the header is present (browsers send it; CLI clients do
+//!    not): a loopback origin or an entry of `allowed_origins`. This stops a foreign web page
+//!    from posting to the gateway. The guard answers no CORS preflight on purpose: allowing
+//!    cross-origin reads from browsers would widen access, not narrow it.
+//! 3. **Bearer token** (401 with `WWW-Authenticate: Bearer`), when tokens are configured.
+//!    Tokens are compared as SHA-256 digests with `subtle`, against every configured token
+//!    without an early exit, so the time taken reveals neither a prefix, the token's length
+//!    nor which token matched.
+//! 4. **Body size** (413): a `Content-Length` above the limit is refused before reading; a
+//!    body of unknown length (chunked) is read up to the limit and handed on as a buffered
+//!    body, so every handler — rmcp's streamable HTTP service included — sees at most
+//!    `max_body_bytes` and the client gets a 413, not a handler's read error. MCP messages are
+//!    single JSON documents, so buffering costs nothing that streaming would have saved.
+//!
+//! Unauthenticated requests never reach the body check: a stranger learns only "401".
+//! On success the request carries [`AuthenticatedProfile`] with the profile bound to the
+//! token, if any. `/healthz` is not exempt: it shows each upstream's state and last error,
+//! which are for the operator, so `status --listen` must send the token too.
+//!
+//! [`check_bind`] is the start-up half: a non-loopback address without tokens is refused.
+
+use std::{
+    convert::Infallible,
+    fmt,
+    future::Future,
+    net::{IpAddr, SocketAddr},
+    pin::Pin,
+    str::FromStr,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use axum::body::{Body, HttpBody};
+use http::{
+    HeaderMap, HeaderValue, Request, Response, StatusCode, header, request::Parts, uri::Authority,
+};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+use sha2::{Digest, Sha256};
+use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
+use tower::{Layer, Service};
+
+/// The `[listen]` section of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    /// Address to bind. Default `127.0.0.1:8765`. Binding a non-loopback address without
+    /// tokens is refused by [`check_bind`].
+    #[serde(default = "default_address")]
+    pub address: SocketAddr,
+    /// Bearer tokens accepted on every route. Default: none, which means no authentication
+    /// (acceptable only on loopback).
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    /// Origins accepted besides loopback ones, such as `"https://app.example:8443"`; the
+    /// scheme's default port may be left out. `"null"` admits sandboxed pages. Default: none.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Host names accepted besides `localhost`, `127.0.0.1` and `[::1]`: `"name"` (any port)
+    /// or `"name:port"`. Needed when clients reach a non-loopback address. Default: none.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted request body in bytes. Default 4 MiB (4194304).
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+}
+
+fn default_address() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8765))
+}
+
+fn default_max_body_bytes() -> usize {
+    4 * 1024 * 1024
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        Self {
+            address: default_address(),
+            tokens: Vec::new(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: default_max_body_bytes(),
+        }
+    }
+}
+
+/// One accepted bearer token: written as a plain string, or as `{ token, profile }` to bind
+/// the token to a profile. Debug and Serialize never show the token itself.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenConfig {
+    pub token: String,
+    pub profile: Option<String>,
+}
+
+impl fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenConfig")
+            .field("token", &"***")
+            .field("profile", &self.profile)
+            .finish()
+    }
+}
+
+impl Serialize for TokenConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Masked<'a> {
+            token: &'static str,
+            profile: &'a str,
+        }
+        match &self.profile {
+            None => serializer.serialize_str("***"),
+            Some(profile) => Masked {
+                token: "***",
+                profile,
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Bound {
+            token: String,
+            profile: String,
+        }
+
+        struct TokenVisitor;
+
+        impl<'de> de::Visitor<'de> for TokenVisitor {
+            type Value = TokenConfig;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a token string or a table { token = \"...\", profile = \"NAME\" }")
+            }
+
+            fn visit_str<E: de::Error>(self, token: &str) -> Result<TokenConfig, E> {
+                validate_token(token).map_err(E::custom)?;
+                Ok(TokenConfig {
+                    token: token.to_owned(),
+                    profile: None,
+                })
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<TokenConfig, A::Error> {
+                let bound = Bound::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                validate_token(&bound.token).map_err(de::Error::custom)?;
+                Ok(TokenConfig {
+                    token: bound.token,
+                    profile: Some(bound.profile),
+                })
+            }
+        }
+
+        deserializer.deserialize_any(TokenVisitor)
+    }
+}
+
+/// Why a token cannot be used, or `Ok` when it can.
+fn validate_token(token: &str) -> Result<(), &'static str> {
+    if token.is_empty() {
+        return Err("empty bearer token (is the environment variable it comes from set?)");
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("a bearer token may only contain visible ASCII characters (no spaces)");
+    }
+    Ok(())
+}
+
+/// A configuration the guard cannot work with, found at start or reload.
+#[derive(Debug, thiserror::Error)]
+pub enum SecurityError {
+    #[error(
+        "refusing to listen on {address}: it is not a loopback address and [listen] tokens is \
+         empty, so anyone who can reach this machine could call every tool. Set [listen] \
+         tokens (for example tokens = [\"${{GATEWAY_TOKEN}}\"]) or listen on 127.0.0.1"
+    )]
+    NonLoopbackWithoutTokens { address: SocketAddr },
+    #[error("[listen] tokens: entry {index}: {reason}")]
+    InvalidToken { index: usize, reason: &'static str },
+    #[error("[listen] tokens: entry {index} repeats entry {first}; each token must be unique")]
+    DuplicateToken { index: usize, first: usize },
+    #[error("[listen] allowed_hosts: {value:?} is not a host name or host:port")]
+    InvalidAllowedHost { value: String },
+    #[error(
+        "[listen] allowed_origins: {value:?} is not an origin such as \"https://app.example:8443\" \
+         or \"null\""
+    )]
+    InvalidAllowedOrigin { value: String },
+    #[error("[listen] max_body_bytes must be at least 1")]
+    ZeroBodyLimit,
+}
+
+impl SecurityError {
+    /// A stable code for logs and tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NonLoopbackWithoutTokens { .. } => "LISTEN_NON_LOOPBACK_WITHOUT_TOKENS",
+            Self::InvalidToken { .. } => "LISTEN_INVALID_TOKEN",
+            Self::DuplicateToken { .. } => "LISTEN_DUPLICATE_TOKEN",
+            Self::InvalidAllowedHost { .. } => "LISTEN_INVALID_ALLOWED_HOST",
+            Self::InvalidAllowedOrigin { .. } => "LISTEN_INVALID_ALLOWED_ORIGIN",
+            Self::ZeroBodyLimit => "LISTEN_ZERO_BODY_LIMIT",
+        }
+    }
+}
+
+/// Refuses to bind a non-loopback address when no bearer token is configured.
+pub fn check_bind(address: SocketAddr, has_tokens: bool) -> Result<(), SecurityError> {
+    if has_tokens || is_loopback(address.ip()) {
+        Ok(())
+    } else {
+        Err(SecurityError::NonLoopbackWithoutTokens { address })
+    }
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Inserted into every admitted request: the profile bound to the bearer token that was
+/// presented, or `None` (no tokens configured, or a token without a profile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticatedProfile(pub Option<String>);
+
+/// The checks, prepared from a [`ListenConfig`]; shared by every connection.
+pub struct SecurityGuard {
+    tokens: Vec<KnownToken>,
+    allowed_hosts: Vec<HostRule>,
+    allowed_origins: Vec<OriginRule>,
+    max_body_bytes: usize,
+}
+
+struct KnownToken {
+    digest: [u8; 32],
+    profile: Option<String>,
+}
+
+struct HostRule {
+    host: String,
+    port: Option<u16>,
+}
+
+#[derive(PartialEq, Eq)]
+enum OriginRule {
+    Null,
+    Tuple {
+        scheme: String,
+        host: String,
+        port: u16,
+    },
+}
+
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+impl SecurityGuard {
+    /// Validates the configuration and prepares the checks.
+    pub fn new(config: &ListenConfig) -> Result<Self, SecurityError> {
+        if config.max_body_bytes == 0 {
+            return Err(SecurityError::ZeroBodyLimit);
+        }
+        let mut tokens: Vec<KnownToken> = Vec::with_capacity(config.tokens.len());
+        for (index, entry) in config.tokens.iter().enumerate() {
+            validate_token(&entry.token)
+                .map_err(|reason| SecurityError::InvalidToken { index, reason })?;
+            let digest = sha256(entry.token.as_bytes());
+            if let Some(first) = tokens.iter().position(|known| known.digest == digest) {
+                return Err(SecurityError::DuplicateToken { index, first });
+            }
+            tokens.push(KnownToken {
+                digest,
+                profile: entry.profile.clone(),
+            });
+        }
+        let allowed_hosts = parse_all(&config.allowed_hosts, parse_authority, |value| {
+            SecurityError::InvalidAllowedHost { value }
+        })?;
+        let allowed_origins = parse_all(
+            &config.allowed_origins,
+            |value| parse_origin(value.strip_suffix('/').unwrap_or(value)),
+            |value| SecurityError::InvalidAllowedOrigin { value },
+        )?;
+        Ok(Self {
+            tokens,
+            allowed_hosts,
+            allowed_origins,
+            max_body_bytes: config.max_body_bytes,
+        })
+    }
+
+    /// Runs every check; returns the request to pass on (with [`AuthenticatedProfile`] and a
+    /// bounded body) or the rejection to answer with.
+    async fn admit(&self, request: Request<Body>) -> Result<Request<Body>, Rejection> {
+        let (mut parts, body) = request.into_parts();
+        self.check_host(&parts)?;
+        self.check_origin(&parts.headers)?;
+        let profile = self.authenticate(&parts.headers)?;
+        let body = self.bounded_body(&parts.headers, body).await?;
+        parts.extensions.insert(AuthenticatedProfile(profile));
+        Ok(Request::from_parts(parts, body))
+    }
+
+    fn check_host(&self, parts: &Parts) -> Result<(), Rejection> {
+        // HTTP/2 carries the host in `:authority`, which hyper exposes through the URI.
+        let raw = match parts.headers.get(header::HOST) {
+            Some(value) => value.to_str().ok(),
+            None => parts.uri.authority().map(Authority::as_str),
+        };
+        let allowed = raw.and_then(parse_authority).is_some_and(|host| {
+            LOOPBACK_NAMES.contains(&host.host.as_str())
+                || self.allowed_hosts.iter().any(|rule| {
+                    rule.host == host.host && rule.port.is_none_or(|port| host.port == Some(port))
+                })
+        });
+        if allowed {
+            Ok(())
+        } else {
+            tracing::warn!(host = ?raw, "rejected a request: foreign Host");
+            Err(Rejection::ForeignHost)
+        }
+    }
+
+    fn check_origin(&self, headers: &HeaderMap) -> Result<(), Rejection> {
+        let Some(value) = headers.get(header::ORIGIN) else {
+            return Ok(());
+        };
+        let origin = value.to_str().ok().and_then(parse_origin);
+        let allowed = origin.is_some_and(|origin| {
+            let loopback = matches!(&origin, OriginRule::Tuple { host, .. }
+                if LOOPBACK_NAMES.contains(&host.as_str()));
+            loopback || self.allowed_origins.contains(&origin)
+        });
+        if allowed {
+            Ok(())
+        } else {
+            tracing::warn!(origin = ?value, "rejected a request: foreign Origin");
+            Err(Rejection::ForeignOrigin)
+        }
+    }
+
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, Rejection> {
+        if self.tokens.is_empty() {
+            return Ok(None);
+        }
+        let Some(presented) = headers.get(header::AUTHORIZATION).and_then(bearer_token) else {
+            return Err(Rejection::MissingToken);
+        };
+        let digest = sha256(presented);
+        let mut found = Choice::from(0);
+        let mut index = 0u32;
+        for (i, known) in self.tokens.iter().enumerate() {
+            let equal = known.digest.ct_eq(&digest);
+            found |= equal;
+            index.conditional_assign(&(i as u32), equal);
+        }
+        if bool::from(found) {
+            Ok(self.tokens[index as usize].profile.clone())
+        } else {
+            tracing::warn!("rejected a request: wrong bearer token");
+            Err(Rejection::WrongToken)
+        }
+    }
+
+    async fn bounded_body(&self, headers: &HeaderMap, body: Body) -> Result<Body, Rejection> {
+        let limit = self.max_body_bytes;
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > limit as u64) {
+            return Err(Rejection::TooLarge { limit });
+        }
+        // A body whose length is known (hyper enforces Content-Length framing) passes as is.
+        if body
+            .size_hint()
+            .upper()
+            .is_some_and(|upper| upper <= limit as u64)
+        {
+            return Ok(body);
+        }
+        let mut body = body;
+        let mut buffer = Vec::new();
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|_| Rejection::UnreadableBody)?;
+            if let Ok(data) = frame.into_data() {
+                if buffer.len() + data.len() > limit {
+                    return Err(Rejection::TooLarge { limit });
+                }
+                buffer.extend_from_slice(&data);
+            }
+        }
+        Ok(Body::from(buffer))
+    }
+}
+
+fn parse_all<T>(
+    values: &[String],
+    parse: impl Fn(&str) -> Option<T>,
+    invalid: impl Fn(String) -> SecurityError,
+) -> Result<Vec<T>, SecurityError> {
+    values
+        .iter()
+        .map(|value| parse(value).ok_or_else(|| invalid(value.clone())))
+        .collect()
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
+fn bearer_token(value: &HeaderValue) -> Option<&[u8]> {
+    let bytes = value.as_bytes();
+    let (scheme, rest) = bytes.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || !rest.starts_with(b" ") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+/// `host[:port]` with the host lowercased; IPv6 hosts keep their brackets.
+fn parse_authority(value: &str) -> Option<HostRule> {
+    if value.is_empty() || value.contains(['@', '/']) {
+        return None;
+    }
+    let authority = Authority::from_str(value).ok()?;
+    Some(HostRule {
+        host: authority.host().to_ascii_lowercase(),
+        port: authority.port_u16(),
+    })
+}
+
+/// `scheme://host[:port]` with the default port made explicit, or `null`.
+fn parse_origin(value: &str) -> Option<OriginRule> {
+    if value.eq_ignore_ascii_case("null") {
+        return Some(OriginRule::Null);
+    }
+    let (scheme, authority) = value.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let rule = parse_authority(authority)?;
+    let port = rule.port.or(match scheme.as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    })?;
+    Some(OriginRule::Tuple {
+        scheme,
+        host: rule.host,
+        port,
+    })
+}
+
+/// Why a request was turned away; each maps to one HTTP answer.
+#[derive(Debug)]
+enum Rejection {
+    ForeignHost,
+    ForeignOrigin,
+    MissingToken,
+    WrongToken,
+    TooLarge { limit: usize },
+    UnreadableBody,
+}
+
+impl Rejection {
+    fn into_response(self) -> Response<Body> {
+        const CHALLENGE: &str = "Bearer realm=\"mcp-gateway\"";
+        const INVALID: &str = "Bearer realm=\"mcp-gateway\", error=\"invalid_token\"";
+        let (status, message, challenge) = match self {
+            Self::ForeignHost => (
+                StatusCode::FORBIDDEN,
+                "Forbidden: the Host header is neither loopback nor in [listen] allowed_hosts"
+                    .into(),
+                None,
+            ),
+            Self::ForeignOrigin => (
+                StatusCode::FORBIDDEN,
+                "Forbidden: the Origin header is neither loopback nor in [listen] allowed_origins"
+                    .into(),
+                None,
+            ),
+            Self::MissingToken => (
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: send Authorization: Bearer <token>".into(),
+                Some(CHALLENGE),
+            ),
+            Self::WrongToken => (
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: the bearer token is not valid".into(),
+                Some(INVALID),
+            ),
+            Self::TooLarge { limit } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Payload Too Large: bodies are limited to {limit} bytes (max_body_bytes)"),
+                None,
+            ),
+            Self::UnreadableBody => (
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the request body could not be read".into(),
+                None,
+            ),
+        };
+        let mut response = Response::new(Body::from(message));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        let text = HeaderValue::from_static("text/plain; charset=utf-8");
+        headers.insert(header::CONTENT_TYPE, text);
+        if let Some(challenge) = challenge {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+        }
+        response
+    }
+}
+
+/// Applies a [`SecurityGuard`] to every request: `router.layer(SecurityLayer::new(guard))`,
+/// called after the last route so that every route and the fallback are covered.
+#[derive(Clone)]
+pub struct SecurityLayer {
+    guard: Arc<SecurityGuard>,
+}
+
+impl SecurityLayer {
+    pub fn new(guard: SecurityGuard) -> Self {
+        Self {
+            guard: Arc::new(guard),
+        }
+    }
+}
+
+impl<S> Layer<S> for SecurityLayer {
+    type Service = Security<S>;
+
+    fn layer(&self, inner: S) -> Security<S> {
+        Security {
+            guard: Arc::clone(&self.guard),
+            inner,
+        }
+    }
+}
+
+/// The service made by [`SecurityLayer`].
+#[derive(Clone)]
+pub struct Security<S> {
+    guard: Arc<SecurityGuard>,
+    inner: S,
+}
+
+impl<S> Service<Request<Body>> for Security<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // The clone that was polled ready is the one that serves this request.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let guard = Arc::clone(&self.guard);
+        Box::pin(async move {
+            match guard.admit(request).await {
+                Ok(request) => {
+                    let mut ready = ready;
+                    ready.call(request).await
+                }
+                Err(rejection) => Ok(rejection.into_response()),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use axum::{
+        Extension, Router,
+        body::Bytes,
+        routing::{get, post},
+    };
+    use tower::ServiceExt;
+
+    const TOKEN: &str = "s3cret-token";
+    const LOOPBACK: &str = "127.0.0.1:8765";
+
+    fn config(tokens: &[(&str, Option<&str>)]) -> ListenConfig {
+        ListenConfig {
+            tokens: tokens
+                .iter()
+                .map(|(token, profile)| TokenConfig {
+                    token: (*token).to_owned(),
+                    profile: profile.map(str::to_owned),
+                })
+                .collect(),
+            allowed_origins: vec!["https://app.example".to_owned()],
+            allowed_hosts: vec!["gateway.lan".to_owned(), "pinned.lan:9000".to_owned()],
+            max_body_bytes: 64,
+            ..ListenConfig::default()
+        }
+    }
+
+    async fn echo(Extension(profile): Extension<AuthenticatedProfile>, body: Bytes) -> String {
+        format!("profile={:?} bytes={}", profile.0, body.len())
+    }
+
+    fn app(config: &ListenConfig) -> Router {
+        Router::new()
+            .route("/mcp", post(echo))
+            .route("/healthz", get(|| async { "ok" }))
+            .layer(SecurityLayer::new(SecurityGuard::new(config).unwrap()))
+    }
+
+    /// A request with the given headers (`None` values are left out).
+    fn request(
+        path: &str,
+        headers: &[(header::HeaderName, Option<&str>)],
+        body: Body,
+    ) -> Request<Body> {
+        let method = if path == "/mcp" { "POST" } else { "GET" };
+        let mut builder = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            if let Some(value) = value {
+                builder = builder.header(name, *value);
+            }
+        }
+        builder.body(body).unwrap()
+    }
+
+    fn post_mcp(host: &str, authorization: Option<&str>, body: Body) -> Request<Body> {
+        let headers = [
+            (header::HOST, Some(host)),
+            (header::AUTHORIZATION, authorization),
+        ];
+        request("/mcp", &headers, body)
+    }
+
+    async fn send(
+        config: &ListenConfig,
+        request: Request<Body>,
+    ) -> (StatusCode, HeaderMap, String) {
+        let response = app(config).oneshot(request).await.unwrap();
+        let (parts, body) = response.into_parts();
+        let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        (
+            parts.status,
+            parts.headers,
+            String::from_utf8(body.to_vec()).unwrap(),
+        )
+    }
+
+    async fn status(config: &ListenConfig, request: Request<Body>) -> StatusCode {
+        send(config, request).await.0
+    }
+
+    #[tokio::test]
+    async fn no_tokens_configured_admits_loopback_requests_without_a_profile() {
+        let (status, _, body) =
+            send(&config(&[]), post_mcp(LOOPBACK, None, Body::from("{}"))).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "profile=None bytes=2");
+    }
+
+    #[tokio::test]
+    async fn missing_token_is_401_with_a_bearer_challenge() {
+        let request = post_mcp(LOOPBACK, None, Body::from("{}"));
+        let (status, headers, body) = send(&config(&[(TOKEN, None)]), request).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let challenge = headers[header::WWW_AUTHENTICATE].to_str().unwrap();
+        assert!(challenge.starts_with("Bearer"), "{challenge}");
+        assert!(body.contains("Authorization: Bearer"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn wrong_token_is_401_with_a_bearer_challenge() {
+        let config = config(&[(TOKEN, None)]);
+        let long = format!("Bearer {TOKEN}-and-more");
+        let basic = format!("Basic {TOKEN}");
+        for wrong in [
+            "Bearer s3cret-tokeN",
+            &long,
+            "Bearer s",
+            "Bearer ",
+            &basic,
+            TOKEN,
+        ] {
+            let (status, headers, _) =
+                send(&config, post_mcp(LOOPBACK, Some(wrong), Body::empty())).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{wrong}");
+            assert!(
+                headers[header::WWW_AUTHENTICATE]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("Bearer")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn right_token_is_admitted_with_its_profile() {
+        let config = config(&[
+            ("other-token", Some("ci")),
+            (TOKEN, None),
+            ("admin", Some("admin")),
+        ]);
+        for (authorization, expected) in [
+            ("Bearer s3cret-token", "profile=None bytes=2"),
+            ("bearer  admin", "profile=Some(\"admin\") bytes=2"),
+            ("BEARER other-token", "profile=Some(\"ci\") bytes=2"),
+        ] {
+            let request = post_mcp(LOOPBACK, Some(authorization), Body::from("{}"));
+            let (status, _, body) = send(&config, request).await;
+            assert_eq!(
+                (status, body.as_str()),
+                (StatusCode::OK, expected),
+                "{authorization}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn healthz_and_unknown_routes_are_guarded_like_every_route() {
+        let config = config(&[(TOKEN, None)]);
+        let bearer = format!("Bearer {TOKEN}");
+        for (path, authorization, expected) in [
+            ("/healthz", None, StatusCode::UNAUTHORIZED),
+            ("/healthz", Some(bearer.as_str()), StatusCode::OK),
+            ("/nowhere", None, StatusCode::UNAUTHORIZED),
+            ("/nowhere", Some(bearer.as_str()), StatusCode::NOT_FOUND),
+        ] {
+            let headers = [
+                (header::HOST, Some("localhost")),
+                (header::AUTHORIZATION, authorization),
+            ];
+            let got = status(&config, request(path, &headers, Body::empty())).await;
+            assert_eq!(got, expected, "{path} {authorization:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn foreign_origin_is_403_and_loopback_or_listed_origins_pass() {
+        let config = config(&[]);
+        for (origin, expected) in [
+            ("https://evil.example", StatusCode::FORBIDDEN),
+            ("http://app.example", StatusCode::FORBIDDEN), // scheme differs from the entry
+            ("https://app.example:444", StatusCode::FORBIDDEN),
+            ("http://localhost.evil.example", StatusCode::FORBIDDEN),
+            ("null", StatusCode::FORBIDDEN),
+            ("garbage", StatusCode::FORBIDDEN),
+            ("http://localhost:3000", StatusCode::OK),
+            ("https://127.0.0.1", StatusCode::OK),
+            ("http://[::1]:8080", StatusCode::OK),
+            ("https://app.example", StatusCode::OK),
+            ("https://APP.example:443", StatusCode::OK),
+        ] {
+            let headers = [
+                (header::HOST, Some(LOOPBACK)),
+                (header::ORIGIN, Some(origin)),
+            ];
+            let got = status(&config, request("/mcp", &headers, Body::from("{}"))).await;
+            assert_eq!(got, expected, "{origin}");
+        }
+    }
+
+    #[tokio::test]
+    async fn foreign_or_missing_host_is_403_and_loopback_or_listed_hosts_pass() {
+        let config = config(&[]);
+        for (host, expected) in [
+            (Some("evil.example"), StatusCode::FORBIDDEN),
+            (Some("evil.example:8765"), StatusCode::FORBIDDEN),
+            (Some("localhost.evil.example"), StatusCode::FORBIDDEN),
+            (Some("192.168.1.5:8765"), StatusCode::FORBIDDEN),
+            (Some("pinned.lan:9001"), StatusCode::FORBIDDEN),
+            (Some("user@localhost"), StatusCode::FORBIDDEN),
+            (None, StatusCode::FORBIDDEN),
+            (Some("localhost"), StatusCode::OK),
+            (Some("LOCALHOST:8765"), StatusCode::OK),
+            (Some("127.0.0.1:1"), StatusCode::OK),
+            (Some("[::1]:8765"), StatusCode::OK),
+            (Some("gateway.lan:8765"), StatusCode::OK),
+            (Some("pinned.lan:9000"), StatusCode::OK),
+        ] {
+            let got = status(
+                &config,
+                request("/mcp", &[(header::HOST, host)], Body::from("{}")),
+            )
+            .await;
+            assert_eq!(got, expected, "{host:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn host_is_checked_before_the_token() {
+        let request = post_mcp("evil.example", Some("Bearer s3cret-token"), Body::empty());
+        assert_eq!(
+            status(&config(&[(TOKEN, None)]), request).await,
+            StatusCode::FORBIDDEN
+        );
+    }
+
+    #[tokio::test]
+    async fn oversized_body_with_content_length_is_413() {
+        let headers = [
+            (header::HOST, Some(LOOPBACK)),
+            (header::CONTENT_LENGTH, Some("65")),
+        ];
+        let request = request("/mcp", &headers, Body::from("x".repeat(65)));
+        let (status, _, message) = send(&config(&[]), request).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(message.contains("64 bytes"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn body_at_the_limit_passes() {
+        let (status, _, body) = send(
+            &config(&[]),
+            post_mcp(LOOPBACK, None, Body::from("x".repeat(64))),
+        )
+        .await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::OK, "profile=None bytes=64")
+        );
+    }
+
+    fn chunked(chunks: usize) -> Body {
+        let chunks = std::iter::repeat_n(Ok::<_, Infallible>("0123456789"), chunks);
+        Body::from_stream(futures::stream::iter(chunks))
+    }
+
+    #[tokio::test]
+    async fn oversized_chunked_body_is_413() {
+        let got = status(&config(&[]), post_mcp(LOOPBACK, None, chunked(7))).await;
+        assert_eq!(got, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[tokio::test]
+    async fn chunked_body_within_the_limit_arrives_whole() {
+        let (status, _, body) = send(&config(&[]), post_mcp(LOOPBACK, None, chunked(6))).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::OK, "profile=None bytes=60")
+        );
+    }
+
+    #[tokio::test]
+    async fn oversized_body_of_an_unauthenticated_request_gets_401_not_413() {
+        let request = post_mcp(LOOPBACK, None, Body::from("x".repeat(100)));
+        assert_eq!(
+            status(&config(&[(TOKEN, None)]), request).await,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+
+    #[test]
+    fn loopback_bind_without_tokens_is_fine() {
+        for address in [
+            "127.0.0.1:8765",
+            "[::1]:8765",
+            "127.0.0.2:1",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(
+                check_bind(address.parse().unwrap(), false).is_ok(),
+                "{address}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_loopback_bind_without_tokens_is_refused_with_the_reason() {
+        for address in ["0.0.0.0:8765", "[::]:8765", "192.168.1.5:8765"] {
+            let error = check_bind(address.parse().unwrap(), false).unwrap_err();
+            assert_eq!(error.code(), "LISTEN_NON_LOOPBACK_WITHOUT_TOKENS");
+            let message = error.to_string();
+            for part in [address, "not a loopback address", "tokens", "127.0.0.1"] {
+                assert!(message.contains(part), "{part:?} not in {message}");
+            }
+        }
+        assert!(check_bind("0.0.0.0:8765".parse().unwrap(), true).is_ok());
+    }
+
+    #[test]
+    fn config_parses_with_documented_defaults() {
+        let config: ListenConfig = toml::from_str("").unwrap();
+        assert_eq!(config, ListenConfig::default());
+        assert_eq!(config.address, "127.0.0.1:8765".parse().unwrap());
+        assert_eq!(config.max_body_bytes, 4_194_304);
+        assert!(config.tokens.is_empty() && config.allowed_hosts.is_empty());
+    }
+
+    #[test]
+    fn config_parses_both_token_forms_and_hides_them() {
+        let config: ListenConfig = toml::from_str(
+            r#"
+            address = "0.0.0.0:9000"
+            tokens = ["plain-token", { token = "bound-token", profile = "ci" }]
+            allowed_origins = ["http://localhost:3000"]
+            allowed_hosts = ["gateway.lan"]
+            max_body_bytes = 1024
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                config.tokens[0].token.as_str(),
+                config.tokens[0].profile.as_deref()
+            ),
+            ("plain-token", None)
+        );
+        assert_eq!(
+            (
+                config.tokens[1].token.as_str(),
+                config.tokens[1].profile.as_deref()
+            ),
+            ("bound-token", Some("ci"))
+        );
+        let shown = format!("{config:?} {}", serde_json::to_string(&config).unwrap());
+        assert!(
+            !shown.contains("plain-token") && !shown.contains("bound-token"),
+            "{shown}"
+        );
+        assert!(shown.contains("ci"), "{shown}");
+        assert!(SecurityGuard::new(&config).is_ok());
+    }
+
+    #[test]
+    fn config_rejects_unknown_fields_empty_tokens_and_bad_entries() {
+        for bad in [
+            "adress = \"127.0.0.1:1\"",
+            "tokens = [\"\"]",
+            "tokens = [\"has space\"]",
+            "tokens = [{ token = \"t\", profile = \"p\", extra = 1 }]",
+            "tokens = [{ token = \"t\" }]",
+        ] {
+            assert!(toml::from_str::<ListenConfig>(bad).is_err(), "{bad}");
+        }
+        let error = toml::from_str::<ListenConfig>("tokens = [\"\"]").unwrap_err();
+        assert!(
+            error.to_string().contains("environment variable"),
+            "{error}"
+        );
+
+        let code = |config: &ListenConfig| SecurityGuard::new(config).err().unwrap().code();
+        let mut config = config(&[("same", None), ("same", Some("ci"))]);
+        assert_eq!(code(&config), "LISTEN_DUPLICATE_TOKEN");
+        config.tokens.clear();
+        config.allowed_hosts = vec!["bad host/x".to_owned()];
+        assert_eq!(code(&config), "LISTEN_INVALID_ALLOWED_HOST");
+        config.allowed_hosts.clear();
+        config.allowed_origins = vec!["app.example".to_owned()];
+        assert_eq!(code(&config), "LISTEN_INVALID_ALLOWED_ORIGIN");
+        config.allowed_origins.clear();
+        config.max_body_bytes = 0;
+        assert_eq!(code(&config), "LISTEN_ZERO_BODY_LIMIT");
+    }
+}

@@ -1,0 +1,456 @@
+//! Downstream legacy SSE transport (MCP 2024-11-05), because clients that only speak SSE
+//! must still reach the gateway and rmcp 3.11 has no SSE server.
+//!
+//! The protocol has two halves that meet by session id:
+//! - `GET /sse` (or `GET /sse/{profile}`) opens an event stream. Its first event is
+//!   `endpoint`, whose data is the relative URL `/message?sessionId=<id>`; every server
+//!   message after that is an `event: message` whose data is the JSON-RPC message.
+//!   Comments are sent periodically so proxies keep the stream open.
+//! - `POST /message?sessionId=<id>` carries one client message (or a batch) and is
+//!   answered `202 Accepted`; the answer to a request arrives on the stream.
+//!
+//! Each session is handed to the gateway as an [`SseServerTransport`], an rmcp
+//! `Transport<RoleServer>`, through the callback given to [`router`]. The session ends
+//! and its id is forgotten when the client drops the stream, when the gateway closes the
+//! transport, on shutdown, or when the client stops reading: the per-session queue is
+//! bounded, and a queue that stays full for [`SseServerConfig::stall_timeout`] drops the
+//! session with a log line instead of growing.
+//!
+//! Errors the client sees: an unknown or closed session id gets `404`, a body that is not
+//! a JSON-RPC message gets `400` (the session lives on; if the body still names a request
+//! id, an error response for it is also sent on the stream so the caller is not left
+//! waiting), a session that does not take its messages in time gets `503`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use futures::Stream;
+use rmcp::RoleServer;
+use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId, ServerJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::SendTimeoutError;
+use tokio_util::sync::CancellationToken;
+
+/// The query parameter that names the session in `POST /message`.
+const SESSION_QUERY: &str = "sessionId";
+
+/// Limits of the SSE listener.
+#[derive(Debug, Clone)]
+pub struct SseServerConfig {
+    /// Messages that may wait in each direction of one session. Default: 64.
+    pub queue_capacity: usize,
+    /// How long a full queue may stay full before the session is dropped (outgoing) or
+    /// the POST is refused with 503 (incoming). Default: 10 s.
+    pub stall_timeout: Duration,
+    /// Interval between keep-alive comments on an idle stream. Default: 15 s.
+    pub keep_alive: Duration,
+}
+
+impl Default for SseServerConfig {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 64,
+            stall_timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What the `GET` that opened a session carried, for the gateway to pick a profile and
+/// check credentials.
+#[derive(Debug)]
+pub struct SseSessionRequest {
+    /// The id announced in the `endpoint` event.
+    pub session_id: String,
+    /// `Some` when the stream was opened at `/sse/{profile}`.
+    pub profile: Option<String>,
+    /// Method, URI, headers and extensions of the `GET`.
+    pub parts: http::request::Parts,
+}
+
+/// A refusal of a new session by the gateway: sent instead of the event stream.
+#[derive(Debug, Clone)]
+pub struct SseRejection {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+/// Called once per new session; the gateway typically spawns `handler.serve(transport)`.
+pub type SessionHandler =
+    Arc<dyn Fn(SseServerTransport, SseSessionRequest) -> Result<(), SseRejection> + Send + Sync>;
+
+/// Why a session could not take a server message.
+#[derive(Debug, thiserror::Error)]
+pub enum SseSessionError {
+    #[error("SSE session {session_id} is closed")]
+    Closed { session_id: String },
+    #[error(
+        "SSE session {session_id} dropped: its client read nothing for {waited:?} with a full queue"
+    )]
+    SlowClient {
+        session_id: String,
+        waited: Duration,
+    },
+}
+
+impl SseSessionError {
+    /// Stable code for logs and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Closed { .. } => "SSE_SESSION_CLOSED",
+            Self::SlowClient { .. } => "SSE_CLIENT_TOO_SLOW",
+        }
+    }
+}
+
+/// One SSE session seen from the gateway: client messages come from `POST /message`,
+/// server messages go to the session's event stream.
+pub struct SseServerTransport {
+    session_id: String,
+    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
+    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
+    closed: CancellationToken,
+    stall_timeout: Duration,
+}
+
+impl SseServerTransport {
+    /// The id announced to the client in the `endpoint` event.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+}
+
+impl Transport<RoleServer> for SseServerTransport {
+    type Error = SseSessionError;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let outgoing = self.outgoing.clone();
+        let closed = self.closed.clone();
+        let session_id = self.session_id.clone();
+        let waited = self.stall_timeout;
+        async move {
+            let sent = tokio::select! {
+                biased;
+                _ = closed.cancelled() => return Err(SseSessionError::Closed { session_id }),
+                sent = outgoing.send_timeout(item, waited) => sent,
+            };
+            match sent {
+                Ok(()) => Ok(()),
+                Err(SendTimeoutError::Closed(_)) => Err(SseSessionError::Closed { session_id }),
+                Err(SendTimeoutError::Timeout(_)) => {
+                    let error = SseSessionError::SlowClient { session_id, waited };
+                    tracing::warn!(code = error.code(), "{error}");
+                    closed.cancel();
+                    Err(error)
+                }
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        tokio::select! {
+            biased;
+            _ = self.closed.cancelled() => None,
+            message = self.incoming.recv() => message,
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.closed.cancel();
+        Ok(())
+    }
+}
+
+/// The routes `GET /sse`, `GET /sse/{profile}` and `POST /message`, ready to merge into
+/// the gateway's listener. Cancelling `shutdown` ends every session and refuses new ones.
+pub fn router(
+    config: SseServerConfig,
+    on_session: SessionHandler,
+    shutdown: CancellationToken,
+) -> Router {
+    let state = SseState {
+        sessions: Arc::default(),
+        on_session,
+        shutdown,
+        config,
+    };
+    Router::new()
+        .route("/sse", get(open_default))
+        .route("/sse/{profile}", get(open_profile))
+        .route("/message", post(accept_message))
+        .with_state(state)
+}
+
+/// The client side of one session, as `POST /message` needs it.
+#[derive(Clone)]
+struct SessionEntry {
+    incoming: mpsc::Sender<ClientJsonRpcMessage>,
+    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
+    closed: CancellationToken,
+}
+
+type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
+
+#[derive(Clone)]
+struct SseState {
+    sessions: Sessions,
+    on_session: SessionHandler,
+    shutdown: CancellationToken,
+    config: SseServerConfig,
+}
+
+async fn open_default(State(state): State<SseState>, request: Request) -> Response {
+    open_session(state, None, request)
+}
+
+async fn open_profile(
+    State(state): State<SseState>,
+    Path(profile): Path<String>,
+    request: Request,
+) -> Response {
+    open_session(state, Some(profile), request)
+}
+
+fn open_session(state: SseState, profile: Option<String>, request: Request) -> Response {
+    if state.shutdown.is_cancelled() {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the gateway is shutting down".into(),
+        );
+    }
+    let session_id = uuid::Uuid::new_v4().simple().to_string();
+    let capacity = state.config.queue_capacity.max(1);
+    let (incoming_tx, incoming_rx) = mpsc::channel(capacity);
+    let (outgoing_tx, outgoing_rx) = mpsc::channel(capacity);
+    let closed = state.shutdown.child_token();
+    lock(&state.sessions).insert(
+        session_id.clone(),
+        SessionEntry {
+            incoming: incoming_tx,
+            outgoing: outgoing_tx.clone(),
+            closed: closed.clone(),
+        },
+    );
+    // The one place a session is forgotten: whoever ends it only cancels `closed`.
+    tokio::spawn(forget_when_closed(
+        state.sessions.clone(),
+        session_id.clone(),
+        closed.clone(),
+    ));
+    let transport = SseServerTransport {
+        session_id: session_id.clone(),
+        incoming: incoming_rx,
+        outgoing: outgoing_tx,
+        closed: closed.clone(),
+        stall_timeout: state.config.stall_timeout,
+    };
+    let (parts, _body) = request.into_parts();
+    let session_request = SseSessionRequest {
+        session_id: session_id.clone(),
+        profile,
+        parts,
+    };
+    if let Err(rejection) = (state.on_session)(transport, session_request) {
+        closed.cancel();
+        return text(rejection.status, rejection.message);
+    }
+    tracing::debug!(%session_id, "SSE session opened");
+    let stream = event_stream(
+        format!("/message?{SESSION_QUERY}={session_id}"),
+        outgoing_rx,
+        closed,
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(state.config.keep_alive))
+        .into_response()
+}
+
+async fn forget_when_closed(sessions: Sessions, session_id: String, closed: CancellationToken) {
+    closed.cancelled().await;
+    lock(&sessions).remove(&session_id);
+    tracing::debug!(%session_id, "SSE session closed");
+}
+
+/// Cancels the session when the response body is dropped, i.e. the client went away.
+struct CloseOnDrop(CancellationToken);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+struct StreamState {
+    endpoint: Option<String>,
+    outgoing: mpsc::Receiver<ServerJsonRpcMessage>,
+    closed: CancellationToken,
+    _close_on_drop: CloseOnDrop,
+}
+
+/// The `endpoint` event, then one `message` event per server message, until the session
+/// closes (messages already queued are still written) or the gateway drops the transport.
+fn event_stream(
+    endpoint: String,
+    outgoing: mpsc::Receiver<ServerJsonRpcMessage>,
+    closed: CancellationToken,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    let state = StreamState {
+        endpoint: Some(endpoint),
+        outgoing,
+        _close_on_drop: CloseOnDrop(closed.clone()),
+        closed,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        if let Some(endpoint) = state.endpoint.take() {
+            return Some((Ok(Event::default().event("endpoint").data(endpoint)), state));
+        }
+        loop {
+            let message = tokio::select! {
+                biased;
+                message = state.outgoing.recv() => message?,
+                _ = state.closed.cancelled() => return None,
+            };
+            match serde_json::to_string(&message) {
+                Ok(json) => return Some((Ok(Event::default().event("message").data(json)), state)),
+                Err(error) => tracing::error!(%error, "cannot encode a server message; dropped"),
+            }
+        }
+    })
+}
+
+async fn accept_message(
+    State(state): State<SseState>,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let Some(session_id) = query.get(SESSION_QUERY) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("missing query parameter `{SESSION_QUERY}`: open a session with GET /sse"),
+        );
+    };
+    let entry = lock(&state.sessions).get(session_id).cloned();
+    let Some(entry) = entry.filter(|entry| !entry.closed.is_cancelled()) else {
+        return unknown_session(session_id);
+    };
+    let messages = match parse_messages(&body) {
+        Ok(messages) => messages,
+        Err(error) => {
+            if let Some(id) = request_id(&body) {
+                let reply = ServerJsonRpcMessage::error(
+                    ErrorData::invalid_request(format!("malformed message: {error}"), None),
+                    Some(id),
+                );
+                // Best effort: the 400 below is the answer the sender relies on.
+                if entry.outgoing.try_send(reply).is_err() {
+                    tracing::debug!(%session_id, "no room to report a malformed message");
+                }
+            }
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("malformed JSON-RPC message: {error}"),
+            );
+        }
+    };
+    for message in messages {
+        let sent = tokio::select! {
+            biased;
+            _ = entry.closed.cancelled() => return unknown_session(session_id),
+            sent = entry.incoming.send_timeout(message, state.config.stall_timeout) => sent,
+        };
+        match sent {
+            Ok(()) => {}
+            Err(SendTimeoutError::Closed(_)) => return unknown_session(session_id),
+            Err(SendTimeoutError::Timeout(_)) => {
+                tracing::warn!(%session_id, "SSE session is not taking client messages");
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("SSE session {session_id} is not taking messages; retry later"),
+                );
+            }
+        }
+    }
+    text(StatusCode::ACCEPTED, "Accepted".into())
+}
+
+/// One JSON-RPC message, or a batch of them (allowed by the 2024-11-05 protocol).
+fn parse_messages(body: &[u8]) -> Result<Vec<ClientJsonRpcMessage>, String> {
+    let first = body.iter().find(|byte| !byte.is_ascii_whitespace());
+    let parsed = if first == Some(&b'[') {
+        serde_json::from_slice(body)
+    } else {
+        serde_json::from_slice(body).map(|message| vec![message])
+    };
+    match parsed {
+        Ok(messages) if messages.is_empty() => Err("empty batch".into()),
+        Ok(messages) => Ok(messages),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// The id of a request that is JSON but not a valid message, so its caller can be told.
+fn request_id(body: &[u8]) -> Option<RequestId> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value.get("method")?;
+    serde_json::from_value(value.get("id")?.clone()).ok()
+}
+
+fn unknown_session(session_id: &str) -> Response {
+    text(
+        StatusCode::NOT_FOUND,
+        format!("unknown or closed SSE session `{session_id}`: open a new one with GET /sse"),
+    )
+}
+
+fn text(status: StatusCode, message: String) -> Response {
+    (status, message).into_response()
+}
+
+fn lock(sessions: &Sessions) -> std::sync::MutexGuard<'_, HashMap<String, SessionEntry>> {
+    // The map holds no invariant a panicking holder could break half-way.
+    sessions.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_message_or_a_batch_is_accepted() {
+        let one = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        assert_eq!(parse_messages(one).unwrap().len(), 1);
+        let two = br#" [{"jsonrpc":"2.0","id":1,"method":"ping"},
+                        {"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
+        assert_eq!(parse_messages(two).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn malformed_bodies_are_refused_with_a_reason() {
+        assert_eq!(parse_messages(b"[]").unwrap_err(), "empty batch");
+        assert!(!parse_messages(b"{not json").unwrap_err().is_empty());
+        assert!(parse_messages(br#"{"jsonrpc":"2.0"}"#).is_err());
+    }
+
+    #[test]
+    fn the_id_of_a_malformed_request_is_recovered() {
+        let body = br#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#;
+        assert_eq!(request_id(body), Some(RequestId::String("a".into())));
+        // A response or a body without an id has no caller to tell.
+        assert_eq!(request_id(br#"{"jsonrpc":"1.0","id":3,"result":{}}"#), None);
+        assert_eq!(request_id(br#"{"jsonrpc":"1.0","method":"ping"}"#), None);
+        assert_eq!(request_id(b"{not json"), None);
+    }
+}

@@ -1,0 +1,70 @@
+//! Resource subscriptions: which downstream sessions asked for updates to which gateway
+//! URI, and the task that delivers an upstream's `notifications/resources/updated` to
+//! them under the gateway URI.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
+
+use crate::registry::resource_uri;
+
+/// Gateway URI → the sessions subscribed to it.
+#[derive(Default)]
+pub struct Subscriptions {
+    by_uri: Mutex<HashMap<String, Vec<(String, Peer<RoleServer>)>>>,
+}
+
+impl Subscriptions {
+    /// Starts delivering `(server, original uri)` updates to subscribers.
+    pub fn start(mut updates: mpsc::UnboundedReceiver<(Arc<str>, String)>) -> Arc<Self> {
+        let subscriptions = Arc::new(Subscriptions::default());
+        let weak = Arc::downgrade(&subscriptions);
+        tokio::spawn(async move {
+            while let Some((server, uri)) = updates.recv().await {
+                let Some(subscriptions) = weak.upgrade() else { break };
+                subscriptions.deliver(&resource_uri::to_gateway(&server, &uri)).await;
+            }
+        });
+        subscriptions
+    }
+
+    pub fn subscribe(&self, uri: &str, session: &str, peer: Peer<RoleServer>) {
+        let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
+        let subscribers = by_uri.entry(uri.to_owned()).or_default();
+        if !subscribers.iter().any(|(id, _)| id == session) {
+            subscribers.push((session.to_owned(), peer));
+        }
+    }
+
+    /// Removes `session`'s subscription; returns whether no session is left on `uri`.
+    pub fn unsubscribe(&self, uri: &str, session: &str) -> bool {
+        let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(subscribers) = by_uri.get_mut(uri) else {
+            return true;
+        };
+        subscribers.retain(|(id, _)| id != session);
+        let empty = subscribers.is_empty();
+        if empty {
+            by_uri.remove(uri);
+        }
+        empty
+    }
+
+    async fn deliver(&self, uri: &str) {
+        let peers: Vec<_> = self
+            .by_uri
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uri)
+            .map(|s| s.iter().map(|(_, peer)| peer.clone()).collect())
+            .unwrap_or_default();
+        for peer in peers {
+            let _ = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await;
+        }
+    }
+}

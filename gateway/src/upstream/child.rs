@@ -1,0 +1,88 @@
+//! Spawning a stdio upstream so that it can never outlive the gateway.
+//!
+//! The child leads its own process group, so a restart or shutdown kills everything it
+//! started (an `npx` wrapper and its `node`, say) with one `killpg`. It also asks the
+//! kernel for `SIGKILL` when the gateway dies (`PR_SET_PDEATHSIG`), which covers the
+//! gateway itself being killed with `SIGKILL`. Its stderr goes to the gateway's log,
+//! tagged with the server name.
+
+use std::process::Stdio;
+
+use rmcp::transport::TokioChildProcess;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{ChildStderr, Command};
+
+use crate::config::Endpoint;
+
+/// Kills the child's whole process group when dropped.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    pgid: i32,
+}
+
+impl ProcessGroup {
+    pub fn pid(&self) -> i32 {
+        self.pgid
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: killpg only sends a signal; a group that is already gone gives ESRCH.
+        unsafe {
+            libc::killpg(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Spawns `endpoint` (which must be a stdio endpoint) as an rmcp child-process transport.
+pub fn spawn(
+    server: &str,
+    endpoint: &Endpoint,
+) -> std::io::Result<(TokioChildProcess, ProcessGroup)> {
+    let Endpoint::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = endpoint
+    else {
+        return Err(std::io::Error::other("not a stdio endpoint"));
+    };
+    let mut cmd = Command::new(command);
+    cmd.args(args).envs(env).kill_on_drop(true).process_group(0);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
+    // prctl/getppid.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The gateway may have died between fork and prctl.
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("parent exited"));
+            }
+            Ok(())
+        });
+    }
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let pid = transport
+        .id()
+        .ok_or_else(|| std::io::Error::other("child exited at once"))?;
+    if let Some(stderr) = stderr {
+        tokio::spawn(forward_stderr(server.to_owned(), stderr));
+    }
+    Ok((transport, ProcessGroup { pgid: pid as i32 }))
+}
+
+async fn forward_stderr(server: String, stderr: ChildStderr) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(target: "upstream", server = %server, "{line}");
+    }
+}

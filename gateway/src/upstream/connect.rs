@@ -1,0 +1,172 @@
+//! Opening one upstream connection over the transport its configuration names, and
+//! closing it again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::service::{RunningService, RunningServiceCancellationToken, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::RoleClient;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::child::{self, ProcessGroup};
+use super::client::{ProgressRoutes, UpstreamClient, UpstreamEvent};
+use super::offer::Offer;
+use super::{Live, sse_client};
+use crate::config::{Endpoint, RemoteTransport, ServerConfig};
+
+/// How long one connection attempt (spawn, initialize, list) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a connection attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("bad header: {0}")]
+    Header(String),
+    #[error("cannot connect: {0}")]
+    Transport(String),
+    #[error("initialize failed: {0}")]
+    Initialize(String),
+    #[error("listing failed: {0}")]
+    List(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// An open connection: the running rmcp client service and, for stdio, the child group.
+pub struct Connection {
+    pub live: Arc<Live>,
+    stop: Option<RunningServiceCancellationToken>,
+    /// Cancelled when the service loop has ended, whatever the reason.
+    ended: CancellationToken,
+    /// Dropping it kills the child's process group.
+    _group: Option<ProcessGroup>,
+}
+
+impl Connection {
+    fn new(
+        live: Arc<Live>,
+        service: RunningService<RoleClient, UpstreamClient>,
+        group: Option<ProcessGroup>,
+    ) -> Self {
+        let stop = service.cancellation_token();
+        let ended = CancellationToken::new();
+        let guard = ended.clone().drop_guard();
+        tokio::spawn(async move {
+            let _guard = guard;
+            let _ = service.waiting().await;
+        });
+        Connection {
+            live,
+            stop: Some(stop),
+            ended,
+            _group: group,
+        }
+    }
+
+    /// Resolves when the connection has closed (the peer went away or we closed it).
+    pub async fn closed(&self) {
+        self.ended.cancelled().await;
+    }
+
+    /// Closes the session and kills the child (if any).
+    pub async fn close(mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop.cancel();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.ended.cancelled()).await;
+    }
+}
+
+/// Connects to `config`'s endpoint, initializes, and reads the offer.
+pub async fn connect(
+    name: &Arc<str>,
+    config: &ServerConfig,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    progress: ProgressRoutes,
+) -> Result<Connection, ConnectError> {
+    tokio::time::timeout(CONNECT_TIMEOUT, connect_inner(name, config, events, progress))
+        .await
+        .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
+}
+
+async fn connect_inner(
+    name: &Arc<str>,
+    config: &ServerConfig,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    progress: ProgressRoutes,
+) -> Result<Connection, ConnectError> {
+    let handler = UpstreamClient::new(name.clone(), events, progress);
+    let init_error = |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
+    let endpoint = config.endpoint();
+    let (service, group) = match &endpoint {
+        Endpoint::Stdio { command, .. } => {
+            let (transport, group) =
+                child::spawn(name, &endpoint).map_err(|source| ConnectError::Spawn {
+                    command: command.clone(),
+                    source,
+                })?;
+            (handler.serve(transport).await.map_err(init_error)?, Some(group))
+        }
+        Endpoint::Remote {
+            url,
+            transport: RemoteTransport::StreamableHttp,
+            headers,
+        } => {
+            let transport = StreamableHttpClientTransport::with_client(
+                reqwest::Client::new(),
+                StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(header_map(headers)?),
+            );
+            (handler.serve(transport).await.map_err(init_error)?, None)
+        }
+        Endpoint::Remote {
+            url,
+            transport: RemoteTransport::Sse,
+            headers,
+        } => {
+            let headers: http::HeaderMap = header_map(headers)?.into_iter().collect();
+            let transport = sse_client::connect(url, headers)
+                .await
+                .map_err(|e| ConnectError::Transport(e.to_string()))?;
+            (handler.serve(transport).await.map_err(init_error)?, None)
+        }
+    };
+    let capabilities = service
+        .peer()
+        .peer_info()
+        .map(|info| info.capabilities.clone())
+        .unwrap_or_default();
+    let offer = Offer::read(service.peer(), capabilities)
+        .await
+        .map_err(|e| ConnectError::List(e.to_string()))?;
+    let live = Arc::new(Live {
+        peer: service.peer().clone(),
+        offer,
+        pid: group.as_ref().map(ProcessGroup::pid),
+    });
+    Ok(Connection::new(live, service, group))
+}
+
+fn header_map(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, ConnectError> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let name = http::HeaderName::try_from(name.as_str())
+                .map_err(|e| ConnectError::Header(format!("{name}: {e}")))?;
+            let value = http::HeaderValue::try_from(value.as_str())
+                .map_err(|e| ConnectError::Header(format!("{name}: {e}")))?;
+            Ok((name, value))
+        })
+        .collect()
+}

@@ -1,0 +1,339 @@
+//! Upstream MCP servers: connecting to them, keeping them alive, and calling them.
+//!
+//! Each configured server gets one [`Upstream`] and one supervisor task. The supervisor
+//! connects (stdio child, streamable HTTP or legacy SSE, see [`connect`]), reads what the
+//! server offers, and then watches the connection: when it drops, calls in flight fail at
+//! once with UPSTREAM_UNAVAILABLE (rmcp drops their responders), new calls fail fast, and
+//! the supervisor reconnects with capped exponential backoff, forever, until shutdown.
+
+pub mod child;
+pub mod client;
+mod connect;
+pub mod offer;
+pub mod sse_client;
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::{ErrorData, Peer, RoleClient};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServerConfig;
+pub use client::{ProgressRoutes, ProgressSink, UpstreamEvent};
+pub use offer::Offer;
+
+/// First reconnect delay; doubled per failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Why a call to an upstream did not produce a result.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// Not connected, or the connection dropped before the answer.
+    #[error("upstream `{server}` is unavailable: {reason}")]
+    Unavailable { server: String, reason: String },
+    /// The upstream answered with a JSON-RPC error.
+    #[error("upstream `{server}` answered with an error: {error}")]
+    Rejected { server: String, error: ErrorData },
+    /// The upstream answered something that is not a valid response.
+    #[error("upstream `{server}` broke the protocol: {reason}")]
+    Protocol { server: String, reason: String },
+    /// The call was cancelled here; the upstream was sent `notifications/cancelled`.
+    #[error("the call to `{server}` was cancelled")]
+    Cancelled { server: String },
+}
+
+/// Lifecycle of an upstream, as `/healthz` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamState {
+    Starting,
+    Ready,
+    Restarting,
+    Failed,
+    Stopped,
+}
+
+/// A snapshot of an upstream's health.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    pub state: UpstreamState,
+    pub restarts: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+}
+
+/// A live connection: the peer to send requests to, and what the server offers.
+pub struct Live {
+    pub peer: Peer<RoleClient>,
+    pub offer: Offer,
+    pub pid: Option<i32>,
+}
+
+/// One configured upstream server.
+pub struct Upstream {
+    pub name: Arc<str>,
+    pub config: ServerConfig,
+    live: RwLock<Option<Arc<Live>>>,
+    /// What the server offered when last connected; kept while it is down so its tools
+    /// stay known and calls to them fail with UPSTREAM_UNAVAILABLE, not TOOL_NOT_FOUND.
+    last_offer: RwLock<Arc<Offer>>,
+    health: Mutex<Health>,
+    progress: ProgressRoutes,
+    /// Tells the registry that this upstream's offer changed.
+    changed: mpsc::UnboundedSender<Arc<str>>,
+    /// Forwards `resources/updated` to the server layer (subscriptions).
+    resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    shutdown: CancellationToken,
+}
+
+impl Upstream {
+    /// Creates the upstream and starts its supervisor. The returned receiver fires once
+    /// the first connection attempt has finished, successfully or not.
+    pub fn start(
+        name: &str,
+        config: ServerConfig,
+        changed: mpsc::UnboundedSender<Arc<str>>,
+        resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+        shutdown: CancellationToken,
+    ) -> (Arc<Upstream>, oneshot::Receiver<()>) {
+        let upstream = Arc::new(Upstream {
+            name: name.into(),
+            config,
+            live: RwLock::new(None),
+            last_offer: RwLock::default(),
+            health: Mutex::new(Health {
+                state: UpstreamState::Starting,
+                restarts: 0,
+                last_error: None,
+                pid: None,
+            }),
+            progress: ProgressRoutes::default(),
+            changed,
+            resource_updates,
+            shutdown,
+        });
+        let (first_attempt, first_attempt_done) = oneshot::channel();
+        tokio::spawn(upstream.clone().supervise(first_attempt));
+        (upstream, first_attempt_done)
+    }
+
+    /// The current connection, if any.
+    pub fn live(&self) -> Option<Arc<Live>> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn health(&self) -> Health {
+        self.health.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Stops the supervisor and the connection (and kills a child's process group).
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
+    fn set_health(&self, update: impl FnOnce(&mut Health)) {
+        update(&mut self.health.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// What the server offers, or offered when it was last connected.
+    pub fn offer(&self) -> Arc<Offer> {
+        self.last_offer.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_live(&self, live: Option<Arc<Live>>) {
+        if let Some(live) = &live {
+            *self.last_offer.write().unwrap_or_else(|p| p.into_inner()) =
+                Arc::new(live.offer.clone());
+        }
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+        let _ = self.changed.send(self.name.clone());
+    }
+
+    fn unavailable(&self, reason: impl Into<String>) -> UpstreamError {
+        UpstreamError::Unavailable {
+            server: self.name.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The supervisor: connect, serve until the connection drops, back off, repeat.
+    async fn supervise(self: Arc<Self>, first_attempt: oneshot::Sender<()>) {
+        let mut first_attempt = Some(first_attempt);
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let (events_tx, mut events) = mpsc::unbounded_channel();
+            let attempt = tokio::select! {
+                attempt = connect::connect(&self.name, &self.config, events_tx, self.progress.clone()) => attempt,
+                () = self.shutdown.cancelled() => break,
+            };
+            match attempt {
+                Ok(connection) => {
+                    backoff = FIRST_BACKOFF;
+                    self.set_health(|h| {
+                        h.state = UpstreamState::Ready;
+                        h.pid = connection.live.pid;
+                    });
+                    tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), "upstream ready");
+                    self.set_live(Some(connection.live.clone()));
+                    if let Some(done) = first_attempt.take() {
+                        let _ = done.send(());
+                    }
+                    loop {
+                        tokio::select! {
+                            () = connection.closed() => break,
+                            () = self.shutdown.cancelled() => break,
+                            Some(event) = events.recv() => self.on_event(event).await,
+                        }
+                    }
+                    self.set_live(None);
+                    connection.close().await;
+                    if self.shutdown.is_cancelled() {
+                        break;
+                    }
+                    tracing::warn!(server = %self.name, "upstream connection closed; reconnecting");
+                    self.set_health(|h| {
+                        h.state = UpstreamState::Restarting;
+                        h.last_error = Some("connection closed".into());
+                        h.pid = None;
+                    });
+                }
+                Err(error) => {
+                    tracing::error!(server = %self.name, "upstream failed to start: {error}");
+                    self.set_health(|h| {
+                        h.state = UpstreamState::Failed;
+                        h.last_error = Some(error.to_string());
+                    });
+                    if let Some(done) = first_attempt.take() {
+                        let _ = done.send(());
+                    }
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = self.shutdown.cancelled() => break,
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            self.set_health(|h| h.restarts += 1);
+        }
+        self.set_health(|h| {
+            h.state = UpstreamState::Stopped;
+            h.pid = None;
+        });
+    }
+
+    async fn on_event(&self, event: UpstreamEvent) {
+        match event {
+            UpstreamEvent::ResourceUpdated(uri) => {
+                let _ = self.resource_updates.send((self.name.clone(), uri));
+            }
+            refresh => {
+                let Some(live) = self.live() else { return };
+                match live.offer.refreshed(&live.peer, &refresh).await {
+                    Ok(offer) => {
+                        tracing::info!(server = %self.name, ?refresh, "upstream offer refreshed");
+                        self.set_live(Some(Arc::new(Live {
+                            peer: live.peer.clone(),
+                            offer,
+                            pid: live.pid,
+                        })));
+                    }
+                    Err(e) => tracing::warn!(server = %self.name, "refresh failed: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Calls `tool` (the upstream's own name). Cancelling `cancel` sends
+    /// `notifications/cancelled` for this request to this upstream only.
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        cancel: &CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let live = self.live().ok_or_else(|| self.unavailable(self.down_reason()))?;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        match self.request(&live, request, cancel, progress).await? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            other => Err(self.protocol_error(&other)),
+        }
+    }
+
+    /// Sends any request to this upstream, cancellable, with progress routed back.
+    pub async fn request(
+        &self,
+        live: &Live,
+        request: ClientRequest,
+        cancel: &CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<ServerResult, UpstreamError> {
+        let mut handle = live
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.service_error(e))?;
+        let _route = progress.map(|sink| self.progress.route(handle.progress_token.clone(), sink));
+        let answer = tokio::select! {
+            answer = &mut handle.rx => Some(answer),
+            () = cancel.cancelled() => None,
+        };
+        match answer {
+            Some(Ok(Ok(result))) => Ok(result),
+            Some(Ok(Err(e))) => Err(self.service_error(e)),
+            Some(Err(_closed)) => Err(self.unavailable("the connection closed before it answered")),
+            None => {
+                let _ = handle.cancel(Some("cancelled by the gateway".into())).await;
+                Err(UpstreamError::Cancelled {
+                    server: self.name.to_string(),
+                })
+            }
+        }
+    }
+
+    /// The current connection, or UPSTREAM_UNAVAILABLE.
+    pub fn require_live(&self) -> Result<Arc<Live>, UpstreamError> {
+        self.live().ok_or_else(|| self.unavailable(self.down_reason()))
+    }
+
+    pub fn protocol_error(&self, got: &ServerResult) -> UpstreamError {
+        UpstreamError::Protocol {
+            server: self.name.to_string(),
+            reason: format!("unexpected response: {got:?}").chars().take(200).collect(),
+        }
+    }
+
+    fn down_reason(&self) -> String {
+        let health = self.health();
+        match health.last_error {
+            Some(error) => format!("{:?}: {error}", health.state).to_lowercase(),
+            None => "not connected yet".into(),
+        }
+    }
+
+    fn service_error(&self, error: ServiceError) -> UpstreamError {
+        match error {
+            ServiceError::McpError(error) => UpstreamError::Rejected {
+                server: self.name.to_string(),
+                error,
+            },
+            ServiceError::UnexpectedResponse => UpstreamError::Protocol {
+                server: self.name.to_string(),
+                reason: "unexpected response type".into(),
+            },
+            other => self.unavailable(other.to_string()),
+        }
+    }
+}

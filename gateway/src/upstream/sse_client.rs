@@ -1,0 +1,421 @@
+//! Upstream legacy SSE transport (MCP 2024-11-05), because some servers still only speak
+//! SSE and rmcp 3.11 has no SSE client.
+//!
+//! [`connect`] opens the event stream with a `GET`, waits for the `endpoint` event and
+//! resolves its URL against the stream's URL (it must stay on the same origin, so the
+//! custom headers, often credentials, never leave for another host). After that every
+//! `message` event is a server message, and every client message is `POST`ed to the
+//! endpoint, one at a time and in the order rmcp sent them. The custom headers go on both.
+//!
+//! The transport closes when the stream ends or fails, when a `POST` fails, or when
+//! rmcp closes it; it never reconnects (the gateway's supervisor does).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use http::HeaderMap;
+use reqwest::{StatusCode, Url};
+use rmcp::RoleClient;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::Transport;
+use sse_stream::SseStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// How long establishing a TCP (and TLS) connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one `POST` of a client message may take; legacy servers answer at once
+/// (`202`) and send the reply on the stream.
+const POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Messages that may wait in each direction.
+const QUEUE_CAPACITY: usize = 64;
+/// How much of an error response body is kept in [`SseClientError::PostStatus`].
+const ERROR_BODY_LIMIT: usize = 512;
+
+/// Why an SSE upstream could not be reached or stopped working.
+#[derive(Debug, thiserror::Error)]
+pub enum SseClientError {
+    #[error("invalid SSE URL `{url}`: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    #[error("cannot open the SSE stream at {url}: {source}")]
+    Connect {
+        url: Url,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("the SSE stream at {url} answered HTTP {status}")]
+    ConnectStatus { url: Url, status: StatusCode },
+    #[error("the SSE stream at {url} ended before its `endpoint` event")]
+    NoEndpoint { url: Url },
+    #[error("the SSE stream at {url} sent an unusable endpoint `{endpoint}`: {reason}")]
+    InvalidEndpoint {
+        url: Url,
+        endpoint: String,
+        reason: String,
+    },
+    #[error("the SSE stream at {url} failed: {reason}")]
+    Stream { url: Url, reason: String },
+    #[error("POST of a message to {endpoint} failed: {source}")]
+    Post {
+        endpoint: Url,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("POST of a message to {endpoint} answered HTTP {status}: {body}")]
+    PostStatus {
+        endpoint: Url,
+        status: StatusCode,
+        body: String,
+    },
+    #[error("the SSE transport is closed")]
+    Closed,
+}
+
+impl SseClientError {
+    /// Stable code for logs and health reports.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidUrl { .. } => "SSE_INVALID_URL",
+            Self::Client(_) => "SSE_CLIENT_SETUP",
+            Self::Connect { .. } => "SSE_CONNECT_FAILED",
+            Self::ConnectStatus { .. } => "SSE_CONNECT_STATUS",
+            Self::NoEndpoint { .. } => "SSE_NO_ENDPOINT",
+            Self::InvalidEndpoint { .. } => "SSE_INVALID_ENDPOINT",
+            Self::Stream { .. } => "SSE_STREAM_FAILED",
+            Self::Post { .. } => "SSE_POST_FAILED",
+            Self::PostStatus { .. } => "SSE_POST_STATUS",
+            Self::Closed => "SSE_CLOSED",
+        }
+    }
+}
+
+/// A connected legacy SSE upstream, as an rmcp `Transport<RoleClient>`.
+pub struct SseClientTransport {
+    endpoint: Url,
+    incoming: mpsc::Receiver<ServerJsonRpcMessage>,
+    outgoing: mpsc::Sender<Outgoing>,
+    closed: CancellationToken,
+}
+
+impl SseClientTransport {
+    /// Where client messages are posted, as announced by the server.
+    pub fn endpoint(&self) -> &Url {
+        &self.endpoint
+    }
+}
+
+/// A message for the writer, and where to report how its `POST` went.
+struct Outgoing {
+    message: ClientJsonRpcMessage,
+    done: oneshot::Sender<Result<(), SseClientError>>,
+}
+
+/// Opens the event stream at `url` with `headers` (sent on the `GET` and on every `POST`)
+/// and waits for the `endpoint` event. Bound the wait with a timeout: a server that never
+/// sends `endpoint` keeps this pending.
+pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport, SseClientError> {
+    let invalid_url = |reason: String| SseClientError::InvalidUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let url = Url::parse(url).map_err(|error| invalid_url(error.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid_url("the scheme must be http or https".into()));
+    }
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
+        .map_err(SseClientError::Client)?;
+    let response = client
+        .get(url.clone())
+        .header(http::header::ACCEPT, "text/event-stream")
+        .send()
+        .await
+        .map_err(|source| SseClientError::Connect {
+            url: url.clone(),
+            source,
+        })?;
+    if !response.status().is_success() {
+        return Err(SseClientError::ConnectStatus {
+            url,
+            status: response.status(),
+        });
+    }
+    let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+    let endpoint = loop {
+        let event = match events.next().await {
+            None => return Err(SseClientError::NoEndpoint { url }),
+            Some(Err(error)) => {
+                return Err(SseClientError::Stream {
+                    url,
+                    reason: error.to_string(),
+                });
+            }
+            Some(Ok(event)) => event,
+        };
+        if event.event.as_deref() == Some("endpoint") {
+            break resolve_endpoint(&url, event.data.as_deref().unwrap_or_default())?;
+        }
+        tracing::warn!(%url, event = ?event.event, "SSE event before `endpoint` ignored");
+    };
+    tracing::debug!(%url, %endpoint, "SSE upstream connected");
+
+    let closed = CancellationToken::new();
+    let (incoming_tx, incoming) = mpsc::channel(QUEUE_CAPACITY);
+    let (outgoing, outgoing_rx) = mpsc::channel(QUEUE_CAPACITY);
+    tokio::spawn(read_events(url, events, incoming_tx, closed.clone()));
+    tokio::spawn(post_messages(
+        client,
+        endpoint.clone(),
+        outgoing_rx,
+        closed.clone(),
+    ));
+    Ok(SseClientTransport {
+        endpoint,
+        incoming,
+        outgoing,
+        closed,
+    })
+}
+
+/// The endpoint URL, relative to the stream's URL, on the stream's origin.
+fn resolve_endpoint(url: &Url, data: &str) -> Result<Url, SseClientError> {
+    let invalid = |reason: String| SseClientError::InvalidEndpoint {
+        url: url.clone(),
+        endpoint: data.to_owned(),
+        reason,
+    };
+    let endpoint = url
+        .join(data.trim())
+        .map_err(|error| invalid(error.to_string()))?;
+    if endpoint.origin() != url.origin() {
+        return Err(invalid(format!(
+            "it is not on the stream's origin {}",
+            url.origin().ascii_serialization()
+        )));
+    }
+    Ok(endpoint)
+}
+
+/// Forwards `message` events until the stream ends or fails or the transport closes;
+/// then closes the transport.
+async fn read_events<S>(
+    url: Url,
+    mut events: S,
+    incoming: mpsc::Sender<ServerJsonRpcMessage>,
+    closed: CancellationToken,
+) where
+    S: futures::Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Unpin,
+{
+    loop {
+        let event = tokio::select! {
+            biased;
+            _ = closed.cancelled() => break,
+            event = events.next() => event,
+        };
+        let event = match event {
+            None => {
+                tracing::info!(%url, "SSE upstream stream ended");
+                break;
+            }
+            Some(Err(error)) => {
+                tracing::warn!(%url, %error, "SSE upstream stream failed");
+                break;
+            }
+            Some(Ok(event)) => event,
+        };
+        match event.event.as_deref() {
+            None | Some("message") => {}
+            Some(other) => {
+                tracing::debug!(%url, event = other, "SSE event ignored");
+                continue;
+            }
+        }
+        let data = event.data.unwrap_or_default();
+        if data.trim().is_empty() {
+            continue;
+        }
+        let message = match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
+            Ok(message) => message,
+            Err(error) => {
+                tracing::warn!(%url, %error, "SSE upstream sent a message that is not JSON-RPC; ignored");
+                continue;
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = closed.cancelled() => break,
+            sent = incoming.send(message) => if sent.is_err() { break },
+        }
+    }
+    closed.cancel();
+}
+
+/// Posts client messages one at a time, in order; the first failure closes the transport.
+async fn post_messages(
+    client: reqwest::Client,
+    endpoint: Url,
+    mut outgoing: mpsc::Receiver<Outgoing>,
+    closed: CancellationToken,
+) {
+    loop {
+        let Outgoing { message, done } = tokio::select! {
+            biased;
+            _ = closed.cancelled() => break,
+            next = outgoing.recv() => match next {
+                Some(next) => next,
+                None => break,
+            },
+        };
+        let posted = tokio::select! {
+            biased;
+            _ = closed.cancelled() => Err(SseClientError::Closed),
+            posted = post(&client, &endpoint, &message) => posted,
+        };
+        let failed = posted.is_err();
+        if let Err(error) = &posted {
+            tracing::warn!(code = error.code(), "{error}; closing the SSE transport");
+        }
+        // The sender may have given up waiting; the outcome is logged above either way.
+        let _ = done.send(posted);
+        if failed {
+            break;
+        }
+    }
+    closed.cancel();
+}
+
+async fn post(
+    client: &reqwest::Client,
+    endpoint: &Url,
+    message: &ClientJsonRpcMessage,
+) -> Result<(), SseClientError> {
+    let response = client
+        .post(endpoint.clone())
+        .timeout(POST_TIMEOUT)
+        .json(message)
+        .send()
+        .await
+        .map_err(|source| SseClientError::Post {
+            endpoint: endpoint.clone(),
+            source,
+        })?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let mut body = response.text().await.unwrap_or_default();
+    if body.len() > ERROR_BODY_LIMIT {
+        let cut = (0..=ERROR_BODY_LIMIT)
+            .rev()
+            .find(|index| body.is_char_boundary(*index))
+            .unwrap_or(0);
+        body.truncate(cut);
+    }
+    Err(SseClientError::PostStatus {
+        endpoint: endpoint.clone(),
+        status,
+        body,
+    })
+}
+
+impl Transport<RoleClient> for SseClientTransport {
+    type Error = SseClientError;
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let (done, posted) = oneshot::channel();
+        // Queue at once when there is room, so messages are posted in the order of the
+        // calls rather than the order their futures are first polled.
+        let waiting = match self.outgoing.try_send(Outgoing {
+            message: item,
+            done,
+        }) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(outgoing)) => Some(outgoing),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return futures::future::Either::Left(std::future::ready(Err(
+                    SseClientError::Closed,
+                )));
+            }
+        };
+        let queue = self.outgoing.clone();
+        let closed = self.closed.clone();
+        futures::future::Either::Right(async move {
+            if let Some(outgoing) = waiting {
+                tokio::select! {
+                    biased;
+                    _ = closed.cancelled() => return Err(SseClientError::Closed),
+                    sent = queue.send(outgoing) => sent.map_err(|_| SseClientError::Closed)?,
+                }
+            }
+            posted.await.unwrap_or(Err(SseClientError::Closed))
+        })
+    }
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        self.incoming.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.closed.cancel();
+        Ok(())
+    }
+}
+
+impl Drop for SseClientTransport {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_url() -> Url {
+        Url::parse("http://127.0.0.1:3001/mcp/sse?token=1").unwrap()
+    }
+
+    #[test]
+    fn the_endpoint_is_resolved_against_the_stream_url() {
+        let resolve = |data| resolve_endpoint(&stream_url(), data).unwrap().to_string();
+        assert_eq!(
+            resolve("/message?sessionId=ab"),
+            "http://127.0.0.1:3001/message?sessionId=ab"
+        );
+        assert_eq!(
+            resolve("message?sessionId=ab"),
+            "http://127.0.0.1:3001/mcp/message?sessionId=ab"
+        );
+        assert_eq!(
+            resolve(" http://127.0.0.1:3001/m?sessionId=ab\n"),
+            "http://127.0.0.1:3001/m?sessionId=ab"
+        );
+    }
+
+    #[test]
+    fn an_endpoint_on_another_origin_is_refused() {
+        for data in [
+            "http://127.0.0.2:3001/message",
+            "https://127.0.0.1:3001/message",
+            "//evil.example/message",
+        ] {
+            let error = resolve_endpoint(&stream_url(), data).unwrap_err();
+            assert_eq!(error.code(), "SSE_INVALID_ENDPOINT", "{data}: {error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn urls_that_are_not_http_are_refused_before_connecting() {
+        for url in ["not a url", "ftp://127.0.0.1/sse"] {
+            let error = connect(url, HeaderMap::new()).await.err().unwrap();
+            assert_eq!(error.code(), "SSE_INVALID_URL", "{url}: {error}");
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Shared harness for the integration tests: where the built binaries and the installed
+//! peers are, how to start the gateway (stdio or HTTP) on a temporary configuration, how
+//! to drive it with the official Python SDK client (`tests/python/client.py`) and how to
+//! check that no process was left behind.
+//!
+//! The binaries come from `cargo build --workspace --bins` (scripts/test does it first);
+//! the peers from `scripts/install-test-peers`. A missing one is a test failure with a
+//! message saying what to run, never a silent skip.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
+}
+
+/// A binary of this workspace, built in the debug profile.
+pub fn bin(name: &str) -> PathBuf {
+    let path = target_dir().join("debug").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// The gateway binary.
+pub fn gateway_bin() -> PathBuf {
+    bin("mcp-gateway")
+}
+
+/// An npm peer's executable (`mcp-server-everything`, `tsc`, …).
+pub fn npm_bin(name: &str) -> PathBuf {
+    let path = repo().join("tests/peers/node_modules/.bin").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-test-peers",
+        path.display()
+    );
+    path
+}
+
+/// The Python with the official MCP SDK.
+pub fn python() -> PathBuf {
+    let path = repo().join("tests/peers/.venv/bin/python");
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-test-peers",
+        path.display()
+    );
+    path
+}
+
+/// A TOML string literal.
+pub fn toml_str(value: impl AsRef<str>) -> String {
+    format!("{:?}", value.as_ref())
+}
+
+/// `[servers.NAME]` for one of our example servers.
+pub fn example_server(name: &str, bin_name: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = {}\n",
+        toml_str(bin(bin_name).to_string_lossy())
+    )
+}
+
+/// `[servers.NAME]` for an npm peer over stdio.
+pub fn npm_server(name: &str, bin_name: &str, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(toml_str).collect();
+    format!(
+        "[servers.{name}]\ncommand = {}\nargs = [{}]\n",
+        toml_str(npm_bin(bin_name).to_string_lossy()),
+        args.join(", ")
+    )
+}
+
+/// A temporary folder holding `config.toml`, with session logs kept inside it.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    /// Writes `config` (plus a `[log]` section pointing into the folder, unless the config
+    /// has its own) to `config.toml`.
+    pub fn new(config: &str) -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = config.to_owned();
+        if !text.contains("[log]") {
+            text.push_str(&format!(
+                "\n[log]\nsessions_dir = {}\n",
+                toml_str(dir.path().join("sessions").to_string_lossy())
+            ));
+        }
+        std::fs::write(dir.path().join("config.toml"), text).unwrap();
+        Workspace { dir }
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs `mcp-gateway ARGS --config config.toml` to completion.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(gateway_bin())
+            .args(args)
+            .arg("--config")
+            .arg(self.config())
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    }
+
+    /// Starts `mcp-gateway serve` over HTTP on a free loopback port and waits until
+    /// `/healthz` answers.
+    pub fn serve_http(&self, extra: &[&str]) -> Gateway {
+        let address = free_address();
+        let mut command = Command::new(gateway_bin());
+        command
+            .args(["serve", "--config"])
+            .arg(self.config())
+            .args(["--listen", &address.to_string()])
+            .args(extra)
+            .env("RUST_LOG", "info,rmcp=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(self.path("gateway.log")).unwrap(),
+            ));
+        let child = command.spawn().unwrap();
+        let gateway = Gateway {
+            child,
+            address,
+            log: self.path("gateway.log"),
+        };
+        gateway.wait_healthy();
+        gateway
+    }
+
+    /// The command line that runs the gateway over stdio (for client.py / rmcp).
+    pub fn stdio_command(&self, extra: &[&str]) -> (PathBuf, Vec<String>) {
+        let mut args = vec![
+            "serve".to_owned(),
+            "--stdio".to_owned(),
+            "--config".to_owned(),
+            self.config().to_string_lossy().into_owned(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        (gateway_bin(), args)
+    }
+
+    /// Every event of every session log written in this workspace.
+    pub fn session_events(&self) -> Vec<Value> {
+        let mut events = Vec::new();
+        let mut stack = vec![self.path("sessions")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "zst") {
+                    let bytes = std::fs::read(&path).unwrap();
+                    let text = zstd::decode_all(bytes.as_slice()).unwrap();
+                    events.extend(
+                        String::from_utf8(text)
+                            .unwrap()
+                            .lines()
+                            .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+                    );
+                }
+            }
+        }
+        events
+    }
+}
+
+/// A free loopback address (bound and released).
+pub fn free_address() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A gateway serving HTTP; killed (SIGKILL) when dropped if still running.
+pub struct Gateway {
+    pub child: Child,
+    pub address: SocketAddr,
+    pub log: PathBuf,
+}
+
+impl Gateway {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(self.address).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("gateway did not listen on {}: {}", self.address, self.log_text());
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` and waits for the process to exit (up to `timeout`).
+    pub fn signal_and_wait(&mut self, signal: i32, timeout: Duration) -> Option<std::process::ExitStatus> {
+        // SAFETY: kill only sends a signal to our own child.
+        unsafe { libc::kill(self.pid(), signal) };
+        wait_exit(&mut self.child, timeout)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits up to `timeout` for `child` to exit.
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Runs `tests/python/client.py` with `args` and the action `script`; returns its JSON.
+pub fn python_client(args: &[String], script: &Value) -> Value {
+    let mut child = Command::new(python())
+        .arg(repo().join("tests/python/client.py"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "client.py printed no JSON ({e}): status {:?}\nstdout: {stdout}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// client.py arguments that run the gateway over stdio in `workspace`.
+pub fn python_stdio_args(workspace: &Workspace, extra: &[&str]) -> Vec<String> {
+    let (command, args) = workspace.stdio_command(extra);
+    vec![
+        "--transport".into(),
+        "stdio".into(),
+        "--command".into(),
+        command.to_string_lossy().into_owned(),
+        "--args".into(),
+        serde_json::to_string(&args).unwrap(),
+        "--inherit-env".into(),
+    ]
+}
+
+/// The result of action `index` of a client.py run, asserting it went as expected.
+pub fn action_result(run: &Value, index: usize) -> &Value {
+    let action = &run["results"][index];
+    assert_eq!(action["ok"], true, "action {index} failed: {run:#}");
+    &action["result"]
+}
+
+/// The text contents of an MCP tool result joined by newlines.
+pub fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// The gateway error code of a tool result (`_meta["mcp-gateway/error"].code`).
+pub fn error_code(result: &Value) -> Option<&str> {
+    result["_meta"]["mcp-gateway/error"]["code"].as_str()
+}
+
+/// Live descendants of `pid` (children, grandchildren, …), from /proc.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut parents = std::collections::HashMap::<i32, Vec<i32>>::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // The fields after the command name, which is in parentheses.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        if let Some(ppid) = fields.get(1).and_then(|p| p.parse::<i32>().ok()) {
+            parents.entry(ppid).or_default().push(child);
+        }
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![pid];
+    while let Some(parent) = stack.pop() {
+        for &child in parents.get(&parent).into_iter().flatten() {
+            found.push(child);
+            stack.push(child);
+        }
+    }
+    found
+}
+
+/// Whether process `pid` is alive (and not a zombie).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Polls `condition` for up to `timeout`.
+pub fn eventually(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One raw HTTP/1.1 request (no client library in between, so tests see exactly what the
+/// gateway answers). Returns status, headers (lower-cased names) and body.
+pub fn http_request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {address}\r\n"));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked { dechunk(rest) } else { rest.to_owned() };
+    (status, headers, body)
+}
+
+/// `GET path` on `address`.
+pub fn http_get(address: SocketAddr, path: &str) -> (u16, Vec<(String, String)>, String) {
+    http_request(address, "GET", path, &[], b"")
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || tail.len() < size {
+            break;
+        }
+        body.push_str(&tail[..size]);
+        rest = tail[size..].trim_start_matches("\r\n");
+    }
+    body
+}

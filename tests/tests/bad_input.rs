@@ -1,0 +1,103 @@
+//! Issue 2, bad input: every mistake gets a clear error and loses nothing.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+#[test]
+fn a_misspelt_key_is_named_with_its_line() {
+    let workspace = Workspace::new("[servers.kv]\ncommand = \"kv\"\ntimout_ms = 5\n");
+    let output = workspace.cli(&["config", "check"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("timout_ms") && stderr.contains("line 3"), "{stderr}");
+    assert!(stderr.contains("config.toml"), "{stderr}");
+}
+
+#[test]
+fn an_unset_variable_is_named() {
+    let workspace = Workspace::new(
+        "[servers.remote]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_GATEWAY_TEST_NOT_SET}\" }\n",
+    );
+    let output = workspace.cli(&["config", "check"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("MCP_GATEWAY_TEST_NOT_SET"), "{stderr}");
+    assert!(stderr.contains("servers.remote.headers.Authorization"), "{stderr}");
+}
+
+#[test]
+fn config_dump_masks_secrets() {
+    let workspace = Workspace::new(
+        "[servers.remote]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_GATEWAY_TEST_SECRET}\" }\n[listen]\ntokens = [\"${MCP_GATEWAY_TEST_SECRET}\"]\n",
+    );
+    let output = Command::new(gateway_bin())
+        .args(["config", "dump", "--config"])
+        .arg(workspace.config())
+        .env("MCP_GATEWAY_TEST_SECRET", "hunter2-secret")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let dump = String::from_utf8_lossy(&output.stdout);
+    assert!(!dump.contains("hunter2"), "{dump}");
+    assert!(dump.contains("127.0.0.1:9"), "{dump}");
+}
+
+#[test]
+fn a_missing_command_does_not_stop_the_others() {
+    let workspace = Workspace::new(&format!(
+        "{}[servers.ghost]\ncommand = \"/nonexistent/mcp-server\"\n",
+        example_server("kv", "kv")
+    ));
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([
+            {"action": "list_tools"},
+            {"action": "call_tool", "name": "mcp__kv__list", "arguments": {}},
+        ]),
+    );
+    let tools = action_result(&run, 0)["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == "mcp__kv__get"), "{run:#}");
+    assert_eq!(action_result(&run, 1)["isError"], Value::Null, "{run:#}");
+}
+
+/// Writes raw lines to `mcp-gateway serve --stdio` and reads its answers.
+#[test]
+fn malformed_json_rpc_on_stdio_gets_an_error_and_the_gateway_lives_on() {
+    let workspace = Workspace::new(&example_server("kv", "kv"));
+    let (command, args) = workspace.stdio_command(&[]);
+    let mut child = Command::new(command)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |line: &str| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut read = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+    };
+    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    assert_eq!(read()["id"], 1);
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send("this is not json");
+    let error = read();
+    assert!(error["error"]["code"].is_i64(), "a parse error response: {error}");
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    let listed = read();
+    assert_eq!(listed["id"], 2, "{listed}");
+    assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+    drop(stdin);
+    assert!(wait_exit(&mut child, std::time::Duration::from_secs(10)).is_some());
+}

@@ -1,0 +1,125 @@
+//! Issue 9: prompts, resources, templates, subscriptions and completions re-exported
+//! like tools, with npm server-everything and server-memory (and server-filesystem, which
+//! has no prompts) federated, driven by the official Python SDK client.
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+fn workspace(extra: &str) -> Workspace {
+    let root = std::env::temp_dir();
+    Workspace::new(&format!(
+        "{}{}{}{extra}",
+        npm_server("everything", "mcp-server-everything", &["stdio"]),
+        npm_server("memory", "mcp-server-memory", &[]),
+        npm_server("fs", "mcp-server-filesystem", &[&root.to_string_lossy()]),
+    ))
+}
+
+fn names<'a>(result: &'a Value, list: &str, key: &str) -> Vec<&'a str> {
+    result[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {result:#}"))
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn prompts_resources_and_completions_through_the_gateway() {
+    let workspace = workspace("");
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([
+            {"action": "list_prompts"},
+            {"action": "list_resources"},
+            {"action": "list_resource_templates"},
+        ]),
+    );
+    let prompts = names(action_result(&run, 0), "prompts", "name");
+    assert!(prompts.iter().all(|p| p.starts_with("mcp__everything__")), "{prompts:?}");
+    assert!(prompts.len() >= 3, "{prompts:?}");
+    let resources = names(action_result(&run, 1), "resources", "uri");
+    assert!(!resources.is_empty());
+    assert!(resources.iter().all(|u| u.starts_with("mcp-gateway://everything/")), "{resources:?}");
+    let templates = names(action_result(&run, 2), "resourceTemplates", "uriTemplate");
+    assert!(templates.iter().any(|t| t.contains('{')), "variables intact: {templates:?}");
+
+    let simple = prompts.iter().find(|p| p.contains("simple")).unwrap_or(&prompts[0]).to_string();
+    let first_uri = resources[0].to_owned();
+    let args_prompt = prompts.iter().find(|p| p.contains("args") || p.contains("argument")).map(|p| p.to_string());
+    let mut script = vec![
+        json!({"action": "get_prompt", "name": simple}),
+        json!({"action": "read_resource", "uri": first_uri}),
+        json!({"action": "call_tool", "name": "mcp__everything__get-resource-links", "arguments": {"count": 2}}),
+    ];
+    if let Some(prompt) = &args_prompt {
+        script.push(json!({"action": "complete", "ref": {"type": "ref/prompt", "name": prompt}, "argument": {"name": "city", "value": "B"}}));
+    }
+    let run = python_client(&python_stdio_args(&workspace, &[]), &Value::Array(script));
+    assert!(action_result(&run, 0)["messages"].as_array().is_some_and(|m| !m.is_empty()), "{run:#}");
+    let contents = &action_result(&run, 1)["contents"][0];
+    assert_eq!(contents["uri"], first_uri, "{run:#}");
+    let links: Vec<String> = action_result(&run, 2)["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "resource_link")
+        .map(|c| c["uri"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!links.is_empty(), "{run:#}");
+    assert!(links.iter().all(|l| l.starts_with("mcp-gateway://everything/")), "{links:?}");
+    let run2 = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([{"action": "read_resource", "uri": links[0]}]),
+    );
+    assert!(action_result(&run2, 0)["contents"].as_array().is_some_and(|c| !c.is_empty()), "a tool's resource link is readable: {run2:#}");
+    if args_prompt.is_some() {
+        assert!(action_result(&run, 3)["completion"]["values"].is_array(), "{run:#}");
+    }
+}
+
+#[test]
+fn a_subscription_receives_updates() {
+    let workspace = workspace("");
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([{"action": "list_resources"}]),
+    );
+    let uri = names(action_result(&run, 0), "resources", "uri")[0].to_owned();
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([
+            {"action": "call_tool", "name": "mcp__everything__toggle-subscriber-updates", "arguments": {}},
+            {"action": "subscribe", "uri": uri},
+            {"action": "wait_notification", "method": "notifications/resources/updated", "timeout_ms": 15000},
+        ]),
+    );
+    let updated: Vec<&Value> = run["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["method"] == "notifications/resources/updated")
+        .collect();
+    assert!(!updated.is_empty(), "{run:#}");
+    assert_eq!(updated[0]["params"]["uri"], uri, "the update names the gateway URI");
+}
+
+#[test]
+fn a_profile_hides_a_servers_prompts_and_resources() {
+    let workspace = workspace("[profiles.no-everything]\ndeny = [\"mcp__everything__*\"]\n");
+    let run = python_client(
+        &python_stdio_args(&workspace, &["--profile", "no-everything"]),
+        &json!([
+            {"action": "list_prompts"},
+            {"action": "list_resources"},
+            {"action": "read_resource", "uri": "mcp-gateway://everything/demo%3A%2F%2Fresource%2Fstatic%2Fdocument%2Farchitecture.md", "expect_error": true},
+            {"action": "list_tools"},
+        ]),
+    );
+    assert!(names(action_result(&run, 0), "prompts", "name").is_empty(), "{run:#}");
+    assert!(names(action_result(&run, 1), "resources", "uri").is_empty(), "{run:#}");
+    assert_eq!(run["results"][2]["ok"], true, "reading a hidden resource fails: {run:#}");
+    let tools = names(action_result(&run, 3), "tools", "name");
+    assert!(tools.iter().any(|t| t.starts_with("mcp__memory__")), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.starts_with("mcp__everything__")), "{tools:?}");
+}

@@ -1,0 +1,258 @@
+//! Issue 3: legacy SSE both ways, upstream streamable HTTP, a secure listener,
+//! supervision, list_changed, progress and hot reload — all with real processes.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({"action": "call_tool", "name": name, "arguments": arguments})
+}
+
+fn http_args(url: String) -> Vec<String> {
+    vec!["--transport".into(), "http".into(), "--url".into(), url]
+}
+
+/// npm server-everything in one of its HTTP modes on a free loopback port.
+struct Everything(Child, std::net::SocketAddr);
+
+impl Everything {
+    fn start(mode: &str) -> Everything {
+        let address = free_address();
+        let child = Command::new(npm_bin("mcp-server-everything"))
+            .arg(mode)
+            .env("PORT", address.port().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            eventually(Duration::from_secs(20), || std::net::TcpStream::connect(address).is_ok()),
+            "server-everything {mode} did not listen"
+        );
+        Everything(child, address)
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn python_client_over_legacy_sse() {
+    let workspace = Workspace::new(&example_server("kv", "kv"));
+    let gateway = workspace.serve_http(&[]);
+    let args = vec!["--transport".into(), "sse".into(), "--url".into(), gateway.url("/sse")];
+    let run = python_client(&args, &json!([{"action": "list_tools"}, call("mcp__kv__list", json!({}))]));
+    assert!(action_result(&run, 0)["tools"].as_array().unwrap().len() >= 4, "{run:#}");
+    assert_eq!(error_code(action_result(&run, 1)), None, "{run:#}");
+    let (status, _, body) = http_request(gateway.address, "POST", "/message?sessionId=nope", &[("Content-Type", "application/json")], b"{}");
+    assert_eq!(status, 404, "{body}");
+}
+
+#[test]
+fn upstreams_over_streamable_http_and_sse() {
+    let http = Everything::start("streamableHttp");
+    let sse = Everything::start("sse");
+    let workspace = Workspace::new(&format!(
+        "[servers.ehttp]\nurl = \"http://{}/mcp\"\n[servers.esse]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n",
+        http.1, sse.1
+    ));
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([
+            {"action": "list_tools"},
+            call("mcp__ehttp__echo", json!({"message": "over http"})),
+            call("mcp__esse__echo", json!({"message": "over sse"})),
+        ]),
+    );
+    let names: Vec<&str> = action_result(&run, 0)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"mcp__ehttp__get-sum") && names.contains(&"mcp__esse__get-sum"), "{names:?}");
+    assert!(result_text(action_result(&run, 1)).contains("over http"), "{run:#}");
+    assert!(result_text(action_result(&run, 2)).contains("over sse"), "{run:#}");
+}
+
+#[test]
+fn the_listener_checks_tokens_hosts_origins_and_sizes() {
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [\"s3cret-token-for-tests\"]\nmax_body_bytes = 1024\n",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let auth = ("Authorization", "Bearer s3cret-token-for-tests");
+    assert_eq!(http_get(gateway.address, "/healthz").0, 401, "no token");
+    assert_eq!(
+        http_request(gateway.address, "GET", "/healthz", &[("Authorization", "Bearer wrong")], b"").0,
+        401,
+        "wrong token"
+    );
+    assert_eq!(http_request(gateway.address, "GET", "/healthz", &[auth], b"").0, 200);
+    assert_eq!(
+        http_request(gateway.address, "GET", "/healthz", &[auth, ("Origin", "http://evil.example")], b"").0,
+        403,
+        "foreign Origin"
+    );
+    assert_eq!(
+        http_request(gateway.address, "GET", "/healthz", &[auth, ("Host", "evil.example")], b"").0,
+        403,
+        "foreign Host (DNS rebinding)"
+    );
+    let big = vec![b'x'; 4096];
+    assert_eq!(
+        http_request(gateway.address, "POST", "/mcp", &[auth, ("Content-Type", "application/json")], &big).0,
+        413,
+        "oversized body"
+    );
+    let mut args = http_args(gateway.url("/mcp"));
+    args.extend(["--header".into(), "Authorization=Bearer s3cret-token-for-tests".into()]);
+    let run = python_client(&args, &json!([call("mcp__kv__list", json!({}))]));
+    assert_eq!(error_code(action_result(&run, 0)), None, "{run:#}");
+}
+
+#[test]
+fn a_public_bind_without_tokens_is_refused() {
+    let workspace = Workspace::new(&example_server("kv", "kv"));
+    let output = Command::new(gateway_bin())
+        .args(["serve", "--listen", "0.0.0.0:0", "--config"])
+        .arg(workspace.config())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("token"), "says why: {stderr}");
+}
+
+#[test]
+fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
+    let workspace = Workspace::new(&example_server("slow", "slow"));
+    let gateway = workspace.serve_http(&[]);
+    let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
+    let pid = health["upstreams"]["slow"]["pid"].as_i64().unwrap() as i32;
+    let args = http_args(gateway.url("/mcp"));
+    let started = Instant::now();
+    let client = {
+        let args = args.clone();
+        std::thread::spawn(move || python_client(&args, &json!([call("mcp__slow__sleep", json!({"ms": 20000}))])))
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed_at = Instant::now();
+    // SAFETY: slow is the gateway's child; killing it is the point of the test.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let run = client.join().unwrap();
+    let answered = killed_at.elapsed();
+    assert_eq!(error_code(action_result(&run, 0)), Some("UPSTREAM_UNAVAILABLE"), "{run:#}");
+    assert!(started.elapsed() < Duration::from_secs(15), "the call did not wait for its 20 s sleep");
+    eprintln!("answered {answered:?} after the kill");
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
+            health["upstreams"]["slow"]["state"] == "ready" && health["upstreams"]["slow"]["restarts"].as_u64() >= Some(1)
+        }),
+        "slow restarted: {}",
+        gateway.log_text()
+    );
+    let run = python_client(&args, &json!([call("mcp__slow__pid", json!({}))]));
+    let new_pid = action_result(&run, 0)["structuredContent"]["pid"].as_i64().unwrap();
+    assert_ne!(new_pid as i32, pid);
+    assert!(!alive(pid), "the killed child was reaped");
+}
+
+#[test]
+fn list_changed_reaches_the_client() {
+    let workspace = Workspace::new(&example_server("dyn", "dynamic"));
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([
+            call("mcp__dyn__add_tool", json!({"name": "fresh"})),
+            {"action": "wait_notification", "method": "notifications/tools/list_changed"},
+            {"action": "list_tools"},
+            call("mcp__dyn__fresh", json!({"x": 1})),
+        ]),
+    );
+    let names: Vec<&str> = action_result(&run, 2)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"mcp__dyn__fresh"), "{run:#}");
+    assert_eq!(action_result(&run, 3)["structuredContent"]["tool"], "fresh");
+}
+
+#[test]
+fn progress_reaches_the_caller() {
+    let workspace = Workspace::new(&example_server("slow", "slow"));
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([{"action": "call_tool", "name": "mcp__slow__wait", "arguments": {"ms": 600}, "progress": true}]),
+    );
+    let progress = run["results"][0]["progress"].as_array().cloned().unwrap_or_default();
+    assert!(progress.len() >= 2, "progress notifications arrived: {run:#}");
+    assert_eq!(progress.last().unwrap()["total"], 600.0);
+}
+
+#[test]
+fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
+    let workspace = Workspace::new(&example_server("kv", "kv"));
+    let mut gateway = workspace.serve_http(&[]);
+    // One client session stays open across the reload and is told about it.
+    let args = http_args(gateway.url("/mcp"));
+    let session = std::thread::spawn(move || {
+        python_client(
+            &args,
+            &json!([
+                {"action": "list_tools"},
+                {"action": "wait_notification", "method": "notifications/tools/list_changed", "timeout_ms": 20000},
+                {"action": "sleep", "ms": 500},
+                {"action": "list_tools"},
+                call("mcp__slow__pid", json!({})),
+            ]),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(2000));
+    let original = std::fs::read_to_string(workspace.config()).unwrap();
+    let with_slow = format!(
+        "{}{}",
+        example_server("slow", "slow"),
+        original.replace(&example_server("kv", "kv"), "")
+    );
+    std::fs::write(workspace.config(), &with_slow).unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(gateway.pid(), libc::SIGHUP) };
+    let run = session.join().unwrap();
+    let names = |i: usize| -> Vec<String> {
+        action_result(&run, i)["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(names(0).iter().all(|t| t.starts_with("mcp__kv__")), "{run:#}");
+    assert!(names(3).iter().all(|t| t.starts_with("mcp__slow__")), "{run:#}");
+    assert_eq!(error_code(action_result(&run, 4)), None, "{run:#}");
+
+    std::fs::write(workspace.config(), "[servers.broken]\nnope = 1\n").unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(gateway.pid(), libc::SIGHUP) };
+    assert!(
+        eventually(Duration::from_secs(10), || gateway
+            .log_text()
+            .contains("configuration not reloaded")),
+        "{}",
+        gateway.log_text()
+    );
+    let run = python_client(&http_args(gateway.url("/mcp")), &json!([call("mcp__slow__pid", json!({}))]));
+    assert_eq!(error_code(action_result(&run, 0)), None, "the old configuration keeps serving: {run:#}");
+    assert!(gateway.signal_and_wait(libc::SIGTERM, Duration::from_secs(20)).is_some());
+}
