@@ -25,6 +25,7 @@ use crate::pipeline::{
 use crate::policies;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
+use crate::run_code::RunCodeTool;
 use crate::server::subscriptions::Subscriptions;
 use crate::upstream::ProgressSink;
 
@@ -70,8 +71,8 @@ pub struct Gateway {
     pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
     pub subscriptions: Arc<Subscriptions>,
-    /// `run_code`, when the code runtime is available.
-    pub run_code: Option<Arc<dyn BuiltinTool>>,
+    /// `run_code`, when the code runtime could be set up.
+    pub run_code: Option<Arc<RunCodeTool>>,
     pub shutdown: CancellationToken,
     drain: Drain,
 }
@@ -112,13 +113,18 @@ impl Gateway {
     pub async fn start(config: Config, shutdown: CancellationToken) -> Arc<Gateway> {
         let (registry, resource_updates) = Registry::start(&config, shutdown.clone()).await;
         let metrics = Arc::new(Metrics::new());
+        let budgets = config.code.clone();
         let policy = Policy::new(config, &registry, &metrics);
-        Arc::new(Gateway {
+        let subscriptions = Subscriptions::start(resource_updates);
+        Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
             registry,
             metrics,
-            subscriptions: Subscriptions::start(resource_updates),
-            run_code: None,
+            subscriptions,
+            run_code: RunCodeTool::new(gateway.clone(), budgets)
+                .inspect_err(|e| tracing::error!("run_code is unavailable: {e}"))
+                .ok()
+                .map(Arc::new),
             shutdown,
             drain: Drain::default(),
         })
@@ -167,7 +173,10 @@ impl Gateway {
         if name == RUN_CODE {
             return match session.mode() {
                 Mode::Native => None,
-                Mode::Code | Mode::Both => self.run_code.clone().map(Target::Builtin),
+                Mode::Code | Mode::Both => self
+                    .run_code
+                    .clone()
+                    .map(|tool| Target::Builtin(tool as Arc<dyn BuiltinTool>)),
             };
         }
         if session.mode() == Mode::Code || !session.profile.sees(name) {
@@ -249,6 +258,7 @@ impl Gateway {
             progress: request.progress,
             peer: request.peer,
             origin: request.origin,
+            started: std::time::Instant::now(),
         };
         let result = self.policy().pipeline.run(&invocation).await;
         link.abort();

@@ -9,14 +9,18 @@
 //!   metrics, reminder, result cap, session log).
 //! - [`server`]: the downstream MCP server over stdio, streamable HTTP and SSE.
 //! - [`observe`]: metrics and the session log.
+//! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
+//!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
 //! - [`gateway`]: the assembled whole; [`cli`]: the command line.
 
 pub mod cli;
+pub mod code;
 pub mod config;
 pub mod gateway;
 pub mod observe;
 pub mod pipeline;
 pub mod policies;
 pub mod registry;
+pub mod run_code;
 pub mod server;
 pub mod upstream;

@@ -61,10 +61,11 @@ fn every_error_code_from_a_real_call() {
             call("mcp__dyn__reject", json!({})),
             call("mcp__dyn__bad_output", json!({})),
             {"action": "call_tool", "name": "mcp__slow__wait", "arguments": {"ms": 5000, "label": "abort"}, "cancel_after_ms": 300},
+            {"action": "sleep", "ms": 500},
             call("mcp__slow__crash", json!({})),
         ]),
     );
-    let codes: Vec<Option<&str>> = [0, 1, 2, 3, 4, 5, 7]
+    let codes: Vec<Option<&str>> = [0, 1, 2, 3, 4, 5, 8]
         .iter()
         .map(|&i| error_code(action_result(&run, i)))
         .collect();
@@ -95,6 +96,12 @@ fn every_error_code_from_a_real_call() {
         .collect();
     assert!(cancelled.contains(&"timeout"), "the timeout cancelled the upstream request: {events:?}");
     assert!(cancelled.contains(&"abort"), "the client's cancel reached the upstream: {events:?}");
+    let aborted: Vec<Value> = workspace
+        .session_events()
+        .into_iter()
+        .filter(|e| e["type"] == "tool/result" && e["tool"] == "mcp__slow__wait")
+        .collect();
+    assert_eq!(aborted[0]["error"]["code"], "ABORTED", "{aborted:?}");
     let ended: Vec<&Value> = events.iter().filter(|e| e["event"] == "end").collect();
     assert!(ended.is_empty(), "no cancelled call ran to its end: {events:?}");
 }

@@ -11,7 +11,8 @@ use super::{Command, ConfigAction, ConfigArg, LogAction};
 use crate::config::Config;
 use crate::observe::session_log;
 use crate::gateway::{CallRequest, Gateway};
-use crate::pipeline::Origin;
+use crate::config::Mode;
+use crate::pipeline::{Origin, Session};
 use crate::server;
 
 pub async fn run(command: Command) -> Result<ExitCode, String> {
@@ -86,6 +87,50 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Sdk { config, profile } => {
+            let (gateway, shutdown) = start(load(&config)?).await;
+            let session = session(&gateway, profile.as_deref())?;
+            let code = gateway.run_code.clone().ok_or("run_code is unavailable")?;
+            let sdk = code.sdk(&gateway, &session);
+            print!("{}", sdk.declarations);
+            eprintln!("// {} tools, sha256 {}", sdk.tool_count, sdk.hash);
+            stop(&gateway, shutdown).await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            config,
+            file,
+            profile,
+        } => {
+            let program = std::fs::read_to_string(&file)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let (gateway, shutdown) = start(load(&config)?).await;
+            let session = session(&gateway, profile.as_deref())?;
+            let result = gateway
+                .call(
+                    &session,
+                    CallRequest {
+                        name: crate::gateway::RUN_CODE.into(),
+                        arguments: serde_json::json!({"code": program}).as_object().cloned(),
+                        cancel: CancellationToken::new(),
+                        peer: None,
+                        progress: None,
+                        origin: Origin::Client,
+                    },
+                )
+                .await;
+            for block in &result.content {
+                if let Some(text) = block.as_text() {
+                    println!("{}", text.text);
+                }
+            }
+            stop(&gateway, shutdown).await;
+            Ok(if result.is_error == Some(true) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
         Command::Config { action } => match action {
             ConfigAction::Check { config } => {
                 let loaded = load(&config)?;
@@ -114,6 +159,19 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
     }
 }
 
+/// A session with `profile`, for one-shot commands. `run_code` is offered whatever the
+/// configured mode, since `run` and `sdk` are about it.
+fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, String> {
+    let session = gateway
+        .new_session(profile)
+        .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
+    if session.mode() != Mode::Native {
+        return Ok(session);
+    }
+    let profile = Arc::new(session.profile.with_mode(Mode::Both));
+    Ok(Arc::new(Session::new(session.id.clone(), profile, None)))
+}
+
 fn load(arg: &ConfigArg) -> Result<Config, String> {
     Config::load(&arg.config).map_err(|e| e.to_string())
 }
@@ -126,6 +184,9 @@ async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {
 /// Stops every upstream and gives their supervisors a moment to kill the children.
 async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     shutdown.cancel();
+    if let Some(code) = &gateway.run_code {
+        code.shutdown().await;
+    }
     gateway.registry.stop_all();
     for _ in 0..40 {
         let running = gateway

@@ -65,6 +65,22 @@ enum Command {
         #[arg(long)]
         profile: Option<String>,
     },
+    /// Print the TypeScript SDK that run_code programs see.
+    Sdk {
+        #[command(flatten)]
+        config: ConfigArg,
+        #[arg(long)]
+        profile: Option<String>,
+    },
+    /// Run a TypeScript program the way run_code does; print its logs and result.
+    Run {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The program (TypeScript, the body of an async function).
+        file: PathBuf,
+        #[arg(long)]
+        profile: Option<String>,
+    },
     /// Check or print the configuration.
     Config {
         #[command(subcommand)]

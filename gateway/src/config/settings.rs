@@ -40,6 +40,10 @@ pub struct Config {
     pub profiles: BTreeMap<String, ProfileConfig>,
     #[serde(default)]
     pub log: LogSettings,
+    /// `[code]`: run_code's budgets (compute_ms, max_wall_ms, max_output_bytes, heap_mb,
+    /// max_parallel_sub_calls).
+    #[serde(default)]
+    pub code: crate::code::CodeBudgets,
 }
 
 /// How tools are presented to clients.

@@ -100,6 +100,8 @@ pub struct Invocation {
     /// The client that made the call, for elicitation (`ask`).
     pub peer: Option<Peer<RoleServer>>,
     pub origin: Origin,
+    /// When the call arrived (latency metrics).
+    pub started: std::time::Instant,
 }
 
 impl Invocation {

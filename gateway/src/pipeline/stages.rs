@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::invocation::Invocation;
 use super::Next;
+use super::error::ToolError;
 use super::outcome::{AdditionalContext, BoxFuture, ToolOutcome};
 
 /// A pre-execute gate's decision.
@@ -69,5 +70,6 @@ pub trait Finalize: Send + Sync {
 /// tools/result: sees the final result, cannot change it. Also told when a call starts.
 pub trait ResultObserver: Send + Sync {
     fn call_started(&self, _invocation: &Invocation) {}
-    fn result(&self, invocation: &Invocation, outcome: &ToolOutcome, result: &CallToolResult);
+    /// `error` is the gateway's own failure, if the call failed here.
+    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult);
 }

@@ -1,39 +1,31 @@
-//! The metrics wrapper: counts calls, errors by code and latency per tool, served at
-//! `GET /metrics` in Prometheus text format. Outermost, so it sees every retry and the
-//! final code.
+//! The metrics policy: counts calls, errors by code and latency per tool, served at
+//! `GET /metrics`. It observes final results rather than wrapping dispatch, so calls
+//! refused before dispatch (TOOL_NOT_FOUND, DENIED, INVALID_ARGS) are counted too — an
+//! around wrapper never sees them. Latency runs from the call's arrival to its result.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use tokio_util::sync::CancellationToken;
+use rmcp::model::CallToolResult;
 
 use crate::observe::metrics::Metrics;
-use crate::pipeline::{Around, BoxFuture, Invocation, Next, ToolOutcome};
+use crate::pipeline::{Invocation, ResultObserver, ToolError};
 
-pub struct MetricsWrapper {
+pub struct MetricsObserver {
     metrics: Arc<Metrics>,
 }
 
-impl MetricsWrapper {
+impl MetricsObserver {
     pub fn new(metrics: Arc<Metrics>) -> Self {
         Self { metrics }
     }
 }
 
-impl Around for MetricsWrapper {
-    fn around<'a>(
-        &'a self,
-        invocation: &'a Invocation,
-        signal: CancellationToken,
-        next: Next<'a>,
-    ) -> BoxFuture<'a, ToolOutcome> {
-        Box::pin(async move {
-            let started = Instant::now();
-            let outcome = next.run(signal).await;
-            let code = outcome.error_code().map(|c| c.as_str());
-            self.metrics
-                .record_call(&invocation.tool, code, started.elapsed());
-            outcome
-        })
+impl ResultObserver for MetricsObserver {
+    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, _result: &CallToolResult) {
+        self.metrics.record_call(
+            &invocation.tool,
+            error.map(|e| e.code.as_str()),
+            invocation.started.elapsed(),
+        );
     }
 }

@@ -4,12 +4,12 @@
 //! |---|---|---|
 //! | [`rules::RuleGate`] | gate | `[[policy]]`, `[gate]` |
 //! | [`rate_limit::RateLimit`] | guard | `[guards] max_calls_per_minute` |
-//! | [`metrics::MetricsWrapper`] | around | always on, `GET /metrics` |
 //! | [`retry::Retry`] | around | `[retry]` |
 //! | [`timeout::Timeout`] | around | `timeout_ms` per server or tool |
 //! | [`reminder::RepeatReminder`] | post-execute | `[reminder]` |
 //! | [`max_bytes::MaxResultBytes`] | finalize | `[gateway] max_result_bytes` |
 //! | [`session_log::SessionLogObserver`] | observer | `[log] sessions_dir` |
+//! | [`metrics::MetricsObserver`] | observer | always on, `GET /metrics` |
 
 pub mod max_bytes;
 pub mod metrics;
@@ -33,7 +33,6 @@ pub fn builtin(config: &Config, metrics: Arc<Metrics>) -> PipelineBuilder {
         builder = builder.guard(Arc::new(rate_limit::RateLimit::per_minute(limit)));
     }
     builder = builder
-        .around(Arc::new(metrics::MetricsWrapper::new(metrics)))
         .around(Arc::new(retry::Retry::new(&config.retry)))
         .around(Arc::new(timeout::Timeout));
     if config.reminder.enabled {
@@ -44,6 +43,7 @@ pub fn builtin(config: &Config, metrics: Arc<Metrics>) -> PipelineBuilder {
             config.gateway.max_result_bytes,
         )))
         .observer(Arc::new(session_log::SessionLogObserver))
+        .observer(Arc::new(metrics::MetricsObserver::new(metrics)))
 }
 
 /// A set of globs over tool names; building it cannot fail once config has validated it.

@@ -23,7 +23,7 @@ use crate::policies::glob_set;
 pub const DEFAULT_PROFILE: &str = "default";
 
 /// One allow/deny mask.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Mask {
     allow: Option<globset::GlobSet>,
     deny: globset::GlobSet,
@@ -43,7 +43,7 @@ impl Mask {
 }
 
 /// A resolved profile: the intersection of its masks, and its mode.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Profile {
     pub name: String,
     pub mode: Mode,
@@ -51,6 +51,14 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// The same masks with another mode.
+    pub fn with_mode(&self, mode: Mode) -> Profile {
+        Profile {
+            mode,
+            ..self.clone()
+        }
+    }
+
     /// Whether a federated name is visible.
     pub fn sees(&self, name: &str) -> bool {
         self.masks.iter().all(|m| m.sees(name))

@@ -47,6 +47,7 @@ pub fn rewrite_contents(server: &str, contents: &mut ResourceContents) {
     match contents {
         ResourceContents::TextResourceContents { uri, .. }
         | ResourceContents::BlobResourceContents { uri, .. } => *uri = to_gateway(server, uri),
+        _ => {}
     }
 }
 

@@ -4,13 +4,14 @@
 
 use std::sync::{Arc, OnceLock};
 
+#[allow(deprecated, reason = "resources/subscribe is what pre-2026 clients use")]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
     CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequest,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
-    ServerInfo, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    ServerConfig, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
     UnsubscribeRequestParams,
 };
 use serde_json::json;
@@ -100,8 +101,8 @@ fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<S
 }
 
 impl ServerHandler for GatewayServer {
-    fn get_info(&self) -> ServerInfo {
-        ServerInfo::new(self.gateway.capabilities())
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(self.gateway.capabilities())
             .with_server_info(Implementation::new("mcp-gateway", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "mcp-gateway federates several MCP servers: tools are named mcp__<server>__<tool>.",
@@ -334,6 +335,7 @@ impl ServerHandler for GatewayServer {
                 template.uri = original;
                 server
             }
+            _ => return Err(ErrorData::invalid_params("unsupported completion reference", None)),
         };
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
         match self.forward(&server, request, &context).await? {

@@ -95,6 +95,8 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
     });
     let router = router
         .merge(sse::router(sse::SseServerConfig::default(), on_session, shutdown.clone()))
+        // The guard bounds every body; axum's own 2 MB default must not undercut it.
+        .layer(axum::extract::DefaultBodyLimit::max(config.listen.max_body_bytes))
         .layer(SecurityLayer::new(guard));
     Ok(router)
 }
@@ -108,6 +110,7 @@ fn streamable_http(
     // Host, Origin and body size are checked by the security layer in front.
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
+        .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
     StreamableHttpService::new(
         move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
@@ -143,7 +146,7 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     (
-        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(http::header::CONTENT_TYPE, crate::observe::metrics::CONTENT_TYPE)],
         gateway.metrics.encode(),
     )
 }

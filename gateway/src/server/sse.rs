@@ -130,6 +130,14 @@ impl SseServerTransport {
     }
 }
 
+/// A transport dropped without `close` (the gateway gave up on the session, or its service
+/// ended) still ends the session: the queue map holds senders that would keep it open.
+impl Drop for SseServerTransport {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
 impl Transport<RoleServer> for SseServerTransport {
     type Error = SseSessionError;
 

@@ -8,8 +8,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+#[allow(deprecated, reason = "upstreams on 2025 protocols still send log messages")]
 use rmcp::model::{
-    ClientCapabilities, ClientInfo, Implementation, LoggingLevel, LoggingMessageNotificationParam,
+    ClientCapabilities, ClientConfig, Implementation, LoggingLevel, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken, ResourceUpdatedNotificationParam,
 };
 use rmcp::service::NotificationContext;
@@ -90,8 +91,8 @@ impl UpstreamClient {
 }
 
 impl ClientHandler for UpstreamClient {
-    fn get_info(&self) -> ClientInfo {
-        ClientInfo::new(
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("mcp-gateway", env!("CARGO_PKG_VERSION")),
         )
@@ -105,15 +106,14 @@ impl ClientHandler for UpstreamClient {
         let Some(sink) = self.progress.sink_for(&params.progress_token) else {
             return;
         };
-        let forwarded = ProgressNotificationParam {
-            progress_token: sink.token,
-            ..params
-        };
+        let mut forwarded = params;
+        forwarded.progress_token = sink.token;
         if let Err(e) = sink.peer.notify_progress(forwarded).await {
             tracing::debug!(server = %self.server, "progress not delivered: {e}");
         }
     }
 
+    #[allow(deprecated, reason = "upstreams on 2025 protocols still send log messages")]
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,

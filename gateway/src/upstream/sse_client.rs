@@ -27,6 +27,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one `POST` of a client message may take; legacy servers answer at once
 /// (`202`) and send the reply on the stream.
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// TCP keep-alive probes, so a peer that vanished without closing the connection ends the
+/// stream (legacy servers need not send anything while idle, so no read timeout).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_RETRIES: u32 = 3;
 /// Messages that may wait in each direction.
 const QUEUE_CAPACITY: usize = 64;
 /// How much of an error response body is kept in [`SseClientError::PostStatus`].
@@ -35,37 +40,37 @@ const ERROR_BODY_LIMIT: usize = 512;
 /// Why an SSE upstream could not be reached or stopped working.
 #[derive(Debug, thiserror::Error)]
 pub enum SseClientError {
-    #[error("invalid SSE URL `{url}`: {reason}")]
-    InvalidUrl { url: String, reason: String },
+    #[error("invalid SSE URL: {reason}")]
+    InvalidUrl { reason: String },
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
     #[error("cannot open the SSE stream at {url}: {source}")]
     Connect {
-        url: Url,
+        url: String,
         #[source]
         source: reqwest::Error,
     },
     #[error("the SSE stream at {url} answered HTTP {status}")]
-    ConnectStatus { url: Url, status: StatusCode },
+    ConnectStatus { url: String, status: StatusCode },
     #[error("the SSE stream at {url} ended before its `endpoint` event")]
-    NoEndpoint { url: Url },
+    NoEndpoint { url: String },
     #[error("the SSE stream at {url} sent an unusable endpoint `{endpoint}`: {reason}")]
     InvalidEndpoint {
-        url: Url,
+        url: String,
         endpoint: String,
         reason: String,
     },
     #[error("the SSE stream at {url} failed: {reason}")]
-    Stream { url: Url, reason: String },
+    Stream { url: String, reason: String },
     #[error("POST of a message to {endpoint} failed: {source}")]
     Post {
-        endpoint: Url,
+        endpoint: String,
         #[source]
         source: reqwest::Error,
     },
     #[error("POST of a message to {endpoint} answered HTTP {status}: {body}")]
     PostStatus {
-        endpoint: Url,
+        endpoint: String,
         status: StatusCode,
         body: String,
     },
@@ -116,17 +121,21 @@ struct Outgoing {
 /// and waits for the `endpoint` event. Bound the wait with a timeout: a server that never
 /// sends `endpoint` keeps this pending.
 pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport, SseClientError> {
-    let invalid_url = |reason: String| SseClientError::InvalidUrl {
-        url: url.to_owned(),
-        reason,
-    };
-    let url = Url::parse(url).map_err(|error| invalid_url(error.to_string()))?;
+    let url = Url::parse(url).map_err(|error| SseClientError::InvalidUrl {
+        reason: error.to_string(),
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid_url("the scheme must be http or https".into()));
+        return Err(SseClientError::InvalidUrl {
+            reason: format!("the scheme must be http or https, not {}", url.scheme()),
+        });
     }
+    let shown = redacted(&url);
     let client = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_keepalive(KEEPALIVE_IDLE)
+        .tcp_keepalive_interval(KEEPALIVE_INTERVAL)
+        .tcp_keepalive_retries(KEEPALIVE_RETRIES)
         .build()
         .map_err(SseClientError::Client)?;
     let response = client
@@ -135,22 +144,22 @@ pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport
         .send()
         .await
         .map_err(|source| SseClientError::Connect {
-            url: url.clone(),
+            url: shown.clone(),
             source,
         })?;
     if !response.status().is_success() {
         return Err(SseClientError::ConnectStatus {
-            url,
+            url: shown,
             status: response.status(),
         });
     }
     let mut events = SseStream::from_bytes_stream(response.bytes_stream());
     let endpoint = loop {
         let event = match events.next().await {
-            None => return Err(SseClientError::NoEndpoint { url }),
+            None => return Err(SseClientError::NoEndpoint { url: shown }),
             Some(Err(error)) => {
                 return Err(SseClientError::Stream {
-                    url,
+                    url: shown,
                     reason: error.to_string(),
                 });
             }
@@ -159,14 +168,14 @@ pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport
         if event.event.as_deref() == Some("endpoint") {
             break resolve_endpoint(&url, event.data.as_deref().unwrap_or_default())?;
         }
-        tracing::warn!(%url, event = ?event.event, "SSE event before `endpoint` ignored");
+        tracing::warn!(url = %shown, event = ?event.event, "SSE event before `endpoint` ignored");
     };
-    tracing::debug!(%url, %endpoint, "SSE upstream connected");
+    tracing::debug!(url = %shown, "SSE upstream connected");
 
     let closed = CancellationToken::new();
     let (incoming_tx, incoming) = mpsc::channel(QUEUE_CAPACITY);
     let (outgoing, outgoing_rx) = mpsc::channel(QUEUE_CAPACITY);
-    tokio::spawn(read_events(url, events, incoming_tx, closed.clone()));
+    tokio::spawn(read_events(shown, events, incoming_tx, closed.clone()));
     tokio::spawn(post_messages(
         client,
         endpoint.clone(),
@@ -184,7 +193,7 @@ pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport
 /// The endpoint URL, relative to the stream's URL, on the stream's origin.
 fn resolve_endpoint(url: &Url, data: &str) -> Result<Url, SseClientError> {
     let invalid = |reason: String| SseClientError::InvalidEndpoint {
-        url: url.clone(),
+        url: redacted(url),
         endpoint: data.to_owned(),
         reason,
     };
@@ -200,10 +209,22 @@ fn resolve_endpoint(url: &Url, data: &str) -> Result<Url, SseClientError> {
     Ok(endpoint)
 }
 
+/// `url` without credentials, query or fragment, for errors and logs: stream URLs may
+/// carry tokens, endpoint URLs carry session ids.
+fn redacted(url: &Url) -> String {
+    let mut shown = url.clone();
+    // Both only fail for URLs that cannot have credentials; then there are none to hide.
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
 /// Forwards `message` events until the stream ends or fails or the transport closes;
 /// then closes the transport.
 async fn read_events<S>(
-    url: Url,
+    url: String,
     mut events: S,
     incoming: mpsc::Sender<ServerJsonRpcMessage>,
     closed: CancellationToken,
@@ -300,7 +321,7 @@ async fn post(
         .send()
         .await
         .map_err(|source| SseClientError::Post {
-            endpoint: endpoint.clone(),
+            endpoint: redacted(endpoint),
             source,
         })?;
     let status = response.status();
@@ -316,7 +337,7 @@ async fn post(
         body.truncate(cut);
     }
     Err(SseClientError::PostStatus {
-        endpoint: endpoint.clone(),
+        endpoint: redacted(endpoint),
         status,
         body,
     })
@@ -397,6 +418,15 @@ mod tests {
             resolve(" http://127.0.0.1:3001/m?sessionId=ab\n"),
             "http://127.0.0.1:3001/m?sessionId=ab"
         );
+    }
+
+    #[test]
+    fn urls_in_errors_hide_credentials_and_queries() {
+        let url = Url::parse("https://user:pw@host.example:8443/sse?token=t#f").unwrap();
+        assert_eq!(redacted(&url), "https://host.example:8443/sse");
+        let error = resolve_endpoint(&url, "http://elsewhere/").unwrap_err();
+        let text = error.to_string();
+        assert!(!text.contains("pw") && !text.contains("token"), "{text}");
     }
 
     #[test]

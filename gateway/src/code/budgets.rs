@@ -1,0 +1,110 @@
+//! The limits of one run (`[code]` in the configuration), and the process limits derived
+//! from them.
+//!
+//! ```toml
+//! [code]
+//! compute_ms = 60000             # CPU time of the worker; waiting on tools is free
+//! max_wall_ms = 600000           # wall clock, never paused
+//! max_output_bytes = 67108864    # logs plus result (64 MiB)
+//! heap_mb = 512                  # the engine's heap limit
+//! max_parallel_sub_calls = 10    # concurrency-safe tool calls in flight (1 = serial)
+//! ```
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Headroom of the worker's address-space limit above the engine heap: the binary, its
+/// libraries, thread stacks and allocator arenas. The limit is a backstop; the engine's
+/// own heap limit is what a program normally hits.
+const ADDRESS_SPACE_HEADROOM: u64 = 1 << 30;
+
+/// Budgets for one run. Zero values are raised to the smallest useful value (1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CodeBudgets {
+    /// CPU time (user + system) the worker may use, in milliseconds. Default 60000.
+    pub compute_ms: u64,
+    /// Wall-clock time of the whole run, in milliseconds. Default 600000.
+    pub max_wall_ms: u64,
+    /// Bytes of logs plus the JSON result. Default 64 MiB.
+    pub max_output_bytes: usize,
+    /// The engine's heap limit, in MiB. Default 512.
+    pub heap_mb: usize,
+    /// Concurrency-safe tool calls that may run at once. Default 10; 1 = serial.
+    pub max_parallel_sub_calls: usize,
+}
+
+impl Default for CodeBudgets {
+    fn default() -> Self {
+        Self {
+            compute_ms: 60_000,
+            max_wall_ms: 600_000,
+            max_output_bytes: 64 << 20,
+            heap_mb: 512,
+            max_parallel_sub_calls: 10,
+        }
+    }
+}
+
+impl CodeBudgets {
+    pub(crate) fn compute(&self) -> Duration {
+        Duration::from_millis(self.compute_ms.max(1))
+    }
+
+    pub(crate) fn wall(&self) -> Duration {
+        Duration::from_millis(self.max_wall_ms.max(1))
+    }
+
+    pub(crate) fn parallel_calls(&self) -> usize {
+        self.max_parallel_sub_calls.max(1)
+    }
+
+    /// The engine heap limit in bytes.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.heap_mb.max(1).saturating_mul(1 << 20)
+    }
+
+    /// The worker's `RLIMIT_AS`: the heap plus fixed headroom.
+    pub(crate) fn address_space_bytes(&self) -> u64 {
+        (self.heap_bytes() as u64).saturating_add(ADDRESS_SPACE_HEADROOM)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_values() {
+        let budgets = CodeBudgets::default();
+        assert_eq!(budgets.compute_ms, 60_000);
+        assert_eq!(budgets.max_wall_ms, 600_000);
+        assert_eq!(budgets.max_output_bytes, 67_108_864);
+        assert_eq!(budgets.heap_mb, 512);
+        assert_eq!(budgets.max_parallel_sub_calls, 10);
+    }
+
+    #[test]
+    fn missing_fields_take_defaults_and_unknown_fields_are_refused() {
+        let budgets: CodeBudgets = serde_json::from_str(r#"{"compute_ms": 5}"#).unwrap();
+        assert_eq!(budgets.compute_ms, 5);
+        assert_eq!(budgets.heap_mb, 512);
+        assert!(serde_json::from_str::<CodeBudgets>(r#"{"heap": 5}"#).is_err());
+    }
+
+    #[test]
+    fn zero_limits_are_raised_to_one() {
+        let budgets = CodeBudgets {
+            compute_ms: 0,
+            max_wall_ms: 0,
+            max_output_bytes: 0,
+            heap_mb: 0,
+            max_parallel_sub_calls: 0,
+        };
+        assert_eq!(budgets.compute(), Duration::from_millis(1));
+        assert_eq!(budgets.parallel_calls(), 1);
+        assert_eq!(budgets.heap_bytes(), 1 << 20);
+        assert!(budgets.address_space_bytes() > budgets.heap_bytes() as u64);
+    }
+}

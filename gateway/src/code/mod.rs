@@ -1,0 +1,40 @@
+//! `run_code`'s runtime: TypeScript programs run in a fresh JavaScript runtime (deno_core
+//! on QuickJS) inside a worker process of their own, with budgets, and with tool calls
+//! bridged back to the gateway.
+//!
+//! Why a process per run and not a thread: guest code that reaches an engine op such as
+//! `op_panic` aborts its whole process, and `terminate_execution` cannot interrupt a
+//! program awaiting a slow op. A process can always be killed, and a killed process takes
+//! nothing else with it. The pieces:
+//!
+//! - `strip`: TypeScript → JavaScript on the host (erasable syntax only), and positions
+//!   mapped back to the model's code.
+//! - `runtime`: [`CodeRuntime`], which keeps the next worker started ahead of time.
+//! - `process`: spawning, confining, measuring and killing worker processes.
+//! - `run`: one run seen from the host: budgets, logs, tool calls, settling.
+//! - `scheduler`: which tool calls may run at once.
+//! - `protocol`: the newline-delimited JSON spoken over the worker's pipes.
+//! - `worker`: inside the worker process ([`worker_main`]); `prelude.js` is the
+//!   program's world.
+//! - `bridge`: [`ToolBridge`], how the gateway serves the program's tool calls.
+//! - `budgets`, `outcome`, `attachments`: limits, results, and images.
+
+mod attachments;
+mod bridge;
+mod budgets;
+mod outcome;
+mod process;
+mod protocol;
+mod run;
+mod runtime;
+mod scheduler;
+mod strip;
+mod worker;
+
+pub use bridge::ToolBridge;
+pub use budgets::CodeBudgets;
+pub use outcome::{CodeRunFailure, FailureKind, RunOutcome};
+pub use process::WorkerCommand;
+pub use runtime::CodeRuntime;
+pub use strip::strip_types;
+pub use worker::worker_main;

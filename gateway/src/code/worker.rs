@@ -1,0 +1,446 @@
+//! Inside the worker process: one fresh JavaScript runtime, one program, then exit.
+//!
+//! The gateway starts its own binary under a hidden subcommand whose body is
+//! [`worker_main`]. The worker creates its runtime and evaluates `prelude.js` as soon as
+//! it learns the heap limit, says `ready`, and waits for its one run. The program sees
+//! only the standard globals, `tools`, `callTool`, `ToolCallError`, `console` and
+//! `setTimeout`/`clearTimeout`; its only way out is the bridge ops below, whose call ids
+//! this side assigns. Every terminal event (done, failure, heap exhaustion, a lost host)
+//! ends the process at once with `_exit`, so nothing of the program runs after its
+//! outcome is reported.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::future::Future;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{FromRawFd, RawFd};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use deno_core::{JsRuntime, OpState, PollEventLoopOptions, RuntimeOptions, op2, v8};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::protocol::{self, HostMessage, WorkerFailure, WorkerMessage};
+use super::strip::PROGRAM_SCRIPT;
+
+const PRELUDE: &str = include_str!("prelude.js");
+const PRELUDE_SCRIPT: &str = "prelude.js";
+const BINDINGS_SCRIPT: &str = "bindings.js";
+
+/// The body of the hidden `__code-worker` subcommand: speaks the bridge protocol on
+/// stdin/stdout and runs one program. Diagnostics go to stderr (the gateway's log).
+///
+/// Dispatch to it first thing in `main`, before anything (argument parsing, logging)
+/// could write to stdout; the worker runs with an empty environment.
+pub fn worker_main() -> ExitCode {
+    match HostLink::from_stdio() {
+        Ok((link, input)) => run_worker(Arc::new(link), input),
+        Err(error) => {
+            eprintln!("code worker: cannot take over stdio: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_worker(link: Arc<HostLink>, mut input: BufReader<File>) -> ExitCode {
+    let Some(HostMessage::Init { heap_bytes }) = read_message(&mut input) else {
+        eprintln!("code worker: expected an init message");
+        return ExitCode::FAILURE;
+    };
+    let tokio = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(tokio) => tokio,
+        Err(error) => {
+            eprintln!("code worker: cannot start tokio: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The runtime and the compiled prelude exist before the run arrives: that is the
+    // point of starting early.
+    let mut runtime = new_runtime(&link, heap_bytes);
+    let Some(install) = runtime
+        .execute_script(PRELUDE_SCRIPT, PRELUDE)
+        .ok()
+        .and_then(|value| as_function(&mut runtime, value))
+    else {
+        eprintln!("code worker: the prelude did not evaluate to a function");
+        return ExitCode::FAILURE;
+    };
+    link.send(&WorkerMessage::Ready);
+
+    let Some(HostMessage::Run {
+        program,
+        bindings,
+        max_output_bytes,
+    }) = read_message(&mut input)
+    else {
+        eprintln!("code worker: expected a run message");
+        return ExitCode::FAILURE;
+    };
+    link.output_left.store(max_output_bytes, Ordering::SeqCst);
+    link.max_message.store(
+        protocol::max_message_bytes(max_output_bytes),
+        Ordering::SeqCst,
+    );
+    spawn_reply_reader(Arc::clone(&link), input);
+
+    let failure = tokio.block_on(run_program(
+        &mut runtime,
+        &link,
+        &install,
+        &program,
+        &bindings,
+    ));
+    link.finish(&failure)
+}
+
+/// Create the runtime with the bridge ops and the heap limit.
+fn new_runtime(link: &Arc<HostLink>, heap_bytes: usize) -> JsRuntime {
+    JsRuntime::new(RuntimeOptions {
+        extensions: vec![code_bridge::init(Arc::clone(link))],
+        create_params: Some(v8::CreateParams::default().heap_limits(0, heap_bytes)),
+        ..RuntimeOptions::default()
+    })
+}
+
+/// Report `heap` and exit when the program nears the heap limit. Installed just before
+/// the program runs: with a callback present, the engine measures the whole heap after
+/// every script it compiles, which would add that walk to the bindings and the program.
+fn watch_heap(runtime: &mut JsRuntime, link: &Arc<HostLink>) {
+    let link = Arc::clone(link);
+    runtime.add_near_heap_limit_callback(move |_current, initial| {
+        link.finish(&WorkerMessage::Fail {
+            kind: WorkerFailure::Heap,
+            message: format!(
+                "the program ran out of memory: the heap limit is {} MiB",
+                initial >> 20
+            ),
+        })
+    });
+}
+
+/// Install the bindings, compile the program, and drive it. Returns only when the
+/// program could not report for itself (the ops exit on completion).
+async fn run_program(
+    runtime: &mut JsRuntime,
+    link: &Arc<HostLink>,
+    install: &v8::Global<v8::Function>,
+    program: &str,
+    bindings: &str,
+) -> WorkerMessage {
+    let runner = match install_bindings(runtime, install, bindings).await {
+        Ok(runner) => runner,
+        Err(error) => {
+            return fail(
+                WorkerFailure::Exception,
+                format!("the tool bindings failed to load: {error}"),
+            );
+        }
+    };
+    let program = runtime.execute_script(PROGRAM_SCRIPT, format!("\"use strict\";({program})"));
+    let program = match program {
+        Ok(program) => program,
+        Err(error) => return fail(WorkerFailure::Parse, error.to_string()),
+    };
+    watch_heap(runtime, link);
+    let call = runtime.call_with_args(&runner, &[program]);
+    match runtime
+        .with_event_loop_promise(call, PollEventLoopOptions::default())
+        .await
+    {
+        Ok(_) => fail(
+            WorkerFailure::Exception,
+            "the program settled without reporting its outcome".into(),
+        ),
+        Err(error) => match error.as_kind() {
+            deno_core::error::CoreErrorKind::PendingPromiseResolution => fail(
+                WorkerFailure::Exception,
+                "the program is waiting for a promise that nothing can settle \
+                 (no tool call or timer is pending)"
+                    .into(),
+            ),
+            _ => fail(
+                WorkerFailure::Exception,
+                without_internal_frames(&error.to_string()),
+            ),
+        },
+    }
+}
+
+/// Evaluate the bindings expression and hand it to the prelude's `install`, which
+/// returns the program runner.
+async fn install_bindings(
+    runtime: &mut JsRuntime,
+    install: &v8::Global<v8::Function>,
+    bindings: &str,
+) -> Result<v8::Global<v8::Function>, String> {
+    let factory = runtime
+        .execute_script(BINDINGS_SCRIPT, format!("({bindings}\n)"))
+        .map_err(|error| error.to_string())?;
+    // `install` is synchronous, so its call settles without the event loop.
+    let runner = runtime
+        .call_with_args(install, &[factory])
+        .await
+        .map_err(|error| error.to_string())?;
+    as_function(runtime, runner).ok_or_else(|| "install did not return a function".to_owned())
+}
+
+/// Stack frames in the prelude and the bindings are not the program's business.
+fn without_internal_frames(text: &str) -> String {
+    text.lines()
+        .filter(|line| !line.contains("prelude.js:") && !line.contains("bindings.js:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn fail(kind: WorkerFailure, message: String) -> WorkerMessage {
+    WorkerMessage::Fail { kind, message }
+}
+
+fn as_function(
+    runtime: &mut JsRuntime,
+    value: v8::Global<v8::Value>,
+) -> Option<v8::Global<v8::Function>> {
+    deno_core::scope!(scope, runtime);
+    let local = v8::Local::new(scope, value);
+    let function = v8::Local::<v8::Function>::try_from(local).ok()?;
+    Some(v8::Global::new(scope, function))
+}
+
+fn read_message(input: &mut BufReader<File>) -> Option<HostMessage> {
+    let mut line = Vec::new();
+    input.read_until(b'\n', &mut line).ok()?;
+    serde_json::from_slice(&line).ok()
+}
+
+/// Delivers the host's replies to the calls waiting for them. The host closing stdin
+/// means the run is over: exit.
+fn spawn_reply_reader(link: Arc<HostLink>, mut input: BufReader<File>) {
+    let reader_link = Arc::clone(&link);
+    let spawned = std::thread::Builder::new()
+        .name("code-worker-replies".into())
+        .spawn(move || {
+            while let Some(message) = read_message(&mut input) {
+                if let HostMessage::Reply { id, result } = message {
+                    reader_link.deliver(id, result);
+                }
+            }
+            // SAFETY: `_exit` ends the process without running anything else.
+            unsafe { libc::_exit(0) }
+        });
+    if let Err(error) = spawned {
+        link.finish(&fail(
+            WorkerFailure::Exception,
+            format!("the worker could not start its reply reader: {error}"),
+        ));
+    }
+}
+
+/// The worker's end of the bridge: the protocol output, the calls waiting for replies,
+/// and the output budget.
+struct HostLink {
+    out: Mutex<File>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    next_id: AtomicU64,
+    output_left: AtomicUsize,
+    max_message: AtomicUsize,
+}
+
+impl HostLink {
+    /// Take the protocol pipes off fds 0 and 1, then point fd 1 at stderr and fd 0 at
+    /// /dev/null, so nothing else in the process can write into (or read from) the bridge.
+    fn from_stdio() -> std::io::Result<(HostLink, BufReader<File>)> {
+        let input = dup_cloexec(0)?;
+        let output = dup_cloexec(1)?;
+        let null = File::open("/dev/null")?;
+        // SAFETY: plain fd syscalls on descriptors this process owns.
+        unsafe {
+            if libc::dup2(2, 1) < 0 || libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        // SAFETY: both descriptors were just created by dup and are owned by nothing else.
+        let (input, output) = unsafe { (File::from_raw_fd(input), File::from_raw_fd(output)) };
+        let link = HostLink {
+            out: Mutex::new(output),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            output_left: AtomicUsize::new(0),
+            max_message: AtomicUsize::new(protocol::max_message_bytes(0)),
+        };
+        Ok((link, BufReader::new(input)))
+    }
+
+    /// Write one message; a host that stopped listening ends the worker.
+    fn send(&self, message: &WorkerMessage) {
+        let line = protocol::encode(message);
+        let written = match self.out.lock() {
+            Ok(mut out) => out.write_all(&line).is_ok(),
+            Err(_) => false,
+        };
+        if !written {
+            // SAFETY: `_exit` ends the process without running anything else.
+            unsafe { libc::_exit(1) }
+        }
+    }
+
+    /// Report a terminal message and end the process.
+    fn finish(&self, message: &WorkerMessage) -> ! {
+        self.send(message);
+        // SAFETY: `_exit` ends the process without running anything else.
+        unsafe { libc::_exit(0) }
+    }
+
+    /// Charge `cost` bytes to the output budget; false if it does not fit.
+    fn charge(&self, cost: usize) -> bool {
+        self.output_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(cost)
+            })
+            .is_ok()
+    }
+
+    fn output_exceeded(&self, what: &str, bytes: usize) -> ! {
+        self.finish(&fail(
+            WorkerFailure::Output,
+            format!(
+                "{what} ({bytes} bytes) exceeds what is left of the output budget ({} bytes)",
+                self.output_left.load(Ordering::SeqCst)
+            ),
+        ))
+    }
+
+    /// Register a call and send it; the receiver gets the host's reply.
+    fn start_call(&self, tool: String, args: &str) -> Result<oneshot::Receiver<Value>, String> {
+        let max = self.max_message.load(Ordering::SeqCst);
+        if args.len() > max {
+            return Err(format!(
+                "the arguments are {} bytes, more than the {max}-byte limit of one tool call",
+                args.len()
+            ));
+        }
+        let args: Value =
+            serde_json::from_str(args).map_err(|e| format!("the arguments are not JSON: {e}"))?;
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (reply, receiver) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(id, reply);
+        }
+        self.send(&WorkerMessage::Call { id, tool, args });
+        Ok(receiver)
+    }
+
+    fn deliver(&self, id: u64, result: Value) {
+        let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&id));
+        if let Some(waiting) = waiting {
+            let _ = waiting.send(result);
+        }
+    }
+}
+
+fn dup_cloexec(fd: RawFd) -> std::io::Result<RawFd> {
+    // SAFETY: F_DUPFD_CLOEXEC duplicates a descriptor this process owns.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if copy < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(copy)
+    }
+}
+
+/// A failed call as the program sees it: an `isError` result, which the bindings turn into
+/// a `ToolCallError`.
+fn error_result(message: &str) -> Value {
+    json!({
+        "isError": true,
+        "content": [{ "type": "text", "text": format!("Error: {message}") }],
+    })
+}
+
+fn link(state: &OpState) -> Arc<HostLink> {
+    Arc::clone(state.borrow::<Arc<HostLink>>())
+}
+
+/// A tool call: the id is assigned here, in call order, before the op returns.
+#[op2]
+#[string]
+fn op_code_call(
+    state: Rc<RefCell<OpState>>,
+    #[string] tool: String,
+    #[string] args: String,
+) -> impl Future<Output = String> + use<> {
+    let link = link(&state.borrow());
+    let started = link.start_call(tool, &args);
+    async move {
+        let result = match started {
+            Ok(receiver) => receiver
+                .await
+                .unwrap_or_else(|_| error_result("the gateway dropped the call")),
+            Err(message) => error_result(&message),
+        };
+        result.to_string()
+    }
+}
+
+/// A timer: resolves after `ms` milliseconds (the prelude's `setTimeout`).
+#[op2]
+fn op_code_sleep(#[smi] ms: u32) -> impl Future<Output = ()> + use<> {
+    tokio::time::sleep(std::time::Duration::from_millis(ms.into()))
+}
+
+/// One console line.
+#[op2(fast)]
+fn op_code_log(state: &mut OpState, #[string] text: String) {
+    let link = link(state);
+    let cost = protocol::log_cost(&text);
+    if !link.charge(cost) {
+        link.output_exceeded("console output", cost);
+    }
+    link.send(&WorkerMessage::Log { text });
+}
+
+/// The program completed: `json` is its result as JSON text, empty for `undefined`.
+#[op2(fast)]
+fn op_code_done(state: &mut OpState, #[string] json: String) {
+    let link = link(state);
+    if !link.charge(json.len()) {
+        link.output_exceeded("the result", json.len());
+    }
+    let result = if json.is_empty() {
+        None
+    } else {
+        match serde_json::from_str(&json) {
+            Ok(value) => Some(value),
+            Err(error) => link.finish(&fail(
+                WorkerFailure::Exception,
+                format!("the result is not JSON: {error}"),
+            )),
+        }
+    };
+    link.finish(&WorkerMessage::Done { result })
+}
+
+/// The program threw; `message` describes what.
+#[op2(fast)]
+fn op_code_fail(state: &mut OpState, #[string] message: String) {
+    let link = link(state);
+    if !link.charge(message.len()) {
+        link.output_exceeded("the thrown value's description", message.len());
+    }
+    link.finish(&fail(WorkerFailure::Exception, message))
+}
+
+deno_core::extension!(
+    code_bridge,
+    ops = [op_code_call, op_code_sleep, op_code_log, op_code_done, op_code_fail],
+    options = { link: Arc<HostLink> },
+    state = |state, options| {
+        state.put(options.link);
+    }
+);

@@ -1,0 +1,162 @@
+//! Worker processes as processes: started ahead of time, killed on cancellation, on
+//! shutdown and from outside, and never left behind. These tests count this process's
+//! children, so they run one at a time.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_gateway::code::{CodeBudgets, FailureKind};
+use common::{BINDINGS, FakeBridge, children, run_with, runtime, settle_children};
+use serde_json::json;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// Serializes the tests in this file: they count children of the test process.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// Wait until the fake bridge has seen `n` calls.
+async fn wait_for_calls(bridge: &FakeBridge, n: usize) {
+    while bridge.records().len() < n {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_spare_worker_is_started_ahead_and_nothing_outlives_shutdown() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rt = runtime(CodeBudgets::default());
+    assert_eq!(
+        settle_children(1).await,
+        1,
+        "the spare worker was not started"
+    );
+    let bridge = Arc::new(FakeBridge::default());
+    for _ in 0..3 {
+        assert_eq!(
+            run_with(&rt, &bridge, "return 1").await.result,
+            Some(json!(1))
+        );
+        // The run's worker is reaped; only the next spare remains.
+        assert_eq!(settle_children(1).await, 1);
+    }
+    rt.shutdown().await;
+    assert_eq!(children(), Vec::<u32>::new());
+    assert_eq!(
+        run_with(&rt, &bridge, "return 1")
+            .await
+            .failure
+            .unwrap()
+            .kind,
+        FailureKind::Aborted
+    );
+}
+
+#[tokio::test]
+async fn cancellation_mid_run_kills_the_worker_and_cancels_its_calls() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rt = runtime(CodeBudgets::default());
+    let bridge = Arc::new(FakeBridge::default());
+    let cancel = CancellationToken::new();
+    let run = rt.run(
+        "console.log('about to wait'); await tools.t.hang({}); return 'unreachable';",
+        BINDINGS,
+        Arc::clone(&bridge) as Arc<dyn mcp_gateway::code::ToolBridge>,
+        cancel.clone(),
+    );
+    let canceller = async {
+        wait_for_calls(&bridge, 1).await;
+        cancel.cancel();
+    };
+    let (outcome, ()) = tokio::join!(run, canceller);
+    let failure = outcome.failure.unwrap();
+    assert_eq!(failure.kind, FailureKind::Aborted);
+    assert_eq!(outcome.logs, ["about to wait"]);
+    assert!(bridge.records()[0].cancelled);
+    assert_eq!(settle_children(1).await, 1, "only the spare should be left");
+    rt.shutdown().await;
+    assert_eq!(children(), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn a_worker_killed_from_outside_is_died_and_the_next_run_works() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rt = runtime(CodeBudgets::default());
+    let bridge = Arc::new(FakeBridge::default());
+    settle_children(1).await;
+    let run = run_with(
+        &rt,
+        &bridge,
+        "console.log('working'); await tools.t.hang({});",
+    );
+    let killer = async {
+        wait_for_calls(&bridge, 1).await;
+        // Kill every worker: the running one and the spare started after it.
+        for pid in children() {
+            // SAFETY: signalling our own child process.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    };
+    let (outcome, ()) = tokio::join!(run, killer);
+    let failure = outcome.failure.unwrap();
+    assert_eq!(failure.kind, FailureKind::Died, "{}", failure.message);
+    assert!(failure.message.contains("signal: 9"), "{}", failure.message);
+    assert_eq!(outcome.logs, ["working"]);
+    assert!(bridge.records()[0].cancelled);
+    // The dead spare is noticed and replaced.
+    let next = run_with(&rt, &bridge, "return 'alive'").await;
+    assert_eq!(next.result, Some(json!("alive")), "{:?}", next.failure);
+    rt.shutdown().await;
+    assert_eq!(children(), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn shutdown_aborts_runs_in_flight() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rt = runtime(CodeBudgets::default());
+    let bridge = Arc::new(FakeBridge::default());
+    let run = run_with(&rt, &bridge, "await tools.t.hang({});");
+    let stopper = async {
+        wait_for_calls(&bridge, 1).await;
+        rt.shutdown().await;
+    };
+    let (outcome, ()) = tokio::join!(run, stopper);
+    assert_eq!(outcome.failure.unwrap().kind, FailureKind::Aborted);
+    assert_eq!(children(), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn budget_kills_leave_no_process_behind() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let bridge = Arc::new(FakeBridge::default());
+    let compute = runtime(CodeBudgets {
+        compute_ms: 200,
+        ..CodeBudgets::default()
+    });
+    assert_eq!(
+        run_with(&compute, &bridge, "for (;;) {}")
+            .await
+            .failure
+            .unwrap()
+            .kind,
+        FailureKind::Compute
+    );
+    drop(compute);
+    let wall = runtime(CodeBudgets {
+        max_wall_ms: 300,
+        ..CodeBudgets::default()
+    });
+    assert_eq!(
+        run_with(&wall, &bridge, "await tools.t.hang({})")
+            .await
+            .failure
+            .unwrap()
+            .kind,
+        FailureKind::Wall
+    );
+    assert_eq!(settle_children(1).await, 1);
+    drop(wall);
+    // Dropping the runtime kills the spare; tokio reaps it in the background.
+    assert_eq!(settle_children(0).await, 0);
+}
