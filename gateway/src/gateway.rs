@@ -228,6 +228,13 @@ impl Gateway {
                 capabilities.completions = offered.completions;
             }
         }
+        // The gateway re-emits list changes (upstream changes, reloads) for what it offers.
+        if let Some(prompts) = capabilities.prompts.as_mut() {
+            prompts.list_changed = Some(true);
+        }
+        if let Some(resources) = capabilities.resources.as_mut() {
+            resources.list_changed = Some(true);
+        }
         capabilities
     }
 

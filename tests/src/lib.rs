@@ -26,9 +26,13 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| repo().join("target"))
 }
 
-/// A binary of this workspace, built in the debug profile.
+/// A binary of this workspace, built in the debug profile (or found in
+/// `MCP_GATEWAY_BIN_DIR`, for running these tests against binaries built elsewhere).
 pub fn bin(name: &str) -> PathBuf {
-    let path = target_dir().join("debug").join(name);
+    let dir = std::env::var_os("MCP_GATEWAY_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("debug"));
+    let path = dir.join(name);
     assert!(
         path.is_file(),
         "{} is missing: run `cargo build --workspace --bins` first",
@@ -163,6 +167,17 @@ impl Workspace {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         (gateway_bin(), args)
+    }
+
+    /// How many downstream sessions have been opened (each gets a session-log folder at
+    /// `initialize`).
+    pub fn session_count(&self) -> usize {
+        std::fs::read_dir(self.path("sessions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|day| std::fs::read_dir(day.path()).map_or(0, |s| s.count()))
+            .sum()
     }
 
     /// Every event of every session log written in this workspace.
@@ -441,4 +456,111 @@ fn dechunk(mut rest: &str) -> String {
         rest = tail[size..].trim_start_matches("\r\n");
     }
     body
+}
+
+/// `python3` from `PATH`, for the test servers in `tests/servers/` (standard library only).
+pub fn system_python() -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join("python3"))
+        .find(|candidate| candidate.is_file())
+        .expect("python3 is not on PATH: the misbehaving test servers need it")
+}
+
+/// `[servers.NAME]` for `tests/servers/misbehave.py MODE`, with its event log at
+/// `event_log` (`MISBEHAVE_LOG`) and the further environment `env`.
+pub fn misbehaving_server(
+    name: &str,
+    mode: &str,
+    event_log: &Path,
+    env: &[(&str, &str)],
+) -> String {
+    let mut vars = vec![format!(
+        "MISBEHAVE_LOG = {}",
+        toml_str(event_log.to_string_lossy())
+    )];
+    vars.extend(
+        env.iter()
+            .map(|(key, value)| format!("{key} = {}", toml_str(value))),
+    );
+    format!(
+        "[servers.{name}]\ncommand = {}\nargs = [{}, {}]\nenv = {{ {} }}\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(repo().join("tests/servers/misbehave.py").to_string_lossy()),
+        toml_str(mode),
+        vars.join(", "),
+    )
+}
+
+/// The events `misbehave.py` wrote to its `MISBEHAVE_LOG` (none if it wrote nothing yet).
+pub fn misbehave_events(event_log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(event_log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// A numeric field of `/proc/PID/status` (`VmRSS` in kB, `Threads`, …).
+pub fn proc_status(pid: i32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+}
+
+/// The resident set size of `pid` in MiB.
+pub fn rss_mib(pid: i32) -> u64 {
+    proc_status(pid, "VmRSS").unwrap_or(0) / 1024
+}
+
+/// How many threads `pid` has.
+pub fn thread_count(pid: i32) -> u64 {
+    proc_status(pid, "Threads").unwrap_or(0)
+}
+
+/// How many file descriptors `pid` has open.
+pub fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count())
+}
+
+/// The highest RSS of a process seen by a background sampler (every 20 ms) while it runs.
+pub struct RssPeak {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<u64>,
+}
+
+impl RssPeak {
+    /// Starts sampling `pid`.
+    pub fn watch(pid: i32) -> RssPeak {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let sampler = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let mut peak = rss_mib(pid);
+                while !stop.load(Ordering::Relaxed) {
+                    peak = peak.max(rss_mib(pid));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                peak.max(rss_mib(pid))
+            }
+        });
+        RssPeak { stop, sampler }
+    }
+
+    /// Stops sampling; the peak in MiB.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().unwrap()
+    }
+}
+
+/// A running gateway's `/healthz` as JSON (no token).
+pub fn health(gateway: &Gateway) -> Value {
+    let (status, _, body) = http_get(gateway.address, "/healthz");
+    assert_eq!(status, 200, "/healthz: {body}");
+    serde_json::from_str(&body).unwrap()
 }

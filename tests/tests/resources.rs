@@ -40,12 +40,17 @@ fn prompts_resources_and_completions_through_the_gateway() {
     assert!(prompts.len() >= 3, "{prompts:?}");
     let resources = names(action_result(&run, 1), "resources", "uri");
     assert!(!resources.is_empty());
-    assert!(resources.iter().all(|u| u.starts_with("mcp-gateway://everything/")), "{resources:?}");
+    assert!(resources.iter().all(|u| u.starts_with("mcp-gateway://")), "{resources:?}");
+    assert!(resources.iter().any(|u| u.starts_with("mcp-gateway://everything/")), "{resources:?}");
     let templates = names(action_result(&run, 2), "resourceTemplates", "uriTemplate");
     assert!(templates.iter().any(|t| t.contains('{')), "variables intact: {templates:?}");
 
     let simple = prompts.iter().find(|p| p.contains("simple")).unwrap_or(&prompts[0]).to_string();
-    let first_uri = resources[0].to_owned();
+    let first_uri = resources
+        .iter()
+        .find(|u| u.starts_with("mcp-gateway://everything/"))
+        .unwrap()
+        .to_string();
     let args_prompt = prompts.iter().find(|p| p.contains("args") || p.contains("argument")).map(|p| p.to_string());
     let mut script = vec![
         json!({"action": "get_prompt", "name": simple}),
@@ -85,7 +90,11 @@ fn a_subscription_receives_updates() {
         &python_stdio_args(&workspace, &[]),
         &json!([{"action": "list_resources"}]),
     );
-    let uri = names(action_result(&run, 0), "resources", "uri")[0].to_owned();
+    let uri = names(action_result(&run, 0), "resources", "uri")
+        .into_iter()
+        .find(|u| u.starts_with("mcp-gateway://everything/"))
+        .unwrap()
+        .to_owned();
     let run = python_client(
         &python_stdio_args(&workspace, &[]),
         &json!([
@@ -117,7 +126,9 @@ fn a_profile_hides_a_servers_prompts_and_resources() {
         ]),
     );
     assert!(names(action_result(&run, 0), "prompts", "name").is_empty(), "{run:#}");
-    assert!(names(action_result(&run, 1), "resources", "uri").is_empty(), "{run:#}");
+    let resources = names(action_result(&run, 1), "resources", "uri");
+    assert!(!resources.iter().any(|u| u.starts_with("mcp-gateway://everything/")), "{run:#}");
+    assert!(resources.iter().any(|u| u.starts_with("mcp-gateway://memory/")), "{run:#}");
     assert_eq!(run["results"][2]["ok"], true, "reading a hidden resource fails: {run:#}");
     let tools = names(action_result(&run, 3), "tools", "name");
     assert!(tools.iter().any(|t| t.starts_with("mcp__memory__")), "{tools:?}");

@@ -134,7 +134,18 @@ fn a_public_bind_without_tokens_is_refused() {
 
 #[test]
 fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
-    let workspace = Workspace::new(&example_server("slow", "slow"));
+    let workspace = Workspace::new("");
+    let events = workspace.path("slow-events.jsonl");
+    std::fs::write(
+        workspace.config(),
+        format!(
+            "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
+            example_server("slow", "slow"),
+            toml_str(events.to_string_lossy()),
+            std::fs::read_to_string(workspace.config()).unwrap()
+        ),
+    )
+    .unwrap();
     let gateway = workspace.serve_http(&[]);
     let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
     let pid = health["upstreams"]["slow"]["pid"].as_i64().unwrap() as i32;
@@ -144,7 +155,9 @@ fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
         let args = args.clone();
         std::thread::spawn(move || python_client(&args, &json!([call("mcp__slow__sleep", json!({"ms": 20000}))])))
     };
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill it once the call is running in it.
+    assert!(eventually(Duration::from_secs(30), || std::fs::read_to_string(&events)
+        .is_ok_and(|log| log.contains("\"start\""))));
     let killed_at = Instant::now();
     // SAFETY: slow is the gateway's child; killing it is the point of the test.
     unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -219,7 +232,9 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
             ]),
         )
     });
-    std::thread::sleep(Duration::from_millis(2000));
+    // Reload once the session is open and has listed the tools.
+    assert!(eventually(Duration::from_secs(30), || workspace.session_count() >= 1));
+    std::thread::sleep(Duration::from_millis(1000));
     let original = std::fs::read_to_string(workspace.config()).unwrap();
     let with_slow = format!(
         "{}{}",

@@ -62,28 +62,75 @@ impl GatewayServer {
         Ok(self.session.get_or_init(|| session))
     }
 
-    /// Watches the catalog and tells this client when its visible tools change.
-    fn watch_tool_list(&self, peer: rmcp::Peer<RoleServer>) {
+    /// Watches the catalog and tells this client when what it can see changes: its
+    /// tools, prompts or resources.
+    fn watch_catalog(&self, peer: rmcp::Peer<RoleServer>) {
         let Ok(session) = self.session() else { return };
         let session = session.clone();
         let gateway = self.gateway.clone();
         let mut catalog = gateway.registry.watch();
         tokio::spawn(async move {
-            let mut shown = gateway.visible_tools(&session);
+            let mut shown = Visible::of(&gateway, &session);
             loop {
                 tokio::select! {
                     changed = catalog.changed() => if changed.is_err() { break },
                     () = gateway.shutdown.cancelled() => break,
                 }
-                let now = gateway.visible_tools(&session);
-                if now != shown {
-                    shown = now;
-                    if peer.notify_tool_list_changed().await.is_err() {
-                        break;
+                let now = Visible::of(&gateway, &session);
+                let sent = async {
+                    if now.tools != shown.tools {
+                        peer.notify_tool_list_changed().await?;
                     }
+                    if now.prompts != shown.prompts {
+                        peer.notify_prompt_list_changed().await?;
+                    }
+                    if now.resources != shown.resources {
+                        peer.notify_resource_list_changed().await?;
+                    }
+                    Ok::<_, rmcp::service::ServiceError>(())
+                };
+                if sent.await.is_err() {
+                    break;
                 }
+                shown = now;
             }
         });
+    }
+}
+
+/// What one session sees of the catalog, to tell when it changed.
+#[derive(PartialEq)]
+struct Visible {
+    tools: Vec<rmcp::model::Tool>,
+    prompts: Vec<String>,
+    resources: Vec<String>,
+}
+
+impl Visible {
+    fn of(gateway: &Gateway, session: &Session) -> Visible {
+        let catalog = gateway.registry.catalog();
+        Visible {
+            tools: gateway.visible_tools(session),
+            prompts: catalog
+                .prompts
+                .keys()
+                .filter(|name| session.profile.sees(name))
+                .cloned()
+                .collect(),
+            resources: catalog
+                .resources
+                .iter()
+                .filter(|(server, _)| session.profile.sees_server(server))
+                .map(|(_, r)| r.uri.clone())
+                .chain(
+                    catalog
+                        .resource_templates
+                        .iter()
+                        .filter(|(server, _)| session.profile.sees_server(server))
+                        .map(|(_, t)| t.uri_template.clone()),
+                )
+                .collect(),
+        }
     }
 }
 
@@ -131,7 +178,7 @@ impl ServerHandler for GatewayServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.watch_tool_list(context.peer);
+        self.watch_catalog(context.peer);
     }
 
     async fn list_tools(

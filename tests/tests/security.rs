@@ -1,0 +1,671 @@
+//! Issue 8, part 4: one test per security promise not already proven in `transports.rs`
+//! (loopback default, tokens, Host/Origin and body size are there): profile masks enforced
+//! at call time for a token bound to a profile, sessions bound to the token that opened
+//! them, secrets masked in `config dump`, in the session log and in the gateway's own log,
+//! run_code programs without file, network or environment access, and no way for one
+//! session to reach another session's calls.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use mcp_gateway_tests::*;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CancelledNotificationParam, NumberOrString};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+
+const ADMIN: &str = "admin-token-for-security-tests";
+const READER: &str = "reader-token-for-security-tests";
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({"action": "call_tool", "name": name, "arguments": arguments})
+}
+
+fn run_code(code: &str) -> Value {
+    call("run_code", json!({"code": code}))
+}
+
+/// client.py arguments for `path` on `gateway` with `token`, over `transport` (http | sse).
+fn client_args(gateway: &Gateway, transport: &str, path: &str, token: &str) -> Vec<String> {
+    vec![
+        "--transport".into(),
+        transport.into(),
+        "--url".into(),
+        gateway.url(path),
+        "--header".into(),
+        format!("Authorization=Bearer {token}"),
+    ]
+}
+
+/// kv behind two tokens: ADMIN sees everything, READER is bound to `reader` (kv get and
+/// list only). `everything` is a profile that hides nothing, to show that a path cannot
+/// widen what a bound token sees. run_code is on.
+fn two_tokens() -> Workspace {
+    Workspace::new(&format!(
+        "[gateway]\nmode = \"both\"\n{}[listen]\ntokens = [{}, {{ token = {}, profile = \"reader\" }}]\n\
+         [profiles.reader]\nallow = [\"mcp__kv__get\", \"mcp__kv__list\"]\n\
+         [profiles.everything]\nallow = [\"*\"]\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN),
+        toml_str(READER),
+    ))
+}
+
+/// What ADMIN reads under `key` (null when it was never set).
+fn admin_reads(gateway: &Gateway, key: &str) -> Value {
+    let run = python_client(
+        &client_args(gateway, "http", "/mcp", ADMIN),
+        &json!([call("mcp__kv__get", json!({"key": key}))]),
+    );
+    action_result(&run, 0)["structuredContent"]["value"].clone()
+}
+
+fn tool_names(result: &Value) -> Vec<String> {
+    result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_token_bound_to_a_profile_is_held_to_it_at_call_time() {
+    let workspace = two_tokens();
+    let gateway = workspace.serve_http(&[]);
+    let attempts = json!([
+        {"action": "list_tools"},
+        call("mcp__kv__set", json!({"key": "direct", "value": "x"})),
+        call("mcp__kv__get", json!({"key": "direct"})),
+        run_code("await callTool('mcp__kv__set', { key: 'code', value: 'x' }); return 'set';"),
+        run_code("return typeof tools.kv?.set;"),
+    ]);
+    // At /mcp, at a path whose profile hides nothing, and over legacy SSE at that path.
+    for (transport, path) in [
+        ("http", "/mcp"),
+        ("http", "/mcp/everything"),
+        ("sse", "/sse/everything"),
+    ] {
+        let run = python_client(&client_args(&gateway, transport, path, READER), &attempts);
+        let federated: Vec<String> = tool_names(action_result(&run, 0))
+            .into_iter()
+            .filter(|name| name.starts_with("mcp__"))
+            .collect();
+        assert_eq!(
+            federated,
+            ["mcp__kv__get", "mcp__kv__list"],
+            "{transport} {path}: {run:#}"
+        );
+        assert_eq!(
+            error_code(action_result(&run, 1)),
+            Some("TOOL_NOT_FOUND"),
+            "{transport} {path}: {run:#}"
+        );
+        assert_eq!(
+            error_code(action_result(&run, 2)),
+            None,
+            "a visible tool works: {run:#}"
+        );
+        let from_code = action_result(&run, 3);
+        assert_eq!(
+            error_code(from_code),
+            Some("CODE_RUN_FAILED"),
+            "{transport} {path}: {run:#}"
+        );
+        assert!(
+            result_text(from_code).contains("no tool named mcp__kv__set"),
+            "{run:#}"
+        );
+        assert_eq!(
+            action_result(&run, 4)["structuredContent"]["result"],
+            "undefined",
+            "the SDK has no hidden tool: {run:#}"
+        );
+    }
+    assert_eq!(
+        admin_reads(&gateway, "direct"),
+        Value::Null,
+        "no write got through"
+    );
+    assert_eq!(
+        admin_reads(&gateway, "code"),
+        Value::Null,
+        "no write got through"
+    );
+}
+
+/// One JSON-RPC POST to `/mcp` with `token` (and a session id); status, headers, body.
+fn post_mcp(
+    gateway: &Gateway,
+    token: &str,
+    session: Option<&str>,
+    message: Value,
+) -> (u16, Vec<(String, String)>, String) {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    if let Some(session) = session {
+        headers.push(("Mcp-Session-Id", session));
+    }
+    http_request(
+        gateway.address,
+        "POST",
+        "/mcp",
+        &headers,
+        message.to_string().as_bytes(),
+    )
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "security-test", "version": "1"}
+    }})
+}
+
+fn set_call(id: u64, key: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "mcp__kv__set", "arguments": {"key": key, "value": "stolen"}}})
+}
+
+/// Opens a legacy SSE session with `token`; returns the open stream and the announced
+/// `/message?sessionId=…` path.
+fn open_sse(gateway: &Gateway, token: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(gateway.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /sse HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n",
+        gateway.address
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the SSE stream ended"
+        );
+        if let Some(path) = line.trim().strip_prefix("data:") {
+            let path = path.trim();
+            if path.contains("sessionId=") {
+                return (stream, path.to_owned());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_session_belongs_to_the_token_that_opened_it() {
+    let workspace = two_tokens();
+    let gateway = workspace.serve_http(&[]);
+
+    // Streamable HTTP: ADMIN opens a session; READER presents its id.
+    let (status, headers, body) = post_mcp(&gateway, ADMIN, None, initialize());
+    assert_eq!(status, 200, "{body}");
+    let session = headers
+        .iter()
+        .find(|(name, _)| name == "mcp-session-id")
+        .map(|(_, value)| value.clone())
+        .expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, body) = post_mcp(&gateway, ADMIN, Some(&session), initialized);
+    assert!(status < 300, "{status} {body}");
+    let (http_status, _, http_body) =
+        post_mcp(&gateway, READER, Some(&session), set_call(1, "over-http"));
+
+    // Legacy SSE: ADMIN opens and initializes a session; READER posts to its endpoint.
+    let (_stream, endpoint) = open_sse(&gateway, ADMIN);
+    let post = |token: &str, message: Value| {
+        let auth = format!("Bearer {token}");
+        http_request(
+            gateway.address,
+            "POST",
+            &endpoint,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            message.to_string().as_bytes(),
+        )
+    };
+    assert_eq!(post(ADMIN, initialize()).0, 202);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(ADMIN, initialized).0, 202);
+    let (sse_status, _, sse_body) = post(READER, set_call(7, "over-sse"));
+
+    let refused = [401, 403, 404];
+    assert!(
+        refused.contains(&http_status) && refused.contains(&sse_status),
+        "another token's session is refused: streamable HTTP got {http_status} ({http_body}), \
+         legacy SSE got {sse_status} ({sse_body})"
+    );
+    assert_eq!(
+        admin_reads(&gateway, "over-http"),
+        Value::Null,
+        "READER wrote through ADMIN's session"
+    );
+    assert_eq!(
+        admin_reads(&gateway, "over-sse"),
+        Value::Null,
+        "READER wrote through ADMIN's session"
+    );
+}
+
+#[test]
+fn config_dump_masks_every_secret() {
+    // bad_input.rs covers a header and a plain token; here: env values, a token bound to a
+    // profile, and credentials in an upstream URL (user info and query).
+    let workspace = Workspace::new(
+        "[servers.remote]\nurl = \"https://alice:hunter2-userinfo@mcp.example.com/mcp?api_key=hunter2-query\"\n\
+         headers = { X-Api-Key = \"hunter2-header\" }\n\
+         [servers.local]\ncommand = \"/bin/true\"\nenv = { API_KEY = \"hunter2-env\" }\n\
+         [listen]\ntokens = [{ token = \"hunter2-bound-token\", profile = \"reader\" }]\n\
+         [profiles.reader]\nallow = [\"mcp__local__*\"]\n",
+    );
+    let output = workspace.cli(&["config", "dump"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dump = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        dump.contains("mcp.example.com"),
+        "the dump stays useful: {dump}"
+    );
+    assert!(
+        dump.contains("reader"),
+        "the bound profile is shown: {dump}"
+    );
+    let leaked: Vec<&str> = dump
+        .lines()
+        .filter(|line| line.contains("hunter2"))
+        .collect();
+    assert!(leaked.is_empty(), "secrets are printed: {leaked:?}");
+}
+
+/// Arguments with secrets under the names a user expects masked, at every depth.
+fn secret_arguments() -> Value {
+    json!({
+        "text": "visible text",
+        "api_key": "hunter2-api-key",
+        "password": "hunter2-password",
+        "nested": {"auth": {"access_token": "hunter2-access-token", "Authorization": "Bearer hunter2-bearer"}},
+        "list": [{"client_secret": "hunter2-client-secret"}],
+    })
+}
+
+#[test]
+fn secrets_in_arguments_stay_out_of_the_session_log_and_the_log() {
+    let workspace = Workspace::new("");
+    let config = format!(
+        "{}{}",
+        misbehaving_server("echo", "well", &workspace.path("echo-events.jsonl"), &[]),
+        std::fs::read_to_string(workspace.config()).unwrap()
+    );
+    std::fs::write(workspace.config(), config).unwrap();
+    let mut gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &[
+            "--transport".into(),
+            "http".into(),
+            "--url".into(),
+            gateway.url("/mcp"),
+        ],
+        &json!([call("mcp__echo__echo", secret_arguments())]),
+    );
+    assert_eq!(
+        result_text(action_result(&run, 0)),
+        "visible text",
+        "{run:#}"
+    );
+    gateway.signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
+
+    let events = workspace.session_events();
+    let logged = events
+        .iter()
+        .find(|e| e["type"] == "tool/call")
+        .unwrap_or_else(|| panic!("the call is in the session log: {events:#?}"));
+    assert_eq!(logged["arguments"]["text"], "visible text", "{logged:#}");
+    assert_eq!(logged["arguments"]["api_key"], "***", "{logged:#}");
+    assert_eq!(
+        logged["arguments"]["nested"]["auth"]["access_token"], "***",
+        "{logged:#}"
+    );
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(
+        !all.contains("hunter2"),
+        "the session log holds a secret: {all}"
+    );
+    let tail = workspace.cli(&["log", "tail"]);
+    let tail = String::from_utf8_lossy(&tail.stdout);
+    assert!(tail.contains("mcp__echo__echo"), "{tail}");
+    assert!(
+        !tail.contains("hunter2"),
+        "`log tail` shows a secret: {tail}"
+    );
+    let log = gateway.log_text();
+    assert!(
+        !log.contains("hunter2"),
+        "the gateway log holds a secret: {log}"
+    );
+}
+
+#[test]
+fn secrets_in_upstream_urls_stay_out_of_the_log_and_health() {
+    // Nothing listens on the discard port, so both upstreams fail and say why — without the
+    // key in their URL.
+    let workspace = Workspace::new(
+        "[servers.remote]\nurl = \"http://127.0.0.1:9/mcp?api_key=hunter2-http\"\n\
+         [servers.legacy]\nurl = \"http://127.0.0.1:9/sse?api_key=hunter2-sse\"\ntransport = \"sse\"\n",
+    );
+    let gateway = workspace.serve_http(&[]);
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let health = health(&gateway);
+            ["remote", "legacy"]
+                .iter()
+                .all(|s| health["upstreams"][s]["last_error"].is_string())
+        }),
+        "{}",
+        gateway.log_text()
+    );
+    let health = health(&gateway).to_string();
+    assert!(
+        !health.contains("hunter2"),
+        "/healthz shows a secret: {health}"
+    );
+    let log = gateway.log_text();
+    assert!(
+        log.contains("127.0.0.1:9"),
+        "the log says which upstream failed: {log}"
+    );
+    assert!(
+        !log.contains("hunter2"),
+        "the gateway log holds a secret: {log}"
+    );
+}
+
+/// A loopback listener that records whether anything connected.
+struct Tripwire(TcpListener);
+
+impl Tripwire {
+    fn new() -> Tripwire {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Tripwire(listener)
+    }
+
+    fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().port()
+    }
+
+    fn touched(&self) -> bool {
+        self.0.accept().is_ok()
+    }
+}
+
+#[test]
+fn run_code_programs_reach_no_file_network_or_environment() {
+    let tripwire = Tripwire::new();
+    let port = tripwire.port();
+    let workspace = Workspace::new(&format!(
+        "[gateway]\nmode = \"both\"\n{}",
+        example_server("kv", "kv")
+    ));
+    let secret_file = workspace.path("secret.txt");
+    std::fs::write(&secret_file, "hunter2-file-content").unwrap();
+    let file = secret_file.to_string_lossy();
+    let attempt = |body: &str| {
+        run_code(&format!(
+            "try {{ {body} }} catch (e) {{ return 'blocked: ' + e; }}"
+        ))
+    };
+    let mut args = python_stdio_args(&workspace, &[]);
+    args.extend([
+        "--env".into(),
+        "MCP_GATEWAY_TEST_SECRET=hunter2-environment".into(),
+    ]);
+    let run = python_client(
+        &args,
+        &json!([
+            run_code(
+                "return [typeof fetch, typeof XMLHttpRequest, typeof WebSocket, typeof EventSource, \
+                 typeof Deno, typeof require, typeof process, typeof Bun, typeof module, \
+                 typeof Worker, typeof importScripts].join(',');"
+            ),
+            attempt(&format!(
+                "return await (await fetch('http://127.0.0.1:{port}/')).text();"
+            )),
+            attempt(&format!(
+                "return JSON.stringify(await import('http://127.0.0.1:{port}/m.js'));"
+            )),
+            attempt(&format!(
+                "return JSON.stringify(await import('file://{file}'));"
+            )),
+            attempt(&format!("return JSON.stringify(await import({file:?}));")),
+            attempt(&format!(
+                "return require('fs').readFileSync({file:?}, 'utf8');"
+            )),
+            attempt(&format!("return Deno.readTextFileSync({file:?});")),
+            attempt("return process.env.MCP_GATEWAY_TEST_SECRET;"),
+            attempt("return Deno.env.get('MCP_GATEWAY_TEST_SECRET');"),
+            run_code("return Object.getOwnPropertyNames(globalThis).join(',');"),
+            call("mcp__kv__list", json!({})),
+        ]),
+    );
+    let value = |index: usize| -> String {
+        let result = action_result(&run, index);
+        match &result["structuredContent"]["result"] {
+            Value::String(text) => text.clone(),
+            _ => result_text(result),
+        }
+    };
+    assert_eq!(
+        value(0),
+        ["undefined"; 11].join(","),
+        "no network, module, process or runtime globals: {run:#}"
+    );
+    for index in 1..=8 {
+        let result = action_result(&run, index);
+        let outcome = value(index);
+        assert!(
+            outcome.starts_with("blocked: ") || error_code(result) == Some("CODE_RUN_FAILED"),
+            "attempt {index} failed: {outcome}"
+        );
+    }
+    let globals = value(9);
+    for name in [
+        "fetch",
+        "Deno",
+        "process",
+        "require",
+        "Bun",
+        "XMLHttpRequest",
+        "WebSocket",
+        "__bootstrap",
+    ] {
+        assert!(
+            !globals.split(',').any(|global| global == name),
+            "{name} is reachable: {globals}"
+        );
+    }
+    assert_eq!(
+        error_code(action_result(&run, 10)),
+        None,
+        "still serving: {run:#}"
+    );
+    let everything = run.to_string();
+    assert!(
+        !everything.contains("hunter2-file-content"),
+        "a file was read: {everything}"
+    );
+    assert!(
+        !everything.contains("hunter2-environment"),
+        "the environment was read: {everything}"
+    );
+    assert!(!tripwire.touched(), "a program opened a connection");
+}
+
+/// Each session log in `workspace`, as its events.
+fn session_logs(workspace: &Workspace) -> Vec<Vec<Value>> {
+    fn walk(dir: &Path, logs: &mut Vec<Vec<Value>>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, logs);
+            } else if path.extension().is_some_and(|e| e == "zst") {
+                let mut text = String::new();
+                zstd::Decoder::new(std::fs::File::open(&path).unwrap())
+                    .unwrap()
+                    .read_to_string(&mut text)
+                    .unwrap();
+                logs.push(
+                    text.lines()
+                        .map(|l| serde_json::from_str(l).unwrap())
+                        .collect(),
+                );
+            }
+        }
+    }
+    let mut logs = Vec::new();
+    walk(&workspace.path("sessions"), &mut logs);
+    logs
+}
+
+#[test]
+fn one_session_cannot_reach_another_sessions_calls() {
+    let workspace = Workspace::new("");
+    let slow_log = workspace.path("slow-events.jsonl");
+    let config = format!(
+        "[gateway]\nmode = \"both\"\n{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
+        example_server("slow", "slow"),
+        toml_str(slow_log.to_string_lossy()),
+        std::fs::read_to_string(workspace.config()).unwrap()
+    );
+    std::fs::write(workspace.config(), config).unwrap();
+    let gateway = workspace.serve_http(&[]);
+    let http = || {
+        vec![
+            "--transport".into(),
+            "http".into(),
+            "--url".into(),
+            gateway.url("/mcp"),
+        ]
+    };
+
+    // Two sessions at once: A's call reports progress and leaves a global behind in its
+    // program; B, meanwhile, looks for both.
+    let a = std::thread::spawn({
+        let args = http();
+        move || {
+            python_client(
+                &args,
+                &json!([
+                    run_code("globalThis.leak = 'from-A'; return typeof globalThis.leak;"),
+                    {"action": "call_tool", "name": "mcp__slow__wait",
+                     "arguments": {"ms": 1500, "label": "call-of-A"}, "progress": true},
+                ]),
+            )
+        }
+    });
+    let b = python_client(
+        &http(),
+        &json!([
+            call("mcp__slow__wait", json!({"ms": 1500, "label": "call-of-B"})),
+            run_code("return typeof globalThis.leak;"),
+        ]),
+    );
+    let a = a.join().unwrap();
+    assert_eq!(
+        action_result(&a, 0)["structuredContent"]["result"],
+        "string"
+    );
+    assert!(
+        !a["results"][1]["progress"].as_array().unwrap().is_empty(),
+        "A got its progress: {a:#}"
+    );
+    assert_eq!(
+        action_result(&b, 1)["structuredContent"]["result"],
+        "undefined",
+        "{b:#}"
+    );
+    let progress_to_b = b["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .count();
+    assert_eq!(progress_to_b, 0, "B got none of A's progress: {b:#}");
+
+    // Each session's log holds its own calls only.
+    let logs = session_logs(&workspace);
+    let holding = |label: &str| {
+        logs.iter()
+            .filter(|events| serde_json::to_string(events).unwrap().contains(label))
+            .count()
+    };
+    assert_eq!(
+        (holding("call-of-A"), holding("call-of-B")),
+        (1, 1),
+        "{logs:#?}"
+    );
+
+    // B cancels request ids it never used, A's among them: A's call is untouched.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let connect = || async {
+            ().serve(StreamableHttpClientTransport::from_uri(gateway.url("/mcp")))
+                .await
+                .unwrap()
+        };
+        let (a, b) = (connect().await, connect().await);
+        let mut params = CallToolRequestParams::new("mcp__slow__wait");
+        params.arguments = json!({"ms": 1500, "label": "cancel-target"})
+            .as_object()
+            .cloned();
+        let peer = a.peer().clone();
+        let call = tokio::spawn(async move { peer.call_tool(params).await });
+        // Once slow has started A's call, B cancels.
+        let started = || {
+            std::fs::read_to_string(&slow_log)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.contains("cancel-target") && l.contains("\"start\""))
+        };
+        while !started() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for id in 0..32 {
+            b.peer()
+                .notify_cancelled(CancelledNotificationParam::new(
+                    Some(NumberOrString::Number(id)),
+                    Some("not yours".into()),
+                ))
+                .await
+                .unwrap();
+        }
+        let result = serde_json::to_value(call.await.unwrap().unwrap()).unwrap();
+        assert_eq!(error_code(&result), None, "A's call completed: {result:#}");
+        a.cancel().await.unwrap();
+        b.cancel().await.unwrap();
+    });
+    let slow_events = std::fs::read_to_string(&slow_log).unwrap();
+    assert!(
+        !slow_events
+            .lines()
+            .any(|l| l.contains("cancel-target") && l.contains("\"cancelled\"")),
+        "slow saw no cancellation of A's call: {slow_events}"
+    );
+}
