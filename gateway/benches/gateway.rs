@@ -16,10 +16,10 @@ use mcp_gateway::pipeline::{
 };
 use mcp_gateway::registry::Registry;
 use mcp_gateway::registry::profile::Profiles;
+use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
 use rmcp::service::RunningService;
-use rmcp::RoleClient;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +53,11 @@ fn percentile(samples: &mut [Duration], p: f64) -> f64 {
 fn row(scenario: &str, mut samples: Vec<Duration>, mut baseline: Vec<Duration>, per_s: f64) -> Row {
     let p50 = percentile(&mut samples, 0.5);
     let p99 = percentile(&mut samples, 0.99);
-    let base = if baseline.is_empty() { 0.0 } else { percentile(&mut baseline, 0.5) };
+    let base = if baseline.is_empty() {
+        0.0
+    } else {
+        percentile(&mut baseline, 0.5)
+    };
     Row {
         scenario: scenario.to_owned(),
         p50_us: p50,
@@ -118,14 +122,24 @@ async fn sequential(client: &Client, name: &str, args: Value, n: usize) -> Vec<D
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let started = Instant::now();
-        client.peer().call_tool(params(name, args.clone())).await.unwrap();
+        client
+            .peer()
+            .call_tool(params(name, args.clone()))
+            .await
+            .unwrap();
         samples.push(started.elapsed());
     }
     samples
 }
 
 /// Calls per second with `concurrency` calls in flight, `total` calls in all.
-async fn throughput(client: &Client, name: &str, args: Value, concurrency: usize, total: usize) -> f64 {
+async fn throughput(
+    client: &Client,
+    name: &str,
+    args: Value,
+    concurrency: usize,
+    total: usize,
+) -> f64 {
     let started = Instant::now();
     let per_task = total / concurrency;
     let tasks: Vec<_> = (0..concurrency)
@@ -147,7 +161,10 @@ async fn throughput(client: &Client, name: &str, args: Value, concurrency: usize
 }
 
 fn free_address() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 /// `mcp-gateway serve` over HTTP; killed on drop.
@@ -209,12 +226,23 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let base = sequential(&direct, "get", args.clone(), n).await;
     let base_rate = throughput(&direct, "get", args.clone(), 32, reps(6400)).await;
 
-    let via_stdio = stdio_client(&gateway_bin(), &["serve", "--stdio", "--config", &config.to_string_lossy()]).await;
+    let via_stdio = stdio_client(
+        &gateway_bin(),
+        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+    )
+    .await;
     let samples = sequential(&via_stdio, "mcp__kv__get", args.clone(), n).await;
-    rows.push(row("kv get, stdio, concurrency 1 (vs direct stdio)", samples, base.clone(), 0.0));
+    rows.push(row(
+        "kv get, stdio, concurrency 1 (vs direct stdio)",
+        samples,
+        base.clone(),
+        0.0,
+    ));
     let rate = throughput(&via_stdio, "mcp__kv__get", args.clone(), 32, reps(6400)).await;
     rows.push(Row {
-        scenario: format!("kv get, stdio, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"),
+        scenario: format!(
+            "kv get, stdio, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"
+        ),
         p50_us: 0.0,
         p99_us: 0.0,
         calls_per_s: rate,
@@ -226,10 +254,17 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let http = HttpGateway::start(&config);
     let via_http = http.client().await;
     let samples = sequential(&via_http, "mcp__kv__get", args.clone(), n).await;
-    rows.push(row("kv get, streamable HTTP, concurrency 1 (vs direct stdio)", samples, base, 0.0));
+    rows.push(row(
+        "kv get, streamable HTTP, concurrency 1 (vs direct stdio)",
+        samples,
+        base,
+        0.0,
+    ));
     let rate = throughput(&via_http, "mcp__kv__get", args, 32, reps(6400)).await;
     rows.push(Row {
-        scenario: format!("kv get, streamable HTTP, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"),
+        scenario: format!(
+            "kv get, streamable HTTP, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"
+        ),
         p50_us: 0.0,
         p99_us: 0.0,
         calls_per_s: rate,
@@ -247,7 +282,11 @@ impl BuiltinTool for NoOp {
     fn definition(&self, _session: &Session) -> Tool {
         Tool::new("noop", "does nothing", Arc::new(serde_json::Map::new()))
     }
-    fn call<'a>(&'a self, _i: &'a Invocation, _s: CancellationToken) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
+    fn call<'a>(
+        &'a self,
+        _i: &'a Invocation,
+        _s: CancellationToken,
+    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")])) })
     }
 }
@@ -263,10 +302,14 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
     let metrics = Arc::new(mcp_gateway::observe::metrics::Metrics::new());
     let pipeline = mcp_gateway::policies::builtin(&config, metrics).build(
         registry,
-        PipelineSettings { ask_fallback: config.gate.ask_fallback, max_argument_depth: 64 },
+        PipelineSettings {
+            ask_fallback: config.gate.ask_fallback,
+            max_argument_depth: 64,
+        },
     );
     let profile = Profiles::new(&config).get(None).unwrap();
-    let log = mcp_gateway::observe::session_log::SessionLog::create(&dir.join("sessions"), "bench").ok();
+    let log =
+        mcp_gateway::observe::session_log::SessionLog::create(&dir.join("sessions"), "bench").ok();
     let session = Arc::new(Session::new("bench".into(), profile, log));
     let noop: Arc<dyn BuiltinTool> = Arc::new(NoOp);
     let invocation = |i: usize| Invocation {
@@ -293,7 +336,12 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
         let _ = pipeline.run(&inv).await;
         samples.push(started.elapsed());
     }
-    rows.push(row("pipeline, every built-in policy on (vs no-op executor)", samples, base, 0.0));
+    rows.push(row(
+        "pipeline, every built-in policy on (vs no-op executor)",
+        samples,
+        base,
+        0.0,
+    ));
 }
 
 /// tools/list of 5,000 tools across 10 upstreams vs listing them directly.
@@ -304,7 +352,11 @@ async fn big_list(dir: &Path, rows: &mut Vec<Row>) {
     for s in 0..10 {
         let names: Vec<String> = (0..500).map(|t| format!("tool_{s}_{t}")).collect();
         let env = serde_json::to_string(&names).unwrap();
-        text.push_str(&server(&format!("d{s}"), "dynamic", &format!("env = {{ DYNAMIC_TOOLS = {env:?} }}\n")));
+        text.push_str(&server(
+            &format!("d{s}"),
+            "dynamic",
+            &format!("env = {{ DYNAMIC_TOOLS = {env:?} }}\n"),
+        ));
         envs.push(env);
     }
     let config = write_config(dir, &text);
@@ -315,7 +367,11 @@ async fn big_list(dir: &Path, rows: &mut Vec<Row>) {
         let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
         directs.push(().serve(transport).await.unwrap());
     }
-    let gateway = stdio_client(&gateway_bin(), &["serve", "--stdio", "--config", &config.to_string_lossy()]).await;
+    let gateway = stdio_client(
+        &gateway_bin(),
+        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+    )
+    .await;
     let n = reps(30);
     let (mut base, mut samples) = (Vec::new(), Vec::new());
     for _ in 0..n {
@@ -329,7 +385,12 @@ async fn big_list(dir: &Path, rows: &mut Vec<Row>) {
         samples.push(started.elapsed());
         assert!(tools.len() >= 5000, "{} tools", tools.len());
     }
-    rows.push(row("tools/list, 5,000 tools / 10 upstreams (vs listing the 10 directly)", samples, base, 0.0));
+    rows.push(row(
+        "tools/list, 5,000 tools / 10 upstreams (vs listing the 10 directly)",
+        samples,
+        base,
+        0.0,
+    ));
     gateway.cancel().await.unwrap();
     for client in directs {
         client.cancel().await.unwrap();
@@ -351,7 +412,8 @@ fn sdk_generation(rows: &mut Vec<Row>) {
                 "mode": {"enum": ["a", "b", "c"]},
                 "tags": {"type": "array", "items": {"type": "string"}}
             }, "required": ["path"]}),
-            output_schema: (i % 3 == 0).then(|| json!({"type": "object", "properties": {"ok": {"type": "boolean"}}})),
+            output_schema: (i % 3 == 0)
+                .then(|| json!({"type": "object", "properties": {"ok": {"type": "boolean"}}})),
             annotations: Some(json!({"readOnlyHint": i % 2 == 0})),
         })
         .collect();
@@ -370,9 +432,17 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
     let slow = release_bin("mcp-gateway-examples", "slow");
     let config = write_config(
         dir,
-        &format!("[gateway]\nmode = \"both\"\n{}{}", server("kv", "kv", ""), server("slow", "slow", "")),
+        &format!(
+            "[gateway]\nmode = \"both\"\n{}{}",
+            server("kv", "kv", ""),
+            server("slow", "slow", "")
+        ),
     );
-    let gateway = stdio_client(&gateway_bin(), &["serve", "--stdio", "--config", &config.to_string_lossy()]).await;
+    let gateway = stdio_client(
+        &gateway_bin(),
+        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+    )
+    .await;
     let run = |code: &str| params("run_code", json!({"code": code}));
     let n = reps(40);
     let mut base = Vec::new();
@@ -380,7 +450,11 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
     for _ in 0..n {
         tokio::time::sleep(Duration::from_millis(150)).await;
         let started = Instant::now();
-        gateway.peer().call_tool(params("mcp__kv__get", json!({"key": "k"}))).await.unwrap();
+        gateway
+            .peer()
+            .call_tool(params("mcp__kv__get", json!({"key": "k"})))
+            .await
+            .unwrap();
         base.push(started.elapsed());
         tokio::time::sleep(Duration::from_millis(150)).await;
         let started = Instant::now();
@@ -388,7 +462,12 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
         samples.push(started.elapsed());
         assert_ne!(result.is_error, Some(true), "{result:?}");
     }
-    rows.push(row("run_code `return 1`, idle gaps (vs a kv call through the gateway)", samples, base, 0.0));
+    rows.push(row(
+        "run_code `return 1`, idle gaps (vs a kv call through the gateway)",
+        samples,
+        base,
+        0.0,
+    ));
     let started = Instant::now();
     for _ in 0..n {
         gateway.peer().call_tool(run("return 1")).await.unwrap();
@@ -420,7 +499,12 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
         samples.push(started.elapsed());
         assert_ne!(result.is_error, Some(true), "{result:?}");
     }
-    rows.push(row("run_code, 100 read-only 10 ms calls, 10 in parallel (vs 10 direct waves)", samples, base, 0.0));
+    rows.push(row(
+        "run_code, 100 read-only 10 ms calls, 10 in parallel (vs 10 direct waves)",
+        samples,
+        base,
+        0.0,
+    ));
     direct.cancel().await.unwrap();
     gateway.cancel().await.unwrap();
 }
@@ -440,7 +524,10 @@ async fn memory(dir: &Path, rows: &mut Vec<Row>) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle = gateway.rss_kb();
     rows.push(Row {
-        scenario: format!("gateway RSS idle, 3 upstreams: {:.1} MB", idle as f64 / 1024.0),
+        scenario: format!(
+            "gateway RSS idle, 3 upstreams: {:.1} MB",
+            idle as f64 / 1024.0
+        ),
         p50_us: 0.0,
         p99_us: 0.0,
         calls_per_s: 0.0,
@@ -454,7 +541,10 @@ async fn memory(dir: &Path, rows: &mut Vec<Row>) {
             tokio::spawn(async move {
                 client
                     .peer()
-                    .call_tool(params("run_code", json!({"code": "await new Promise((r) => setTimeout(r, 3000)); return 1;"})))
+                    .call_tool(params(
+                        "run_code",
+                        json!({"code": "await new Promise((r) => setTimeout(r, 3000)); return 1;"}),
+                    ))
                     .await
             })
         })
@@ -487,16 +577,23 @@ fn worker_pids(gateway: u32) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
         .filter(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
             ppid == Some(gateway)
-                && std::fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.contains("__code-worker"))
+                && std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.contains("__code-worker"))
         })
         .collect()
 }
 
 fn main() {
     // The pipeline scenario builds a code runtime whose workers run this executable.
-    if std::env::args_os().nth(1).is_some_and(|a| a == mcp_gateway::run_code::WORKER_SUBCOMMAND) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == mcp_gateway::run_code::WORKER_SUBCOMMAND)
+    {
         std::process::exit(match mcp_gateway::code::worker_main() {
             code if code == std::process::ExitCode::SUCCESS => 0,
             _ => 1,

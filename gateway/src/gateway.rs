@@ -132,7 +132,10 @@ impl Gateway {
 
     /// The configuration-derived policy in force now.
     pub fn policy(&self) -> Arc<Policy> {
-        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The configuration in force now.
@@ -243,8 +246,11 @@ impl Gateway {
         self.drain.in_flight.fetch_add(1, Ordering::AcqRel);
         let _in_flight = InFlight(&self.drain);
         if self.drain.refusing.load(Ordering::Acquire) {
-            return ToolError::new(ErrorCode::UpstreamUnavailable, "the gateway is shutting down")
-                .to_result();
+            return ToolError::new(
+                ErrorCode::UpstreamUnavailable,
+                "the gateway is shutting down",
+            )
+            .to_result();
         }
         // The call is cancelled by its caller or by the end of the shutdown grace period.
         let cancel = self.drain.calls.child_token();

@@ -5,7 +5,10 @@
 //! which is the worker's bridge to the gateway.
 
 fn main() -> std::process::ExitCode {
-    if std::env::args_os().nth(1).is_some_and(|a| a == mcp_gateway::run_code::WORKER_SUBCOMMAND) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == mcp_gateway::run_code::WORKER_SUBCOMMAND)
+    {
         return mcp_gateway::code::worker_main();
     }
     mcp_gateway::cli::main()

@@ -114,7 +114,9 @@ impl RunCodeTool {
             peer,
             run: uuid::Uuid::new_v4().simple().to_string(),
         });
-        self.runtime.run(program, &sdk.bindings, bridge, cancel).await
+        self.runtime
+            .run(program, &sdk.bindings, bridge, cancel)
+            .await
     }
 }
 
@@ -163,7 +165,10 @@ impl BuiltinTool for RunCodeTool {
     ) -> PipelineFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
             let Some(gateway) = self.gateway.upgrade() else {
-                return Err(ToolError::new(ErrorCode::UpstreamUnavailable, "the gateway is stopping"));
+                return Err(ToolError::new(
+                    ErrorCode::UpstreamUnavailable,
+                    "the gateway is stopping",
+                ));
             };
             let program = invocation
                 .arguments
@@ -171,10 +176,19 @@ impl BuiltinTool for RunCodeTool {
                 .and_then(|args| args.get("code"))
                 .and_then(Value::as_str)
                 .ok_or_else(|| {
-                    ToolError::new(ErrorCode::InvalidArgs, "arguments at `/code`: a string is required")
+                    ToolError::new(
+                        ErrorCode::InvalidArgs,
+                        "arguments at `/code`: a string is required",
+                    )
                 })?;
             let outcome = self
-                .run(&gateway, &invocation.session, program, invocation.peer.clone(), signal)
+                .run(
+                    &gateway,
+                    &invocation.session,
+                    program,
+                    invocation.peer.clone(),
+                    signal,
+                )
                 .await;
             render(outcome)
         })
@@ -196,17 +210,24 @@ fn input_schema() -> Arc<rmcp::model::JsonObject> {
 fn render(outcome: RunOutcome) -> Result<CallToolResult, ToolError> {
     if let Some(failure) = outcome.failure {
         let kind = failure.kind.as_str();
-        let code = if kind == "aborted" { ErrorCode::Aborted } else { ErrorCode::CodeRunFailed };
+        let code = if kind == "aborted" {
+            ErrorCode::Aborted
+        } else {
+            ErrorCode::CodeRunFailed
+        };
         let mut message = format!("{kind}: {}", failure.message);
         if !outcome.logs.is_empty() {
             let logs = outcome.logs.join("\n");
             let start = logs.len().saturating_sub(FAILURE_LOG_TAIL_BYTES);
-            let start = (start..=logs.len()).find(|&i| logs.is_char_boundary(i)).unwrap_or(0);
+            let start = (start..=logs.len())
+                .find(|&i| logs.is_char_boundary(i))
+                .unwrap_or(0);
             message.push_str("\nlogs before the failure:\n");
             message.push_str(&logs[start..]);
         }
-        return Err(ToolError::new(code, message)
-            .with_detail(json!({"kind": kind, "logs": outcome.logs})));
+        return Err(
+            ToolError::new(code, message).with_detail(json!({"kind": kind, "logs": outcome.logs}))
+        );
     }
     let mut text = String::new();
     if !outcome.logs.is_empty() {
@@ -246,7 +267,12 @@ struct PipelineBridge {
 }
 
 impl ToolBridge for PipelineBridge {
-    fn call(&self, tool: String, arguments: Value, cancel: CancellationToken) -> BoxFuture<'static, Value> {
+    fn call(
+        &self,
+        tool: String,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Value> {
         let gateway = self.gateway.clone();
         let session = self.session.clone();
         let request = CallRequest {
@@ -259,13 +285,17 @@ impl ToolBridge for PipelineBridge {
                         ErrorCode::InvalidArgs,
                         format!("arguments must be an object, not {other}"),
                     );
-                    return Box::pin(async move { serde_json::to_value(error.to_result()).unwrap_or_default() });
+                    return Box::pin(async move {
+                        serde_json::to_value(error.to_result()).unwrap_or_default()
+                    });
                 }
             },
             cancel,
             peer: self.peer.clone(),
             progress: None,
-            origin: Origin::Code { run: self.run.clone() },
+            origin: Origin::Code {
+                run: self.run.clone(),
+            },
         };
         Box::pin(async move {
             let result = gateway.call(&session, request).await;

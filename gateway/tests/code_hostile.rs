@@ -5,8 +5,8 @@ mod common;
 
 use std::sync::Arc;
 
-use mcp_gateway::code::{CodeBudgets, CodeRuntime, FailureKind, WorkerCommand};
 use common::{FakeBridge, run, run_with, runtime};
+use mcp_gateway::code::{CodeBudgets, CodeRuntime, FailureKind, WorkerCommand};
 use serde_json::json;
 
 #[tokio::test]

@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_gateway::code::{CodeBudgets, FailureKind};
 use common::{BINDINGS, FakeBridge, children, run_with, runtime, settle_children};
+use mcp_gateway::code::{CodeBudgets, FailureKind};
 use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;

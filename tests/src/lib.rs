@@ -17,7 +17,10 @@ use serde_json::Value;
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 fn target_dir() -> PathBuf {
@@ -233,7 +236,11 @@ impl Gateway {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("gateway did not listen on {}: {}", self.address, self.log_text());
+        panic!(
+            "gateway did not listen on {}: {}",
+            self.address,
+            self.log_text()
+        );
     }
 
     pub fn log_text(&self) -> String {
@@ -245,7 +252,11 @@ impl Gateway {
     }
 
     /// Sends `signal` and waits for the process to exit (up to `timeout`).
-    pub fn signal_and_wait(&mut self, signal: i32, timeout: Duration) -> Option<std::process::ExitStatus> {
+    pub fn signal_and_wait(
+        &mut self,
+        signal: i32,
+        timeout: Duration,
+    ) -> Option<std::process::ExitStatus> {
         // SAFETY: kill only sends a signal to our own child.
         unsafe { libc::kill(self.pid(), signal) };
         wait_exit(&mut self.child, timeout)
@@ -406,7 +417,9 @@ pub fn http_request(
 ) -> (u16, Vec<(String, String)>, String) {
     use std::io::Read;
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         request.push_str(&format!("Host: {address}\r\n"));
@@ -434,7 +447,11 @@ pub fn http_request(
     let chunked = headers
         .iter()
         .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked { dechunk(rest) } else { rest.to_owned() };
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_owned()
+    };
     (status, headers, body)
 }
 

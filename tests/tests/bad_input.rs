@@ -12,7 +12,10 @@ fn a_misspelt_key_is_named_with_its_line() {
     let output = workspace.cli(&["config", "check"]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("timout_ms") && stderr.contains("line 3"), "{stderr}");
+    assert!(
+        stderr.contains("timout_ms") && stderr.contains("line 3"),
+        "{stderr}"
+    );
     assert!(stderr.contains("config.toml"), "{stderr}");
 }
 
@@ -25,7 +28,10 @@ fn an_unset_variable_is_named() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("MCP_GATEWAY_TEST_NOT_SET"), "{stderr}");
-    assert!(stderr.contains("servers.remote.headers.Authorization"), "{stderr}");
+    assert!(
+        stderr.contains("servers.remote.headers.Authorization"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -39,7 +45,11 @@ fn config_dump_masks_secrets() {
         .env("MCP_GATEWAY_TEST_SECRET", "hunter2-secret")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let dump = String::from_utf8_lossy(&output.stdout);
     assert!(!dump.contains("hunter2"), "{dump}");
     assert!(dump.contains("127.0.0.1:9"), "{dump}");
@@ -88,7 +98,9 @@ fn malformed_json_rpc_on_stdio_gets_an_error_and_the_gateway_lives_on() {
         stdout.read_line(&mut line).unwrap();
         serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
     };
-    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
     assert_eq!(read()["id"], 1);
     send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     // Text that is not JSON has no id to answer; like the official SDKs, the gateway
@@ -97,11 +109,19 @@ fn malformed_json_rpc_on_stdio_gets_an_error_and_the_gateway_lives_on() {
     // Well-formed JSON that is not a JSON-RPC message gets an Invalid Request error.
     send(r#"{"jsonrpc":"2.0","id":7,"bogus":true}"#);
     let error = read();
-    assert_eq!(error["error"]["code"], -32600, "an invalid request error: {error}");
+    assert_eq!(
+        error["error"]["code"], -32600,
+        "an invalid request error: {error}"
+    );
     send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
     let listed = read();
     assert_eq!(listed["id"], 2, "{listed}");
-    assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{listed}"
+    );
     drop(stdin);
     assert!(wait_exit(&mut child, std::time::Duration::from_secs(10)).is_some());
 }

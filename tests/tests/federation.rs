@@ -29,17 +29,34 @@ fn script() -> Value {
 fn check_federated_run(run: &Value) {
     let tools = action_result(run, 0)["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    for expected in ["mcp__kv__get", "mcp__kv__set", "mcp__everything__echo", "mcp__everything__get-sum"] {
-        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    for expected in [
+        "mcp__kv__get",
+        "mcp__kv__set",
+        "mcp__everything__echo",
+        "mcp__everything__get-sum",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
     }
     let kv_get = tools.iter().find(|t| t["name"] == "mcp__kv__get").unwrap();
-    assert_eq!(kv_get["annotations"]["readOnlyHint"], true, "annotations carried over");
-    assert!(kv_get["outputSchema"].is_object(), "outputSchema carried over");
+    assert_eq!(
+        kv_get["annotations"]["readOnlyHint"], true,
+        "annotations carried over"
+    );
+    assert!(
+        kv_get["outputSchema"].is_object(),
+        "outputSchema carried over"
+    );
 
     assert!(result_text(action_result(run, 1)).contains("hi"));
     assert!(result_text(action_result(run, 2)).contains("42"));
     let structured = &action_result(run, 3)["structuredContent"];
-    assert!(structured.is_object(), "structuredContent preserved: {run:#}");
+    assert!(
+        structured.is_object(),
+        "structuredContent preserved: {run:#}"
+    );
     assert_eq!(action_result(run, 5)["structuredContent"]["value"], "v");
 }
 
@@ -54,7 +71,12 @@ fn python_client_over_stdio() {
 fn python_client_over_streamable_http() {
     let workspace = kv_and_everything();
     let gateway = workspace.serve_http(&[]);
-    let args = vec!["--transport".into(), "http".into(), "--url".into(), gateway.url("/mcp")];
+    let args = vec![
+        "--transport".into(),
+        "http".into(),
+        "--url".into(),
+        gateway.url("/mcp"),
+    ];
     let run = python_client(&args, &script());
     check_federated_run(&run);
 }
@@ -104,8 +126,16 @@ fn an_upstream_error_stays_the_upstreams() {
     );
     let result = action_result(&run, 0);
     assert_eq!(result["isError"], true, "{run:#}");
-    assert_eq!(error_code(result), None, "an upstream isError is not a gateway failure: {run:#}");
-    assert!(result_text(result).to_lowercase().contains("denied") || result_text(result).contains("outside"), "{run:#}");
+    assert_eq!(
+        error_code(result),
+        None,
+        "an upstream isError is not a gateway failure: {run:#}"
+    );
+    assert!(
+        result_text(result).to_lowercase().contains("denied")
+            || result_text(result).contains("outside"),
+        "{run:#}"
+    );
 }
 
 #[test]
@@ -118,5 +148,8 @@ fn unknown_tools_are_tool_not_found() {
     let result = action_result(&run, 0);
     assert_eq!(result["isError"], true);
     assert_eq!(error_code(result), Some("TOOL_NOT_FOUND"), "{run:#}");
-    assert!(result_text(result).starts_with("Error [TOOL_NOT_FOUND]: "), "{run:#}");
+    assert!(
+        result_text(result).starts_with("Error [TOOL_NOT_FOUND]: "),
+        "{run:#}"
+    );
 }

@@ -57,7 +57,8 @@ fn run_property<S: Strategy>(
         ..Config::default()
     };
     let test = std::cell::RefCell::new(&mut test);
-    if let Err(failure) = TestRunner::new(config).run(&strategy, |value| (test.borrow_mut())(value)) {
+    if let Err(failure) = TestRunner::new(config).run(&strategy, |value| (test.borrow_mut())(value))
+    {
         panic!("{failure}");
     }
 }
@@ -76,7 +77,8 @@ fn scalar() -> BoxedStrategy<Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
         "\\PC{0,16}".prop_map(Value::String),
         any::<String>().prop_map(Value::String),
     ]
@@ -388,11 +390,6 @@ impl StdioGateway {
         Ok(result.clone())
     }
 
-    /// Whether the process is still running.
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
     /// Closes stdin: the gateway must exit cleanly and take its children with it.
     fn close(mut self) -> Result<(), String> {
         let children = descendants(self.pid());
@@ -402,7 +399,9 @@ impl StdioGateway {
         if status.code().is_none() {
             return Err(format!("the gateway died of a signal: {status:?}"));
         }
-        if !eventually(Duration::from_secs(10), || children.iter().all(|&p| !alive(p))) {
+        if !eventually(Duration::from_secs(10), || {
+            children.iter().all(|&p| !alive(p))
+        }) {
             return Err(format!("children left behind: {children:?}"));
         }
         Ok(())
@@ -427,7 +426,9 @@ fn kv_workspace(extra: &str) -> Workspace {
 fn log_tail(workspace: &Workspace) -> String {
     let log = std::fs::read_to_string(workspace.path("gateway.log")).unwrap_or_default();
     let start = log.len().saturating_sub(2000);
-    let start = (start..log.len()).find(|&i| log.is_char_boundary(i)).unwrap_or(log.len());
+    let start = (start..log.len())
+        .find(|&i| log.is_char_boundary(i))
+        .unwrap_or(log.len());
     log[start..].to_owned()
 }
 
@@ -458,7 +459,9 @@ fn hostile_frames_on_stdio_never_stop_the_gateway() {
         }
         let tools = gateway.request("tools/list", json!({})).map_err(fail)?;
         prop_assert!(
-            tools["result"]["tools"].as_array().is_some_and(|t| t.len() >= 4),
+            tools["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.len() >= 4),
             "{}",
             tools
         );
@@ -476,7 +479,11 @@ fn hostile_frames_on_stdio_never_stop_the_gateway() {
 /// it), wide and huge; the kv tool wants `{key: string}`.
 fn deep_or_huge_arguments() -> BoxedStrategy<Value> {
     prop_oneof![
-        (1usize..140, any::<bool>()).prop_map(|(depth, objects)| nested(depth, objects, json!("k"))),
+        (1usize..140, any::<bool>()).prop_map(|(depth, objects)| nested(
+            depth,
+            objects,
+            json!("k")
+        )),
         (1usize..140, any::<bool>())
             .prop_map(|(depth, objects)| json!({ "key": nested(depth, objects, json!("k")) })),
         (0usize..3_000_000).prop_map(|n| json!({ "key": "k".repeat(n) })),
@@ -544,7 +551,8 @@ fn deep_and_huge_arguments_over_stdio_are_refused_or_served() {
             // The frame adds two levels; past serde_json's 128 the line is unreadable and,
             // like any line that is not JSON, goes unanswered: only liveness is checked.
             if deeper_than(arguments, 120) {
-                let frame = json!({"jsonrpc": "2.0", "id": "deep", "method": "tools/call", "params": call});
+                let frame =
+                    json!({"jsonrpc": "2.0", "id": "deep", "method": "tools/call", "params": call});
                 gateway.send(frame.to_string().as_bytes());
                 continue;
             }
@@ -570,7 +578,13 @@ fn deep_arguments_through_the_call_command_are_refused_or_served() {
     let workspace = kv_workspace("");
     run_property(16, arguments, |arguments| {
         let output = Command::new(gateway_bin())
-            .args(["call", "mcp__kv__get", "--args", &arguments.to_string(), "--config"])
+            .args([
+                "call",
+                "mcp__kv__get",
+                "--args",
+                &arguments.to_string(),
+                "--config",
+            ])
             .arg(workspace.config())
             .env("RUST_LOG", "warn")
             .output()
@@ -578,7 +592,12 @@ fn deep_arguments_through_the_call_command_are_refused_or_served() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         prop_assert!(!stderr.contains("panicked"), "{}", stderr);
         let code = output.status.code();
-        prop_assert!(code.is_some(), "killed by a signal: {:?} {}", output.status, stderr);
+        prop_assert!(
+            code.is_some(),
+            "killed by a signal: {:?} {}",
+            output.status,
+            stderr
+        );
         if deeper_than(&arguments, 124) && !deeper_than(&arguments, 130) {
             return Ok(()); // at serde_json's limit, give or take a level: either may happen
         }
@@ -629,7 +648,12 @@ fn exchange(address: SocketAddr, head: &[u8], body: &[u8]) -> HttpOutcome {
                     break;
                 }
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 return HttpOutcome::Hung;
             }
             Err(_) => break,
@@ -689,7 +713,9 @@ impl Sessions {
         assert_eq!(status, 202, "{body}");
 
         let mut stream = TcpStream::connect(address).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
         write!(
             stream,
             "GET /sse HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
@@ -788,17 +814,33 @@ fn header_value(pool: &'static [&'static str]) -> BoxedStrategy<String> {
 /// Headers, by name; `{session}` in a value is replaced by the live streamable session id.
 fn headers() -> BoxedStrategy<Vec<(String, String)>> {
     let named = prop_oneof![
-        header_value(&["application/json", "text/plain", "application/json; charset=utf-8",
-                       "multipart/form-data; boundary=x", ""])
-            .prop_map(|v| ("Content-Type".to_owned(), v)),
-        header_value(&["application/json, text/event-stream", "text/event-stream", "*/*", ""])
-            .prop_map(|v| ("Accept".to_owned(), v)),
+        header_value(&[
+            "application/json",
+            "text/plain",
+            "application/json; charset=utf-8",
+            "multipart/form-data; boundary=x",
+            ""
+        ])
+        .prop_map(|v| ("Content-Type".to_owned(), v)),
+        header_value(&[
+            "application/json, text/event-stream",
+            "text/event-stream",
+            "*/*",
+            ""
+        ])
+        .prop_map(|v| ("Accept".to_owned(), v)),
         header_value(&["{session}", "nope", ""]).prop_map(|v| ("Mcp-Session-Id".to_owned(), v)),
         header_value(&["2025-06-18", "2024-11-05", "1999-01-01", ""])
             .prop_map(|v| ("Mcp-Protocol-Version".to_owned(), v)),
-        header_value(&["http://127.0.0.1", "http://localhost:3000", "http://evil.example", "null"])
-            .prop_map(|v| ("Origin".to_owned(), v)),
-        header_value(&["Bearer x", "Basic eDp5", "Bearer"]).prop_map(|v| ("Authorization".to_owned(), v)),
+        header_value(&[
+            "http://127.0.0.1",
+            "http://localhost:3000",
+            "http://evil.example",
+            "null"
+        ])
+        .prop_map(|v| ("Origin".to_owned(), v)),
+        header_value(&["Bearer x", "Basic eDp5", "Bearer"])
+            .prop_map(|v| ("Authorization".to_owned(), v)),
         header_value(&["0", "1", "x"]).prop_map(|v| ("Last-Event-ID".to_owned(), v)),
         header_value(&["gzip", "br", "identity"]).prop_map(|v| ("Content-Encoding".to_owned(), v)),
         ("[A-Za-z][A-Za-z0-9-]{0,20}", header_value(&["x"])),
@@ -865,11 +907,17 @@ fn send_hostile(address: SocketAddr, sessions: &Sessions, request: &Hostile) -> 
             HttpOutcome::Status(status) if status >= 500 => Err(format!("raw bytes got {status}")),
             _ => Ok(()),
         },
-        Hostile::Request { method, target, headers, body } => {
+        Hostile::Request {
+            method,
+            target,
+            headers,
+            body,
+        } => {
             let path = target.path(sessions);
             // A GET that opens a stream answers with its head and then keeps going: fine.
-            let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n")
-                .into_bytes();
+            let mut head =
+                format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n")
+                    .into_bytes();
             for (name, value) in headers {
                 let value = value.replace("{session}", &sessions.streamable);
                 head.extend(format!("{name}: ").into_bytes());
@@ -907,7 +955,12 @@ fn hostile_http_requests_get_an_answer_and_the_gateway_keeps_serving() {
         Ok(())
     });
     // A real client still gets real work done.
-    let args = vec!["--transport".into(), "http".into(), "--url".into(), gateway.url("/mcp")];
+    let args = vec![
+        "--transport".into(),
+        "http".into(),
+        "--url".into(),
+        gateway.url("/mcp"),
+    ];
     let run = python_client(
         &args,
         &json!([
@@ -915,7 +968,11 @@ fn hostile_http_requests_get_an_answer_and_the_gateway_keeps_serving() {
             {"action": "call_tool", "name": "mcp__kv__get", "arguments": {"key": "after"}},
         ]),
     );
-    assert_eq!(action_result(&run, 1)["structuredContent"]["value"], "fuzz", "{run:#}");
+    assert_eq!(
+        action_result(&run, 1)["structuredContent"]["value"],
+        "fuzz",
+        "{run:#}"
+    );
     let rss = rss_mib(gateway.pid());
     assert!(rss < 1024, "the gateway holds {rss} MiB after the run");
 }
@@ -927,7 +984,9 @@ fn hostile_http_requests_get_an_answer_and_the_gateway_keeps_serving() {
 /// The configuration reference in README.md (its first TOML block).
 fn readme_reference() -> String {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let start = readme.find("## Configuration reference").expect("the reference section");
+    let start = readme
+        .find("## Configuration reference")
+        .expect("the reference section");
     let block = &readme[start..];
     let open = block.find("```toml\n").expect("a TOML block") + "```toml\n".len();
     let close = block[open..].find("```").expect("the end of the block");
@@ -937,11 +996,17 @@ fn readme_reference() -> String {
 /// Seeds for the mutations: real configurations (TOML, and client JSON files).
 fn config_seeds() -> Vec<(String, &'static str)> {
     let mut seeds = vec![
-        (std::fs::read_to_string(repo().join("config.toml")).unwrap(), "toml"),
+        (
+            std::fs::read_to_string(repo().join("config.toml")).unwrap(),
+            "toml",
+        ),
         (readme_reference(), "toml"),
         (example_server("kv", "kv"), "toml"),
     ];
-    for entry in std::fs::read_dir(repo().join("examples/clients")).unwrap().flatten() {
+    for entry in std::fs::read_dir(repo().join("examples/clients"))
+        .unwrap()
+        .flatten()
+    {
         if entry.path().extension().is_some_and(|e| e == "json") {
             seeds.push((std::fs::read_to_string(entry.path()).unwrap(), "json"));
         }
@@ -1082,7 +1147,10 @@ fn apply(text: &str, edits: &[Edit]) -> String {
 }
 
 /// Runs `mcp-gateway ARGS` with output to files (no pipe can fill) and a deadline.
-fn run_cli(dir: &std::path::Path, args: &[&str]) -> Result<(std::process::ExitStatus, String, String), String> {
+fn run_cli(
+    dir: &std::path::Path,
+    args: &[&str],
+) -> Result<(std::process::ExitStatus, String, String), String> {
     let stdout = dir.join("stdout");
     let stderr = dir.join("stderr");
     let mut child = Command::new(gateway_bin())
@@ -1103,7 +1171,9 @@ fn run_cli(dir: &std::path::Path, args: &[&str]) -> Result<(std::process::ExitSt
         let _ = child.wait();
         return Err(format!("`mcp-gateway {}` hung", args.join(" ")));
     };
-    let read = |p: &std::path::Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
+    let read = |p: &std::path::Path| {
+        String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
+    };
     Ok((status, read(&stdout), read(&stderr)))
 }
 
@@ -1116,7 +1186,12 @@ fn check_config_text(text: &str, extension: &str) -> Result<(), TestCaseError> {
     for action in ["check", "dump"] {
         let (status, stdout, stderr) =
             run_cli(dir.path(), &["config", action, "--config", &file]).map_err(fail)?;
-        prop_assert!(!stderr.contains("panicked"), "config {} panicked: {}", action, stderr);
+        prop_assert!(
+            !stderr.contains("panicked"),
+            "config {} panicked: {}",
+            action,
+            stderr
+        );
         prop_assert!(
             matches!(status.code(), Some(0 | 1)),
             "config {} ended with {:?}: {}",
@@ -1125,9 +1200,17 @@ fn check_config_text(text: &str, extension: &str) -> Result<(), TestCaseError> {
             stderr
         );
         if status.code() == Some(1) {
-            prop_assert!(stderr.contains("error"), "config {} failed without a message", action);
+            prop_assert!(
+                stderr.contains("error"),
+                "config {} failed without a message",
+                action
+            );
         } else if action == "dump" {
-            prop_assert!(!stdout.contains("fuzz-token"), "a secret in the dump: {}", stdout);
+            prop_assert!(
+                !stdout.contains("fuzz-token"),
+                "a secret in the dump: {}",
+                stdout
+            );
         }
     }
     Ok(())
@@ -1150,8 +1233,11 @@ fn the_configuration_seeds_are_valid() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(format!("config.{extension}"));
         std::fs::write(&file, &seed).unwrap();
-        let (status, _, stderr) =
-            run_cli(dir.path(), &["config", "check", "--config", &file.to_string_lossy()]).unwrap();
+        let (status, _, stderr) = run_cli(
+            dir.path(),
+            &["config", "check", "--config", &file.to_string_lossy()],
+        )
+        .unwrap();
         assert!(status.success(), "{seed}\n{stderr}");
     }
 }
@@ -1169,14 +1255,22 @@ fn regression_deeply_nested_run_code_program_does_not_kill_the_gateway() {
     let workspace = kv_workspace("");
     let mut gateway = StdioGateway::start(&workspace);
     let code = format!("return {}1{};", "(".repeat(5000), ")".repeat(5000));
-    let answer = gateway.request("tools/call", json!({"name": "run_code", "arguments": {"code": code}}));
+    let answer = gateway.request(
+        "tools/call",
+        json!({"name": "run_code", "arguments": {"code": code}}),
+    );
+    let died = wait_exit(&mut gateway.child, Duration::from_secs(2));
     assert!(
-        gateway.running(),
-        "the gateway died: {answer:?}\n{}",
+        died.is_none(),
+        "the gateway died ({died:?}) instead of answering ({answer:?}):\n{}",
         log_tail(&workspace)
     );
     let answer = answer.unwrap();
-    assert_eq!(error_code(&answer["result"]), Some("CODE_RUN_FAILED"), "{answer}");
+    assert_eq!(
+        error_code(&answer["result"]),
+        Some("CODE_RUN_FAILED"),
+        "{answer}"
+    );
     real_round_trip(&mut gateway, 0).unwrap();
     gateway.close().unwrap();
 }
@@ -1195,10 +1289,18 @@ fn regression_an_oversized_upstream_answer_is_not_silently_dropped() {
     let mut gateway = StdioGateway::start(&workspace);
     let key = "k".repeat(9_000_000);
     let answer = gateway
-        .request("tools/call", json!({"name": "mcp__kv__get", "arguments": {"key": key}}))
+        .request(
+            "tools/call",
+            json!({"name": "mcp__kv__get", "arguments": {"key": key}}),
+        )
         .unwrap();
     let code = error_code(&answer["result"]);
-    assert_ne!(code, Some("TOOL_TIMEOUT"), "the answer was dropped: {}", log_tail(&workspace));
+    assert_ne!(
+        code,
+        Some("TOOL_TIMEOUT"),
+        "the answer was dropped: {}",
+        log_tail(&workspace)
+    );
     real_round_trip(&mut gateway, 0).unwrap();
     gateway.close().unwrap();
 }

@@ -40,9 +40,14 @@ fn children_die_when_stdin_closes() {
         .unwrap();
     let children = children_of(gateway.id() as i32);
     drop(gateway.stdin.take());
-    assert!(wait_exit(&mut gateway, Duration::from_secs(10)).is_some(), "gateway exits on EOF");
     assert!(
-        eventually(Duration::from_secs(5), || children.iter().all(|&c| !alive(c))),
+        wait_exit(&mut gateway, Duration::from_secs(10)).is_some(),
+        "gateway exits on EOF"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || children
+            .iter()
+            .all(|&c| !alive(c))),
         "children left behind: {children:?}"
     );
 }
@@ -53,9 +58,15 @@ fn children_die_on_sigterm() {
     let mut gateway = workspace.serve_http(&[]);
     let children = children_of(gateway.pid());
     let status = gateway.signal_and_wait(libc::SIGTERM, Duration::from_secs(20));
-    assert!(status.is_some(), "gateway exits on SIGTERM: {}", gateway.log_text());
     assert!(
-        eventually(Duration::from_secs(5), || children.iter().all(|&c| !alive(c))),
+        status.is_some(),
+        "gateway exits on SIGTERM: {}",
+        gateway.log_text()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || children
+            .iter()
+            .all(|&c| !alive(c))),
         "children left behind: {children:?}"
     );
 }
@@ -67,7 +78,9 @@ fn children_die_even_on_sigkill() {
     let children = children_of(gateway.pid());
     gateway.signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
     assert!(
-        eventually(Duration::from_secs(5), || children.iter().all(|&c| !alive(c))),
+        eventually(Duration::from_secs(5), || children
+            .iter()
+            .all(|&c| !alive(c))),
         "children left behind after SIGKILL: {children:?}"
     );
 }

@@ -17,9 +17,16 @@ fn workspace() -> Workspace {
 
 fn tool_names(workspace: &Workspace) -> Vec<String> {
     let output = workspace.cli(&["tools", "--json"]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let tools: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
-    tools.iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]
@@ -30,10 +37,16 @@ fn long_names_are_cut_stably_and_clashes_stay_callable() {
     let second = tool_names(&workspace);
     assert_eq!(first, second, "names are the same on every start");
     assert!(first.iter().all(|n| n.len() <= 64), "{first:?}");
-    let long: Vec<_> = first.iter().filter(|n| n.starts_with("mcp__dyn__a_tool_name")).collect();
+    let long: Vec<_> = first
+        .iter()
+        .filter(|n| n.starts_with("mcp__dyn__a_tool_name"))
+        .collect();
     assert_eq!(long.len(), 1, "{first:?}");
 
-    let dotted: Vec<&String> = first.iter().filter(|n| n.starts_with("mcp__dyn__dot")).collect();
+    let dotted: Vec<&String> = first
+        .iter()
+        .filter(|n| n.starts_with("mcp__dyn__dot"))
+        .collect();
     assert_eq!(dotted.len(), 2, "both clashing tools are listed: {first:?}");
     let mut script = Vec::new();
     for name in dotted.iter().chain(long.iter()) {
@@ -41,8 +54,16 @@ fn long_names_are_cut_stably_and_clashes_stay_callable() {
     }
     let run = python_client(&python_stdio_args(&workspace, &[]), &Value::Array(script));
     let called: Vec<String> = (0..3)
-        .map(|i| action_result(&run, i)["structuredContent"]["tool"].as_str().unwrap().to_owned())
+        .map(|i| {
+            action_result(&run, i)["structuredContent"]["tool"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
-    assert!(called.contains(&"dot.ted".to_owned()) && called.contains(&"dot_ted".to_owned()), "{run:#}");
+    assert!(
+        called.contains(&"dot.ted".to_owned()) && called.contains(&"dot_ted".to_owned()),
+        "{run:#}"
+    );
     assert!(called.contains(&LONG.to_owned()), "{run:#}");
 }

@@ -83,7 +83,10 @@ fn every_error_code_from_a_real_call() {
         "{run:#}"
     );
     let invalid = result_text(action_result(&run, 0));
-    assert!(invalid.contains("/key"), "INVALID_ARGS names the path: {invalid}");
+    assert!(
+        invalid.contains("/key"),
+        "INVALID_ARGS names the path: {invalid}"
+    );
     assert!(result_text(action_result(&run, 2)).contains("no deleting in tests"));
     assert!(result_text(action_result(&run, 3)).contains("400ms"));
     // A client cancellation is answered by the SDK itself; the upstream saw it.
@@ -94,8 +97,14 @@ fn every_error_code_from_a_real_call() {
         .filter(|e| e["event"] == "cancelled")
         .filter_map(|e| e["label"].as_str())
         .collect();
-    assert!(cancelled.contains(&"timeout"), "the timeout cancelled the upstream request: {events:?}");
-    assert!(cancelled.contains(&"abort"), "the client's cancel reached the upstream: {events:?}");
+    assert!(
+        cancelled.contains(&"timeout"),
+        "the timeout cancelled the upstream request: {events:?}"
+    );
+    assert!(
+        cancelled.contains(&"abort"),
+        "the client's cancel reached the upstream: {events:?}"
+    );
     let aborted: Vec<Value> = workspace
         .session_events()
         .into_iter()
@@ -103,7 +112,10 @@ fn every_error_code_from_a_real_call() {
         .collect();
     assert_eq!(aborted[0]["error"]["code"], "ABORTED", "{aborted:?}");
     let ended: Vec<&Value> = events.iter().filter(|e| e["event"] == "end").collect();
-    assert!(ended.is_empty(), "no cancelled call ran to its end: {events:?}");
+    assert!(
+        ended.is_empty(),
+        "no cancelled call ran to its end: {events:?}"
+    );
 }
 
 #[test]
@@ -112,16 +124,28 @@ fn ask_accept_decline_and_fallback() {
     let set = call("mcp__kv__set", json!({"key": "k", "value": "v"}));
     let mut args = python_stdio_args(&workspace, &[]);
     args.extend(["--elicit".into(), "accept".into()]);
-    let run = python_client(&args, &json!([set, call("mcp__kv__get", json!({"key": "k"}))]));
+    let run = python_client(
+        &args,
+        &json!([set, call("mcp__kv__get", json!({"key": "k"}))]),
+    );
     assert_eq!(error_code(action_result(&run, 0)), None, "{run:#}");
     assert_eq!(action_result(&run, 1)["structuredContent"]["value"], "v");
-    let question = run["elicitations"][0]["params"]["message"].as_str().unwrap();
-    assert!(question.contains("mcp__kv__set") && question.contains("writes need a person"), "{question}");
+    let question = run["elicitations"][0]["params"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        question.contains("mcp__kv__set") && question.contains("writes need a person"),
+        "{question}"
+    );
 
     let mut args = python_stdio_args(&workspace, &[]);
     args.extend(["--elicit".into(), "decline".into()]);
     let run = python_client(&args, &json!([set]));
-    assert_eq!(error_code(action_result(&run, 0)), Some("DENIED"), "{run:#}");
+    assert_eq!(
+        error_code(action_result(&run, 0)),
+        Some("DENIED"),
+        "{run:#}"
+    );
     assert_eq!(run["elicitations"].as_array().unwrap().len(), 1);
 
     let run = python_client(&python_stdio_args(&workspace, &[]), &json!([set]));
@@ -134,7 +158,12 @@ fn ask_accept_decline_and_fallback() {
 fn cancelled_while_asking_is_aborted_before_dispatch() {
     let workspace = workspace(RULES);
     let mut args = python_stdio_args(&workspace, &[]);
-    args.extend(["--elicit".into(), "accept".into(), "--elicit-delay-ms".into(), "1500".into()]);
+    args.extend([
+        "--elicit".into(),
+        "accept".into(),
+        "--elicit-delay-ms".into(),
+        "1500".into(),
+    ]);
     let run = python_client(
         &args,
         &json!([
@@ -155,14 +184,19 @@ fn cancelled_while_asking_is_aborted_before_dispatch() {
         .filter(|e| e["type"] == "tool/result" && e["tool"] == "mcp__kv__set")
         .collect();
     assert_eq!(results.len(), 1, "{results:?}");
-    assert_eq!(results[0]["error"]["code"], "ABORTED_BEFORE_DISPATCH", "{results:?}");
+    assert_eq!(
+        results[0]["error"]["code"], "ABORTED_BEFORE_DISPATCH",
+        "{results:?}"
+    );
 }
 
 #[test]
 fn reminders_at_three_five_and_eight_with_the_preview_cut() {
     let workspace = workspace("[reminder]\narguments_preview_chars = 20\n");
     let long = "x".repeat(100);
-    let script: Vec<Value> = (0..8).map(|_| call("mcp__kv__get", json!({"key": long}))).collect();
+    let script: Vec<Value> = (0..8)
+        .map(|_| call("mcp__kv__get", json!({"key": long})))
+        .collect();
     let run = python_client(&python_stdio_args(&workspace, &[]), &Value::Array(script));
     for i in 0..8 {
         let result = action_result(&run, i);
@@ -170,7 +204,11 @@ fn reminders_at_three_five_and_eight_with_the_preview_cut() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|c| c["text"].as_str().is_some_and(|t| t.starts_with("Reminder:")))
+            .filter(|c| {
+                c["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("Reminder:"))
+            })
             .collect();
         let count = i + 1;
         if [3, 5, 8].contains(&count) {
@@ -180,9 +218,15 @@ fn reminders_at_three_five_and_eight_with_the_preview_cut() {
                 result["_meta"]["mcp-gateway/contexts"][0]["source"]["plugin"],
                 "repeat-tool-reminder"
             );
-            assert!(result["structuredContent"].is_object(), "the tool's own output stays");
+            assert!(
+                result["structuredContent"].is_object(),
+                "the tool's own output stays"
+            );
             if count == 3 {
-                assert!(!text.contains("xxxx"), "the first reminder is short: {text}");
+                assert!(
+                    !text.contains("xxxx"),
+                    "the first reminder is short: {text}"
+                );
             } else {
                 assert!(text.contains(&format!("{count} consecutive")), "{text}");
                 assert!(text.contains("more chars]"), "arguments are cut: {text}");
@@ -207,11 +251,14 @@ fn results_over_the_cap_are_cut_with_a_marker() {
 
 #[test]
 fn profiles_over_http_paths_hide_tools_at_list_and_call_time() {
-    let workspace = workspace(
-        "[profiles.reader]\nallow = [\"mcp__kv__get\", \"mcp__kv__list\"]\n",
-    );
+    let workspace = workspace("[profiles.reader]\nallow = [\"mcp__kv__get\", \"mcp__kv__list\"]\n");
     let gateway = workspace.serve_http(&[]);
-    let args = vec!["--transport".into(), "http".into(), "--url".into(), gateway.url("/mcp/reader")];
+    let args = vec![
+        "--transport".into(),
+        "http".into(),
+        "--url".into(),
+        gateway.url("/mcp/reader"),
+    ];
     let run = python_client(
         &args,
         &json!([
@@ -232,10 +279,15 @@ fn profiles_over_http_paths_hide_tools_at_list_and_call_time() {
 
     let (_, _, metrics) = http_get(gateway.address, "/metrics");
     assert!(
-        metrics.contains("mcp_gateway_tool_errors_total{tool=\"mcp__kv__set\",code=\"TOOL_NOT_FOUND\"} 1"),
+        metrics.contains(
+            "mcp_gateway_tool_errors_total{tool=\"mcp__kv__set\",code=\"TOOL_NOT_FOUND\"} 1"
+        ),
         "{metrics}"
     );
-    assert!(metrics.contains("mcp_gateway_tool_calls_total{tool=\"mcp__kv__list\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("mcp_gateway_tool_calls_total{tool=\"mcp__kv__list\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -252,7 +304,12 @@ fn the_session_log_records_every_call_and_result() {
     let summary: Vec<(String, String)> = events
         .iter()
         .filter(|e| e["type"].as_str().unwrap().starts_with("tool/"))
-        .map(|e| (e["type"].as_str().unwrap().to_owned(), e["tool"].as_str().unwrap().to_owned()))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["tool"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     assert_eq!(
         summary,
@@ -287,7 +344,12 @@ fn a_read_only_call_is_retried_after_its_upstream_restarts() {
     let gateway = workspace.serve_http(&[]);
     let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
     let kv_pid = health["upstreams"]["kv"]["pid"].as_i64().unwrap() as i32;
-    let args = vec!["--transport".into(), "http".into(), "--url".into(), gateway.url("/mcp")];
+    let args = vec![
+        "--transport".into(),
+        "http".into(),
+        "--url".into(),
+        gateway.url("/mcp"),
+    ];
     let client = std::thread::spawn(move || {
         python_client(
             &args,
@@ -299,6 +361,17 @@ fn a_read_only_call_is_retried_after_its_upstream_restarts() {
     unsafe { libc::kill(kv_pid, libc::SIGKILL) };
     let run = client.join().unwrap();
     let result = action_result(&run, 1);
-    assert_eq!(error_code(result), None, "retried until kv was back: {run:#}\n{}", gateway.log_text());
-    assert!(gateway.log_text().contains("retrying after UPSTREAM_UNAVAILABLE"), "{}", gateway.log_text());
+    assert_eq!(
+        error_code(result),
+        None,
+        "retried until kv was back: {run:#}\n{}",
+        gateway.log_text()
+    );
+    assert!(
+        gateway
+            .log_text()
+            .contains("retrying after UPSTREAM_UNAVAILABLE"),
+        "{}",
+        gateway.log_text()
+    );
 }

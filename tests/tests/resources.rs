@@ -36,22 +36,43 @@ fn prompts_resources_and_completions_through_the_gateway() {
         ]),
     );
     let prompts = names(action_result(&run, 0), "prompts", "name");
-    assert!(prompts.iter().all(|p| p.starts_with("mcp__everything__")), "{prompts:?}");
+    assert!(
+        prompts.iter().all(|p| p.starts_with("mcp__everything__")),
+        "{prompts:?}"
+    );
     assert!(prompts.len() >= 3, "{prompts:?}");
     let resources = names(action_result(&run, 1), "resources", "uri");
     assert!(!resources.is_empty());
-    assert!(resources.iter().all(|u| u.starts_with("mcp-gateway://")), "{resources:?}");
-    assert!(resources.iter().any(|u| u.starts_with("mcp-gateway://everything/")), "{resources:?}");
+    assert!(
+        resources.iter().all(|u| u.starts_with("mcp-gateway://")),
+        "{resources:?}"
+    );
+    assert!(
+        resources
+            .iter()
+            .any(|u| u.starts_with("mcp-gateway://everything/")),
+        "{resources:?}"
+    );
     let templates = names(action_result(&run, 2), "resourceTemplates", "uriTemplate");
-    assert!(templates.iter().any(|t| t.contains('{')), "variables intact: {templates:?}");
+    assert!(
+        templates.iter().any(|t| t.contains('{')),
+        "variables intact: {templates:?}"
+    );
 
-    let simple = prompts.iter().find(|p| p.contains("simple")).unwrap_or(&prompts[0]).to_string();
+    let simple = prompts
+        .iter()
+        .find(|p| p.contains("simple"))
+        .unwrap_or(&prompts[0])
+        .to_string();
     let first_uri = resources
         .iter()
         .find(|u| u.starts_with("mcp-gateway://everything/"))
         .unwrap()
         .to_string();
-    let args_prompt = prompts.iter().find(|p| p.contains("args") || p.contains("argument")).map(|p| p.to_string());
+    let args_prompt = prompts
+        .iter()
+        .find(|p| p.contains("args") || p.contains("argument"))
+        .map(|p| p.to_string());
     let mut script = vec![
         json!({"action": "get_prompt", "name": simple}),
         json!({"action": "read_resource", "uri": first_uri}),
@@ -61,7 +82,12 @@ fn prompts_resources_and_completions_through_the_gateway() {
         script.push(json!({"action": "complete", "ref": {"type": "ref/prompt", "name": prompt}, "argument": {"name": "city", "value": "B"}}));
     }
     let run = python_client(&python_stdio_args(&workspace, &[]), &Value::Array(script));
-    assert!(action_result(&run, 0)["messages"].as_array().is_some_and(|m| !m.is_empty()), "{run:#}");
+    assert!(
+        action_result(&run, 0)["messages"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty()),
+        "{run:#}"
+    );
     let contents = &action_result(&run, 1)["contents"][0];
     assert_eq!(contents["uri"], first_uri, "{run:#}");
     let links: Vec<String> = action_result(&run, 2)["content"]
@@ -72,14 +98,27 @@ fn prompts_resources_and_completions_through_the_gateway() {
         .map(|c| c["uri"].as_str().unwrap().to_owned())
         .collect();
     assert!(!links.is_empty(), "{run:#}");
-    assert!(links.iter().all(|l| l.starts_with("mcp-gateway://everything/")), "{links:?}");
+    assert!(
+        links
+            .iter()
+            .all(|l| l.starts_with("mcp-gateway://everything/")),
+        "{links:?}"
+    );
     let run2 = python_client(
         &python_stdio_args(&workspace, &[]),
         &json!([{"action": "read_resource", "uri": links[0]}]),
     );
-    assert!(action_result(&run2, 0)["contents"].as_array().is_some_and(|c| !c.is_empty()), "a tool's resource link is readable: {run2:#}");
+    assert!(
+        action_result(&run2, 0)["contents"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "a tool's resource link is readable: {run2:#}"
+    );
     if args_prompt.is_some() {
-        assert!(action_result(&run, 3)["completion"]["values"].is_array(), "{run:#}");
+        assert!(
+            action_result(&run, 3)["completion"]["values"].is_array(),
+            "{run:#}"
+        );
     }
 }
 
@@ -110,7 +149,10 @@ fn a_subscription_receives_updates() {
         .filter(|n| n["method"] == "notifications/resources/updated")
         .collect();
     assert!(!updated.is_empty(), "{run:#}");
-    assert_eq!(updated[0]["params"]["uri"], uri, "the update names the gateway URI");
+    assert_eq!(
+        updated[0]["params"]["uri"], uri,
+        "the update names the gateway URI"
+    );
 }
 
 #[test]
@@ -125,12 +167,34 @@ fn a_profile_hides_a_servers_prompts_and_resources() {
             {"action": "list_tools"},
         ]),
     );
-    assert!(names(action_result(&run, 0), "prompts", "name").is_empty(), "{run:#}");
+    assert!(
+        names(action_result(&run, 0), "prompts", "name").is_empty(),
+        "{run:#}"
+    );
     let resources = names(action_result(&run, 1), "resources", "uri");
-    assert!(!resources.iter().any(|u| u.starts_with("mcp-gateway://everything/")), "{run:#}");
-    assert!(resources.iter().any(|u| u.starts_with("mcp-gateway://memory/")), "{run:#}");
-    assert_eq!(run["results"][2]["ok"], true, "reading a hidden resource fails: {run:#}");
+    assert!(
+        !resources
+            .iter()
+            .any(|u| u.starts_with("mcp-gateway://everything/")),
+        "{run:#}"
+    );
+    assert!(
+        resources
+            .iter()
+            .any(|u| u.starts_with("mcp-gateway://memory/")),
+        "{run:#}"
+    );
+    assert_eq!(
+        run["results"][2]["ok"], true,
+        "reading a hidden resource fails: {run:#}"
+    );
     let tools = names(action_result(&run, 3), "tools", "name");
-    assert!(tools.iter().any(|t| t.starts_with("mcp__memory__")), "{tools:?}");
-    assert!(!tools.iter().any(|t| t.starts_with("mcp__everything__")), "{tools:?}");
+    assert!(
+        tools.iter().any(|t| t.starts_with("mcp__memory__")),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|t| t.starts_with("mcp__everything__")),
+        "{tools:?}"
+    );
 }

@@ -66,25 +66,53 @@ fn programs_call_tools_of_several_servers_in_parallel() {
         .cloned()
         .expect("run_code is listed in both mode");
     let description = run_code["description"].as_str().unwrap();
-    assert!(description.contains("get-sum") && description.contains("declare"), "the SDK is in the description");
-    assert!(run_code["_meta"]["mcp-gateway/sdk"]["hash"].is_string(), "{run_code:#}");
+    assert!(
+        description.contains("get-sum") && description.contains("declare"),
+        "the SDK is in the description"
+    );
+    assert!(
+        run_code["_meta"]["mcp-gateway/sdk"]["hash"].is_string(),
+        "{run_code:#}"
+    );
     let value = structured(&run, 1);
-    assert!(value["result"]["sum"].as_str().unwrap().contains("42"), "{run:#}");
-    assert!(value["result"]["echoed"].as_str().unwrap().contains("hi"), "{run:#}");
+    assert!(
+        value["result"]["sum"].as_str().unwrap().contains("42"),
+        "{run:#}"
+    );
+    assert!(
+        value["result"]["echoed"].as_str().unwrap().contains("hi"),
+        "{run:#}"
+    );
     assert_eq!(value["result"]["value"], "hello");
-    assert!(value["logs"][0].as_str().unwrap().starts_with("sum"), "{run:#}");
+    assert!(
+        value["logs"][0].as_str().unwrap().starts_with("sum"),
+        "{run:#}"
+    );
     let kinds: Vec<String> = workspace
         .session_events()
         .iter()
         .filter_map(|e| e["type"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(kinds.iter().filter(|k| *k == "tool/code-dispatch-start").count(), 4, "{kinds:?}");
-    assert_eq!(kinds.iter().filter(|k| *k == "tool/code-dispatch").count(), 4, "{kinds:?}");
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "tool/code-dispatch-start")
+            .count(),
+        4,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "tool/code-dispatch").count(),
+        4,
+        "{kinds:?}"
+    );
 }
 
 #[test]
 fn every_failure_kind_for_real() {
-    let workspace = workspace("[code]\ncompute_ms = 1000\nmax_wall_ms = 8000\nmax_output_bytes = 100000\nheap_mb = 64\n");
+    let workspace = workspace(
+        "[code]\ncompute_ms = 1000\nmax_wall_ms = 8000\nmax_output_bytes = 100000\nheap_mb = 64\n",
+    );
     let run = python_client(
         &python_stdio_args(&workspace, &[]),
         &json!([
@@ -103,18 +131,30 @@ fn every_failure_kind_for_real() {
     assert_eq!(failure_kind(&run, 2), "heap");
     assert_eq!(failure_kind(&run, 3), "output");
     assert_eq!(failure_kind(&run, 4), "parse");
-    assert!(result_text(action_result(&run, 4)).contains("1:1"), "line:column in the model's code: {run:#}");
+    assert!(
+        result_text(action_result(&run, 4)).contains("1:1"),
+        "line:column in the model's code: {run:#}"
+    );
     assert_eq!(failure_kind(&run, 5), "exception");
     assert!(result_text(action_result(&run, 5)).contains("boom"));
-    assert!(result_text(action_result(&run, 5)).contains("2:"), "{run:#}");
+    assert!(
+        result_text(action_result(&run, 5)).contains("2:"),
+        "{run:#}"
+    );
     // A promise nothing can ever settle is reported at once, not after the wall budget.
     assert_eq!(failure_kind(&run, 6), "exception");
-    assert_eq!(structured(&run, 7)["result"], 42, "the gateway serves the next run: {run:#}");
+    assert_eq!(
+        structured(&run, 7)["result"],
+        42,
+        "the gateway serves the next run: {run:#}"
+    );
 }
 
 #[test]
 fn a_gate_denied_call_is_a_tool_call_error_in_the_program() {
-    let workspace = workspace("[[policy]]\ntool = \"mcp__kv__delete\"\ndecision = \"deny\"\nreason = \"no deletes\"\n");
+    let workspace = workspace(
+        "[[policy]]\ntool = \"mcp__kv__delete\"\ndecision = \"deny\"\nreason = \"no deletes\"\n",
+    );
     let program = r#"
         try {
           await tools.kv.delete({ key: "x" });
@@ -153,12 +193,30 @@ fn read_only_calls_overlap_and_exclusive_ones_are_barriers() {
             .as_i64()
             .unwrap()
     };
-    let last_read_start = ["r1", "r2", "r3"].iter().map(|l| at("start", l)).max().unwrap();
-    let first_read_end = ["r1", "r2", "r3"].iter().map(|l| at("end", l)).min().unwrap();
-    assert!(last_read_start < first_read_end, "read-only calls overlapped: {events:?}");
+    let last_read_start = ["r1", "r2", "r3"]
+        .iter()
+        .map(|l| at("start", l))
+        .max()
+        .unwrap();
+    let first_read_end = ["r1", "r2", "r3"]
+        .iter()
+        .map(|l| at("end", l))
+        .min()
+        .unwrap();
+    assert!(
+        last_read_start < first_read_end,
+        "read-only calls overlapped: {events:?}"
+    );
     let (w1, w2) = (("start", "w1"), ("start", "w2"));
-    let (first, second) = if at(w1.0, w1.1) < at(w2.0, w2.1) { ("w1", "w2") } else { ("w2", "w1") };
-    assert!(at("end", first) <= at("start", second), "exclusive calls ran one at a time: {events:?}");
+    let (first, second) = if at(w1.0, w1.1) < at(w2.0, w2.1) {
+        ("w1", "w2")
+    } else {
+        ("w2", "w1")
+    };
+    assert!(
+        at("end", first) <= at("start", second),
+        "exclusive calls ran one at a time: {events:?}"
+    );
 }
 
 #[test]
@@ -175,20 +233,39 @@ fn hostile_programs_leave_the_gateway_serving() {
             run("return await tools.kv.list({});"),
         ]),
     );
-    assert_eq!(structured(&run, 0)["result"], "undefined,undefined,undefined", "{run:#}");
+    assert_eq!(
+        structured(&run, 0)["result"],
+        "undefined,undefined,undefined",
+        "{run:#}"
+    );
     assert_eq!(structured(&run, 1)["result"], "undefined", "{run:#}");
     assert_eq!(failure_kind(&run, 2), "exception", "Deno is out of reach");
     let third = action_result(&run, 3);
-    assert!(error_code(third).is_some() || third["structuredContent"]["result"] == "undefined", "{run:#}");
-    assert_eq!(failure_kind(&run, 4), "exception", "an unknown tool throws in the program");
-    assert!(structured(&run, 5)["result"]["keys"].is_array(), "still serving: {run:#}");
+    assert!(
+        error_code(third).is_some() || third["structuredContent"]["result"] == "undefined",
+        "{run:#}"
+    );
+    assert_eq!(
+        failure_kind(&run, 4),
+        "exception",
+        "an unknown tool throws in the program"
+    );
+    assert!(
+        structured(&run, 5)["result"]["keys"].is_array(),
+        "still serving: {run:#}"
+    );
 }
 
 #[test]
 fn cancelling_a_run_kills_its_worker_and_aborts() {
     let workspace = workspace("");
     let gateway = workspace.serve_http(&[]);
-    let args = vec!["--transport".into(), "http".into(), "--url".into(), gateway.url("/mcp")];
+    let args = vec![
+        "--transport".into(),
+        "http".into(),
+        "--url".into(),
+        gateway.url("/mcp"),
+    ];
     let before = descendants(gateway.pid()).len();
     let run = python_client(
         &args,
@@ -207,7 +284,8 @@ fn cancelling_a_run_kills_its_worker_and_aborts() {
         .collect();
     assert_eq!(results[0]["error"]["code"], "ABORTED", "{results:?}");
     assert!(
-        eventually(Duration::from_secs(5), || descendants(gateway.pid()).len() <= before),
+        eventually(Duration::from_secs(5), || descendants(gateway.pid()).len()
+            <= before),
         "no worker left behind"
     );
 }
@@ -219,7 +297,12 @@ fn cpu_ticks(pid: i32) -> u64 {
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     field(11) + field(12)
 }
 
@@ -244,10 +327,20 @@ fn busy_worker(gateway: i32) -> i32 {
 fn a_worker_killed_from_outside_is_died_and_workers_die_with_the_gateway() {
     let workspace = workspace("[code]\ncompute_ms = 20000\n");
     let mut gateway = workspace.serve_http(&[]);
-    let args = vec!["--transport".into(), "http".into(), "--url".into(), gateway.url("/mcp")];
+    let args = vec![
+        "--transport".into(),
+        "http".into(),
+        "--url".into(),
+        gateway.url("/mcp"),
+    ];
     let client = std::thread::spawn({
         let args = args.clone();
-        move || python_client(&args, &json!([run("console.log('spinning'); while (true) {}")]))
+        move || {
+            python_client(
+                &args,
+                &json!([run("console.log('spinning'); while (true) {}")]),
+            )
+        }
     });
     let worker = busy_worker(gateway.pid());
     // SAFETY: killing the gateway's own worker process is the point of the test.
@@ -259,12 +352,15 @@ fn a_worker_killed_from_outside_is_died_and_workers_die_with_the_gateway() {
         "logs before the kill are kept: {killed:#}"
     );
 
-    let spinning = std::thread::spawn(move || python_client(&args, &json!([run("while (true) {}")])));
+    let spinning =
+        std::thread::spawn(move || python_client(&args, &json!([run("while (true) {}")])));
     busy_worker(gateway.pid());
     let all = descendants(gateway.pid());
     gateway.signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
     assert!(
-        eventually(Duration::from_secs(5), || all.iter().all(|&pid| !alive(pid))),
+        eventually(Duration::from_secs(5), || all
+            .iter()
+            .all(|&pid| !alive(pid))),
         "workers and upstreams die with the gateway: {all:?}"
     );
     let _ = spinning.join();

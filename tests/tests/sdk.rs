@@ -9,7 +9,9 @@ use mcp_gateway_tests::*;
 
 fn tsc(dir: &std::path::Path, files: &[&str]) -> std::process::Output {
     Command::new(npm_bin("tsc"))
-        .args(["--noEmit", "--strict", "--target", "es2022", "--lib", "es2022"])
+        .args([
+            "--noEmit", "--strict", "--target", "es2022", "--lib", "es2022",
+        ])
         .args(files)
         .current_dir(dir)
         .output()
@@ -22,11 +24,19 @@ fn the_sdk_of_three_real_servers_type_checks() {
     let workspace = Workspace::new(&format!(
         "{}{}{}",
         npm_server("everything", "mcp-server-everything", &["stdio"]),
-        npm_server("filesystem", "mcp-server-filesystem", &[&root.path().to_string_lossy()]),
+        npm_server(
+            "filesystem",
+            "mcp-server-filesystem",
+            &[&root.path().to_string_lossy()]
+        ),
         npm_server("memory", "mcp-server-memory", &[]),
     ));
     let output = workspace.cli(&["sdk"]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let sdk = String::from_utf8(output.stdout).unwrap();
     assert!(sdk.contains("everything") && sdk.contains("filesystem") && sdk.contains("memory"));
     let again = workspace.cli(&["sdk"]);
@@ -46,14 +56,21 @@ export {};
     )
     .unwrap();
     let good = tsc(dir, &["sdk.d.ts", "good.ts"]);
-    assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stdout));
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stdout)
+    );
     std::fs::write(
         dir.join("bad.ts"),
         "async function main() {\n  await tools.everything[\"get-sum\"]({ a: \"one\", b: 2 });\n}\nexport {};\n",
     )
     .unwrap();
     let bad = tsc(dir, &["sdk.d.ts", "bad.ts"]);
-    assert!(!bad.status.success(), "a wrong argument type must not compile");
+    assert!(
+        !bad.status.success(),
+        "a wrong argument type must not compile"
+    );
     let message = String::from_utf8_lossy(&bad.stdout);
     assert!(message.contains("bad.ts(2,"), "{message}");
 }

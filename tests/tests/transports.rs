@@ -29,7 +29,10 @@ impl Everything {
             .spawn()
             .unwrap();
         assert!(
-            eventually(Duration::from_secs(20), || std::net::TcpStream::connect(address).is_ok()),
+            eventually(Duration::from_secs(20), || std::net::TcpStream::connect(
+                address
+            )
+            .is_ok()),
             "server-everything {mode} did not listen"
         );
         Everything(child, address)
@@ -47,11 +50,28 @@ impl Drop for Everything {
 fn python_client_over_legacy_sse() {
     let workspace = Workspace::new(&example_server("kv", "kv"));
     let gateway = workspace.serve_http(&[]);
-    let args = vec!["--transport".into(), "sse".into(), "--url".into(), gateway.url("/sse")];
-    let run = python_client(&args, &json!([{"action": "list_tools"}, call("mcp__kv__list", json!({}))]));
-    assert!(action_result(&run, 0)["tools"].as_array().unwrap().len() >= 4, "{run:#}");
+    let args = vec![
+        "--transport".into(),
+        "sse".into(),
+        "--url".into(),
+        gateway.url("/sse"),
+    ];
+    let run = python_client(
+        &args,
+        &json!([{"action": "list_tools"}, call("mcp__kv__list", json!({}))]),
+    );
+    assert!(
+        action_result(&run, 0)["tools"].as_array().unwrap().len() >= 4,
+        "{run:#}"
+    );
     assert_eq!(error_code(action_result(&run, 1)), None, "{run:#}");
-    let (status, _, body) = http_request(gateway.address, "POST", "/message?sessionId=nope", &[("Content-Type", "application/json")], b"{}");
+    let (status, _, body) = http_request(
+        gateway.address,
+        "POST",
+        "/message?sessionId=nope",
+        &[("Content-Type", "application/json")],
+        b"{}",
+    );
     assert_eq!(status, 404, "{body}");
 }
 
@@ -77,9 +97,18 @@ fn upstreams_over_streamable_http_and_sse() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&"mcp__ehttp__get-sum") && names.contains(&"mcp__esse__get-sum"), "{names:?}");
-    assert!(result_text(action_result(&run, 1)).contains("over http"), "{run:#}");
-    assert!(result_text(action_result(&run, 2)).contains("over sse"), "{run:#}");
+    assert!(
+        names.contains(&"mcp__ehttp__get-sum") && names.contains(&"mcp__esse__get-sum"),
+        "{names:?}"
+    );
+    assert!(
+        result_text(action_result(&run, 1)).contains("over http"),
+        "{run:#}"
+    );
+    assert!(
+        result_text(action_result(&run, 2)).contains("over sse"),
+        "{run:#}"
+    );
 }
 
 #[test]
@@ -92,29 +121,63 @@ fn the_listener_checks_tokens_hosts_origins_and_sizes() {
     let auth = ("Authorization", "Bearer s3cret-token-for-tests");
     assert_eq!(http_get(gateway.address, "/healthz").0, 401, "no token");
     assert_eq!(
-        http_request(gateway.address, "GET", "/healthz", &[("Authorization", "Bearer wrong")], b"").0,
+        http_request(
+            gateway.address,
+            "GET",
+            "/healthz",
+            &[("Authorization", "Bearer wrong")],
+            b""
+        )
+        .0,
         401,
         "wrong token"
     );
-    assert_eq!(http_request(gateway.address, "GET", "/healthz", &[auth], b"").0, 200);
     assert_eq!(
-        http_request(gateway.address, "GET", "/healthz", &[auth, ("Origin", "http://evil.example")], b"").0,
+        http_request(gateway.address, "GET", "/healthz", &[auth], b"").0,
+        200
+    );
+    assert_eq!(
+        http_request(
+            gateway.address,
+            "GET",
+            "/healthz",
+            &[auth, ("Origin", "http://evil.example")],
+            b""
+        )
+        .0,
         403,
         "foreign Origin"
     );
     assert_eq!(
-        http_request(gateway.address, "GET", "/healthz", &[auth, ("Host", "evil.example")], b"").0,
+        http_request(
+            gateway.address,
+            "GET",
+            "/healthz",
+            &[auth, ("Host", "evil.example")],
+            b""
+        )
+        .0,
         403,
         "foreign Host (DNS rebinding)"
     );
     let big = vec![b'x'; 4096];
     assert_eq!(
-        http_request(gateway.address, "POST", "/mcp", &[auth, ("Content-Type", "application/json")], &big).0,
+        http_request(
+            gateway.address,
+            "POST",
+            "/mcp",
+            &[auth, ("Content-Type", "application/json")],
+            &big
+        )
+        .0,
         413,
         "oversized body"
     );
     let mut args = http_args(gateway.url("/mcp"));
-    args.extend(["--header".into(), "Authorization=Bearer s3cret-token-for-tests".into()]);
+    args.extend([
+        "--header".into(),
+        "Authorization=Bearer s3cret-token-for-tests".into(),
+    ]);
     let run = python_client(&args, &json!([call("mcp__kv__list", json!({}))]));
     assert_eq!(error_code(action_result(&run, 0)), None, "{run:#}");
 }
@@ -153,29 +216,46 @@ fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
     let started = Instant::now();
     let client = {
         let args = args.clone();
-        std::thread::spawn(move || python_client(&args, &json!([call("mcp__slow__sleep", json!({"ms": 20000}))])))
+        std::thread::spawn(move || {
+            python_client(
+                &args,
+                &json!([call("mcp__slow__sleep", json!({"ms": 20000}))]),
+            )
+        })
     };
     // Kill it once the call is running in it.
-    assert!(eventually(Duration::from_secs(30), || std::fs::read_to_string(&events)
-        .is_ok_and(|log| log.contains("\"start\""))));
+    assert!(eventually(Duration::from_secs(30), || {
+        std::fs::read_to_string(&events).is_ok_and(|log| log.contains("\"start\""))
+    }));
     let killed_at = Instant::now();
     // SAFETY: slow is the gateway's child; killing it is the point of the test.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let run = client.join().unwrap();
     let answered = killed_at.elapsed();
-    assert_eq!(error_code(action_result(&run, 0)), Some("UPSTREAM_UNAVAILABLE"), "{run:#}");
-    assert!(started.elapsed() < Duration::from_secs(15), "the call did not wait for its 20 s sleep");
+    assert_eq!(
+        error_code(action_result(&run, 0)),
+        Some("UPSTREAM_UNAVAILABLE"),
+        "{run:#}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the call did not wait for its 20 s sleep"
+    );
     eprintln!("answered {answered:?} after the kill");
     assert!(
         eventually(Duration::from_secs(10), || {
-            let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
-            health["upstreams"]["slow"]["state"] == "ready" && health["upstreams"]["slow"]["restarts"].as_u64() >= Some(1)
+            let health: Value =
+                serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
+            health["upstreams"]["slow"]["state"] == "ready"
+                && health["upstreams"]["slow"]["restarts"].as_u64() >= Some(1)
         }),
         "slow restarted: {}",
         gateway.log_text()
     );
     let run = python_client(&args, &json!([call("mcp__slow__pid", json!({}))]));
-    let new_pid = action_result(&run, 0)["structuredContent"]["pid"].as_i64().unwrap();
+    let new_pid = action_result(&run, 0)["structuredContent"]["pid"]
+        .as_i64()
+        .unwrap();
     assert_ne!(new_pid as i32, pid);
     assert!(!alive(pid), "the killed child was reaped");
 }
@@ -209,8 +289,14 @@ fn progress_reaches_the_caller() {
         &python_stdio_args(&workspace, &[]),
         &json!([{"action": "call_tool", "name": "mcp__slow__wait", "arguments": {"ms": 600}, "progress": true}]),
     );
-    let progress = run["results"][0]["progress"].as_array().cloned().unwrap_or_default();
-    assert!(progress.len() >= 2, "progress notifications arrived: {run:#}");
+    let progress = run["results"][0]["progress"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        progress.len() >= 2,
+        "progress notifications arrived: {run:#}"
+    );
     assert_eq!(progress.last().unwrap()["total"], 600.0);
 }
 
@@ -233,7 +319,9 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
         )
     });
     // Reload once the session is open and has listed the tools.
-    assert!(eventually(Duration::from_secs(30), || workspace.session_count() >= 1));
+    assert!(eventually(Duration::from_secs(30), || workspace
+        .session_count()
+        >= 1));
     std::thread::sleep(Duration::from_millis(1000));
     let original = std::fs::read_to_string(workspace.config()).unwrap();
     let with_slow = format!(
@@ -253,8 +341,14 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
             .map(|t| t["name"].as_str().unwrap().to_owned())
             .collect()
     };
-    assert!(names(0).iter().all(|t| t.starts_with("mcp__kv__")), "{run:#}");
-    assert!(names(3).iter().all(|t| t.starts_with("mcp__slow__")), "{run:#}");
+    assert!(
+        names(0).iter().all(|t| t.starts_with("mcp__kv__")),
+        "{run:#}"
+    );
+    assert!(
+        names(3).iter().all(|t| t.starts_with("mcp__slow__")),
+        "{run:#}"
+    );
     assert_eq!(error_code(action_result(&run, 4)), None, "{run:#}");
 
     std::fs::write(workspace.config(), "[servers.broken]\nnope = 1\n").unwrap();
@@ -267,7 +361,18 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
         "{}",
         gateway.log_text()
     );
-    let run = python_client(&http_args(gateway.url("/mcp")), &json!([call("mcp__slow__pid", json!({}))]));
-    assert_eq!(error_code(action_result(&run, 0)), None, "the old configuration keeps serving: {run:#}");
-    assert!(gateway.signal_and_wait(libc::SIGTERM, Duration::from_secs(20)).is_some());
+    let run = python_client(
+        &http_args(gateway.url("/mcp")),
+        &json!([call("mcp__slow__pid", json!({}))]),
+    );
+    assert_eq!(
+        error_code(action_result(&run, 0)),
+        None,
+        "the old configuration keeps serving: {run:#}"
+    );
+    assert!(
+        gateway
+            .signal_and_wait(libc::SIGTERM, Duration::from_secs(20))
+            .is_some()
+    );
 }

@@ -481,7 +481,15 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["hello", "add_tool", "remove_tool", "reject", "bad_output", "alpha", "zeta"]
+            [
+                "hello",
+                "add_tool",
+                "remove_tool",
+                "reject",
+                "bad_output",
+                "alpha",
+                "zeta"
+            ]
         );
     }
 }

@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Command, ConfigAction, ConfigArg, LogAction};
 use crate::config::Config;
-use crate::observe::session_log;
-use crate::gateway::{CallRequest, Gateway};
 use crate::config::Mode;
+use crate::gateway::{CallRequest, Gateway};
+use crate::observe::session_log;
 use crate::pipeline::{Origin, Session};
 use crate::server;
 
@@ -40,7 +40,10 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let tools = gateway.visible_tools(&session);
             if json {
-                println!("{}", serde_json::to_string_pretty(&tools).map_err(|e| e.to_string())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&tools).map_err(|e| e.to_string())?
+                );
             } else {
                 for tool in tools {
                     let description = tool.description.as_deref().unwrap_or("");
@@ -79,7 +82,10 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                     },
                 )
                 .await;
-            println!("{}", serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
+            );
             stop(&gateway, shutdown).await;
             Ok(if result.is_error == Some(true) {
                 ExitCode::from(2)
@@ -102,8 +108,8 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             file,
             profile,
         } => {
-            let program = std::fs::read_to_string(&file)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let program =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             let (gateway, shutdown) = start(load(&config)?).await;
             let session = session(&gateway, profile.as_deref())?;
             let result = gateway
@@ -205,7 +211,12 @@ async fn serve(config: Config, stdio: bool, profile: Option<String>) -> Result<E
     let path = config.source.clone();
     let grace = Duration::from_millis(config.gateway.shutdown_grace_ms);
     let (gateway, shutdown) = start(config).await;
-    tokio::spawn(watch_signals(gateway.clone(), path, grace, shutdown.clone()));
+    tokio::spawn(watch_signals(
+        gateway.clone(),
+        path,
+        grace,
+        shutdown.clone(),
+    ));
     let served = if stdio {
         server::serve_stdio(gateway.clone(), profile, shutdown.clone()).await
     } else {
@@ -278,11 +289,21 @@ async fn status(listen: std::net::SocketAddr, token: Option<String>) -> Result<E
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    let response = request.send().await.map_err(|e| format!("cannot reach {listen}: {e}"))?;
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {listen}: {e}"))?;
     let status = response.status();
     let body: serde_json::Value = response.json().await.map_err(|e| e.to_string())?;
-    println!("{}", serde_json::to_string_pretty(&body).map_err(|e| e.to_string())?);
-    Ok(if status.is_success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&body).map_err(|e| e.to_string())?
+    );
+    Ok(if status.is_success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Prints the last `lines` events of a session log, one per line.
@@ -307,7 +328,11 @@ fn log_tail(config: &Config, session: Option<&str>, lines: usize) -> Result<Exit
         let field = |key: &str| event.get(key).and_then(|v| v.as_str()).unwrap_or("");
         let detail = match field("type") {
             "tool/call" | "tool/code-dispatch-start" => {
-                format!("{} {}", field("tool"), event.get("arguments").cloned().unwrap_or_default())
+                format!(
+                    "{} {}",
+                    field("tool"),
+                    event.get("arguments").cloned().unwrap_or_default()
+                )
             }
             "tool/result" | "tool/code-dispatch" => {
                 let status = event
@@ -335,7 +360,11 @@ fn log_tail(config: &Config, session: Option<&str>, lines: usize) -> Result<Exit
 fn find_session_log(dir: &Path, id: Option<&str>) -> Option<PathBuf> {
     let mut found: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
     for day in std::fs::read_dir(dir).ok()?.flatten() {
-        for session in std::fs::read_dir(day.path()).into_iter().flatten().flatten() {
+        for session in std::fs::read_dir(day.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             if id.is_some_and(|id| session.file_name() != id) {
                 continue;
             }

@@ -52,11 +52,13 @@ impl Config {
             })?
         };
         config.source = path.to_owned();
-        config.resolve().map_err(|(key, message)| ConfigError::Invalid {
-            path: path.to_owned(),
-            key,
-            message,
-        })?;
+        config
+            .resolve()
+            .map_err(|(key, message)| ConfigError::Invalid {
+                path: path.to_owned(),
+                key,
+                message,
+            })?;
         Ok(config)
     }
 
@@ -76,7 +78,9 @@ impl Config {
                     "server names may use only letters, digits, `_` and `-` (no `__`)".into(),
                 ));
             }
-            server.resolve().map_err(|(field, message)| (at(&field), message))?;
+            server
+                .resolve()
+                .map_err(|(field, message)| (at(&field), message))?;
         }
         for (index, entry) in self.listen.tokens.iter_mut().enumerate() {
             entry.token = env::expand(&entry.token)

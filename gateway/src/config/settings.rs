@@ -65,7 +65,8 @@ pub enum Mode {
 pub struct GatewaySettings {
     /// Presentation mode when a profile does not choose one. Default `native`.
     pub mode: Mode,
-    /// Tool result content larger than this is cut with a marker. Default 1 MiB.
+    /// Tool result content larger than this is cut with a marker. Default 256 KiB, which
+    /// leaves room for JSON escaping under clients' 1 MiB message limits.
     pub max_result_bytes: usize,
     /// Arguments nested deeper than this are INVALID_ARGS. Default 64.
     pub max_argument_depth: usize,
@@ -78,7 +79,7 @@ impl Default for GatewaySettings {
     fn default() -> Self {
         Self {
             mode: Mode::Native,
-            max_result_bytes: 1024 * 1024,
+            max_result_bytes: 256 * 1024,
             max_argument_depth: 64,
             shutdown_grace_ms: 10_000,
         }
@@ -265,6 +266,9 @@ impl ServerConfig {
     pub(super) fn mask_secrets(&mut self) {
         for value in self.env.values_mut().chain(self.headers.values_mut()) {
             *value = MASK.into();
+        }
+        if let Some(url) = &mut self.url {
+            *url = env::redact_urls(url);
         }
     }
 }

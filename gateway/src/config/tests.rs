@@ -66,7 +66,10 @@ fn client_json_files_are_read() {
     );
     assert!(matches!(
         config.servers["remote"].endpoint(),
-        Endpoint::Remote { transport: RemoteTransport::Sse, .. }
+        Endpoint::Remote {
+            transport: RemoteTransport::Sse,
+            ..
+        }
     ));
     let err = load_text("vscode.json", r#"{"servers": {"a": {"comand": "x"}}}"#)
         .unwrap_err()
@@ -83,7 +86,10 @@ fn dump_masks_secrets() {
         "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_GATEWAY_TEST_TOKEN}\" }\n[listen]\ntokens = [\"${MCP_GATEWAY_TEST_TOKEN}\"]\n",
     )
     .unwrap();
-    assert_eq!(config.servers["r"].headers["Authorization"], "Bearer hunter2");
+    assert_eq!(
+        config.servers["r"].headers["Authorization"],
+        "Bearer hunter2"
+    );
     let dump = config.dump_masked();
     assert!(!dump.contains("hunter2"), "{dump}");
     assert!(dump.contains("***"), "{dump}");

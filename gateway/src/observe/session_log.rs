@@ -688,15 +688,17 @@ mod tests {
         let events = read_events(&path).unwrap();
         assert_eq!(kinds(&events), ["tool/call", "tool/result"]);
 
-        // zstdcat complains about the cut frame but prints every complete one first.
+        // zstdcat complains about the cut frame but prints every complete one first (and
+        // may print what it could decode of the cut one before noticing its checksum is
+        // missing).
         let output = Command::new("zstdcat").arg(&path).output().unwrap();
         assert!(!output.status.success());
-        let text = String::from_utf8(output.stdout).unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
         let printed: Vec<Value> = text
             .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
+            .filter_map(|line| serde_json::from_str(line).ok())
             .collect();
-        assert_eq!(printed, events);
+        assert!(printed.starts_with(&events), "{printed:?}");
     }
 
     #[test]

@@ -63,7 +63,11 @@ pub async fn ask(
 fn question(invocation: &Invocation, reason: &str) -> String {
     let arguments = invocation.arguments_value().to_string();
     let summary: String = arguments.chars().take(ARGUMENTS_SUMMARY_CHARS).collect();
-    let cut = if summary.len() < arguments.len() { " …" } else { "" };
+    let cut = if summary.len() < arguments.len() {
+        " …"
+    } else {
+        ""
+    };
     format!(
         "Allow the tool call `{}`?\nReason: {reason}\nArguments: {summary}{cut}",
         invocation.tool

@@ -7,12 +7,12 @@ use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::outcome::BoxFuture;
 use super::error::ToolError;
+use super::outcome::BoxFuture;
 use crate::config::Mode;
 use crate::observe::session_log::SessionLog;
-use crate::registry::profile::Profile;
 use crate::registry::FederatedTool;
+use crate::registry::profile::Profile;
 use crate::upstream::ProgressSink;
 use rmcp::model::{CallToolResult, Tool};
 

@@ -141,13 +141,7 @@ impl Pipeline {
     /// Gate, guards, validation, then the around chain over dispatch.
     async fn execute(&self, invocation: &Invocation) -> ToolOutcome {
         let Some(target) = &invocation.target else {
-            return ToolOutcome::failed(
-                ToolError::new(
-                    ErrorCode::ToolNotFound,
-                    format!("no tool named `{}` is available", invocation.tool),
-                ),
-                false,
-            );
+            return ToolOutcome::failed(self.not_found(invocation), false);
         };
         if let Err(error) = self.admit(invocation).await {
             return ToolOutcome::failed(error, false);
@@ -195,6 +189,31 @@ impl Pipeline {
                 };
                 wrapper.around(invocation, signal, next)
             }
+        }
+    }
+
+    /// Why a name resolved to nothing: TOOL_NOT_FOUND, unless it names a visible tool of
+    /// a configured upstream that has never come up (its tools are not known yet), which
+    /// is UPSTREAM_UNAVAILABLE like any other call to a down server.
+    fn not_found(&self, invocation: &Invocation) -> ToolError {
+        let down = self.registry.upstreams().into_iter().find(|upstream| {
+            invocation
+                .tool
+                .starts_with(&format!("mcp__{}__", upstream.name))
+                && upstream.live().is_none()
+                && upstream.offer().tools.is_empty()
+        });
+        match down {
+            Some(upstream) if invocation.session.profile.sees(&invocation.tool) => {
+                upstream_failure(UpstreamError::Unavailable {
+                    server: upstream.name.to_string(),
+                    reason: upstream.down_reason(),
+                })
+            }
+            _ => ToolError::new(
+                ErrorCode::ToolNotFound,
+                format!("no tool named `{}` is available", invocation.tool),
+            ),
         }
     }
 
@@ -307,9 +326,12 @@ impl Pipeline {
                 .enumerate()
                 .map(|(i, c)| json!({"contentIndex": first + i, "source": c.source}))
                 .collect();
-            result
-                .content
-                .extend(outcome.contexts.into_iter().map(|c| ContentBlock::text(c.text)));
+            result.content.extend(
+                outcome
+                    .contexts
+                    .into_iter()
+                    .map(|c| ContentBlock::text(c.text)),
+            );
             result
                 .meta
                 .get_or_insert_default()
@@ -330,9 +352,7 @@ fn aborted_before_dispatch() -> ToolError {
 pub fn upstream_failure(error: UpstreamError) -> ToolError {
     let code = match &error {
         UpstreamError::Unavailable { .. } => ErrorCode::UpstreamUnavailable,
-        UpstreamError::Rejected { .. } | UpstreamError::Protocol { .. } => {
-            ErrorCode::UpstreamError
-        }
+        UpstreamError::Rejected { .. } | UpstreamError::Protocol { .. } => ErrorCode::UpstreamError,
         UpstreamError::Cancelled { .. } => ErrorCode::Aborted,
     };
     ToolError::new(code, error.to_string())

@@ -7,9 +7,9 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::invocation::Invocation;
 use super::Next;
 use super::error::ToolError;
+use super::invocation::Invocation;
 use super::outcome::{AdditionalContext, BoxFuture, ToolOutcome};
 
 /// A pre-execute gate's decision.
@@ -18,9 +18,13 @@ pub enum GateDecision {
     /// No opinion: the next gate decides (allow when none does).
     Pass,
     Allow,
-    Deny { reason: String },
+    Deny {
+        reason: String,
+    },
     /// Ask the person through the client (MCP elicitation).
-    Ask { reason: String },
+    Ask {
+        reason: String,
+    },
 }
 
 /// tools/pre-execute: a waterfall of gates; the first decision other than `Pass` wins.

@@ -27,14 +27,23 @@ pub fn depth_exceeds(value: &Value, limit: usize) -> bool {
 }
 
 /// Checks `arguments` against the tool's input schema.
-pub fn arguments(tool: &FederatedTool, arguments: &Value, max_depth: usize) -> Result<(), ToolError> {
+pub fn arguments(
+    tool: &FederatedTool,
+    arguments: &Value,
+    max_depth: usize,
+) -> Result<(), ToolError> {
     if depth_exceeds(arguments, max_depth) {
         return Err(ToolError::new(
             ErrorCode::InvalidArgs,
             format!("arguments are nested deeper than {max_depth} levels"),
         ));
     }
-    check(tool.input_schema(), arguments, ErrorCode::InvalidArgs, "arguments")
+    check(
+        tool.input_schema(),
+        arguments,
+        ErrorCode::InvalidArgs,
+        "arguments",
+    )
 }
 
 /// Checks `structuredContent` against the tool's output schema, when it declares one.
@@ -51,7 +60,12 @@ pub fn output(tool: &FederatedTool, value: Option<&Value>) -> Result<(), ToolErr
     check(schema, value, ErrorCode::OutputInvalid, "structuredContent")
 }
 
-fn check(schema: &CompiledSchema, value: &Value, code: ErrorCode, what: &str) -> Result<(), ToolError> {
+fn check(
+    schema: &CompiledSchema,
+    value: &Value,
+    code: ErrorCode,
+    what: &str,
+) -> Result<(), ToolError> {
     let validator = match schema {
         Ok(validator) => validator,
         // An upstream schema we cannot compile is the upstream's problem, not the
@@ -63,7 +77,11 @@ fn check(schema: &CompiledSchema, value: &Value, code: ErrorCode, what: &str) ->
         .take(5)
         .map(|e| {
             let path = e.instance_path().to_string();
-            let at = if path.is_empty() { "/".to_owned() } else { path };
+            let at = if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            };
             format!("{what} at `{at}`: {e}")
         })
         .collect();

@@ -71,7 +71,13 @@ mod tests {
         MaxResultBytes::new(51).finalize(&mut content);
         assert_eq!(content.len(), 2);
         assert_eq!(content[0].as_text().unwrap().text.len(), 50);
-        assert!(content[1].as_text().unwrap().text.contains("50 of 200 bytes"));
+        assert!(
+            content[1]
+                .as_text()
+                .unwrap()
+                .text
+                .contains("50 of 200 bytes")
+        );
         let mut small = vec![ContentBlock::text("ok")];
         MaxResultBytes::new(51).finalize(&mut small);
         assert_eq!(small.len(), 1);

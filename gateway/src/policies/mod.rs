@@ -28,7 +28,8 @@ use crate::pipeline::PipelineBuilder;
 
 /// The built-in policies for `config`, registered in pipeline order.
 pub fn builtin(config: &Config, metrics: Arc<Metrics>) -> PipelineBuilder {
-    let mut builder = PipelineBuilder::default().gate(Arc::new(rules::RuleGate::new(&config.policy)));
+    let mut builder =
+        PipelineBuilder::default().gate(Arc::new(rules::RuleGate::new(&config.policy)));
     if let Some(limit) = config.guards.max_calls_per_minute {
         builder = builder.guard(Arc::new(rate_limit::RateLimit::per_minute(limit)));
     }
@@ -54,5 +55,7 @@ pub fn glob_set(globs: &[String]) -> globset::GlobSet {
             builder.add(glob);
         }
     }
-    builder.build().unwrap_or_else(|_| globset::GlobSet::empty())
+    builder
+        .build()
+        .unwrap_or_else(|_| globset::GlobSet::empty())
 }

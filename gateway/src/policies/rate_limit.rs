@@ -32,7 +32,11 @@ impl Guard for RateLimit {
     fn check(&self, invocation: &Invocation) -> Result<(), String> {
         let now = Instant::now();
         invocation.session.with_state(|window: &mut Window| {
-            while window.0.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
+            while window
+                .0
+                .front()
+                .is_some_and(|t| now.duration_since(*t) >= WINDOW)
+            {
                 window.0.pop_front();
             }
             if window.0.len() >= self.limit {

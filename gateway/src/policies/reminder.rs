@@ -106,7 +106,12 @@ fn normalize(value: &Value) -> String {
             Value::Object(map) => {
                 let mut entries: Vec<_> = map.iter().collect();
                 entries.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+                Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
             }
             Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
             other => other.clone(),

@@ -70,7 +70,10 @@ mod tests {
             rule("mcp__fs__*", RuleDecision::Deny),
         ]);
         assert_eq!(gate.decision_for("mcp__fs__read_file"), GateDecision::Allow);
-        assert!(matches!(gate.decision_for("mcp__fs__write_file"), GateDecision::Deny { .. }));
+        assert!(matches!(
+            gate.decision_for("mcp__fs__write_file"),
+            GateDecision::Deny { .. }
+        ));
         assert_eq!(gate.decision_for("mcp__kv__get"), GateDecision::Pass);
     }
 }

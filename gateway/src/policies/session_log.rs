@@ -15,7 +15,8 @@ impl ResultObserver for SessionLogObserver {
         let Some(log) = &invocation.session.log else {
             return;
         };
-        let mut event = json!({ "tool": invocation.tool, "arguments": invocation.arguments_value() });
+        let mut event =
+            json!({ "tool": invocation.tool, "arguments": invocation.arguments_value() });
         let kind = match &invocation.origin {
             Origin::Client => EventKind::ToolCall,
             Origin::Code { run } => {

@@ -78,7 +78,9 @@ impl Registry {
         tokio::spawn(async move {
             while changes.recv().await.is_some() {
                 while changes.try_recv().is_ok() {}
-                let Some(registry) = weak.upgrade() else { break };
+                let Some(registry) = weak.upgrade() else {
+                    break;
+                };
                 registry.rebuild();
             }
         });
@@ -162,9 +164,7 @@ impl Registry {
         self.upstreams.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_upstreams(
-        &self,
-    ) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Upstream>>> {
+    fn write_upstreams(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Upstream>>> {
         self.upstreams.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -173,16 +173,16 @@ impl Registry {
         let upstreams = self.upstreams();
         let offers: Vec<_> = upstreams.iter().map(|u| (u.clone(), u.offer())).collect();
         let previous = self.catalog();
-        let tool_pairs = offers.iter().flat_map(|(u, offer)| {
-            offer.tools.iter().map(|t| (&*u.name, t.name.as_ref()))
-        });
+        let tool_pairs = offers
+            .iter()
+            .flat_map(|(u, offer)| offer.tools.iter().map(|t| (&*u.name, t.name.as_ref())));
         let (tool_names, collisions) = naming::assign(tool_pairs);
         for c in &collisions {
             tracing::warn!(server = %c.server, tool = %c.name, assigned = %c.assigned, clashed_with = %c.clashed_with, "tool name collision resolved");
         }
-        let prompt_pairs = offers.iter().flat_map(|(u, offer)| {
-            offer.prompts.iter().map(|p| (&*u.name, p.name.as_str()))
-        });
+        let prompt_pairs = offers
+            .iter()
+            .flat_map(|(u, offer)| offer.prompts.iter().map(|p| (&*u.name, p.name.as_str())));
         let (prompt_names, _) = naming::assign(prompt_pairs);
         let mut catalog = Catalog::default();
         for (upstream, offer) in &offers {
@@ -204,7 +204,9 @@ impl Registry {
                 let mut template = template.clone();
                 template.uri_template =
                     resource_uri::template_to_gateway(&upstream.name, &template.uri_template);
-                catalog.resource_templates.push((upstream.name.clone(), template));
+                catalog
+                    .resource_templates
+                    .push((upstream.name.clone(), template));
             }
             for prompt in &offer.prompts {
                 let name = &prompt_names[&(upstream.name.to_string(), prompt.name.clone())];

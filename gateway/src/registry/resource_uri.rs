@@ -11,11 +11,18 @@ use rmcp::model::{ContentBlock, ResourceContents};
 pub const SCHEME: &str = "mcp-gateway://";
 
 /// Everything but RFC 3986 unreserved characters is encoded.
-const ENCODED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// The gateway URI of `original` on `server`.
 pub fn to_gateway(server: &str, original: &str) -> String {
-    format!("{SCHEME}{server}/{}", utf8_percent_encode(original, ENCODED))
+    format!(
+        "{SCHEME}{server}/{}",
+        utf8_percent_encode(original, ENCODED)
+    )
 }
 
 /// The gateway form of a URI template: literal parts encoded, `{…}` expressions kept.
@@ -69,14 +76,20 @@ mod tests {
 
     #[test]
     fn uris_round_trip() {
-        let uri = to_gateway("everything", "demo://resource/static/document/architecture.md");
+        let uri = to_gateway(
+            "everything",
+            "demo://resource/static/document/architecture.md",
+        );
         assert_eq!(
             uri,
             "mcp-gateway://everything/demo%3A%2F%2Fresource%2Fstatic%2Fdocument%2Farchitecture.md"
         );
         assert_eq!(
             from_gateway(&uri),
-            Some(("everything", "demo://resource/static/document/architecture.md".into()))
+            Some((
+                "everything",
+                "demo://resource/static/document/architecture.md".into()
+            ))
         );
         assert_eq!(from_gateway("file:///x"), None);
     }
@@ -84,7 +97,10 @@ mod tests {
     #[test]
     fn templates_keep_their_variables() {
         let template = template_to_gateway("e", "demo://resource/dynamic/text/{resourceId}");
-        assert_eq!(template, "mcp-gateway://e/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F{resourceId}");
+        assert_eq!(
+            template,
+            "mcp-gateway://e/demo%3A%2F%2Fresource%2Fdynamic%2Ftext%2F{resourceId}"
+        );
         let expanded = template.replace("{resourceId}", "42");
         assert_eq!(
             from_gateway(&expanded),

@@ -68,9 +68,8 @@ impl FederatedTool {
 
     /// The input schema, compiled on first use and kept.
     pub fn input_schema(&self) -> &CompiledSchema {
-        self.input_schema.get_or_init(|| {
-            compile(&Value::Object((*self.definition.input_schema).clone()))
-        })
+        self.input_schema
+            .get_or_init(|| compile(&Value::Object((*self.definition.input_schema).clone())))
     }
 
     /// The output schema if the tool declares one, compiled on first use and kept.

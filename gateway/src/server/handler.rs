@@ -4,19 +4,21 @@
 
 use std::sync::{Arc, OnceLock};
 
-#[allow(deprecated, reason = "resources/subscribe is what pre-2026 clients use")]
+#[allow(
+    deprecated,
+    reason = "resources/subscribe is what pre-2026 clients use"
+)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
-    CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequest,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
-    ServerConfig, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
+    CompleteResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, ServerConfig, ServerResult, SubscribeRequest,
+    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
-use serde_json::json;
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::json;
 
 use crate::gateway::{CallRequest, Gateway};
 use crate::observe::session_log::EventKind;
@@ -24,6 +26,9 @@ use crate::pipeline::{Origin, Session};
 use crate::registry::resource_uri;
 use crate::server::security::AuthenticatedProfile;
 use crate::upstream::{ProgressSink, UpstreamError};
+
+/// How often a session's watcher checks that its client is still connected.
+const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
@@ -36,6 +41,8 @@ pub struct GatewayServer {
     /// profile overrides it at `initialize`.
     profile: Option<String>,
     session: Arc<OnceLock<Arc<Session>>>,
+    /// The token-bound profile of the HTTP request that initialized the session.
+    opener: Arc<OnceLock<Option<String>>>,
 }
 
 impl GatewayServer {
@@ -44,11 +51,22 @@ impl GatewayServer {
             gateway,
             profile,
             session: Arc::default(),
+            opener: Arc::default(),
         }
     }
 
-    /// The session, created on first use with the transport's profile.
-    fn session(&self) -> Result<&Arc<Session>, ErrorData> {
+    /// The session, created on first use with the transport's profile, after checking
+    /// that the request comes from the same credentials as the session's `initialize`
+    /// (over HTTP a session id must not let one token use another token's session).
+    fn session(&self, context: &RequestContext<RoleServer>) -> Result<&Arc<Session>, ErrorData> {
+        if let (Some(caller), Some(opener)) = (token_profile(context), self.opener.get())
+            && caller != *opener
+        {
+            return Err(ErrorData::invalid_request(
+                "this session was opened with other credentials",
+                None,
+            ));
+        }
         self.session_for(self.profile.as_deref())
     }
 
@@ -65,16 +83,27 @@ impl GatewayServer {
     /// Watches the catalog and tells this client when what it can see changes: its
     /// tools, prompts or resources.
     fn watch_catalog(&self, peer: rmcp::Peer<RoleServer>) {
-        let Ok(session) = self.session() else { return };
+        let Some(session) = self.session.get() else {
+            return;
+        };
         let session = session.clone();
         let gateway = self.gateway.clone();
         let mut catalog = gateway.registry.watch();
         tokio::spawn(async move {
             let mut shown = Visible::of(&gateway, &session);
+            // The session ends with its transport; check now and then, so a closed
+            // session's state (and its log file) is released without waiting for a change.
+            let mut alive_check = tokio::time::interval(SESSION_CHECK);
             loop {
                 tokio::select! {
                     changed = catalog.changed() => if changed.is_err() { break },
                     () = gateway.shutdown.cancelled() => break,
+                    _ = alive_check.tick() => {
+                        if peer.is_transport_closed() {
+                            break;
+                        }
+                        continue;
+                    }
                 }
                 let now = Visible::of(&gateway, &session);
                 let sent = async {
@@ -135,7 +164,10 @@ impl Visible {
 }
 
 /// One page of `items` after `cursor` (an index), and the next cursor.
-fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), ErrorData> {
+fn page<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
     let start = match cursor {
         None => 0,
         Some(c) => c
@@ -150,7 +182,10 @@ fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<S
 impl ServerHandler for GatewayServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(self.gateway.capabilities())
-            .with_server_info(Implementation::new("mcp-gateway", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "mcp-gateway",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(
                 "mcp-gateway federates several MCP servers: tools are named mcp__<server>__<tool>.",
             )
@@ -158,8 +193,13 @@ impl ServerHandler for GatewayServer {
 
     /// The gateway speaks the `initialize` lifecycle; a `server/discover` opener gets
     /// "method not found", and clients such as the Python SDK then fall back to it.
-    async fn discover(&self, _context: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
-        Err(ErrorData::method_not_found::<rmcp::model::DiscoverRequestMethod>())
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            rmcp::model::DiscoverRequestMethod,
+        >())
     }
 
     async fn initialize(
@@ -168,11 +208,10 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        let bound = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<AuthenticatedProfile>())
-            .and_then(|p| p.0.clone());
+        let bound = token_profile(&context).flatten();
+        if let Some(opener) = token_profile(&context) {
+            let _ = self.opener.set(opener);
+        }
         self.session_for(bound.as_deref().or(self.profile.as_deref()))?;
         self.negotiate_initialize(&request)
     }
@@ -184,9 +223,9 @@ impl ServerHandler for GatewayServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.gateway.visible_tools(self.session()?);
+        let tools = self.gateway.visible_tools(self.session(&context)?);
         let (tools, next) = page(&tools, cursor(&request))?;
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next;
@@ -198,7 +237,7 @@ impl ServerHandler for GatewayServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let session = self.session()?.clone();
+        let session = self.session(&context)?.clone();
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),
             token,
@@ -223,9 +262,9 @@ impl ServerHandler for GatewayServer {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let session = self.session()?;
+        let session = self.session(&context)?;
         let catalog = self.gateway.registry.catalog();
         let prompts: Vec<_> = catalog
             .prompts
@@ -244,7 +283,7 @@ impl ServerHandler for GatewayServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let session = self.session()?;
+        let session = self.session(&context)?;
         let catalog = self.gateway.registry.catalog();
         let prompt = catalog
             .prompts
@@ -253,7 +292,11 @@ impl ServerHandler for GatewayServer {
             .ok_or_else(|| {
                 ErrorData::invalid_params(format!("no prompt named `{}`", request.name), None)
             })?;
-        log_event(session, EventKind::PromptsGet, json!({"prompt": request.name, "arguments": request.arguments}));
+        log_event(
+            session,
+            EventKind::PromptsGet,
+            json!({"prompt": request.name, "arguments": request.arguments}),
+        );
         let mut params = request;
         params.name = prompt.original.clone();
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
@@ -266,9 +309,9 @@ impl ServerHandler for GatewayServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let session = self.session()?;
+        let session = self.session(&context)?;
         let catalog = self.gateway.registry.catalog();
         let resources: Vec<_> = catalog
             .resources
@@ -285,9 +328,9 @@ impl ServerHandler for GatewayServer {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let session = self.session()?;
+        let session = self.session(&context)?;
         let catalog = self.gateway.registry.catalog();
         let templates: Vec<_> = catalog
             .resource_templates
@@ -306,9 +349,13 @@ impl ServerHandler for GatewayServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let session = self.session()?;
-        let (server, original) = self.owner_of(&request.uri)?;
-        log_event(session, EventKind::ResourcesRead, json!({"uri": request.uri}));
+        let session = self.session(&context)?;
+        let (server, original) = self.owner_of(session, &request.uri)?;
+        log_event(
+            session,
+            EventKind::ResourcesRead,
+            json!({"uri": request.uri}),
+        );
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
@@ -323,14 +370,17 @@ impl ServerHandler for GatewayServer {
         }
     }
 
-    #[allow(deprecated, reason = "legacy subscriptions are what 2025-era clients use")]
+    #[allow(
+        deprecated,
+        reason = "legacy subscriptions are what 2025-era clients use"
+    )]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = self.session()?;
-        let (server, original) = self.owner_of(&request.uri)?;
+        let session = self.session(&context)?;
+        let (server, original) = self.owner_of(session, &request.uri)?;
         self.gateway
             .subscriptions
             .subscribe(&request.uri, &session.id, context.peer.clone());
@@ -340,15 +390,22 @@ impl ServerHandler for GatewayServer {
         self.forward(&server, request, &context).await.map(drop)
     }
 
-    #[allow(deprecated, reason = "legacy subscriptions are what 2025-era clients use")]
+    #[allow(
+        deprecated,
+        reason = "legacy subscriptions are what 2025-era clients use"
+    )]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = self.session()?;
-        let (server, original) = self.owner_of(&request.uri)?;
-        if !self.gateway.subscriptions.unsubscribe(&request.uri, &session.id) {
+        let session = self.session(&context)?;
+        let (server, original) = self.owner_of(session, &request.uri)?;
+        if !self
+            .gateway
+            .subscriptions
+            .unsubscribe(&request.uri, &session.id)
+        {
             return Ok(());
         }
         let mut params = request;
@@ -362,7 +419,7 @@ impl ServerHandler for GatewayServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let session = self.session()?;
+        let session = self.session(&context)?;
         let mut params = request;
         let server = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
@@ -372,17 +429,25 @@ impl ServerHandler for GatewayServer {
                     .get(&prompt.name)
                     .filter(|p| session.profile.sees(&p.definition.name))
                     .ok_or_else(|| {
-                        ErrorData::invalid_params(format!("no prompt named `{}`", prompt.name), None)
+                        ErrorData::invalid_params(
+                            format!("no prompt named `{}`", prompt.name),
+                            None,
+                        )
                     })?;
                 prompt.name = federated.original.clone();
                 federated.server.clone()
             }
             Reference::Resource(template) => {
-                let (server, original) = self.owner_of(&template.uri)?;
+                let (server, original) = self.owner_of(session, &template.uri)?;
                 template.uri = original;
                 server
             }
-            _ => return Err(ErrorData::invalid_params("unsupported completion reference", None)),
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "unsupported completion reference",
+                    None,
+                ));
+            }
         };
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
         match self.forward(&server, request, &context).await? {
@@ -394,11 +459,14 @@ impl ServerHandler for GatewayServer {
 
 impl GatewayServer {
     /// The visible server that owns a gateway resource URI, and the original URI.
-    fn owner_of(&self, uri: &str) -> Result<(Arc<str>, String), ErrorData> {
-        let session = self.session()?;
+    fn owner_of(&self, session: &Session, uri: &str) -> Result<(Arc<str>, String), ErrorData> {
         let not_found = || ErrorData::resource_not_found(format!("no resource `{uri}`"), None);
         let (server, original) = resource_uri::from_gateway(uri).ok_or_else(not_found)?;
-        let upstream = self.gateway.registry.upstream(server).ok_or_else(not_found)?;
+        let upstream = self
+            .gateway
+            .registry
+            .upstream(server)
+            .ok_or_else(not_found)?;
         if !session.profile.sees_server(server) {
             return Err(not_found());
         }
@@ -412,20 +480,30 @@ impl GatewayServer {
         request: ClientRequest,
         context: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        let upstream = self
-            .gateway
-            .registry
-            .upstream(server)
-            .ok_or_else(|| ErrorData::internal_error(format!("upstream `{server}` was removed"), None))?;
+        let upstream = self.gateway.registry.upstream(server).ok_or_else(|| {
+            ErrorData::internal_error(format!("upstream `{server}` was removed"), None)
+        })?;
         let live = upstream
             .require_live()
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         match upstream.request(&live, request, &context.ct, None).await {
             Ok(result) => Ok(result),
-            Err(UpstreamError::Rejected { error, .. }) => Err(error),
+            Err(UpstreamError::Rejected { error, .. }) => Err(*error),
             Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
         }
     }
+}
+
+/// The profile bound to the bearer token of an HTTP request (`Some(None)`: no bound
+/// profile), or `None` when the request did not come over HTTP.
+fn token_profile(context: &RequestContext<RoleServer>) -> Option<Option<String>> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    Some(
+        parts
+            .extensions
+            .get::<AuthenticatedProfile>()
+            .and_then(|p| p.0.clone()),
+    )
 }
 
 fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
@@ -434,7 +512,10 @@ fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
 
 fn unexpected(got: &ServerResult) -> ErrorData {
     ErrorData::internal_error(
-        format!("unexpected upstream response: {got:?}").chars().take(200).collect::<String>(),
+        format!("unexpected upstream response: {got:?}")
+            .chars()
+            .take(200)
+            .collect::<String>(),
         None,
     )
 }

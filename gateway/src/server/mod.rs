@@ -94,9 +94,15 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         Ok(())
     });
     let router = router
-        .merge(sse::router(sse::SseServerConfig::default(), on_session, shutdown.clone()))
+        .merge(sse::router(
+            sse::SseServerConfig::default(),
+            on_session,
+            shutdown.clone(),
+        ))
         // The guard bounds every body; axum's own 2 MB default must not undercut it.
-        .layer(axum::extract::DefaultBodyLimit::max(config.listen.max_body_bytes))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            config.listen.max_body_bytes,
+        ))
         .layer(SecurityLayer::new(guard));
     Ok(router)
 }
@@ -120,7 +126,10 @@ fn streamable_http(
 }
 
 /// Serves HTTP on the configured address until `shutdown`.
-pub async fn serve_http(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<(), ServeError> {
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
     let listen = gateway.config().listen;
     let address = listen.address;
     security::check_bind(address, !listen.tokens.is_empty())?;
@@ -128,7 +137,10 @@ pub async fn serve_http(gateway: Arc<Gateway>, shutdown: CancellationToken) -> R
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|source| ServeError::Bind { address, source })?;
-    tracing::info!("listening on http://{} (streamable HTTP at /mcp, SSE at /sse)", listener.local_addr()?);
+    tracing::info!(
+        "listening on http://{} (streamable HTTP at /mcp, SSE at /sse)",
+        listener.local_addr()?
+    );
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;
@@ -137,7 +149,10 @@ pub async fn serve_http(gateway: Arc<Gateway>, shutdown: CancellationToken) -> R
 
 async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     let upstreams = gateway.registry.health();
-    let ready = upstreams.values().filter(|h| h.state == crate::upstream::UpstreamState::Ready).count();
+    let ready = upstreams
+        .values()
+        .filter(|h| h.state == crate::upstream::UpstreamState::Ready)
+        .count();
     axum::Json(serde_json::json!({
         "status": if ready == upstreams.len() { "ok" } else { "degraded" },
         "upstreams": upstreams,
@@ -146,7 +161,10 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     (
-        [(http::header::CONTENT_TYPE, crate::observe::metrics::CONTENT_TYPE)],
+        [(
+            http::header::CONTENT_TYPE,
+            crate::observe::metrics::CONTENT_TYPE,
+        )],
         gateway.metrics.encode(),
     )
 }

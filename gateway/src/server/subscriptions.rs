@@ -11,10 +11,13 @@ use tokio::sync::mpsc;
 
 use crate::registry::resource_uri;
 
+/// A subscribed session: its id and the peer to notify.
+type Subscriber = (String, Peer<RoleServer>);
+
 /// Gateway URI → the sessions subscribed to it.
 #[derive(Default)]
 pub struct Subscriptions {
-    by_uri: Mutex<HashMap<String, Vec<(String, Peer<RoleServer>)>>>,
+    by_uri: Mutex<HashMap<String, Vec<Subscriber>>>,
 }
 
 impl Subscriptions {
@@ -24,8 +27,12 @@ impl Subscriptions {
         let weak = Arc::downgrade(&subscriptions);
         tokio::spawn(async move {
             while let Some((server, uri)) = updates.recv().await {
-                let Some(subscriptions) = weak.upgrade() else { break };
-                subscriptions.deliver(&resource_uri::to_gateway(&server, &uri)).await;
+                let Some(subscriptions) = weak.upgrade() else {
+                    break;
+                };
+                subscriptions
+                    .deliver(&resource_uri::to_gateway(&server, &uri))
+                    .await;
             }
         });
         subscriptions

@@ -80,9 +80,31 @@ pub fn spawn(
     Ok((transport, ProcessGroup { pgid: pid as i32 }))
 }
 
+/// The longest stderr line forwarded whole; the rest of a longer line is skipped.
+const MAX_STDERR_LINE: usize = 8 * 1024;
+
+/// Forwards the child's stderr line by line. Lines are capped (a child that never writes a
+/// newline cannot grow the gateway's memory) and decoded lossily (bytes that are not UTF-8
+/// must not stop the forwarding, or the child would die of EPIPE on its next write).
 async fn forward_stderr(server: String, stderr: ChildStderr) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "upstream", server = %server, "{line}");
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        let buffer = match reader.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(buffer) => buffer,
+        };
+        let (used, ended) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(end) => (end + 1, true),
+            None => (buffer.len(), false),
+        };
+        let room = MAX_STDERR_LINE.saturating_sub(line.len());
+        line.extend_from_slice(&buffer[..used.min(room)]);
+        reader.consume(used);
+        if ended {
+            let text = String::from_utf8_lossy(&line);
+            tracing::info!(target: "upstream", server = %server, "{}", text.trim_end());
+            line.clear();
+        }
     }
 }

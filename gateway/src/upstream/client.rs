@@ -8,10 +8,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-#[allow(deprecated, reason = "upstreams on 2025 protocols still send log messages")]
+#[allow(
+    deprecated,
+    reason = "upstreams on 2025 protocols still send log messages"
+)]
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ResourceUpdatedNotificationParam,
+    ClientCapabilities, ClientConfig, Implementation, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ResourceUpdatedNotificationParam,
 };
 use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
@@ -49,7 +53,9 @@ impl ProgressRoutes {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressSink>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn sink_for(&self, token: &ProgressToken) -> Option<ProgressSink> {
@@ -113,7 +119,10 @@ impl ClientHandler for UpstreamClient {
         }
     }
 
-    #[allow(deprecated, reason = "upstreams on 2025 protocols still send log messages")]
+    #[allow(
+        deprecated,
+        reason = "upstreams on 2025 protocols still send log messages"
+    )]
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::RoleClient;
 use rmcp::service::{RunningService, RunningServiceCancellationToken, ServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::RoleClient;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -93,9 +93,12 @@ pub async fn connect(
     events: mpsc::UnboundedSender<UpstreamEvent>,
     progress: ProgressRoutes,
 ) -> Result<Connection, ConnectError> {
-    tokio::time::timeout(CONNECT_TIMEOUT, connect_inner(name, config, events, progress))
-        .await
-        .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
+    tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        connect_inner(name, config, events, progress),
+    )
+    .await
+    .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
 }
 
 async fn connect_inner(
@@ -105,7 +108,8 @@ async fn connect_inner(
     progress: ProgressRoutes,
 ) -> Result<Connection, ConnectError> {
     let handler = UpstreamClient::new(name.clone(), events, progress);
-    let init_error = |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
+    let init_error =
+        |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
     let endpoint = config.endpoint();
     let (service, group) = match &endpoint {
         Endpoint::Stdio { command, .. } => {
@@ -114,7 +118,10 @@ async fn connect_inner(
                     command: command.clone(),
                     source,
                 })?;
-            (handler.serve(transport).await.map_err(init_error)?, Some(group))
+            (
+                handler.serve(transport).await.map_err(init_error)?,
+                Some(group),
+            )
         }
         Endpoint::Remote {
             url,

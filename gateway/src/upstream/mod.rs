@@ -16,8 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -26,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
+use crate::config::env::redact_urls;
 pub use client::{ProgressRoutes, ProgressSink, UpstreamEvent};
 pub use offer::Offer;
 
@@ -41,7 +41,10 @@ pub enum UpstreamError {
     Unavailable { server: String, reason: String },
     /// The upstream answered with a JSON-RPC error.
     #[error("upstream `{server}` answered with an error: {error}")]
-    Rejected { server: String, error: ErrorData },
+    Rejected {
+        server: String,
+        error: Box<ErrorData>,
+    },
     /// The upstream answered something that is not a valid response.
     #[error("upstream `{server}` broke the protocol: {reason}")]
     Protocol { server: String, reason: String },
@@ -133,7 +136,10 @@ impl Upstream {
     }
 
     pub fn health(&self) -> Health {
-        self.health.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Stops the supervisor and the connection (and kills a child's process group).
@@ -147,7 +153,10 @@ impl Upstream {
 
     /// What the server offers, or offered when it was last connected.
     pub fn offer(&self) -> Arc<Offer> {
-        self.last_offer.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.last_offer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn set_live(&self, live: Option<Arc<Live>>) {
@@ -192,7 +201,18 @@ impl Upstream {
                         tokio::select! {
                             () = connection.closed() => break,
                             () = self.shutdown.cancelled() => break,
-                            Some(event) = events.recv() => self.on_event(event).await,
+                            Some(event) = events.recv() => {
+                                // A flood of list_changed is one refresh, not one per event.
+                                let mut batch = vec![event];
+                                while let Ok(more) = events.try_recv() {
+                                    if !batch.contains(&more) {
+                                        batch.push(more);
+                                    }
+                                }
+                                for event in batch {
+                                    self.on_event(event).await;
+                                }
+                            }
                         }
                     }
                     self.set_live(None);
@@ -208,10 +228,11 @@ impl Upstream {
                     });
                 }
                 Err(error) => {
+                    let error = redact_urls(&error.to_string());
                     tracing::error!(server = %self.name, "upstream failed to start: {error}");
                     self.set_health(|h| {
                         h.state = UpstreamState::Failed;
-                        h.last_error = Some(error.to_string());
+                        h.last_error = Some(error);
                     });
                     if let Some(done) = first_attempt.take() {
                         let _ = done.send(());
@@ -240,7 +261,7 @@ impl Upstream {
                 let Some(live) = self.live() else { return };
                 match live.offer.refreshed(&live.peer, &refresh).await {
                     Ok(offer) => {
-                        tracing::info!(server = %self.name, ?refresh, "upstream offer refreshed");
+                        tracing::debug!(server = %self.name, ?refresh, "upstream offer refreshed");
                         self.set_live(Some(Arc::new(Live {
                             peer: live.peer.clone(),
                             offer,
@@ -262,7 +283,9 @@ impl Upstream {
         cancel: &CancellationToken,
         progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, UpstreamError> {
-        let live = self.live().ok_or_else(|| self.unavailable(self.down_reason()))?;
+        let live = self
+            .live()
+            .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -305,17 +328,22 @@ impl Upstream {
 
     /// The current connection, or UPSTREAM_UNAVAILABLE.
     pub fn require_live(&self) -> Result<Arc<Live>, UpstreamError> {
-        self.live().ok_or_else(|| self.unavailable(self.down_reason()))
+        self.live()
+            .ok_or_else(|| self.unavailable(self.down_reason()))
     }
 
     pub fn protocol_error(&self, got: &ServerResult) -> UpstreamError {
         UpstreamError::Protocol {
             server: self.name.to_string(),
-            reason: format!("unexpected response: {got:?}").chars().take(200).collect(),
+            reason: format!("unexpected response: {got:?}")
+                .chars()
+                .take(200)
+                .collect(),
         }
     }
 
-    fn down_reason(&self) -> String {
+    /// Why this upstream is not connected, for error messages.
+    pub fn down_reason(&self) -> String {
         let health = self.health();
         match health.last_error {
             Some(error) => format!("{:?}: {error}", health.state).to_lowercase(),
@@ -327,13 +355,13 @@ impl Upstream {
         match error {
             ServiceError::McpError(error) => UpstreamError::Rejected {
                 server: self.name.to_string(),
-                error,
+                error: Box::new(error),
             },
             ServiceError::UnexpectedResponse => UpstreamError::Protocol {
                 server: self.name.to_string(),
                 reason: "unexpected response type".into(),
             },
-            other => self.unavailable(other.to_string()),
+            other => self.unavailable(redact_urls(&other.to_string())),
         }
     }
 }

@@ -61,8 +61,7 @@ impl Offer {
     async fn read_resources(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
         if self.capabilities.resources.is_some() {
             self.resources = tolerate_missing(peer.list_all_resources().await)?;
-            self.resource_templates =
-                tolerate_missing(peer.list_all_resource_templates().await)?;
+            self.resource_templates = tolerate_missing(peer.list_all_resource_templates().await)?;
         }
         Ok(())
     }

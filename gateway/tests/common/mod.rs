@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcp_gateway::code::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use mcp_gateway::code::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
