@@ -44,8 +44,39 @@ pub fn strip_types(program_ts: &str) -> Result<String, CodeRunFailure> {
     strip(program_ts).map(|stripped| stripped.js)
 }
 
+/// Programs may nest brackets at most this deep. The parser and the later passes recurse
+/// on the host's stack, so deeper programs are refused before parsing rather than allowed
+/// to overflow it and take the gateway down.
+const MAX_NESTING: usize = 256;
+
+/// Refuses programs whose `(`, `[` and `{` nest deeper than [`MAX_NESTING`]. Brackets in
+/// strings and comments count too, which can only make the check stricter.
+fn check_nesting(program_ts: &str) -> Result<(), CodeRunFailure> {
+    let mut depth = 0usize;
+    for (offset, byte) in program_ts.bytes().enumerate() {
+        match byte {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    let place = Place::of_offset(program_ts, (WRAP_PREFIX.len() + offset) as u32);
+                    return Err(CodeRunFailure::new(
+                        FailureKind::Parse,
+                        format!(
+                            "{place}: the program nests brackets deeper than {MAX_NESTING} levels"
+                        ),
+                    ));
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// [`strip_types`], keeping the position map the runtime uses for error messages.
 pub(crate) fn strip(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
+    check_nesting(program_ts)?;
     let wrapped = format!("{WRAP_PREFIX}{program_ts}{WRAP_SUFFIX}");
     let place = |offset: u32| Place::of_offset(program_ts, offset);
     let allocator = Allocator::default();

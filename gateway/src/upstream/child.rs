@@ -8,16 +8,26 @@
 
 use std::process::Stdio;
 
-use rmcp::transport::TokioChildProcess;
+use rmcp::RoleClient;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{ChildStderr, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use crate::config::Endpoint;
 
-/// Kills the child's whole process group when dropped.
+/// The largest message an upstream may send. rmcp's default (16 MiB) drops a longer line
+/// with only a log line, leaving its call unanswered; results this large are accepted and
+/// then cut to `[gateway] max_result_bytes` by the pipeline.
+const MAX_UPSTREAM_MESSAGE: usize = 128 * 1024 * 1024;
+
+/// The transport to a stdio upstream: newline-delimited JSON-RPC over its pipes.
+pub type ChildTransport = AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>;
+
+/// Kills the child's whole process group when dropped (and lets tokio reap the child).
 #[derive(Debug)]
 pub struct ProcessGroup {
     pgid: i32,
+    _child: Child,
 }
 
 impl ProcessGroup {
@@ -35,11 +45,9 @@ impl Drop for ProcessGroup {
     }
 }
 
-/// Spawns `endpoint` (which must be a stdio endpoint) as an rmcp child-process transport.
-pub fn spawn(
-    server: &str,
-    endpoint: &Endpoint,
-) -> std::io::Result<(TokioChildProcess, ProcessGroup)> {
+/// Spawns `endpoint` (which must be a stdio endpoint) and returns the transport over its
+/// pipes.
+pub fn spawn(server: &str, endpoint: &Endpoint) -> std::io::Result<(ChildTransport, ProcessGroup)> {
     let Endpoint::Stdio {
         command,
         args,
@@ -68,16 +76,27 @@ pub fn spawn(
             Ok(())
         });
     }
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let pid = transport
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    let pid = child
         .id()
         .ok_or_else(|| std::io::Error::other("child exited at once"))?;
-    if let Some(stderr) = stderr {
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(std::io::Error::other("child pipes missing"));
+    };
+    if let Some(stderr) = child.stderr.take() {
         tokio::spawn(forward_stderr(server.to_owned(), stderr));
     }
-    Ok((transport, ProcessGroup { pgid: pid as i32 }))
+    let transport = AsyncRwTransport::new(stdout, stdin).with_max_line_length(MAX_UPSTREAM_MESSAGE);
+    Ok((
+        transport,
+        ProcessGroup {
+            pgid: pid as i32,
+            _child: child,
+        },
+    ))
 }
 
 /// The longest stderr line forwarded whole; the rest of a longer line is skipped.
