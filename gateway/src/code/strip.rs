@@ -76,7 +76,42 @@ fn check_nesting(program_ts: &str) -> Result<(), CodeRunFailure> {
 
 /// [`strip_types`], keeping the position map the runtime uses for error messages.
 pub(crate) fn strip(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
+    if program_ts.len() > MAX_PROGRAM_BYTES {
+        return Err(CodeRunFailure::new(
+            FailureKind::Parse,
+            format!("the program is longer than {MAX_PROGRAM_BYTES} bytes"),
+        ));
+    }
     check_nesting(program_ts)?;
+    // The parser and the transform passes recurse; nesting without brackets (`!!!…`,
+    // `Array<Array<…>>`) is bounded only by the program's length, so they run on a thread
+    // whose stack fits the longest program, never on the caller's.
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("strip-types".into())
+            .stack_size(STRIP_STACK_BYTES)
+            .spawn_scoped(scope, || strip_on_this_thread(program_ts))
+            .map_err(|e| {
+                CodeRunFailure::new(FailureKind::Parse, format!("cannot start the parser: {e}"))
+            })?
+            .join()
+            .unwrap_or_else(|_| {
+                Err(CodeRunFailure::new(
+                    FailureKind::Parse,
+                    "the program could not be parsed",
+                ))
+            })
+    })
+}
+
+/// The longest program accepted (far more than a model writes).
+const MAX_PROGRAM_BYTES: usize = 256 * 1024;
+
+/// Stack for the parser thread: enough for [`MAX_PROGRAM_BYTES`] of nesting (reserved
+/// address space; only what is used is committed).
+const STRIP_STACK_BYTES: usize = 1024 * 1024 * 1024;
+
+fn strip_on_this_thread(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
     let wrapped = format!("{WRAP_PREFIX}{program_ts}{WRAP_SUFFIX}");
     let place = |offset: u32| Place::of_offset(program_ts, offset);
     let allocator = Allocator::default();
