@@ -117,6 +117,7 @@ impl Config {
     /// The configuration as TOML with every secret masked (`config dump`).
     pub fn dump_masked(&self) -> String {
         let mut masked = self.clone();
+        masked.servers = self.servers_as_written.clone();
         for server in masked.servers.values_mut() {
             server.mask_secrets();
         }

@@ -16,6 +16,10 @@ pub struct Config {
     /// The file this was loaded from (not part of the file itself).
     #[serde(skip)]
     pub source: PathBuf,
+    /// The servers as written, before `${VAR}` expansion: what `config dump` shows, so
+    /// a secret passed in `command` or `args` is never printed.
+    #[serde(skip)]
+    pub servers_as_written: BTreeMap<String, ServerConfig>,
     #[serde(default)]
     pub gateway: GatewaySettings,
     /// `[listen]`: the HTTP listener; see `server::security` for every field.

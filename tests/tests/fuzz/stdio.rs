@@ -225,12 +225,12 @@ fn hostile_frames_on_stdio_never_stop_the_gateway() {
     });
 }
 
-/// Deeply nested run_code programs overflow the stack of the tokio worker that strips them
-/// (oxc's parser and passes recurse without a limit): the whole gateway aborts (SIGABRT)
-/// and every session and upstream goes with it. Found with 5,000 nested parentheses
-/// (10 KB); bounding bracket depth does not cover type arguments (`Array<` 2,000 deep,
-/// 12 KB) or nesting without brackets (30,000 `!`). Each must end as CODE_RUN_FAILED (or a
-/// result) with the gateway still serving.
+/// Deeply nested run_code programs overflowed the stack of the tokio worker that stripped
+/// them (oxc's parser and passes recurse without a limit): the whole gateway aborted
+/// (SIGABRT) and every session and upstream went with it. Found with 5,000 nested
+/// parentheses (10 KB); bounding bracket depth did not cover type arguments (`Array<`
+/// 2,000 deep, 12 KB) or nesting without brackets (30,000 `!`). Each must end as
+/// CODE_RUN_FAILED (or a result) with the gateway still serving.
 #[test]
 fn regression_deeply_nested_run_code_programs_do_not_kill_the_gateway() {
     let programs = [
