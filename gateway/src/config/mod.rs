@@ -52,6 +52,7 @@ impl Config {
             })?
         };
         config.source = path.to_owned();
+        config.servers_as_written = config.servers.clone();
         config
             .resolve()
             .map_err(|(key, message)| ConfigError::Invalid {
