@@ -8,6 +8,9 @@
 //! still running; [`Stdio`] therefore tells handlers when the input closed
 //! ([`StdinClosed`]), so a long call can stop at once and the process exits promptly.
 //!
+//! `kv` can also serve streamable HTTP ([`serve_http`]), so the benchmark can compare the
+//! gateway over HTTP with a direct HTTP baseline.
+//!
 //! The examples are classic session servers: they answer the pre-`initialize`
 //! `server/discover` probe with a JSON-RPC error ([`refuse_discover`]), so every client
 //! (the official Python SDK probes first; rmcp's default client does not) falls back to
@@ -133,6 +136,43 @@ pub async fn serve_stdio<S: ServerHandler>(name: &str, server: S, stdio: Stdio) 
         }
         Err(error) => {
             tracing::error!(server = name, %error, "session task failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Serves a fresh `make_server()` per session over streamable HTTP at `http://ADDRESS/mcp`
+/// (loopback addresses only are sensible: there is no authentication) until killed.
+pub async fn serve_http<S, F>(name: &str, address: &str, make_server: F) -> ExitCode
+where
+    S: ServerHandler,
+    F: Fn() -> S + Send + Sync + 'static,
+{
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(make_server()),
+        std::sync::Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let listener = match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(server = name, %error, address, "cannot listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(
+        server = name,
+        address,
+        "serving MCP over streamable HTTP at /mcp"
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    match axum::serve(listener, router).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(server = name, %error, "HTTP server failed");
             ExitCode::FAILURE
         }
     }

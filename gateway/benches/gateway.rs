@@ -4,7 +4,9 @@
 //! `target/bench-report.json`.
 //!
 //! Run with `cargo bench -p mcp-gateway --bench gateway` (it builds the example servers
-//! in release first if they are missing). `BENCH_QUICK=1` cuts repetitions.
+//! in release first if they are missing). `BENCH_QUICK=1` cuts repetitions;
+//! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
+//! run_code, memory).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,10 +36,19 @@ struct Row {
     calls_per_s: f64,
     baseline_p50_us: f64,
     ratio: f64,
+    /// CPU the gateway process spent per call (all threads): unlike latency, this hardly
+    /// moves when other processes compete for the cores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_cpu_us_per_call: Option<f64>,
 }
 
 fn quick() -> bool {
     std::env::var_os("BENCH_QUICK").is_some()
+}
+
+/// Whether `group` runs: all do unless `BENCH_ONLY` names some (comma-separated).
+fn selected(group: &str) -> bool {
+    std::env::var("BENCH_ONLY").map_or(true, |only| only.split(',').any(|g| g.trim() == group))
 }
 
 fn reps(full: usize) -> usize {
@@ -65,6 +76,20 @@ fn row(scenario: &str, mut samples: Vec<Duration>, mut baseline: Vec<Duration>, 
         calls_per_s: per_s,
         baseline_p50_us: base,
         ratio: if base > 0.0 { p50 / base } else { 0.0 },
+        gateway_cpu_us_per_call: None,
+    }
+}
+
+/// A row that states its figure in the scenario text (rates, sizes), with no latencies.
+fn summary_row(scenario: String, calls_per_s: f64, ratio: f64) -> Row {
+    Row {
+        scenario,
+        p50_us: 0.0,
+        p99_us: 0.0,
+        calls_per_s,
+        baseline_p50_us: 0.0,
+        ratio,
+        gateway_cpu_us_per_call: None,
     }
 }
 
@@ -105,10 +130,27 @@ fn write_config(dir: &Path, text: &str) -> PathBuf {
 }
 
 async fn stdio_client(program: &Path, args: &[&str]) -> Client {
+    stdio_client_with_pid(program, args).await.0
+}
+
+/// A client of `program` over stdio, and the server's process id.
+async fn stdio_client_with_pid(program: &Path, args: &[&str]) -> (Client, u32) {
     let mut command = tokio::process::Command::new(program);
     command.args(args).env("RUST_LOG", "error");
     let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
-    ().serve(transport).await.unwrap()
+    let pid = transport.id().unwrap();
+    (().serve(transport).await.unwrap(), pid)
+}
+
+/// CPU time `pid` has used so far, all threads, in microseconds (from schedstat, which
+/// counts nanoseconds, unlike the 10 ms ticks of /proc/PID/stat).
+fn cpu_us(pid: u32) -> f64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let ns: u64 = tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e3
 }
 
 fn params(name: &str, args: Value) -> CallToolRequestParams {
@@ -167,24 +209,36 @@ fn free_address() -> std::net::SocketAddr {
         .unwrap()
 }
 
-/// `mcp-gateway serve` over HTTP; killed on drop.
-struct HttpGateway(std::process::Child, std::net::SocketAddr);
+/// A server process listening for streamable HTTP at `/mcp`; killed on drop.
+struct HttpServer(std::process::Child, std::net::SocketAddr);
 
-impl HttpGateway {
-    fn start(config: &Path) -> HttpGateway {
+impl HttpServer {
+    /// `mcp-gateway serve` on `config`.
+    fn gateway(config: &Path) -> HttpServer {
         let address = free_address();
-        let child = std::process::Command::new(gateway_bin())
+        let mut command = std::process::Command::new(gateway_bin());
+        command
             .args(["serve", "--listen", &address.to_string(), "--config"])
-            .arg(config)
-            .env("RUST_LOG", "error")
-            .spawn()
-            .unwrap();
+            .arg(config);
+        HttpServer::start(command, address)
+    }
+
+    /// The kv example serving HTTP itself: the direct baseline.
+    fn kv() -> HttpServer {
+        let address = free_address();
+        let mut command = std::process::Command::new(release_bin("mcp-gateway-examples", "kv"));
+        command.args(["--http", &address.to_string()]);
+        HttpServer::start(command, address)
+    }
+
+    fn start(mut command: std::process::Command, address: std::net::SocketAddr) -> HttpServer {
+        let child = command.env("RUST_LOG", "error").spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(address).is_err() {
-            assert!(Instant::now() < deadline, "gateway did not start");
+            assert!(Instant::now() < deadline, "{command:?} did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        HttpGateway(child, address)
+        HttpServer(child, address)
     }
 
     async fn client(&self) -> Client {
@@ -195,12 +249,12 @@ impl HttpGateway {
         ().serve(transport).await.unwrap()
     }
 
-    fn rss_kb(&self) -> u64 {
-        rss_kb(self.0.id())
+    fn pid(&self) -> u32 {
+        self.0.id()
     }
 }
 
-impl Drop for HttpGateway {
+impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
@@ -216,63 +270,62 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// kv directly vs through the gateway, over stdio and streamable HTTP.
+/// kv directly vs through the gateway, over stdio and over streamable HTTP (the gateway's
+/// own upstream connection to kv is stdio in both cases).
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let kv = release_bin("mcp-gateway-examples", "kv");
     let config = write_config(dir, &server("kv", "kv", ""));
-    let direct = stdio_client(&kv, &[]).await;
-    let args = json!({"key": "k"});
-    let n = reps(2000);
-    let base = sequential(&direct, "get", args.clone(), n).await;
-    let base_rate = throughput(&direct, "get", args.clone(), 32, reps(6400)).await;
 
-    let via_stdio = stdio_client(
+    let direct = stdio_client(&kv, &[]).await;
+    let (via, pid) = stdio_client_with_pid(
         &gateway_bin(),
         &["serve", "--stdio", "--config", &config.to_string_lossy()],
     )
     .await;
-    let samples = sequential(&via_stdio, "mcp__kv__get", args.clone(), n).await;
-    rows.push(row(
-        "kv get, stdio, concurrency 1 (vs direct stdio)",
-        samples,
-        base.clone(),
-        0.0,
-    ));
-    let rate = throughput(&via_stdio, "mcp__kv__get", args.clone(), 32, reps(6400)).await;
-    rows.push(Row {
-        scenario: format!(
-            "kv get, stdio, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"
-        ),
-        p50_us: 0.0,
-        p99_us: 0.0,
-        calls_per_s: rate,
-        baseline_p50_us: 0.0,
-        ratio: rate / base_rate,
-    });
-    via_stdio.cancel().await.unwrap();
-
-    let http = HttpGateway::start(&config);
-    let via_http = http.client().await;
-    let samples = sequential(&via_http, "mcp__kv__get", args.clone(), n).await;
-    rows.push(row(
-        "kv get, streamable HTTP, concurrency 1 (vs direct stdio)",
-        samples,
-        base,
-        0.0,
-    ));
-    let rate = throughput(&via_http, "mcp__kv__get", args, 32, reps(6400)).await;
-    rows.push(Row {
-        scenario: format!(
-            "kv get, streamable HTTP, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"
-        ),
-        p50_us: 0.0,
-        p99_us: 0.0,
-        calls_per_s: rate,
-        baseline_p50_us: 0.0,
-        ratio: rate / base_rate,
-    });
-    via_http.cancel().await.unwrap();
+    compare_forwarding(rows, "stdio", &direct, &via, pid).await;
+    via.cancel().await.unwrap();
     direct.cancel().await.unwrap();
+
+    let kv_http = HttpServer::kv();
+    let direct = kv_http.client().await;
+    let gateway = HttpServer::gateway(&config);
+    let via = gateway.client().await;
+    compare_forwarding(rows, "streamable HTTP", &direct, &via, gateway.pid()).await;
+    via.cancel().await.unwrap();
+    direct.cancel().await.unwrap();
+}
+
+/// `get` on kv at concurrency 1 and 32, through the gateway (`via`, process `gateway`) and
+/// directly, interleaved so both see the same machine.
+async fn compare_forwarding(
+    rows: &mut Vec<Row>,
+    transport: &str,
+    direct: &Client,
+    via: &Client,
+    gateway: u32,
+) {
+    let args = json!({"key": "k"});
+    let n = reps(2000);
+    let base = sequential(direct, "get", args.clone(), n).await;
+    let cpu_before = cpu_us(gateway);
+    let samples = sequential(via, "mcp__kv__get", args.clone(), n).await;
+    let gateway_cpu = (cpu_us(gateway) - cpu_before) / n as f64;
+    rows.push(Row {
+        gateway_cpu_us_per_call: Some(gateway_cpu),
+        ..row(
+            &format!("kv get, {transport}, concurrency 1 (vs direct {transport})"),
+            samples,
+            base,
+            0.0,
+        )
+    });
+    let base_rate = throughput(direct, "get", args.clone(), 32, reps(6400)).await;
+    let rate = throughput(via, "mcp__kv__get", args, 32, reps(6400)).await;
+    rows.push(summary_row(
+        format!("kv get, {transport}, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"),
+        rate,
+        rate / base_rate,
+    ));
 }
 
 /// A tool that does nothing: the executor for measuring the pipeline alone.
@@ -473,14 +526,11 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
         gateway.peer().call_tool(run("return 1")).await.unwrap();
     }
     let rate = n as f64 / started.elapsed().as_secs_f64();
-    rows.push(Row {
-        scenario: format!("run_code `return 1`, back to back: {rate:.1} runs/s"),
-        p50_us: 0.0,
-        p99_us: 0.0,
-        calls_per_s: rate,
-        baseline_p50_us: 0.0,
-        ratio: 0.0,
-    });
+    rows.push(summary_row(
+        format!("run_code `return 1`, back to back: {rate:.1} runs/s"),
+        rate,
+        0.0,
+    ));
 
     let direct = stdio_client(&slow, &[]).await;
     let fan_out = "await Promise.all(Array.from({ length: 100 }, () => tools.slow.wait({ ms: 10 }))); return 1;";
@@ -520,20 +570,17 @@ async fn memory(dir: &Path, rows: &mut Vec<Row>) {
             server("dyn", "dynamic", "")
         ),
     );
-    let gateway = HttpGateway::start(&config);
+    let gateway = HttpServer::gateway(&config);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let idle = gateway.rss_kb();
-    rows.push(Row {
-        scenario: format!(
+    let idle = rss_kb(gateway.pid());
+    rows.push(summary_row(
+        format!(
             "gateway RSS idle, 3 upstreams: {:.1} MB",
             idle as f64 / 1024.0
         ),
-        p50_us: 0.0,
-        p99_us: 0.0,
-        calls_per_s: 0.0,
-        baseline_p50_us: 0.0,
-        ratio: 0.0,
-    });
+        0.0,
+        0.0,
+    ));
     let client = Arc::new(gateway.client().await);
     let runs: Vec<_> = (0..4)
         .map(|_| {
@@ -550,23 +597,20 @@ async fn memory(dir: &Path, rows: &mut Vec<Row>) {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let workers: u64 = worker_pids(gateway.0.id()).into_iter().map(rss_kb).sum();
-    let during = gateway.rss_kb();
+    let workers: u64 = worker_pids(gateway.pid()).into_iter().map(rss_kb).sum();
+    let during = rss_kb(gateway.pid());
     for run in runs {
         let _ = run.await;
     }
-    rows.push(Row {
-        scenario: format!(
+    rows.push(summary_row(
+        format!(
             "per concurrent run_code (4 in flight): worker {:.1} MB each, gateway +{:.1} MB",
             workers as f64 / 5.0 / 1024.0,
             (during.saturating_sub(idle)) as f64 / 4.0 / 1024.0
         ),
-        p50_us: 0.0,
-        p99_us: 0.0,
-        calls_per_s: 0.0,
-        baseline_p50_us: 0.0,
-        ratio: 0.0,
-    });
+        0.0,
+        0.0,
+    ));
 }
 
 /// The gateway's code workers (the 4 running and the spare).
@@ -603,18 +647,35 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut rows = Vec::new();
     runtime.block_on(async {
-        pipeline_alone(dir.path(), &mut rows).await;
-        sdk_generation(&mut rows);
-        forwarding(dir.path(), &mut rows).await;
-        big_list(dir.path(), &mut rows).await;
-        run_code(dir.path(), &mut rows).await;
-        memory(dir.path(), &mut rows).await;
+        if selected("pipeline") {
+            pipeline_alone(dir.path(), &mut rows).await;
+        }
+        if selected("sdkgen") {
+            sdk_generation(&mut rows);
+        }
+        if selected("forwarding") {
+            forwarding(dir.path(), &mut rows).await;
+        }
+        if selected("list") {
+            big_list(dir.path(), &mut rows).await;
+        }
+        if selected("run_code") {
+            run_code(dir.path(), &mut rows).await;
+        }
+        if selected("memory") {
+            memory(dir.path(), &mut rows).await;
+        }
     });
-    println!("| scenario | p50 µs | p99 µs | calls/s | baseline p50 µs | ratio |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| scenario | p50 µs | p99 µs | calls/s | baseline p50 µs | ratio | gateway CPU µs/call |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
+        let cpu = r
+            .gateway_cpu_us_per_call
+            .map_or(String::new(), |cpu| format!("{cpu:.1}"));
         println!(
-            "| {} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2} |",
+            "| {} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2} | {cpu} |",
             r.scenario, r.p50_us, r.p99_us, r.calls_per_s, r.baseline_p50_us, r.ratio
         );
     }

@@ -1,4 +1,5 @@
-//! `kv`: an in-memory key-value store served over MCP stdio.
+//! `kv`: an in-memory key-value store served over MCP stdio (or, with `--http ADDRESS`,
+//! over streamable HTTP at `http://ADDRESS/mcp`, one store shared by every session).
 //!
 //! It exists so the gateway has an upstream of its own whose tools carry every annotation
 //! the pipeline reads: `get` and `list` are read-only (safe to run in parallel and to
@@ -8,7 +9,7 @@
 
 use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
 
-use mcp_gateway_examples::{Stdio, init_logging, refuse_discover, serve_stdio};
+use mcp_gateway_examples::{Stdio, init_logging, refuse_discover, serve_http, serve_stdio};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{router::tool::ToolRouter, wrapper::Parameters},
@@ -158,7 +159,18 @@ impl ServerHandler for Kv {
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logging();
-    serve_stdio("kv", Kv::new(), Stdio::new()).await
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => serve_stdio("kv", Kv::new(), Stdio::new()).await,
+        [flag, address] if flag == "--http" => {
+            let kv = Kv::new();
+            serve_http("kv", address, move || kv.clone()).await
+        }
+        _ => {
+            eprintln!("usage: kv [--http ADDRESS]");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]

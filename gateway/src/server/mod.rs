@@ -4,6 +4,7 @@
 pub mod handler;
 pub mod security;
 pub mod sse;
+mod stdio;
 pub mod subscriptions;
 
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub async fn serve_stdio(
     }
     let server = GatewayServer::new(gateway, profile);
     let running = server
-        .serve_with_ct(rmcp::transport::stdio(), shutdown.child_token())
+        .serve_with_ct(stdio::streams(), shutdown.child_token())
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let _ = running.waiting().await;
