@@ -255,13 +255,6 @@ impl Gateway {
         // The call is cancelled by its caller or by the end of the shutdown grace period.
         let cancel = self.drain.calls.child_token();
         let caller = request.cancel;
-        let link = {
-            let cancel = cancel.clone();
-            tokio::spawn(async move {
-                caller.cancelled().await;
-                cancel.cancel();
-            })
-        };
         let invocation = Invocation {
             target: self.resolve(session, &request.name),
             session: session.clone(),
@@ -273,9 +266,18 @@ impl Gateway {
             origin: request.origin,
             started: std::time::Instant::now(),
         };
-        let result = self.policy().pipeline.run(&invocation).await;
-        link.abort();
-        result
+        let policy = self.policy();
+        let run = policy.pipeline.run(&invocation);
+        tokio::pin!(run);
+        tokio::select! {
+            biased;
+            result = &mut run => result,
+            () = caller.cancelled() => {
+                // The pipeline sees the cancellation and answers for itself.
+                invocation.cancel.cancel();
+                run.await
+            }
+        }
     }
 
     /// Stops taking new calls, lets those in flight finish for up to `grace`, then

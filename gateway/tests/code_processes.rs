@@ -92,7 +92,7 @@ async fn a_worker_killed_from_outside_is_died_and_the_next_run_works() {
     );
     let killer = async {
         wait_for_calls(&bridge, 1).await;
-        // Kill every worker: the running one and the spare started after it.
+        // Kill the running worker (no spare is started while a run is going).
         for pid in children() {
             // SAFETY: signalling our own child process.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -104,7 +104,12 @@ async fn a_worker_killed_from_outside_is_died_and_the_next_run_works() {
     assert!(failure.message.contains("signal: 9"), "{}", failure.message);
     assert_eq!(outcome.logs, ["working"]);
     assert!(bridge.records()[0].cancelled);
-    // The dead spare is noticed and replaced.
+    // The spare started after the run dies too: it is noticed and replaced.
+    settle_children(1).await;
+    for pid in children() {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
     let next = run_with(&rt, &bridge, "return 'alive'").await;
     assert_eq!(next.result, Some(json!("alive")), "{:?}", next.failure);
     rt.shutdown().await;

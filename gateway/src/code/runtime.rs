@@ -1,9 +1,12 @@
 //! The code runtime the gateway holds: one fresh worker process per run, the next one
 //! always started ahead of time.
 //!
-//! A spare worker is spawned as soon as the runtime exists and again whenever a run takes
-//! it, so a run normally finds a worker whose JavaScript runtime already exists (a run
-//! that finds the spare still starting waits for it rather than starting another).
+//! A spare worker is spawned as soon as the runtime exists and again whenever a run that
+//! took it has settled, so a run normally finds a worker whose JavaScript runtime already
+//! exists (a run that finds the spare still starting waits for it rather than starting
+//! another). The next spare is not started while the run is going: starting a worker
+//! costs tens of milliseconds of CPU, which on a small machine would be taken from the
+//! run it is meant to serve.
 //! Workers are never reused. `shutdown` aborts in-flight runs, kills the spare, and waits until
 //! every worker has been reaped.
 
@@ -100,18 +103,19 @@ impl CodeRuntime {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let worker = inner.take_worker().await;
-            Inner::replenish(inner);
-            let worker = match worker {
+            let worker = match inner.take_worker().await {
                 Ok(worker) => worker,
                 Err(error) => {
+                    Inner::replenish(inner);
                     return RunOutcome::failed(CodeRunFailure::new(
                         FailureKind::Died,
                         format!("could not start a worker process: {error}"),
                     ));
                 }
             };
-            match run::drive(worker, &request).await {
+            let driven = run::drive(worker, &request).await;
+            Inner::replenish(inner);
+            match driven {
                 Driven::Finished(outcome) => return outcome,
                 Driven::DiedSilently(outcome) if attempts > 1 => return outcome,
                 Driven::DiedSilently(_) => {}
