@@ -121,6 +121,35 @@ async fn enum_is_a_parse_failure_before_any_worker_is_used() {
 }
 
 #[tokio::test]
+async fn type_only_imports_are_erased_and_value_imports_are_parse_failures() {
+    let outcome = run("import type { Row } from './rows';\n\
+         export type Id = string;\n\
+         const id: Id = 'a';\n\
+         return id;")
+    .await;
+    assert_eq!(outcome.failure, None);
+    assert_eq!(outcome.result, Some(json!("a")));
+    for (program, says) in [
+        (
+            "const a = 1;\nimport fs from 'fs';\nreturn a;",
+            "2:1: `import` declarations are not supported in run_code",
+        ),
+        (
+            "const a = 1;\nexport { a };",
+            "2:1: `export` declarations are not supported in run_code",
+        ),
+        (
+            "const a = 1;\nconst b = \u{fffd};",
+            "2:11: unexpected U+FFFD",
+        ),
+    ] {
+        let failure = run(program).await.failure.expect(program);
+        assert_eq!(failure.kind, FailureKind::Parse, "{program}");
+        assert!(failure.message.starts_with(says), "{}", failure.message);
+    }
+}
+
+#[tokio::test]
 async fn a_failed_tool_call_is_a_tool_call_error_in_the_program() {
     let outcome = run("try { await tools.t.fail({}); return 'no'; }\n\
          catch (e) { return [e instanceof ToolCallError, e.tool, e.message]; }")

@@ -30,6 +30,9 @@ Modes:
                  (both stop after MISBEHAVE_FLOOD_COUNT notifications when it is set, and log
                  {"event": "flood-done", "sent"})
   huge           like `well`, for the `big` tool's large results (nothing else differs)
+  oversized      answers every tools/call with one line of MISBEHAVE_LINE_MB (default 129)
+                 MiB, streamed a MiB at a time (a valid tool result, had it been read),
+                 then logs {"event": "oversized-done"}
   close-stdout   on tools/call, closes its stdout and keeps running (ignoring SIGTERM and
                  the end of stdin) without answering
   exit-on-init   exits with status 1 when it receives `initialize`, without answering
@@ -66,6 +69,7 @@ MODES = {
     "flood",
     "flood-list-changed",
     "huge",
+    "oversized",
     "close-stdout",
     "exit-on-init",
     "exit-on-reinit",
@@ -200,6 +204,22 @@ class Server:
             os._exit(0)
         self.record({"event": "flood-done", "sent": sent})
 
+    def oversized(self, request_id: Any) -> None:
+        megabytes = int(os.environ.get("MISBEHAVE_LINE_MB", "129"))
+        head = json.dumps({"jsonrpc": "2.0", "id": request_id}, separators=(",", ":"))
+        chunk = b"x" * (1 << 20)
+        try:
+            with self.lock:
+                self.out.write(head[:-1].encode() + b',"result":{"content":[{"type":"text","text":"')
+                for _ in range(megabytes):
+                    self.out.write(chunk)
+                self.out.write(b'"}]}}\n')
+                self.out.flush()
+        except (BrokenPipeError, OSError):
+            # The gateway stopped reading: it closed the connection, as it should.
+            os._exit(0)
+        self.record({"event": "oversized-done", "megabytes": megabytes})
+
     def handle(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         request_id = message.get("id")
@@ -249,6 +269,9 @@ class Server:
             sys.stderr.buffer.flush()
             sys.stderr.buffer.write(b"misbehave: answering tools/call\n")
             sys.stderr.buffer.flush()
+        if self.mode == "oversized":
+            self.oversized(request_id)
+            return
         if self.mode == "exit-on-reinit" and name == "echo":
             os._exit(3)
         if self.mode == "unknown-ids":

@@ -8,11 +8,12 @@
 //! Memory: the gateway's resident set is sampled every 20 ms while the misbehaviour lasts
 //! and compared with its size once its upstreams were up (about 20–30 MiB for a debug
 //! build). [`RSS_HEADROOM_MIB`] is generous on purpose: the largest legitimate transient
-//! here is one upstream message of up to 16 MiB (rmcp's stdio line limit) held a few times
-//! while it is parsed, checked and cut, so 128 MiB above the start is more than anything
-//! correct needs, and less than what an unbounded buffer reaches in these tests (a 256 MiB
-//! stderr line). Floods, whose cost should not grow with their length at all, get the
-//! tighter [`FLOOD_HEADROOM_MIB`].
+//! here is one upstream message (50 MiB in the `huge` test) held while it is parsed,
+//! checked and cut, so 128 MiB above the start is more than anything correct needs, and
+//! less than what an unbounded buffer reaches in these tests (a 256 MiB stderr line).
+//! Floods, whose cost should not grow with their length at all, get the tighter
+//! [`FLOOD_HEADROOM_MIB`]. The test of a message over the 128 MiB limit does not watch
+//! memory: the gateway buffers up to the limit before it refuses the message.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -379,7 +380,7 @@ fn a_list_changed_flood_does_not_pile_up() {
 
 #[test]
 fn huge_results_are_cut_not_lost() {
-    // 10 MB fits rmcp's 16 MiB line limit on stdio; 50 MB does not. Both must reach the
+    // 10 MB fits rmcp's default 16 MiB line limit on stdio; 50 MB does not. Both must reach the
     // client cut to max_result_bytes, with the marker.
     let scenario = Scenario::start("huge", &[], "", "[gateway]\nmax_result_bytes = 65536\n");
     let peak = scenario.watch();
@@ -408,6 +409,49 @@ fn huge_results_are_cut_not_lost() {
     assert_kv_works(action_result(&run, 1));
     assert_kv_works(action_result(&run, 3));
     scenario.assert_rss_within(peak, RSS_HEADROOM_MIB);
+    scenario.stop();
+}
+
+#[test]
+fn a_message_over_the_limit_closes_the_connection_and_fails_the_call_at_once() {
+    // Every tools/call is answered with one 129 MiB line, over the 128 MiB limit on an
+    // upstream message. The call's own budget is ten minutes, so only the gateway closing
+    // the connection can end it before the client's deadline.
+    let scenario = Scenario::start("oversized", &[], "timeout_ms = 600000\n", "");
+    let first = *scenario.bad_pids().last().unwrap();
+    let run = scenario.run(json!([parallel(vec![
+        call("mcp__bad__echo", json!({"text": "hello?"})),
+        call("mcp__kv__list", json!({})),
+    ])]));
+    let echo = parallel_result(&run, 0, 0);
+    assert_eq!(error_code(echo), Some("UPSTREAM_ERROR"), "{run:#}");
+    assert!(
+        result_text(echo).contains("longer than 134217728 bytes"),
+        "the error names the limit: {run:#}"
+    );
+    assert_kv_works(parallel_result(&run, 0, 1));
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let bad = scenario.bad_health();
+            bad["state"] == "ready"
+                && bad["restarts"].as_u64() >= Some(1)
+                && bad["pid"].as_i64() != Some(first.into())
+        }),
+        "a new bad was started: {}",
+        scenario.bad_health()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || !alive(first)),
+        "the old process {first} was killed"
+    );
+    let log = scenario.gateway.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("longer than 134217728 bytes")),
+        "a warning says why: {log}"
+    );
+    let run = scenario.run(json!([call("mcp__kv__list", json!({}))]));
+    assert_kv_works(action_result(&run, 0));
     scenario.stop();
 }
 

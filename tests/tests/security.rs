@@ -365,8 +365,6 @@ fn secrets_in_arguments_stay_out_of_the_session_log_and_the_log() {
 }
 
 #[test]
-#[ignore = "known gap: rmcp's own worker logs reqwest errors with the full URL at ERROR level \
-            (the gateway's own log lines and /healthz are redacted); see issue 8"]
 fn secrets_in_upstream_urls_stay_out_of_the_log_and_health() {
     // Nothing listens on the discard port, so both upstreams fail and say why — without the
     // key in their URL.

@@ -2,6 +2,7 @@
 //! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
 
 mod commands;
+mod log_sink;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -163,7 +164,7 @@ fn init_logging(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(log_sink::RedactedStderr)
         .with_ansi(false)
         .init();
 }

@@ -6,13 +6,19 @@
 //! it is wrapped in one before parsing. Only erasable syntax is accepted: `enum`,
 //! `namespace`/`module` declarations, parameter properties, `import x =` and `export =`
 //! would need code generation, so they are rejected with the position of the offending
-//! syntax (`declare` forms are pure types and pass).
+//! syntax (`declare` forms are pure types and pass). A function body has no imports or
+//! exports: those that bring in or export only types are erased, the others are rejected
+//! the same way.
 
 use std::path::{Path, PathBuf};
 
-use oxc::allocator::Allocator;
+use oxc::allocator::{Allocator, Vec as ArenaVec};
 use oxc::ast::AstKind;
-use oxc::ast::ast::Statement;
+use oxc::ast::ast::{
+    ExportDefaultDeclarationKind, ImportDeclarationSpecifier, ImportMeta, Statement,
+    TSExternalModuleDeclaration, TSGlobalDeclaration, TSNamespaceDeclaration,
+};
+use oxc::ast_visit::{VisitMut, walk_mut};
 use oxc::codegen::{Codegen, CodegenOptions, CommentOptions};
 use oxc::diagnostics::OxcDiagnostic;
 use oxc::parser::Parser;
@@ -117,6 +123,9 @@ fn strip_on_this_thread(program_ts: &str) -> Result<StrippedProgram, CodeRunFail
     let allocator = Allocator::default();
     let parsed = Parser::new(&allocator, &wrapped, SourceType::ts()).parse();
     if let Some(diagnostic) = parsed.diagnostics.errors().next() {
+        if diagnostic.labels.is_empty() && diagnostic.message == BINARY_FILE {
+            return Err(replacement_character_failure(&wrapped, place));
+        }
         return Err(parse_failure(diagnostic, place));
     }
     if parsed.panicked {
@@ -127,6 +136,14 @@ fn strip_on_this_thread(program_ts: &str) -> Result<StrippedProgram, CodeRunFail
     }
     let mut program = parsed.program;
     check_single_body(&program.body, wrapped.len(), place)?;
+    let mut module_syntax = ModuleSyntax::default();
+    module_syntax.visit_program(&mut program);
+    if let Some((span, why)) = module_syntax.refusal {
+        return Err(CodeRunFailure::new(
+            FailureKind::Parse,
+            format!("{}: {why}", place(span.start)),
+        ));
+    }
 
     let semantic = SemanticBuilder::new()
         .with_check_syntax_error(true)
@@ -307,6 +324,142 @@ fn parse_failure(diagnostic: &OxcDiagnostic, place: impl Fn(u32) -> Place) -> Co
     CodeRunFailure::new(FailureKind::Parse, message)
 }
 
+/// What oxc says, with no position, when it meets U+FFFD (the replacement character, the
+/// mark of badly decoded bytes) outside a string, comment, template or regular expression.
+const BINARY_FILE: &str = "File appears to be binary.";
+
+/// The failure for a U+FFFD outside a string, at its place. oxc stops there without a
+/// position, so the source is parsed again with every U+FFFD swapped for U+FFFF (as long
+/// in UTF-8), which it reports as an invalid character where it stands.
+fn replacement_character_failure(wrapped: &str, place: impl Fn(u32) -> Place) -> CodeRunFailure {
+    let swapped = wrapped.replace('\u{fffd}', "\u{ffff}");
+    let allocator = Allocator::default();
+    let reparsed = Parser::new(&allocator, &swapped, SourceType::ts()).parse();
+    let offset = reparsed
+        .diagnostics
+        .errors()
+        .flat_map(|diagnostic| diagnostic.labels.iter().map(|label| label.offset()))
+        .find(|&offset| {
+            wrapped
+                .get(offset as usize..)
+                .is_some_and(|rest| rest.starts_with('\u{fffd}'))
+        })
+        .or_else(|| wrapped.find('\u{fffd}').map(|offset| offset as u32))
+        .unwrap_or(0);
+    CodeRunFailure::new(
+        FailureKind::Parse,
+        format!(
+            "{}: unexpected U+FFFD (the replacement character) outside a string; the \
+             program looks like binary or badly decoded text",
+            place(offset)
+        ),
+    )
+}
+
+/// `import` outside a module, for the model.
+const IMPORT_REFUSED: &str = "`import` declarations are not supported in run_code: the \
+     program is the body of an async function, and the SDK (`tools`, `callTool`) is \
+     already in scope";
+
+/// `export` outside a module, for the model.
+const EXPORT_REFUSED: &str = "`export` declarations are not supported in run_code: the \
+     program is the body of an async function; `return` a value instead";
+
+const IMPORT_META_REFUSED: &str =
+    "`import.meta` is not available in run_code: the program is not a module";
+
+/// Module syntax in the program, which is the body of a function. Declarations that bring
+/// in or export only types are erased from the statement lists they stand in; any other
+/// `import` or `export` declaration (a type-only one included, when it is the body of an
+/// `if` or a loop) and `import.meta` is refused, the first in source order.
+#[derive(Default)]
+struct ModuleSyntax {
+    refusal: Option<(Span, &'static str)>,
+}
+
+impl<'a> VisitMut<'a> for ModuleSyntax {
+    fn visit_statements(&mut self, statements: &mut ArenaVec<'a, Statement<'a>>) {
+        statements.retain(|statement| !is_type_only_module_declaration(statement));
+        walk_mut::walk_statements(self, statements);
+    }
+
+    fn visit_statement(&mut self, statement: &mut Statement<'a>) {
+        if self.refusal.is_some() {
+            return;
+        }
+        if let Some(why) = module_declaration(statement) {
+            self.refusal = Some((statement.span(), why));
+            return;
+        }
+        walk_mut::walk_statement(self, statement);
+    }
+
+    fn visit_import_meta(&mut self, meta: &mut ImportMeta) {
+        self.refusal.get_or_insert((meta.span, IMPORT_META_REFUSED));
+    }
+
+    // `export` is how a namespace or module declaration says what it holds; the
+    // declaration itself is refused later, with its own message.
+    fn visit_ts_namespace_declaration(&mut self, _: &mut TSNamespaceDeclaration<'a>) {}
+
+    fn visit_ts_external_module_declaration(&mut self, _: &mut TSExternalModuleDeclaration<'a>) {}
+
+    fn visit_ts_global_declaration(&mut self, _: &mut TSGlobalDeclaration<'a>) {}
+}
+
+/// Whether `statement` is an `import` or `export` declaration, and which.
+/// (`export =` and `import x =` are left to [`non_erasable`].)
+fn module_declaration(statement: &Statement<'_>) -> Option<&'static str> {
+    match statement {
+        Statement::ImportDeclaration(_) => Some(IMPORT_REFUSED),
+        Statement::ExportAllDeclaration(_)
+        | Statement::ExportDefaultDeclaration(_)
+        | Statement::ExportDeclaration(_)
+        | Statement::ExportNamedDeclaration(_)
+        | Statement::ExportFromDeclaration(_)
+        | Statement::TSNamespaceExportDeclaration(_) => Some(EXPORT_REFUSED),
+        _ => None,
+    }
+}
+
+/// An `import` or `export` that only concerns types, which erasing leaves nothing of:
+/// `import type …`, `import { type A, type B } …`, `export type …`, `export interface …`,
+/// `export declare …`, `export {}`, `export as namespace …`, `import type X = …`.
+fn is_type_only_module_declaration(statement: &Statement<'_>) -> bool {
+    match statement {
+        Statement::ImportDeclaration(import) => {
+            import.import_kind.is_type()
+                || import.specifiers.as_ref().is_some_and(|specifiers| {
+                    !specifiers.is_empty()
+                        && specifiers.iter().all(|specifier| {
+                            matches!(specifier, ImportDeclarationSpecifier::ImportSpecifier(s)
+                                if s.import_kind.is_type())
+                        })
+                })
+        }
+        Statement::ExportNamedDeclaration(export) => {
+            export.export_kind.is_type()
+                || export.specifiers.iter().all(|s| s.export_kind.is_type())
+        }
+        Statement::ExportFromDeclaration(export) => {
+            export.export_kind.is_type()
+                || (!export.specifiers.is_empty()
+                    && export.specifiers.iter().all(|s| s.export_kind.is_type()))
+        }
+        Statement::ExportAllDeclaration(export) => export.export_kind.is_type(),
+        Statement::ExportDeclaration(export) => {
+            export.declaration.is_type() || export.declaration.declare()
+        }
+        Statement::ExportDefaultDeclaration(export) => matches!(
+            export.declaration,
+            ExportDefaultDeclarationKind::TSInterfaceDeclaration(_)
+        ),
+        Statement::TSNamespaceExportDeclaration(_) => true,
+        Statement::TSImportEqualsDeclaration(import) => import.import_kind.is_type(),
+        _ => false,
+    }
+}
+
 /// The wrapped source must parse to exactly the one wrapper function: a stray `}` in the
 /// program would otherwise close the wrapper and put code at the top level.
 fn check_single_body(
@@ -425,6 +578,64 @@ mod tests {
     fn import_equals_and_export_assignment_are_rejected() {
         assert!(parse_error("import fs = require('fs');").starts_with("1:1"));
         assert!(parse_error("export = 1;").starts_with("1:1"));
+    }
+
+    #[test]
+    fn type_only_imports_and_exports_are_erased() {
+        let js = strip_types(
+            "import type { T } from \"t\";\nimport { type A, type B as C } from \"a\";\n\
+             export type X = T;\nexport interface I { a: A }\nexport type { C };\n\
+             export declare const d: number;\nexport {};\n\
+             function f() { import type Y from \"y\"; export type Z = Y; return 1; }\n\
+             { export type * from \"s\"; }\nreturn f();",
+        )
+        .unwrap();
+        assert!(!js.contains("import") && !js.contains("export"), "{js}");
+        assert!(js.contains("return f()"), "{js}");
+    }
+
+    #[test]
+    fn value_imports_and_exports_are_refused_with_their_position() {
+        let cases = [
+            (
+                "return 1;\nimport x from \"y\";",
+                "2:1: `import` declarations",
+            ),
+            (
+                "const a = 1;\n  import \"side-effect\";",
+                "2:3: `import` declarations",
+            ),
+            (
+                "import { type A, b } from \"a\";",
+                "1:1: `import` declarations",
+            ),
+            (
+                "function f() {\n  export const a = 1;\n}",
+                "2:3: `export` declarations",
+            ),
+            ("export default 1;", "1:1: `export` declarations"),
+            ("const a = 1;\nexport { a };", "2:1: `export` declarations"),
+            ("export * from \"x\";", "1:1: `export` declarations"),
+            // Erasing would leave the `if` without a body.
+            (
+                "if (1) import type { T } from \"t\";",
+                "1:8: `import` declarations",
+            ),
+            ("return import.meta.url;", "1:8: `import.meta`"),
+        ];
+        for (program, expected) in cases {
+            let message = parse_error(program);
+            assert!(message.starts_with(expected), "{program:?}: {message}");
+        }
+        assert!(parse_error("import x from \"y\";").contains("already in scope"));
+    }
+
+    #[test]
+    fn a_replacement_character_outside_a_string_has_its_position() {
+        let message = parse_error("const a = \"\u{fffd}\";\nconst b = \u{fffd};\nreturn a;");
+        assert!(message.starts_with("2:11: unexpected U+FFFD"), "{message}");
+        let js = strip_types("// \u{fffd}\nreturn `\u{fffd}` + \"\u{fffd}\";").unwrap();
+        assert!(js.contains('\u{fffd}'), "{js}");
     }
 
     #[test]

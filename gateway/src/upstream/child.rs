@@ -4,24 +4,121 @@
 //! started (an `npx` wrapper and its `node`, say) with one `killpg`. It also asks the
 //! kernel for `SIGKILL` when the gateway dies (`PR_SET_PDEATHSIG`), which covers the
 //! gateway itself being killed with `SIGKILL`. Its stderr goes to the gateway's log,
-//! tagged with the server name.
+//! tagged with the server name. A stdout line longer than the message limit is a protocol
+//! violation that closes the connection (see [`LimitedLines`]).
 
+use std::io;
+use std::pin::Pin;
 use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
 
 use rmcp::RoleClient;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use crate::config::Endpoint;
 
-/// The largest message an upstream may send. rmcp's default (16 MiB) drops a longer line
-/// with only a log line, leaving its call unanswered; results this large are accepted and
-/// then cut to `[gateway] max_result_bytes` by the pipeline.
-const MAX_UPSTREAM_MESSAGE: usize = 128 * 1024 * 1024;
+/// The largest message an upstream may send. Results this large are accepted and then cut
+/// to `[gateway] max_result_bytes` by the pipeline; a longer line closes the connection.
+pub const MAX_UPSTREAM_MESSAGE: usize = 128 * 1024 * 1024;
 
 /// The transport to a stdio upstream: newline-delimited JSON-RPC over its pipes.
-pub type ChildTransport = AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>;
+pub type ChildTransport = AsyncRwTransport<RoleClient, LimitedLines<ChildStdout>, ChildStdin>;
+
+/// Why the gateway closed a connection itself, set once when the upstream broke the
+/// protocol; calls that were in flight report it instead of a bare "connection closed".
+#[derive(Debug, Clone, Default)]
+pub struct Violation(Arc<OnceLock<String>>);
+
+impl Violation {
+    pub fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    fn set(&self, reason: String) -> &str {
+        self.0.get_or_init(|| reason)
+    }
+}
+
+/// An upstream's stdout that refuses any line longer than `limit` bytes. rmcp on its own
+/// drops such a line with a log line and keeps the connection, so the call it answered
+/// hangs until its timeout. Here the read fails instead, which ends rmcp's read loop: the
+/// connection closes, calls in flight fail at once with the [`Violation`], and the
+/// supervisor starts the server again. rmcp buffers at most `limit` bytes of a line.
+pub struct LimitedLines<R> {
+    inner: R,
+    limit: usize,
+    /// Bytes of the current line read so far.
+    line: usize,
+    server: String,
+    violation: Violation,
+}
+
+impl<R> LimitedLines<R> {
+    pub fn new(inner: R, limit: usize, server: &str, violation: Violation) -> Self {
+        Self {
+            inner,
+            limit,
+            line: 0,
+            server: server.to_owned(),
+            violation,
+        }
+    }
+
+    /// Counts the bytes just read; `Err` once a line is over the limit.
+    fn count(&mut self, fresh: &[u8]) -> io::Result<()> {
+        let mut start = 0;
+        let mut over = false;
+        for newline in memchr::memchr_iter(b'\n', fresh) {
+            over |= self.line.saturating_add(newline - start) > self.limit;
+            self.line = 0;
+            start = newline + 1;
+        }
+        self.line = self.line.saturating_add(fresh.len() - start);
+        if over || self.line > self.limit {
+            let reason = self.violation.set(format!(
+                "it sent a message longer than {} bytes, the limit; the connection was closed \
+                 and the server is being restarted",
+                self.limit
+            ));
+            tracing::warn!(target: "upstream", server = %self.server, "protocol violation: {reason}");
+            return Err(self.refusal());
+        }
+        Ok(())
+    }
+
+    fn refusal(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            self.violation
+                .get()
+                .unwrap_or("protocol violation")
+                .to_owned(),
+        )
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LimitedLines<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.violation.get().is_some() {
+            return Poll::Ready(Err(self.refusal()));
+        }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        let counted = self.count(&buf.filled()[before..]);
+        if counted.is_err() {
+            // A read that fails has read nothing.
+            buf.set_filled(before);
+        }
+        Poll::Ready(counted)
+    }
+}
 
 /// Kills the child's whole process group when dropped (and lets tokio reap the child).
 #[derive(Debug)]
@@ -46,8 +143,14 @@ impl Drop for ProcessGroup {
 }
 
 /// Spawns `endpoint` (which must be a stdio endpoint) and returns the transport over its
-/// pipes.
-pub fn spawn(server: &str, endpoint: &Endpoint) -> std::io::Result<(ChildTransport, ProcessGroup)> {
+/// pipes, which closes when a message is longer than `max_message_bytes`, with `violation`
+/// saying so.
+pub fn spawn(
+    server: &str,
+    endpoint: &Endpoint,
+    max_message_bytes: usize,
+    violation: Violation,
+) -> std::io::Result<(ChildTransport, ProcessGroup)> {
     let Endpoint::Stdio {
         command,
         args,
@@ -89,7 +192,11 @@ pub fn spawn(server: &str, endpoint: &Endpoint) -> std::io::Result<(ChildTranspo
     if let Some(stderr) = child.stderr.take() {
         tokio::spawn(forward_stderr(server.to_owned(), stderr));
     }
-    let transport = AsyncRwTransport::new(stdout, stdin).with_max_line_length(MAX_UPSTREAM_MESSAGE);
+    let stdout = LimitedLines::new(stdout, max_message_bytes, server, violation);
+    // LimitedLines ends the connection first; rmcp's own cap (which only drops the line)
+    // is above it, counting the newline and a carriage return.
+    let transport = AsyncRwTransport::new(stdout, stdin)
+        .with_max_line_length(max_message_bytes.saturating_add(2));
     Ok((
         transport,
         ProcessGroup {
@@ -125,5 +232,46 @@ async fn forward_stderr(server: String, stderr: ChildStderr) {
             tracing::info!(target: "upstream", server = %server, "{}", text.trim_end());
             line.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    async fn read_all(input: &[u8], limit: usize) -> (io::Result<Vec<u8>>, Violation) {
+        let violation = Violation::default();
+        // Small reads, so lines are counted across them.
+        let reader = BufReader::with_capacity(3, input);
+        let mut lines = LimitedLines::new(reader, limit, "test", violation.clone());
+        let mut out = Vec::new();
+        let result = lines.read_to_end(&mut out).await.map(|_| out);
+        (result, violation)
+    }
+
+    #[tokio::test]
+    async fn lines_up_to_the_limit_pass() {
+        let input = b"12345\n1234\n\n12345";
+        let (read, violation) = read_all(input, 5).await;
+        assert_eq!(read.unwrap(), input);
+        assert_eq!(violation.get(), None);
+    }
+
+    #[tokio::test]
+    async fn a_longer_line_is_a_violation_that_names_the_limit() {
+        let (read, violation) = read_all(b"12345\n123456\nmore\n", 5).await;
+        let error = read.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(error.to_string().contains("longer than 5 bytes"), "{error}");
+        assert_eq!(violation.get(), Some(error.to_string().as_str()));
+    }
+
+    #[tokio::test]
+    async fn an_unterminated_line_is_counted_too() {
+        let (read, violation) = read_all(b"1\n1234567890", 5).await;
+        assert!(read.is_err());
+        assert!(violation.get().is_some());
     }
 }

@@ -12,7 +12,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::child::{self, ProcessGroup};
+use super::child::{self, ProcessGroup, Violation};
 use super::client::{ProgressRoutes, UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
 use super::{Live, sse_client};
@@ -108,16 +108,22 @@ async fn connect_inner(
     progress: ProgressRoutes,
 ) -> Result<Connection, ConnectError> {
     let handler = UpstreamClient::new(name.clone(), events, progress);
+    let violation = Violation::default();
     let init_error =
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
     let endpoint = config.endpoint();
     let (service, group) = match &endpoint {
         Endpoint::Stdio { command, .. } => {
-            let (transport, group) =
-                child::spawn(name, &endpoint).map_err(|source| ConnectError::Spawn {
-                    command: command.clone(),
-                    source,
-                })?;
+            let (transport, group) = child::spawn(
+                name,
+                &endpoint,
+                child::MAX_UPSTREAM_MESSAGE,
+                violation.clone(),
+            )
+            .map_err(|source| ConnectError::Spawn {
+                command: command.clone(),
+                source,
+            })?;
             (
                 handler.serve(transport).await.map_err(init_error)?,
                 Some(group),
@@ -159,6 +165,7 @@ async fn connect_inner(
         peer: service.peer().clone(),
         offer,
         pid: group.as_ref().map(ProcessGroup::pid),
+        violation,
     });
     Ok(Connection::new(live, service, group))
 }

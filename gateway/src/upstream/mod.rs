@@ -3,8 +3,10 @@
 //! Each configured server gets one [`Upstream`] and one supervisor task. The supervisor
 //! connects (stdio child, streamable HTTP or legacy SSE, see [`connect`]), reads what the
 //! server offers, and then watches the connection: when it drops, calls in flight fail at
-//! once with UPSTREAM_UNAVAILABLE (rmcp drops their responders), new calls fail fast, and
-//! the supervisor reconnects with capped exponential backoff, forever, until shutdown.
+//! once with UPSTREAM_UNAVAILABLE (rmcp drops their responders; UPSTREAM_ERROR when the
+//! gateway closed it because the server broke the protocol, see [`child::Violation`]), new
+//! calls fail fast, and the supervisor reconnects with capped exponential backoff, forever,
+//! until shutdown.
 
 pub mod child;
 pub mod client;
@@ -80,6 +82,8 @@ pub struct Live {
     pub peer: Peer<RoleClient>,
     pub offer: Offer,
     pub pid: Option<i32>,
+    /// Set when the gateway closed this connection because the server broke the protocol.
+    pub violation: child::Violation,
 }
 
 /// One configured upstream server.
@@ -216,14 +220,19 @@ impl Upstream {
                         }
                     }
                     self.set_live(None);
+                    let violation = connection.live.violation.clone();
                     connection.close().await;
                     if self.shutdown.is_cancelled() {
                         break;
                     }
-                    tracing::warn!(server = %self.name, "upstream connection closed; reconnecting");
+                    let why = match violation.get() {
+                        Some(violation) => format!("closed by the gateway: {violation}"),
+                        None => "connection closed".into(),
+                    };
+                    tracing::warn!(server = %self.name, "upstream {why}; reconnecting");
                     self.set_health(|h| {
                         h.state = UpstreamState::Restarting;
-                        h.last_error = Some("connection closed".into());
+                        h.last_error = Some(why);
                         h.pid = None;
                     });
                 }
@@ -266,6 +275,7 @@ impl Upstream {
                             peer: live.peer.clone(),
                             offer,
                             pid: live.pid,
+                            violation: live.violation.clone(),
                         })));
                     }
                     Err(e) => tracing::warn!(server = %self.name, "refresh failed: {e}"),
@@ -316,7 +326,13 @@ impl Upstream {
         match answer {
             Some(Ok(Ok(result))) => Ok(result),
             Some(Ok(Err(e))) => Err(self.service_error(e)),
-            Some(Err(_closed)) => Err(self.unavailable("the connection closed before it answered")),
+            Some(Err(_closed)) => Err(match live.violation.get() {
+                Some(violation) => UpstreamError::Protocol {
+                    server: self.name.to_string(),
+                    reason: violation.to_owned(),
+                },
+                None => self.unavailable("the connection closed before it answered"),
+            }),
             None => {
                 let _ = handle.cancel(Some("cancelled by the gateway".into())).await;
                 Err(UpstreamError::Cancelled {
