@@ -449,3 +449,28 @@ async fn runs_can_be_spawned_onto_other_tasks() {
     }
     rt.shutdown().await;
 }
+
+#[tokio::test]
+async fn each_run_sees_its_own_bindings_whatever_the_spare_preloaded() {
+    let rt = runtime(CodeBudgets::default());
+    let bridge = Arc::new(FakeBridge::default());
+    let names = "return Object.keys(tools.t).sort().join(',');";
+    let first = run_with(&rt, &bridge, names).await;
+    let all = "echo,fail,hang,image,raw,slow,write";
+    assert_eq!(first.result, Some(json!(all)), "{:?}", first.failure);
+    // The spare started after that run preloaded its bindings; this run brings others.
+    let fewer = common::BINDINGS.replace("image: bind(\"image\"),", "");
+    let second = rt
+        .run(names, &fewer, bridge.clone(), Default::default())
+        .await;
+    assert_eq!(
+        second.result,
+        Some(json!("echo,fail,hang,raw,slow,write")),
+        "{:?}",
+        second.failure
+    );
+    // And the spare after that one preloaded the fewer bindings: the full set is back.
+    let third = run_with(&rt, &bridge, names).await;
+    assert_eq!(third.result, Some(json!(all)), "{:?}", third.failure);
+    rt.shutdown().await;
+}

@@ -13,8 +13,8 @@
 use std::io;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::OnceLock;
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -40,11 +40,18 @@ pub(crate) struct WorkerProcess {
     pid: libc::pid_t,
     pub(crate) stdin: Option<ChildStdin>,
     pub(crate) stdout: Option<ChildStdout>,
+    /// The tool bindings the worker installed at start, if any.
+    pub(crate) preloaded: Option<Arc<str>>,
 }
 
 impl WorkerProcess {
-    /// Start a worker and send it its `init` message; it creates its runtime right away.
-    pub(crate) async fn spawn(command: &WorkerCommand, budgets: &CodeBudgets) -> io::Result<Self> {
+    /// Start a worker and send it its `init` message; it creates its runtime (and
+    /// installs `preload`, tool bindings, if given) right away.
+    pub(crate) async fn spawn(
+        command: &WorkerCommand,
+        budgets: &CodeBudgets,
+        preload: Option<Arc<str>>,
+    ) -> io::Result<Self> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .env_clear()
@@ -74,12 +81,14 @@ impl WorkerProcess {
         let stdout = child.stdout.take();
         let init = protocol::encode(&HostMessage::Init {
             heap_bytes: budgets.heap_bytes(),
+            bindings: preload.as_deref().map(str::to_owned),
         });
         let mut worker = WorkerProcess {
             child,
             pid,
             stdin: None,
             stdout,
+            preloaded: preload,
         };
         match stdin.as_mut() {
             Some(pipe) => pipe.write_all(&init).await?,
@@ -232,7 +241,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_worker_killed_from_outside_is_noticed() {
-        let mut worker = WorkerProcess::spawn(&sleeper(), &CodeBudgets::default())
+        let mut worker = WorkerProcess::spawn(&sleeper(), &CodeBudgets::default(), None)
             .await
             .unwrap();
         assert!(!worker.has_exited());
@@ -251,7 +260,7 @@ mod tests {
 
     #[tokio::test]
     async fn workers_get_only_the_engine_switch_as_environment_and_their_own_process_group() {
-        let mut worker = WorkerProcess::spawn(&sleeper(), &CodeBudgets::default())
+        let mut worker = WorkerProcess::spawn(&sleeper(), &CodeBudgets::default(), None)
             .await
             .unwrap();
         let environ = std::fs::read(format!("/proc/{}/environ", worker.pid)).unwrap();

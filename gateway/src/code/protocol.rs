@@ -24,12 +24,17 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum HostMessage {
-    /// Sent right after spawn: the worker creates its runtime with this heap limit.
-    Init { heap_bytes: usize },
-    /// The one run of this worker.
+    /// Sent right after spawn: the worker creates its runtime with this heap limit and,
+    /// when given, installs these tool bindings ahead of the run (those of the last run,
+    /// which the next run most likely shares).
+    Init {
+        heap_bytes: usize,
+        bindings: Option<String>,
+    },
+    /// The one run of this worker; `bindings: None` runs with those given at `Init`.
     Run {
         program: String,
-        bindings: String,
+        bindings: Option<String>,
         max_output_bytes: usize,
     },
     /// The result of call `id`.

@@ -97,9 +97,10 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
     let max_message = protocol::max_message_bytes(request.budgets.max_output_bytes);
     let (to_worker, writer) = start_writer(stdin);
     let (mut inbound, reader) = start_reader(stdout, max_message);
+    let preloaded = worker.preloaded.as_deref() == Some(request.bindings);
     let _ = to_worker.send(HostMessage::Run {
         program: request.program.js.clone(),
-        bindings: request.bindings.to_owned(),
+        bindings: (!preloaded).then(|| request.bindings.to_owned()),
         max_output_bytes: request.budgets.max_output_bytes,
     });
 

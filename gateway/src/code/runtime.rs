@@ -34,6 +34,8 @@ struct Inner {
     command: WorkerCommand,
     budgets: CodeBudgets,
     spare: Mutex<Spare>,
+    /// The bindings of the last run, installed in the next spare ahead of its run.
+    last_bindings: Mutex<Option<Arc<str>>>,
     /// Signalled when a spare that was starting is ready (or failed).
     spare_changed: Notify,
     shutdown: CancellationToken,
@@ -57,6 +59,7 @@ impl CodeRuntime {
                 command: worker,
                 budgets,
                 spare: Mutex::new(Spare::Empty),
+                last_bindings: Mutex::default(),
                 spare_changed: Notify::new(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
@@ -86,6 +89,7 @@ impl CodeRuntime {
         if cancel.is_cancelled() {
             return aborted("the run was cancelled before it started");
         }
+        inner.remember_bindings(bindings_js);
         let program = match strip::strip(program_ts) {
             Ok(program) => program,
             Err(failure) => return RunOutcome::failed(failure),
@@ -170,9 +174,20 @@ impl Inner {
                     {
                         return Ok(*worker);
                     }
-                    return WorkerProcess::spawn(&self.command, &self.budgets).await;
+                    return WorkerProcess::spawn(&self.command, &self.budgets, None).await;
                 }
             }
+        }
+    }
+
+    /// Keep `bindings` for the next spare, unless they are the ones kept already.
+    fn remember_bindings(&self, bindings: &str) {
+        let mut last = self
+            .last_bindings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if last.as_deref() != Some(bindings) {
+            *last = Some(Arc::from(bindings));
         }
     }
 
@@ -187,7 +202,12 @@ impl Inner {
         }
         let inner = Arc::clone(self);
         self.tasks.spawn(async move {
-            let spawned = WorkerProcess::spawn(&inner.command, &inner.budgets).await;
+            let preload = inner
+                .last_bindings
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone();
+            let spawned = WorkerProcess::spawn(&inner.command, &inner.budgets, preload).await;
             let unwanted = {
                 let mut spare = inner.lock_spare();
                 *spare = Spare::Empty;

@@ -11,6 +11,7 @@
 //! the same way.
 
 use std::path::{Path, PathBuf};
+use std::sync::{OnceLock, mpsc};
 
 use oxc::allocator::{Allocator, Vec as ArenaVec};
 use oxc::ast::AstKind;
@@ -89,25 +90,53 @@ pub(crate) fn strip(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure>
         ));
     }
     check_nesting(program_ts)?;
-    // The parser and the transform passes recurse; nesting without brackets (`!!!…`,
-    // `Array<Array<…>>`) is bounded only by the program's length, so they run on a thread
-    // whose stack fits the longest program, never on the caller's.
-    std::thread::scope(|scope| {
+    on_parser_thread(program_ts)
+}
+
+/// A stripping job for the parser thread, and where its answer goes.
+type Job = (
+    String,
+    mpsc::Sender<Result<StrippedProgram, CodeRunFailure>>,
+);
+
+/// Strip on the parser thread. The parser and the transform passes recurse; nesting
+/// without brackets (`!!!…`, `Array<Array<…>>`) is bounded only by the program's length,
+/// so they run on one long-lived thread whose stack fits the longest program, never on the
+/// caller's (a thread per program would cost its start-up on every run).
+fn on_parser_thread(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
+    static PARSER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    let unavailable = |why: &str| {
+        CodeRunFailure::new(
+            FailureKind::Parse,
+            format!("the program could not be parsed: {why}"),
+        )
+    };
+    let parser = PARSER.get_or_init(|| {
+        let (jobs, incoming) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("strip-types".into())
             .stack_size(STRIP_STACK_BYTES)
-            .spawn_scoped(scope, || strip_on_this_thread(program_ts))
-            .map_err(|e| {
-                CodeRunFailure::new(FailureKind::Parse, format!("cannot start the parser: {e}"))
-            })?
-            .join()
-            .unwrap_or_else(|_| {
-                Err(CodeRunFailure::new(
-                    FailureKind::Parse,
-                    "the program could not be parsed",
-                ))
+            .spawn(move || {
+                for (program_ts, reply) in incoming {
+                    let stripped = std::panic::catch_unwind(|| strip_on_this_thread(&program_ts))
+                        .unwrap_or_else(|_| Err(unavailable("the parser failed on it")));
+                    let _ = reply.send(stripped);
+                }
             })
-    })
+            .inspect_err(|e| tracing::error!("cannot start the run_code parser thread: {e}"))
+            .ok()
+            .map(|_| jobs)
+    });
+    let Some(parser) = parser else {
+        return Err(unavailable("the parser thread could not start"));
+    };
+    let (reply, answer) = mpsc::channel();
+    parser
+        .send((program_ts.to_owned(), reply))
+        .map_err(|_| unavailable("the parser thread is gone"))?;
+    answer
+        .recv()
+        .map_err(|_| unavailable("the parser thread is gone"))?
 }
 
 /// The longest program accepted (far more than a model writes).

@@ -47,7 +47,11 @@ pub fn worker_main() -> ExitCode {
 }
 
 fn run_worker(link: Arc<HostLink>, mut input: BufReader<File>) -> ExitCode {
-    let Some(HostMessage::Init { heap_bytes }) = read_message(&mut input) else {
+    let Some(HostMessage::Init {
+        heap_bytes,
+        bindings: preload,
+    }) = read_message(&mut input)
+    else {
         eprintln!("code worker: expected an init message");
         return ExitCode::FAILURE;
     };
@@ -72,6 +76,8 @@ fn run_worker(link: Arc<HostLink>, mut input: BufReader<File>) -> ExitCode {
         eprintln!("code worker: the prelude did not evaluate to a function");
         return ExitCode::FAILURE;
     };
+    let preloaded =
+        preload.map(|bindings| tokio.block_on(install_bindings(&mut runtime, &install, &bindings)));
     link.send(&WorkerMessage::Ready);
 
     let Some(HostMessage::Run {
@@ -90,13 +96,13 @@ fn run_worker(link: Arc<HostLink>, mut input: BufReader<File>) -> ExitCode {
     );
     spawn_reply_reader(Arc::clone(&link), input);
 
-    let failure = tokio.block_on(run_program(
-        &mut runtime,
-        &link,
-        &install,
-        &program,
-        &bindings,
-    ));
+    let failure = tokio.block_on(async {
+        let runner = match bindings {
+            Some(bindings) => install_bindings(&mut runtime, &install, &bindings).await,
+            None => preloaded.unwrap_or_else(|| Err("the host sent no bindings".to_owned())),
+        };
+        run_program(&mut runtime, &link, runner, &program).await
+    });
     link.finish(&failure)
 }
 
@@ -125,16 +131,15 @@ fn watch_heap(runtime: &mut JsRuntime, link: &Arc<HostLink>) {
     });
 }
 
-/// Install the bindings, compile the program, and drive it. Returns only when the
-/// program could not report for itself (the ops exit on completion).
+/// Compile the program and drive it with the installed bindings' runner. Returns only
+/// when the program could not report for itself (the ops exit on completion).
 async fn run_program(
     runtime: &mut JsRuntime,
     link: &Arc<HostLink>,
-    install: &v8::Global<v8::Function>,
+    runner: Result<v8::Global<v8::Function>, String>,
     program: &str,
-    bindings: &str,
 ) -> WorkerMessage {
-    let runner = match install_bindings(runtime, install, bindings).await {
+    let runner = match runner {
         Ok(runner) => runner,
         Err(error) => {
             return fail(
