@@ -143,6 +143,17 @@ fn post_mcp(
     session: Option<&str>,
     message: Value,
 ) -> (u16, Vec<(String, String)>, String) {
+    post_mcp_at(gateway, "/mcp", token, session, message)
+}
+
+/// [`post_mcp`] to another path, such as `/mcp/{profile}`.
+fn post_mcp_at(
+    gateway: &Gateway,
+    path: &str,
+    token: &str,
+    session: Option<&str>,
+    message: Value,
+) -> (u16, Vec<(String, String)>, String) {
     let auth = format!("Bearer {token}");
     let mut headers = vec![
         ("Authorization", auth.as_str()),
@@ -156,7 +167,7 @@ fn post_mcp(
     http_request(
         gateway.address,
         "POST",
-        "/mcp",
+        path,
         &headers,
         message.to_string().as_bytes(),
     )
@@ -206,8 +217,6 @@ fn open_sse(gateway: &Gateway, token: &str) -> (TcpStream, String) {
 }
 
 #[test]
-#[ignore = "known gap: legacy SSE's POST /message is not bound to the token that opened the \
-            stream (streamable HTTP answers -32600 \"opened with other credentials\"); see issue 8"]
 fn a_session_belongs_to_the_token_that_opened_it() {
     let workspace = two_tokens();
     let gateway = workspace.serve_http(&[]);
@@ -225,6 +234,20 @@ fn a_session_belongs_to_the_token_that_opened_it() {
     assert!(status < 300, "{status} {body}");
     let (http_status, _, http_body) =
         post_mcp(&gateway, READER, Some(&session), set_call(1, "over-http"));
+    // Nor may READER end the session or read its stream.
+    let reader = format!("Bearer {READER}");
+    for method in ["DELETE", "GET"] {
+        let headers = [
+            ("Authorization", reader.as_str()),
+            ("Accept", "text/event-stream"),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        let (status, _, body) = http_request(gateway.address, method, "/mcp", &headers, b"");
+        assert_eq!(status, 403, "READER's {method} of ADMIN's session: {body}");
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let (status, _, body) = post_mcp(&gateway, ADMIN, Some(&session), ping);
+    assert_eq!(status, 200, "the opener's session lives on: {body}");
 
     // Legacy SSE: ADMIN opens and initializes a session; READER posts to its endpoint.
     let (_stream, endpoint) = open_sse(&gateway, ADMIN);
@@ -245,6 +268,8 @@ fn a_session_belongs_to_the_token_that_opened_it() {
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     assert_eq!(post(ADMIN, initialized).0, 202);
     let (sse_status, _, sse_body) = post(READER, set_call(7, "over-sse"));
+    let ping = json!({"jsonrpc": "2.0", "id": 8, "method": "ping"});
+    assert_eq!(post(ADMIN, ping).0, 202, "the opener's session lives on");
 
     let refused = [401, 403, 404];
     assert!(
@@ -262,6 +287,46 @@ fn a_session_belongs_to_the_token_that_opened_it() {
         Value::Null,
         "READER wrote through ADMIN's session"
     );
+}
+
+/// A path naming no profile must not fall back to the default profile: `/mcp/typo` and
+/// `/sse/typo` answer 404 and open no session, whatever the token.
+#[test]
+fn an_unknown_profile_path_is_404_and_opens_no_session() {
+    let workspace = two_tokens();
+    let gateway = workspace.serve_http(&[]);
+    for token in [ADMIN, READER] {
+        for path in ["/mcp/nosuch", "/mcp/nosuch/", "/mcp/everything/extra"] {
+            let (status, headers, body) = post_mcp_at(&gateway, path, token, None, initialize());
+            assert_eq!(status, 404, "{path}: {body}");
+            assert!(
+                !headers.iter().any(|(name, _)| name == "mcp-session-id"),
+                "{path} opened a session: {headers:?}"
+            );
+            if path == "/mcp/nosuch" {
+                assert!(body.contains("unknown profile `nosuch`"), "{body}");
+            }
+        }
+        let auth = format!("Bearer {token}");
+        let (status, _, body) = http_request(
+            gateway.address,
+            "GET",
+            "/sse/nosuch",
+            &[("Authorization", &auth), ("Accept", "text/event-stream")],
+            b"",
+        );
+        assert_eq!(status, 404, "/sse/nosuch: {body}");
+        assert!(body.contains("unknown profile `nosuch`"), "{body}");
+    }
+    // Known profiles keep working, with and without a trailing slash.
+    for path in ["/mcp/everything", "/mcp/everything/", "/mcp", "/mcp/"] {
+        let (status, headers, body) = post_mcp_at(&gateway, path, ADMIN, None, initialize());
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(
+            headers.iter().any(|(name, _)| name == "mcp-session-id"),
+            "{path}: {headers:?}"
+        );
+    }
 }
 
 #[test]

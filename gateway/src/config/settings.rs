@@ -22,9 +22,9 @@ pub struct Config {
     pub servers_as_written: BTreeMap<String, ServerConfig>,
     #[serde(default)]
     pub gateway: GatewaySettings,
-    /// `[listen]`: the HTTP listener; see `server::security` for every field.
+    /// `[listen]`: the HTTP listener; see `server::listen` for every field.
     #[serde(default)]
-    pub listen: crate::server::security::ListenConfig,
+    pub listen: crate::server::listen::ListenConfig,
     /// Upstream MCP servers by name; the name is the `<server>` of `mcp__<server>__<tool>`.
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,

@@ -24,7 +24,7 @@ use crate::gateway::{CallRequest, Gateway};
 use crate::observe::session_log::EventKind;
 use crate::pipeline::{Origin, Session};
 use crate::registry::resource_uri;
-use crate::server::security::AuthenticatedProfile;
+use crate::server::security::Credentials;
 use crate::upstream::{ProgressSink, UpstreamError};
 
 /// How often a session's watcher checks that its client is still connected.
@@ -41,8 +41,6 @@ pub struct GatewayServer {
     /// profile overrides it at `initialize`.
     profile: Option<String>,
     session: Arc<OnceLock<Arc<Session>>>,
-    /// The token-bound profile of the HTTP request that initialized the session.
-    opener: Arc<OnceLock<Option<String>>>,
 }
 
 impl GatewayServer {
@@ -51,22 +49,13 @@ impl GatewayServer {
             gateway,
             profile,
             session: Arc::default(),
-            opener: Arc::default(),
         }
     }
 
-    /// The session, created on first use with the transport's profile, after checking
-    /// that the request comes from the same credentials as the session's `initialize`
-    /// (over HTTP a session id must not let one token use another token's session).
-    fn session(&self, context: &RequestContext<RoleServer>) -> Result<&Arc<Session>, ErrorData> {
-        if let (Some(caller), Some(opener)) = (token_profile(context), self.opener.get())
-            && caller != *opener
-        {
-            return Err(ErrorData::invalid_request(
-                "this session was opened with other credentials",
-                None,
-            ));
-        }
+    /// The session, created on first use with the transport's profile. (Over HTTP every
+    /// request comes from the session's opener: `BoundSessions` and the SSE transport
+    /// refuse other credentials before any message reaches the handler.)
+    fn session(&self) -> Result<&Arc<Session>, ErrorData> {
         self.session_for(self.profile.as_deref())
     }
 
@@ -208,10 +197,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        let bound = token_profile(&context).flatten();
-        if let Some(opener) = token_profile(&context) {
-            let _ = self.opener.set(opener);
-        }
+        let bound = credentials(&context).and_then(|c| c.profile);
         self.session_for(bound.as_deref().or(self.profile.as_deref()))?;
         self.negotiate_initialize(&request)
     }
@@ -223,9 +209,9 @@ impl ServerHandler for GatewayServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.gateway.visible_tools(self.session(&context)?);
+        let tools = self.gateway.visible_tools(self.session()?);
         let (tools, next) = page(&tools, cursor(&request))?;
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next;
@@ -237,7 +223,7 @@ impl ServerHandler for GatewayServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let session = self.session(&context)?.clone();
+        let session = self.session()?.clone();
         let progress = context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),
             token,
@@ -262,9 +248,9 @@ impl ServerHandler for GatewayServer {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let catalog = self.gateway.registry.catalog();
         let prompts: Vec<_> = catalog
             .prompts
@@ -283,7 +269,7 @@ impl ServerHandler for GatewayServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let catalog = self.gateway.registry.catalog();
         let prompt = catalog
             .prompts
@@ -309,9 +295,9 @@ impl ServerHandler for GatewayServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let catalog = self.gateway.registry.catalog();
         let resources: Vec<_> = catalog
             .resources
@@ -328,9 +314,9 @@ impl ServerHandler for GatewayServer {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let catalog = self.gateway.registry.catalog();
         let templates: Vec<_> = catalog
             .resource_templates
@@ -349,7 +335,7 @@ impl ServerHandler for GatewayServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let (server, original) = self.owner_of(session, &request.uri)?;
         log_event(
             session,
@@ -379,7 +365,7 @@ impl ServerHandler for GatewayServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let (server, original) = self.owner_of(session, &request.uri)?;
         self.gateway
             .subscriptions
@@ -399,7 +385,7 @@ impl ServerHandler for GatewayServer {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let (server, original) = self.owner_of(session, &request.uri)?;
         if !self
             .gateway
@@ -419,7 +405,7 @@ impl ServerHandler for GatewayServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let session = self.session(&context)?;
+        let session = self.session()?;
         let mut params = request;
         let server = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
@@ -494,16 +480,11 @@ impl GatewayServer {
     }
 }
 
-/// The profile bound to the bearer token of an HTTP request (`Some(None)`: no bound
-/// profile), or `None` when the request did not come over HTTP.
-fn token_profile(context: &RequestContext<RoleServer>) -> Option<Option<String>> {
+/// The credentials of the streamable HTTP request behind `context`, or `None` when the
+/// request did not come over streamable HTTP.
+fn credentials(context: &RequestContext<RoleServer>) -> Option<Credentials> {
     let parts = context.extensions.get::<http::request::Parts>()?;
-    Some(
-        parts
-            .extensions
-            .get::<AuthenticatedProfile>()
-            .and_then(|p| p.0.clone()),
-    )
+    parts.extensions.get::<Credentials>().cloned()
 }
 
 fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {

@@ -1,7 +1,18 @@
 //! The downstream side: one MCP server over stdio, streamable HTTP (`/mcp`) and legacy
 //! SSE (`/sse`), plus `/healthz` and `/metrics`, all behind the listener's guard.
+//!
+//! - [`listen`]: the `[listen]` section; [`connections`]: the accept loop (request-head
+//!   timeout, connection cap, graceful close); [`security`]: the guard every request passes.
+//! - [`handler`]: the MCP server of one session, whatever the transport.
+//! - [`bound_sessions`] (streamable HTTP) and [`sse`] (legacy SSE): sessions kept to the
+//!   credentials that opened them; [`handshake`]: stdio and SSE survive early messages.
+//! - [`subscriptions`]: resource subscriptions across sessions.
 
+pub mod bound_sessions;
+pub mod connections;
 pub mod handler;
+pub mod handshake;
+pub mod listen;
 pub mod security;
 pub mod sse;
 mod stdio;
@@ -10,16 +21,19 @@ pub mod subscriptions;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::response::IntoResponse;
-use axum::routing::get;
-use rmcp::ServiceExt;
+use axum::routing::{any, get};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ServerHandler, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
+use bound_sessions::BoundSessions;
 use handler::GatewayServer;
+use handshake::Handshake;
 use security::{SecurityGuard, SecurityLayer};
 
 /// Why the server could not start.
@@ -48,8 +62,13 @@ pub async fn serve_stdio(
         return Err(ServeError::UnknownProfile(profile.unwrap_or_default()));
     }
     let server = GatewayServer::new(gateway, profile);
+    let (stdin, stdout) = stdio::streams();
+    let transport = Handshake::new(
+        AsyncRwTransport::new_server(stdin, stdout),
+        server.supported_protocol_versions(),
+    );
     let running = server
-        .serve_with_ct(stdio::streams(), shutdown.child_token())
+        .serve_with_ct(transport, shutdown.child_token())
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let _ = running.waiting().await;
@@ -57,36 +76,49 @@ pub async fn serve_stdio(
 }
 
 /// The HTTP routes: `/mcp`, `/mcp/{profile}`, `/sse`, `/sse/{profile}`, `/message`,
-/// `/healthz`, `/metrics`, all behind the security guard.
+/// `/healthz`, `/metrics`, all behind the security guard. A path naming no profile gets 404.
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
     let guard = SecurityGuard::new(&config.listen)?;
+    let default = streamable_http(&gateway, None, &shutdown);
     let mut router = Router::new()
-        .nest_service("/mcp", streamable_http(&gateway, None, &shutdown))
+        .route_service("/mcp", default.clone())
+        .route_service("/mcp/", default)
+        .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
-        router = router.nest_service(
-            &format!("/mcp/{name}"),
-            streamable_http(&gateway, Some(name.clone()), &shutdown),
-        );
+        let service = streamable_http(&gateway, Some(name.clone()), &shutdown);
+        router = router
+            .route_service(&format!("/mcp/{name}"), service.clone())
+            .route_service(&format!("/mcp/{name}/"), service);
     }
     let sessions = gateway.clone();
     let on_session: sse::SessionHandler = Arc::new(move |transport, request| {
+        // A path must name a profile that exists, even when a bound token overrides it.
+        if let Some(named) = &request.profile
+            && !sessions.has_profile(Some(named))
+        {
+            return Err(sse::SseRejection {
+                status: http::StatusCode::NOT_FOUND,
+                message: unknown_profile(named),
+            });
+        }
         let bound = request
             .parts
             .extensions
-            .get::<security::AuthenticatedProfile>()
-            .and_then(|p| p.0.clone());
+            .get::<security::Credentials>()
+            .and_then(|credentials| credentials.profile.clone());
         let profile = bound.or(request.profile);
         if !sessions.has_profile(profile.as_deref()) {
             return Err(sse::SseRejection {
                 status: http::StatusCode::NOT_FOUND,
-                message: format!("unknown profile `{}`", profile.unwrap_or_default()),
+                message: unknown_profile(profile.as_deref().unwrap_or_default()),
             });
         }
         let server = GatewayServer::new(sessions.clone(), profile);
+        let transport = Handshake::new(transport, server.supported_protocol_versions());
         tokio::spawn(async move {
             if let Ok(running) = server.serve(transport).await {
                 let _ = running.waiting().await;
@@ -108,22 +140,46 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
     Ok(router)
 }
 
+/// `/mcp/{profile}` for a profile with no route of its own: unknown, or added by a reload
+/// (its path is made at the next start).
+async fn unrouted_profile(
+    State(gateway): State<Arc<Gateway>>,
+    Path(profile): Path<String>,
+) -> impl IntoResponse {
+    let message = if gateway.has_profile(Some(&profile)) {
+        format!(
+            "profile `{profile}` was added after the gateway started: /mcp/{profile} is served \
+             from the next start (/sse/{profile} works now)"
+        )
+    } else {
+        unknown_profile(&profile)
+    };
+    (http::StatusCode::NOT_FOUND, message)
+}
+
+fn unknown_profile(name: &str) -> String {
+    format!("Not Found: unknown profile `{name}` (no [profiles.{name}] in the configuration)")
+}
+
+/// The streamable HTTP service for one path, its sessions bound to their openers.
 fn streamable_http(
     gateway: &Arc<Gateway>,
     profile: Option<String>,
     shutdown: &CancellationToken,
-) -> StreamableHttpService<GatewayServer, LocalSessionManager> {
+) -> BoundSessions {
     let gateway = gateway.clone();
     // Host, Origin and body size are checked by the security layer in front.
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
-    StreamableHttpService::new(
+    let manager = Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(
         move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager.clone(),
         config,
-    )
+    );
+    BoundSessions::new(service, manager)
 }
 
 /// Serves HTTP on the configured address until `shutdown`.
@@ -142,9 +198,7 @@ pub async fn serve_http(
         "listening on http://{} (streamable HTTP at /mcp, SSE at /sse)",
         listener.local_addr()?
     );
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await?;
+    connections::serve(listener, router, (&listen).into(), shutdown).await;
     Ok(())
 }
 

@@ -6,13 +6,13 @@
 //!
 //! ```toml
 //! [listen]
-//! address = "127.0.0.1:8765"             # default; a non-loopback address needs tokens
 //! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens; empty (the default) = no auth
-//! # tokens = [{ token = "${CI_TOKEN}", profile = "ci" }]   # a token bound to a profile
 //! allowed_origins = ["https://app.example:8443"]  # loopback origins are always accepted
 //! allowed_hosts = ["gateway.lan"]        # Host names accepted besides loopback ones
 //! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
 //! ```
+//!
+//! (The whole section, with its defaults, is documented in [`super::listen`].)
 //!
 //! The checks run in this order, each answering on its own:
 //! 1. **Host** (403): a loopback name (`localhost`, `127.0.0.1`, `[::1]`, any port) or an entry
@@ -33,15 +33,14 @@
 //!    single JSON documents, so buffering costs nothing that streaming would have saved.
 //!
 //! Unauthenticated requests never reach the body check: a stranger learns only "401".
-//! On success the request carries [`AuthenticatedProfile`] with the profile bound to the
-//! token, if any. `/healthz` is not exempt: it shows each upstream's state and last error,
+//! On success the request carries its [`Credentials`]: which token was presented and the
+//! profile bound to it, if any. Sessions are bound to the credentials that opened them. `/healthz` is not exempt: it shows each upstream's state and last error,
 //! which are for the operator, so `status --listen` must send the token too.
 //!
 //! [`check_bind`] is the start-up half: a non-loopback address without tokens is refused.
 
 use std::{
     convert::Infallible,
-    fmt,
     future::Future,
     net::{IpAddr, SocketAddr},
     pin::Pin,
@@ -54,141 +53,11 @@ use axum::body::{Body, HttpBody};
 use http::{
     HeaderMap, HeaderValue, Request, Response, StatusCode, header, request::Parts, uri::Authority,
 };
-use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 use sha2::{Digest, Sha256};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
-/// The `[listen]` section of the configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListenConfig {
-    /// Address to bind. Default `127.0.0.1:8765`. Binding a non-loopback address without
-    /// tokens is refused by [`check_bind`].
-    #[serde(default = "default_address")]
-    pub address: SocketAddr,
-    /// Bearer tokens accepted on every route. Default: none, which means no authentication
-    /// (acceptable only on loopback).
-    #[serde(default)]
-    pub tokens: Vec<TokenConfig>,
-    /// Origins accepted besides loopback ones, such as `"https://app.example:8443"`; the
-    /// scheme's default port may be left out. `"null"` admits sandboxed pages. Default: none.
-    #[serde(default)]
-    pub allowed_origins: Vec<String>,
-    /// Host names accepted besides `localhost`, `127.0.0.1` and `[::1]`: `"name"` (any port)
-    /// or `"name:port"`. Needed when clients reach a non-loopback address. Default: none.
-    #[serde(default)]
-    pub allowed_hosts: Vec<String>,
-    /// Largest accepted request body in bytes. Default 4 MiB (4194304).
-    #[serde(default = "default_max_body_bytes")]
-    pub max_body_bytes: usize,
-}
-
-fn default_address() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8765))
-}
-
-fn default_max_body_bytes() -> usize {
-    4 * 1024 * 1024
-}
-
-impl Default for ListenConfig {
-    fn default() -> Self {
-        Self {
-            address: default_address(),
-            tokens: Vec::new(),
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            max_body_bytes: default_max_body_bytes(),
-        }
-    }
-}
-
-/// One accepted bearer token: written as a plain string, or as `{ token, profile }` to bind
-/// the token to a profile. Debug and Serialize never show the token itself.
-#[derive(Clone, PartialEq, Eq)]
-pub struct TokenConfig {
-    pub token: String,
-    pub profile: Option<String>,
-}
-
-impl fmt::Debug for TokenConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenConfig")
-            .field("token", &"***")
-            .field("profile", &self.profile)
-            .finish()
-    }
-}
-
-impl Serialize for TokenConfig {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Masked<'a> {
-            token: &'static str,
-            profile: &'a str,
-        }
-        match &self.profile {
-            None => serializer.serialize_str("***"),
-            Some(profile) => Masked {
-                token: "***",
-                profile,
-            }
-            .serialize(serializer),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for TokenConfig {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Bound {
-            token: String,
-            profile: String,
-        }
-
-        struct TokenVisitor;
-
-        impl<'de> de::Visitor<'de> for TokenVisitor {
-            type Value = TokenConfig;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a token string or a table { token = \"...\", profile = \"NAME\" }")
-            }
-
-            fn visit_str<E: de::Error>(self, token: &str) -> Result<TokenConfig, E> {
-                validate_token(token).map_err(E::custom)?;
-                Ok(TokenConfig {
-                    token: token.to_owned(),
-                    profile: None,
-                })
-            }
-
-            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<TokenConfig, A::Error> {
-                let bound = Bound::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                validate_token(&bound.token).map_err(de::Error::custom)?;
-                Ok(TokenConfig {
-                    token: bound.token,
-                    profile: Some(bound.profile),
-                })
-            }
-        }
-
-        deserializer.deserialize_any(TokenVisitor)
-    }
-}
-
-/// Why a token cannot be used, or `Ok` when it can.
-fn validate_token(token: &str) -> Result<(), &'static str> {
-    if token.is_empty() {
-        return Err("empty bearer token (is the environment variable it comes from set?)");
-    }
-    if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("a bearer token may only contain visible ASCII characters (no spaces)");
-    }
-    Ok(())
-}
+use super::listen::{ListenConfig, validate_token};
 
 /// A configuration the guard cannot work with, found at start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -246,10 +115,20 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
-/// Inserted into every admitted request: the profile bound to the bearer token that was
-/// presented, or `None` (no tokens configured, or a token without a profile).
+/// Inserted into every admitted request: who presented it. Two requests come from the same
+/// client as far as the gateway can tell when their credentials are equal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthenticatedProfile(pub Option<String>);
+pub struct Credentials {
+    /// The bearer token that was presented, or `None` when no tokens are configured.
+    pub token: Option<TokenId>,
+    /// The profile bound to that token, or `None` (no tokens, or a token without a profile).
+    pub profile: Option<String>,
+}
+
+/// One of the configured tokens, by its place in `[listen] tokens`: tells tokens apart
+/// without keeping or comparing the secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenId(u32);
 
 /// The checks, prepared from a [`ListenConfig`]; shared by every connection.
 pub struct SecurityGuard {
@@ -316,15 +195,15 @@ impl SecurityGuard {
         })
     }
 
-    /// Runs every check; returns the request to pass on (with [`AuthenticatedProfile`] and a
+    /// Runs every check; returns the request to pass on (with its [`Credentials`] and a
     /// bounded body) or the rejection to answer with.
     async fn admit(&self, request: Request<Body>) -> Result<Request<Body>, Rejection> {
         let (mut parts, body) = request.into_parts();
         self.check_host(&parts)?;
         self.check_origin(&parts.headers)?;
-        let profile = self.authenticate(&parts.headers)?;
+        let credentials = self.authenticate(&parts.headers)?;
         let body = self.bounded_body(&parts.headers, body).await?;
-        parts.extensions.insert(AuthenticatedProfile(profile));
+        parts.extensions.insert(credentials);
         Ok(Request::from_parts(parts, body))
     }
 
@@ -366,9 +245,12 @@ impl SecurityGuard {
         }
     }
 
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, Rejection> {
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Credentials, Rejection> {
         if self.tokens.is_empty() {
-            return Ok(None);
+            return Ok(Credentials {
+                token: None,
+                profile: None,
+            });
         }
         let Some(presented) = headers.get(header::AUTHORIZATION).and_then(bearer_token) else {
             return Err(Rejection::MissingToken);
@@ -382,7 +264,10 @@ impl SecurityGuard {
             index.conditional_assign(&(i as u32), equal);
         }
         if bool::from(found) {
-            Ok(self.tokens[index as usize].profile.clone())
+            Ok(Credentials {
+                token: Some(TokenId(index)),
+                profile: self.tokens[index as usize].profile.clone(),
+            })
         } else {
             tracing::warn!("rejected a request: wrong bearer token");
             Err(Rejection::WrongToken)
@@ -612,6 +497,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::listen::TokenConfig;
 
     use axum::{
         Extension, Router,
@@ -639,8 +525,13 @@ mod tests {
         }
     }
 
-    async fn echo(Extension(profile): Extension<AuthenticatedProfile>, body: Bytes) -> String {
-        format!("profile={:?} bytes={}", profile.0, body.len())
+    async fn echo(Extension(credentials): Extension<Credentials>, body: Bytes) -> String {
+        format!(
+            "token={:?} profile={:?} bytes={}",
+            credentials.token.map(|id| id.0),
+            credentials.profile,
+            body.len()
+        )
     }
 
     fn app(config: &ListenConfig) -> Router {
@@ -697,7 +588,7 @@ mod tests {
         let (status, _, body) =
             send(&config(&[]), post_mcp(LOOPBACK, None, Body::from("{}"))).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(body, "profile=None bytes=2");
+        assert_eq!(body, "token=None profile=None bytes=2");
     }
 
     #[tokio::test]
@@ -743,9 +634,15 @@ mod tests {
             ("admin", Some("admin")),
         ]);
         for (authorization, expected) in [
-            ("Bearer s3cret-token", "profile=None bytes=2"),
-            ("bearer  admin", "profile=Some(\"admin\") bytes=2"),
-            ("BEARER other-token", "profile=Some(\"ci\") bytes=2"),
+            ("Bearer s3cret-token", "token=Some(1) profile=None bytes=2"),
+            (
+                "bearer  admin",
+                "token=Some(2) profile=Some(\"admin\") bytes=2",
+            ),
+            (
+                "BEARER other-token",
+                "token=Some(0) profile=Some(\"ci\") bytes=2",
+            ),
         ] {
             let request = post_mcp(LOOPBACK, Some(authorization), Body::from("{}"));
             let (status, _, body) = send(&config, request).await;
@@ -858,7 +755,7 @@ mod tests {
         .await;
         assert_eq!(
             (status, body.as_str()),
-            (StatusCode::OK, "profile=None bytes=64")
+            (StatusCode::OK, "token=None profile=None bytes=64")
         );
     }
 
@@ -878,7 +775,7 @@ mod tests {
         let (status, _, body) = send(&config(&[]), post_mcp(LOOPBACK, None, chunked(6))).await;
         assert_eq!(
             (status, body.as_str()),
-            (StatusCode::OK, "profile=None bytes=60")
+            (StatusCode::OK, "token=None profile=None bytes=60")
         );
     }
 

@@ -16,6 +16,11 @@
 //! bounded, and a queue that stays full for [`SseServerConfig::stall_timeout`] drops the
 //! session with a log line instead of growing.
 //!
+//! A session belongs to the credentials of the `GET` that opened it (see
+//! [`super::security::Credentials`]): a `POST` that presents another token, or another
+//! token's profile, gets `403` and its body never reaches the session, so knowing a session
+//! id is not enough to act in it.
+//!
 //! Errors the client sees: an unknown or closed session id gets `404`, a body that is not
 //! a JSON-RPC message gets `400` (the session lives on; if the body still names a request
 //! id, an error response for it is also sent on the stream so the caller is not left
@@ -26,6 +31,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use axum::Extension;
 use axum::Router;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
@@ -40,6 +46,8 @@ use rmcp::transport::Transport;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio_util::sync::CancellationToken;
+
+use super::security::Credentials;
 
 /// The query parameter that names the session in `POST /message`.
 const SESSION_QUERY: &str = "sessionId";
@@ -205,6 +213,8 @@ pub fn router(
 /// The client side of one session, as `POST /message` needs it.
 #[derive(Clone)]
 struct SessionEntry {
+    /// The credentials of the `GET` that opened the session; every `POST` must match them.
+    opener: Option<Credentials>,
     incoming: mpsc::Sender<ClientJsonRpcMessage>,
     outgoing: mpsc::Sender<ServerJsonRpcMessage>,
     closed: CancellationToken,
@@ -247,6 +257,7 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
     lock(&state.sessions).insert(
         session_id.clone(),
         SessionEntry {
+            opener: request.extensions().get::<Credentials>().cloned(),
             incoming: incoming_tx,
             outgoing: outgoing_tx.clone(),
             closed: closed.clone(),
@@ -342,6 +353,7 @@ fn event_stream(
 async fn accept_message(
     State(state): State<SseState>,
     Query(query): Query<HashMap<String, String>>,
+    credentials: Option<Extension<Credentials>>,
     body: Bytes,
 ) -> Response {
     let Some(session_id) = query.get(SESSION_QUERY) else {
@@ -354,6 +366,16 @@ async fn accept_message(
     let Some(entry) = entry.filter(|entry| !entry.closed.is_cancelled()) else {
         return unknown_session(session_id);
     };
+    if credentials.map(|Extension(credentials)| credentials) != entry.opener {
+        tracing::warn!(%session_id, "refused a message for an SSE session opened with other credentials");
+        return text(
+            StatusCode::FORBIDDEN,
+            format!(
+                "Forbidden: SSE session `{session_id}` was opened with other credentials; \
+                 open your own with GET /sse"
+            ),
+        );
+    }
     let messages = match parse_messages(&body) {
         Ok(messages) => messages,
         Err(error) => {

@@ -72,6 +72,60 @@ fn exchange(address: SocketAddr, head: &[u8], body: &[u8], end: bool) -> HttpOut
     }
 }
 
+/// An open `GET /sse` stream and the session id its `endpoint` event announced.
+struct SseStream {
+    stream: TcpStream,
+    session: String,
+    /// Everything read from the stream so far.
+    seen: String,
+}
+
+impl SseStream {
+    fn open(address: SocketAddr) -> SseStream {
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /sse HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        .unwrap();
+        let mut sse = SseStream {
+            stream,
+            session: String::new(),
+            seen: String::new(),
+        };
+        while !sse
+            .seen
+            .find("sessionId=")
+            .is_some_and(|at| sse.seen[at..].contains('\n'))
+        {
+            sse.read_more();
+        }
+        let at = sse.seen.find("sessionId=").unwrap() + "sessionId=".len();
+        sse.session = sse.seen[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        sse
+    }
+
+    fn read_more(&mut self) {
+        let mut chunk = [0u8; 4096];
+        let n = self.stream.read(&mut chunk).expect("the SSE stream");
+        assert!(n > 0, "the SSE stream closed: {}", self.seen);
+        self.seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
+    }
+
+    /// Reads until `text` has arrived.
+    fn read_until(&mut self, text: &str) {
+        while !self.seen.contains(text) {
+            self.read_more();
+        }
+    }
+}
+
 /// A live session of each HTTP transport, so hostile requests can name real session ids.
 struct Sessions {
     streamable: String,
@@ -102,43 +156,16 @@ impl Sessions {
         let (status, _, body) = http_request(address, "POST", "/mcp", &session, INITIALIZED);
         assert_eq!(status, 202, "{body}");
 
-        let mut stream = TcpStream::connect(address).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        write!(
-            stream,
-            "GET /sse HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
-        )
-        .unwrap();
-        let mut seen = String::new();
-        let mut read_until = |stream: &mut TcpStream, done: &dyn Fn(&str) -> bool| {
-            let mut chunk = [0u8; 4096];
-            while !done(&seen) {
-                let n = stream.read(&mut chunk).expect("the SSE stream");
-                assert!(n > 0, "the SSE stream closed: {seen}");
-                seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
-            }
-            seen.clone()
-        };
-        let endpoint = read_until(&mut stream, &|seen| {
-            seen.find("sessionId=")
-                .is_some_and(|at| seen[at..].contains('\n'))
-        });
-        let at = endpoint.find("sessionId=").unwrap() + "sessionId=".len();
-        let sse: String = endpoint[at..]
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-            .collect();
-        let message = format!("/message?sessionId={sse}");
+        let mut stream = SseStream::open(address);
+        let message = format!("/message?sessionId={}", stream.session);
         let (status, _, body) =
             http_request(address, "POST", &message, &JSON_POST, INITIALIZE.as_bytes());
         assert_eq!(status, 202, "{body}");
-        read_until(&mut stream, &|seen| seen.contains("protocolVersion"));
+        stream.read_until("protocolVersion");
         let (status, _, body) = http_request(address, "POST", &message, &JSON_POST, INITIALIZED);
         assert_eq!(status, 202, "{body}");
 
-        let mut drain = stream.try_clone().unwrap();
+        let mut drain = stream.stream.try_clone().unwrap();
         drain.set_read_timeout(None).unwrap();
         std::thread::spawn(move || {
             let mut chunk = [0u8; 4096];
@@ -146,8 +173,8 @@ impl Sessions {
         });
         Sessions {
             streamable,
-            sse,
-            _sse_stream: stream,
+            sse: stream.session,
+            _sse_stream: stream.stream,
         }
     }
 
@@ -399,16 +426,15 @@ fn hostile_http_requests_get_an_answer_and_the_gateway_keeps_serving() {
 }
 
 /// Found by `hostile_http_requests_get_an_answer_and_the_gateway_keeps_serving` (minimal
-/// input: a connection that sends nothing). A client that connects and sends nothing, or
-/// half a request head, keeps its connection (a task and a file descriptor) forever:
-/// `axum::serve` runs hyper without a timer, so hyper's 30 s header read timeout never
-/// fires, and enough such connections exhaust the gateway's file descriptors (slowloris).
-/// Fails (after 60 s) until the listener times out request heads.
+/// input: a connection that sends nothing). A client that connected and sent nothing, or
+/// half a request head, kept its connection (a task and a file descriptor) forever:
+/// `axum::serve` ran hyper without a timer, so hyper's header read timeout never fired,
+/// and enough such connections exhausted the gateway's file descriptors (slowloris). Now
+/// `[listen] header_timeout_ms` (here 1 s) closes them; before the fix this failed after
+/// 60 s.
 #[test]
-#[ignore = "known gap (issue 8): axum::serve has no request-head timeout, so an idle \
-            connection is kept forever (slowloris); takes 60 s to fail"]
 fn regression_an_idle_connection_is_closed() {
-    let workspace = kv_workspace("");
+    let workspace = kv_workspace("[listen]\nheader_timeout_ms = 1000\n");
     let gateway = workspace.serve_http(&[]);
     let address = gateway.address;
     let idle: [&[u8]; 2] = [b"", b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"];
@@ -438,4 +464,37 @@ fn regression_an_idle_connection_is_closed() {
         .filter_map(|wait| wait.join().unwrap().err())
         .collect();
     assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// Found while fuzzing stdio (see `stdio::regression_a_notification_before_initialize_…`):
+/// a legacy SSE session ended on a notification or response posted before `initialize`,
+/// and its `/message` then answered 404. The session must ignore them and initialize.
+#[test]
+fn regression_a_notification_before_initialize_does_not_end_an_sse_session() {
+    let workspace = kv_workspace("");
+    let gateway = workspace.serve_http(&[]);
+    let address = gateway.address;
+    let early: [&[u8]; 3] = [
+        INITIALIZED,
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        br#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+    ];
+    for frame in early {
+        let mut stream = SseStream::open(address);
+        let message = format!("/message?sessionId={}", stream.session);
+        let frame = String::from_utf8_lossy(frame);
+        let (status, _, body) =
+            http_request(address, "POST", &message, &JSON_POST, frame.as_bytes());
+        assert_eq!(status, 202, "{frame}: {body}");
+        let (status, _, body) =
+            http_request(address, "POST", &message, &JSON_POST, INITIALIZE.as_bytes());
+        assert_eq!(status, 202, "after {frame}, initialize got {status} {body}");
+        stream.read_until("protocolVersion");
+        let (status, _, body) = http_request(address, "POST", &message, &JSON_POST, INITIALIZED);
+        assert_eq!(status, 202, "{body}");
+        let list = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        let (status, _, body) = http_request(address, "POST", &message, &JSON_POST, list);
+        assert_eq!(status, 202, "{body}");
+        stream.read_until("mcp__kv__get");
+    }
 }

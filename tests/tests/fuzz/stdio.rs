@@ -269,13 +269,11 @@ fn regression_deeply_nested_run_code_programs_do_not_kill_the_gateway() {
 
 /// Found while fuzzing: over stdio, a notification or a response sent before `initialize`
 /// (`notifications/initialized` too early, a stray `notifications/cancelled`, an answer to
-/// nothing) fails the handshake and the gateway exits with status 1 ("expect initialized
-/// request"), while a request sent that early gets an error and the session lives on. A
-/// legacy SSE session ends the same way (its `/message` then answers 404). Fails until such
-/// messages are ignored before the handshake.
+/// nothing) failed the handshake and the gateway exited with status 1 ("expect initialized
+/// request"), while a request sent that early got an error and the session lived on. A
+/// legacy SSE session ended the same way (see `http::regression_a_notification_before_…`).
+/// Such messages are now dropped until the handshake.
 #[test]
-#[ignore = "known gap (issue 8): rmcp's serve ends the session on a notification before \
-            initialize; needs a transport filter that drops them"]
 fn regression_a_notification_before_initialize_does_not_end_the_session() {
     let early: [&[u8]; 3] = [
         br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,

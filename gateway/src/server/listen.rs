@@ -1,0 +1,200 @@
+//! The `[listen]` section: where the HTTP listener binds, who may use it and how much one
+//! request or one client may take. The guard that enforces the access rules is
+//! [`super::security`]; the connection loop that enforces the connection limits is
+//! [`super::connections`].
+//!
+//! ```toml
+//! [listen]
+//! address = "127.0.0.1:8765"             # default; a non-loopback address needs tokens
+//! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens; empty (the default) = no auth
+//! # tokens = [{ token = "${CI_TOKEN}", profile = "ci" }]   # a token bound to a profile
+//! allowed_origins = ["https://app.example:8443"]  # loopback origins are always accepted
+//! allowed_hosts = ["gateway.lan"]        # Host names accepted besides loopback ones
+//! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
+//! header_timeout_ms = 10000              # default 10 s to send a request head, then closed
+//! max_connections = 512                  # default; further clients wait to be accepted
+//! ```
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+
+/// The `[listen]` section of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    /// Address to bind. Default `127.0.0.1:8765`. Binding a non-loopback address without
+    /// tokens is refused by [`super::security::check_bind`].
+    #[serde(default = "default_address")]
+    pub address: SocketAddr,
+    /// Bearer tokens accepted on every route. Default: none, which means no authentication
+    /// (acceptable only on loopback).
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    /// Origins accepted besides loopback ones, such as `"https://app.example:8443"`; the
+    /// scheme's default port may be left out. `"null"` admits sandboxed pages. Default: none.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Host names accepted besides `localhost`, `127.0.0.1` and `[::1]`: `"name"` (any port)
+    /// or `"name:port"`. Needed when clients reach a non-loopback address. Default: none.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted request body in bytes. Default 4 MiB (4194304).
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// How long a client may take to send a request head (on a new connection, or between
+    /// requests on a kept-alive one) before the connection is closed, so idle or trickling
+    /// connections cannot pile up (slowloris). Default 10000 (10 s).
+    #[serde(default = "default_header_timeout_ms")]
+    pub header_timeout_ms: NonZeroU64,
+    /// Connections served at once; more clients wait in the kernel's accept queue until one
+    /// closes. Every open SSE stream holds one. Default 512.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: NonZeroUsize,
+}
+
+impl ListenConfig {
+    /// [`Self::header_timeout_ms`] as a duration.
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms.get())
+    }
+}
+
+fn default_address() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8765))
+}
+
+fn default_max_body_bytes() -> usize {
+    4 * 1024 * 1024
+}
+
+fn default_header_timeout_ms() -> NonZeroU64 {
+    NonZeroU64::new(10_000).expect("not zero")
+}
+
+fn default_max_connections() -> NonZeroUsize {
+    NonZeroUsize::new(512).expect("not zero")
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        Self {
+            address: default_address(),
+            tokens: Vec::new(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: default_max_body_bytes(),
+            header_timeout_ms: default_header_timeout_ms(),
+            max_connections: default_max_connections(),
+        }
+    }
+}
+
+/// One accepted bearer token: written as a plain string, or as `{ token, profile }` to bind
+/// the token to a profile. Debug and Serialize never show the token itself.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenConfig {
+    pub token: String,
+    pub profile: Option<String>,
+}
+
+impl fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenConfig")
+            .field("token", &"***")
+            .field("profile", &self.profile)
+            .finish()
+    }
+}
+
+impl Serialize for TokenConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Masked<'a> {
+            token: &'static str,
+            profile: &'a str,
+        }
+        match &self.profile {
+            None => serializer.serialize_str("***"),
+            Some(profile) => Masked {
+                token: "***",
+                profile,
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Bound {
+            token: String,
+            profile: String,
+        }
+
+        struct TokenVisitor;
+
+        impl<'de> de::Visitor<'de> for TokenVisitor {
+            type Value = TokenConfig;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a token string or a table { token = \"...\", profile = \"NAME\" }")
+            }
+
+            fn visit_str<E: de::Error>(self, token: &str) -> Result<TokenConfig, E> {
+                validate_token(token).map_err(E::custom)?;
+                Ok(TokenConfig {
+                    token: token.to_owned(),
+                    profile: None,
+                })
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<TokenConfig, A::Error> {
+                let bound = Bound::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                validate_token(&bound.token).map_err(de::Error::custom)?;
+                Ok(TokenConfig {
+                    token: bound.token,
+                    profile: Some(bound.profile),
+                })
+            }
+        }
+
+        deserializer.deserialize_any(TokenVisitor)
+    }
+}
+
+/// Why a token cannot be used, or `Ok` when it can.
+pub(super) fn validate_token(token: &str) -> Result<(), &'static str> {
+    if token.is_empty() {
+        return Err("empty bearer token (is the environment variable it comes from set?)");
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("a bearer token may only contain visible ASCII characters (no spaces)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_limits_have_documented_defaults_and_refuse_zero() {
+        let config: ListenConfig = toml::from_str("").unwrap();
+        assert_eq!(config.header_timeout(), Duration::from_secs(10));
+        assert_eq!(config.max_connections.get(), 512);
+        let config: ListenConfig =
+            toml::from_str("header_timeout_ms = 2500\nmax_connections = 8").unwrap();
+        assert_eq!(config.header_timeout(), Duration::from_millis(2500));
+        assert_eq!(config.max_connections.get(), 8);
+        for zero in ["header_timeout_ms = 0", "max_connections = 0"] {
+            let error = toml::from_str::<ListenConfig>(zero).unwrap_err();
+            assert!(error.to_string().contains("nonzero"), "{zero}: {error}");
+        }
+    }
+}
