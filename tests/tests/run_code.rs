@@ -266,7 +266,13 @@ fn cancelling_a_run_kills_its_worker_and_aborts() {
         "--url".into(),
         gateway.url("/mcp"),
     ];
-    let before = descendants(gateway.pid()).len();
+    let upstreams = || {
+        descendants(gateway.pid())
+            .into_iter()
+            .filter(|&pid| !is_worker(pid))
+            .count()
+    };
+    let before = upstreams();
     let run = python_client(
         &args,
         &json!([
@@ -283,11 +289,18 @@ fn cancelling_a_run_kills_its_worker_and_aborts() {
         .filter(|e| e["type"] == "tool/result" && e["tool"] == "run_code")
         .collect();
     assert_eq!(results[0]["error"]["code"], "ABORTED", "{results:?}");
+    // Only the spare for the next run may be left, and every upstream is still there.
+    let workers = || {
+        descendants(gateway.pid())
+            .into_iter()
+            .filter(|&pid| is_worker(pid))
+            .count()
+    };
     assert!(
-        eventually(Duration::from_secs(5), || descendants(gateway.pid()).len()
-            <= before),
-        "no worker left behind"
+        eventually(Duration::from_secs(5), || workers() <= 1),
+        "a run's worker was left behind"
     );
+    assert_eq!(upstreams(), before);
 }
 
 /// CPU time (user + system, in clock ticks) that process `pid` has used.
@@ -306,16 +319,20 @@ fn cpu_ticks(pid: i32) -> u64 {
     field(11) + field(12)
 }
 
+/// Whether `pid` is a run_code worker.
+fn is_worker(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.contains("__code-worker"))
+}
+
 /// The gateway's worker process that is running a busy program (burning CPU).
 fn busy_worker(gateway: i32) -> i32 {
     let mut found = None;
     assert!(
         eventually(Duration::from_secs(30), || {
-            found = descendants(gateway).into_iter().find(|&pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.contains("__code-worker"))
-                    && cpu_ticks(pid) > 30
-            });
+            found = descendants(gateway)
+                .into_iter()
+                .find(|&pid| is_worker(pid) && cpu_ticks(pid) > 30);
             found.is_some()
         }),
         "no worker started running the program"
