@@ -6,7 +6,7 @@
 //! Run with `cargo bench -p mcp-gateway --bench gateway` (it builds the example servers
 //! in release first if they are missing). `BENCH_QUICK=1` cuts repetitions;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
-//! run_code, memory).
+//! work, run_code, memory).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -252,6 +252,27 @@ impl HttpServer {
     fn pid(&self) -> u32 {
         self.0.id()
     }
+
+    /// The gateway's per-definition work counters from `/metrics`: (schema compilations,
+    /// SDK generations).
+    async fn work_done(&self) -> (u64, u64) {
+        let text = reqwest::get(format!("http://{}/metrics", self.1))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let counter = |name: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+                .and_then(|value| value.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+        };
+        (
+            counter("mcp_gateway_schema_compilations_total"),
+            counter("mcp_gateway_sdk_generations_total"),
+        )
+    }
 }
 
 impl Drop for HttpServer {
@@ -326,6 +347,48 @@ async fn compare_forwarding(
         rate,
         rate / base_rate,
     ));
+}
+
+/// Schemas are compiled and the SDK generated once per definition, never per call: the
+/// gateway's own counters after warming up vs after many more calls and runs.
+async fn repeated_work(dir: &Path, rows: &mut Vec<Row>) {
+    let config = write_config(
+        dir,
+        &format!("[gateway]\nmode = \"both\"\n{}", server("kv", "kv", "")),
+    );
+    let gateway = HttpServer::gateway(&config);
+    let client = gateway.client().await;
+    let get = || params("mcp__kv__get", json!({"key": "k"}));
+    let run = || {
+        params(
+            "run_code",
+            json!({"code": "await tools.kv.get({ key: 'k' }); return 1"}),
+        )
+    };
+    // Warm up: listing describes run_code (the SDK), the first call compiles kv's schemas.
+    client.peer().list_all_tools().await.unwrap();
+    client.peer().call_tool(get()).await.unwrap();
+    client.peer().call_tool(run()).await.unwrap();
+    let before = gateway.work_done().await;
+    let (calls, runs) = (reps(2000), reps(100));
+    for _ in 0..calls {
+        client.peer().call_tool(get()).await.unwrap();
+    }
+    for _ in 0..runs {
+        client.peer().call_tool(run()).await.unwrap();
+        client.peer().list_all_tools().await.unwrap();
+    }
+    let after = gateway.work_done().await;
+    let (schemas, sdks) = (after.0 - before.0, after.1 - before.1);
+    rows.push(summary_row(
+        format!(
+            "repeated work over {calls} calls, {runs} run_code runs and listings after warm-up: \
+             {schemas} schema compilations, {sdks} SDK generations"
+        ),
+        0.0,
+        (schemas + sdks) as f64,
+    ));
+    client.cancel().await.unwrap();
 }
 
 /// A tool that does nothing: the executor for measuring the pipeline alone.
@@ -655,6 +718,9 @@ fn main() {
         }
         if selected("forwarding") {
             forwarding(dir.path(), &mut rows).await;
+        }
+        if selected("work") {
+            repeated_work(dir.path(), &mut rows).await;
         }
         if selected("list") {
             big_list(dir.path(), &mut rows).await;

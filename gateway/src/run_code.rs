@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::code::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
 use crate::gateway::{CallRequest, Gateway, RUN_CODE};
+use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
     BoxFuture as PipelineFuture, BuiltinTool, ErrorCode, Invocation, Origin, Session, ToolError,
 };
@@ -87,6 +88,7 @@ impl RunCodeTool {
             .map(|tool| tool_spec(tool))
             .collect();
         let sdk = Arc::new(sdkgen::generate(&specs, &sdkgen::Options::default()));
+        SDK_GENERATIONS.inc();
         sdks.insert(
             session.profile.name.clone(),
             CachedSdk {

@@ -291,6 +291,39 @@ fn profiles_over_http_paths_hide_tools_at_list_and_call_time() {
 }
 
 #[test]
+fn schemas_are_compiled_once_per_tool_not_per_call_or_session() {
+    let workspace = workspace("");
+    let gateway = workspace.serve_http(&[]);
+    let args = vec![
+        "--transport".into(),
+        "http".into(),
+        "--url".into(),
+        gateway.url("/mcp"),
+    ];
+    let compilations = || {
+        let (_, _, metrics) = http_get(gateway.address, "/metrics");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("mcp_gateway_schema_compilations_total "))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no schema compilation counter in {metrics}"))
+    };
+    let get = || call("mcp__kv__get", json!({"key": "k"}));
+    python_client(&args, &json!([get()]));
+    let after_first = compilations();
+    assert!(
+        after_first >= 1,
+        "the first call validated without a schema"
+    );
+    python_client(&args, &json!([get(), get(), get(), get(), get()]));
+    assert_eq!(
+        compilations(),
+        after_first,
+        "later calls compiled schemas again"
+    );
+}
+
+#[test]
 fn the_session_log_records_every_call_and_result() {
     let workspace = workspace(RULES);
     python_client(

@@ -6,6 +6,11 @@
 //! - `mcp_gateway_tool_errors_total{tool,code}` — failed calls by stable error code;
 //! - `mcp_gateway_tool_call_duration_seconds{tool}` — a latency histogram (1 ms … 120 s).
 //!
+//! Two process-wide counters show that per-definition work is not repeated per call:
+//! `mcp_gateway_schema_compilations_total` (JSON Schemas compiled for validation) and
+//! `mcp_gateway_sdk_generations_total` (run_code SDKs generated). Both grow with catalog
+//! changes, never with calls.
+//!
 //! [`Metrics::record_call`] is on every call's path, so it allocates nothing once a tool has
 //! been seen: the tool's counter and histogram handles are cached under a read lock and looked
 //! up by `&str`. Failures pay one small allocation for the `{tool,code}` label set.
@@ -16,7 +21,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{PoisonError, RwLock},
+    sync::{LazyLock, PoisonError, RwLock},
     time::Duration,
 };
 
@@ -25,6 +30,12 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, histogram::Histogram},
     registry::Registry,
 };
+
+/// JSON Schemas compiled for validation, in this process.
+pub static SCHEMA_COMPILATIONS: LazyLock<Counter> = LazyLock::new(Counter::default);
+
+/// run_code SDKs generated, in this process.
+pub static SDK_GENERATIONS: LazyLock<Counter> = LazyLock::new(Counter::default);
 
 /// How many distinct tool names get their own series.
 pub const MAX_TOOL_SERIES: usize = 2048;
@@ -92,6 +103,16 @@ impl Metrics {
             "tool_call_duration_seconds",
             "Time from a call's arrival to its result",
             durations.clone(),
+        );
+        registry.register(
+            "schema_compilations",
+            "JSON Schemas compiled for argument and result validation",
+            SCHEMA_COMPILATIONS.clone(),
+        );
+        registry.register(
+            "sdk_generations",
+            "run_code SDKs generated (once per catalog and profile)",
+            SDK_GENERATIONS.clone(),
         );
         Self {
             registry,

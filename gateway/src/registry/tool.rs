@@ -7,6 +7,7 @@ use std::time::Duration;
 use rmcp::model::Tool;
 use serde_json::Value;
 
+use crate::observe::metrics::SCHEMA_COMPILATIONS;
 use crate::upstream::Upstream;
 
 /// A compiled JSON Schema, or why it could not be compiled.
@@ -86,5 +87,6 @@ impl FederatedTool {
 }
 
 fn compile(schema: &Value) -> CompiledSchema {
+    SCHEMA_COMPILATIONS.inc();
     jsonschema::validator_for(schema).map_err(|e| e.to_string())
 }

@@ -13,11 +13,10 @@ use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 
-use rmcp::RoleClient;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
+use super::lines::LineTransport;
 use crate::config::Endpoint;
 
 /// The largest message an upstream may send. Results this large are accepted and then cut
@@ -25,7 +24,7 @@ use crate::config::Endpoint;
 pub const MAX_UPSTREAM_MESSAGE: usize = 128 * 1024 * 1024;
 
 /// The transport to a stdio upstream: newline-delimited JSON-RPC over its pipes.
-pub type ChildTransport = AsyncRwTransport<RoleClient, LimitedLines<ChildStdout>, ChildStdin>;
+pub type ChildTransport = LineTransport<LimitedLines<ChildStdout>, ChildStdin>;
 
 /// Why the gateway closed a connection itself, set once when the upstream broke the
 /// protocol; calls that were in flight report it instead of a bare "connection closed".
@@ -193,10 +192,7 @@ pub fn spawn(
         tokio::spawn(forward_stderr(server.to_owned(), stderr));
     }
     let stdout = LimitedLines::new(stdout, max_message_bytes, server, violation);
-    // LimitedLines ends the connection first; rmcp's own cap (which only drops the line)
-    // is above it, counting the newline and a carriage return.
-    let transport = AsyncRwTransport::new(stdout, stdin)
-        .with_max_line_length(max_message_bytes.saturating_add(2));
+    let transport = LineTransport::new(stdout, stdin);
     Ok((
         transport,
         ProcessGroup {

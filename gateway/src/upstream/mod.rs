@@ -11,6 +11,7 @@
 pub mod child;
 pub mod client;
 mod connect;
+mod lines;
 pub mod offer;
 pub mod sse_client;
 
