@@ -460,6 +460,16 @@ pub fn http_get(address: SocketAddr, path: &str) -> (u16, Vec<(String, String)>,
     http_request(address, "GET", path, &[], b"")
 }
 
+/// The value of the unlabelled series `name` in the gateway's `/metrics`.
+pub fn metric(gateway: &Gateway, name: &str) -> u64 {
+    let (_, _, metrics) = http_get(gateway.address, "/metrics");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics: {metrics}"))
+}
+
 fn dechunk(mut rest: &str) -> String {
     let mut body = String::new();
     while let Some((size, tail)) = rest.split_once("\r\n") {

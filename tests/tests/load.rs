@@ -136,27 +136,32 @@ enum Ending {
 #[derive(Debug, Clone, Copy)]
 struct Resources {
     fds: usize,
+    tasks: u64,
     threads: u64,
     children: usize,
     rss_mib: u64,
 }
 
 impl Resources {
-    fn of(pid: i32) -> Resources {
+    fn of(gateway: &Gateway) -> Resources {
+        let pid = gateway.pid();
         Resources {
             fds: open_fds(pid),
+            tasks: metric(gateway, "mcp_gateway_runtime_alive_tasks"),
             threads: thread_count(pid),
             children: descendants(pid).len(),
             rss_mib: rss_mib(pid),
         }
     }
 
-    /// Near `start`: a few descriptors and threads of slack (an idle keep-alive connection,
-    /// a blocking-pool thread not yet retired), the same number of children, and RSS
+    /// Near `start`: a few descriptors, tasks and threads of slack (an idle keep-alive
+    /// connection and its task, a blocking-pool thread not yet retired), the same number of
+    /// children, and RSS
     /// within 64 MiB or half again of the start, whichever is more (the allocator keeps
     /// some of what a burst used).
     fn near(&self, start: &Resources) -> bool {
         self.fds <= start.fds + 4
+            && self.tasks <= start.tasks + 4
             && self.threads <= start.threads + 8
             && self.children == start.children
             && self.rss_mib <= start.rss_mib + (start.rss_mib / 2).max(64)
@@ -193,7 +198,7 @@ async fn every_call_gets_one_answer_under_load_with_crashes() {
         warm.peer().call_tool(params).await.unwrap();
     }
     warm.cancel().await.unwrap();
-    let start = Resources::of(pid);
+    let start = Resources::of(&gateway);
 
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {
@@ -237,7 +242,7 @@ async fn every_call_gets_one_answer_under_load_with_crashes() {
         joined.unwrap();
     }
     let elapsed = began.elapsed();
-    let during = Resources::of(pid);
+    let during = Resources::of(&gateway);
 
     let endings = std::mem::take(&mut *endings.lock().unwrap());
     let mut tally: BTreeMap<(&str, Ending), usize> = BTreeMap::new();
@@ -302,8 +307,10 @@ async fn every_call_gets_one_answer_under_load_with_crashes() {
     for (client, _) in sessions {
         client.cancel().await.unwrap();
     }
-    let settled = eventually(Duration::from_secs(30), || Resources::of(pid).near(&start));
-    let end = Resources::of(pid);
+    let settled = eventually(Duration::from_secs(30), || {
+        Resources::of(&gateway).near(&start)
+    });
+    let end = Resources::of(&gateway);
     eprintln!("resources at start {start:?}, after the calls {during:?}, settled {end:?}");
     assert!(
         settled,

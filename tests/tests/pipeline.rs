@@ -300,14 +300,7 @@ fn schemas_are_compiled_once_per_tool_not_per_call_or_session() {
         "--url".into(),
         gateway.url("/mcp"),
     ];
-    let compilations = || {
-        let (_, _, metrics) = http_get(gateway.address, "/metrics");
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix("mcp_gateway_schema_compilations_total "))
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no schema compilation counter in {metrics}"))
-    };
+    let compilations = || metric(&gateway, "mcp_gateway_schema_compilations_total");
     let get = || call("mcp__kv__get", json!({"key": "k"}));
     python_client(&args, &json!([get()]));
     let after_first = compilations();

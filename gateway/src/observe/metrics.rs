@@ -9,7 +9,8 @@
 //! Two process-wide counters show that per-definition work is not repeated per call:
 //! `mcp_gateway_schema_compilations_total` (JSON Schemas compiled for validation) and
 //! `mcp_gateway_sdk_generations_total` (run_code SDKs generated). Both grow with catalog
-//! changes, never with calls.
+//! changes, never with calls. `mcp_gateway_runtime_alive_tasks` is the number of async
+//! tasks alive in the gateway when the metrics are read, so a leak shows as a climb.
 //!
 //! [`Metrics::record_call`] is on every call's path, so it allocates nothing once a tool has
 //! been seen: the tool's counter and histogram handles are cached under a read lock and looked
@@ -27,7 +28,7 @@ use std::{
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -77,6 +78,8 @@ pub struct Metrics {
     calls: Family<ToolLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     durations: DurationFamily,
+    /// Tasks alive in the async runtime, set when the metrics are encoded.
+    alive_tasks: Gauge,
     /// Handles by tool name, so the hot path needs neither a label allocation nor the
     /// families' own locks.
     seen: RwLock<HashMap<Box<str>, ToolSeries>>,
@@ -114,11 +117,18 @@ impl Metrics {
             "run_code SDKs generated (once per catalog and profile)",
             SDK_GENERATIONS.clone(),
         );
+        let alive_tasks = Gauge::default();
+        registry.register(
+            "runtime_alive_tasks",
+            "Tasks alive in the gateway's async runtime",
+            alive_tasks.clone(),
+        );
         Self {
             registry,
             calls,
             errors,
             durations,
+            alive_tasks,
             seen: RwLock::new(HashMap::new()),
         }
     }
@@ -141,6 +151,11 @@ impl Metrics {
 
     /// The current values in the text exposition format (ends with `# EOF`).
     pub fn encode(&self) -> String {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let alive = runtime.metrics().num_alive_tasks();
+            self.alive_tasks
+                .set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut text, &self.registry);

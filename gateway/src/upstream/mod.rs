@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ResultType,
+    ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -301,7 +302,12 @@ impl Upstream {
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         match self.request(&live, request, cancel, progress).await? {
-            ServerResult::CallToolResult(result) => Ok(result),
+            ServerResult::CallToolResult(mut result) => {
+                // An older upstream leaves `resultType` out, which means "complete"; say so,
+                // as the gateway's own results do (rmcp drops it again for older clients).
+                result.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(result)
+            }
             other => Err(self.protocol_error(&other)),
         }
     }
