@@ -155,6 +155,10 @@ where
             }
             let message = self.decode(&self.line);
             self.line.clear();
+            // Lines already buffered are read without waiting, and rmcp spawns a task per
+            // notification: counting each line against this task's budget makes a flood
+            // yield to those tasks now and then instead of piling them up.
+            tokio::task::consume_budget().await;
             if message.is_some() {
                 return message;
             }
