@@ -4,6 +4,8 @@
 //! pool, which costs two thread hops per message on a path where latency is the product.
 //! When the client started us with pipes (the usual case), the pipes are driven by the
 //! reactor directly instead; a terminal or a file falls back to tokio's blocking streams.
+//! Driving a pipe this way puts it in non-blocking mode, which another process holding the
+//! same end would notice too; clients start the gateway with pipes of its own, so none does.
 
 use std::os::fd::AsFd;
 use std::pin::Pin;
