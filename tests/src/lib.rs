@@ -251,6 +251,17 @@ impl Gateway {
         self.child.id() as i32
     }
 
+    /// Arguments for `tests/python/client.py` to reach this gateway over `transport`
+    /// (`http` or `sse`) at `path`.
+    pub fn client_args(&self, transport: &str, path: &str) -> Vec<String> {
+        vec![
+            "--transport".into(),
+            transport.into(),
+            "--url".into(),
+            self.url(path),
+        ]
+    }
+
     /// Sends `signal` and waits for the process to exit (up to `timeout`).
     pub fn signal_and_wait(
         &mut self,

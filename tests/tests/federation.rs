@@ -71,12 +71,7 @@ fn python_client_over_stdio() {
 fn python_client_over_streamable_http() {
     let workspace = kv_and_everything();
     let gateway = workspace.serve_http(&[]);
-    let args = vec![
-        "--transport".into(),
-        "http".into(),
-        "--url".into(),
-        gateway.url("/mcp"),
-    ];
+    let args = gateway.client_args("http", "/mcp");
     let run = python_client(&args, &script());
     check_federated_run(&run);
 }

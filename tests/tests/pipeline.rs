@@ -253,12 +253,7 @@ fn results_over_the_cap_are_cut_with_a_marker() {
 fn profiles_over_http_paths_hide_tools_at_list_and_call_time() {
     let workspace = workspace("[profiles.reader]\nallow = [\"mcp__kv__get\", \"mcp__kv__list\"]\n");
     let gateway = workspace.serve_http(&[]);
-    let args = vec![
-        "--transport".into(),
-        "http".into(),
-        "--url".into(),
-        gateway.url("/mcp/reader"),
-    ];
+    let args = gateway.client_args("http", "/mcp/reader");
     let run = python_client(
         &args,
         &json!([
@@ -294,12 +289,7 @@ fn profiles_over_http_paths_hide_tools_at_list_and_call_time() {
 fn schemas_are_compiled_once_per_tool_not_per_call_or_session() {
     let workspace = workspace("");
     let gateway = workspace.serve_http(&[]);
-    let args = vec![
-        "--transport".into(),
-        "http".into(),
-        "--url".into(),
-        gateway.url("/mcp"),
-    ];
+    let args = gateway.client_args("http", "/mcp");
     let compilations = || metric(&gateway, "mcp_gateway_schema_compilations_total");
     let get = || call("mcp__kv__get", json!({"key": "k"}));
     python_client(&args, &json!([get()]));
@@ -370,12 +360,7 @@ fn a_read_only_call_is_retried_after_its_upstream_restarts() {
     let gateway = workspace.serve_http(&[]);
     let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
     let kv_pid = health["upstreams"]["kv"]["pid"].as_i64().unwrap() as i32;
-    let args = vec![
-        "--transport".into(),
-        "http".into(),
-        "--url".into(),
-        gateway.url("/mcp"),
-    ];
+    let args = gateway.client_args("http", "/mcp");
     let client = std::thread::spawn(move || {
         python_client(
             &args,

@@ -79,17 +79,9 @@ impl Scenario {
 
     /// Runs `script` with the Python SDK client over streamable HTTP.
     fn run(&self, script: Value) -> Value {
-        python_client(
-            &[
-                "--transport".into(),
-                "http".into(),
-                "--url".into(),
-                self.gateway.url("/mcp"),
-                "--timeout".into(),
-                "150".into(),
-            ],
-            &script,
-        )
+        let mut args = self.gateway.client_args("http", "/mcp");
+        args.extend(["--timeout".into(), "150".into()]);
+        python_client(&args, &script)
     }
 
     /// Starts sampling the gateway's RSS.

@@ -260,12 +260,7 @@ fn hostile_programs_leave_the_gateway_serving() {
 fn cancelling_a_run_kills_its_worker_and_aborts() {
     let workspace = workspace("");
     let gateway = workspace.serve_http(&[]);
-    let args = vec![
-        "--transport".into(),
-        "http".into(),
-        "--url".into(),
-        gateway.url("/mcp"),
-    ];
+    let args = gateway.client_args("http", "/mcp");
     let upstreams = || {
         descendants(gateway.pid())
             .into_iter()
@@ -344,12 +339,7 @@ fn busy_worker(gateway: i32) -> i32 {
 fn a_worker_killed_from_outside_is_died_and_workers_die_with_the_gateway() {
     let workspace = workspace("[code]\ncompute_ms = 20000\n");
     let mut gateway = workspace.serve_http(&[]);
-    let args = vec![
-        "--transport".into(),
-        "http".into(),
-        "--url".into(),
-        gateway.url("/mcp"),
-    ];
+    let args = gateway.client_args("http", "/mcp");
     let client = std::thread::spawn({
         let args = args.clone();
         move || {

@@ -29,14 +29,9 @@ fn run_code(code: &str) -> Value {
 
 /// client.py arguments for `path` on `gateway` with `token`, over `transport` (http | sse).
 fn client_args(gateway: &Gateway, transport: &str, path: &str, token: &str) -> Vec<String> {
-    vec![
-        "--transport".into(),
-        transport.into(),
-        "--url".into(),
-        gateway.url(path),
-        "--header".into(),
-        format!("Authorization=Bearer {token}"),
-    ]
+    let mut args = gateway.client_args(transport, path);
+    args.extend(["--header".into(), format!("Authorization=Bearer {token}")]);
+    args
 }
 
 /// kv behind two tokens: ADMIN sees everything, READER is bound to `reader` (kv get and
@@ -384,12 +379,7 @@ fn secrets_in_arguments_stay_out_of_the_session_log_and_the_log() {
     std::fs::write(workspace.config(), config).unwrap();
     let mut gateway = workspace.serve_http(&[]);
     let run = python_client(
-        &[
-            "--transport".into(),
-            "http".into(),
-            "--url".into(),
-            gateway.url("/mcp"),
-        ],
+        &gateway.client_args("http", "/mcp"),
         &json!([call("mcp__echo__echo", secret_arguments())]),
     );
     assert_eq!(
@@ -623,14 +613,7 @@ fn one_session_cannot_reach_another_sessions_calls() {
     );
     std::fs::write(workspace.config(), config).unwrap();
     let gateway = workspace.serve_http(&[]);
-    let http = || {
-        vec![
-            "--transport".into(),
-            "http".into(),
-            "--url".into(),
-            gateway.url("/mcp"),
-        ]
-    };
+    let http = || gateway.client_args("http", "/mcp");
 
     // Two sessions at once: A's call reports progress and leaves a global behind in its
     // program; B, meanwhile, looks for both.

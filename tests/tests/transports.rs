@@ -11,10 +11,6 @@ fn call(name: &str, arguments: Value) -> Value {
     json!({"action": "call_tool", "name": name, "arguments": arguments})
 }
 
-fn http_args(url: String) -> Vec<String> {
-    vec!["--transport".into(), "http".into(), "--url".into(), url]
-}
-
 /// npm server-everything in one of its HTTP modes on a free loopback port.
 struct Everything(Child, std::net::SocketAddr);
 
@@ -50,12 +46,7 @@ impl Drop for Everything {
 fn python_client_over_legacy_sse() {
     let workspace = Workspace::new(&example_server("kv", "kv"));
     let gateway = workspace.serve_http(&[]);
-    let args = vec![
-        "--transport".into(),
-        "sse".into(),
-        "--url".into(),
-        gateway.url("/sse"),
-    ];
+    let args = gateway.client_args("sse", "/sse");
     let run = python_client(
         &args,
         &json!([{"action": "list_tools"}, call("mcp__kv__list", json!({}))]),
@@ -173,7 +164,7 @@ fn the_listener_checks_tokens_hosts_origins_and_sizes() {
         413,
         "oversized body"
     );
-    let mut args = http_args(gateway.url("/mcp"));
+    let mut args = gateway.client_args("http", "/mcp");
     args.extend([
         "--header".into(),
         "Authorization=Bearer s3cret-token-for-tests".into(),
@@ -212,7 +203,7 @@ fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
     let gateway = workspace.serve_http(&[]);
     let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
     let pid = health["upstreams"]["slow"]["pid"].as_i64().unwrap() as i32;
-    let args = http_args(gateway.url("/mcp"));
+    let args = gateway.client_args("http", "/mcp");
     let started = Instant::now();
     let client = {
         let args = args.clone();
@@ -305,7 +296,7 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
     let workspace = Workspace::new(&example_server("kv", "kv"));
     let mut gateway = workspace.serve_http(&[]);
     // One client session stays open across the reload and is told about it.
-    let args = http_args(gateway.url("/mcp"));
+    let args = gateway.client_args("http", "/mcp");
     let session = std::thread::spawn(move || {
         python_client(
             &args,
@@ -362,7 +353,7 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
         gateway.log_text()
     );
     let run = python_client(
-        &http_args(gateway.url("/mcp")),
+        &gateway.client_args("http", "/mcp"),
         &json!([call("mcp__slow__pid", json!({}))]),
     );
     assert_eq!(

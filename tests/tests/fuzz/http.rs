@@ -403,12 +403,7 @@ fn hostile_http_requests_get_an_answer_and_the_gateway_keeps_serving() {
         Ok(())
     });
     // A real client still gets real work done.
-    let args = vec![
-        "--transport".into(),
-        "http".into(),
-        "--url".into(),
-        gateway.url("/mcp"),
-    ];
+    let args = gateway.client_args("http", "/mcp");
     let run = python_client(
         &args,
         &json!([
