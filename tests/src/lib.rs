@@ -471,6 +471,16 @@ pub fn http_get(address: SocketAddr, path: &str) -> (u16, Vec<(String, String)>,
     http_request(address, "GET", path, &[], b"")
 }
 
+/// The tool names in a `tools/list` result, in the order listed.
+pub fn tool_names(result: &Value) -> Vec<String> {
+    result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// The value of the unlabelled series `name` in the gateway's `/metrics`.
 pub fn metric(gateway: &Gateway, name: &str) -> u64 {
     let (_, _, metrics) = http_get(gateway.address, "/metrics");

@@ -262,12 +262,7 @@ fn profiles_over_http_paths_hide_tools_at_list_and_call_time() {
             call("mcp__kv__list", json!({})),
         ]),
     );
-    let names: Vec<&str> = action_result(&run, 0)["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(action_result(&run, 0));
     assert_eq!(names, ["mcp__kv__get", "mcp__kv__list"], "{run:#}");
     assert_eq!(error_code(action_result(&run, 1)), Some("TOOL_NOT_FOUND"));
     assert_eq!(error_code(action_result(&run, 2)), None);

@@ -57,15 +57,6 @@ fn admin_reads(gateway: &Gateway, key: &str) -> Value {
     action_result(&run, 0)["structuredContent"]["value"].clone()
 }
 
-fn tool_names(result: &Value) -> Vec<String> {
-    result["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[test]
 fn a_token_bound_to_a_profile_is_held_to_it_at_call_time() {
     let workspace = two_tokens();
