@@ -16,8 +16,8 @@ use std::sync::{OnceLock, mpsc};
 use oxc::allocator::{Allocator, Vec as ArenaVec};
 use oxc::ast::AstKind;
 use oxc::ast::ast::{
-    ExportDefaultDeclarationKind, ImportDeclarationSpecifier, ImportMeta, Statement,
-    TSExternalModuleDeclaration, TSGlobalDeclaration, TSNamespaceDeclaration,
+    ExportDefaultDeclarationKind, ImportDeclarationSpecifier, ImportExpression, ImportMeta,
+    Statement, TSExternalModuleDeclaration, TSGlobalDeclaration, TSNamespaceDeclaration,
 };
 use oxc::ast_visit::{VisitMut, walk_mut};
 use oxc::codegen::{Codegen, CodegenOptions, CommentOptions};
@@ -397,10 +397,13 @@ const EXPORT_REFUSED: &str = "`export` declarations are not supported in run_cod
 const IMPORT_META_REFUSED: &str =
     "`import.meta` is not available in run_code: the program is not a module";
 
+const DYNAMIC_IMPORT_REFUSED: &str = "`import()` is not available in run_code: there are no \
+     modules to load, and the SDK (`tools`, `callTool`) is already in scope";
+
 /// Module syntax in the program, which is the body of a function. Declarations that bring
 /// in or export only types are erased from the statement lists they stand in; any other
 /// `import` or `export` declaration (a type-only one included, when it is the body of an
-/// `if` or a loop) and `import.meta` is refused, the first in source order.
+/// `if` or a loop), `import.meta` and `import()` are refused, the first in source order.
 #[derive(Default)]
 struct ModuleSyntax {
     refusal: Option<(Span, &'static str)>,
@@ -425,6 +428,11 @@ impl<'a> VisitMut<'a> for ModuleSyntax {
 
     fn visit_import_meta(&mut self, meta: &mut ImportMeta) {
         self.refusal.get_or_insert((meta.span, IMPORT_META_REFUSED));
+    }
+
+    fn visit_import_expression(&mut self, import: &mut ImportExpression<'a>) {
+        self.refusal
+            .get_or_insert((import.span, DYNAMIC_IMPORT_REFUSED));
     }
 
     // `export` is how a namespace or module declaration says what it holds; the
@@ -651,6 +659,10 @@ mod tests {
                 "1:8: `import` declarations",
             ),
             ("return import.meta.url;", "1:8: `import.meta`"),
+            (
+                "const fs = await import(\"node:fs\");",
+                "1:18: `import()` is not available",
+            ),
         ];
         for (program, expected) in cases {
             let message = parse_error(program);

@@ -44,6 +44,15 @@ struct Owners {
     prune_at: usize,
 }
 
+impl Default for Owners {
+    fn default() -> Self {
+        Self {
+            by_session: HashMap::new(),
+            prune_at: FIRST_PRUNE,
+        }
+    }
+}
+
 impl BoundSessions {
     /// `inner` must be served by `manager`, whose sessions are the ones bound.
     pub fn new(
@@ -53,10 +62,7 @@ impl BoundSessions {
         Self {
             inner,
             manager,
-            owners: Arc::new(Mutex::new(Owners {
-                by_session: HashMap::new(),
-                prune_at: FIRST_PRUNE,
-            })),
+            owners: Arc::new(Mutex::new(Owners::default())),
         }
     }
 
@@ -70,20 +76,26 @@ impl BoundSessions {
     }
 
     async fn remember(&self, session: String, credentials: Option<Credentials>) {
-        let prune = {
-            let mut owners = lock(&self.owners);
-            owners.by_session.insert(session, credentials);
-            owners.by_session.len() >= owners.prune_at
-        };
-        if !prune {
+        if !lock(&self.owners).insert(session, credentials) {
             return;
         }
         let live = self.manager.sessions.read().await;
-        let mut owners = lock(&self.owners);
-        owners
-            .by_session
-            .retain(|session, _| live.contains_key(session.as_str()));
-        owners.prune_at = (owners.by_session.len() * 2).max(FIRST_PRUNE);
+        lock(&self.owners).prune(|session| live.contains_key(session));
+    }
+}
+
+impl Owners {
+    /// Records who opened `session`; whether the table is now due for pruning.
+    fn insert(&mut self, session: String, credentials: Option<Credentials>) -> bool {
+        self.by_session.insert(session, credentials);
+        self.by_session.len() >= self.prune_at
+    }
+
+    /// Forgets every session that is not `live`, and waits for the table to double again
+    /// before the next pruning, so pruning costs O(1) per opened session.
+    fn prune(&mut self, live: impl Fn(&str) -> bool) {
+        self.by_session.retain(|session, _| live(session));
+        self.prune_at = (self.by_session.len() * 2).max(FIRST_PRUNE);
     }
 }
 
@@ -143,4 +155,51 @@ fn forbidden(session: &str) -> Response<Body> {
 fn lock(owners: &Mutex<Owners>) -> std::sync::MutexGuard<'_, Owners> {
     // The table holds no invariant a panicking holder could break half-way.
     owners.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Opens `count` sessions named `{prefix}{i}`, pruning whenever the table asks, with
+    /// `live` saying which sessions are still open at that moment.
+    fn open(owners: &mut Owners, prefix: &str, count: usize, live: &dyn Fn(&str) -> bool) {
+        for i in 0..count {
+            if owners.insert(format!("{prefix}{i}"), None) {
+                owners.prune(live);
+            }
+        }
+    }
+
+    #[test]
+    fn ended_sessions_are_forgotten_as_new_ones_open() {
+        let mut owners = Owners::default();
+        // A week of short sessions, each ended before the next opens.
+        let only_the_newest = |session: &str| session == "short-99999";
+        open(&mut owners, "short-", 100_000, &only_the_newest);
+        assert!(
+            owners.by_session.len() <= FIRST_PRUNE,
+            "{} entries kept",
+            owners.by_session.len()
+        );
+    }
+
+    #[test]
+    fn live_sessions_are_kept_and_pruning_waits_for_the_table_to_double() {
+        let mut owners = Owners::default();
+        let all_live = |_: &str| true;
+        open(&mut owners, "live-", 1_000, &all_live);
+        assert_eq!(
+            owners.by_session.len(),
+            1_000,
+            "no live session is forgotten"
+        );
+        assert!(owners.prune_at > 1_000 && owners.prune_at <= 2_048);
+        // Once they all end, the next opening past the threshold forgets them.
+        let none_live = |_: &str| false;
+        let until_next_pruning = owners.prune_at - 1_000;
+        open(&mut owners, "next-", until_next_pruning, &none_live);
+        assert!(owners.by_session.is_empty());
+        assert_eq!(owners.prune_at, FIRST_PRUNE);
+    }
 }
