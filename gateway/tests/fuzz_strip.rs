@@ -7,8 +7,8 @@
 //! escapes to the top level, no `import` or `export` is left).
 //!
 //! The corpus is `tests/corpus/strip/*.ts`: real programs, and every input that once failed
-//! (deep nesting, U+FFFD, imports, `import()`, huge literals). Each file's first line says what must
-//! happen to it (`// expect: strips` or `// expect: refused <start of the message>`);
+//! (deep nesting, U+FFFD, imports, `import()`, huge literals). Each file's first line says
+//! what must happen to it (`// expect: strips` or `// expect: refused <start of the message>`);
 //! [`the_corpus_replays`] checks that on every run, and the mutations start from these
 //! files. An input a property finds goes into the corpus (and, with its story, into a
 //! `regression_*` test at the end of this file).
