@@ -461,6 +461,55 @@ fn regression_an_idle_connection_is_closed() {
     assert!(failures.is_empty(), "{failures:?}");
 }
 
+/// `[listen] max_connections`: past the cap a new client is not accepted (it costs the
+/// gateway no task and no descriptor) and waits in the kernel's queue; it is served as soon
+/// as a connection closes.
+#[test]
+fn a_client_past_the_connection_cap_waits_until_a_connection_closes() {
+    let workspace = kv_workspace("[listen]\nmax_connections = 2\n");
+    let gateway = workspace.serve_http(&[]);
+    let address = gateway.address;
+    let health = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    let first_answer = |stream: &mut TcpStream, within: Duration| -> Option<String> {
+        stream.set_read_timeout(Some(within)).unwrap();
+        let mut buffer = [0u8; 512];
+        match stream.read(&mut buffer) {
+            Ok(read) if read > 0 => Some(String::from_utf8_lossy(&buffer[..read]).into_owned()),
+            _ => None,
+        }
+    };
+    // Two kept-alive connections, each served once, hold both permits.
+    let mut held: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = TcpStream::connect(address).unwrap();
+            stream.write_all(health).unwrap();
+            let answer = first_answer(&mut stream, ANSWER_WITHIN);
+            assert!(
+                answer
+                    .as_deref()
+                    .is_some_and(|a| a.starts_with("HTTP/1.1 200")),
+                "{answer:?}"
+            );
+            stream
+        })
+        .collect();
+    let mut waiting = TcpStream::connect(address).unwrap();
+    waiting.write_all(health).unwrap();
+    let early = first_answer(&mut waiting, Duration::from_secs(1));
+    assert_eq!(
+        early, None,
+        "a third connection was served past the cap of 2"
+    );
+    drop(held.pop());
+    let answer = first_answer(&mut waiting, ANSWER_WITHIN);
+    assert!(
+        answer
+            .as_deref()
+            .is_some_and(|a| a.starts_with("HTTP/1.1 200")),
+        "the waiting client was not served once a connection closed: {answer:?}"
+    );
+}
+
 /// Found while fuzzing stdio (see `stdio::regression_a_notification_before_initialize_…`):
 /// a legacy SSE session ended on a notification or response posted before `initialize`,
 /// and its `/message` then answered 404. The session must ignore them and initialize.
