@@ -124,6 +124,22 @@ impl SseStream {
             self.read_more();
         }
     }
+
+    /// POSTs `message` to this session's `/message`: the status and body.
+    fn post(&self, address: SocketAddr, message: &[u8]) -> (u16, String) {
+        let path = format!("/message?sessionId={}", self.session);
+        let (status, _, body) = http_request(address, "POST", &path, &JSON_POST, message);
+        (status, body)
+    }
+
+    /// The MCP handshake: `initialize`, its answer on the stream, `initialized`.
+    fn initialize(&mut self, address: SocketAddr) {
+        let (status, body) = self.post(address, INITIALIZE.as_bytes());
+        assert_eq!(status, 202, "initialize got {status} {body}");
+        self.read_until("protocolVersion");
+        let (status, body) = self.post(address, INITIALIZED);
+        assert_eq!(status, 202, "{body}");
+    }
 }
 
 /// A live session of each HTTP transport, so hostile requests can name real session ids.
@@ -157,13 +173,7 @@ impl Sessions {
         assert_eq!(status, 202, "{body}");
 
         let mut stream = SseStream::open(address);
-        let message = format!("/message?sessionId={}", stream.session);
-        let (status, _, body) =
-            http_request(address, "POST", &message, &JSON_POST, INITIALIZE.as_bytes());
-        assert_eq!(status, 202, "{body}");
-        stream.read_until("protocolVersion");
-        let (status, _, body) = http_request(address, "POST", &message, &JSON_POST, INITIALIZED);
-        assert_eq!(status, 202, "{body}");
+        stream.initialize(address);
 
         let mut drain = stream.stream.try_clone().unwrap();
         drain.set_read_timeout(None).unwrap();
@@ -525,19 +535,11 @@ fn regression_a_notification_before_initialize_does_not_end_an_sse_session() {
     ];
     for frame in early {
         let mut stream = SseStream::open(address);
-        let message = format!("/message?sessionId={}", stream.session);
-        let frame = String::from_utf8_lossy(frame);
-        let (status, _, body) =
-            http_request(address, "POST", &message, &JSON_POST, frame.as_bytes());
-        assert_eq!(status, 202, "{frame}: {body}");
-        let (status, _, body) =
-            http_request(address, "POST", &message, &JSON_POST, INITIALIZE.as_bytes());
-        assert_eq!(status, 202, "after {frame}, initialize got {status} {body}");
-        stream.read_until("protocolVersion");
-        let (status, _, body) = http_request(address, "POST", &message, &JSON_POST, INITIALIZED);
-        assert_eq!(status, 202, "{body}");
+        let (status, body) = stream.post(address, frame);
+        assert_eq!(status, 202, "{}: {body}", String::from_utf8_lossy(frame));
+        stream.initialize(address);
         let list = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-        let (status, _, body) = http_request(address, "POST", &message, &JSON_POST, list);
+        let (status, body) = stream.post(address, list);
         assert_eq!(status, 202, "{body}");
         stream.read_until("mcp__kv__get");
     }
