@@ -11,8 +11,10 @@
 //! - [`observe`]: metrics and the session log.
 //! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
 //!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
+//! - [`auth`]: OAuth at the edges: the listener as a protected resource.
 //! - [`gateway`]: the assembled whole; [`cli`]: the command line.
 
+pub mod auth;
 pub mod cli;
 pub mod code;
 pub mod config;

@@ -11,7 +11,8 @@ Usage:
   client.py --transport stdio --command EXE [--args JSON_ARRAY] [--env K=V]... [--inherit-env]
             [--cwd DIR]
   client.py --transport sse  --url http://127.0.0.1:PORT/sse [--header K=V]...
-  client.py --transport http --url http://127.0.0.1:PORT/mcp [--header K=V]...
+  client.py --transport http --url http://127.0.0.1:PORT/mcp [--header K=V]... [--oauth]
+            --oauth: sign in with the SDK's OAuth client, headless (see signin.py)
   common:   [--script JSON | --script-file PATH]   (default: the script is read from stdin)
             [--elicit accept|decline|cancel|none] [--elicit-content JSON]
             [--elicit-delay-ms MS]  (the person takes this long to answer)
@@ -72,6 +73,8 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+import signin
 
 LIST_ACTIONS = {
     "list_tools": "tools",
@@ -354,7 +357,7 @@ async def run_action(client: Client, recorder: Recorder, action: Any) -> dict[st
     return entry
 
 
-def make_transport(opts: argparse.Namespace) -> Any:
+def make_transport(opts: argparse.Namespace, doc: dict[str, Any]) -> Any:
     if opts.transport == "stdio":
         if not opts.command:
             raise UsageError("--transport stdio needs --command")
@@ -373,13 +376,19 @@ def make_transport(opts: argparse.Namespace) -> Any:
     headers = key_values(opts.header, "--header")
     if opts.transport == "sse":
         return sse_client(opts.url, headers=headers or None)
-    return http_transport(opts.url, headers)
+    return http_transport(opts.url, headers, opts.oauth, doc)
 
 
 @asynccontextmanager
-async def http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def http_transport(
+    url: str, headers: dict[str, str], oauth: bool, doc: dict[str, Any]
+) -> AsyncIterator[Any]:
     # The SDK's own HTTP client factory (its MCP timeouts), with the extra headers.
-    async with create_mcp_http_client(headers=headers or None) as http:
+    auth = None
+    if oauth:
+        doc["sign_ins"] = 0
+        auth = signin.oauth_provider(url, doc)
+    async with create_mcp_http_client(headers=headers or None, auth=auth) as http:
         async with streamable_http_client(url, http_client=http) as streams:
             yield streams
 
@@ -387,7 +396,7 @@ async def http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any
 async def run(opts: argparse.Namespace, script: list[Any], doc: dict[str, Any]) -> int:
     recorder = Recorder(opts.elicit, opts.elicit_content, doc, opts.elicit_delay_ms)
     client = Client(
-        make_transport(opts),
+        make_transport(opts, doc),
         mode=opts.mode,
         cache=None,
         message_handler=recorder.on_message,
@@ -438,6 +447,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
     parser.add_argument("--cwd", help="stdio: the server's working directory")
     parser.add_argument("--url", help="sse/http: the endpoint URL")
     parser.add_argument("--header", action="append", default=[], help="sse/http: K=V request header")
+    parser.add_argument("--oauth", action="store_true", help="http: sign in with OAuth, headless")
     parser.add_argument("--script", help="the actions as a JSON array")
     parser.add_argument("--script-file", help="a file holding the actions as a JSON array")
     parser.add_argument("--elicit", choices=["accept", "decline", "cancel", "none"], default="none")

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod idp;
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -123,6 +125,11 @@ impl Workspace {
         self.dir.path().join(name)
     }
 
+    /// Where the gateway keeps its data here (`XDG_DATA_HOME`): OAuth tokens.
+    pub fn data_home(&self) -> PathBuf {
+        self.path("data")
+    }
+
     /// Runs `mcp-gateway ARGS --config config.toml` to completion.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(gateway_bin())
@@ -130,6 +137,7 @@ impl Workspace {
             .arg("--config")
             .arg(self.config())
             .env("RUST_LOG", "warn")
+            .env("XDG_DATA_HOME", self.data_home())
             .output()
             .unwrap()
     }
@@ -137,7 +145,11 @@ impl Workspace {
     /// Starts `mcp-gateway serve` over HTTP on a free loopback port and waits until
     /// `/healthz` answers.
     pub fn serve_http(&self, extra: &[&str]) -> Gateway {
-        let address = free_address();
+        self.serve_http_at(free_address(), extra)
+    }
+
+    /// [`Self::serve_http`] on a chosen address (for configurations that name it).
+    pub fn serve_http_at(&self, address: SocketAddr, extra: &[&str]) -> Gateway {
         let mut command = Command::new(gateway_bin());
         command
             .args(["serve", "--config"])
@@ -145,6 +157,7 @@ impl Workspace {
             .args(["--listen", &address.to_string()])
             .args(extra)
             .env("RUST_LOG", "info,rmcp=warn")
+            .env("XDG_DATA_HOME", self.data_home())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(

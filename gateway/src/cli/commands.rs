@@ -17,6 +17,7 @@ use crate::server;
 
 pub async fn run(command: Command) -> Result<ExitCode, String> {
     match command {
+        Command::Auth { action } => super::auth::run(action).await,
         Command::Serve {
             config,
             stdio,
@@ -178,7 +179,7 @@ fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, Str
     Ok(Arc::new(Session::new(session.id.clone(), profile, None)))
 }
 
-fn load(arg: &ConfigArg) -> Result<Config, String> {
+pub(super) fn load(arg: &ConfigArg) -> Result<Config, String> {
     Config::load(&arg.config).map_err(|e| e.to_string())
 }
 

@@ -1,6 +1,8 @@
-//! The `mcp-gateway` command line: `serve`, `tools`, `call`, `config check|dump`, `status`.
+//! The `mcp-gateway` command line: `serve`, `tools`, `call`, `config check|dump`, `status`,
+//! `auth login|status|logout`.
 //! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
 
+mod auth;
 mod commands;
 mod log_sink;
 
@@ -92,6 +94,11 @@ enum Command {
         #[command(subcommand)]
         action: LogAction,
     },
+    /// Sign in to remote servers that use OAuth ([servers.NAME.oauth]), or out again.
+    Auth {
+        #[command(subcommand)]
+        action: AuthAction,
+    },
     /// Print the health of a running gateway.
     Status {
         /// Address of the running gateway's listener.
@@ -100,6 +107,32 @@ enum Command {
         /// Bearer token, when the listener requires one.
         #[arg(long, env = "GATEWAY_TOKEN")]
         token: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuthAction {
+    /// Sign in to SERVER: opens the authorization page in the browser (or prints its
+    /// address), waits for the redirect back on a loopback port, and stores the tokens.
+    /// With grant = "client_credentials" the gateway signs in as itself.
+    Login {
+        #[command(flatten)]
+        config: ConfigArg,
+        server: String,
+        /// A shell command to open the page with; the address is its last argument.
+        #[arg(long, value_name = "CMD")]
+        browser: Option<String>,
+    },
+    /// List the OAuth servers with their sign-in state, expiry and scopes.
+    Status {
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Revoke SERVER's tokens where it supports revocation, and forget them.
+    Logout {
+        #[command(flatten)]
+        config: ConfigArg,
+        server: String,
     },
 }
 

@@ -107,6 +107,15 @@ impl Config {
                 ));
             }
         }
+        let scope_profiles = self.listen.oauth.iter().flat_map(|oauth| &oauth.scopes.0);
+        for (scope, profile) in scope_profiles {
+            if !self.profiles.contains_key(profile) {
+                return Err((
+                    "listen.oauth.scopes".into(),
+                    format!("scope `{scope}` mapped to unknown profile `{profile}`"),
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -132,6 +132,9 @@ pub struct ServerConfig {
     /// Per-tool overrides by the upstream's own tool name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolOverride>,
+    /// `[servers.NAME.oauth]`: sign in with OAuth (remote servers); see `auth::settings`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::auth::settings::UpstreamOAuth>,
 }
 
 fn yes() -> bool {
@@ -189,6 +192,7 @@ impl ServerConfig {
             enabled: true,
             timeout_ms: None,
             tools: BTreeMap::new(),
+            oauth: None,
         }
     }
 
@@ -264,6 +268,20 @@ impl ServerConfig {
         }
         super::expand_field_map("env", &mut self.env)?;
         super::expand_field_map("headers", &mut self.headers)?;
+        if let Some(oauth) = &mut self.oauth {
+            if self.transport == Some(RemoteTransport::Sse) {
+                return Err((
+                    "oauth".into(),
+                    "OAuth sign-in works with streamable-http servers, not legacy SSE".into(),
+                ));
+            }
+            if let Some(secret) = &mut oauth.client_secret {
+                expand("oauth.client_secret", secret)?;
+            }
+            oauth
+                .validate(self.url.is_some())
+                .map_err(|error| ("oauth".to_owned(), error.to_string()))?;
+        }
         Ok(())
     }
 

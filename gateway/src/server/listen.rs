@@ -13,6 +13,9 @@
 //! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
 //! header_timeout_ms = 10000              # default 10 s to send a request head, then closed
 //! max_connections = 512                  # default; further clients wait to be accepted
+//! [listen.oauth]                         # also accept an identity provider's JWT access tokens
+//! issuer = "https://login.example.com"   # see `auth::resource` for every field
+//! audience = "https://gateway.example/mcp"
 //! ```
 
 use std::fmt;
@@ -54,6 +57,10 @@ pub struct ListenConfig {
     /// closes. Every open SSE stream holds one. Default 512.
     #[serde(default = "default_max_connections")]
     pub max_connections: NonZeroUsize,
+    /// `[listen.oauth]`: accept an identity provider's access tokens besides `tokens`.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::auth::resource::ResourceConfig>,
 }
 
 impl ListenConfig {
@@ -89,6 +96,7 @@ impl Default for ListenConfig {
             max_body_bytes: default_max_body_bytes(),
             header_timeout_ms: default_header_timeout_ms(),
             max_connections: default_max_connections(),
+            oauth: None,
         }
     }
 }

@@ -81,7 +81,29 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
     let config = gateway.config();
     let guard = SecurityGuard::new(&config.listen)?;
     let default = streamable_http(&gateway, None, &shutdown);
-    let mut router = Router::new()
+    let mut router = Router::new();
+    if let Some(oauth) = guard.resource_server() {
+        // RFC 9728: the metadata alone and with the resource's path appended.
+        let metadata = axum::Json(oauth.metadata());
+        let answer = move |uri: http::Uri| {
+            let found = oauth.is_metadata_path(uri.path());
+            let metadata = metadata.clone();
+            async move {
+                if found {
+                    metadata.into_response()
+                } else {
+                    http::StatusCode::NOT_FOUND.into_response()
+                }
+            }
+        };
+        router = router
+            .route(crate::auth::resource::METADATA_PATH, get(answer.clone()))
+            .route(
+                &format!("{}/{{*resource}}", crate::auth::resource::METADATA_PATH),
+                get(answer),
+            );
+    }
+    let mut router = router
         .route_service("/mcp", default.clone())
         .route_service("/mcp/", default)
         .route("/mcp/{profile}", any(unrouted_profile))
@@ -189,7 +211,7 @@ pub async fn serve_http(
 ) -> Result<(), ServeError> {
     let listen = gateway.config().listen;
     let address = listen.address;
-    security::check_bind(address, !listen.tokens.is_empty())?;
+    security::check_bind(address, !listen.tokens.is_empty() || listen.oauth.is_some())?;
     let router = router(gateway, shutdown.clone())?;
     let listener = tokio::net::TcpListener::bind(address)
         .await

@@ -22,10 +22,14 @@
 //!    not): a loopback origin or an entry of `allowed_origins`. This stops a foreign web page
 //!    from posting to the gateway. The guard answers no CORS preflight on purpose: allowing
 //!    cross-origin reads from browsers would widen access, not narrow it.
-//! 3. **Bearer token** (401 with `WWW-Authenticate: Bearer`), when tokens are configured.
-//!    Tokens are compared as SHA-256 digests with `subtle`, against every configured token
-//!    without an early exit, so the time taken reveals neither a prefix, the token's length
-//!    nor which token matched.
+//! 3. **Bearer token** (401 with `WWW-Authenticate: Bearer`), when tokens or `[listen.oauth]`
+//!    are configured. Tokens are compared as SHA-256 digests with `subtle`, against every
+//!    configured token without an early exit, so the time taken reveals neither a prefix,
+//!    the token's length nor which token matched. A token that is none of them is checked
+//!    as the identity provider's JWT access token ([`crate::auth::resource`]); its refusals
+//!    are 401 `invalid_token`, 403 `insufficient_scope` or 503, each naming the protected
+//!    resource metadata, which is served at `/.well-known/oauth-protected-resource…`
+//!    without a token.
 //! 4. **Body size** (413): a `Content-Length` above the limit is refused before reading; a
 //!    body of unknown length (chunked) is read up to the limit and handed on as a buffered
 //!    body, so every handler — rmcp's streamable HTTP service included — sees at most
@@ -58,6 +62,7 @@ use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
 use super::listen::{ListenConfig, validate_token};
+use crate::auth::resource::{ResourceConfigError, ResourceServer, TokenRejection};
 
 /// A configuration the guard cannot work with, found at start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +86,8 @@ pub enum SecurityError {
     InvalidAllowedOrigin { value: String },
     #[error("[listen] max_body_bytes must be at least 1")]
     ZeroBodyLimit,
+    #[error(transparent)]
+    OAuth(#[from] ResourceConfigError),
 }
 
 impl SecurityError {
@@ -93,11 +100,13 @@ impl SecurityError {
             Self::InvalidAllowedHost { .. } => "LISTEN_INVALID_ALLOWED_HOST",
             Self::InvalidAllowedOrigin { .. } => "LISTEN_INVALID_ALLOWED_ORIGIN",
             Self::ZeroBodyLimit => "LISTEN_ZERO_BODY_LIMIT",
+            Self::OAuth(error) => error.code(),
         }
     }
 }
 
-/// Refuses to bind a non-loopback address when no bearer token is configured.
+/// Refuses to bind a non-loopback address when no bearer token (static or OAuth) is
+/// configured.
 pub fn check_bind(address: SocketAddr, has_tokens: bool) -> Result<(), SecurityError> {
     if has_tokens || is_loopback(address.ip()) {
         Ok(())
@@ -119,8 +128,10 @@ fn is_loopback(ip: IpAddr) -> bool {
 /// client as far as the gateway can tell when their credentials are equal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
-    /// The bearer token that was presented, or `None` when no tokens are configured.
+    /// The static bearer token that was presented, or `None` (none configured, or OAuth).
     pub token: Option<TokenId>,
+    /// The subject of the identity provider's token that was presented, if that was one.
+    pub subject: Option<String>,
     /// The profile bound to that token, or `None` (no tokens, or a token without a profile).
     pub profile: Option<String>,
 }
@@ -133,6 +144,7 @@ pub struct TokenId(u32);
 /// The checks, prepared from a [`ListenConfig`]; shared by every connection.
 pub struct SecurityGuard {
     tokens: Vec<KnownToken>,
+    oauth: Option<Arc<ResourceServer>>,
     allowed_hosts: Vec<HostRule>,
     allowed_origins: Vec<OriginRule>,
     max_body_bytes: usize,
@@ -187,12 +199,24 @@ impl SecurityGuard {
             |value| parse_origin(value.strip_suffix('/').unwrap_or(value)),
             |value| SecurityError::InvalidAllowedOrigin { value },
         )?;
+        let oauth = config
+            .oauth
+            .as_ref()
+            .map(ResourceServer::new)
+            .transpose()?
+            .map(Arc::new);
         Ok(Self {
             tokens,
+            oauth,
             allowed_hosts,
             allowed_origins,
             max_body_bytes: config.max_body_bytes,
         })
+    }
+
+    /// The OAuth resource server of `[listen.oauth]`, for the metadata route.
+    pub fn resource_server(&self) -> Option<Arc<ResourceServer>> {
+        self.oauth.clone()
     }
 
     /// Runs every check; returns the request to pass on (with its [`Credentials`] and a
@@ -201,7 +225,20 @@ impl SecurityGuard {
         let (mut parts, body) = request.into_parts();
         self.check_host(&parts)?;
         self.check_origin(&parts.headers)?;
-        let credentials = self.authenticate(&parts.headers)?;
+        // The resource metadata is how a client finds where to get a token.
+        let public = self
+            .oauth
+            .as_ref()
+            .is_some_and(|oauth| oauth.is_metadata_path(parts.uri.path()));
+        let credentials = if public {
+            Credentials {
+                token: None,
+                subject: None,
+                profile: None,
+            }
+        } else {
+            self.authenticate(&parts.headers).await?
+        };
         let body = self.bounded_body(&parts.headers, body).await?;
         parts.extensions.insert(credentials);
         Ok(Request::from_parts(parts, body))
@@ -245,10 +282,11 @@ impl SecurityGuard {
         }
     }
 
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Credentials, Rejection> {
-        if self.tokens.is_empty() {
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<Credentials, Rejection> {
+        if self.tokens.is_empty() && self.oauth.is_none() {
             return Ok(Credentials {
                 token: None,
+                subject: None,
                 profile: None,
             });
         }
@@ -264,13 +302,27 @@ impl SecurityGuard {
             index.conditional_assign(&(i as u32), equal);
         }
         if bool::from(found) {
-            Ok(Credentials {
+            return Ok(Credentials {
                 token: Some(TokenId(index)),
+                subject: None,
                 profile: self.tokens[index as usize].profile.clone(),
-            })
-        } else {
+            });
+        }
+        let Some(oauth) = &self.oauth else {
             tracing::warn!("rejected a request: wrong bearer token");
-            Err(Rejection::WrongToken)
+            return Err(Rejection::WrongToken);
+        };
+        let presented = std::str::from_utf8(presented).map_err(|_| Rejection::WrongToken)?;
+        match oauth.verify(presented).await {
+            Ok(grant) => Ok(Credentials {
+                token: None,
+                subject: Some(grant.subject),
+                profile: grant.profile,
+            }),
+            Err(rejection) => {
+                tracing::warn!(code = rejection.code(), "rejected a request: {rejection}");
+                Err(Rejection::Token(rejection))
+            }
         }
     }
 
@@ -371,14 +423,36 @@ enum Rejection {
     ForeignOrigin,
     MissingToken,
     WrongToken,
+    /// The identity provider's token was refused.
+    Token(TokenRejection),
     TooLarge { limit: usize },
     UnreadableBody,
 }
 
 impl Rejection {
-    fn into_response(self) -> Response<Body> {
+    /// The answer; with `[listen.oauth]`, token refusals carry its challenge.
+    fn into_response(self, oauth: Option<&ResourceServer>) -> Response<Body> {
         const CHALLENGE: &str = "Bearer realm=\"mcp-gateway\"";
         const INVALID: &str = "Bearer realm=\"mcp-gateway\", error=\"invalid_token\"";
+        let refusal = match (&self, oauth) {
+            (Self::MissingToken, Some(oauth)) => Some(oauth.refusal(None)),
+            (Self::WrongToken, Some(oauth)) => Some(oauth.refusal(Some(&TokenRejection::Malformed))),
+            (Self::Token(rejection), Some(oauth)) => Some(oauth.refusal(Some(rejection))),
+            _ => None,
+        };
+        if let Some((status, challenge, message)) = refusal {
+            let mut response = Response::new(Body::from(message));
+            *response.status_mut() = status;
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            if let Ok(value) = HeaderValue::from_str(&challenge) {
+                headers.insert(header::WWW_AUTHENTICATE, value);
+            }
+            return response;
+        }
         let (status, message, challenge) = match self {
             Self::ForeignHost => (
                 StatusCode::FORBIDDEN,
@@ -397,7 +471,7 @@ impl Rejection {
                 "Unauthorized: send Authorization: Bearer <token>".into(),
                 Some(CHALLENGE),
             ),
-            Self::WrongToken => (
+            Self::WrongToken | Self::Token(_) => (
                 StatusCode::UNAUTHORIZED,
                 "Unauthorized: the bearer token is not valid".into(),
                 Some(INVALID),
@@ -488,7 +562,7 @@ where
                     let mut ready = ready;
                     ready.call(request).await
                 }
-                Err(rejection) => Ok(rejection.into_response()),
+                Err(rejection) => Ok(rejection.into_response(guard.oauth.as_deref())),
             }
         })
     }

@@ -16,6 +16,10 @@ use super::child::{self, ProcessGroup, Violation};
 use super::client::{ProgressRoutes, UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
 use super::{Live, sse_client};
+use crate::auth::{
+    self,
+    upstream::{AuthorizedClientError, OAuthUpstream},
+};
 use crate::config::{Endpoint, RemoteTransport, ServerConfig};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
@@ -39,6 +43,11 @@ pub enum ConnectError {
     List(String),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// An OAuth server with no usable sign-in: a person must sign in again.
+    #[error("sign-in needed: run `mcp-gateway auth login {server}`")]
+    NeedsLogin { server: String },
+    #[error("OAuth: {0}")]
+    OAuth(String),
 }
 
 /// An open connection: the running rmcp client service and, for stdio, the child group.
@@ -52,17 +61,23 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// `signed_out` (OAuth servers) closes the connection when the sign-in dies.
     fn new(
         live: Arc<Live>,
         service: RunningService<RoleClient, UpstreamClient>,
         group: Option<ProcessGroup>,
+        signed_out: CancellationToken,
     ) -> Self {
         let stop = service.cancellation_token();
         let ended = CancellationToken::new();
         let guard = ended.clone().drop_guard();
+        let on_sign_out = service.cancellation_token();
         tokio::spawn(async move {
             let _guard = guard;
-            let _ = service.waiting().await;
+            tokio::select! {
+                _ = service.waiting() => {}
+                () = signed_out.cancelled() => on_sign_out.cancel(),
+            }
         });
         Connection {
             live,
@@ -112,6 +127,7 @@ async fn connect_inner(
     let init_error =
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
     let endpoint = config.endpoint();
+    let signed_out = CancellationToken::new();
     let (service, group) = match &endpoint {
         Endpoint::Stdio { command, .. } => {
             let (transport, group) = child::spawn(
@@ -134,12 +150,41 @@ async fn connect_inner(
             transport: RemoteTransport::StreamableHttp,
             headers,
         } => {
-            let transport = StreamableHttpClientTransport::with_client(
-                reqwest::Client::new(),
-                StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(header_map(headers)?),
-            );
-            (handler.serve(transport).await.map_err(init_error)?, None)
+            let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(header_map(headers)?);
+            let service = match &config.oauth {
+                Some(settings) => {
+                    let upstream =
+                        OAuthUpstream::new(name, url, settings, &auth::store::default_dir());
+                    let client = upstream
+                        .authorized_client(signed_out.clone())
+                        .await
+                        .map_err(|error| match error {
+                            AuthorizedClientError::NeedsLogin => ConnectError::NeedsLogin {
+                                server: name.to_string(),
+                            },
+                            AuthorizedClientError::OAuth(error) => {
+                                ConnectError::OAuth(error.to_string())
+                            }
+                        })?;
+                    let transport =
+                        StreamableHttpClientTransport::with_client(client, transport_config);
+                    handler.serve(transport).await
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::with_client(
+                        reqwest::Client::new(),
+                        transport_config,
+                    );
+                    handler.serve(transport).await
+                }
+            };
+            if signed_out.is_cancelled() {
+                return Err(ConnectError::NeedsLogin {
+                    server: name.to_string(),
+                });
+            }
+            (service.map_err(init_error)?, None)
         }
         Endpoint::Remote {
             url,
@@ -167,7 +212,7 @@ async fn connect_inner(
         pid: group.as_ref().map(ProcessGroup::pid),
         violation,
     });
-    Ok(Connection::new(live, service, group))
+    Ok(Connection::new(live, service, group, signed_out))
 }
 
 fn header_map(

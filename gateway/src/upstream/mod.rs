@@ -59,13 +59,29 @@ pub enum UpstreamError {
 
 /// Lifecycle of an upstream, as `/healthz` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum UpstreamState {
     Starting,
     Ready,
     Restarting,
     Failed,
+    /// An OAuth server whose sign-in is missing or was revoked: `mcp-gateway auth login`.
+    NeedsLogin,
     Stopped,
+}
+
+impl UpstreamState {
+    /// The name `/healthz` and `status` show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Restarting => "restarting",
+            Self::Failed => "failed",
+            Self::NeedsLogin => "needs_login",
+            Self::Stopped => "stopped",
+        }
+    }
 }
 
 /// A snapshot of an upstream's health.
@@ -239,10 +255,14 @@ impl Upstream {
                     });
                 }
                 Err(error) => {
+                    let state = match error {
+                        connect::ConnectError::NeedsLogin { .. } => UpstreamState::NeedsLogin,
+                        _ => UpstreamState::Failed,
+                    };
                     let error = redact_urls(&error.to_string());
                     tracing::error!(server = %self.name, "upstream failed to start: {error}");
                     self.set_health(|h| {
-                        h.state = UpstreamState::Failed;
+                        h.state = state;
                         h.last_error = Some(error);
                     });
                     if let Some(done) = first_attempt.take() {
@@ -369,7 +389,7 @@ impl Upstream {
     pub fn down_reason(&self) -> String {
         let health = self.health();
         match health.last_error {
-            Some(error) => format!("{:?}: {error}", health.state).to_lowercase(),
+            Some(error) => format!("{}: {error}", health.state.as_str()),
             None => "not connected yet".into(),
         }
     }

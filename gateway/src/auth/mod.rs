@@ -1,0 +1,14 @@
+//! OAuth at the gateway's edges, both ways.
+//!
+//! Downstream, [`resource`] makes the listener an OAuth protected resource that accepts an
+//! identity provider's JWT access tokens, verified with the keys from [`keys`].
+//! Upstream, [`upstream`] signs the gateway in to remote servers that want OAuth
+//! ([`settings`]: `[servers.NAME.oauth]`), keeping their tokens in [`store`]; an upstream
+//! connection sends its requests through [`signed_in`].
+
+pub mod keys;
+pub mod resource;
+pub mod settings;
+pub mod signed_in;
+pub mod store;
+pub mod upstream;

@@ -1,0 +1,424 @@
+//! The gateway as the OAuth client of one remote server. The protocol work — discovery of
+//! the protected resource and authorization server metadata with the spec's fallbacks,
+//! client registration in the spec's order, PKCE S256, `resource`, state and issuer checks,
+//! refresh — is rmcp's (`rmcp::transport::auth`); this module decides when each flow runs
+//! and keeps the result in the server's [`TokenStore`].
+//!
+//! - [`sign_in`]: `auth login`: a person in a browser (authorization code, loopback
+//!   redirect) or, for `grant = "client_credentials"`, the gateway itself.
+//! - [`authorized_client`]: what the upstream connection sends its requests through: adds
+//!   the token, refreshes it before expiry and on a 401. For a machine client a missing or
+//!   dead token is simply obtained again; a person's sign-in cannot be, so the server is
+//!   reported as needing `auth login`.
+//! - [`sign_out`]: revokes the tokens where the server supports RFC 7009, then forgets them.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
+    ClientCredentialsConfig, CredentialStore, OAuthClientConfig,
+};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::settings::{GrantKind, UpstreamOAuth};
+use super::signed_in::SignedInClient;
+use super::store::TokenStore;
+
+/// How long `auth login` waits for the browser to come back.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+/// The name the gateway registers under.
+const CLIENT_NAME: &str = "mcp-gateway";
+
+/// One remote server that signs in with OAuth.
+#[derive(Debug, Clone)]
+pub struct OAuthUpstream {
+    pub name: String,
+    pub url: String,
+    pub settings: UpstreamOAuth,
+    pub store: TokenStore,
+}
+
+/// Why signing in or out did not work.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    #[error("{0}")]
+    OAuth(#[from] AuthError),
+    #[error("cannot listen for the redirect on {address}: {source}")]
+    Redirect {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot run the browser command: {0}")]
+    Browser(std::io::Error),
+    #[error("nobody came back from the authorization page within {0:?}")]
+    TimedOut(Duration),
+    #[error("the authorization server refused: {0}")]
+    Refused(String),
+}
+
+impl SignInError {
+    /// A stable code for logs and tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::OAuth(_) => "OAUTH_FAILED",
+            Self::Redirect { .. } => "OAUTH_REDIRECT_LISTEN",
+            Self::Browser(_) => "OAUTH_BROWSER",
+            Self::TimedOut(_) => "OAUTH_LOGIN_TIMEOUT",
+            Self::Refused(_) => "OAUTH_REFUSED",
+        }
+    }
+}
+
+/// How `auth login` shows the authorization page to the person.
+pub enum Browser {
+    /// Print the URL and try the desktop's opener.
+    Default,
+    /// Run this shell command with the URL as its one argument (`$1`).
+    Command(String),
+}
+
+impl OAuthUpstream {
+    pub fn new(name: &str, url: &str, settings: &UpstreamOAuth, dir: &Path) -> Self {
+        Self {
+            name: name.to_owned(),
+            url: url.to_owned(),
+            settings: settings.clone(),
+            store: TokenStore::new(dir, name, url),
+        }
+    }
+
+    /// A manager for this server, reading and writing its token file. Metadata may sit at
+    /// private addresses only when the server itself does (rmcp refuses loopback
+    /// otherwise): a public server cannot point the gateway at the local network.
+    async fn manager(&self) -> Result<AuthorizationManager, AuthError> {
+        let private = url::Url::parse(&self.url).ok().is_some_and(|url| {
+            match url.host() {
+                Some(url::Host::Domain(host)) => host == "localhost",
+                Some(url::Host::Ipv4(ip)) => is_private(IpAddr::V4(ip)),
+                Some(url::Host::Ipv6(ip)) => is_private(IpAddr::V6(ip)),
+                None => false,
+            }
+        });
+        let mut manager = if private {
+            AuthorizationManager::new_allowing_private_addresses(self.url.as_str()).await?
+        } else {
+            AuthorizationManager::new(self.url.as_str()).await?
+        };
+        manager.set_credential_store(self.store.clone());
+        Ok(manager)
+    }
+
+    /// Signs in as the configuration says, and stores the tokens.
+    pub async fn sign_in(&self, browser: &Browser) -> Result<(), SignInError> {
+        match self.settings.grant {
+            GrantKind::ClientCredentials => Ok(self.machine_sign_in().await?),
+            GrantKind::AuthorizationCode => self.browser_sign_in(browser).await,
+        }
+    }
+
+    /// The client credentials grant (SEP-1046): the gateway's own identity, no person.
+    pub async fn machine_sign_in(&self) -> Result<(), AuthError> {
+        let (Some(client_id), Some(client_secret)) =
+            (&self.settings.client_id, &self.settings.client_secret)
+        else {
+            return Err(AuthError::ClientCredentialsError(
+                "client_credentials needs client_id and client_secret".into(),
+            ));
+        };
+        let mut manager = self.manager().await?;
+        let challenge = probe_challenge(&self.url).await;
+        let resolution = manager
+            .resolve_metadata_from_challenge(challenge.as_deref())
+            .await?;
+        manager.set_metadata(resolution.metadata);
+        let mut scopes = self.requested_scopes();
+        if scopes.is_empty() {
+            scopes = manager.select_scopes(None, &[]);
+        }
+        let config = ClientCredentialsConfig::ClientSecret {
+            client_id: client_id.clone(),
+            client_secret: client_secret.clone(),
+            scopes,
+            resource: Some(self.url.clone()),
+        };
+        manager.configure_client_credentials(&config)?;
+        manager.exchange_client_credentials(&config).await?;
+        Ok(())
+    }
+
+    /// Configured scopes plus those a server asked for in a step-up.
+    fn requested_scopes(&self) -> Vec<String> {
+        let mut scopes = self.settings.scopes.clone();
+        for wanted in self.store.wanted_scopes() {
+            if !scopes.contains(&wanted) {
+                scopes.push(wanted);
+            }
+        }
+        scopes
+    }
+
+    /// Authorization code with PKCE on a loopback redirect (RFC 8252).
+    async fn browser_sign_in(&self, browser: &Browser) -> Result<(), SignInError> {
+        let address = SocketAddr::from(([127, 0, 0, 1], self.settings.redirect_port.unwrap_or(0)));
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|source| SignInError::Redirect { address, source })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| SignInError::Redirect { address, source })?
+            .port();
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+
+        let mut manager = self.manager().await?;
+        let challenge = probe_challenge(&self.url).await;
+        let resolution = manager
+            .resolve_metadata_from_challenge(challenge.as_deref())
+            .await?;
+        manager.set_metadata(resolution.metadata);
+        let mut request = AuthorizationRequest::new(&redirect_uri).with_client_name(CLIENT_NAME);
+        let scopes = self.requested_scopes();
+        if !scopes.is_empty() {
+            request = request.with_scopes(scopes);
+        }
+        if let Some(client_id) = &self.settings.client_id {
+            request = request.with_preregistered_client(client_id);
+        }
+        if let Some(secret) = &self.settings.client_secret {
+            request = request.with_client_secret(secret);
+        }
+        if let Some(document) = &self.settings.client_metadata_url {
+            request = request.with_client_metadata_url(document);
+        }
+        let session = AuthorizationSession::new(manager, request)
+            .await
+            .map_err(|(_, error)| error)?;
+
+        let (sender, receiver) = oneshot::channel();
+        let callback = tokio::spawn(serve_callback(listener, sender));
+        let opened = open(browser, session.get_authorization_url(), &self.name);
+        let outcome = match opened {
+            Err(error) => Err(error),
+            Ok(()) => match tokio::time::timeout(LOGIN_TIMEOUT, receiver).await {
+                Ok(Ok(url)) => Ok(url),
+                Ok(Err(_)) => Err(SignInError::TimedOut(LOGIN_TIMEOUT)),
+                Err(_) => Err(SignInError::TimedOut(LOGIN_TIMEOUT)),
+            },
+        };
+        callback.abort();
+        let url = outcome?;
+        if let Some(error) = query_value(&url, "error") {
+            let description = query_value(&url, "error_description").unwrap_or_default();
+            return Err(SignInError::Refused(format!("{error} {description}")));
+        }
+        session.handle_callback_url(&url).await?;
+        Ok(())
+    }
+
+    /// An HTTP client for the upstream connection that carries this server's token;
+    /// `signed_out` is cancelled when the server stops accepting the sign-in.
+    /// `Err(NeedsLogin)` when there is no usable sign-in and none can be made here.
+    pub async fn authorized_client(
+        &self,
+        signed_out: CancellationToken,
+    ) -> Result<SignedInClient, AuthorizedClientError> {
+        if self.settings.grant == GrantKind::ClientCredentials {
+            let mut current = self.manager().await?;
+            let usable = current.initialize_from_store().await.unwrap_or(false)
+                && current.get_access_token().await.is_ok();
+            if !usable {
+                self.machine_sign_in().await?;
+            }
+        }
+        let mut manager = self.manager().await?;
+        if !manager.initialize_from_store().await? {
+            return Err(AuthorizedClientError::NeedsLogin);
+        }
+        if let Some(client_id) = &self.settings.client_id {
+            // The store keeps the client id only; a confidential client needs its secret
+            // to refresh.
+            let mut config = OAuthClientConfig::new(
+                client_id.clone(),
+                "http://127.0.0.1/callback",
+            );
+            if let Some(secret) = &self.settings.client_secret {
+                config = config.with_client_secret(secret.clone());
+            }
+            manager.configure_client(config)?;
+        }
+        match manager.get_access_token().await {
+            Ok(_) => Ok(SignedInClient::new(
+                AuthClient::new(reqwest::Client::new(), manager),
+                self.clone(),
+                signed_out,
+            )),
+            Err(AuthError::AuthorizationRequired) => Err(AuthorizedClientError::NeedsLogin),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Revokes the stored tokens where the authorization server supports it, then forgets
+    /// them. Whether the server revoked them is returned; forgetting happens regardless.
+    pub async fn sign_out(&self) -> Result<bool, SignInError> {
+        let revoked = match self.store.credentials() {
+            Ok(Some(credentials)) => self.revoke(&credentials).await.unwrap_or_else(|error| {
+                tracing::warn!(server = %self.name, %error, "revocation failed");
+                false
+            }),
+            _ => false,
+        };
+        self.store.clear().await?;
+        Ok(revoked)
+    }
+
+    async fn revoke(
+        &self,
+        credentials: &rmcp::transport::auth::StoredCredentials,
+    ) -> Result<bool, AuthError> {
+        use oauth2::TokenResponse;
+        let Some(tokens) = &credentials.token_response else {
+            return Ok(false);
+        };
+        let manager = self.manager().await?;
+        let metadata = manager.resolve_metadata().await?.metadata;
+        let Some(endpoint) = metadata
+            .additional_fields
+            .get("revocation_endpoint")
+            .and_then(|value| value.as_str())
+        else {
+            return Ok(false);
+        };
+        let mut revoked = false;
+        let refresh = tokens.refresh_token().map(|t| (t.secret(), "refresh_token"));
+        let access = Some((tokens.access_token().secret(), "access_token"));
+        for (token, hint) in refresh.into_iter().chain(access) {
+            let mut form = url::form_urlencoded::Serializer::new(String::new());
+            form.append_pair("token", token)
+                .append_pair("token_type_hint", hint)
+                .append_pair("client_id", &credentials.client_id);
+            if let Some(secret) = &self.settings.client_secret {
+                form.append_pair("client_secret", secret);
+            }
+            let response = reqwest::Client::new()
+                .post(endpoint)
+                .header(
+                    http::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body(form.finish())
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .map_err(|error| AuthError::OAuthError(error.to_string()))?;
+            revoked |= response.status().is_success();
+        }
+        Ok(revoked)
+    }
+}
+
+/// Why no authorized client could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorizedClientError {
+    #[error("not signed in")]
+    NeedsLogin,
+    #[error(transparent)]
+    OAuth(#[from] AuthError),
+}
+
+fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private(),
+        IpAddr::V6(v6) => v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00,
+    }
+}
+
+/// The `WWW-Authenticate` of an unauthenticated `initialize`, which seeds discovery with the
+/// server's own `resource_metadata` and `scope` (the spec's preferred path); `None` when the
+/// server does not challenge, and discovery then probes the well-known locations.
+async fn probe_challenge(url: &str) -> Option<String> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION")}}
+    });
+    let response = reqwest::Client::new()
+        .post(url)
+        .header(http::header::ACCEPT, "application/json, text/event-stream")
+        .json(&body)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .ok()?;
+    if !matches!(response.status().as_u16(), 401 | 403) {
+        return None;
+    }
+    response
+        .headers()
+        .get(http::header::WWW_AUTHENTICATE)?
+        .to_str()
+        .ok()
+        .map(str::to_owned)
+}
+
+/// Shows the authorization page: always printed (stderr, so scripts can read stdout), and
+/// handed to the browser command or the desktop's opener.
+fn open(browser: &Browser, url: &str, server: &str) -> Result<(), SignInError> {
+    eprintln!("To sign in to `{server}`, open:\n  {url}");
+    match browser {
+        Browser::Command(command) => {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{command} \"$1\""))
+                .arg("sh")
+                .arg(url)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .map_err(SignInError::Browser)?;
+        }
+        Browser::Default => {
+            for opener in ["xdg-open", "open"] {
+                let started = std::process::Command::new(opener)
+                    .arg(url)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn();
+                if started.is_ok() {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Answers the browser's return to the loopback redirect URI and passes on its full URL.
+async fn serve_callback(listener: tokio::net::TcpListener, sender: oneshot::Sender<String>) {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let sender = std::sync::Arc::new(std::sync::Mutex::new(Some(sender)));
+    let app = axum::Router::new().route(
+        "/callback",
+        axum::routing::get(move |uri: http::Uri| {
+            let sender = sender.clone();
+            async move {
+                let url = format!("http://127.0.0.1:{port}{uri}");
+                if let Some(sender) = sender.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    let _ = sender.send(url);
+                }
+                "Signed in: you can close this page and return to the terminal."
+            }
+        }),
+    );
+    let _ = axum::serve(listener, app).await;
+}
+
+fn query_value(url: &str, key: &str) -> Option<String> {
+    url::Url::parse(url)
+        .ok()?
+        .query_pairs()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.into_owned())
+}

@@ -1,0 +1,64 @@
+//! Issue 16: the official MCP conformance suite's client authorization scenarios (npm
+//! `@modelcontextprotocol/conformance`, pinned in tests/peers), with the gateway as the
+//! client: for each scenario the suite starts a server and an authorization server, and
+//! tests/conformance/auth_client.py configures the gateway with one OAuth upstream at the
+//! server's URL, signs in without a person, lists the tools and calls one.
+//!
+//! Every scenario of spec version 2025-11-25 must pass. The suite needs Node 22, which
+//! tests/peers installs beside the machine's Node as the npm package `node`.
+
+use std::process::Command;
+
+use mcp_gateway_tests::*;
+use serde_json::Value;
+
+#[test]
+fn every_2025_11_25_authorization_scenario_passes_with_the_gateway_as_the_client() {
+    let output_dir = tempfile::tempdir().unwrap();
+    let peers = repo().join("tests/peers");
+    let client = format!(
+        "{} {}",
+        python().display(),
+        repo().join("tests/conformance/auth_client.py").display()
+    );
+    let output = Command::new(npm_bin("node"))
+        .arg(peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .args(["client", "--suite", "auth", "--spec-version", "2025-11-25"])
+        .args(["--command", &client])
+        .arg("--output-dir")
+        .arg(output_dir.path())
+        .env("MCP_GATEWAY_BIN", gateway_bin())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let results = scenario_results(output_dir.path());
+    assert!(!results.is_empty(), "no scenario ran:\n{stdout}");
+    let failed: Vec<&(String, bool)> = results.iter().filter(|(_, passed)| !passed).collect();
+    eprintln!("conformance auth scenarios: {results:?}");
+    assert!(
+        failed.is_empty() && output.status.success(),
+        "failed: {failed:?}\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// (scenario, passed) for every `auth/<scenario>-<time>/checks.json` the suite wrote
+/// under `dir`; a scenario passes when none of its checks is a FAILURE.
+fn scenario_results(dir: &std::path::Path) -> Vec<(String, bool)> {
+    let mut results = Vec::new();
+    for entry in std::fs::read_dir(dir.join("auth")).into_iter().flatten().flatten() {
+        let Ok(bytes) = std::fs::read(entry.path().join("checks.json")) else {
+            continue;
+        };
+        let checks: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let passed = checks
+            .as_array()
+            .is_some_and(|checks| checks.iter().all(|check| check["status"] != "FAILURE"));
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `<scenario>-2026-11-30T17-08-39-432Z`: the time has five dashes.
+        let scenario = name.rsplitn(6, '-').last().unwrap_or_default().to_owned();
+        results.push((format!("auth/{scenario}"), passed));
+    }
+    results.sort();
+    results
+}
