@@ -84,7 +84,11 @@ impl IdentityProvider {
 
     /// Revokes `token` (RFC 7009), as an administrator withdrawing a sign-in would.
     pub fn revoke(&self, token: &str, client_id: &str) {
-        let body = format!("token={}&client_id={}", form_encode(token), form_encode(client_id));
+        let body = format!(
+            "token={}&client_id={}",
+            form_encode(token),
+            form_encode(client_id)
+        );
         let (status, _, text) = http_request(
             self.address,
             "POST",

@@ -46,7 +46,11 @@ fn every_2025_11_25_authorization_scenario_passes_with_the_gateway_as_the_client
 /// under `dir`; a scenario passes when none of its checks is a FAILURE.
 fn scenario_results(dir: &std::path::Path) -> Vec<(String, bool)> {
     let mut results = Vec::new();
-    for entry in std::fs::read_dir(dir.join("auth")).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(dir.join("auth"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let Ok(bytes) = std::fs::read(entry.path().join("checks.json")) else {
             continue;
         };

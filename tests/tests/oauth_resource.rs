@@ -130,8 +130,14 @@ fn the_401_names_the_metadata_which_names_the_provider() {
         assert_eq!(status, 200, "{path}: {body}");
         let metadata: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(metadata["resource"], setup.resource.as_str());
-        assert_eq!(metadata["authorization_servers"], json!([setup.idp.issuer()]));
-        assert_eq!(metadata["scopes_supported"], json!(["mcp:admin", "mcp:read"]));
+        assert_eq!(
+            metadata["authorization_servers"],
+            json!([setup.idp.issuer()])
+        );
+        assert_eq!(
+            metadata["scopes_supported"],
+            json!(["mcp:admin", "mcp:read"])
+        );
     }
 }
 
@@ -150,27 +156,47 @@ fn bad_tokens_are_refused_with_401_and_a_token_without_a_mapped_scope_with_403()
     let cases = [
         (
             "expired",
-            idp.forge(&json!({"aud": aud, "scope": "mcp:read", "exp": now - 5}), "k1", None),
+            idp.forge(
+                &json!({"aud": aud, "scope": "mcp:read", "exp": now - 5}),
+                "k1",
+                None,
+            ),
             "expired",
         ),
         (
             "not valid yet",
-            idp.forge(&json!({"aud": aud, "scope": "mcp:read", "nbf": now + 300}), "k1", None),
+            idp.forge(
+                &json!({"aud": aud, "scope": "mcp:read", "nbf": now + 300}),
+                "k1",
+                None,
+            ),
             "not valid yet",
         ),
         (
             "wrongly signed",
-            idp.forge(&json!({"aud": aud, "scope": "mcp:read"}), "stranger", Some("k1")),
+            idp.forge(
+                &json!({"aud": aud, "scope": "mcp:read"}),
+                "stranger",
+                Some("k1"),
+            ),
             "signature",
         ),
         (
             "another audience",
-            idp.forge(&json!({"aud": "http://127.0.0.1:1/mcp", "scope": "mcp:read"}), "k1", None),
+            idp.forge(
+                &json!({"aud": "http://127.0.0.1:1/mcp", "scope": "mcp:read"}),
+                "k1",
+                None,
+            ),
             "audience",
         ),
         (
             "another issuer",
-            idp.forge(&json!({"aud": aud, "iss": "http://evil.example"}), "k1", None),
+            idp.forge(
+                &json!({"aud": aud, "iss": "http://evil.example"}),
+                "k1",
+                None,
+            ),
             "issuer",
         ),
         (
@@ -188,7 +214,10 @@ fn bad_tokens_are_refused_with_401_and_a_token_without_a_mapped_scope_with_403()
             challenge.starts_with("Bearer error=\"invalid_token\"") && challenge.contains(reason),
             "{case}: {challenge}"
         );
-        assert!(challenge.contains("resource_metadata="), "{case}: {challenge}");
+        assert!(
+            challenge.contains("resource_metadata="),
+            "{case}: {challenge}"
+        );
     }
     let unmapped = idp.forge(&json!({"aud": aud, "scope": "openid"}), "k1", None);
     let (status, challenge, _) = initialize(&setup.gateway, Some(&unmapped));
@@ -208,13 +237,19 @@ fn bad_tokens_are_refused_with_401_and_a_token_without_a_mapped_scope_with_403()
 fn scopes_pick_profiles_and_static_tokens_keep_working() {
     let setup = setup();
     let reader = setup.idp.machine_token(&setup.resource, "mcp:read");
-    let run = python_client(&with_token(&setup.gateway, &reader), &json!([{"action": "list_tools"}]));
+    let run = python_client(
+        &with_token(&setup.gateway, &reader),
+        &json!([{"action": "list_tools"}]),
+    );
     assert_eq!(
         tool_names(action_result(&run, 0)),
         ["mcp__kv__get", "mcp__kv__list"],
         "{run:#}"
     );
-    let run = python_client(&with_token(&setup.gateway, STATIC), &json!([{"action": "list_tools"}]));
+    let run = python_client(
+        &with_token(&setup.gateway, STATIC),
+        &json!([{"action": "list_tools"}]),
+    );
     assert!(tool_names(action_result(&run, 0)).contains(&"mcp__kv__set".to_owned()));
     let events = serde_json::to_string(&setup.workspace.session_events()).unwrap();
     assert!(!events.contains(&reader), "the token is in the session log");
@@ -227,11 +262,19 @@ fn a_key_rotation_is_picked_up() {
     assert_eq!(initialize(&setup.gateway, Some(&before)).0, 200);
     setup.idp.restart("k2,k1");
     let after = setup.idp.machine_token(&setup.resource, "mcp:read");
-    assert_ne!(kid(&after), kid(&before), "the provider signs with the new key");
+    assert_ne!(
+        kid(&after),
+        kid(&before),
+        "the provider signs with the new key"
+    );
     // The gateway fetches the key set at most once a second, whatever tokens ask for.
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(initialize(&setup.gateway, Some(&after)).0, 200, "new key");
-    assert_eq!(initialize(&setup.gateway, Some(&before)).0, 200, "old key still published");
+    assert_eq!(
+        initialize(&setup.gateway, Some(&before)).0,
+        200,
+        "old key still published"
+    );
 }
 
 /// The `kid` of a JWT's header.

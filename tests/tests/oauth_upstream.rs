@@ -126,14 +126,24 @@ fn a_machine_client_signs_in_by_itself_and_steps_up_once_on_403() {
         json!({"key": "k", "value": "v"}),
     );
     assert_ne!(result["isError"], true, "{result:#}");
-    assert!(gateway.log_text().contains("stepped up"), "{}", gateway.log_text());
+    assert!(
+        gateway.log_text().contains("stepped up"),
+        "{}",
+        gateway.log_text()
+    );
     let granted = tokens(&workspace)["credentials"]["granted_scopes"].clone();
     assert!(granted.to_string().contains("mcp:admin"), "{granted}");
     let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(token_file(&workspace)).unwrap().permissions(),
+        &std::fs::metadata(token_file(&workspace))
+            .unwrap()
+            .permissions(),
     );
     assert_eq!(mode & 0o777, 0o600);
-    no_secret_anywhere(&workspace, &gateway, &[&access_token(&workspace), "machine-secret"]);
+    no_secret_anywhere(
+        &workspace,
+        &gateway,
+        &[&access_token(&workspace), "machine-secret"],
+    );
 }
 
 #[test]
@@ -168,7 +178,11 @@ fn a_person_signs_in_the_token_refreshes_and_a_revoked_sign_in_needs_login() {
     let gateway = workspace.serve_http(&[]);
     wait_state(&gateway, "ready");
     let first = access_token(&workspace);
-    call(&gateway, "mcp__remote__mcp__kv__set", json!({"key": "k", "value": "v"}));
+    call(
+        &gateway,
+        "mcp__remote__mcp__kv__set",
+        json!({"key": "k", "value": "v"}),
+    );
 
     // The access token lives 4 s: a call after that works with a refreshed one.
     std::thread::sleep(Duration::from_secs(5));
@@ -183,7 +197,10 @@ fn a_person_signs_in_the_token_refreshes_and_a_revoked_sign_in_needs_login() {
     let result = call(&gateway, "mcp__remote__mcp__kv__get", json!({"key": "k"}));
     assert_eq!(result["structuredContent"]["value"], "v", "{result:#}");
     let after_401 = access_token(&workspace);
-    assert!(after_401 != refused && after_401 != refreshed, "refreshed after the 401");
+    assert!(
+        after_401 != refused && after_401 != refreshed,
+        "refreshed after the 401"
+    );
     no_secret_anywhere(&workspace, &gateway, &[&first, &refreshed, &after_401]);
 
     // An administrator revokes the sign-in; once the access token is refused, the refresh
@@ -193,14 +210,21 @@ fn a_person_signs_in_the_token_refreshes_and_a_revoked_sign_in_needs_login() {
         .as_str()
         .unwrap()
         .to_owned();
-    let client_id = file["credentials"]["client_id"].as_str().unwrap().to_owned();
+    let client_id = file["credentials"]["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     idp.revoke(&refresh_token, &client_id);
     replace_access_token(&workspace, &refused);
     let result = call(&gateway, "mcp__remote__mcp__kv__get", json!({"key": "k"}));
     assert_eq!(result["isError"], true, "{result:#}");
     wait_state(&gateway, "needs_login");
     let result = call(&gateway, "mcp__remote__mcp__kv__get", json!({"key": "k"}));
-    assert_eq!(error_code(&result), Some("UPSTREAM_UNAVAILABLE"), "{result:#}");
+    assert_eq!(
+        error_code(&result),
+        Some("UPSTREAM_UNAVAILABLE"),
+        "{result:#}"
+    );
     assert!(
         result_text(&result).contains("run `mcp-gateway auth login remote`"),
         "{result:#}"
@@ -210,7 +234,11 @@ fn a_person_signs_in_the_token_refreshes_and_a_revoked_sign_in_needs_login() {
 
     // Signing in again brings it back without a restart; signing out revokes and forgets.
     let login = workspace.cli(&["auth", "login", "remote", "--browser", &browser]);
-    assert!(login.status.success(), "{}", String::from_utf8_lossy(&login.stderr));
+    assert!(
+        login.status.success(),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
     wait_state(&gateway, "ready");
     let logout = workspace.cli(&["auth", "logout", "remote"]);
     assert!(

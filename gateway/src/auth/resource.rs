@@ -133,7 +133,10 @@ impl<'de> Deserialize<'de> for ScopeProfiles {
                 f.write_str("a table of scope = \"profile\"")
             }
 
-            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<ScopeProfiles, A::Error> {
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<ScopeProfiles, A::Error> {
                 let mut entries = Vec::new();
                 while let Some(entry) = map.next_entry::<String, String>()? {
                     entries.push(entry);
@@ -344,7 +347,13 @@ impl ResourceServer {
             metadata["authorization_servers"] = serde_json::json!([issuer]);
         }
         if !self.config.scopes.is_empty() {
-            let scopes: Vec<&str> = self.config.scopes.0.iter().map(|(s, _)| s.as_str()).collect();
+            let scopes: Vec<&str> = self
+                .config
+                .scopes
+                .0
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .collect();
             metadata["scopes_supported"] = serde_json::json!(scopes);
         }
         metadata
@@ -374,7 +383,10 @@ impl ResourceServer {
 
     /// How to refuse a request that brought no token (`None`) or a refused one: status,
     /// `WWW-Authenticate` value and a plain-text body.
-    pub fn refusal(&self, rejection: Option<&TokenRejection>) -> (http::StatusCode, String, String) {
+    pub fn refusal(
+        &self,
+        rejection: Option<&TokenRejection>,
+    ) -> (http::StatusCode, String, String) {
         use http::StatusCode;
         let (status, message) = match rejection {
             None => (
@@ -382,14 +394,18 @@ impl ResourceServer {
                 "Unauthorized: send Authorization: Bearer <token> (see the resource metadata)"
                     .to_owned(),
             ),
-            Some(TokenRejection::InsufficientScope) => {
-                (StatusCode::FORBIDDEN, format!("Forbidden: {}", TokenRejection::InsufficientScope))
-            }
+            Some(TokenRejection::InsufficientScope) => (
+                StatusCode::FORBIDDEN,
+                format!("Forbidden: {}", TokenRejection::InsufficientScope),
+            ),
             Some(TokenRejection::KeysUnavailable) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("Service Unavailable: {}", TokenRejection::KeysUnavailable),
             ),
-            Some(rejection) => (StatusCode::UNAUTHORIZED, format!("Unauthorized: {rejection}")),
+            Some(rejection) => (
+                StatusCode::UNAUTHORIZED,
+                format!("Unauthorized: {rejection}"),
+            ),
         };
         (status, self.challenge(rejection), message)
     }
@@ -401,8 +417,13 @@ impl ResourceServer {
         match rejection {
             None => format!("Bearer {metadata}"),
             Some(TokenRejection::InsufficientScope) => {
-                let scopes: Vec<&str> =
-                    self.config.scopes.0.iter().map(|(s, _)| s.as_str()).collect();
+                let scopes: Vec<&str> = self
+                    .config
+                    .scopes
+                    .0
+                    .iter()
+                    .map(|(s, _)| s.as_str())
+                    .collect();
                 format!(
                     "Bearer error=\"insufficient_scope\", scope=\"{}\", {metadata}",
                     scopes.join(" ")
@@ -460,7 +481,8 @@ mod tests {
         toml::from_str(toml_text).unwrap()
     }
 
-    const BASE: &str = "issuer = \"https://idp.example\"\naudience = \"http://127.0.0.1:8765/mcp\"\n";
+    const BASE: &str =
+        "issuer = \"https://idp.example\"\naudience = \"http://127.0.0.1:8765/mcp\"\n";
 
     #[test]
     fn defaults_are_the_documented_ones() {
@@ -531,7 +553,10 @@ mod tests {
             metadata["authorization_servers"],
             serde_json::json!(["https://idp.example"])
         );
-        assert_eq!(metadata["scopes_supported"], serde_json::json!(["mcp:read"]));
+        assert_eq!(
+            metadata["scopes_supported"],
+            serde_json::json!(["mcp:read"])
+        );
         let url = "http://127.0.0.1:8765/.well-known/oauth-protected-resource/mcp";
         assert_eq!(server.metadata_url(), url);
         assert!(server.is_metadata_path("/.well-known/oauth-protected-resource/mcp"));
@@ -543,12 +568,16 @@ mod tests {
         );
         assert_eq!(
             server.challenge(Some(&TokenRejection::InsufficientScope)),
-            format!("Bearer error=\"insufficient_scope\", scope=\"mcp:read\", resource_metadata=\"{url}\"")
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"mcp:read\", resource_metadata=\"{url}\""
+            )
         );
         assert!(
             server
                 .challenge(Some(&TokenRejection::Expired))
-                .starts_with("Bearer error=\"invalid_token\", error_description=\"the token has expired\"")
+                .starts_with(
+                    "Bearer error=\"invalid_token\", error_description=\"the token has expired\""
+                )
         );
     }
 

@@ -147,7 +147,10 @@ mod tests {
         .unwrap();
         assert!(settings.validate(true).is_ok());
         let shown = format!("{settings:?} {}", toml::to_string(&settings).unwrap());
-        assert!(!shown.contains("hunter2") && shown.contains("***"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("***"),
+            "{shown}"
+        );
     }
 
     #[test]

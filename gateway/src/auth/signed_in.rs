@@ -62,7 +62,9 @@ impl SignedInClient {
     async fn react(&self, verdict: Verdict) -> bool {
         match verdict {
             Verdict::Passed => false,
-            Verdict::SignInRefused if self.upstream.settings.grant == GrantKind::ClientCredentials => {
+            Verdict::SignInRefused
+                if self.upstream.settings.grant == GrantKind::ClientCredentials =>
+            {
                 // A machine signs in again by itself: its "refresh".
                 match self.upstream.machine_sign_in().await {
                     Ok(()) => true,

@@ -73,7 +73,9 @@ impl TokenStore {
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         let bytes = serde_json::to_vec_pretty(file)
             .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
-        let temporary = self.path.with_extension(format!("json.{}", std::process::id()));
+        let temporary = self
+            .path
+            .with_extension(format!("json.{}", std::process::id()));
         let mut out = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -185,7 +187,10 @@ mod tests {
         assert!(store.load().await.unwrap().is_none());
         store.save(credentials("c1")).await.unwrap();
         assert_eq!(store.load().await.unwrap().unwrap().client_id, "c1");
-        let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let moved = TokenStore::new(dir.path(), "tracker", "https://evil.example/mcp");
         assert!(moved.load().await.unwrap().is_none());
@@ -205,7 +210,11 @@ mod tests {
         assert_eq!(store.load().await.unwrap().unwrap().client_id, "c1");
         assert_eq!(store.wanted_scopes(), ["admin"]);
         store.save(credentials("c1")).await.unwrap();
-        assert_eq!(store.wanted_scopes(), ["admin"], "a refresh did not grant it");
+        assert_eq!(
+            store.wanted_scopes(),
+            ["admin"],
+            "a refresh did not grant it"
+        );
         let mut granted = credentials("c1");
         granted.granted_scopes.push("admin".into());
         store.save(granted).await.unwrap();

@@ -94,14 +94,14 @@ impl OAuthUpstream {
     /// private addresses only when the server itself does (rmcp refuses loopback
     /// otherwise): a public server cannot point the gateway at the local network.
     async fn manager(&self) -> Result<AuthorizationManager, AuthError> {
-        let private = url::Url::parse(&self.url).ok().is_some_and(|url| {
-            match url.host() {
+        let private = url::Url::parse(&self.url)
+            .ok()
+            .is_some_and(|url| match url.host() {
                 Some(url::Host::Domain(host)) => host == "localhost",
                 Some(url::Host::Ipv4(ip)) => is_private(IpAddr::V4(ip)),
                 Some(url::Host::Ipv6(ip)) => is_private(IpAddr::V6(ip)),
                 None => false,
-            }
-        });
+            });
         let mut manager = if private {
             AuthorizationManager::new_allowing_private_addresses(self.url.as_str()).await?
         } else {
@@ -239,10 +239,7 @@ impl OAuthUpstream {
         if let Some(client_id) = &self.settings.client_id {
             // The store keeps the client id only; a confidential client needs its secret
             // to refresh.
-            let mut config = OAuthClientConfig::new(
-                client_id.clone(),
-                "http://127.0.0.1/callback",
-            );
+            let mut config = OAuthClientConfig::new(client_id.clone(), "http://127.0.0.1/callback");
             if let Some(secret) = &self.settings.client_secret {
                 config = config.with_client_secret(secret.clone());
             }
@@ -291,7 +288,9 @@ impl OAuthUpstream {
             return Ok(false);
         };
         let mut revoked = false;
-        let refresh = tokens.refresh_token().map(|t| (t.secret(), "refresh_token"));
+        let refresh = tokens
+            .refresh_token()
+            .map(|t| (t.secret(), "refresh_token"));
         let access = Some((tokens.access_token().secret(), "access_token"));
         for (token, hint) in refresh.into_iter().chain(access) {
             let mut form = url::form_urlencoded::Serializer::new(String::new());

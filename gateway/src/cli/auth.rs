@@ -19,10 +19,9 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
         } => {
             let upstream = oauth_upstream(&super::commands::load(&config)?, &server)?;
             let browser = browser.map_or(Browser::Default, Browser::Command);
-            upstream
-                .sign_in(&browser)
-                .await
-                .map_err(|error| format!("{}: signing in to `{server}` failed: {error}", error.code()))?;
+            upstream.sign_in(&browser).await.map_err(|error| {
+                format!("{}: signing in to `{server}` failed: {error}", error.code())
+            })?;
             println!("signed in to `{server}`");
             Ok(ExitCode::SUCCESS)
         }
@@ -94,7 +93,10 @@ fn describe(upstream: &OAuthUpstream) -> String {
             let at = received.saturating_add(lifetime.as_secs());
             time::OffsetDateTime::from_unix_timestamp(at as i64)
                 .ok()
-                .and_then(|at| at.format(&time::format_description::well_known::Rfc3339).ok())
+                .and_then(|at| {
+                    at.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
                 .map_or_else(|| "unknown".to_owned(), |at| format!("expires {at}"))
         }
         _ => "no expiry given".to_owned(),

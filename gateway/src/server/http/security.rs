@@ -425,7 +425,9 @@ enum Rejection {
     WrongToken,
     /// The identity provider's token was refused.
     Token(TokenRejection),
-    TooLarge { limit: usize },
+    TooLarge {
+        limit: usize,
+    },
     UnreadableBody,
 }
 
@@ -436,7 +438,9 @@ impl Rejection {
         const INVALID: &str = "Bearer realm=\"mcp-gateway\", error=\"invalid_token\"";
         let refusal = match (&self, oauth) {
             (Self::MissingToken, Some(oauth)) => Some(oauth.refusal(None)),
-            (Self::WrongToken, Some(oauth)) => Some(oauth.refusal(Some(&TokenRejection::Malformed))),
+            (Self::WrongToken, Some(oauth)) => {
+                Some(oauth.refusal(Some(&TokenRejection::Malformed)))
+            }
             (Self::Token(rejection), Some(oauth)) => Some(oauth.refusal(Some(rejection))),
             _ => None,
         };
