@@ -103,7 +103,12 @@ impl OAuthUpstream {
                 None => false,
             });
         let mut manager = if private {
-            AuthorizationManager::new_allowing_private_addresses(self.url.as_str()).await?
+            let mut manager =
+                AuthorizationManager::new_allowing_private_addresses(self.url.as_str()).await?;
+            // rmcp's address filter refuses an authorization server on another loopback
+            // port; a server the operator runs on this machine or network may use one.
+            manager.with_client(reqwest::Client::new())?;
+            manager
         } else {
             AuthorizationManager::new(self.url.as_str()).await?
         };
