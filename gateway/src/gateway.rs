@@ -25,9 +25,9 @@ use crate::pipeline::{
 use crate::policies;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
+use crate::relay::Caller;
 use crate::run_code::RunCodeTool;
 use crate::server::subscriptions::Subscriptions;
-use crate::upstream::ProgressSink;
 
 /// The name of the gateway's own code tool; reserved, never shadowed.
 pub const RUN_CODE: &str = "run_code";
@@ -104,7 +104,8 @@ pub struct CallRequest {
     pub arguments: Option<JsonObject>,
     pub cancel: CancellationToken,
     pub peer: Option<Peer<RoleServer>>,
-    pub progress: Option<ProgressSink>,
+    /// The client call this one serves, for what the upstream sends back during it.
+    pub caller: Option<Caller>,
     pub origin: Origin,
 }
 
@@ -210,10 +211,14 @@ impl Gateway {
 
     /// What the gateway announces: tools always, and prompts, resources (with
     /// subscriptions) and completions when any upstream offers them.
+    #[allow(deprecated, reason = "logging is what pre-2026 clients use")]
     pub fn capabilities(&self) -> ServerCapabilities {
+        // Logging is the gateway's own: it keeps each session's level and relays upstream
+        // log messages by it.
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_logging()
             .build();
         for upstream in self.registry.upstreams() {
             let offered = upstream.offer().capabilities.clone();
@@ -261,7 +266,7 @@ impl Gateway {
             tool: request.name,
             arguments: request.arguments,
             cancel,
-            progress: request.progress,
+            caller: request.caller,
             peer: request.peer,
             origin: request.origin,
             started: std::time::Instant::now(),

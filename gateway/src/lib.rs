@@ -8,6 +8,8 @@
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
 //!   metrics, reminder, result cap, session log).
 //! - [`server`]: the downstream MCP server over stdio, streamable HTTP and SSE.
+//! - [`relay`]: an upstream's requests, progress and log messages during a call, carried
+//!   to the client that made the call.
 //! - [`observe`]: metrics and the session log.
 //! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
 //!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
@@ -21,6 +23,7 @@ pub mod observe;
 pub mod pipeline;
 pub mod policies;
 pub mod registry;
+pub mod relay;
 pub mod run_code;
 pub mod server;
 pub mod upstream;

@@ -22,6 +22,7 @@ use crate::pipeline::{
 };
 use crate::registry::profile::Profile;
 use crate::registry::{Catalog, FederatedTool};
+use crate::relay::Caller;
 
 /// The hidden subcommand that runs a code worker.
 pub const WORKER_SUBCOMMAND: &str = "__code-worker";
@@ -107,6 +108,7 @@ impl RunCodeTool {
         session: &Arc<Session>,
         program: &str,
         peer: Option<Peer<RoleServer>>,
+        caller: Option<Caller>,
         cancel: CancellationToken,
     ) -> RunOutcome {
         let sdk = self.sdk(gateway, session);
@@ -114,6 +116,7 @@ impl RunCodeTool {
             gateway: gateway.clone(),
             session: session.clone(),
             peer,
+            caller: caller.as_ref().map(Caller::nested),
             run: uuid::Uuid::new_v4().simple().to_string(),
         });
         self.runtime
@@ -189,6 +192,7 @@ impl BuiltinTool for RunCodeTool {
                     &invocation.session,
                     program,
                     invocation.peer.clone(),
+                    invocation.caller.clone(),
                     signal,
                 )
                 .await;
@@ -265,6 +269,9 @@ struct PipelineBridge {
     gateway: Arc<Gateway>,
     session: Arc<Session>,
     peer: Option<Peer<RoleServer>>,
+    /// The client call that started the run: upstreams' requests during the program's
+    /// calls go to it.
+    caller: Option<Caller>,
     run: String,
 }
 
@@ -294,7 +301,7 @@ impl ToolBridge for PipelineBridge {
             },
             cancel,
             peer: self.peer.clone(),
-            progress: None,
+            caller: self.caller.clone(),
             origin: Origin::Code {
                 run: self.run.clone(),
             },

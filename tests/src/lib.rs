@@ -94,6 +94,63 @@ pub fn npm_server(name: &str, bin_name: &str, args: &[&str]) -> String {
     )
 }
 
+/// A server listening on a free loopback port (npm server-everything in one of its HTTP
+/// modes, or our conformance example); killed when dropped.
+pub struct ListeningServer {
+    child: Child,
+    pub address: SocketAddr,
+}
+
+impl ListeningServer {
+    /// `mcp-server-everything MODE` (`streamableHttp` or `sse`).
+    pub fn everything(mode: &str) -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(npm_bin("mcp-server-everything"));
+        command.arg(mode).env("PORT", address.port().to_string());
+        Self::start(command, address)
+    }
+
+    /// Our conformance example, at `http://ADDRESS/mcp`.
+    pub fn conformance() -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(bin("conformance"));
+        command.arg(address.port().to_string());
+        Self::start(command, address)
+    }
+
+    fn start(mut command: Command, address: SocketAddr) -> ListeningServer {
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = ListeningServer { child, address };
+        assert!(
+            eventually(Duration::from_secs(20), || std::net::TcpStream::connect(
+                address
+            )
+            .is_ok()),
+            "{command:?} did not listen on {address}"
+        );
+        server
+    }
+
+    /// `[servers.NAME]` reaching this server over streamable HTTP, plus `extra` lines.
+    pub fn server_config(&self, name: &str, extra: &str) -> String {
+        format!(
+            "[servers.{name}]\nurl = \"http://{}/mcp\"\n{extra}",
+            self.address
+        )
+    }
+}
+
+impl Drop for ListeningServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A temporary folder holding `config.toml`, with session logs kept inside it.
 pub struct Workspace {
     pub dir: tempfile::TempDir,

@@ -1,7 +1,6 @@
 //! Issue 3: legacy SSE both ways, upstream streamable HTTP, a secure listener,
 //! supervision, list_changed, progress and hot reload — all with real processes.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mcp_gateway_tests::*;
@@ -9,37 +8,6 @@ use serde_json::{Value, json};
 
 fn call(name: &str, arguments: Value) -> Value {
     json!({"action": "call_tool", "name": name, "arguments": arguments})
-}
-
-/// npm server-everything in one of its HTTP modes on a free loopback port.
-struct Everything(Child, std::net::SocketAddr);
-
-impl Everything {
-    fn start(mode: &str) -> Everything {
-        let address = free_address();
-        let child = Command::new(npm_bin("mcp-server-everything"))
-            .arg(mode)
-            .env("PORT", address.port().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        assert!(
-            eventually(Duration::from_secs(20), || std::net::TcpStream::connect(
-                address
-            )
-            .is_ok()),
-            "server-everything {mode} did not listen"
-        );
-        Everything(child, address)
-    }
-}
-
-impl Drop for Everything {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
@@ -68,11 +36,11 @@ fn python_client_over_legacy_sse() {
 
 #[test]
 fn upstreams_over_streamable_http_and_sse() {
-    let http = Everything::start("streamableHttp");
-    let sse = Everything::start("sse");
+    let http = ListeningServer::everything("streamableHttp");
+    let sse = ListeningServer::everything("sse");
     let workspace = Workspace::new(&format!(
         "[servers.ehttp]\nurl = \"http://{}/mcp\"\n[servers.esse]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n",
-        http.1, sse.1
+        http.address, sse.address
     ));
     let run = python_client(
         &python_stdio_args(&workspace, &[]),

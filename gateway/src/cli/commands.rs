@@ -77,7 +77,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         arguments: Some(arguments),
                         cancel: CancellationToken::new(),
                         peer: None,
-                        progress: None,
+                        caller: None,
                         origin: Origin::Client,
                     },
                 )
@@ -120,7 +120,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         arguments: serde_json::json!({"code": program}).as_object().cloned(),
                         cancel: CancellationToken::new(),
                         peer: None,
-                        progress: None,
+                        caller: None,
                         origin: Origin::Client,
                     },
                 )
@@ -138,7 +138,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             })
         }
         Command::Config { action } => match action {
-            ConfigAction::Check { config } => {
+            ConfigAction::Check { config, connect } => {
                 let loaded = load(&config)?;
                 println!(
                     "{}: ok ({} servers, {} enabled)",
@@ -146,6 +146,18 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                     loaded.servers.len(),
                     loaded.enabled_servers().count()
                 );
+                if connect {
+                    let (gateway, shutdown) = start(loaded).await;
+                    for (server, health) in gateway.registry.health() {
+                        if let Some(error) = health.last_error {
+                            println!("server `{server}`: {error}");
+                        }
+                    }
+                    for collision in &gateway.registry.catalog().collisions {
+                        println!("collision: {collision}");
+                    }
+                    stop(&gateway, shutdown).await;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             ConfigAction::Dump { config } => {

@@ -123,6 +123,9 @@ enum ConfigAction {
     Check {
         #[command(flatten)]
         config: ConfigArg,
+        /// Also start the servers and report names and URIs that two of them both offer.
+        #[arg(long)]
+        connect: bool,
     },
     /// Print the effective configuration, secrets masked.
     Dump {

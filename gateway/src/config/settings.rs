@@ -132,6 +132,22 @@ pub struct ServerConfig {
     /// Per-tool overrides by the upstream's own tool name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolOverride>,
+    /// What goes before this server's tool and prompt names. Default `mcp__<server>__`;
+    /// `""` exposes the upstream's own names; any other string is used as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Default true: resource URIs become `mcp-gateway://<server>/…`. False passes the
+    /// upstream's URIs and templates through unchanged (reads are routed by exact URI,
+    /// then by template match).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub rewrite_uris: bool,
+}
+
+/// Prefixes stay short enough that a name keeps room for its own part and a hash suffix.
+const MAX_PREFIX_LEN: usize = 40;
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 fn yes() -> bool {
@@ -189,6 +205,16 @@ impl ServerConfig {
             enabled: true,
             timeout_ms: None,
             tools: BTreeMap::new(),
+            prefix: None,
+            rewrite_uris: true,
+        }
+    }
+
+    /// What goes before this server's tool and prompt names (`name` is the server's).
+    pub fn name_prefix(&self, name: &str) -> String {
+        match &self.prefix {
+            Some(prefix) => prefix.clone(),
+            None => format!("mcp__{name}__"),
         }
     }
 
@@ -246,6 +272,20 @@ impl ServerConfig {
             }
             _ => {}
         }
+        if let Some(prefix) = &self.prefix
+            && (prefix.len() >= MAX_PREFIX_LEN
+                || !prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        {
+            return Err((
+                "prefix".into(),
+                format!(
+                    "`{prefix}`: a prefix may use only letters, digits, `_` and `-`, and must be \
+                     shorter than {MAX_PREFIX_LEN} characters (names are at most 64)"
+                ),
+            ));
+        }
         let expand = |field: &str, value: &mut String| {
             *value = env::expand(value).map_err(|e| (field.to_owned(), e.to_string()))?;
             Ok::<_, (String, String)>(())
@@ -277,10 +317,12 @@ impl ServerConfig {
     }
 }
 
-/// `allow | deny | ask`, the pre-execute gate's decision for a rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `allow | deny | ask`, the pre-execute gate's decision for a rule, and what the gate
+/// does with an upstream's sampling and elicitation requests (default allow).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleDecision {
+    #[default]
     Allow,
     Deny,
     Ask,
@@ -313,6 +355,12 @@ pub enum AskFallback {
 pub struct GateSettings {
     /// Default `deny`.
     pub ask_fallback: AskFallback,
+    /// An upstream's `sampling/createMessage`, relayed to the calling client: `allow`
+    /// (default), `deny` (the upstream gets an error), or `ask` (the client's person is
+    /// asked first, through elicitation; `ask_fallback` when it cannot be asked).
+    pub sampling: RuleDecision,
+    /// The same for an upstream's `elicitation/create`.
+    pub elicitation: RuleDecision,
 }
 
 /// `[guards]`.

@@ -94,3 +94,23 @@ fn dump_masks_secrets() {
     assert!(!dump.contains("hunter2"), "{dump}");
     assert!(dump.contains("***"), "{dump}");
 }
+
+#[test]
+fn naming_settings_default_to_the_federated_form() {
+    let config = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\n[servers.raw]\nurl = \"http://127.0.0.1:1/mcp\"\nprefix = \"\"\nrewrite_uris = false\n",
+    )
+    .unwrap();
+    assert_eq!(config.servers["kv"].name_prefix("kv"), "mcp__kv__");
+    assert!(config.servers["kv"].rewrite_uris);
+    assert_eq!(config.servers["raw"].name_prefix("raw"), "");
+    assert!(!config.servers["raw"].rewrite_uris);
+    let err = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\nprefix = \"a b\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("servers.kv.prefix"), "{err}");
+}

@@ -254,14 +254,16 @@ impl Pipeline {
         let result = match target {
             Target::Builtin(tool) => tool.call(invocation, signal).await,
             Target::Federated(tool) => {
+                let mut rewrite_uris = true;
                 let called = match self.registry.upstream(&tool.server) {
                     Some(upstream) => {
+                        rewrite_uris = upstream.config.rewrite_uris;
                         upstream
                             .call_tool(
                                 &tool.original,
                                 invocation.arguments.clone(),
                                 &signal,
-                                invocation.progress.clone(),
+                                invocation.caller.clone(),
                             )
                             .await
                     }
@@ -271,7 +273,9 @@ impl Pipeline {
                     }),
                 };
                 called.map_err(upstream_failure).and_then(|mut result| {
-                    resource_uri::rewrite_links(&tool.server, &mut result.content);
+                    if rewrite_uris {
+                        resource_uri::rewrite_links(&tool.server, &mut result.content);
+                    }
                     if result.is_error != Some(true) {
                         validate::output(tool, result.structured_content.as_ref())?;
                     }

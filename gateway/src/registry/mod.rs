@@ -10,7 +10,7 @@ pub mod profile;
 pub mod resource_uri;
 pub mod tool;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ServerConfig};
+use crate::relay::Downstream;
 use crate::upstream::{Health, Upstream};
 pub use tool::FederatedTool;
 
@@ -36,9 +37,57 @@ pub struct Catalog {
     /// By federated name, so iteration is in lexicographic order.
     pub tools: BTreeMap<String, Arc<FederatedTool>>,
     pub prompts: BTreeMap<String, FederatedPrompt>,
-    /// Resources and templates under gateway URIs, with the server that owns each.
+    /// Resources and templates under the URIs clients see, with the server that owns each.
     pub resources: Vec<(Arc<str>, Resource)>,
     pub resource_templates: Vec<(Arc<str>, ResourceTemplate)>,
+    /// Servers whose URIs are rewritten to `mcp-gateway://<server>/…`; the others pass
+    /// theirs through.
+    pub rewriting: BTreeSet<Arc<str>>,
+    /// Names and URIs two servers both offered, and who kept them.
+    pub collisions: Vec<naming::Collision>,
+}
+
+impl Catalog {
+    /// The server that owns a URI a client sent, and that URI as the server knows it: a
+    /// gateway URI names its server; a passed-through URI belongs to the server that lists
+    /// it, else to the one with a matching template, else to the only pass-through server
+    /// that offers resources at all.
+    pub fn resource_owner(&self, uri: &str) -> Option<(Arc<str>, String)> {
+        if let Some((server, original)) = resource_uri::from_gateway(uri)
+            && let Some(server) = self.rewriting.get(server)
+        {
+            return Some((server.clone(), original));
+        }
+        let passed = |server: &Arc<str>| !self.rewriting.contains(server);
+        let listed = self
+            .resources
+            .iter()
+            .find(|(server, r)| passed(server) && r.uri == uri);
+        let templated = || {
+            self.resource_templates.iter().find(|(server, t)| {
+                passed(server)
+                    && (t.uri_template == uri
+                        || resource_uri::matches_template(&t.uri_template, uri))
+            })
+        };
+        let server = match (listed, templated()) {
+            (Some((server, _)), _) | (None, Some((server, _))) => server.clone(),
+            (None, None) => {
+                let offering: BTreeSet<&Arc<str>> = self
+                    .resources
+                    .iter()
+                    .map(|(server, _)| server)
+                    .chain(self.resource_templates.iter().map(|(server, _)| server))
+                    .filter(|server| passed(server))
+                    .collect();
+                match offering.into_iter().collect::<Vec<_>>().as_slice() {
+                    [only] => (*only).clone(),
+                    _ => return None,
+                }
+            }
+        };
+        Some((server, uri.to_owned()))
+    }
 }
 
 /// The upstreams and the catalog built from them.
@@ -47,6 +96,8 @@ pub struct Registry {
     catalog: watch::Sender<Arc<Catalog>>,
     changed: mpsc::UnboundedSender<Arc<str>>,
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// The client sessions the upstreams' requests and log messages are relayed to.
+    downstream: Arc<Downstream>,
     shutdown: CancellationToken,
 }
 
@@ -65,6 +116,7 @@ impl Registry {
             catalog: watch::Sender::new(Arc::default()),
             changed,
             resource_updates,
+            downstream: Arc::new(Downstream::new(config.gate.clone())),
             shutdown,
         });
         let first_attempts: Vec<_> = config
@@ -94,6 +146,7 @@ impl Registry {
             config,
             self.changed.clone(),
             self.resource_updates.clone(),
+            self.downstream.clone(),
             self.shutdown.child_token(),
         );
         self.write_upstreams().insert(name.to_owned(), upstream);
@@ -105,6 +158,7 @@ impl Registry {
     /// Applies a new configuration: added servers start, removed ones stop, changed ones
     /// restart, unchanged ones keep their connections.
     pub async fn reconfigure(&self, config: &Config) {
+        self.downstream.set_gate(config.gate.clone());
         let wanted: BTreeMap<&String, &ServerConfig> = config.enabled_servers().collect();
         let mut starts = Vec::new();
         let current: Vec<(String, Arc<Upstream>)> = self
@@ -125,6 +179,11 @@ impl Registry {
         }
         futures::future::join_all(starts).await;
         self.rebuild();
+    }
+
+    /// The client sessions, as the relay sees them.
+    pub fn downstream(&self) -> &Arc<Downstream> {
+        &self.downstream
     }
 
     /// The current catalog snapshot.
@@ -171,21 +230,48 @@ impl Registry {
     /// Builds a new catalog from every upstream's last known offer and publishes it.
     fn rebuild(&self) {
         let upstreams = self.upstreams();
-        let offers: Vec<_> = upstreams.iter().map(|u| (u.clone(), u.offer())).collect();
+        let offers: Vec<_> = upstreams
+            .iter()
+            .map(|u| (u.clone(), u.offer(), u.config.name_prefix(&u.name)))
+            .collect();
         let previous = self.catalog();
-        let tool_pairs = offers
-            .iter()
-            .flat_map(|(u, offer)| offer.tools.iter().map(|t| (&*u.name, t.name.as_ref())));
-        let (tool_names, collisions) = naming::assign(tool_pairs);
-        for c in &collisions {
-            tracing::warn!(server = %c.server, tool = %c.name, assigned = %c.assigned, clashed_with = %c.clashed_with, "tool name collision resolved");
-        }
-        let prompt_pairs = offers
-            .iter()
-            .flat_map(|(u, offer)| offer.prompts.iter().map(|p| (&*u.name, p.name.as_str())));
-        let (prompt_names, _) = naming::assign(prompt_pairs);
         let mut catalog = Catalog::default();
-        for (upstream, offer) in &offers {
+        let held_tools: naming::Owners = previous
+            .tools
+            .iter()
+            .map(|(name, t)| (name.clone(), (t.server.to_string(), t.original.clone())))
+            .collect();
+        let (tool_names, collisions) = naming::assign(
+            offers.iter().flat_map(|(u, offer, prefix)| {
+                offer.tools.iter().map(move |t| naming::Offered {
+                    server: &u.name,
+                    name: t.name.as_ref(),
+                    prefix,
+                })
+            }),
+            &held_tools,
+        );
+        catalog.collisions.extend(collisions);
+        let held_prompts: naming::Owners = previous
+            .prompts
+            .iter()
+            .map(|(name, p)| (name.clone(), (p.server.to_string(), p.original.clone())))
+            .collect();
+        let (prompt_names, collisions) = naming::assign(
+            offers.iter().flat_map(|(u, offer, prefix)| {
+                offer.prompts.iter().map(move |p| naming::Offered {
+                    server: &u.name,
+                    name: p.name.as_str(),
+                    prefix,
+                })
+            }),
+            &held_prompts,
+        );
+        catalog.collisions.extend(collisions);
+        for (upstream, offer, _) in &offers {
+            if upstream.config.rewrite_uris {
+                catalog.rewriting.insert(upstream.name.clone());
+            }
             for tool in &offer.tools {
                 let name = &tool_names[&(upstream.name.to_string(), tool.name.to_string())];
                 // Keep the compiled validators of an unchanged definition.
@@ -194,19 +280,6 @@ impl Registry {
                     _ => Arc::new(FederatedTool::new(name, upstream, tool)),
                 };
                 catalog.tools.insert(name.clone(), federated);
-            }
-            for resource in &offer.resources {
-                let mut resource = resource.clone();
-                resource.uri = resource_uri::to_gateway(&upstream.name, &resource.uri);
-                catalog.resources.push((upstream.name.clone(), resource));
-            }
-            for template in &offer.resource_templates {
-                let mut template = template.clone();
-                template.uri_template =
-                    resource_uri::template_to_gateway(&upstream.name, &template.uri_template);
-                catalog
-                    .resource_templates
-                    .push((upstream.name.clone(), template));
             }
             for prompt in &offer.prompts {
                 let name = &prompt_names[&(upstream.name.to_string(), prompt.name.clone())];
@@ -222,6 +295,81 @@ impl Registry {
                 );
             }
         }
+        let (resources, collisions) = first_owner_keeps(
+            &previous.resources,
+            offers.iter().flat_map(|(upstream, offer, _)| {
+                offer.resources.iter().map(|resource| {
+                    let mut resource = resource.clone();
+                    resource.uri = resource_uri::expose(
+                        &upstream.name,
+                        upstream.config.rewrite_uris,
+                        &resource.uri,
+                    );
+                    (upstream.name.clone(), resource)
+                })
+            }),
+            |r: &Resource| r.uri.clone(),
+        );
+        catalog.resources = resources;
+        catalog.collisions.extend(collisions);
+        let (templates, collisions) = first_owner_keeps(
+            &previous.resource_templates,
+            offers.iter().flat_map(|(upstream, offer, _)| {
+                offer.resource_templates.iter().map(|template| {
+                    let mut template = template.clone();
+                    if upstream.config.rewrite_uris {
+                        template.uri_template = resource_uri::template_to_gateway(
+                            &upstream.name,
+                            &template.uri_template,
+                        );
+                    }
+                    (upstream.name.clone(), template)
+                })
+            }),
+            |t: &ResourceTemplate| t.uri_template.clone(),
+        );
+        catalog.resource_templates = templates;
+        catalog.collisions.extend(collisions);
+        for collision in &catalog.collisions {
+            if !previous.collisions.contains(collision) {
+                tracing::warn!("name collision: {collision}");
+            }
+        }
         self.catalog.send_replace(Arc::new(catalog));
     }
+}
+
+/// Keeps one item per key (a resource URI or template): the one whose server held the key
+/// in `previous`, else the first offered; the others are reported as collisions.
+fn first_owner_keeps<T>(
+    previous: &[(Arc<str>, T)],
+    offered: impl Iterator<Item = (Arc<str>, T)>,
+    key: impl Fn(&T) -> String,
+) -> (Vec<(Arc<str>, T)>, Vec<naming::Collision>) {
+    let held: BTreeMap<String, &Arc<str>> = previous
+        .iter()
+        .map(|(server, item)| (key(item), server))
+        .collect();
+    let mut offered: Vec<_> = offered.collect();
+    // Stable: previous holders first, otherwise the offering order (servers by name).
+    offered.sort_by_key(|(server, item)| held.get(&key(item)) != Some(&server));
+    let mut owners: BTreeMap<String, Arc<str>> = BTreeMap::new();
+    let mut kept = Vec::new();
+    let mut collisions = Vec::new();
+    for (server, item) in offered {
+        let key = key(&item);
+        match owners.get(&key) {
+            Some(owner) if *owner != server => collisions.push(naming::Collision {
+                exposed: key.clone(),
+                owner: (owner.to_string(), key.clone()),
+                loser: (server.to_string(), key),
+                assigned: None,
+            }),
+            _ => {
+                owners.insert(key, server.clone());
+                kept.push((server, item));
+            }
+        }
+    }
+    (kept, collisions)
 }

@@ -18,9 +18,10 @@ pub mod sse_client;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+#[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ResultType,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    LoggingLevel, ResultType, ServerResult, SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -30,7 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::config::env::redact_urls;
-pub use client::{ProgressRoutes, ProgressSink, UpstreamEvent};
+use crate::registry::resource_uri;
+use crate::relay::{CallRoutes, Caller, Downstream};
+pub use client::UpstreamEvent;
 pub use offer::Offer;
 
 /// First reconnect delay; doubled per failure up to [`MAX_BACKOFF`].
@@ -97,10 +100,14 @@ pub struct Upstream {
     /// stay known and calls to them fail with UPSTREAM_UNAVAILABLE, not TOOL_NOT_FOUND.
     last_offer: RwLock<Arc<Offer>>,
     health: Mutex<Health>,
-    progress: ProgressRoutes,
+    /// The requests in flight here, and the client call each serves.
+    calls: CallRoutes,
+    /// The client sessions that this upstream's requests and log messages go to.
+    downstream: Arc<Downstream>,
     /// Tells the registry that this upstream's offer changed.
     changed: mpsc::UnboundedSender<Arc<str>>,
-    /// Forwards `resources/updated` to the server layer (subscriptions).
+    /// Forwards `resources/updated` to the server layer (subscriptions), under the URI
+    /// clients see.
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
     shutdown: CancellationToken,
 }
@@ -113,6 +120,7 @@ impl Upstream {
         config: ServerConfig,
         changed: mpsc::UnboundedSender<Arc<str>>,
         resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+        downstream: Arc<Downstream>,
         shutdown: CancellationToken,
     ) -> (Arc<Upstream>, oneshot::Receiver<()>) {
         let upstream = Arc::new(Upstream {
@@ -126,7 +134,8 @@ impl Upstream {
                 last_error: None,
                 pid: None,
             }),
-            progress: ProgressRoutes::default(),
+            calls: CallRoutes::default(),
+            downstream,
             changed,
             resource_updates,
             shutdown,
@@ -188,7 +197,7 @@ impl Upstream {
         loop {
             let (events_tx, mut events) = mpsc::unbounded_channel();
             let attempt = tokio::select! {
-                attempt = connect::connect(&self.name, &self.config, events_tx, self.progress.clone()) => attempt,
+                attempt = connect::connect(&self.name, &self.config, events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
             match attempt {
@@ -200,6 +209,9 @@ impl Upstream {
                     });
                     tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), "upstream ready");
                     self.set_live(Some(connection.live.clone()));
+                    if let Some(level) = self.downstream.sessions.lowest() {
+                        self.set_log_level(level).await;
+                    }
                     if let Some(done) = first_attempt.take() {
                         let _ = done.send(());
                     }
@@ -266,6 +278,7 @@ impl Upstream {
     async fn on_event(&self, event: UpstreamEvent) {
         match event {
             UpstreamEvent::ResourceUpdated(uri) => {
+                let uri = resource_uri::expose(&self.name, self.config.rewrite_uris, &uri);
                 let _ = self.resource_updates.send((self.name.clone(), uri));
             }
             refresh => {
@@ -286,6 +299,18 @@ impl Upstream {
         }
     }
 
+    /// Tells the upstream the lowest log level any client wants, when it offers logging.
+    #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
+    pub async fn set_log_level(&self, level: LoggingLevel) {
+        let Some(live) = self.live() else { return };
+        if live.offer.capabilities.logging.is_none() {
+            return;
+        }
+        if let Err(e) = live.peer.set_level(SetLevelRequestParams::new(level)).await {
+            tracing::debug!(server = %self.name, "logging/setLevel refused: {e}");
+        }
+    }
+
     /// Calls `tool` (the upstream's own name). Cancelling `cancel` sends
     /// `notifications/cancelled` for this request to this upstream only.
     pub async fn call_tool(
@@ -293,15 +318,16 @@ impl Upstream {
         tool: &str,
         arguments: Option<JsonObject>,
         cancel: &CancellationToken,
-        progress: Option<ProgressSink>,
+        caller: Option<Caller>,
     ) -> Result<CallToolResult, UpstreamError> {
         let live = self
             .live()
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
+        params.meta = caller.as_ref().and_then(|caller| caller.meta.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.request(&live, request, cancel, progress).await? {
+        match self.request(&live, request, cancel, caller).await? {
             ServerResult::CallToolResult(mut result) => {
                 // An older upstream leaves `resultType` out, which means "complete"; say so,
                 // as the gateway's own results do (rmcp drops it again for older clients).
@@ -312,20 +338,24 @@ impl Upstream {
         }
     }
 
-    /// Sends any request to this upstream, cancellable, with progress routed back.
+    /// Sends any request to this upstream, cancellable; while it is in flight, what the
+    /// upstream sends back (progress, requests, log messages) goes to `caller`.
     pub async fn request(
         &self,
         live: &Live,
         request: ClientRequest,
         cancel: &CancellationToken,
-        progress: Option<ProgressSink>,
+        caller: Option<Caller>,
     ) -> Result<ServerResult, UpstreamError> {
         let mut handle = live
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| self.service_error(e))?;
-        let _route = progress.map(|sink| self.progress.route(handle.progress_token.clone(), sink));
+        let _route = caller.map(|caller| {
+            self.calls
+                .enter(handle.id.clone(), handle.progress_token.clone(), caller)
+        });
         let answer = tokio::select! {
             answer = &mut handle.rx => Some(answer),
             () = cancel.cancelled() => None,
