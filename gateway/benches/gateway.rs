@@ -434,7 +434,7 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
         arguments: json!({"i": i % 7}).as_object().cloned(),
         target: Some(Target::Builtin(noop.clone())),
         cancel: CancellationToken::new(),
-        progress: None,
+        caller: None,
         peer: None,
         origin: Origin::Client,
         started: Instant::now(),

@@ -1,6 +1,7 @@
 //! Issue 3: legacy SSE both ways, upstream streamable HTTP, a secure listener,
 //! supervision, list_changed, progress and hot reload — all with real processes.
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mcp_gateway_tests::*;

@@ -23,9 +23,9 @@ const PROGRESS_TOKEN: &str = "progressToken";
 #[derive(Clone)]
 pub struct Caller {
     pub peer: Peer<RoleServer>,
-    /// The client's request the upstream call serves. On streamable HTTP, requests to the
-    /// client ride this request's response stream.
-    pub request: RequestId,
+    /// The client's request the upstream call serves, if any. On streamable HTTP,
+    /// requests to the client ride this request's response stream.
+    pub request: Option<RequestId>,
     /// The token the client chose when it asked for progress.
     pub progress_token: Option<ProgressToken>,
     /// The `_meta` of the client's request, without its progress token: passed on to the
@@ -43,7 +43,7 @@ impl Caller {
         meta.remove(PROGRESS_TOKEN);
         Caller {
             peer: context.peer.clone(),
-            request: context.id.clone(),
+            request: Some(context.id.clone()),
             progress_token,
             meta: (!meta.is_empty()).then_some(meta),
             session: session.into(),

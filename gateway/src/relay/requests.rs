@@ -120,7 +120,7 @@ pub async fn relay(
         Err(Unrelated::NoCall) => match downstream.sessions.sole(|peer| kind.supported_by(peer)) {
             Some((session, peer)) => Caller {
                 peer,
-                request: context.id.clone(),
+                request: None,
                 progress_token: None,
                 meta: None,
                 session,
@@ -236,9 +236,11 @@ async fn send(
     mut request: ServerRequest,
     cancel: &CancellationToken,
 ) -> Result<ClientResult, Failure> {
-    request
-        .extensions_mut()
-        .insert(OriginatingRequestId(caller.request.clone()));
+    if let Some(origin) = &caller.request {
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(origin.clone()));
+    }
     let peer = caller.peer.clone();
     let cancel = cancel.clone();
     let sent = tokio::spawn(async move {
