@@ -44,8 +44,8 @@ fn sanitize(raw: &str) -> String {
         .collect()
 }
 
-/// The default prefix of `server`'s names.
-pub fn default_prefix(server: &str) -> String {
+/// The default prefix of `server`'s names: `mcp__<server>__`.
+pub fn prefix(server: &str) -> String {
     format!("mcp__{}__", sanitize(server))
 }
 
@@ -144,7 +144,7 @@ mod tests {
     use super::*;
 
     fn federated(server: &str, name: &str) -> String {
-        federate(&default_prefix(server), server, name, false)
+        federate(&prefix(server), server, name, false)
     }
 
     fn offered<'a>(server: &'a str, prefix: &'a str, name: &'a str) -> Offered<'a> {
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn sanitized_clashes_keep_both_names_callable() {
-        let p = default_prefix("s");
+        let p = prefix("s");
         let (names, collisions) = assign(
             [offered("s", &p, "a.b"), offered("s", &p, "a_b")],
             &Owners::new(),
