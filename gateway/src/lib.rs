@@ -11,11 +11,13 @@
 //! - [`observe`]: metrics and the session log.
 //! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
 //!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
-//! - [`gateway`]: the assembled whole; [`cli`]: the command line.
+//! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
+//!   [`cli`]: the command line.
 
 pub mod cli;
 pub mod code;
 pub mod config;
+pub mod drain;
 pub mod gateway;
 pub mod observe;
 pub mod pipeline;

@@ -7,9 +7,13 @@
 //! - [`bound_sessions`] (streamable HTTP) and [`sse`] (legacy SSE): sessions kept to the
 //!   credentials that opened them; [`handshake`]: stdio and SSE survive early messages.
 //! - [`subscriptions`]: resource subscriptions across sessions.
+//! - [`delivered`] (stdio, SSE) and [`draining`] (the listener): the shutdown drain's view
+//!   of requests still owed an answer, new sessions refused with 503, and `/readyz`.
 
 pub mod bound_sessions;
 pub mod connections;
+mod delivered;
+mod draining;
 pub mod handler;
 pub mod handshake;
 pub mod listen;
@@ -32,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
 use bound_sessions::BoundSessions;
+use delivered::Delivered;
 use handler::GatewayServer;
 use handshake::Handshake;
 use security::{SecurityGuard, SecurityLayer};
@@ -61,11 +66,15 @@ pub async fn serve_stdio(
     if !gateway.has_profile(profile.as_deref()) {
         return Err(ServeError::UnknownProfile(profile.unwrap_or_default()));
     }
+    let drain = gateway.drain().clone();
     let server = GatewayServer::new(gateway, profile);
     let (stdin, stdout) = stdio::streams();
-    let transport = Handshake::new(
-        AsyncRwTransport::new_server(stdin, stdout),
-        server.supported_protocol_versions(),
+    let transport = Delivered::new(
+        Handshake::new(
+            AsyncRwTransport::new_server(stdin, stdout),
+            server.supported_protocol_versions(),
+        ),
+        drain,
     );
     let running = server
         .serve_with_ct(transport, shutdown.child_token())
@@ -76,7 +85,8 @@ pub async fn serve_stdio(
 }
 
 /// The HTTP routes: `/mcp`, `/mcp/{profile}`, `/sse`, `/sse/{profile}`, `/message`,
-/// `/healthz`, `/metrics`, all behind the security guard. A path naming no profile gets 404.
+/// `/healthz`, `/readyz`, `/metrics`, all behind the security guard, then the drain's guard.
+/// A path naming no profile gets 404.
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
     let guard = SecurityGuard::new(&config.listen)?;
@@ -87,6 +97,10 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route(
+            "/readyz",
+            get(draining::readyz).with_state(gateway.drain().clone()),
+        )
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
         let service = streamable_http(&gateway, Some(name.clone()), &shutdown);
@@ -118,7 +132,10 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
             });
         }
         let server = GatewayServer::new(sessions.clone(), profile);
-        let transport = Handshake::new(transport, server.supported_protocol_versions());
+        let transport = Delivered::new(
+            Handshake::new(transport, server.supported_protocol_versions()),
+            sessions.drain().clone(),
+        );
         tokio::spawn(async move {
             if let Ok(running) = server.serve(transport).await {
                 let _ = running.waiting().await;
@@ -135,6 +152,10 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         // The guard bounds every body; axum's own 2 MB default must not undercut it.
         .layer(axum::extract::DefaultBodyLimit::max(
             config.listen.max_body_bytes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            gateway.drain().clone(),
+            draining::guard,
         ))
         .layer(SecurityLayer::new(guard));
     Ok(router)
@@ -208,8 +229,15 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
         .values()
         .filter(|h| h.state == crate::upstream::UpstreamState::Ready)
         .count();
+    let status = if gateway.drain().is_draining() {
+        "draining"
+    } else if ready == upstreams.len() {
+        "ok"
+    } else {
+        "degraded"
+    };
     axum::Json(serde_json::json!({
-        "status": if ready == upstreams.len() { "ok" } else { "degraded" },
+        "status": status,
         "upstreams": upstreams,
     }))
 }
