@@ -243,21 +243,6 @@ fn stdio_a_call_past_the_grace_period_gets_a_clean_error() {
     assert!(gateway.exits_successfully(), "{}", gateway.log());
 }
 
-#[test]
-fn a_second_sigterm_stops_at_once() {
-    let workspace = workspace(&grace(60_000));
-    let mut gateway = StdioGateway::start(&workspace);
-    gateway.call_sleep(1, 60_000, "long");
-    started(&workspace, "long");
-    let pid = gateway.child.id() as i32;
-    kill(pid, libc::SIGTERM);
-    draining(&gateway.log);
-    kill(pid, libc::SIGTERM);
-    // Well before the grace period (60 s) or the call (60 s) would end.
-    let status = wait_exit(&mut gateway.child, Duration::from_secs(15));
-    assert!(status.is_some(), "still draining: {}", gateway.log());
-}
-
 // ---- streamable HTTP and legacy SSE, with the official Python SDK client ----
 
 /// client.py's arguments for `transport` (`http` or `sse`).
@@ -266,14 +251,18 @@ fn client_args(gateway: &Gateway, transport: &str) -> Vec<String> {
     gateway.client_args(transport, path)
 }
 
-/// SIGTERM while a 2.5 s call runs over `transport`: readiness flips, new sessions are
-/// refused (and `check_while_draining` looks further), the call's result arrives, exit 0.
+/// SIGTERM while a 4 s call runs over `transport`: readiness flips, `check_while_draining`
+/// sees new sessions refused, the call's result arrives, and the gateway exits 0.
+///
+/// The client lists the tools first, as clients do: the Python SDK checks a result against
+/// the tool's outputSchema and would otherwise ask for the list after the result, when
+/// the gateway is already gone.
 fn sigterm_mid_call(transport: &str, check_while_draining: impl FnOnce(&Gateway)) {
     let workspace = workspace(&grace(20_000));
     let mut gateway = workspace.serve_http(&[]);
     let client = spawn_python_client(
         &client_args(&gateway, transport),
-        &json!([sleep_call(2500, "inflight")]),
+        &json!([{"action": "list_tools"}, sleep_call(4000, "inflight")]),
     );
     started(&workspace, "inflight");
     kill(gateway.pid(), libc::SIGTERM);
@@ -283,19 +272,10 @@ fn sigterm_mid_call(transport: &str, check_while_draining: impl FnOnce(&Gateway)
     assert_eq!(status, 503, "{body}");
     assert!(headers.iter().any(|(name, _)| name == "retry-after"));
     assert_eq!(health(&gateway)["status"], "draining");
-    let refused = python_client(
-        &client_args(&gateway, transport),
-        &json!([{"action": "list_tools"}]),
-    );
-    assert_eq!(
-        refused["ok"], false,
-        "a new session was opened: {refused:#}"
-    );
-    assert!(refused.to_string().contains("503"), "{refused:#}");
     check_while_draining(&gateway);
 
     let run = python_client_output(client);
-    assert_slept(action_result(&run, 0), 2500);
+    assert_slept(action_result(&run, 1), 4000);
     let status = wait_exit(&mut gateway.child, PATIENCE);
     assert!(
         status.is_some_and(|s| s.success()),
@@ -338,6 +318,46 @@ fn legacy_sse_sigterm_delivers_the_call_in_flight_and_exits_0() {
     });
 }
 
+#[test]
+fn new_sessions_are_refused_while_draining_and_a_second_sigterm_stops_at_once() {
+    let workspace = workspace(&grace(60_000));
+    let mut gateway = workspace.serve_http(&[]);
+    let client = spawn_python_client(
+        &client_args(&gateway, "http"),
+        &json!([sleep_call(60_000, "long")]),
+    );
+    started(&workspace, "long");
+    kill(gateway.pid(), libc::SIGTERM);
+    draining(&gateway.log);
+    for transport in ["http", "sse"] {
+        let refused = python_client(
+            &client_args(&gateway, transport),
+            &json!([{"action": "list_tools"}]),
+        );
+        assert_eq!(
+            refused["ok"], false,
+            "{transport}: a session opened: {refused:#}"
+        );
+        assert!(
+            refused["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("cannot connect")),
+            "{transport}: {refused:#}"
+        );
+        assert!(refused["server"].is_null(), "{refused:#}");
+    }
+    kill(gateway.pid(), libc::SIGTERM);
+    // Well before the grace period (60 s) or the call (60 s) would end.
+    let status = wait_exit(&mut gateway.child, Duration::from_secs(15));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "still draining: {}",
+        gateway.log_text()
+    );
+    let run = python_client_output(client);
+    assert_eq!(run["ok"], false, "{run:#}");
+}
+
 fn grace_cut(transport: &str) {
     let workspace = workspace(&grace(1000));
     let mut gateway = workspace.serve_http(&[]);
@@ -378,12 +398,16 @@ fn a_run_code_program_waiting_on_a_slow_tool_finishes_across_sigterm() {
     "#;
     let client = spawn_python_client(
         &client_args(&gateway, "http"),
-        &json!([{"action": "call_tool", "name": "run_code", "arguments": {"code": program}}]),
+        &json!([
+            {"action": "list_tools"},
+            {"action": "call_tool", "name": "run_code", "arguments": {"code": program}},
+        ]),
     );
     started(&workspace, "first");
     kill(gateway.pid(), libc::SIGTERM);
     let run = python_client_output(client);
-    let result = action_result(&run, 0);
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    let result = action_result(&run, 1);
     assert_eq!(result["structuredContent"]["result"], "done", "{run:#}");
     assert!(
         slow_events(&workspace, "second")
