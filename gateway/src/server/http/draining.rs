@@ -6,7 +6,8 @@
 //! A new session is a `GET /sse[/{profile}]`, or a `POST /mcp[/{profile}]` that names no
 //! `Mcp-Session-Id` (an `initialize`, or the `server/discover` some clients send first).
 //! `GET` streams are not counted: they last as long as their session, and what a legacy
-//! SSE stream owes is counted by its session's transport ([`super::delivered`]).
+//! SSE stream owes is counted by its session's transport
+//! ([`crate::server::transport::delivered`]).
 
 use std::pin::Pin;
 use std::sync::Arc;
