@@ -111,16 +111,16 @@ impl Drain {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_drain_waits_for_deliveries_and_cancels_calls_only_after_the_grace() {
         let drain = std::sync::Arc::new(Drain::default());
         let delivered_late = drain.delivery();
         let call = drain.call_token();
         let run = tokio::spawn({
             let drain = drain.clone();
-            async move { drain.run(Duration::from_secs(10)).await }
+            async move { drain.run(Duration::from_secs(1)).await }
         });
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(drain.is_draining());
         assert!(
             !call.is_cancelled(),
@@ -133,18 +133,21 @@ mod tests {
         // A request read during the drain (refused, but answered) is waited for too.
         let refused = drain.delivery();
         drop(refused);
-        tokio::time::sleep(Duration::from_secs(10)).await;
+        // Past the grace period, within the time the cancelled answers get.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(call.is_cancelled() && drain.grace_over());
         assert!(!run.is_finished());
         drop(delivered_late);
         run.await.unwrap();
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_drain_with_nothing_in_flight_ends_at_once() {
         let drain = Drain::default();
         let call = drain.call_token();
-        drain.run(Duration::from_secs(10)).await;
+        tokio::time::timeout(Duration::from_secs(5), drain.run(Duration::from_secs(60)))
+            .await
+            .expect("the drain waited with nothing in flight");
         assert!(!call.is_cancelled());
     }
 }
