@@ -7,15 +7,14 @@
 //! started with.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
 use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
 use crate::config::{Config, Mode, SessionsDir};
+use crate::drain::{self, Drain};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::pipeline::{
@@ -70,28 +69,7 @@ pub struct Gateway {
     /// `run_code`, when the code runtime could be set up.
     pub run_code: Option<Arc<RunCodeTool>>,
     pub shutdown: CancellationToken,
-    drain: Drain,
-}
-
-/// Graceful shutdown of calls: refuse new ones, wait for those in flight, cancel the rest.
-#[derive(Default)]
-struct Drain {
-    refusing: AtomicBool,
-    in_flight: AtomicUsize,
-    idle: tokio::sync::Notify,
-    /// Parent of every call's cancellation; cancelled when the grace period ends.
-    calls: CancellationToken,
-}
-
-/// Counts one call in flight for as long as it lives.
-struct InFlight<'a>(&'a Drain);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
+    drain: Arc<Drain>,
 }
 
 impl Gateway {
@@ -112,7 +90,7 @@ impl Gateway {
                 .ok()
                 .map(Arc::new),
             shutdown,
-            drain: Drain::default(),
+            drain: Arc::default(),
         })
     }
 
@@ -236,21 +214,22 @@ impl Gateway {
         capabilities
     }
 
-    /// Runs one call through the pipeline in force.
+    /// The shutdown drain: transports count their requests with it, the HTTP listener
+    /// asks it whether to take new sessions, the signal handler runs it.
+    pub fn drain(&self) -> &Arc<Drain> {
+        &self.drain
+    }
+
+    /// Runs one call through the pipeline in force. During a drain a client's new call is
+    /// refused; a run_code program's calls are part of a run already taken and go on.
     pub async fn call(&self, session: &Arc<Session>, request: CallRequest) -> CallToolResult {
-        self.drain.in_flight.fetch_add(1, Ordering::AcqRel);
-        let _in_flight = InFlight(&self.drain);
         // A program's tool calls belong to a run already in flight: the drain lets them
         // through, or `shutdown_grace_ms` would not cover code mode.
-        if request.origin == Origin::Client && self.drain.refusing.load(Ordering::Acquire) {
-            return ToolError::new(
-                ErrorCode::UpstreamUnavailable,
-                "the gateway is shutting down",
-            )
-            .to_result();
+        if request.origin == Origin::Client && self.drain.is_draining() {
+            return ToolError::new(ErrorCode::UpstreamUnavailable, drain::REFUSED).to_result();
         }
         // The call is cancelled by its caller or by the end of the shutdown grace period.
-        let cancel = self.drain.calls.child_token();
+        let cancel = self.drain.call_token();
         let caller = request.cancel;
         let invocation = Invocation {
             target: self.resolve(session, &request.name, &request.origin),
@@ -266,7 +245,7 @@ impl Gateway {
         let policy = self.policy();
         let run = policy.pipeline.run(&invocation);
         tokio::pin!(run);
-        tokio::select! {
+        let result = tokio::select! {
             biased;
             result = &mut run => result,
             () = caller.cancelled() => {
@@ -274,35 +253,12 @@ impl Gateway {
                 invocation.cancel.cancel();
                 run.await
             }
-        }
-    }
-
-    /// Stops taking new calls, lets those in flight finish for up to `grace`, then
-    /// cancels the rest and waits (briefly) for them to answer.
-    pub async fn drain(&self, grace: Duration) {
-        self.drain.refusing.store(true, Ordering::Release);
-        let all_done = async {
-            loop {
-                let idle = self.drain.idle.notified();
-                if self.drain.in_flight.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                idle.await;
-            }
         };
-        if tokio::time::timeout(grace, all_done).await.is_err() {
-            tracing::warn!(
-                in_flight = self.drain.in_flight.load(Ordering::Acquire),
-                "grace period over; cancelling the calls still in flight"
-            );
-            self.drain.calls.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(2), async {
-                while self.drain.in_flight.load(Ordering::Acquire) > 0 {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            })
-            .await;
+        if self.drain.grace_over() && !caller.is_cancelled() && is_aborted(&result) {
+            // Cut by the end of the grace period, not by its caller: say so.
+            return ToolError::new(ErrorCode::Aborted, drain::CUT).to_result();
         }
+        result
     }
 }
 
@@ -327,4 +283,17 @@ impl ToolHost for Gateway {
             .tool(tool)
             .is_some_and(|tool| tool.concurrency_safe)
     }
+}
+
+/// Whether `result` is the gateway's ABORTED or ABORTED_BEFORE_DISPATCH error.
+fn is_aborted(result: &CallToolResult) -> bool {
+    let code = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(crate::pipeline::error::ERROR_META_KEY))
+        .and_then(|error| error.get("code"))
+        .and_then(|code| code.as_str());
+    [ErrorCode::Aborted, ErrorCode::AbortedBeforeDispatch]
+        .iter()
+        .any(|aborted| code == Some(aborted.as_str()))
 }

@@ -16,11 +16,13 @@
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
-//! - [`gateway`]: the assembled whole; [`cli`]: the command line.
+//! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
+//!   [`cli`]: the command line.
 
 pub mod cli;
 pub mod code;
 pub mod config;
+pub mod drain;
 pub mod gateway;
 pub mod observe;
 pub mod pipeline;

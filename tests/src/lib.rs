@@ -352,6 +352,12 @@ pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::E
 
 /// Runs `tests/python/client.py` with `args` and the action `script`; returns its JSON.
 pub fn python_client(args: &[String], script: &Value) -> Value {
+    python_client_output(spawn_python_client(args, script))
+}
+
+/// Starts `tests/python/client.py` with `args` and the action `script`, for a test that
+/// acts on the gateway while the client runs; [`python_client_output`] collects it.
+pub fn spawn_python_client(args: &[String], script: &Value) -> Child {
     let mut child = Command::new(python())
         .arg(repo().join("tests/python/client.py"))
         .args(args)
@@ -366,6 +372,11 @@ pub fn python_client(args: &[String], script: &Value) -> Value {
         .unwrap()
         .write_all(script.to_string().as_bytes())
         .unwrap();
+    child
+}
+
+/// Waits for a client started by [`spawn_python_client`] and returns its JSON.
+pub fn python_client_output(child: Child) -> Value {
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     serde_json::from_str(&stdout).unwrap_or_else(|e| {

@@ -208,12 +208,7 @@ async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     }
     gateway.registry.stop_all();
     for _ in 0..40 {
-        let running = gateway
-            .registry
-            .health()
-            .values()
-            .any(|h| h.state != crate::upstream::UpstreamState::Stopped);
-        if !running {
+        if gateway.registry.all_stopped() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -240,8 +235,8 @@ async fn serve(config: Config, stdio: bool, profile: Option<String>) -> Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-/// SIGTERM/SIGINT drain and stop the gateway; SIGHUP, or a change of the configuration
-/// file, reloads it.
+/// SIGTERM/SIGINT drain and stop the gateway (a second one during the drain stops it at
+/// once); SIGHUP, or a change of the configuration file, reloads it.
 async fn watch_signals(
     gateway: Arc<Gateway>,
     path: PathBuf,
@@ -274,8 +269,15 @@ async fn watch_signals(
             }
         }
     }
-    tracing::info!("shutting down: draining calls in flight (up to {grace:?})");
-    gateway.drain(grace).await;
+    tracing::info!(
+        "shutting down: no new sessions or calls; waiting for the answers of those in flight \
+         (up to {grace:?}; signal again to stop at once)"
+    );
+    tokio::select! {
+        () = gateway.drain().run(grace) => tracing::info!("drained; closing sessions"),
+        _ = term.recv() => tracing::warn!("second signal: stopping at once"),
+        _ = int.recv() => tracing::warn!("second signal: stopping at once"),
+    }
     shutdown.cancel();
 }
 

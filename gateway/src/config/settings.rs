@@ -72,8 +72,10 @@ pub struct GatewaySettings {
     pub max_result_bytes: usize,
     /// Arguments nested deeper than this are INVALID_ARGS. Default 64.
     pub max_argument_depth: usize,
-    /// On SIGTERM/SIGINT, how long calls in flight may take to finish before they are
-    /// cancelled. Default 10 000 ms.
+    /// On SIGTERM/SIGINT, how long calls in flight may take to finish (and their results
+    /// to reach their clients) before they are cancelled; on a reload or restart, how long
+    /// a replaced or removed server's calls in flight may take before it stops.
+    /// Default 10 000 ms.
     pub shutdown_grace_ms: u64,
 }
 

@@ -4,6 +4,11 @@
 //! `list_changed`, the catalog is rebuilt from every upstream's last known offer and
 //! published on a watch channel: readers take a cheap `Arc` snapshot per request, and the
 //! server layer watches it to send `list_changed` to its sessions.
+//!
+//! A reload or a restart loses no call: a changed server's new instance starts beside the
+//! old one and takes new calls once its first connection attempt is over; the old instance
+//! (like a removed server) is retired, which lets its requests in flight finish for up to
+//! `[gateway] shutdown_grace_ms` before it stops.
 
 pub mod naming;
 pub mod profile;
@@ -13,7 +18,8 @@ pub mod tool;
 pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
 use tokio::sync::{mpsc, watch};
@@ -92,9 +98,37 @@ impl Catalog {
     }
 }
 
+/// Why [`Registry::restart`] did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    #[error("no enabled server named `{0}`")]
+    UnknownServer(String),
+}
+
+impl RestartError {
+    /// A stable code for consoles and scripts.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RestartError::UnknownServer(_) => "UNKNOWN_SERVER",
+        }
+    }
+}
+
+/// Why an instance is retired, as the requests cut by the grace period are told.
+const RESTARTED: &str = "the server was restarted";
+const REMOVED: &str = "the server was removed from the configuration";
+
 /// The upstreams and the catalog built from them.
 pub struct Registry {
+    /// The instances in service, by server name: every new request goes to one of these.
     upstreams: RwLock<BTreeMap<String, Arc<Upstream>>>,
+    /// Instances taken out of service that are letting their requests in flight finish;
+    /// kept here so that stopping the gateway stops them too.
+    retiring: Mutex<Vec<Arc<Upstream>>>,
+    /// How long a retired instance waits for its requests: `[gateway] shutdown_grace_ms`.
+    grace: Mutex<Duration>,
+    /// One reconfiguration or restart at a time.
+    changes: tokio::sync::Mutex<()>,
     catalog: watch::Sender<Arc<Catalog>>,
     changed: mpsc::UnboundedSender<Arc<str>>,
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
@@ -115,6 +149,9 @@ impl Registry {
         let (resource_updates, updates) = mpsc::unbounded_channel();
         let registry = Arc::new(Registry {
             upstreams: RwLock::default(),
+            retiring: Mutex::default(),
+            grace: Mutex::new(Duration::from_millis(config.gateway.shutdown_grace_ms)),
+            changes: tokio::sync::Mutex::default(),
             catalog: watch::Sender::new(Arc::default()),
             changed,
             resource_updates,
@@ -141,37 +178,58 @@ impl Registry {
         (registry, updates)
     }
 
-    /// Starts one upstream; resolves after its first connection attempt.
+    /// Starts one upstream and puts it in service; resolves after its first connection
+    /// attempt.
     fn add(&self, name: &str, config: ServerConfig) -> impl Future<Output = ()> + use<> {
-        let (upstream, first_attempt) = Upstream::start(
-            name,
-            config,
-            self.changed.clone(),
-            self.resource_updates.clone(),
-            self.downstream.clone(),
-            self.shutdown.child_token(),
-        );
+        let (upstream, first_attempt) = self.start_instance(name, config);
         self.write_upstreams().insert(name.to_owned(), upstream);
         async move {
             let _ = first_attempt.await;
         }
     }
 
-    /// Applies a new configuration: added servers start, removed ones stop, changed ones
-    /// restart, unchanged ones keep their connections.
+    /// Starts an instance of `name` without putting it in service yet.
+    fn start_instance(
+        &self,
+        name: &str,
+        config: ServerConfig,
+    ) -> (Arc<Upstream>, tokio::sync::oneshot::Receiver<()>) {
+        Upstream::start(
+            name,
+            config,
+            self.changed.clone(),
+            self.resource_updates.clone(),
+            self.downstream.clone(),
+            self.shutdown.child_token(),
+        )
+    }
+
+    /// Applies a new configuration: added servers start, unchanged ones keep their
+    /// connections, changed ones are replaced and removed ones retired (see the module
+    /// documentation), so no call in flight is lost.
     pub async fn reconfigure(&self, config: &Config) {
+        let _one_at_a_time = self.changes.lock().await;
         self.downstream.set_gate(config.gate.clone());
+        *self.grace.lock().unwrap_or_else(|p| p.into_inner()) =
+            Duration::from_millis(config.gateway.shutdown_grace_ms);
         let wanted: BTreeMap<&String, &ServerConfig> = config.enabled_servers().collect();
-        let mut starts = Vec::new();
         let current: Vec<(String, Arc<Upstream>)> = self
             .read_upstreams()
             .iter()
             .map(|(n, u)| (n.clone(), u.clone()))
             .collect();
+        let mut starts = Vec::new();
+        let mut replacements = Vec::new();
         for (name, upstream) in &current {
-            if wanted.get(name).is_none_or(|c| **c != upstream.config) {
-                upstream.stop();
-                self.write_upstreams().remove(name);
+            match wanted.get(name) {
+                None => {
+                    self.write_upstreams().remove(name);
+                    self.retire(upstream.clone(), REMOVED);
+                }
+                Some(server) if **server != upstream.config => {
+                    replacements.push(self.replace(name, (*server).clone()));
+                }
+                Some(_) => {}
             }
         }
         for (name, server) in wanted {
@@ -179,13 +237,50 @@ impl Registry {
                 starts.push(self.add(name, server.clone()));
             }
         }
-        futures::future::join_all(starts).await;
+        futures::future::join(
+            futures::future::join_all(starts),
+            futures::future::join_all(replacements),
+        )
+        .await;
         self.rebuild();
     }
 
     /// The client sessions, as the relay sees them.
     pub fn downstream(&self) -> &Arc<Downstream> {
         &self.downstream
+    }
+
+    /// Restarts `server` with its current configuration, losing no call: a new instance
+    /// starts beside the running one and takes over as in a reload.
+    pub async fn restart(&self, server: &str) -> Result<(), RestartError> {
+        let _one_at_a_time = self.changes.lock().await;
+        let config = self
+            .upstream(server)
+            .map(|upstream| upstream.config.clone())
+            .ok_or_else(|| RestartError::UnknownServer(server.to_owned()))?;
+        self.replace(server, config).await;
+        self.rebuild();
+        Ok(())
+    }
+
+    /// Starts a new instance of `name`; once its first connection attempt is over it takes
+    /// the old one's place (new requests go to it) and the old one is retired.
+    async fn replace(&self, name: &str, config: ServerConfig) {
+        let (instance, first_attempt) = self.start_instance(name, config);
+        let _ = first_attempt.await;
+        let old = self.write_upstreams().insert(name.to_owned(), instance);
+        if let Some(old) = old {
+            self.retire(old, RESTARTED);
+        }
+    }
+
+    /// Lets `upstream`'s requests in flight finish, then stops it, in the background.
+    fn retire(&self, upstream: Arc<Upstream>, why: &'static str) {
+        let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
+        let mut retiring = self.lock_retiring();
+        retiring.retain(|old| !old.is_stopped());
+        retiring.push(upstream.clone());
+        tokio::spawn(async move { upstream.retire(grace, why).await });
     }
 
     /// The current catalog snapshot.
@@ -214,11 +309,24 @@ impl Registry {
             .collect()
     }
 
-    /// Stops every upstream (and kills their children).
+    /// Stops every upstream, in service or retiring (and kills their children).
     pub fn stop_all(&self) {
         for upstream in self.read_upstreams().values() {
             upstream.stop();
         }
+        for upstream in self.lock_retiring().iter() {
+            upstream.stop();
+        }
+    }
+
+    /// Whether every upstream, in service or retiring, has stopped.
+    pub fn all_stopped(&self) -> bool {
+        self.read_upstreams().values().all(|u| u.is_stopped())
+            && self.lock_retiring().iter().all(|u| u.is_stopped())
+    }
+
+    fn lock_retiring(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Upstream>>> {
+        self.retiring.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn read_upstreams(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Upstream>>> {

@@ -28,6 +28,7 @@ use rmcp::{ErrorData, Peer, RoleClient};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::registry::resource_uri;
@@ -108,6 +109,11 @@ pub struct Upstream {
     /// Forwards `resources/updated` to the server layer (subscriptions), under the URI
     /// clients see.
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// The requests in flight on this instance, so a retired one can let them finish.
+    requests: TaskTracker,
+    /// Set when this instance is retired: why its connection is going away, for the
+    /// requests the grace period did not cover.
+    retired: std::sync::OnceLock<&'static str>,
     shutdown: CancellationToken,
 }
 
@@ -137,6 +143,8 @@ impl Upstream {
             downstream,
             changed,
             resource_updates,
+            requests: TaskTracker::new(),
+            retired: std::sync::OnceLock::new(),
             shutdown,
         });
         let (first_attempt, first_attempt_done) = oneshot::channel();
@@ -159,6 +167,31 @@ impl Upstream {
     /// Stops the supervisor and the connection (and kills a child's process group).
     pub fn stop(&self) {
         self.shutdown.cancel();
+    }
+
+    /// Takes this instance out of service without losing its work: the requests in
+    /// flight on it may finish for up to `grace`, then it stops. The registry has already
+    /// sent new requests elsewhere; `why` explains the end to the requests still running
+    /// when the grace period is over.
+    pub async fn retire(&self, grace: Duration, why: &'static str) {
+        let _ = self.retired.set(why);
+        self.requests.close();
+        let in_flight = self.requests.len();
+        if in_flight > 0 {
+            tracing::info!(server = %self.name, in_flight, "letting requests in flight finish before stopping ({why})");
+        }
+        if tokio::time::timeout(grace, self.requests.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(server = %self.name, in_flight = self.requests.len(), "grace period over; stopping with requests in flight ({why})");
+        }
+        self.stop();
+    }
+
+    /// Whether the supervisor has ended (after [`Self::stop`]).
+    pub fn is_stopped(&self) -> bool {
+        self.health().state == UpstreamState::Stopped
     }
 
     fn set_health(&self, update: impl FnOnce(&mut Health)) {
@@ -346,6 +379,7 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<ServerResult, UpstreamError> {
+        let _in_flight = self.requests.token();
         let mut handle = live
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
@@ -367,7 +401,11 @@ impl Upstream {
                     server: self.name.to_string(),
                     reason: violation.to_owned(),
                 },
-                None => self.unavailable("the connection closed before it answered"),
+                None => match self.retired.get() {
+                    Some(why) => self
+                        .unavailable(format!("{why}; the grace period ended before it answered")),
+                    None => self.unavailable("the connection closed before it answered"),
+                },
             }),
             None => {
                 let _ = handle.cancel(Some("cancelled by the gateway".into())).await;
