@@ -51,9 +51,11 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Starts every enabled upstream of `config` concurrently and waits until each has
-    /// made its first connection attempt. One that fails is reported and retried in the
-    /// background; the others serve.
+    /// Starts every enabled upstream of `config` in the background and returns at once,
+    /// with an empty catalog: each upstream's tools join as it comes up (sessions get
+    /// `list_changed`), so a slow or hung one never delays the others. One that fails is
+    /// logged, shown in `/healthz` and retried. [`Registry::first_attempts`] waits for
+    /// them, for one-shot commands.
     pub async fn start(
         config: &Config,
         shutdown: CancellationToken,
@@ -67,11 +69,9 @@ impl Registry {
             resource_updates,
             shutdown,
         });
-        let first_attempts: Vec<_> = config
-            .enabled_servers()
-            .map(|(name, server)| registry.add(name, server.clone()))
-            .collect();
-        futures::future::join_all(first_attempts).await;
+        for (name, server) in config.enabled_servers() {
+            registry.add(name, server.clone());
+        }
         registry.rebuild();
         // Rebuild on every later change; batched, since one event often comes with more.
         let weak = Arc::downgrade(&registry);
@@ -87,9 +87,10 @@ impl Registry {
         (registry, updates)
     }
 
-    /// Starts one upstream; resolves after its first connection attempt.
-    fn add(&self, name: &str, config: ServerConfig) -> impl Future<Output = ()> + use<> {
-        let (upstream, first_attempt) = Upstream::start(
+    /// Starts one upstream in the background.
+    fn add(&self, name: &str, config: ServerConfig) {
+        tracing::info!(server = %name, "upstream starting");
+        let upstream = Upstream::start(
             name,
             config,
             self.changed.clone(),
@@ -97,16 +98,19 @@ impl Registry {
             self.shutdown.child_token(),
         );
         self.write_upstreams().insert(name.to_owned(), upstream);
-        async move {
-            let _ = first_attempt.await;
-        }
+    }
+
+    /// Resolves once every upstream has finished its first connection attempt,
+    /// successfully or not.
+    pub async fn first_attempts(&self) {
+        futures::future::join_all(self.upstreams().iter().map(|u| u.first_attempt())).await;
     }
 
     /// Applies a new configuration: added servers start, removed ones stop, changed ones
-    /// restart, unchanged ones keep their connections.
+    /// restart, unchanged ones keep their connections. New ones join the catalog as they
+    /// come up, as at start.
     pub async fn reconfigure(&self, config: &Config) {
         let wanted: BTreeMap<&String, &ServerConfig> = config.enabled_servers().collect();
-        let mut starts = Vec::new();
         let current: Vec<(String, Arc<Upstream>)> = self
             .read_upstreams()
             .iter()
@@ -120,10 +124,9 @@ impl Registry {
         }
         for (name, server) in wanted {
             if !self.read_upstreams().contains_key(name) {
-                starts.push(self.add(name, server.clone()));
+                self.add(name, server.clone());
             }
         }
-        futures::future::join_all(starts).await;
         self.rebuild();
     }
 

@@ -25,7 +25,7 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
@@ -102,19 +102,22 @@ pub struct Upstream {
     changed: mpsc::UnboundedSender<Arc<str>>,
     /// Forwards `resources/updated` to the server layer (subscriptions).
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// Becomes true once the first connection attempt has finished (or the upstream
+    /// stopped before it could): what one-shot commands wait for.
+    attempted: watch::Sender<bool>,
     shutdown: CancellationToken,
 }
 
 impl Upstream {
-    /// Creates the upstream and starts its supervisor. The returned receiver fires once
-    /// the first connection attempt has finished, successfully or not.
+    /// Creates the upstream and starts its supervisor in the background: nothing waits
+    /// for it to connect, and its tools join the catalog when it does.
     pub fn start(
         name: &str,
         config: ServerConfig,
         changed: mpsc::UnboundedSender<Arc<str>>,
         resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
         shutdown: CancellationToken,
-    ) -> (Arc<Upstream>, oneshot::Receiver<()>) {
+    ) -> Arc<Upstream> {
         let upstream = Arc::new(Upstream {
             name: name.into(),
             config,
@@ -129,11 +132,17 @@ impl Upstream {
             progress: ProgressRoutes::default(),
             changed,
             resource_updates,
+            attempted: watch::Sender::new(false),
             shutdown,
         });
-        let (first_attempt, first_attempt_done) = oneshot::channel();
-        tokio::spawn(upstream.clone().supervise(first_attempt));
-        (upstream, first_attempt_done)
+        tokio::spawn(upstream.clone().supervise());
+        upstream
+    }
+
+    /// Resolves once the first connection attempt has finished, successfully or not.
+    pub async fn first_attempt(&self) {
+        let mut attempted = self.attempted.subscribe();
+        let _ = attempted.wait_for(|done| *done).await;
     }
 
     /// The current connection, if any.
@@ -182,8 +191,7 @@ impl Upstream {
     }
 
     /// The supervisor: connect, serve until the connection drops, back off, repeat.
-    async fn supervise(self: Arc<Self>, first_attempt: oneshot::Sender<()>) {
-        let mut first_attempt = Some(first_attempt);
+    async fn supervise(self: Arc<Self>) {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let (events_tx, mut events) = mpsc::unbounded_channel();
@@ -200,9 +208,7 @@ impl Upstream {
                     });
                     tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), "upstream ready");
                     self.set_live(Some(connection.live.clone()));
-                    if let Some(done) = first_attempt.take() {
-                        let _ = done.send(());
-                    }
+                    self.attempted.send_replace(true);
                     loop {
                         tokio::select! {
                             () = connection.closed() => break,
@@ -245,9 +251,7 @@ impl Upstream {
                         h.state = UpstreamState::Failed;
                         h.last_error = Some(error);
                     });
-                    if let Some(done) = first_attempt.take() {
-                        let _ = done.send(());
-                    }
+                    self.attempted.send_replace(true);
                 }
             }
             tokio::select! {
@@ -261,6 +265,7 @@ impl Upstream {
             h.state = UpstreamState::Stopped;
             h.pid = None;
         });
+        self.attempted.send_replace(true);
     }
 
     async fn on_event(&self, event: UpstreamEvent) {
