@@ -321,10 +321,10 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
         "{run:#}"
     );
     assert!(
-        names(3).iter().all(|t| t.starts_with("mcp__slow__")),
+        names(2).iter().all(|t| t.starts_with("mcp__slow__")),
         "{run:#}"
     );
-    assert_eq!(error_code(action_result(&run, 4)), None, "{run:#}");
+    assert_eq!(error_code(action_result(&run, 3)), None, "{run:#}");
 
     std::fs::write(workspace.config(), "[servers.broken]\nnope = 1\n").unwrap();
     // SAFETY: as above.

@@ -101,9 +101,11 @@ impl Registry {
     }
 
     /// Resolves once every upstream has finished its first connection attempt,
-    /// successfully or not.
+    /// successfully or not, with the catalog built from what they offered.
     pub async fn first_attempts(&self) {
         futures::future::join_all(self.upstreams().iter().map(|u| u.first_attempt())).await;
+        // The background rebuild may not have run yet.
+        self.rebuild();
     }
 
     /// Applies a new configuration: added servers start, removed ones stop, changed ones
