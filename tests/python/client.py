@@ -39,6 +39,8 @@ failure). Actions:
   {"action": "sleep", "ms": int}                          a pause on the client side
   {"action": "wait_notification", "method": str, "count"?: int (default 1),
    "timeout_ms"?: int (default 5000)}      until `count` notifications of `method` arrived
+  {"action": "wait_tool", "name": str, "timeout_ms"?: int (default 5000)}
+                 lists tools every 100 ms until `name` is listed; result = that listing
   {"action": "parallel", "actions": [action, ...]}        run concurrently; result = entries
 
 Output (exit status 0 when every action went as expected, 1 when one did not, 2 when the
@@ -342,6 +344,17 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
         if seen < count:
             raise ActionFailed(f"{seen} of {count} {method} notifications within {timeout_ms} ms")
         return {"count": seen}
+    if kind == "wait_tool":
+        name = require(action, "name", str)
+        timeout_ms = action.get("timeout_ms", 5000)
+        listed: dict[str, Any] = {}
+        with anyio.move_on_after(timeout_ms / 1000):
+            while True:
+                listed = await list_all(client, "list_tools", {}, entry)
+                if any(tool["name"] == name for tool in listed["tools"]):
+                    return listed
+                await anyio.sleep(0.1)
+        raise ActionFailed(f"{name} was not listed within {timeout_ms} ms", listed)
     if kind == "parallel":
         actions = require(action, "actions", list)
         entries: list[dict[str, Any] | None] = [None] * len(actions)

@@ -191,9 +191,18 @@ impl Workspace {
             .unwrap()
     }
 
-    /// Starts `mcp-gateway serve` over HTTP on a free loopback port and waits until
-    /// `/healthz` answers.
+    /// Starts `mcp-gateway serve --wait-for-upstreams` over HTTP on a free loopback port
+    /// and waits until it listens, so every upstream has made its first connection attempt
+    /// and a test sees every tool it can have from its first request.
     pub fn serve_http(&self, extra: &[&str]) -> Gateway {
+        let mut extra = extra.to_vec();
+        extra.push("--wait-for-upstreams");
+        self.serve_http_at_once(&extra)
+    }
+
+    /// Starts `mcp-gateway serve` over HTTP on a free loopback port as a user would, with
+    /// upstreams joining as they come up, and waits until it listens.
+    pub fn serve_http_at_once(&self, extra: &[&str]) -> Gateway {
         let address = free_address();
         let mut command = Command::new(gateway_bin());
         command
@@ -217,11 +226,13 @@ impl Workspace {
         gateway
     }
 
-    /// The command line that runs the gateway over stdio (for client.py / rmcp).
+    /// The command line that runs the gateway over stdio (for client.py / rmcp), serving
+    /// once every upstream has made its first connection attempt (`--wait-for-upstreams`).
     pub fn stdio_command(&self, extra: &[&str]) -> (PathBuf, Vec<String>) {
         let mut args = vec![
             "serve".to_owned(),
             "--stdio".to_owned(),
+            "--wait-for-upstreams".to_owned(),
             "--config".to_owned(),
             self.config().to_string_lossy().into_owned(),
         ];

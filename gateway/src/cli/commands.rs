@@ -23,23 +23,25 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             stdio,
             listen,
             profile,
+            wait_for_upstreams,
         } => {
             let mut config = load(&config)?;
             if let Some(listen) = listen {
                 config.listen.address = listen;
             }
-            serve(config, stdio, profile).await
+            serve(config, stdio, profile, wait_for_upstreams).await
         }
         Command::Tools {
             config,
             json,
             profile,
         } => {
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = gateway
                 .new_session(profile.as_deref())
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let tools = gateway.visible_tools(&session);
+            let down = not_ready(&gateway);
             if json {
                 println!(
                     "{}",
@@ -53,7 +55,12 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 }
             }
             stop(&gateway, shutdown).await;
-            Ok(ExitCode::SUCCESS)
+            if down.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                // The list above is complete for the servers that started; say which did not.
+                Err(format!("servers that did not start: {}", down.join("; ")))
+            }
         }
         Command::Call {
             config,
@@ -66,7 +73,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             let serde_json::Value::Object(arguments) = arguments else {
                 return Err("--args must be a JSON object".into());
             };
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = gateway
                 .new_session(profile.as_deref())
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
@@ -95,7 +102,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             })
         }
         Command::Sdk { config, profile } => {
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = session(&gateway, profile.as_deref())?;
             let code = gateway.run_code.clone().ok_or("run_code is unavailable")?;
             let sdk = code.sdk(gateway.as_ref(), &session);
@@ -111,7 +118,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let program =
                 std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = session(&gateway, profile.as_deref())?;
             let result = gateway
                 .call(
@@ -166,7 +173,21 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 Ok(ExitCode::SUCCESS)
             }
         },
-        Command::Status { listen, token } => status(listen, token).await,
+        Command::Status {
+            config,
+            listen,
+            token,
+        } => {
+            let (listen, token) = match listen {
+                Some(listen) => (listen, token),
+                None => {
+                    let listen = load(&config)?.listen;
+                    let configured = listen.tokens.first().map(|t| t.token.clone());
+                    (listen.address, token.or(configured))
+                }
+            };
+            status(listen, token).await
+        }
         Command::Log {
             action:
                 LogAction::Tail {
@@ -200,6 +221,31 @@ async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {
     (Gateway::start(config, shutdown.clone()).await, shutdown)
 }
 
+/// [`start`] for one-shot commands, which answer once: they wait until every upstream has
+/// made its first connection attempt, so they see every tool that can be had.
+async fn start_settled(config: Config) -> (Arc<Gateway>, CancellationToken) {
+    let (gateway, shutdown) = start(config).await;
+    gateway.registry.first_attempts().await;
+    (gateway, shutdown)
+}
+
+/// The upstreams that are not connected, each with why (`name (state: error)`).
+fn not_ready(gateway: &Gateway) -> Vec<String> {
+    gateway
+        .registry
+        .health()
+        .into_iter()
+        .filter(|(_, health)| health.state != crate::upstream::UpstreamState::Ready)
+        .map(|(name, health)| {
+            let state = format!("{:?}", health.state).to_lowercase();
+            match health.last_error {
+                Some(error) => format!("{name} ({state}: {error})"),
+                None => format!("{name} ({state})"),
+            }
+        })
+        .collect()
+}
+
 /// Stops every upstream and gives their supervisors a moment to kill the children.
 async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     shutdown.cancel();
@@ -215,10 +261,19 @@ async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     }
 }
 
-async fn serve(config: Config, stdio: bool, profile: Option<String>) -> Result<ExitCode, String> {
+async fn serve(
+    config: Config,
+    stdio: bool,
+    profile: Option<String>,
+    wait_for_upstreams: bool,
+) -> Result<ExitCode, String> {
     let path = config.source.clone();
     let grace = Duration::from_millis(config.gateway.shutdown_grace_ms);
-    let (gateway, shutdown) = start(config).await;
+    let (gateway, shutdown) = if wait_for_upstreams {
+        start_settled(config).await
+    } else {
+        start(config).await
+    };
     tokio::spawn(watch_signals(
         gateway.clone(),
         path,

@@ -1,7 +1,7 @@
 //! The configuration structs, one per concern, each field's default documented.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -104,7 +104,8 @@ pub enum RemoteTransport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Program to spawn (stdio transport).
+    /// Program to spawn (stdio transport): a bare name is looked up on PATH, a relative
+    /// path (`target/release/kv`) is taken from the configuration file's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -112,6 +113,7 @@ pub struct ServerConfig {
     /// Extra environment for the child; `${VAR}` is expanded.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The child's working folder; relative to the configuration file's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
     /// Endpoint of a remote server.
@@ -244,7 +246,9 @@ impl ServerConfig {
             .map(std::time::Duration::from_millis)
     }
 
-    pub(super) fn resolve(&mut self) -> Result<(), (String, String)> {
+    /// Expands `${VAR}`, resolves a relative `command` path and `cwd` against `base` (the
+    /// configuration file's folder) and checks that the fields fit the transport.
+    pub(super) fn resolve(&mut self, base: &Path) -> Result<(), (String, String)> {
         match (&self.command, &self.url) {
             (Some(_), Some(_)) => {
                 return Err((
@@ -264,11 +268,18 @@ impl ServerConfig {
                     "`transport` and `headers` apply only to a `url` server".into(),
                 ));
             }
-            (None, Some(_)) if !self.args.is_empty() || !self.env.is_empty() => {
-                return Err((
-                    "args".into(),
-                    "`args`, `env` and `cwd` apply only to a `command` server".into(),
-                ));
+            (None, Some(_)) => {
+                let stdio_only = [
+                    ("args", !self.args.is_empty()),
+                    ("env", !self.env.is_empty()),
+                    ("cwd", self.cwd.is_some()),
+                ];
+                if let Some((field, _)) = stdio_only.iter().find(|(_, set)| *set) {
+                    return Err((
+                        (*field).into(),
+                        "`args`, `env` and `cwd` apply only to a `command` server".into(),
+                    ));
+                }
             }
             _ => {}
         }
@@ -292,9 +303,19 @@ impl ServerConfig {
         };
         if let Some(command) = &mut self.command {
             expand("command", command)?;
+            // A path (`bin/server`, `./kv`) is the config file's neighbour; a bare name
+            // (`npx`) is looked up on PATH.
+            if command.contains('/') && Path::new(command.as_str()).is_relative() {
+                *command = base.join(&*command).to_string_lossy().into_owned();
+            }
         }
         for (index, arg) in self.args.iter_mut().enumerate() {
             expand(&format!("args[{index}]"), arg)?;
+        }
+        if let Some(cwd) = &mut self.cwd {
+            let mut text = cwd.to_string_lossy().into_owned();
+            expand("cwd", &mut text)?;
+            *cwd = base.join(text);
         }
         if let Some(url) = &mut self.url {
             expand("url", url)?;

@@ -138,9 +138,11 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Starts every enabled upstream of `config` concurrently and waits until each has
-    /// made its first connection attempt. One that fails is reported and retried in the
-    /// background; the others serve.
+    /// Starts every enabled upstream of `config` in the background and returns at once,
+    /// with an empty catalog: each upstream's tools join as it comes up (sessions get
+    /// `list_changed`), so a slow or hung one never delays the others. One that fails is
+    /// logged, shown in `/healthz` and retried. [`Registry::first_attempts`] waits for
+    /// them, for one-shot commands.
     pub async fn start(
         config: &Config,
         shutdown: CancellationToken,
@@ -158,11 +160,9 @@ impl Registry {
             downstream: Arc::new(Downstream::new(config.gate.clone())),
             shutdown,
         });
-        let first_attempts: Vec<_> = config
-            .enabled_servers()
-            .map(|(name, server)| registry.add(name, server.clone()))
-            .collect();
-        futures::future::join_all(first_attempts).await;
+        for (name, server) in config.enabled_servers() {
+            registry.add(name, server.clone());
+        }
         registry.rebuild();
         // Rebuild on every later change; batched, since one event often comes with more.
         let weak = Arc::downgrade(&registry);
@@ -178,22 +178,23 @@ impl Registry {
         (registry, updates)
     }
 
-    /// Starts one upstream and puts it in service; resolves after its first connection
-    /// attempt.
-    fn add(&self, name: &str, config: ServerConfig) -> impl Future<Output = ()> + use<> {
-        let (upstream, first_attempt) = self.start_instance(name, config);
+    /// Starts one upstream in service, in the background.
+    fn add(&self, name: &str, config: ServerConfig) {
+        tracing::info!(server = %name, "upstream starting");
+        let upstream = self.start_instance(name, config);
         self.write_upstreams().insert(name.to_owned(), upstream);
-        async move {
-            let _ = first_attempt.await;
-        }
+    }
+
+    /// Resolves once every upstream has finished its first connection attempt,
+    /// successfully or not, with the catalog built from what they offered.
+    pub async fn first_attempts(&self) {
+        futures::future::join_all(self.upstreams().iter().map(|u| u.first_attempt())).await;
+        // The background rebuild may not have run yet.
+        self.rebuild();
     }
 
     /// Starts an instance of `name` without putting it in service yet.
-    fn start_instance(
-        &self,
-        name: &str,
-        config: ServerConfig,
-    ) -> (Arc<Upstream>, tokio::sync::oneshot::Receiver<()>) {
+    fn start_instance(&self, name: &str, config: ServerConfig) -> Arc<Upstream> {
         Upstream::start(
             name,
             config,
@@ -204,9 +205,10 @@ impl Registry {
         )
     }
 
-    /// Applies a new configuration: added servers start, unchanged ones keep their
-    /// connections, changed ones are replaced and removed ones retired (see the module
-    /// documentation), so no call in flight is lost.
+    /// Applies a new configuration: added servers start (and join the catalog as they
+    /// come up, as at start), unchanged ones keep their connections, changed ones are
+    /// replaced and removed ones retired (see the module documentation), so no call in
+    /// flight is lost.
     pub async fn reconfigure(&self, config: &Config) {
         let _one_at_a_time = self.changes.lock().await;
         self.downstream.set_gate(config.gate.clone());
@@ -218,7 +220,6 @@ impl Registry {
             .iter()
             .map(|(n, u)| (n.clone(), u.clone()))
             .collect();
-        let mut starts = Vec::new();
         let mut replacements = Vec::new();
         for (name, upstream) in &current {
             match wanted.get(name) {
@@ -234,14 +235,10 @@ impl Registry {
         }
         for (name, server) in wanted {
             if !self.read_upstreams().contains_key(name) {
-                starts.push(self.add(name, server.clone()));
+                self.add(name, server.clone());
             }
         }
-        futures::future::join(
-            futures::future::join_all(starts),
-            futures::future::join_all(replacements),
-        )
-        .await;
+        futures::future::join_all(replacements).await;
         self.rebuild();
     }
 
@@ -266,8 +263,8 @@ impl Registry {
     /// Starts a new instance of `name`; once its first connection attempt is over it takes
     /// the old one's place (new requests go to it) and the old one is retired.
     async fn replace(&self, name: &str, config: ServerConfig) {
-        let (instance, first_attempt) = self.start_instance(name, config);
-        let _ = first_attempt.await;
+        let instance = self.start_instance(name, config);
+        instance.first_attempt().await;
         let old = self.write_upstreams().insert(name.to_owned(), instance);
         if let Some(old) = old {
             self.retire(old, RESTARTED);

@@ -41,15 +41,12 @@ impl FederatedTool {
         let annotations = tool.annotations.as_ref();
         let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
         let idempotent = annotations.and_then(|a| a.idempotent_hint) == Some(true);
-        let tool_override = upstream.config.tools.get(tool.name.as_ref());
         FederatedTool {
             name: name.to_owned(),
             server: upstream.name.clone(),
             original: tool.name.to_string(),
             timeout: upstream.config.timeout_for(&tool.name),
-            concurrency_safe: tool_override
-                .and_then(|o| o.concurrency_safe)
-                .unwrap_or(read_only),
+            concurrency_safe: concurrency_safe(upstream, tool),
             retryable: read_only || idempotent,
             definition,
             input_schema: OnceLock::new(),
@@ -65,6 +62,7 @@ impl FederatedTool {
         *self.server == *upstream.name
             && self.definition == renamed
             && self.timeout == upstream.config.timeout_for(&tool.name)
+            && self.concurrency_safe == concurrency_safe(upstream, tool)
     }
 
     /// The input schema, compiled on first use and kept.
@@ -84,6 +82,18 @@ impl FederatedTool {
             })
             .as_ref()
     }
+}
+
+/// Whether run_code may overlap calls to `tool`: `[servers.X.tools.T] concurrency_safe`,
+/// else its `readOnlyHint`.
+fn concurrency_safe(upstream: &Upstream, tool: &Tool) -> bool {
+    let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+    upstream
+        .config
+        .tools
+        .get(tool.name.as_ref())
+        .and_then(|o| o.concurrency_safe)
+        .unwrap_or(read_only)
 }
 
 fn compile(schema: &Value) -> CompiledSchema {

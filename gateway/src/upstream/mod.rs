@@ -26,7 +26,7 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -114,12 +114,15 @@ pub struct Upstream {
     /// Set when this instance is retired: why its connection is going away, for the
     /// requests the grace period did not cover.
     retired: std::sync::OnceLock<&'static str>,
+    /// Becomes true once the first connection attempt has finished (or the upstream
+    /// stopped before it could): what one-shot commands wait for.
+    attempted: watch::Sender<bool>,
     shutdown: CancellationToken,
 }
 
 impl Upstream {
-    /// Creates the upstream and starts its supervisor. The returned receiver fires once
-    /// the first connection attempt has finished, successfully or not.
+    /// Creates the upstream and starts its supervisor in the background: nothing waits
+    /// for it to connect, and its tools join the catalog when it does.
     pub fn start(
         name: &str,
         config: ServerConfig,
@@ -127,7 +130,7 @@ impl Upstream {
         resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
         downstream: Arc<Downstream>,
         shutdown: CancellationToken,
-    ) -> (Arc<Upstream>, oneshot::Receiver<()>) {
+    ) -> Arc<Upstream> {
         let upstream = Arc::new(Upstream {
             name: name.into(),
             config,
@@ -145,11 +148,17 @@ impl Upstream {
             resource_updates,
             requests: TaskTracker::new(),
             retired: std::sync::OnceLock::new(),
+            attempted: watch::Sender::new(false),
             shutdown,
         });
-        let (first_attempt, first_attempt_done) = oneshot::channel();
-        tokio::spawn(upstream.clone().supervise(first_attempt));
-        (upstream, first_attempt_done)
+        tokio::spawn(upstream.clone().supervise());
+        upstream
+    }
+
+    /// Resolves once the first connection attempt has finished, successfully or not.
+    pub async fn first_attempt(&self) {
+        let mut attempted = self.attempted.subscribe();
+        let _ = attempted.wait_for(|done| *done).await;
     }
 
     /// The current connection, if any.
@@ -223,8 +232,7 @@ impl Upstream {
     }
 
     /// The supervisor: connect, serve until the connection drops, back off, repeat.
-    async fn supervise(self: Arc<Self>, first_attempt: oneshot::Sender<()>) {
-        let mut first_attempt = Some(first_attempt);
+    async fn supervise(self: Arc<Self>) {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let (events_tx, mut events) = mpsc::unbounded_channel();
@@ -244,9 +252,7 @@ impl Upstream {
                     if let Some(level) = self.downstream.sessions.lowest() {
                         self.set_log_level(level).await;
                     }
-                    if let Some(done) = first_attempt.take() {
-                        let _ = done.send(());
-                    }
+                    self.attempted.send_replace(true);
                     loop {
                         tokio::select! {
                             () = connection.closed() => break,
@@ -289,9 +295,7 @@ impl Upstream {
                         h.state = UpstreamState::Failed;
                         h.last_error = Some(error);
                     });
-                    if let Some(done) = first_attempt.take() {
-                        let _ = done.send(());
-                    }
+                    self.attempted.send_replace(true);
                 }
             }
             tokio::select! {
@@ -305,6 +309,7 @@ impl Upstream {
             h.state = UpstreamState::Stopped;
             h.pid = None;
         });
+        self.attempted.send_replace(true);
     }
 
     async fn on_event(&self, event: UpstreamEvent) {
