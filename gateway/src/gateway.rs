@@ -15,7 +15,7 @@ use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities, Tool};
 use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Mode, SessionsDir};
+use crate::config::{CatalogMode, Config, Mode, SessionsDir};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::pipeline::{
@@ -26,6 +26,7 @@ use crate::policies;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
 use crate::run_code::RunCodeTool;
+use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
 use crate::server::subscriptions::Subscriptions;
 use crate::upstream::ProgressSink;
 
@@ -73,6 +74,8 @@ pub struct Gateway {
     pub subscriptions: Arc<Subscriptions>,
     /// `run_code`, when the code runtime could be set up.
     pub run_code: Option<Arc<RunCodeTool>>,
+    /// `search_tools`, offered in `catalog = "search"`.
+    pub search_tools: Arc<SearchTool>,
     pub shutdown: CancellationToken,
     drain: Drain,
 }
@@ -125,6 +128,7 @@ impl Gateway {
                 .inspect_err(|e| tracing::error!("run_code is unavailable: {e}"))
                 .ok()
                 .map(Arc::new),
+            search_tools: Arc::new(SearchTool::new(gateway.clone())),
             shutdown,
             drain: Drain::default(),
         })
@@ -170,9 +174,14 @@ impl Gateway {
         Some(Arc::new(Session::new(id, profile, log)))
     }
 
-    /// What `name` means for `session`: a visible federated tool, `run_code` in code or
-    /// both mode, or nothing (TOOL_NOT_FOUND).
-    pub fn resolve(&self, session: &Session, name: &str) -> Option<Target> {
+    /// What `name` means for `session` when `origin` calls it: a visible federated tool
+    /// (listed or not; in code mode only for programs), `run_code` in code or both mode,
+    /// `search_tools` in search catalogs, or nothing (TOOL_NOT_FOUND).
+    pub fn resolve(&self, session: &Session, name: &str, origin: &Origin) -> Option<Target> {
+        if name == SEARCH_TOOLS {
+            return (session.profile.catalog == CatalogMode::Search)
+                .then(|| Target::Builtin(self.search_tools.clone() as Arc<dyn BuiltinTool>));
+        }
         if name == RUN_CODE {
             return match session.mode() {
                 Mode::Native => None,
@@ -182,26 +191,39 @@ impl Gateway {
                     .map(|tool| Target::Builtin(tool as Arc<dyn BuiltinTool>)),
             };
         }
-        if session.mode() == Mode::Code || !session.profile.sees(name) {
+        let native = *origin == Origin::Client;
+        if (session.mode() == Mode::Code && native) || !session.profile.sees(name) {
             return None;
         }
         let catalog = self.registry.catalog();
         catalog.tools.get(name).cloned().map(Target::Federated)
     }
 
-    /// The tools `session` lists, in lexicographic order, `run_code` first when shown.
+    /// The tools `session` lists: `run_code` first when shown, then `search_tools` in a
+    /// search catalog, then federated tools in lexicographic order — every visible one in
+    /// a full catalog, the pinned and found ones in a search catalog.
     pub fn visible_tools(&self, session: &Session) -> Vec<Tool> {
         let mut tools = Vec::new();
         if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
             tools.push(run_code.definition(session));
         }
+        let search = session.profile.catalog == CatalogMode::Search;
+        if search {
+            tools.push(self.search_tools.definition(session));
+        }
         if session.mode() != Mode::Code {
+            let found = search.then(|| Found::of(session));
+            let listed = |name: &str| {
+                found
+                    .as_ref()
+                    .is_none_or(|found| session.profile.pinned(name) || found.contains(name))
+            };
             let catalog = self.registry.catalog();
             tools.extend(
                 catalog
                     .tools
                     .values()
-                    .filter(|t| session.profile.sees(&t.name))
+                    .filter(|t| session.profile.sees(&t.name) && listed(&t.name))
                     .map(|t| t.definition.clone()),
             );
         }
@@ -256,7 +278,7 @@ impl Gateway {
         let cancel = self.drain.calls.child_token();
         let caller = request.cancel;
         let invocation = Invocation {
-            target: self.resolve(session, &request.name),
+            target: self.resolve(session, &request.name, &request.origin),
             session: session.clone(),
             tool: request.name,
             arguments: request.arguments,

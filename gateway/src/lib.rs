@@ -11,6 +11,7 @@
 //! - [`observe`]: metrics and the session log.
 //! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
 //!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
+//! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`gateway`]: the assembled whole; [`cli`]: the command line.
 
 pub mod cli;
@@ -22,5 +23,6 @@ pub mod pipeline;
 pub mod policies;
 pub mod registry;
 pub mod run_code;
+pub mod search_tools;
 pub mod server;
 pub mod upstream;

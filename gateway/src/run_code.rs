@@ -15,13 +15,14 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::code::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
+use crate::config::CatalogMode;
 use crate::gateway::{CallRequest, Gateway, RUN_CODE};
 use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
     BoxFuture as PipelineFuture, BuiltinTool, ErrorCode, Invocation, Origin, Session, ToolError,
 };
+use crate::registry::Catalog;
 use crate::registry::profile::Profile;
-use crate::registry::{Catalog, FederatedTool};
 
 /// The hidden subcommand that runs a code worker.
 pub const WORKER_SUBCOMMAND: &str = "__code-worker";
@@ -37,6 +38,11 @@ a tool with an output schema returns its structured value, others return their t
 (`tool`, `code`, `message`). Read-only calls in `Promise.all` run in parallel. \
 `console.log` output is returned in `logs`. No file, network or environment access. \
 Types only: no `enum` or `namespace`.";
+
+/// What a search catalog's description says in place of the SDK.
+const SEARCH_GUIDE: &str = "The tools' TypeScript types are not listed here: call `search_tools` \
+with a few words of what you need to get their declarations. Every tool below can be called \
+from a program whether you searched for it or not.";
 
 /// One generated SDK and what it was generated from.
 struct CachedSdk {
@@ -85,7 +91,7 @@ impl RunCodeTool {
             .tools
             .values()
             .filter(|tool| session.profile.sees(&tool.name))
-            .map(|tool| tool_spec(tool))
+            .map(|tool| tool.sdk_spec())
             .collect();
         let sdk = Arc::new(sdkgen::generate(&specs, &sdkgen::Options::default()));
         SDK_GENERATIONS.inc();
@@ -122,33 +128,23 @@ impl RunCodeTool {
     }
 }
 
-fn tool_spec(tool: &FederatedTool) -> sdkgen::ToolSpec {
-    let definition = &tool.definition;
-    sdkgen::ToolSpec {
-        federated_name: tool.name.clone(),
-        server: tool.server.to_string(),
-        name: tool.original.clone(),
-        title: definition.title.clone(),
-        description: definition.description.as_ref().map(|d| d.to_string()),
-        input_schema: Value::Object((*definition.input_schema).clone()),
-        output_schema: definition
-            .output_schema
-            .as_ref()
-            .map(|schema| Value::Object((**schema).clone())),
-        annotations: definition
-            .annotations
-            .as_ref()
-            .and_then(|a| serde_json::to_value(a).ok()),
-    }
-}
-
 impl BuiltinTool for RunCodeTool {
     fn definition(&self, session: &Session) -> Tool {
         let Some(gateway) = self.gateway.upgrade() else {
             return Tool::new(RUN_CODE, GUIDE, input_schema());
         };
         let sdk = self.sdk(&gateway, session);
-        let description = format!("{GUIDE}\n\n```ts\n{}```", sdk.declarations);
+        let description = match session.profile.catalog {
+            CatalogMode::Full => format!("{GUIDE}\n\n```ts\n{}```", sdk.declarations),
+            CatalogMode::Search => {
+                let index = gateway.search_tools.index(&gateway, session);
+                format!(
+                    "{GUIDE}\n\n{SEARCH_GUIDE}\n\n{} tools:\n{}",
+                    index.len(),
+                    index.outline()
+                )
+            }
+        };
         let mut meta = MetaObject::new();
         meta.insert(
             "mcp-gateway/sdk".into(),
@@ -306,8 +302,11 @@ impl ToolBridge for PipelineBridge {
     }
 
     fn is_concurrency_safe(&self, tool: &str) -> bool {
+        let origin = Origin::Code {
+            run: self.run.clone(),
+        };
         self.gateway
-            .resolve(&self.session, tool)
+            .resolve(&self.session, tool, &origin)
             .is_some_and(|target| target.concurrency_safe())
     }
 }

@@ -8,6 +8,7 @@
 pub mod naming;
 pub mod profile;
 pub mod resource_uri;
+pub mod search;
 pub mod tool;
 
 use std::collections::BTreeMap;
@@ -190,8 +191,15 @@ impl Registry {
                 let name = &tool_names[&(upstream.name.to_string(), tool.name.to_string())];
                 // Keep the compiled validators of an unchanged definition.
                 let federated = match previous.tools.get(name) {
-                    Some(old) if old.same_source(upstream, tool) => old.clone(),
-                    _ => Arc::new(FederatedTool::new(name, upstream, tool)),
+                    Some(old) if old.same_source(&upstream.name, &upstream.config, tool) => {
+                        old.clone()
+                    }
+                    _ => Arc::new(FederatedTool::new(
+                        name,
+                        &upstream.name,
+                        &upstream.config,
+                        tool,
+                    )),
                 };
                 catalog.tools.insert(name.clone(), federated);
             }

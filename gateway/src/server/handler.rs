@@ -24,6 +24,7 @@ use crate::gateway::{CallRequest, Gateway};
 use crate::observe::session_log::EventKind;
 use crate::pipeline::{Origin, Session};
 use crate::registry::resource_uri;
+use crate::search_tools::Found;
 use crate::server::security::Credentials;
 use crate::upstream::{ProgressSink, UpstreamError};
 
@@ -69,8 +70,8 @@ impl GatewayServer {
         Ok(self.session.get_or_init(|| session))
     }
 
-    /// Watches the catalog and tells this client when what it can see changes: its
-    /// tools, prompts or resources.
+    /// Watches the catalog, and the tools the session found with `search_tools`, and
+    /// tells this client when what it can see changes: its tools, prompts or resources.
     fn watch_catalog(&self, peer: rmcp::Peer<RoleServer>) {
         let Some(session) = self.session.get() else {
             return;
@@ -78,6 +79,7 @@ impl GatewayServer {
         let session = session.clone();
         let gateway = self.gateway.clone();
         let mut catalog = gateway.registry.watch();
+        let found = Found::of(&session);
         tokio::spawn(async move {
             let mut shown = Visible::of(&gateway, &session);
             // The session ends with its transport; check now and then, so a closed
@@ -86,6 +88,7 @@ impl GatewayServer {
             loop {
                 tokio::select! {
                     changed = catalog.changed() => if changed.is_err() { break },
+                    () = found.changed() => {}
                     () = gateway.shutdown.cancelled() => break,
                     _ = alive_check.tick() => {
                         if peer.is_transport_closed() {
