@@ -184,7 +184,7 @@ impl BuiltinTool for SearchTool {
             Some(gateway) => {
                 let index = self.index(&gateway, session);
                 format!(
-                    " This gateway holds {} tools from {}; only a few are listed.",
+                    " This gateway holds {} tools from {}.",
                     index.len(),
                     server_list(&index)
                 )
@@ -198,8 +198,8 @@ impl BuiltinTool for SearchTool {
                  whether searched or not."
             }
             Mode::Native | Mode::Both => {
-                "The best matches come back with their full definitions and join the tool \
-                 list; any tool can also be called by its name directly."
+                "Only a few are listed: the best matches come back with their full \
+                 definitions and join the tool list. Any tool can also be called by its name."
             }
         };
         let description = format!(
