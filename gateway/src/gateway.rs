@@ -11,27 +11,24 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities, Tool};
-use rmcp::{Peer, RoleServer};
+use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
+use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
 use crate::config::{CatalogMode, Config, Mode, SessionsDir};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::pipeline::{
-    BuiltinTool, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings, Session, Target,
-    ToolError,
+    BoxFuture, BuiltinTool, CallRequest, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings,
+    Session, Target, ToolError,
 };
 use crate::policies;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
-use crate::run_code::RunCodeTool;
+use crate::registry::search::SearchIndex;
+use crate::registry::subscriptions::Subscriptions;
+use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
-use crate::server::subscriptions::Subscriptions;
-use crate::upstream::ProgressSink;
-
-/// The name of the gateway's own code tool; reserved, never shadowed.
-pub const RUN_CODE: &str = "run_code";
 
 /// Everything the configuration decides, built together and swapped together.
 pub struct Policy {
@@ -74,7 +71,8 @@ pub struct Gateway {
     pub subscriptions: Arc<Subscriptions>,
     /// `run_code`, when the code runtime could be set up.
     pub run_code: Option<Arc<RunCodeTool>>,
-    /// `search_tools`, offered in `catalog = "search"`.
+    /// `search_tools`, offered in `catalog = "search"`; its index also serves
+    /// `mcp-gateway search` and run_code's compact index.
     pub search_tools: Arc<SearchTool>,
     pub shutdown: CancellationToken,
     drain: Drain,
@@ -101,16 +99,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A call as a transport hands it to the gateway.
-pub struct CallRequest {
-    pub name: String,
-    pub arguments: Option<JsonObject>,
-    pub cancel: CancellationToken,
-    pub peer: Option<Peer<RoleServer>>,
-    pub progress: Option<ProgressSink>,
-    pub origin: Origin,
-}
-
 impl Gateway {
     /// Starts every upstream and assembles the pipeline.
     pub async fn start(config: Config, shutdown: CancellationToken) -> Arc<Gateway> {
@@ -119,16 +107,17 @@ impl Gateway {
         let budgets = config.code.clone();
         let policy = Policy::new(config, &registry, &metrics);
         let subscriptions = Subscriptions::start(resource_updates);
+        let search_tools = Arc::new(SearchTool::new(registry.clone()));
         Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
+            search_tools,
             registry,
             metrics,
             subscriptions,
-            run_code: RunCodeTool::new(gateway.clone(), budgets)
+            run_code: RunCodeTool::new(gateway.clone() as std::sync::Weak<dyn ToolHost>, budgets)
                 .inspect_err(|e| tracing::error!("run_code is unavailable: {e}"))
                 .ok()
                 .map(Arc::new),
-            search_tools: Arc::new(SearchTool::new(gateway.clone())),
             shutdown,
             drain: Drain::default(),
         })
@@ -174,9 +163,18 @@ impl Gateway {
         Some(Arc::new(Session::new(id, profile, log)))
     }
 
-    /// What `name` means for `session` when `origin` calls it: a visible federated tool
-    /// (listed or not; in code mode only for programs), `run_code` in code or both mode,
-    /// `search_tools` in search catalogs, or nothing (TOOL_NOT_FOUND).
+    /// What `session` may see of the catalog now.
+    pub fn view(&self, session: &Session) -> SessionView {
+        SessionView::new(self.registry.catalog(), session.profile.clone())
+    }
+
+    /// What `name` means when `origin` calls it in `session`: `run_code` in code or both
+    /// mode, `search_tools` in a search catalog, a federated tool the profile allows
+    /// (listed or not), or nothing (TOOL_NOT_FOUND).
+    ///
+    /// In `code` mode the client is shown only `run_code`, so its own direct calls of
+    /// federated tools are not found; a program's calls are the session's calls and see
+    /// everything the profile allows, whatever the presentation mode.
     pub fn resolve(&self, session: &Session, name: &str, origin: &Origin) -> Option<Target> {
         if name == SEARCH_TOOLS {
             return (session.profile.catalog == CatalogMode::Search)
@@ -191,17 +189,19 @@ impl Gateway {
                     .map(|tool| Target::Builtin(tool as Arc<dyn BuiltinTool>)),
             };
         }
-        let native = *origin == Origin::Client;
-        if (session.mode() == Mode::Code && native) || !session.profile.sees(name) {
+        let listed_to_client = session.mode() != Mode::Code;
+        if *origin == Origin::Client && !listed_to_client {
             return None;
         }
-        let catalog = self.registry.catalog();
-        catalog.tools.get(name).cloned().map(Target::Federated)
+        self.view(session)
+            .tool(name)
+            .cloned()
+            .map(Target::Federated)
     }
 
     /// The tools `session` lists: `run_code` first when shown, then `search_tools` in a
     /// search catalog, then federated tools in lexicographic order — every visible one in
-    /// a full catalog, the pinned and found ones in a search catalog.
+    /// a full catalog, the pinned ones and those the session found in a search catalog.
     pub fn visible_tools(&self, session: &Session) -> Vec<Tool> {
         let mut tools = Vec::new();
         if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
@@ -218,12 +218,10 @@ impl Gateway {
                     .as_ref()
                     .is_none_or(|found| session.profile.pinned(name) || found.contains(name))
             };
-            let catalog = self.registry.catalog();
             tools.extend(
-                catalog
-                    .tools
-                    .values()
-                    .filter(|t| session.profile.sees(&t.name) && listed(&t.name))
+                self.view(session)
+                    .tools()
+                    .filter(|t| listed(&t.name))
                     .map(|t| t.definition.clone()),
             );
         }
@@ -267,7 +265,9 @@ impl Gateway {
     pub async fn call(&self, session: &Arc<Session>, request: CallRequest) -> CallToolResult {
         self.drain.in_flight.fetch_add(1, Ordering::AcqRel);
         let _in_flight = InFlight(&self.drain);
-        if self.drain.refusing.load(Ordering::Acquire) {
+        // A program's tool calls belong to a run already in flight: the drain lets them
+        // through, or `shutdown_grace_ms` would not cover code mode.
+        if request.origin == Origin::Client && self.drain.refusing.load(Ordering::Acquire) {
             return ToolError::new(
                 ErrorCode::UpstreamUnavailable,
                 "the gateway is shutting down",
@@ -328,5 +328,32 @@ impl Gateway {
             })
             .await;
         }
+    }
+}
+
+/// How `run_code` reaches the gateway: a program's calls run through the pipeline as
+/// calls of the caller's session.
+impl ToolHost for Gateway {
+    fn view(&self, session: &Session) -> SessionView {
+        Gateway::view(self, session)
+    }
+
+    fn call<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        request: CallRequest,
+    ) -> BoxFuture<'a, CallToolResult> {
+        Box::pin(Gateway::call(self, session, request))
+    }
+
+    fn search_index(&self, session: &Session) -> Arc<SearchIndex> {
+        self.search_tools.index(session)
+    }
+
+    fn concurrency_safe(&self, session: &Session, tool: &str) -> bool {
+        // Programs cannot overlap run_code itself: only federated tools can be safe.
+        self.view(session)
+            .tool(tool)
+            .is_some_and(|tool| tool.concurrency_safe)
     }
 }

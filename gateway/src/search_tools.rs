@@ -12,7 +12,7 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
@@ -20,9 +20,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Mode;
-use crate::gateway::Gateway;
-use crate::pipeline::{BoxFuture, BuiltinTool, ErrorCode, Invocation, Session, ToolError};
+use crate::pipeline::{
+    BoxFuture, BuiltinTool, ErrorCode, Executor, Invocation, Session, ToolError,
+};
+use crate::registry::Registry;
 use crate::registry::search::{Hit, SearchIndex, SearchIndexes};
+use crate::registry::view::SessionView;
 
 /// The name of the gateway's own search tool; reserved, never shadowed.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -135,34 +138,29 @@ impl Query {
     }
 }
 
-/// The `search_tools` tool.
+/// The `search_tools` tool, and the indexes it keeps per catalog and profile.
 pub struct SearchTool {
-    gateway: Weak<Gateway>,
+    registry: Arc<Registry>,
     indexes: SearchIndexes,
 }
 
 impl SearchTool {
-    pub fn new(gateway: Weak<Gateway>) -> Self {
+    pub fn new(registry: Arc<Registry>) -> Self {
         Self {
-            gateway,
+            registry,
             indexes: SearchIndexes::default(),
         }
     }
 
     /// The index of the tools `session` may see in the current catalog.
-    pub fn index(&self, gateway: &Gateway, session: &Session) -> Arc<SearchIndex> {
-        self.indexes
-            .get(&gateway.registry.catalog(), &session.profile)
+    pub fn index(&self, session: &Session) -> Arc<SearchIndex> {
+        let view = SessionView::new(self.registry.catalog(), session.profile.clone());
+        self.indexes.get(&view)
     }
 
     /// The matches for `query` among the tools `session` may see.
-    pub fn find(
-        &self,
-        gateway: &Gateway,
-        session: &Session,
-        query: &Query,
-    ) -> Result<Vec<Hit>, ToolError> {
-        let index = self.index(gateway, session);
+    pub fn find(&self, session: &Session, query: &Query) -> Result<Vec<Hit>, ToolError> {
+        let index = self.index(session);
         if let Some(server) = &query.server
             && !index.servers().contains_key(server.as_str())
         {
@@ -180,17 +178,12 @@ impl SearchTool {
 
 impl BuiltinTool for SearchTool {
     fn definition(&self, session: &Session) -> Tool {
-        let servers = match self.gateway.upgrade() {
-            Some(gateway) => {
-                let index = self.index(&gateway, session);
-                format!(
-                    " This gateway holds {} tools from {}.",
-                    index.len(),
-                    server_list(&index)
-                )
-            }
-            None => String::new(),
-        };
+        let index = self.index(session);
+        let servers = format!(
+            " This gateway holds {} tools from {}.",
+            index.len(),
+            server_list(&index)
+        );
         let returns = match session.mode() {
             Mode::Code => {
                 "The best matches come back as TypeScript declarations for run_code programs \
@@ -210,22 +203,18 @@ impl BuiltinTool for SearchTool {
         Tool::new(SEARCH_TOOLS, description, input_schema())
             .annotate(ToolAnnotations::new().read_only(true).open_world(false))
     }
+}
 
+impl Executor for SearchTool {
     fn call<'a>(
         &'a self,
         invocation: &'a Invocation,
         _signal: CancellationToken,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
-            let Some(gateway) = self.gateway.upgrade() else {
-                return Err(ToolError::new(
-                    ErrorCode::UpstreamUnavailable,
-                    "the gateway is stopping",
-                ));
-            };
             let query = Query::parse(invocation.arguments.as_ref())?;
             let session = &invocation.session;
-            let hits = self.find(&gateway, session, &query)?;
+            let hits = self.find(session, &query)?;
             if session.mode() == Mode::Code {
                 return Ok(declarations(&query, &hits));
             }

@@ -23,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use super::profile::Profile;
+use super::view::SessionView;
 use super::{Catalog, FederatedTool};
 use crate::observe::metrics::SEARCH_INDEX_BUILDS;
 
@@ -290,8 +291,9 @@ struct CachedIndex {
 }
 
 impl SearchIndexes {
-    /// The index of the tools `profile` sees in `catalog`.
-    pub fn get(&self, catalog: &Arc<Catalog>, profile: &Arc<Profile>) -> Arc<SearchIndex> {
+    /// The index of the tools `view` shows.
+    pub fn get(&self, view: &SessionView) -> Arc<SearchIndex> {
+        let (catalog, profile) = (view.catalog(), view.profile());
         let mut by_profile = self.by_profile.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(cached) = by_profile.get(&profile.name)
             && Arc::ptr_eq(&cached.catalog, catalog)
@@ -299,9 +301,7 @@ impl SearchIndexes {
         {
             return cached.index.clone();
         }
-        let index = Arc::new(SearchIndex::build(
-            catalog.tools.values().filter(|t| profile.sees(&t.name)),
-        ));
+        let index = Arc::new(SearchIndex::build(view.tools()));
         by_profile.insert(
             profile.name.clone(),
             CachedIndex {

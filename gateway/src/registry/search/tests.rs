@@ -7,6 +7,7 @@ use super::outline::{OUTLINE_BUDGET, outline};
 use super::*;
 use crate::config::{Config, ProfileConfig, ServerConfig};
 use crate::registry::profile::Profiles;
+use crate::registry::view::SessionView;
 
 fn tool(server: &str, name: &str, description: &str, schema: Value) -> Arc<FederatedTool> {
     let definition = Tool::new(
@@ -151,12 +152,18 @@ fn hidden_tools_are_not_indexed_and_indexes_are_kept_per_catalog_and_profile() {
         ..Catalog::default()
     });
     let indexes = SearchIndexes::default();
-    let hidden = indexes.get(&catalog, &nogit);
+    let view = |catalog: &Arc<Catalog>, profile: &Arc<Profile>| {
+        SessionView::new(catalog.clone(), profile.clone())
+    };
+    let hidden = indexes.get(&view(&catalog, &nogit));
     assert_eq!(hidden.len(), 4);
     assert!(!hidden.servers().contains_key("git"));
     assert!(hidden.search("commit logs", None, 5).is_empty());
-    assert!(Arc::ptr_eq(&hidden, &indexes.get(&catalog, &nogit)), "kept");
-    assert_eq!(indexes.get(&catalog, &everyone).len(), 6);
+    assert!(
+        Arc::ptr_eq(&hidden, &indexes.get(&view(&catalog, &nogit))),
+        "kept"
+    );
+    assert_eq!(indexes.get(&view(&catalog, &everyone)).len(), 6);
     let changed = Arc::new(Catalog {
         tools: catalog
             .tools
