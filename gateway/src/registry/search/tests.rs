@@ -174,7 +174,7 @@ fn hidden_tools_are_not_indexed_and_indexes_are_kept_per_catalog_and_profile() {
         ..Catalog::default()
     });
     assert_eq!(
-        indexes.get(&changed, &nogit).len(),
+        indexes.get(&view(&changed, &nogit)).len(),
         2,
         "rebuilt for a new catalog"
     );
