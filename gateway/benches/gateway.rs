@@ -8,7 +8,10 @@
 //! the baseline is calls too, it runs in alternating rounds with the measured path.
 //! `BENCH_QUICK=1` cuts repetitions;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
-//! work, run_code, memory).
+//! work, run_code, memory, search).
+
+#[path = "gateway/search.rs"]
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -922,6 +925,10 @@ fn main() {
         }
         if selected("memory") {
             memory(dir.path(), &mut rows).await;
+        }
+        if selected("search") {
+            search::listing_sizes(dir.path(), &mut rows).await;
+            search::at_scale(dir.path(), &mut rows).await;
         }
     });
     println!(

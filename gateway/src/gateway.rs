@@ -13,7 +13,7 @@ use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
 use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
-use crate::config::{Config, Mode, SessionsDir};
+use crate::config::{CatalogMode, Config, Mode, SessionsDir};
 use crate::drain::{self, Drain};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
@@ -24,8 +24,10 @@ use crate::pipeline::{
 use crate::policies;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
+use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
+use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
 
 /// Everything the configuration decides, built together and swapped together.
 pub struct Policy {
@@ -68,6 +70,9 @@ pub struct Gateway {
     pub subscriptions: Arc<Subscriptions>,
     /// `run_code`, when the code runtime could be set up.
     pub run_code: Option<Arc<RunCodeTool>>,
+    /// `search_tools`, offered in `catalog = "search"`; its index also serves
+    /// `mcp-gateway search` and run_code's compact index.
+    pub search_tools: Arc<SearchTool>,
     pub shutdown: CancellationToken,
     drain: Arc<Drain>,
 }
@@ -80,8 +85,10 @@ impl Gateway {
         let budgets = config.code.clone();
         let policy = Policy::new(config, &registry, &metrics);
         let subscriptions = Subscriptions::start(resource_updates);
+        let search_tools = Arc::new(SearchTool::new(registry.clone()));
         Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
+            search_tools,
             registry,
             metrics,
             subscriptions,
@@ -140,12 +147,17 @@ impl Gateway {
     }
 
     /// What `name` means when `origin` calls it in `session`: `run_code` in code or both
-    /// mode, a federated tool the profile allows, or nothing (TOOL_NOT_FOUND).
+    /// mode, `search_tools` in a search catalog, a federated tool the profile allows
+    /// (listed or not), or nothing (TOOL_NOT_FOUND).
     ///
     /// In `code` mode the client is shown only `run_code`, so its own direct calls of
     /// federated tools are not found; a program's calls are the session's calls and see
     /// everything the profile allows, whatever the presentation mode.
     pub fn resolve(&self, session: &Session, name: &str, origin: &Origin) -> Option<Target> {
+        if name == SEARCH_TOOLS {
+            return (session.profile.catalog == CatalogMode::Search)
+                .then(|| Target::Builtin(self.search_tools.clone() as Arc<dyn BuiltinTool>));
+        }
         if name == RUN_CODE {
             return match session.mode() {
                 Mode::Native => None,
@@ -165,14 +177,31 @@ impl Gateway {
             .map(Target::Federated)
     }
 
-    /// The tools `session` lists, in lexicographic order, `run_code` first when shown.
+    /// The tools `session` lists: `run_code` first when shown, then `search_tools` in a
+    /// search catalog, then federated tools in lexicographic order — every visible one in
+    /// a full catalog, the pinned ones and those the session found in a search catalog.
     pub fn visible_tools(&self, session: &Session) -> Vec<Tool> {
         let mut tools = Vec::new();
         if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
             tools.push(run_code.definition(session));
         }
+        let search = session.profile.catalog == CatalogMode::Search;
+        if search {
+            tools.push(self.search_tools.definition(session));
+        }
         if session.mode() != Mode::Code {
-            tools.extend(self.view(session).tools().map(|t| t.definition.clone()));
+            let found = search.then(|| Found::of(session));
+            let listed = |name: &str| {
+                found
+                    .as_ref()
+                    .is_none_or(|found| session.profile.pinned(name) || found.contains(name))
+            };
+            tools.extend(
+                self.view(session)
+                    .tools()
+                    .filter(|t| listed(&t.name))
+                    .map(|t| t.definition.clone()),
+            );
         }
         tools
     }
@@ -275,6 +304,10 @@ impl ToolHost for Gateway {
         request: CallRequest,
     ) -> BoxFuture<'a, CallToolResult> {
         Box::pin(Gateway::call(self, session, request))
+    }
+
+    fn search_index(&self, session: &Session) -> Arc<SearchIndex> {
+        self.search_tools.index(session)
     }
 
     fn concurrency_safe(&self, session: &Session, tool: &str) -> bool {

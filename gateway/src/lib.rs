@@ -15,6 +15,7 @@
 //! - [`observe`]: metrics and the session log.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
+//! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
 //! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
 //!   [`cli`]: the command line.
@@ -30,5 +31,6 @@ pub mod policies;
 pub mod redact;
 pub mod registry;
 pub mod relay;
+pub mod search_tools;
 pub mod server;
 pub mod upstream;

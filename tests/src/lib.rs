@@ -71,6 +71,68 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// An executable of the test peers' Python venv (the PyPI peers `mcp-server-time`,
+/// `mcp-server-git`).
+pub fn venv_bin(name: &str) -> PathBuf {
+    let path = repo().join("tests/peers/.venv/bin").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-test-peers",
+        path.display()
+    );
+    path
+}
+
+/// A git repository in `dir` with one commit (for `mcp-server-git`).
+pub fn git_repo(dir: &Path) {
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "first",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?} failed");
+    }
+}
+
+/// `[servers.*]` for the five reference servers the tool-search tests and the benchmark
+/// use: npm server-everything, server-filesystem (serving `root`) and server-memory (its
+/// file in `root`), PyPI mcp-server-time (UTC) and mcp-server-git (a fresh repository in
+/// `root/repo`). 50 tools in all.
+pub fn five_servers(root: &Path) -> String {
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git_repo(&repo);
+    let memory_file = root.join("memory.jsonl");
+    format!(
+        "{}{}{}env = {{ MEMORY_FILE_PATH = {} }}\n[servers.time]\ncommand = {}\nargs = [\"--local-timezone\", \"UTC\"]\n[servers.git]\ncommand = {}\nargs = [\"--repository\", {}]\n",
+        npm_server("everything", "mcp-server-everything", &["stdio"]),
+        npm_server(
+            "filesystem",
+            "mcp-server-filesystem",
+            &[&root.to_string_lossy()]
+        ),
+        npm_server("memory", "mcp-server-memory", &[]),
+        toml_str(memory_file.to_string_lossy()),
+        toml_str(venv_bin("mcp-server-time").to_string_lossy()),
+        toml_str(venv_bin("mcp-server-git").to_string_lossy()),
+        toml_str(repo.to_string_lossy()),
+    )
+}
+
 /// A TOML string literal.
 pub fn toml_str(value: impl AsRef<str>) -> String {
     format!("{:?}", value.as_ref())

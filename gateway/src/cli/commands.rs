@@ -14,6 +14,8 @@ use crate::gateway::Gateway;
 use crate::observe::session_log;
 use crate::pipeline::CallRequest;
 use crate::pipeline::{Origin, Session};
+use crate::registry::search::Hit;
+use crate::search_tools::Query;
 use crate::server;
 
 pub async fn run(command: Command) -> Result<ExitCode, String> {
@@ -61,6 +63,46 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 // The list above is complete for the servers that started; say which did not.
                 Err(format!("servers that did not start: {}", down.join("; ")))
             }
+        }
+        Command::Search {
+            config,
+            query,
+            server,
+            limit,
+            json,
+            profile,
+        } => {
+            let (gateway, shutdown) = start(load(&config)?).await;
+            let found = search(
+                &gateway,
+                profile.as_deref(),
+                Query {
+                    text: query,
+                    server,
+                    limit,
+                },
+            );
+            stop(&gateway, shutdown).await;
+            let hits = found?;
+            if json {
+                let hits: Vec<_> = hits
+                    .iter()
+                    .map(|hit| {
+                        serde_json::json!({"name": hit.tool.name, "score": hit.score, "definition": hit.tool.definition})
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&hits).map_err(|e| e.to_string())?
+                );
+            } else {
+                for hit in hits {
+                    let description = hit.tool.definition.description.as_deref().unwrap_or("");
+                    let line = description.lines().next().unwrap_or("");
+                    println!("{}\t{:.2}\t{line}", hit.tool.name, hit.score);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Call {
             config,
@@ -197,6 +239,17 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 },
         } => log_tail(&load(&config)?, session.as_deref(), lines),
     }
+}
+
+/// The matches for `query` among the tools `profile` sees.
+fn search(gateway: &Gateway, profile: Option<&str>, query: Query) -> Result<Vec<Hit>, String> {
+    let session = gateway
+        .new_session(profile)
+        .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
+    gateway
+        .search_tools
+        .find(&session, &query)
+        .map_err(|e| e.message)
 }
 
 /// A session with `profile`, for one-shot commands. `run_code` is offered whatever the

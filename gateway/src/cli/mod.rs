@@ -1,5 +1,5 @@
-//! The `mcp-gateway` command line: `serve`, `tools`, `call`, `sdk`, `run`, `config check|dump`,
-//! `status`, `log tail`; every command reads `--config`.
+//! The `mcp-gateway` command line: `serve`, `tools`, `search`, `call`, `sdk`, `run`,
+//! `config check|dump`, `status`, `log tail`; every command reads `--config`.
 //! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
 
 mod commands;
@@ -55,6 +55,24 @@ enum Command {
         #[command(flatten)]
         config: ConfigArg,
         /// Print the tool definitions as JSON.
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        profile: Option<String>,
+    },
+    /// Search the tools a profile sees, as `search_tools` does; best first.
+    Search {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// What the tool should do, in a few words.
+        query: String,
+        /// Only this server's tools.
+        #[arg(long)]
+        server: Option<String>,
+        /// How many matches.
+        #[arg(long, default_value_t = crate::search_tools::DEFAULT_LIMIT)]
+        limit: usize,
+        /// Print the matches with their scores and definitions as JSON.
         #[arg(long)]
         json: bool,
         #[arg(long)]

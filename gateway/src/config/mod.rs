@@ -92,6 +92,10 @@ impl Config {
             entry.token = env::expand(&entry.token)
                 .map_err(|e| (format!("listen.tokens[{index}]"), e.to_string()))?;
         }
+        for (index, glob) in self.gateway.pinned.iter().enumerate() {
+            globset::Glob::new(glob)
+                .map_err(|e| (format!("gateway.pinned[{index}]"), e.to_string()))?;
+        }
         for (index, rule) in self.policy.iter().enumerate() {
             globset::Glob::new(&rule.tool)
                 .map_err(|e| (format!("policy[{index}].tool"), e.to_string()))?;

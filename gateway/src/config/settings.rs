@@ -61,12 +61,31 @@ pub enum Mode {
     Both,
 }
 
+/// How much of the catalog `tools/list` shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogMode {
+    /// Every visible tool is listed (in code mode: its types are in `run_code`'s SDK).
+    #[default]
+    Full,
+    /// Only `search_tools`, the pinned tools and the tools the session has found are listed
+    /// (in code mode: `run_code` carries a compact index instead of the whole SDK).
+    Search,
+}
+
 /// `[gateway]`: what the downstream server looks like.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewaySettings {
     /// Presentation mode when a profile does not choose one. Default `native`.
     pub mode: Mode,
+    /// Whether `tools/list` shows the whole catalog or `search_tools` when a profile does
+    /// not choose. Default `full`.
+    pub catalog: CatalogMode,
+    /// Globs over federated names listed even in `search` mode (when the profile sees
+    /// them). Default none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<String>,
     /// Tool result content larger than this is cut with a marker. Default 256 KiB, which
     /// leaves room for JSON escaping under clients' 1 MiB message limits.
     pub max_result_bytes: usize,
@@ -83,6 +102,8 @@ impl Default for GatewaySettings {
     fn default() -> Self {
         Self {
             mode: Mode::Native,
+            catalog: CatalogMode::Full,
+            pinned: Vec::new(),
             max_result_bytes: 256 * 1024,
             max_argument_depth: 64,
             shutdown_grace_ms: 10_000,
@@ -451,6 +472,9 @@ pub struct ProfileConfig {
     /// Overrides `[gateway] mode`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
+    /// Overrides `[gateway] catalog`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<CatalogMode>,
 }
 
 /// `[log]`.

@@ -13,6 +13,7 @@
 pub mod naming;
 pub mod profile;
 pub mod resource_uri;
+pub mod search;
 pub mod subscriptions;
 pub mod tool;
 pub mod view;
@@ -383,8 +384,15 @@ impl Registry {
                 let name = &tool_names[&(upstream.name.to_string(), tool.name.to_string())];
                 // Keep the compiled validators of an unchanged definition.
                 let federated = match previous.tools.get(name) {
-                    Some(old) if old.same_source(upstream, tool) => old.clone(),
-                    _ => Arc::new(FederatedTool::new(name, upstream, tool)),
+                    Some(old) if old.same_source(&upstream.name, &upstream.config, tool) => {
+                        old.clone()
+                    }
+                    _ => Arc::new(FederatedTool::new(
+                        name,
+                        &upstream.name,
+                        &upstream.config,
+                        tool,
+                    )),
                 };
                 catalog.tools.insert(name.clone(), federated);
             }

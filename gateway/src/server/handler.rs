@@ -27,6 +27,7 @@ use crate::pipeline::{CallRequest, Origin, Session};
 use crate::registry::resource_uri;
 use crate::registry::view::SessionView;
 use crate::relay::Caller;
+use crate::search_tools::Found;
 use crate::server::http::security::Credentials;
 use crate::upstream::UpstreamError;
 
@@ -90,8 +91,8 @@ impl GatewayServer {
         Ok(self.session.get_or_init(|| session))
     }
 
-    /// Watches the catalog and tells this client when what it can see changes: its
-    /// tools, prompts or resources.
+    /// Watches the catalog, and the tools the session found with `search_tools`, and
+    /// tells this client when what it can see changes: its tools, prompts or resources.
     fn watch_catalog(&self, peer: rmcp::Peer<RoleServer>) {
         let Some(session) = self.session.get() else {
             return;
@@ -103,6 +104,7 @@ impl GatewayServer {
         sessions
             .sessions
             .join(session.id.as_str().into(), peer.clone());
+        let found = Found::of(&session);
         tokio::spawn(async move {
             let mut shown = Visible::of(&gateway, &session);
             // The session ends with its transport; check now and then, so a closed
@@ -111,6 +113,7 @@ impl GatewayServer {
             loop {
                 tokio::select! {
                     changed = catalog.changed() => if changed.is_err() { break },
+                    () = found.changed() => {}
                     () = gateway.shutdown.cancelled() => break,
                     _ = alive_check.tick() => {
                         if peer.is_transport_closed() {
