@@ -211,6 +211,7 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     axum::Json(serde_json::json!({
         "status": if ready == upstreams.len() { "ok" } else { "degraded" },
         "upstreams": upstreams,
+        "code_confinement": crate::code::confinement_support(),
     }))
 }
 
