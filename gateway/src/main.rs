@@ -7,10 +7,10 @@
 
 fn main() -> std::process::ExitCode {
     let first = std::env::args_os().nth(1);
-    if first.as_deref() == Some(mcp_gateway::run_code::WORKER_SUBCOMMAND.as_ref()) {
+    if first.as_deref() == Some(mcp_gateway::code::tool::WORKER_SUBCOMMAND.as_ref()) {
         return mcp_gateway::code::worker_main();
     }
-    if first.as_deref() == Some(mcp_gateway::run_code::CONFINEMENT_PROBE_SUBCOMMAND.as_ref()) {
+    if first.as_deref() == Some(mcp_gateway::code::tool::CONFINEMENT_PROBE_SUBCOMMAND.as_ref()) {
         return mcp_gateway::code::confinement_probe_main();
     }
     mcp_gateway::cli::main()

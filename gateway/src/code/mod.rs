@@ -23,6 +23,8 @@
 //!   forbidden system calls it was refused instead of running the program (for tests).
 //! - `bridge`: [`ToolBridge`], how the gateway serves the program's tool calls.
 //! - `budgets`, `outcome`, `attachments`: limits, results, and images.
+//! - [`tool`]: the reserved `run_code` tool itself, which reaches the gateway only
+//!   through the narrow [`tool::ToolHost`] trait.
 
 mod attachments;
 mod bridge;
@@ -36,6 +38,7 @@ mod runtime;
 mod scheduler;
 mod strip;
 mod template;
+pub mod tool;
 mod worker;
 
 pub use bridge::ToolBridge;
