@@ -459,14 +459,14 @@ async fn each_run_sees_its_own_bindings_whatever_ran_before() {
     let names = "return Object.keys(tools.t).sort().join(',');";
     let fewer = Arc::new(common::BINDINGS.replace("image: bind(\"image\"),", ""));
     let expected = |round: usize| {
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             "echo,fail,hang,image,raw,slow,write"
         } else {
             "echo,fail,hang,raw,slow,write"
         }
     };
     let bindings = move |round: usize| {
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             common::BINDINGS.to_owned()
         } else {
             fewer.as_str().to_owned()

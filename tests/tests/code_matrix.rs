@@ -197,9 +197,9 @@ impl Target {
         );
 
         // Two profiles with different tools, alternating.
-        for round in 0..4 {
+        for round in 0..4u32 {
             let cell = self.cell(downstream, &format!("two profiles, round {round}"));
-            if round % 2 == 0 {
+            if round.is_multiple_of(2) {
                 let value = format!("a-{round}");
                 assert_eq!(
                     self.kv_round_trip(downstream, Some("a"), &value),
