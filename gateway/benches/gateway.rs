@@ -8,7 +8,7 @@
 //! the baseline is calls too, it runs in alternating rounds with the measured path.
 //! `BENCH_QUICK=1` cuts repetitions;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
-//! work, run_code, memory, search).
+//! work, run_code, memory, search, code_compute, code_memory).
 
 #[path = "gateway/search.rs"]
 mod search;
@@ -109,6 +109,14 @@ fn row(scenario: &str, mut samples: Vec<Duration>, mut baseline: Vec<Duration>) 
         p99_us: Some(percentile(&mut samples, 0.99)),
         baseline_p50_us: base,
         latency_ratio: base.map(|base| p50 / base),
+        ..Row::default()
+    }
+}
+
+/// A row whose figures are all in its text (sizes, memory, a wall time against its ideal).
+fn summary_row(scenario: String) -> Row {
+    Row {
+        scenario,
         ..Row::default()
     }
 }
@@ -870,6 +878,141 @@ async fn memory(dir: &Path, rows: &mut Vec<Row>) {
     });
 }
 
+async fn code_gateway(dir: &Path) -> (Client, u32) {
+    let config = write_config(
+        dir,
+        &format!("[gateway]\nmode = \"both\"\n{}", server("kv", "kv", "")),
+    );
+    stdio_client_with_pid(
+        &gateway_bin(),
+        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+    )
+    .await
+}
+
+/// A run of `code` through the gateway; panics on a failed run.
+async fn run_ok(gateway: &Client, code: &str) -> Duration {
+    let started = Instant::now();
+    let result = gateway
+        .peer()
+        .call_tool(params("run_code", json!({"code": code})))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    started.elapsed()
+}
+
+/// run_code, 8 concurrent runs of ~100 ms of compute each, against the ideal on this
+/// machine's cores: the work of one run measured alone, times 8, spread over the cores.
+async fn run_code_compute(dir: &Path, rows: &mut Vec<Row>) {
+    let (gateway, _) = code_gateway(dir).await;
+    let spin = |n: u64| {
+        format!("let x = 0; for (let i = 0; i < {n}; i++) {{ x = (x + i) % 1000003; }} return x;")
+    };
+    let empty = run_ok(&gateway, "return 1").await;
+    // Calibrate the loop to ~100 ms alone (beyond the cost of an empty run).
+    let mut n = 1_000_000u64;
+    for _ in 0..4 {
+        let took = run_ok(&gateway, &spin(n)).await.saturating_sub(empty);
+        n = ((n as f64) * 0.100 / took.as_secs_f64().max(0.001)) as u64;
+    }
+    let program = spin(n);
+    let mut alone = Vec::new();
+    for _ in 0..reps(5) {
+        alone.push(run_ok(&gateway, &program).await);
+    }
+    let one = Duration::from_secs_f64(percentile(&mut alone, 0.5) / 1e6);
+    let cores = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let ideal = one * 8 / cores as u32;
+    let gateway = Arc::new(gateway);
+    let mut waves = Vec::new();
+    for _ in 0..reps(5) {
+        let started = Instant::now();
+        let runs: Vec<_> = (0..8)
+            .map(|_| {
+                let (gateway, program) = (gateway.clone(), program.clone());
+                tokio::spawn(async move { run_ok(&gateway, &program).await })
+            })
+            .collect();
+        for run in runs {
+            run.await.unwrap();
+        }
+        waves.push(started.elapsed());
+    }
+    let wall = percentile(&mut waves, 0.5) / 1e3;
+    rows.push(summary_row(format!(
+        "run_code, 8 concurrent runs of ~100 ms compute: {wall:.0} ms vs ideal {:.0} ms \
+             on {cores} cores ({:.0} ms alone)",
+        ideal.as_secs_f64() * 1e3,
+        one.as_secs_f64() * 1e3
+    )));
+}
+
+/// Proportional set size of `pid` (shared pages split among their sharers), in kB: what a
+/// forked worker really adds, unlike its RSS, which counts the pages it shares.
+fn pss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Memory of run_code: the gateway plus its idle worker (the template of every run), and
+/// what each concurrent run adds.
+async fn code_memory(dir: &Path, rows: &mut Vec<Row>) {
+    let (gateway, pid) = code_gateway(dir).await;
+    run_ok(&gateway, "return 1").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let template: Vec<u32> = worker_pids(pid);
+    let template_rss: u64 = template.iter().copied().map(rss_kb).sum();
+    let idle = rss_kb(pid) + template_rss;
+    rows.push(summary_row(format!(
+        "run_code idle RSS, gateway + template: {:.1} MB (gateway {:.1}, template {:.1})",
+        idle as f64 / 1024.0,
+        rss_kb(pid) as f64 / 1024.0,
+        template_rss as f64 / 1024.0
+    )));
+    let gateway = Arc::new(gateway);
+    let before = rss_kb(pid);
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let gateway = gateway.clone();
+            tokio::spawn(async move {
+                run_ok(
+                    &gateway,
+                    "const keep = Array.from({ length: 1000 }, (_, i) => ({ i })); \
+                     await new Promise((r) => setTimeout(r, 2000)); return keep.length;",
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let running: Vec<u32> = worker_pids(pid)
+        .into_iter()
+        .filter(|worker| !template.contains(worker))
+        .collect();
+    let count = running.len().max(1) as f64;
+    let rss: u64 = running.iter().copied().map(rss_kb).sum();
+    let pss: u64 = running.iter().copied().map(pss_kb).sum();
+    let gateway_growth = rss_kb(pid).saturating_sub(before);
+    for run in runs {
+        run.await.unwrap();
+    }
+    rows.push(summary_row(format!(
+        "run_code per concurrent run ({} in flight): worker RSS {:.1} MB, PSS {:.1} MB; \
+             gateway +{:.2} MB",
+        running.len(),
+        rss as f64 / count / 1024.0,
+        pss as f64 / count / 1024.0,
+        gateway_growth as f64 / count / 1024.0
+    )));
+}
+
 /// The gateway's code workers: those running programs, and a spare if one has started.
 fn worker_pids(gateway: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
@@ -929,6 +1072,12 @@ fn main() {
         if selected("search") {
             search::listing_sizes(dir.path(), &mut rows).await;
             search::at_scale(dir.path(), &mut rows).await;
+        }
+        if selected("code_compute") {
+            run_code_compute(dir.path(), &mut rows).await;
+        }
+        if selected("code_memory") {
+            code_memory(dir.path(), &mut rows).await;
         }
     });
     println!(

@@ -99,7 +99,7 @@ fn five_servers(dir: &Path) -> String {
 async fn listing_chars(dir: &Path, gateway: &str, servers: &str) -> (usize, usize) {
     let config = write_config(dir, &format!("[gateway]\n{gateway}\n{servers}"));
     let client = stdio_client(
-        &release_bin("mcp-gateway", "mcp-gateway"),
+        &release_bin("mcp-gateway"),
         &["serve", "--stdio", "--config", &config.to_string_lossy()],
     )
     .await;
@@ -124,14 +124,10 @@ pub async fn listing_sizes(dir: &Path, rows: &mut Vec<Row>) {
             full = chars;
         }
         let share = chars as f64 / full as f64;
-        rows.push(summary_row(
-            format!(
+        rows.push(summary_row(format!(
                 "tools/list, five servers, {label}: {chars} characters, {listed} tools listed ({:.1}% of native full)",
                 share * 100.0
-            ),
-            0.0,
-            share,
-        ));
+            )));
     }
 }
 
@@ -187,7 +183,6 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
         ),
         samples,
         Vec::new(),
-        0.0,
     ));
 
     // Through the gateway: 10 dynamic upstreams of 500 tools each.
@@ -206,17 +201,13 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
         ("code search", "mode = \"code\"\ncatalog = \"search\""),
     ] {
         let (chars, _) = listing_chars(dir, settings, &servers).await;
-        rows.push(summary_row(
-            format!(
-                "tools/list, 5,000 tools / 10 upstreams, {label}: {chars} bytes (target < 8,192)"
-            ),
-            0.0,
-            chars as f64 / 8192.0,
-        ));
+        rows.push(summary_row(format!(
+            "tools/list, 5,000 tools / 10 upstreams, {label}: {chars} bytes (target < 8,192)"
+        )));
     }
     let config = write_config(dir, &format!("[gateway]\ncatalog = \"search\"\n{servers}"));
     let client = stdio_client(
-        &release_bin("mcp-gateway", "mcp-gateway"),
+        &release_bin("mcp-gateway"),
         &["serve", "--stdio", "--config", &config.to_string_lossy()],
     )
     .await;
@@ -236,7 +227,6 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
         "search_tools through the gateway over stdio, 5,000 tools (vs prompts/list, the same round trip)",
         samples,
         baseline,
-        0.0,
     ));
     client.cancel().await.unwrap();
 }

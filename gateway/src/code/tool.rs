@@ -36,6 +36,10 @@ pub const RUN_CODE: &str = "run_code";
 /// The hidden subcommand that runs a code worker.
 pub const WORKER_SUBCOMMAND: &str = "__code-worker";
 
+/// The hidden subcommand of a worker that reports which forbidden system calls it was
+/// refused after confining itself, instead of running the program (for tests).
+pub const CONFINEMENT_PROBE_SUBCOMMAND: &str = "__code-confinement-probe";
+
 /// The most of a failed run's logs quoted in its error message.
 const FAILURE_LOG_TAIL_BYTES: usize = 4096;
 

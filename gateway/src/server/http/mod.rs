@@ -112,6 +112,7 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     axum::Json(serde_json::json!({
         "status": status,
         "upstreams": upstreams,
+        "code_confinement": crate::code::confinement_support(),
     }))
 }
 
