@@ -227,8 +227,10 @@ fn a_native_session_searches_is_told_and_calls_what_it_found() {
     assert_eq!(listed, ["search_tools", "mcp__everything__echo"], "{run:#}");
     let search = action_result(&run, 0)["tools"][0].clone();
     let description = search["description"].as_str().unwrap();
+    // mcp-server-git offers 12 tools; the profile hides git_reset. (server-everything's
+    // count depends on the capabilities the gateway declares upstream, so it is not pinned.)
     assert!(
-        description.contains("49 tools from 5 servers"),
+        description.contains("git: 11,") && description.contains("tools from 5 servers"),
         "the hidden tool is not counted: {description}"
     );
     let hits = found(action_result(&run, 1));

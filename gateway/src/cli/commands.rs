@@ -72,7 +72,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             json,
             profile,
         } => {
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let found = search(
                 &gateway,
                 profile.as_deref(),
@@ -197,7 +197,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                     loaded.enabled_servers().count()
                 );
                 if connect {
-                    let (gateway, shutdown) = start(loaded).await;
+                    let (gateway, shutdown) = start_settled(loaded).await;
                     for (server, health) in gateway.registry.health() {
                         if let Some(error) = health.last_error {
                             println!("server `{server}`: {error}");
