@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use crate::{free_address, http_request, repo};
+use crate::{free_address, http_request, npm_bin, repo};
 
 /// A running `oidc-provider`; killed when dropped.
 pub struct IdentityProvider {
@@ -108,7 +108,13 @@ impl Drop for IdentityProvider {
 }
 
 fn spawn(address: SocketAddr, keys: &Path, key_ids: &str, token_ttl_secs: u64) -> Child {
-    let mut child = Command::new("node")
+    // What the provider says goes next to its keys, for a failing test's reader.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(keys.with_extension("log"))
+        .unwrap();
+    let mut child = Command::new(npm_bin("node"))
         .arg(repo().join("tests/servers/idp.mjs"))
         .args(["--port", &address.port().to_string()])
         .arg("--keys")
@@ -117,17 +123,18 @@ fn spawn(address: SocketAddr, keys: &Path, key_ids: &str, token_ttl_secs: u64) -
         .args(["--token-ttl", &token_ttl_secs.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("node runs tests/servers/idp.mjs (scripts/install-test-peers installs its peers)");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    stdout.read_line(&mut first).unwrap();
     assert!(
         first.starts_with("ready "),
         "the identity provider did not start: {first:?}"
     );
+    // Drained until the provider exits: a closed pipe would kill it at its next write.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     child
 }
 

@@ -235,7 +235,7 @@ fn bad_tokens_are_refused_with_401_and_a_token_without_a_mapped_scope_with_403()
 
 #[test]
 fn scopes_pick_profiles_and_static_tokens_keep_working() {
-    let setup = setup();
+    let mut setup = setup();
     let reader = setup.idp.machine_token(&setup.resource, "mcp:read");
     let run = python_client(
         &with_token(&setup.gateway, &reader),
@@ -251,6 +251,10 @@ fn scopes_pick_profiles_and_static_tokens_keep_working() {
         &json!([{"action": "list_tools"}]),
     );
     assert!(tool_names(action_result(&run, 0)).contains(&"mcp__kv__set".to_owned()));
+    // The session logs are complete once the gateway has stopped.
+    setup
+        .gateway
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
     let events = serde_json::to_string(&setup.workspace.session_events()).unwrap();
     assert!(!events.contains(&reader), "the token is in the session log");
 }

@@ -156,6 +156,12 @@ fn a_person_signs_in_the_token_refreshes_and_a_revoked_sign_in_needs_login() {
     // Before signing in: needs_login, and calls say what to run.
     let gateway = workspace.serve_http(&[]);
     wait_state(&gateway, "needs_login");
+    let oauth = health(&gateway)["upstreams"]["remote"]["oauth"].clone();
+    assert_eq!(oauth["state"], "needs_login", "{oauth:#}");
+    assert_eq!(
+        oauth["hint"], "run `mcp-gateway auth login remote`",
+        "{oauth:#}"
+    );
     drop(gateway);
 
     let browser = format!(
@@ -177,6 +183,10 @@ fn a_person_signs_in_the_token_refreshes_and_a_revoked_sign_in_needs_login() {
 
     let gateway = workspace.serve_http(&[]);
     wait_state(&gateway, "ready");
+    let oauth = health(&gateway)["upstreams"]["remote"]["oauth"].clone();
+    assert_eq!(oauth["state"], "signed_in", "{oauth:#}");
+    assert_eq!(oauth["refreshable"], true, "{oauth:#}");
+    assert!(oauth["expires_at"].is_string(), "{oauth:#}");
     let first = access_token(&workspace);
     call(
         &gateway,

@@ -4,11 +4,13 @@
 //! identity provider's JWT access tokens, verified with the keys from [`keys`].
 //! Upstream, [`upstream`] signs the gateway in to remote servers that want OAuth
 //! ([`settings`]: `[servers.NAME.oauth]`), keeping their tokens in [`store`]; an upstream
-//! connection sends its requests through [`signed_in`].
+//! connection sends its requests through [`signed_in`]; [`status`] says where each
+//! sign-in stands (`auth status`, `/healthz`).
 
 pub mod keys;
 pub mod resource;
 pub mod settings;
 pub mod signed_in;
+pub mod status;
 pub mod store;
 pub mod upstream;

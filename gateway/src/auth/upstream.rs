@@ -53,6 +53,8 @@ pub enum SignInError {
     },
     #[error("cannot run the browser command: {0}")]
     Browser(std::io::Error),
+    #[error("the browser command failed ({0}) before the authorization page came back")]
+    BrowserFailed(std::process::ExitStatus),
     #[error("nobody came back from the authorization page within {0:?}")]
     TimedOut(Duration),
     #[error("the authorization server refused: {0}")]
@@ -65,7 +67,7 @@ impl SignInError {
         match self {
             Self::OAuth(_) => "OAUTH_FAILED",
             Self::Redirect { .. } => "OAUTH_REDIRECT_LISTEN",
-            Self::Browser(_) => "OAUTH_BROWSER",
+            Self::Browser(_) | Self::BrowserFailed(_) => "OAUTH_BROWSER",
             Self::TimedOut(_) => "OAUTH_LOGIN_TIMEOUT",
             Self::Refused(_) => "OAUTH_REFUSED",
         }
@@ -203,13 +205,14 @@ impl OAuthUpstream {
 
         let (sender, receiver) = oneshot::channel();
         let callback = tokio::spawn(serve_callback(listener, sender));
-        let opened = open(browser, session.get_authorization_url(), &self.name);
-        let outcome = match opened {
+        let outcome = match open(browser, session.get_authorization_url(), &self.name) {
             Err(error) => Err(error),
-            Ok(()) => match tokio::time::timeout(LOGIN_TIMEOUT, receiver).await {
-                Ok(Ok(url)) => Ok(url),
-                Ok(Err(_)) => Err(SignInError::TimedOut(LOGIN_TIMEOUT)),
-                Err(_) => Err(SignInError::TimedOut(LOGIN_TIMEOUT)),
+            Ok(opener) => tokio::select! {
+                received = tokio::time::timeout(LOGIN_TIMEOUT, receiver) => match received {
+                    Ok(Ok(url)) => Ok(url),
+                    Ok(Err(_)) | Err(_) => Err(SignInError::TimedOut(LOGIN_TIMEOUT)),
+                },
+                status = failure(opener) => Err(SignInError::BrowserFailed(status)),
             },
         };
         callback.abort();
@@ -367,21 +370,26 @@ async fn probe_challenge(url: &str) -> Option<String> {
 }
 
 /// Shows the authorization page: always printed (stderr, so scripts can read stdout), and
-/// handed to the browser command or the desktop's opener.
-fn open(browser: &Browser, url: &str, server: &str) -> Result<(), SignInError> {
+/// handed to the browser command (whose process is returned, so its failure ends the
+/// wait) or the desktop's opener.
+fn open(
+    browser: &Browser,
+    url: &str,
+    server: &str,
+) -> Result<Option<tokio::process::Child>, SignInError> {
     eprintln!("To sign in to `{server}`, open:\n  {url}");
     match browser {
-        Browser::Command(command) => {
-            std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("{command} \"$1\""))
-                .arg("sh")
-                .arg(url)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .map_err(SignInError::Browser)?;
-        }
+        Browser::Command(command) => tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{command} \"$1\""))
+            .arg("sh")
+            .arg(url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map(Some)
+            .map_err(SignInError::Browser),
         Browser::Default => {
             for opener in ["xdg-open", "open"] {
                 let started = std::process::Command::new(opener)
@@ -394,9 +402,21 @@ fn open(browser: &Browser, url: &str, server: &str) -> Result<(), SignInError> {
                     break;
                 }
             }
+            Ok(None)
         }
     }
-    Ok(())
+}
+
+/// Resolves with the browser command's exit status if it fails; never when it succeeds
+/// or there is no command (a person's browser says nothing back).
+async fn failure(opener: Option<tokio::process::Child>) -> std::process::ExitStatus {
+    if let Some(mut child) = opener
+        && let Ok(status) = child.wait().await
+        && !status.success()
+    {
+        return status;
+    }
+    std::future::pending().await
 }
 
 /// Answers the browser's return to the loopback redirect URI and passes on its full URL.

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use super::AuthAction;
-use crate::auth::settings::GrantKind;
+use crate::auth::status::SignInStatus;
 use crate::auth::store;
 use crate::auth::upstream::{Browser, OAuthUpstream};
 use crate::config::Config;
@@ -32,7 +32,8 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
                     continue;
                 };
                 let upstream = OAuthUpstream::new(name, url, settings, &store::default_dir());
-                println!("{name}\t{}", describe(&upstream));
+                let status = SignInStatus::read(name, settings.grant, &upstream.store);
+                println!("{name}\t{}", status.line());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -68,53 +69,4 @@ fn oauth_upstream(config: &Config, server: &str) -> Result<OAuthUpstream, String
             "server `{server}` does not sign in with OAuth (no [servers.{server}.oauth])"
         )),
     }
-}
-
-/// One line of `auth status`: state, expiry and scopes; never a token.
-fn describe(upstream: &OAuthUpstream) -> String {
-    use oauth2::TokenResponse;
-    let credentials = match upstream.store.credentials() {
-        Ok(credentials) => credentials,
-        Err(error) => return format!("unreadable\t{error}"),
-    };
-    let wanted = upstream.store.wanted_scopes();
-    let Some((credentials, tokens)) = credentials
-        .as_ref()
-        .and_then(|c| c.token_response.as_ref().map(|t| (c, t)))
-    else {
-        let hint = match upstream.settings.grant {
-            GrantKind::ClientCredentials => "signs in by itself when serving",
-            GrantKind::AuthorizationCode => "run `mcp-gateway auth login`",
-        };
-        return format!("needs_login\t{hint}");
-    };
-    let expires = match (tokens.expires_in(), credentials.token_received_at) {
-        (Some(lifetime), Some(received)) => {
-            let at = received.saturating_add(lifetime.as_secs());
-            time::OffsetDateTime::from_unix_timestamp(at as i64)
-                .ok()
-                .and_then(|at| {
-                    at.format(&time::format_description::well_known::Rfc3339)
-                        .ok()
-                })
-                .map_or_else(|| "unknown".to_owned(), |at| format!("expires {at}"))
-        }
-        _ => "no expiry given".to_owned(),
-    };
-    let refresh = if tokens.refresh_token().is_some() {
-        "refreshable"
-    } else {
-        "not refreshable"
-    };
-    let mut line = format!(
-        "signed_in\t{expires}\t{refresh}\tscopes: {}",
-        credentials.granted_scopes.join(" ")
-    );
-    if !wanted.is_empty() {
-        line.push_str(&format!(
-            "\twants {}: run `mcp-gateway auth login` again",
-            wanted.join(" ")
-        ));
-    }
-    line
 }

@@ -291,7 +291,7 @@ fn not_ready(gateway: &Gateway) -> Vec<String> {
         .into_iter()
         .filter(|(_, health)| health.state != crate::upstream::UpstreamState::Ready)
         .map(|(name, health)| {
-            let state = format!("{:?}", health.state).to_lowercase();
+            let state = health.state.as_str();
             match health.last_error {
                 Some(error) => format!("{name} ({state}: {error})"),
                 None => format!("{name} ({state})"),

@@ -30,6 +30,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::auth::status::SignInStatus;
+use crate::auth::store::TokenStore;
 use crate::config::ServerConfig;
 use crate::registry::resource_uri;
 use crate::relay::{CallRoutes, Caller, Downstream};
@@ -96,6 +98,9 @@ pub struct Health {
     pub last_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<i32>,
+    /// An OAuth server's sign-in (`[servers.NAME.oauth]`), read when the snapshot is taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<SignInStatus>,
 }
 
 /// A live connection: the peer to send requests to, and what the server offers.
@@ -157,6 +162,7 @@ impl Upstream {
                 restarts: 0,
                 last_error: None,
                 pid: None,
+                oauth: None,
             }),
             calls: CallRoutes::default(),
             downstream,
@@ -183,10 +189,16 @@ impl Upstream {
     }
 
     pub fn health(&self) -> Health {
-        self.health
+        let mut health = self
+            .health
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        if let (Some(settings), Some(url)) = (&self.config.oauth, &self.config.url) {
+            let store = TokenStore::new(&crate::auth::store::default_dir(), &self.name, url);
+            health.oauth = Some(SignInStatus::read(&self.name, settings.grant, &store));
+        }
+        health
     }
 
     /// Stops the supervisor and the connection (and kills a child's process group).
