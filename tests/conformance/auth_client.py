@@ -6,8 +6,8 @@ server (and an authorization server) per scenario and runs this with the server'
 configure one upstream at that URL with `[servers.target.oauth]`, sign in without a person
 (`auth login --browser follow_redirects.py`: the suite's authorization server redirects at
 once), list the tools and call one, all with the built `mcp-gateway` binary. A step-up (403
-`insufficient_scope` on the call) is answered the way a person would: sign in again, which
-asks for the larger scope the server named, and call again, once.
+`insufficient_scope` on the call) is answered the way a person would: `auth status` says the
+server wants a larger scope, so sign in again (which asks for it) and call again, once.
 
 Environment: MCP_CONFORMANCE_SCENARIO, MCP_CONFORMANCE_CONTEXT (JSON: client_id,
 client_secret, ... for scenarios with pre-registered clients), MCP_GATEWAY_BIN (the binary).
@@ -70,7 +70,9 @@ def main(url: str) -> int:
         if tools.returncode != 0 or not names:
             return 1
         call = gateway_cli("call", names[0], "--args", "{}")
-        if "insufficient_scope" in call.stdout + call.stderr or "wants scope" in call.stdout + call.stderr:
+        # What a person does after a call is refused for its scope: `auth status` says the
+        # server wants more (the gateway remembered the scope of the 403), so sign in again.
+        if "wants" in gateway_cli("auth", "status").stdout:
             if gateway_cli("auth", "login", "target", "--browser", browser).returncode != 0:
                 return 1
             call = gateway_cli("call", names[0], "--args", "{}")

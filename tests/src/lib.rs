@@ -341,7 +341,12 @@ impl Workspace {
                     stack.push(path);
                 } else if path.extension().is_some_and(|e| e == "zst") {
                     let bytes = std::fs::read(&path).unwrap();
-                    let text = zstd::decode_all(bytes.as_slice()).unwrap();
+                    // A session that logged nothing (only lists, say) has an empty file.
+                    let text = if bytes.is_empty() {
+                        Vec::new()
+                    } else {
+                        zstd::decode_all(bytes.as_slice()).unwrap()
+                    };
                     events.extend(
                         String::from_utf8(text)
                             .unwrap()

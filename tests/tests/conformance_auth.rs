@@ -59,8 +59,8 @@ fn scenario_results(dir: &std::path::Path) -> Vec<(String, bool)> {
             .as_array()
             .is_some_and(|checks| checks.iter().all(|check| check["status"] != "FAILURE"));
         let name = entry.file_name().to_string_lossy().into_owned();
-        // `<scenario>-2026-11-30T17-08-39-432Z`: the time has five dashes.
-        let scenario = name.rsplitn(6, '-').last().unwrap_or_default().to_owned();
+        // `<scenario>-2026-11-30T17-08-39-432Z`: six dashes from the end.
+        let scenario = name.rsplitn(7, '-').last().unwrap_or_default().to_owned();
         results.push((format!("auth/{scenario}"), passed));
     }
     results.sort();

@@ -239,7 +239,10 @@ fn scopes_pick_profiles_and_static_tokens_keep_working() {
     let reader = setup.idp.machine_token(&setup.resource, "mcp:read");
     let run = python_client(
         &with_token(&setup.gateway, &reader),
-        &json!([{"action": "list_tools"}]),
+        &json!([
+            {"action": "list_tools"},
+            {"action": "call_tool", "name": "mcp__kv__get", "arguments": {"key": "k"}},
+        ]),
     );
     assert_eq!(
         tool_names(action_result(&run, 0)),
@@ -256,6 +259,10 @@ fn scopes_pick_profiles_and_static_tokens_keep_working() {
         .gateway
         .signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
     let events = serde_json::to_string(&setup.workspace.session_events()).unwrap();
+    assert!(
+        events.contains("mcp__kv__get"),
+        "the call is logged: {events}"
+    );
     assert!(!events.contains(&reader), "the token is in the session log");
 }
 
