@@ -420,6 +420,8 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
         registry,
         PipelineSettings {
             ask_fallback: config.gate.ask_fallback,
+            ask_timeout: Duration::from_millis(config.gate.ask_timeout_ms),
+            console_asks: Arc::default(),
             max_argument_depth: 64,
         },
     );

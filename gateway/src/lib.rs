@@ -11,6 +11,7 @@
 //! - [`observe`]: metrics and the session log.
 //! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
 //!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
+//! - [`ui`]: the operator console in the browser (`/ui`).
 //! - [`gateway`]: the assembled whole; [`cli`]: the command line.
 
 pub mod cli;
@@ -23,4 +24,5 @@ pub mod policies;
 pub mod registry;
 pub mod run_code;
 pub mod server;
+pub mod ui;
 pub mod upstream;

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::config::Mode;
 use crate::gateway::{CallRequest, Gateway};
 use crate::observe::session_log;
+use crate::observe::sessions::Transport;
 use crate::pipeline::{Origin, Session};
 use crate::server;
 
@@ -36,7 +37,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let (gateway, shutdown) = start(load(&config)?).await;
             let session = gateway
-                .new_session(profile.as_deref())
+                .new_session(profile.as_deref(), Transport::Cli)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let tools = gateway.visible_tools(&session);
             if json {
@@ -67,7 +68,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             };
             let (gateway, shutdown) = start(load(&config)?).await;
             let session = gateway
-                .new_session(profile.as_deref())
+                .new_session(profile.as_deref(), Transport::Cli)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let result = gateway
                 .call(
@@ -169,7 +170,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
 /// configured mode, since `run` and `sdk` are about it.
 fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, String> {
     let session = gateway
-        .new_session(profile)
+        .new_session(profile, Transport::Cli)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
     if session.mode() != Mode::Native {
         return Ok(session);
@@ -280,7 +281,10 @@ async fn reload(gateway: &Gateway, path: &Path) {
             gateway.reload(config).await;
             tracing::info!("configuration reloaded from {}", path.display());
         }
-        Err(e) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
+        Err(e) => {
+            tracing::error!("configuration not reloaded, keeping the old one: {e}");
+            gateway.report_reload(false, format!("not reloaded, the old one serves: {e}"));
+        }
     }
 }
 

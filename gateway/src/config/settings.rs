@@ -305,14 +305,29 @@ pub enum AskFallback {
     Allow,
     #[default]
     Deny,
+    /// The question waits in the operator console (`/ui`) for `ask_timeout_ms`; no
+    /// answer in time is a denial.
+    Console,
 }
 
 /// `[gate]`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GateSettings {
     /// Default `deny`.
     pub ask_fallback: AskFallback,
+    /// How long a question waits in the console (`ask_fallback = "console"`) before the
+    /// call is denied. Default 120000 (2 minutes).
+    pub ask_timeout_ms: u64,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        Self {
+            ask_fallback: AskFallback::default(),
+            ask_timeout_ms: 120_000,
+        }
+    }
 }
 
 /// `[guards]`.

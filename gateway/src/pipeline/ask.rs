@@ -2,13 +2,15 @@
 //!
 //! The question goes to the client that made the call. Accept lets the call proceed;
 //! decline or cancel is DENIED. A client that did not declare the elicitation capability
-//! cannot be asked: the configured fallback applies, and a denial says why.
+//! cannot be asked: the configured fallback applies (allow, deny, or a question in the
+//! operator console, [`super::console_ask`]), and a denial says why.
 
 use std::collections::BTreeMap;
 
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 
 use super::error::{ErrorCode, ToolError};
+use super::PipelineSettings;
 use super::invocation::Invocation;
 use crate::config::AskFallback;
 
@@ -19,7 +21,7 @@ const ARGUMENTS_SUMMARY_CHARS: usize = 300;
 pub async fn ask(
     invocation: &Invocation,
     reason: &str,
-    fallback: AskFallback,
+    settings: &PipelineSettings,
 ) -> Result<(), ToolError> {
     let denied = |message: String| Err(ToolError::new(ErrorCode::Denied, message));
     let peer = invocation.peer.as_ref().filter(|peer| {
@@ -27,8 +29,14 @@ pub async fn ask(
             .is_some_and(|info| info.capabilities.elicitation.is_some())
     });
     let Some(peer) = peer else {
-        return match fallback {
+        return match settings.ask_fallback {
             AskFallback::Allow => Ok(()),
+            AskFallback::Console => {
+                settings
+                    .console_asks
+                    .ask(invocation, reason, settings.ask_timeout)
+                    .await
+            }
             AskFallback::Deny => denied(format!(
                 "`{}` needs a person's approval ({reason}), but this client cannot be asked \
                  (it does not support elicitation); [gate] ask_fallback is deny",

@@ -22,6 +22,7 @@ use serde_json::json;
 
 use crate::gateway::{CallRequest, Gateway};
 use crate::observe::session_log::EventKind;
+use crate::observe::sessions::Transport;
 use crate::pipeline::{Origin, Session};
 use crate::registry::resource_uri;
 use crate::server::security::Credentials;
@@ -40,14 +41,17 @@ pub struct GatewayServer {
     /// The profile the transport chose (HTTP path or `--profile`); a token bound to a
     /// profile overrides it at `initialize`.
     profile: Option<String>,
+    /// How the client reached the gateway (shown in the console's Sessions page).
+    transport: Transport,
     session: Arc<OnceLock<Arc<Session>>>,
 }
 
 impl GatewayServer {
-    pub fn new(gateway: Arc<Gateway>, profile: Option<String>) -> Self {
+    pub fn new(gateway: Arc<Gateway>, profile: Option<String>, transport: Transport) -> Self {
         Self {
             gateway,
             profile,
+            transport,
             session: Arc::default(),
         }
     }
@@ -63,7 +67,7 @@ impl GatewayServer {
         if let Some(session) = self.session.get() {
             return Ok(session);
         }
-        let session = self.gateway.new_session(profile).ok_or_else(|| {
+        let session = self.gateway.new_session(profile, self.transport).ok_or_else(|| {
             ErrorData::invalid_params(format!("unknown profile `{}`", profile.unwrap_or("")), None)
         })?;
         Ok(self.session.get_or_init(|| session))
@@ -198,7 +202,12 @@ impl ServerHandler for GatewayServer {
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let bound = credentials(&context).and_then(|c| c.profile);
-        self.session_for(bound.as_deref().or(self.profile.as_deref()))?;
+        let session = self.session_for(bound.as_deref().or(self.profile.as_deref()))?;
+        self.gateway.sessions.set_client(
+            &session.id,
+            &request.client_info.name,
+            &request.client_info.version,
+        );
         self.negotiate_initialize(&request)
     }
 

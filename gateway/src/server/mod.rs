@@ -31,6 +31,7 @@ use rmcp::{ServerHandler, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
 use bound_sessions::BoundSessions;
 use handler::GatewayServer;
 use handshake::Handshake;
@@ -61,7 +62,7 @@ pub async fn serve_stdio(
     if !gateway.has_profile(profile.as_deref()) {
         return Err(ServeError::UnknownProfile(profile.unwrap_or_default()));
     }
-    let server = GatewayServer::new(gateway, profile);
+    let server = GatewayServer::new(gateway, profile, Transport::Stdio);
     let (stdin, stdout) = stdio::streams();
     let transport = Handshake::new(
         AsyncRwTransport::new_server(stdin, stdout),
@@ -79,7 +80,7 @@ pub async fn serve_stdio(
 /// `/healthz`, `/metrics`, all behind the security guard. A path naming no profile gets 404.
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
-    let guard = SecurityGuard::new(&config.listen)?;
+    let guard = Arc::new(SecurityGuard::new(&config.listen)?);
     let default = streamable_http(&gateway, None, &shutdown);
     let mut router = Router::new()
         .route_service("/mcp", default.clone())
@@ -117,7 +118,7 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
                 message: unknown_profile(profile.as_deref().unwrap_or_default()),
             });
         }
-        let server = GatewayServer::new(sessions.clone(), profile);
+        let server = GatewayServer::new(sessions.clone(), profile, Transport::Sse);
         let transport = Handshake::new(transport, server.supported_protocol_versions());
         tokio::spawn(async move {
             if let Ok(running) = server.serve(transport).await {
@@ -126,6 +127,9 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         });
         Ok(())
     });
+    if config.listen.ui_enabled() {
+        router = router.merge(crate::ui::router(gateway.clone(), guard.clone()));
+    }
     let router = router
         .merge(sse::router(
             sse::SseServerConfig::default(),
@@ -175,7 +179,13 @@ fn streamable_http(
         .with_cancellation_token(shutdown.child_token());
     let manager = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
-        move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
+        move || {
+            Ok(GatewayServer::new(
+                gateway.clone(),
+                profile.clone(),
+                Transport::StreamableHttp,
+            ))
+        },
         manager.clone(),
         config,
     );
