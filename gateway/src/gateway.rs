@@ -232,11 +232,7 @@ impl Gateway {
 
     /// A new downstream session with the named profile (`None` = the default profile),
     /// listed in [`Self::sessions`] while it lives.
-    pub fn new_session(
-        &self,
-        profile: Option<&str>,
-        transport: Transport,
-    ) -> Option<Arc<Session>> {
+    pub fn new_session(&self, profile: Option<&str>, transport: Transport) -> Option<Arc<Session>> {
         let policy = self.policy();
         let profile = policy.profiles.get(profile)?;
         let id = uuid::Uuid::new_v4().simple().to_string();

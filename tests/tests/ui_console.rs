@@ -67,7 +67,14 @@ fn an_operator_drives_the_console_in_a_browser() {
     );
     assert!(steps.contains("all console checks passed"), "{steps}");
     for page in [
-        "login", "servers", "catalog", "activity", "approvals", "sessions", "metrics", "config",
+        "login",
+        "servers",
+        "catalog",
+        "activity",
+        "approvals",
+        "sessions",
+        "metrics",
+        "config",
     ] {
         assert!(
             screenshots.join(format!("{page}.png")).is_file(),
@@ -86,7 +93,9 @@ fn an_operator_drives_the_console_in_a_browser() {
     let status = gateway.signal_and_wait(libc::SIGTERM, Duration::from_secs(20));
     assert!(status.is_some(), "the gateway stops on SIGTERM");
     assert!(
-        eventually(Duration::from_secs(10), || !children.iter().any(|&c| alive(c))),
+        eventually(Duration::from_secs(10), || !children
+            .iter()
+            .any(|&c| alive(c))),
         "no upstream left behind: {children:?}"
     );
 }

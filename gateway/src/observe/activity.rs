@@ -105,7 +105,9 @@ impl Activity {
 
 impl ResultObserver for Activity {
     fn call_started(&self, invocation: &Invocation) {
-        invocation.session.with_state(|count: &mut CallCount| count.0 += 1);
+        invocation
+            .session
+            .with_state(|count: &mut CallCount| count.0 += 1);
         let mut arguments = invocation.arguments_value();
         mask_secrets(&mut arguments, DEFAULT_SECRET_KEYS);
         let record = CallRecord {
@@ -155,8 +157,8 @@ impl ResultObserver for Activity {
             return;
         };
         record.duration_ms = invocation.started.elapsed().as_secs_f64() * 1000.0;
-        record.result_bytes = json_len(&result.content)
-            + result.structured_content.as_ref().map_or(0, json_len);
+        record.result_bytes =
+            json_len(&result.content) + result.structured_content.as_ref().map_or(0, json_len);
         record.is_error = result.is_error == Some(true);
         record.error_code = error.map(|e| e.code.as_str());
         record.error_message = error.map(|e| e.message.clone());
@@ -232,7 +234,9 @@ mod tests {
         Invocation {
             session: session.clone(),
             tool: tool.into(),
-            arguments: json!({"key": "k", "password": "hunter2"}).as_object().cloned(),
+            arguments: json!({"key": "k", "password": "hunter2"})
+                .as_object()
+                .cloned(),
             target: None,
             cancel: CancellationToken::new(),
             progress: None,
@@ -251,7 +255,11 @@ mod tests {
         let first = invocation(&session, "mcp__kv__get");
         activity.call_started(&first);
         activity.step(&first, &Step::Gate(&GateDecision::Allow));
-        activity.result(&first, None, &CallToolResult::success(vec![ContentBlock::text("v")]));
+        activity.result(
+            &first,
+            None,
+            &CallToolResult::success(vec![ContentBlock::text("v")]),
+        );
 
         let second = invocation(&session, "mcp__kv__delete");
         activity.call_started(&second);

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 
-use super::error::{ErrorCode, ToolError};
 use super::PipelineSettings;
+use super::error::{ErrorCode, ToolError};
 use super::invocation::Invocation;
 use crate::config::AskFallback;
 

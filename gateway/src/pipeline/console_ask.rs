@@ -252,7 +252,11 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(error.code, ErrorCode::Denied);
-        assert!(error.message.contains("nobody answered"), "{}", error.message);
+        assert!(
+            error.message.contains("nobody answered"),
+            "{}",
+            error.message
+        );
         assert!(asks.pending().is_empty(), "the question is withdrawn");
     }
 

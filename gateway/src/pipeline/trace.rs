@@ -34,7 +34,10 @@ impl Step<'_> {
     /// The step as a JSON object with a `stage` field.
     pub fn to_json(&self) -> Value {
         let error = |e: Option<&ToolError>| {
-            e.map_or(Value::Null, |e| json!({"code": e.code.as_str(), "message": e.message}))
+            e.map_or(
+                Value::Null,
+                |e| json!({"code": e.code.as_str(), "message": e.message}),
+            )
         };
         match self {
             Step::Gate(decision) => {

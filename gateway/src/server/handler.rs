@@ -67,9 +67,15 @@ impl GatewayServer {
         if let Some(session) = self.session.get() {
             return Ok(session);
         }
-        let session = self.gateway.new_session(profile, self.transport).ok_or_else(|| {
-            ErrorData::invalid_params(format!("unknown profile `{}`", profile.unwrap_or("")), None)
-        })?;
+        let session = self
+            .gateway
+            .new_session(profile, self.transport)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("unknown profile `{}`", profile.unwrap_or("")),
+                    None,
+                )
+            })?;
         Ok(self.session.get_or_init(|| session))
     }
 

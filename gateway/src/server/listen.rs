@@ -203,7 +203,10 @@ mod tests {
             toml::from_str("header_timeout_ms = 2500\nmax_connections = 8").unwrap();
         assert_eq!(config.header_timeout(), Duration::from_millis(2500));
         assert_eq!(config.max_connections.get(), 8);
-        assert!(config.ui_enabled(), "the console is on by default on loopback");
+        assert!(
+            config.ui_enabled(),
+            "the console is on by default on loopback"
+        );
         for zero in ["header_timeout_ms = 0", "max_connections = 0"] {
             let error = toml::from_str::<ListenConfig>(zero).unwrap_err();
             assert!(error.to_string().contains("nonzero"), "{zero}: {error}");

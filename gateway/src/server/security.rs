@@ -573,7 +573,9 @@ mod tests {
         Router::new()
             .route("/mcp", post(echo))
             .route("/healthz", get(|| async { "ok" }))
-            .layer(SecurityLayer::new(Arc::new(SecurityGuard::new(config).unwrap())))
+            .layer(SecurityLayer::new(Arc::new(
+                SecurityGuard::new(config).unwrap(),
+            )))
     }
 
     /// A request with the given headers (`None` values are left out).

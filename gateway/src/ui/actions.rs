@@ -106,7 +106,9 @@ pub async fn call(
         .rev()
         .find(|c| c.session == session.id)
         .map(|c| c.seq);
-    Ok(Json(json!({"result": result, "seq": seq, "session": session.id})))
+    Ok(Json(
+        json!({"result": result, "seq": seq, "session": session.id}),
+    ))
 }
 
 #[derive(Deserialize)]

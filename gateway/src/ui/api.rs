@@ -42,7 +42,11 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
         .map(|(name, server)| {
             let owned = |owner: &str| owner == name.as_str();
             let tools = catalog.tools.values().filter(|t| owned(&t.server)).count();
-            let prompts = catalog.prompts.values().filter(|p| owned(&p.server)).count();
+            let prompts = catalog
+                .prompts
+                .values()
+                .filter(|p| owned(&p.server))
+                .count();
             let resources = catalog.resources.iter().filter(|(s, _)| owned(s)).count()
                 + catalog
                     .resource_templates

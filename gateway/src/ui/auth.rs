@@ -12,6 +12,7 @@
 //! answers questions for everyone, which is an operator's business.
 
 use std::collections::HashMap;
+use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,9 +64,11 @@ impl Login {
         let session = gateway
             .new_session(name, Transport::Console)
             .ok_or_else(|| UiError::UnknownProfile(profile.to_owned()))?;
-        gateway
-            .sessions
-            .set_client(&session.id, "mcp-gateway console", env!("CARGO_PKG_VERSION"));
+        gateway.sessions.set_client(
+            &session.id,
+            "mcp-gateway console",
+            env!("CARGO_PKG_VERSION"),
+        );
         sessions.insert(profile.to_owned(), session.clone());
         Ok(session)
     }
@@ -223,11 +226,11 @@ fn random_hex() -> String {
     let mut hasher = Sha256::new();
     hasher.update(uuid::Uuid::new_v4().as_bytes());
     hasher.update(uuid::Uuid::new_v4().as_bytes());
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut hex = String::with_capacity(64);
+    for byte in hasher.finalize() {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }
 
 fn digest(text: &str) -> [u8; 32] {
@@ -246,7 +249,10 @@ mod tests {
             HeaderValue::from_static("a=1; mcp_gateway_console=abc; b=2"),
         );
         assert_eq!(cookie(&headers), Some("abc"));
-        headers.insert(header::COOKIE, HeaderValue::from_static("mcp_gateway_console="));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("mcp_gateway_console="),
+        );
         assert_eq!(cookie(&headers), None);
     }
 
