@@ -17,10 +17,10 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::observe::session_log::{DEFAULT_SECRET_KEYS, mask_secrets};
 use crate::pipeline::console_ask::unix_ms;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
+use crate::redact::Masked;
 
 /// Finished calls kept in memory.
 pub const KEPT_CALLS: usize = 1000;
@@ -108,8 +108,8 @@ impl ResultObserver for Activity {
         invocation
             .session
             .with_state(|count: &mut CallCount| count.0 += 1);
-        let mut arguments = invocation.arguments_value();
-        mask_secrets(&mut arguments, DEFAULT_SECRET_KEYS);
+        let arguments =
+            serde_json::to_value(Masked(&invocation.arguments_value())).unwrap_or_default();
         let record = CallRecord {
             seq: 0,
             at_ms: unix_ms(SystemTime::now()),

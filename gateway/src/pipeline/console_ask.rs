@@ -24,7 +24,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::error::{ErrorCode, ToolError};
 use super::invocation::Invocation;
-use crate::observe::session_log::{DEFAULT_SECRET_KEYS, mask_secrets};
+use crate::redact::Masked;
 
 /// A question as the console shows it. Arguments are shown with secrets masked.
 #[derive(Debug, Clone, Serialize)]
@@ -102,8 +102,8 @@ impl ConsoleAsks {
     ) -> Result<(), ToolError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let now = unix_ms(SystemTime::now());
-        let mut arguments = invocation.arguments_value();
-        mask_secrets(&mut arguments, DEFAULT_SECRET_KEYS);
+        let arguments =
+            serde_json::to_value(Masked(&invocation.arguments_value())).unwrap_or_default();
         let question = PendingAsk {
             id,
             tool: invocation.tool.clone(),
@@ -243,12 +243,12 @@ mod tests {
         assert!(error.message.contains("declined"), "{}", error.message);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn an_unanswered_question_times_out_as_denied() {
         let asks = ConsoleAsks::default();
         let call = invocation(json!({}));
         let error = asks
-            .ask(&call, "r", Duration::from_secs(120))
+            .ask(&call, "r", Duration::from_millis(50))
             .await
             .unwrap_err();
         assert_eq!(error.code, ErrorCode::Denied);

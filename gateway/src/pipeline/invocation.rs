@@ -59,14 +59,20 @@ pub enum Origin {
     Code { run: String },
 }
 
-/// A tool the gateway implements itself (run_code).
-pub trait BuiltinTool: Send + Sync {
-    fn definition(&self, session: &Session) -> Tool;
+/// What carries out a call once the pipeline has admitted it: the upstream of a
+/// federated tool, or one of the gateway's own tools.
+pub trait Executor: Send + Sync {
     fn call<'a>(
         &'a self,
         invocation: &'a Invocation,
         signal: CancellationToken,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>>;
+}
+
+/// A tool the gateway implements itself (run_code): an executor with a definition of
+/// its own.
+pub trait BuiltinTool: Executor {
+    fn definition(&self, session: &Session) -> Tool;
 }
 
 /// What a name resolved to.
@@ -83,6 +89,16 @@ impl Target {
             Target::Builtin(_) => false,
         }
     }
+}
+
+/// A call as a transport (or a run_code program) hands it to the gateway.
+pub struct CallRequest {
+    pub name: String,
+    pub arguments: Option<JsonObject>,
+    pub cancel: CancellationToken,
+    pub peer: Option<Peer<RoleServer>>,
+    pub progress: Option<ProgressSink>,
+    pub origin: Origin,
 }
 
 /// A call on its way through the pipeline.

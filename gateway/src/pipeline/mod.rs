@@ -14,6 +14,7 @@
 mod ask;
 pub mod console_ask;
 pub mod error;
+mod federated;
 pub mod invocation;
 pub mod outcome;
 pub mod stages;
@@ -27,10 +28,13 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::AskFallback;
-use crate::registry::{Registry, resource_uri};
+use crate::registry::Registry;
+use crate::registry::naming;
+use crate::registry::view::SessionView;
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
-pub use invocation::{BuiltinTool, Invocation, Origin, Session, Target};
+use federated::FederatedExecutor;
+pub use invocation::{BuiltinTool, CallRequest, Executor, Invocation, Origin, Session, Target};
 pub use outcome::{AdditionalContext, BoxFuture, ContextSource, ToolOutcome};
 pub use stages::{
     Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, ResultObserver,
@@ -99,6 +103,7 @@ impl PipelineBuilder {
     pub fn build(self, registry: Arc<Registry>, settings: PipelineSettings) -> Pipeline {
         Pipeline {
             stages: self,
+            federated: FederatedExecutor::new(registry.clone()),
             registry,
             settings,
         }
@@ -119,6 +124,8 @@ pub struct PipelineSettings {
 /// Runs tool calls through the stages.
 pub struct Pipeline {
     stages: PipelineBuilder,
+    /// The executor of every federated tool: its upstream.
+    federated: FederatedExecutor,
     registry: Arc<Registry>,
     settings: PipelineSettings,
 }
@@ -131,7 +138,7 @@ impl Pipeline {
         }
         let pre_aborted = invocation.cancel.is_cancelled();
         let mut outcome = if pre_aborted {
-            ToolOutcome::failed(aborted_before_dispatch(), false)
+            ToolOutcome::failed(aborted_before_dispatch())
         } else {
             self.execute(invocation).await
         };
@@ -148,10 +155,10 @@ impl Pipeline {
     /// Gate, guards, validation, then the around chain over dispatch.
     async fn execute(&self, invocation: &Invocation) -> ToolOutcome {
         let Some(target) = &invocation.target else {
-            return ToolOutcome::failed(self.not_found(invocation), false);
+            return ToolOutcome::failed(self.not_found(invocation));
         };
         if let Err(error) = self.admit(invocation).await {
-            return ToolOutcome::failed(error, false);
+            return ToolOutcome::failed(error);
         }
         if let Target::Federated(tool) = target {
             let validated = validate::arguments(
@@ -161,11 +168,11 @@ impl Pipeline {
             );
             self.trace(invocation, Step::Validated(validated.as_ref().err()));
             if let Err(error) = validated {
-                return ToolOutcome::failed(error, false);
+                return ToolOutcome::failed(error);
             }
         }
         if invocation.cancel.is_cancelled() {
-            return ToolOutcome::failed(aborted_before_dispatch(), false);
+            return ToolOutcome::failed(aborted_before_dispatch());
         }
         let mut outcome = self
             .layer(0, invocation, target, invocation.cancel.clone())
@@ -206,14 +213,13 @@ impl Pipeline {
     /// is UPSTREAM_UNAVAILABLE like any other call to a down server.
     fn not_found(&self, invocation: &Invocation) -> ToolError {
         let down = self.registry.upstreams().into_iter().find(|upstream| {
-            invocation
-                .tool
-                .starts_with(&format!("mcp__{}__", upstream.name))
+            invocation.tool.starts_with(&naming::prefix(&upstream.name))
                 && upstream.live().is_none()
                 && upstream.offer().tools.is_empty()
         });
+        let view = SessionView::new(self.registry.catalog(), invocation.session.profile.clone());
         match down {
-            Some(upstream) if invocation.session.profile.sees(&invocation.tool) => {
+            Some(upstream) if view.sees_name(&invocation.tool) => {
                 upstream_failure(UpstreamError::Unavailable {
                     server: upstream.name.to_string(),
                     reason: upstream.down_reason(),
@@ -269,55 +275,29 @@ impl Pipeline {
         }
     }
 
-    /// Sends the call to its executor. `signal` is the caller's token or one derived from
-    /// it by a wrapper (a child token), so the caller's cancellation always reaches here.
+    /// Sends the call to its executor: the upstream of a federated tool, or the
+    /// gateway's own tool. `signal` is the caller's token or one derived from it by a
+    /// wrapper (a child token), so the caller's cancellation always reaches here.
     async fn dispatch(
         &self,
         invocation: &Invocation,
         target: &Target,
         signal: CancellationToken,
     ) -> ToolOutcome {
-        let started = std::time::Instant::now();
-        let result = match target {
-            Target::Builtin(tool) => tool.call(invocation, signal).await,
-            Target::Federated(tool) => {
-                let called = match self.registry.upstream(&tool.server) {
-                    Some(upstream) => {
-                        upstream
-                            .call_tool(
-                                &tool.original,
-                                invocation.arguments.clone(),
-                                &signal,
-                                invocation.progress.clone(),
-                            )
-                            .await
-                    }
-                    None => Err(UpstreamError::Unavailable {
-                        server: tool.server.to_string(),
-                        reason: "removed from the configuration".into(),
-                    }),
-                };
-                called.map_err(upstream_failure).and_then(|mut result| {
-                    resource_uri::rewrite_links(&tool.server, &mut result.content);
-                    if result.is_error != Some(true) {
-                        validate::output(tool, result.structured_content.as_ref())?;
-                    }
-                    Ok(result)
-                })
-            }
+        let executor: &dyn Executor = match target {
+            Target::Federated(_) => &self.federated,
+            Target::Builtin(tool) => tool.as_ref(),
         };
+        let started = std::time::Instant::now();
+        let outcome: ToolOutcome = executor.call(invocation, signal).await.into();
         self.trace(
             invocation,
             Step::Dispatched {
                 elapsed: started.elapsed(),
-                error: result.as_ref().err(),
+                error: outcome.result.as_ref().err(),
             },
         );
-        ToolOutcome {
-            result,
-            dispatched: true,
-            contexts: Vec::new(),
-        }
+        outcome
     }
 
     fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {

@@ -18,6 +18,7 @@
 use serde_json::Value;
 
 use crate::config::ReminderSettings;
+use crate::config::globs::glob_set;
 use crate::pipeline::{
     AdditionalContext, ContextSource, Invocation, PostDecision, PostExecute, ToolOutcome,
 };
@@ -48,8 +49,8 @@ impl RepeatReminder {
         thresholds.dedup();
         Self {
             thresholds,
-            include: super::glob_set(&settings.include),
-            exclude: super::glob_set(&settings.exclude),
+            include: glob_set(&settings.include),
+            exclude: glob_set(&settings.exclude),
             preview_chars: settings.arguments_preview_chars,
         }
     }

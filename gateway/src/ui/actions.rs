@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::UiState;
 use super::auth::OperatorAction;
 use super::error::UiError;
-use crate::gateway::CallRequest;
+use crate::pipeline::CallRequest;
 use crate::pipeline::Origin;
 use crate::registry::profile::DEFAULT_PROFILE;
 

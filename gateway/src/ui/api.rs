@@ -10,7 +10,7 @@ use super::UiState;
 use super::auth::Operator;
 use super::error::UiError;
 use super::history;
-use crate::config::{Config, Endpoint, RemoteTransport, env::redact_urls};
+use crate::config::{Config, Endpoint, RemoteTransport};
 use crate::observe::activity::CallRecord;
 use crate::pipeline::trace::gate_parts;
 use crate::policies::rules::RuleGate;
@@ -60,7 +60,7 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
                         RemoteTransport::StreamableHttp => "streamable-http",
                         RemoteTransport::Sse => "sse",
                     },
-                    redact_urls(&url),
+                    crate::redact::urls(&url),
                 ),
             };
             let health = health.get(name);
@@ -256,7 +256,7 @@ pub async fn metrics(
     let server_of = |tool: &str| -> String {
         catalog.tools.get(tool).map_or_else(
             || {
-                if tool == crate::gateway::RUN_CODE {
+                if tool == crate::code::tool::RUN_CODE {
                     "gateway".to_owned()
                 } else {
                     "unknown".to_owned()

@@ -55,7 +55,7 @@ fn newest_logs(dir: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    logs.sort_by(|a, b| b.0.cmp(&a.0));
+    logs.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
     logs.into_iter().take(LOGS_READ).map(|(_, p)| p).collect()
 }
 

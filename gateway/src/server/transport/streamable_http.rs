@@ -20,12 +20,44 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use http::{Request, Response, StatusCode, header};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-use super::handler::GatewayServer;
-use super::security::Credentials;
+use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
+use crate::server::handler::GatewayServer;
+use crate::server::http::security::Credentials;
+
+/// The streamable HTTP service for one path (`/mcp` or `/mcp/{profile}`), its sessions
+/// bound to their openers. A token bound to a profile overrides `profile` at `initialize`.
+pub fn service(
+    gateway: &Arc<Gateway>,
+    profile: Option<String>,
+    shutdown: &CancellationToken,
+) -> BoundSessions {
+    let gateway = gateway.clone();
+    // Host, Origin and body size are checked by the security layer in front.
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
+        .with_cancellation_token(shutdown.child_token());
+    let manager = Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(GatewayServer::new(
+                gateway.clone(),
+                profile.clone(),
+                Transport::StreamableHttp,
+            ))
+        },
+        manager.clone(),
+        config,
+    );
+    BoundSessions::new(service, manager)
+}
 
 /// Entries kept before the first pruning.
 const FIRST_PRUNE: usize = 64;
