@@ -10,22 +10,31 @@
 //!   metrics, reminder, result cap, session log).
 //! - [`server`]: the downstream MCP server: the handler, its transports (stdio, streamable
 //!   HTTP, SSE) and the HTTP listener.
+//! - [`relay`]: an upstream's requests, progress and log messages during a call, carried
+//!   to the client that made the call.
 //! - [`observe`]: metrics and the session log.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
+//! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
+//! - [`approvals`]: questions that wait for a person in the console.
 //! - [`ui`]: the operator console in the browser (`/ui`).
-//! - [`gateway`]: the assembled whole; [`cli`]: the command line.
+//! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
+//!   [`cli`]: the command line.
 
+pub mod approvals;
 pub mod cli;
 pub mod code;
 pub mod config;
+pub mod drain;
 pub mod gateway;
 pub mod observe;
 pub mod pipeline;
 pub mod policies;
 pub mod redact;
 pub mod registry;
+pub mod relay;
+pub mod search_tools;
 pub mod server;
 pub mod ui;
 pub mod upstream;

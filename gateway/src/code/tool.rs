@@ -18,20 +18,27 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
+use crate::config::CatalogMode;
 use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
     BoxFuture as PipelineFuture, BuiltinTool, CallRequest, ErrorCode, Executor, Invocation, Origin,
     Session, ToolError,
 };
+use crate::registry::Catalog;
 use crate::registry::profile::Profile;
+use crate::registry::search::SearchIndex;
 use crate::registry::view::SessionView;
-use crate::registry::{Catalog, FederatedTool};
+use crate::relay::Caller;
 
 /// The name of the gateway's own code tool; reserved, never shadowed.
 pub const RUN_CODE: &str = "run_code";
 
 /// The hidden subcommand that runs a code worker.
 pub const WORKER_SUBCOMMAND: &str = "__code-worker";
+
+/// The hidden subcommand of a worker that reports which forbidden system calls it was
+/// refused after confining itself, instead of running the program (for tests).
+pub const CONFINEMENT_PROBE_SUBCOMMAND: &str = "__code-confinement-probe";
 
 /// The most of a failed run's logs quoted in its error message.
 const FAILURE_LOG_TAIL_BYTES: usize = 4096;
@@ -55,9 +62,17 @@ pub trait ToolHost: Send + Sync {
         session: &'a Arc<Session>,
         request: CallRequest,
     ) -> PipelineFuture<'a, CallToolResult>;
+    /// The tool-search index of what `session` may see (its outline stands in for the
+    /// SDK in a search catalog).
+    fn search_index(&self, session: &Session) -> Arc<SearchIndex>;
     /// Whether `tool` may overlap with the run's other calls.
     fn concurrency_safe(&self, session: &Session, tool: &str) -> bool;
 }
+
+/// What a search catalog's description says in place of the SDK.
+const SEARCH_GUIDE: &str = "The tools' TypeScript types are not listed here: call `search_tools` \
+with a few words of what you need to get their declarations. Every tool below can be called \
+from a program whether you searched for it or not.";
 
 /// One generated SDK and what it was generated from.
 struct CachedSdk {
@@ -102,7 +117,7 @@ impl RunCodeTool {
         {
             return cached.sdk.clone();
         }
-        let specs: Vec<sdkgen::ToolSpec> = view.tools().map(|tool| tool_spec(tool)).collect();
+        let specs: Vec<sdkgen::ToolSpec> = view.tools().map(|tool| tool.sdk_spec()).collect();
         let sdk = Arc::new(sdkgen::generate(&specs, &sdkgen::Options::default()));
         SDK_GENERATIONS.inc();
         sdks.insert(
@@ -123,6 +138,7 @@ impl RunCodeTool {
         session: &Arc<Session>,
         program: &str,
         peer: Option<Peer<RoleServer>>,
+        caller: Option<Caller>,
         cancel: CancellationToken,
     ) -> RunOutcome {
         let sdk = self.sdk(host.as_ref(), session);
@@ -130,31 +146,12 @@ impl RunCodeTool {
             host,
             session: session.clone(),
             peer,
+            caller: caller.as_ref().map(Caller::nested),
             run: uuid::Uuid::new_v4().simple().to_string(),
         });
         self.runtime
             .run(program, &sdk.bindings, bridge, cancel)
             .await
-    }
-}
-
-fn tool_spec(tool: &FederatedTool) -> sdkgen::ToolSpec {
-    let definition = &tool.definition;
-    sdkgen::ToolSpec {
-        federated_name: tool.name.clone(),
-        server: tool.server.to_string(),
-        name: tool.original.clone(),
-        title: definition.title.clone(),
-        description: definition.description.as_ref().map(|d| d.to_string()),
-        input_schema: Value::Object((*definition.input_schema).clone()),
-        output_schema: definition
-            .output_schema
-            .as_ref()
-            .map(|schema| Value::Object((**schema).clone())),
-        annotations: definition
-            .annotations
-            .as_ref()
-            .and_then(|a| serde_json::to_value(a).ok()),
     }
 }
 
@@ -164,7 +161,17 @@ impl BuiltinTool for RunCodeTool {
             return Tool::new(RUN_CODE, GUIDE, input_schema());
         };
         let sdk = self.sdk(host.as_ref(), session);
-        let description = format!("{GUIDE}\n\n```ts\n{}```", sdk.declarations);
+        let description = match session.profile.catalog {
+            CatalogMode::Full => format!("{GUIDE}\n\n```ts\n{}```", sdk.declarations),
+            CatalogMode::Search => {
+                let index = host.search_index(session);
+                format!(
+                    "{GUIDE}\n\n{SEARCH_GUIDE}\n\n{} tools:\n{}",
+                    index.len(),
+                    index.outline()
+                )
+            }
+        };
         let mut meta = MetaObject::new();
         meta.insert(
             "mcp-gateway/sdk".into(),
@@ -207,6 +214,7 @@ impl Executor for RunCodeTool {
                     &invocation.session,
                     program,
                     invocation.peer.clone(),
+                    invocation.caller.clone(),
                     signal,
                 )
                 .await;
@@ -283,6 +291,9 @@ struct PipelineBridge {
     host: Arc<dyn ToolHost>,
     session: Arc<Session>,
     peer: Option<Peer<RoleServer>>,
+    /// The client call that started the run: upstreams' requests during the program's
+    /// calls go to it.
+    caller: Option<Caller>,
     run: String,
 }
 
@@ -312,7 +323,7 @@ impl ToolBridge for PipelineBridge {
             },
             cancel,
             peer: self.peer.clone(),
-            progress: None,
+            caller: self.caller.clone(),
             origin: Origin::Code {
                 run: self.run.clone(),
             },

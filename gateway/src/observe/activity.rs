@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::pipeline::console_ask::unix_ms;
+use crate::approvals::unix_ms;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
 use crate::redact::Masked;
@@ -239,7 +239,7 @@ mod tests {
                 .cloned(),
             target: None,
             cancel: CancellationToken::new(),
-            progress: None,
+            caller: None,
             peer: None,
             origin: Origin::Client,
             started: std::time::Instant::now(),

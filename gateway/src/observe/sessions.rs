@@ -10,9 +10,9 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::approvals::unix_ms;
 use crate::observe::activity::CallCount;
 use crate::pipeline::Session;
-use crate::pipeline::console_ask::unix_ms;
 
 /// How a session reached the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

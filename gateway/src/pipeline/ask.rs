@@ -3,7 +3,7 @@
 //! The question goes to the client that made the call. Accept lets the call proceed;
 //! decline or cancel is DENIED. A client that did not declare the elicitation capability
 //! cannot be asked: the configured fallback applies (allow, deny, or a question in the
-//! operator console, [`super::console_ask`]), and a denial says why.
+//! operator console, [`crate::approvals`]), and a denial says why.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +12,7 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use super::PipelineSettings;
 use super::error::{ErrorCode, ToolError};
 use super::invocation::Invocation;
+use crate::approvals::{Subject, Unanswered};
 use crate::config::AskFallback;
 
 /// How much of the arguments the question quotes.
@@ -32,10 +33,24 @@ pub async fn ask(
         return match settings.ask_fallback {
             AskFallback::Allow => Ok(()),
             AskFallback::Console => {
-                settings
+                let subject = Subject {
+                    what: invocation.tool.clone(),
+                    session: invocation.session.id.clone(),
+                    profile: invocation.session.profile.name.clone(),
+                    reason: reason.to_owned(),
+                    arguments: invocation.arguments_value(),
+                };
+                let held = settings
                     .console_asks
-                    .ask(invocation, reason, settings.ask_timeout)
-                    .await
+                    .hold(subject, settings.ask_timeout, &invocation.cancel)
+                    .await;
+                held.map_err(|unanswered| {
+                    let code = match unanswered {
+                        Unanswered::Cancelled => ErrorCode::AbortedBeforeDispatch,
+                        Unanswered::Declined | Unanswered::TimedOut(_) => ErrorCode::Denied,
+                    };
+                    ToolError::new(code, unanswered.explain(&invocation.tool, reason))
+                })
             }
             AskFallback::Deny => denied(format!(
                 "`{}` needs a person's approval ({reason}), but this client cannot be asked \

@@ -13,7 +13,7 @@ use crate::config::Mode;
 use crate::observe::session_log::SessionLog;
 use crate::registry::FederatedTool;
 use crate::registry::profile::Profile;
-use crate::upstream::ProgressSink;
+use crate::relay::Caller;
 use rmcp::model::{CallToolResult, Tool};
 
 /// One downstream session (one "agent" in the spec): its profile, its log, and the
@@ -97,7 +97,8 @@ pub struct CallRequest {
     pub arguments: Option<JsonObject>,
     pub cancel: CancellationToken,
     pub peer: Option<Peer<RoleServer>>,
-    pub progress: Option<ProgressSink>,
+    /// The client call this one serves, for what the upstream sends back during it.
+    pub caller: Option<Caller>,
     pub origin: Origin,
 }
 
@@ -111,8 +112,9 @@ pub struct Invocation {
     pub target: Option<Target>,
     /// The caller's cancellation; wrappers may derive, never drop it.
     pub cancel: CancellationToken,
-    /// Where upstream progress goes, when the caller asked for progress.
-    pub progress: Option<ProgressSink>,
+    /// The client call behind this one: where the upstream's progress, requests and log
+    /// messages go while it runs.
+    pub caller: Option<Caller>,
     /// The client that made the call, for elicitation (`ask`).
     pub peer: Option<Peer<RoleServer>>,
     pub origin: Origin,

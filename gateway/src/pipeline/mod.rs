@@ -12,7 +12,6 @@
 //! these stages (`crate::policies`).
 
 mod ask;
-pub mod console_ask;
 pub mod error;
 mod federated;
 pub mod invocation;
@@ -29,7 +28,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::AskFallback;
 use crate::registry::Registry;
-use crate::registry::naming;
 use crate::registry::view::SessionView;
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
@@ -117,7 +115,7 @@ pub struct PipelineSettings {
     /// How long a question waits in the console (`ask_fallback = "console"`).
     pub ask_timeout: std::time::Duration,
     /// Where console questions wait; owned by the gateway so reloads keep them.
-    pub console_asks: Arc<console_ask::ConsoleAsks>,
+    pub console_asks: Arc<crate::approvals::ConsoleAsks>,
     pub max_argument_depth: usize,
 }
 
@@ -213,7 +211,9 @@ impl Pipeline {
     /// is UPSTREAM_UNAVAILABLE like any other call to a down server.
     fn not_found(&self, invocation: &Invocation) -> ToolError {
         let down = self.registry.upstreams().into_iter().find(|upstream| {
-            invocation.tool.starts_with(&naming::prefix(&upstream.name))
+            invocation
+                .tool
+                .starts_with(&upstream.config.name_prefix(&upstream.name))
                 && upstream.live().is_none()
                 && upstream.offer().tools.is_empty()
         });

@@ -2,10 +2,13 @@
 //! "try it"; answer a question waiting in the console. Every action needs the login
 //! cookie and the CSRF token ([`OperatorAction`]).
 //!
-//! Restart and disable/enable go through the registry's reconfigure path (the one a
-//! reload takes): restart stops the server and starts it again (its restart count starts
-//! over with the new connection); disable and enable apply the running configuration with
-//! that server's `enabled` changed. A later reload of the file applies the file again.
+//! None of them loses a call in flight. Restart is the registry's own
+//! ([`Registry::restart`](crate::registry::Registry::restart)): a new instance starts beside
+//! the running one and takes over once its first connection attempt is over; the old one
+//! finishes its calls (up to `shutdown_grace_ms`) and stops. Disable and enable apply the
+//! running configuration with that server's `enabled` changed, through the path a reload
+//! takes: a disabled server is retired the same way, an enabled one starts and joins the
+//! catalog as it comes up. A later reload of the file applies the file again.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -44,8 +47,7 @@ pub async fn server(
     match action.as_str() {
         "restart" => {
             tracing::info!(server = %name, "console: restarting");
-            gateway.registry.reconfigure(&with_enabled(false)).await;
-            gateway.registry.reconfigure(&config).await;
+            gateway.registry.restart(&name).await?;
         }
         "disable" => {
             tracing::info!(server = %name, "console: disabling");
@@ -93,7 +95,7 @@ pub async fn call(
                 arguments: form.arguments,
                 cancel: CancellationToken::new(),
                 peer: None,
-                progress: None,
+                caller: None,
                 origin: Origin::Client,
             },
         )

@@ -64,6 +64,12 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
                 ),
             };
             let health = health.get(name);
+            // The sign-in state is whatever the server's status says of OAuth, when it says
+            // anything (only servers that sign in with OAuth do): shown as the status has it.
+            let sign_in = health
+                .and_then(|h| serde_json::to_value(h).ok())
+                .and_then(|h| h.get("oauth").cloned())
+                .unwrap_or(Value::Null);
             json!({
                 "name": name,
                 "enabled": server.enabled,
@@ -76,8 +82,7 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
                 "tools": tools,
                 "prompts": prompts,
                 "resources": resources,
-                // No upstream signs in with OAuth in this build: nothing to show.
-                "sign_in": Value::Null,
+                "sign_in": sign_in,
             })
         })
         .collect();

@@ -26,8 +26,11 @@ pub enum UiError {
     UnknownProfile(String),
     #[error("no call {0} is kept (older calls are in the session logs)")]
     UnknownCall(u64),
+    /// Restarting a server that is not running (disabled).
     #[error(transparent)]
-    Ask(#[from] crate::pipeline::console_ask::AnswerError),
+    Restart(#[from] crate::registry::RestartError),
+    #[error(transparent)]
+    Ask(#[from] crate::approvals::AnswerError),
     #[error("bad request: {0}")]
     BadRequest(String),
 }
@@ -43,6 +46,7 @@ impl UiError {
             Self::UnknownServer(_) => "UI_UNKNOWN_SERVER",
             Self::UnknownProfile(_) => "UI_UNKNOWN_PROFILE",
             Self::UnknownCall(_) => "UI_UNKNOWN_CALL",
+            Self::Restart(e) => e.code(),
             Self::Ask(e) => e.code(),
             Self::BadRequest(_) => "UI_BAD_REQUEST",
         }
@@ -55,7 +59,7 @@ impl UiError {
             Self::UnknownServer(_) | Self::UnknownProfile(_) | Self::UnknownCall(_) => {
                 StatusCode::NOT_FOUND
             }
-            Self::Ask(_) => StatusCode::CONFLICT,
+            Self::Restart(_) | Self::Ask(_) => StatusCode::CONFLICT,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
         }
     }

@@ -1,12 +1,15 @@
 //! The HTTP listener: the routes (`/mcp`, `/mcp/{profile}`, `/sse`, `/sse/{profile}`,
-//! `/message`, `/healthz`, `/metrics`, and the operator console at `/ui`), the accept loop that bounds connections, and the
-//! security guard every request passes first.
+//! `/message`, `/healthz`, `/readyz`, `/metrics`, and the operator console at `/ui`), the
+//! accept loop that bounds connections, and the security guard every request passes first.
 //!
 //! - [`connections`]: the accept loop (request-head timeout, connection cap, graceful
 //!   close).
 //! - [`security`]: Host/Origin checks, bearer tokens and body limits.
+//! - [`draining`]: during the shutdown drain, new sessions refused with 503, `/readyz`, and
+//!   streamable HTTP answers counted until written.
 
 pub mod connections;
+pub mod draining;
 pub mod security;
 
 use std::sync::Arc;
@@ -22,7 +25,8 @@ use super::{ServeError, unknown_profile};
 use crate::gateway::Gateway;
 use security::{SecurityGuard, SecurityLayer};
 
-/// The routes, all behind the security guard. A path naming no profile gets 404.
+/// The routes, all behind the security guard, then the drain's. A path naming no profile
+/// gets 404.
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
     let guard = Arc::new(SecurityGuard::new(&config.listen)?);
@@ -33,6 +37,10 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route(
+            "/readyz",
+            get(draining::readyz).with_state(gateway.drain().clone()),
+        )
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
         let service = streamable_http::service(&gateway, Some(name.clone()), &shutdown);
@@ -48,6 +56,10 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         // The guard bounds every body; axum's own 2 MB default must not undercut it.
         .layer(axum::extract::DefaultBodyLimit::max(
             config.listen.max_body_bytes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            gateway.drain().clone(),
+            draining::guard,
         ))
         .layer(SecurityLayer::new(guard));
     Ok(router)
@@ -93,9 +105,17 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
         .values()
         .filter(|h| h.state == crate::upstream::UpstreamState::Ready)
         .count();
+    let status = if gateway.drain().is_draining() {
+        "draining"
+    } else if ready == upstreams.len() {
+        "ok"
+    } else {
+        "degraded"
+    };
     axum::Json(serde_json::json!({
-        "status": if ready == upstreams.len() { "ok" } else { "degraded" },
+        "status": status,
         "upstreams": upstreams,
+        "code_confinement": crate::code::confinement_support(),
     }))
 }
 

@@ -6,7 +6,10 @@
 //! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener.
 //! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
 //! - [`handshake`]: stdio and SSE sessions survive messages sent before `initialize`.
+//! - [`delivered`]: stdio and SSE sessions tell the shutdown drain which requests still
+//!   owe their client an answer.
 
+pub mod delivered;
 pub mod handshake;
 pub mod sse;
 pub mod stdio;

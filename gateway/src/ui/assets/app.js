@@ -164,12 +164,19 @@ async function refreshServers() {
       h("td", { class: "num", "data-field": "restarts" }, s.restarts),
       h("td", { class: "num" }, s.tools), h("td", { class: "num" }, s.prompts),
       h("td", { class: "num" }, s.resources),
-      h("td", {}, s.sign_in ?? h("span", { title: "no OAuth sign-in for this server" }, "—")),
+      h("td", { "data-field": "sign_in" }, signIn(s.sign_in)),
       h("td", { class: "error-text", "data-field": "last_error" }, s.last_error || ""),
       h("td", {}, h("div", { class: "actions" },
-        act("restart", "Restart"),
+        s.enabled ? act("restart", "Restart") : null,
         s.enabled ? act("disable", "Disable", "quiet") : act("enable", "Enable", "quiet"))));
   }));
+}
+
+// The server status' OAuth state, as it has it: a word, or an object with a `state`.
+function signIn(oauth) {
+  if (oauth == null) return h("span", { title: "this server does not sign in with OAuth" }, "—");
+  if (typeof oauth !== "object") return String(oauth);
+  return h("span", { title: JSON.stringify(oauth) }, String(oauth.state ?? oauth.status ?? JSON.stringify(oauth)));
 }
 
 async function serverAction(name, action) {

@@ -1,8 +1,10 @@
 //! Questions waiting for a person in the operator console (`/ui`).
 //!
-//! With `[gate] ask_fallback = "console"`, a gated call whose client cannot elicit is held
-//! here until someone answers it in the console or `[gate] ask_timeout_ms` passes (then it
-//! is DENIED, saying nobody answered). The call's own cancellation withdraws the question.
+//! With `[gate] ask_fallback = "console"`, whatever needs a person's approval and cannot
+//! ask the client (a gated tool call, an upstream's sampling or elicitation request) is
+//! held here until someone answers it in the console or `[gate] ask_timeout_ms` passes.
+//! The asker's own cancellation withdraws the question. What an unanswered question
+//! becomes is the asker's business: [`Unanswered`] says why there is no approval.
 //!
 //! ```toml
 //! [gate]
@@ -21,10 +23,21 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
-use super::error::{ErrorCode, ToolError};
-use super::invocation::Invocation;
 use crate::redact::Masked;
+
+/// What a question is about: who asks, for what, and why.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    /// The tool called, or what an upstream asks for (`sampling from `srv``).
+    pub what: String,
+    pub session: String,
+    pub profile: String,
+    pub reason: String,
+    /// Shown with secrets masked.
+    pub arguments: Value,
+}
 
 /// A question as the console shows it. Arguments are shown with secrets masked.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +51,32 @@ pub struct PendingAsk {
     /// Unix milliseconds.
     pub asked_at_ms: u64,
     pub deadline_ms: u64,
+}
+
+/// Why a held question brought no approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    /// Someone declined it in the console.
+    Declined,
+    /// Nobody answered within the timeout.
+    TimedOut(Duration),
+    /// The asker was cancelled while waiting.
+    Cancelled,
+}
+
+impl Unanswered {
+    /// The reason in words, for a denial's message; `what` names the subject.
+    pub fn explain(self, what: &str, reason: &str) -> String {
+        match self {
+            Self::Declined => format!("`{what}` was declined in the operator console: {reason}"),
+            Self::TimedOut(timeout) => format!(
+                "`{what}` needs a person's approval ({reason}); nobody answered in the operator \
+                 console within {} ms ([gate] ask_timeout_ms)",
+                timeout.as_millis()
+            ),
+            Self::Cancelled => "cancelled while waiting for approval in the console".into(),
+        }
+    }
 }
 
 /// Why an answer was not taken.
@@ -77,7 +116,7 @@ impl std::fmt::Debug for ConsoleAsks {
     }
 }
 
-/// Removes its question when the asking call ends, however it ends.
+/// Removes its question when the asker stops waiting, however it stops.
 struct Withdraw<'a> {
     asks: &'a ConsoleAsks,
     id: u64,
@@ -92,25 +131,23 @@ impl Drop for Withdraw<'_> {
 }
 
 impl ConsoleAsks {
-    /// Holds `invocation` until the console answers, `timeout` passes or the call is
-    /// cancelled. `Ok` when approved.
-    pub async fn ask(
+    /// Holds `subject` until the console answers, `timeout` passes or `cancel` fires.
+    /// `Ok` when approved.
+    pub async fn hold(
         &self,
-        invocation: &Invocation,
-        reason: &str,
+        subject: Subject,
         timeout: Duration,
-    ) -> Result<(), ToolError> {
+        cancel: &CancellationToken,
+    ) -> Result<(), Unanswered> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let now = unix_ms(SystemTime::now());
-        let arguments =
-            serde_json::to_value(Masked(&invocation.arguments_value())).unwrap_or_default();
         let question = PendingAsk {
             id,
-            tool: invocation.tool.clone(),
-            session: invocation.session.id.clone(),
-            profile: invocation.session.profile.name.clone(),
-            reason: reason.to_owned(),
-            arguments,
+            tool: subject.what,
+            session: subject.session,
+            profile: subject.profile,
+            reason: subject.reason,
+            arguments: serde_json::to_value(Masked(&subject.arguments)).unwrap_or_default(),
             asked_at_ms: now,
             deadline_ms: now + u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX / 2),
         };
@@ -118,26 +155,14 @@ impl ConsoleAsks {
         self.lock().insert(id, Waiting { question, answer });
         self.version.send_modify(|v| *v += 1);
         let _withdraw = Withdraw { asks: self, id };
-        let denied = |message: String| Err(ToolError::new(ErrorCode::Denied, message));
         tokio::select! {
+            // A dropped sender means the question was removed unanswered: a refusal.
             answer = answered => match answer {
                 Ok(true) => Ok(()),
-                Ok(false) => denied(format!(
-                    "`{}` was declined in the operator console: {reason}",
-                    invocation.tool
-                )),
-                Err(_) => denied(format!("`{}`: the console question was dropped", invocation.tool)),
+                Ok(false) | Err(_) => Err(Unanswered::Declined),
             },
-            () = tokio::time::sleep(timeout) => denied(format!(
-                "`{}` needs a person's approval ({reason}); nobody answered in the operator \
-                 console within {} ms ([gate] ask_timeout_ms)",
-                invocation.tool,
-                timeout.as_millis()
-            )),
-            () = invocation.cancel.cancelled() => Err(ToolError::new(
-                ErrorCode::AbortedBeforeDispatch,
-                "cancelled while waiting for approval in the console",
-            )),
+            () = tokio::time::sleep(timeout) => Err(Unanswered::TimedOut(timeout)),
+            () = cancel.cancelled() => Err(Unanswered::Cancelled),
         }
     }
 
@@ -146,11 +171,11 @@ impl ConsoleAsks {
         self.lock().values().map(|w| w.question.clone()).collect()
     }
 
-    /// Answers question `id`: `approve` lets the call run, otherwise it is DENIED.
+    /// Answers question `id`: `approve` lets the asker go ahead, otherwise it is refused.
     pub fn answer(&self, id: u64, approve: bool) -> Result<(), AnswerError> {
         let waiting = self.lock().remove(&id).ok_or(AnswerError::NotPending(id))?;
         self.version.send_modify(|v| *v += 1);
-        // The call may have ended in the meantime; then nobody is listening.
+        // The asker may have stopped waiting in the meantime; then nobody is listening.
         waiting
             .answer
             .send(approve)
@@ -178,25 +203,16 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
-    use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::config::Config;
-    use crate::pipeline::{Origin, Session};
-    use crate::registry::profile::Profiles;
 
-    fn invocation(arguments: Value) -> Invocation {
-        let profile = Profiles::new(&Config::default()).get(None).unwrap();
-        Invocation {
-            session: Arc::new(Session::new("s1".into(), profile, None)),
-            tool: "mcp__kv__delete".into(),
-            arguments: arguments.as_object().cloned(),
-            target: None,
-            cancel: CancellationToken::new(),
-            progress: None,
-            peer: None,
-            origin: Origin::Client,
-            started: std::time::Instant::now(),
+    fn subject(arguments: Value) -> Subject {
+        Subject {
+            what: "mcp__kv__delete".into(),
+            session: "s1".into(),
+            profile: "default".into(),
+            reason: "deleting".into(),
+            arguments,
         }
     }
 
@@ -212,10 +228,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_approved_question_lets_the_call_run_and_leaves() {
+    async fn an_approved_question_lets_the_asker_go_on_and_leaves() {
         let asks = Arc::new(ConsoleAsks::default());
-        let call = invocation(json!({"key": "k", "api_key": "s3cret"}));
-        let asking = asks.ask(&call, "deleting", Duration::from_secs(30));
+        let cancel = CancellationToken::new();
+        let asking = asks.hold(
+            subject(json!({"key": "k", "api_key": "s3cret"})),
+            Duration::from_secs(30),
+            &cancel,
+        );
         let answering = async {
             let question = pending(&asks).await;
             assert_eq!(question.tool, "mcp__kv__delete");
@@ -224,52 +244,52 @@ mod tests {
             question.id
         };
         let (asked, id) = tokio::join!(asking, answering);
-        assert!(asked.is_ok());
+        assert_eq!(asked, Ok(()));
         assert!(asks.pending().is_empty());
         assert_eq!(asks.answer(id, true), Err(AnswerError::NotPending(id)));
     }
 
     #[tokio::test]
-    async fn a_declined_question_is_denied() {
+    async fn a_declined_question_is_refused() {
         let asks = ConsoleAsks::default();
-        let call = invocation(json!({}));
+        let cancel = CancellationToken::new();
         let answering = async {
             let question = pending(&asks).await;
             asks.answer(question.id, false).unwrap();
         };
-        let (asked, ()) = tokio::join!(asks.ask(&call, "r", Duration::from_secs(30)), answering);
-        let error = asked.unwrap_err();
-        assert_eq!(error.code, ErrorCode::Denied);
-        assert!(error.message.contains("declined"), "{}", error.message);
+        let (asked, ()) = tokio::join!(
+            asks.hold(subject(json!({})), Duration::from_secs(30), &cancel),
+            answering
+        );
+        assert_eq!(asked, Err(Unanswered::Declined));
     }
 
     #[tokio::test]
-    async fn an_unanswered_question_times_out_as_denied() {
+    async fn an_unanswered_question_times_out() {
         let asks = ConsoleAsks::default();
-        let call = invocation(json!({}));
-        let error = asks
-            .ask(&call, "r", Duration::from_millis(50))
-            .await
-            .unwrap_err();
-        assert_eq!(error.code, ErrorCode::Denied);
-        assert!(
-            error.message.contains("nobody answered"),
-            "{}",
-            error.message
-        );
+        let timeout = Duration::from_millis(50);
+        let asked = asks
+            .hold(subject(json!({})), timeout, &CancellationToken::new())
+            .await;
+        assert_eq!(asked, Err(Unanswered::TimedOut(timeout)));
+        let said = Unanswered::TimedOut(timeout).explain("t", "r");
+        assert!(said.contains("nobody answered"), "{said}");
         assert!(asks.pending().is_empty(), "the question is withdrawn");
     }
 
     #[tokio::test]
-    async fn a_cancelled_call_withdraws_its_question() {
+    async fn a_cancelled_asker_withdraws_its_question() {
         let asks = ConsoleAsks::default();
-        let call = invocation(json!({}));
+        let cancel = CancellationToken::new();
         let cancelling = async {
             pending(&asks).await;
-            call.cancel.cancel();
+            cancel.cancel();
         };
-        let (asked, ()) = tokio::join!(asks.ask(&call, "r", Duration::from_secs(30)), cancelling);
-        assert_eq!(asked.unwrap_err().code, ErrorCode::AbortedBeforeDispatch);
+        let (asked, ()) = tokio::join!(
+            asks.hold(subject(json!({})), Duration::from_secs(30), &cancel),
+            cancelling
+        );
+        assert_eq!(asked, Err(Unanswered::Cancelled));
         assert!(asks.pending().is_empty());
     }
 }
