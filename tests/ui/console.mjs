@@ -76,8 +76,55 @@ async function mcpClient() {
 }
 
 async function shot(page, name) {
+  await audit(page, name);
   await page.screenshot({ path: join(SHOTS, name + ".png"), fullPage: true });
-  step("screenshot " + name);
+  step("screenshot " + name + " (every control labelled, every text at WCAG AA contrast)");
+}
+
+// What a screen-reader and a low-vision user need of the page as it is now: every visible
+// control has an accessible name, and every visible text meets WCAG AA contrast against
+// its actual background (4.5:1, or 3:1 for large text).
+async function audit(page, name) {
+  const problems = await page.evaluate(() => {
+    const visible = (el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden";
+    const found = [];
+    for (const el of document.querySelectorAll("input, select, textarea, button, a[href]")) {
+      if (!visible(el) || el.type === "hidden") continue;
+      const named = (el.labels && el.labels.length) || el.getAttribute("aria-label")
+        || el.getAttribute("aria-labelledby") || (el.textContent || "").trim();
+      if (!named) found.push(`unlabelled ${el.outerHTML.slice(0, 80)}`);
+    }
+    const rgba = (text) => (text.match(/[\d.]+/g) || []).map(Number);
+    const luminance = ([r, g, b]) => {
+      const c = [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+      return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+    };
+    // The colour behind `el`: its own background composited over its ancestors'.
+    const background = (el) => {
+      const layers = [];
+      for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+        const [r, g, b, a = 1] = rgba(getComputedStyle(node).backgroundColor);
+        if (a > 0) layers.push([r, g, b, a]);
+        if (a >= 1) break;
+      }
+      return layers.reverse().reduce((under, [r, g, b, a]) =>
+        [r * a + under[0] * (1 - a), g * a + under[1] * (1 - a), b * a + under[2] * (1 - a)], [255, 255, 255]);
+    };
+    for (const el of document.querySelectorAll("body *")) {
+      if (el.closest("svg") || !visible(el) || el.disabled) continue;
+      const text = [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join("").trim();
+      if (!text) continue;
+      const style = getComputedStyle(el);
+      const [r, g, b] = rgba(style.color);
+      const [l1, l2] = [luminance([r, g, b]), luminance(background(el))].sort((x, y) => y - x);
+      const ratio = (l1 + 0.05) / (l2 + 0.05);
+      const size = parseFloat(style.fontSize);
+      const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) found.push(`contrast ${ratio.toFixed(2)} for "${text.slice(0, 40)}" (${style.color})`);
+    }
+    return found;
+  });
+  if (problems.length) fail(`${name}: ${problems.join("; ")}`);
 }
 
 async function cellText(page, selector) {
@@ -129,7 +176,8 @@ async function run(context) {
   for (const name of ["kv", "slow"]) {
     await until(`${name} ready`, async () => (await state(name)) === "ready");
   }
-  step("servers kv and slow are shown ready");
+  if ((await cellText(page, 'tr[data-server="kv"] [data-field="sign_in"]')) !== "—") fail("kv does not sign in with OAuth, yet its Sign-in cell says otherwise");
+  step("servers kv and slow are shown ready; Sign-in shows — for servers without OAuth");
   await shot(page, "servers");
 
   // ---- Kill an upstream: the supervisor restarts it and the page shows the new pid.

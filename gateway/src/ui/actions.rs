@@ -2,7 +2,7 @@
 //! "try it"; answer a question waiting in the console. Every action needs the login
 //! cookie and the CSRF token ([`OperatorAction`]).
 //!
-//! None of them loses a call in flight. Restart is the registry's own
+//! None of them loses a call in flight, and none is taken once the gateway is stopping. Restart is the registry's own
 //! ([`Registry::restart`](crate::registry::Registry::restart)): a new instance starts beside
 //! the running one and takes over once its first connection attempt is over; the old one
 //! finishes its calls (up to `shutdown_grace_ms`) and stops. Disable and enable apply the
@@ -31,6 +31,10 @@ pub async fn server(
     Path((name, action)): Path<(String, String)>,
 ) -> Result<Json<Value>, UiError> {
     let gateway = &state.gateway;
+    // A stopping gateway starts nothing new: its upstreams are about to be stopped.
+    if gateway.drain().is_draining() {
+        return Err(UiError::Draining);
+    }
     let config = gateway.config();
     if !config.servers.contains_key(&name) {
         return Err(UiError::UnknownServer(name));

@@ -26,6 +26,8 @@ pub enum UiError {
     UnknownProfile(String),
     #[error("no call {0} is kept (older calls are in the session logs)")]
     UnknownCall(u64),
+    #[error("the gateway is stopping: servers are no longer restarted, enabled or disabled")]
+    Draining,
     /// Restarting a server that is not running (disabled).
     #[error(transparent)]
     Restart(#[from] crate::registry::RestartError),
@@ -46,6 +48,7 @@ impl UiError {
             Self::UnknownServer(_) => "UI_UNKNOWN_SERVER",
             Self::UnknownProfile(_) => "UI_UNKNOWN_PROFILE",
             Self::UnknownCall(_) => "UI_UNKNOWN_CALL",
+            Self::Draining => "UI_DRAINING",
             Self::Restart(e) => e.code(),
             Self::Ask(e) => e.code(),
             Self::BadRequest(_) => "UI_BAD_REQUEST",
@@ -60,6 +63,7 @@ impl UiError {
                 StatusCode::NOT_FOUND
             }
             Self::Restart(_) | Self::Ask(_) => StatusCode::CONFLICT,
+            Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
         }
     }

@@ -536,7 +536,7 @@ async function refreshAsks() {
     h("li", { "data-ask": q.id, "aria-labelledby": "ask-" + q.id },
       h("strong", { id: "ask-" + q.id }, `Allow ${q.tool}?`),
       h("div", {}, `Reason: ${q.reason}`),
-      h("div", { class: "note" }, `Session ${short(q.session)} (profile ${q.profile}), asked ${fmtTime(q.asked_at_ms)}, denied at ${fmtTime(q.deadline_ms)} without an answer.`),
+      h("div", { class: "note" }, `Session ${short(q.session)}${q.profile ? ` (profile ${q.profile})` : ""}, asked ${fmtTime(q.asked_at_ms)}, denied at ${fmtTime(q.deadline_ms)} without an answer.`),
       h("pre", { class: "code" }, JSON.stringify(q.arguments, null, 2)),
       h("div", { class: "row" },
         h("button", { type: "button", "data-key": `ask-${q.id}-yes`, onclick: () => answer(q.id, true) }, "Approve"),
