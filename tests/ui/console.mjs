@@ -152,6 +152,8 @@ async function run(context) {
   const page = context.pages()[0] || await context.newPage();
   const problems = [];
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
+  // Everything the page needs is inside the binary: nothing is fetched from elsewhere.
+  page.on("request", (r) => { if (!r.url().startsWith(URL_ + "/")) problems.push("fetched from elsewhere: " + r.url()); });
   page.on("console", (m) => { if (m.type() === "error" && !/401|Unauthorized/.test(m.text())) problems.push("console: " + m.text()); });
 
   // ---- Log in: a wrong token is refused, the right one opens the console.
