@@ -266,9 +266,16 @@ async function run(context) {
 
   // ---- Metrics: charts from the gateway's counters after the first interval.
   await page.getByRole("link", { name: "Metrics", exact: true }).click();
-  await until("a metrics interval with calls", async () => /Last: /.test(await cellText(page, "#metrics-note")), 20000);
-  await until("the charts", async () => (await page.locator("#chart-rate svg path").count()) > 0);
-  step("Metrics draws calls/s and latency: " + await cellText(page, "#metrics-note"));
+  // The counters are read every 5 s: wait for the interval that holds the calls above.
+  const busy = await until("a metrics interval with calls", () => page.evaluate(async () => {
+    const m = await (await fetch("/ui/api/metrics?scope=all")).json();
+    return m.points.find((p) => p.calls_per_s > 0 && p.p50_ms > 0) || null;
+  }), 20000);
+  await until("the charts", async () => (await page.locator("#chart-rate svg path").count()) > 0
+    && (await page.locator("#chart-latency svg path").count()) > 0);
+  const top = Number(await page.locator("#chart-rate svg text").first().textContent());
+  if (!(top > 0)) fail("the calls/s chart's scale is empty: " + top);
+  step(`Metrics draws calls/s and latency (an interval with ${busy.calls_per_s.toFixed(2)} calls/s, p50 ${busy.p50_ms.toFixed(2)} ms)`);
   await shot(page, "metrics");
 
   // ---- Config: effective, secrets masked.

@@ -449,6 +449,12 @@ function lineChart(points, series, label) {
     const d = points.map((p, j) => p[key] === null || p[key] === undefined ? null : `${x(j).toFixed(1)},${y(p[key]).toFixed(1)}`)
       .filter(Boolean).map((pt, j) => (j ? "L" : "M") + pt).join(" ");
     if (d) svg.append(s("path", { class: "l" + (i + 1), d }));
+    // A dot per reading, so a lone interval (or one between gaps) shows too.
+    points.forEach((p, j) => {
+      if (p[key] === null || p[key] === undefined) return;
+      svg.append(s("circle", { class: "d" + (i + 1), cx: x(j).toFixed(1), cy: y(p[key]).toFixed(1), r: 2.5 },
+        s("title", {}, `${fmtTime(p.at_ms)}: ${key} ${p[key] >= 10 ? Math.round(p[key]) : p[key].toFixed(2)}`)));
+    });
   });
   return svg;
 }
