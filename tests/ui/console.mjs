@@ -192,11 +192,17 @@ async function run(context) {
   });
   step(`killed kv (pid ${killed}); the page shows it restarted (pid ${await pid("kv")}, restarts ${await restarts("kv")})`);
 
-  // ---- Restart, disable and enable from the buttons.
+  // ---- Restart, disable and enable from the buttons. A restart loses no call: one in
+  // flight on the old instance still gets its answer.
+  const client = await mcpClient();
   const before = await pid("slow");
+  const inFlight = client.call(3, "mcp__slow__sleep", { ms: 3000, label: "across-restart" });
+  await new Promise((r) => setTimeout(r, 500));
   await page.getByRole("button", { name: "Restart slow" }).click();
   await until("slow restarted", async () => (await pid("slow")) > 0 && (await pid("slow")) !== before && (await state("slow")) === "ready");
-  step("the Restart button restarted slow");
+  const slept = await inFlight;
+  if (!slept || !slept.result || slept.result.isError || slept.result.structuredContent?.ms !== 3000) fail("the call in flight across the restart was lost: " + JSON.stringify(slept));
+  step("the Restart button restarted slow; the call in flight on the old instance got its answer");
   await page.getByRole("button", { name: "Disable slow" }).click();
   await until("slow disabled", async () => (await state("slow")) === "disabled");
   await page.getByRole("button", { name: "Enable slow" }).click();
@@ -227,7 +233,6 @@ async function run(context) {
   await shot(page, "activity");
 
   // ---- A question from a client that cannot elicit waits in Approvals; approve it.
-  const client = await mcpClient();
   const asked = client.call(2, "mcp__kv__delete", { key: "colour" });
   await page.getByRole("link", { name: /Approvals/ }).click();
   const question = page.locator("#asks li[data-ask]").filter({ hasText: "mcp__kv__delete" }).first();
