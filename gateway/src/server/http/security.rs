@@ -711,6 +711,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_console_checks_its_own_login_only_when_it_is_served() {
+        // On (the loopback default), `/ui` passes to the console's own cookie check
+        // (this test app has no console: 404); off, it is guarded like any other path.
+        // Host and Origin are checked either way.
+        let app_with = |ui: Option<bool>| ListenConfig {
+            ui,
+            ..config(&[(TOKEN, None)])
+        };
+        let ui_get = |host: &str, origin: Option<&str>| {
+            request(
+                "/ui/api/servers",
+                &[(header::HOST, Some(host)), (header::ORIGIN, origin)],
+                Body::empty(),
+            )
+        };
+        for (ui, expected) in [
+            (None, StatusCode::NOT_FOUND),
+            (Some(true), StatusCode::NOT_FOUND),
+            (Some(false), StatusCode::UNAUTHORIZED),
+        ] {
+            let got = status(&app_with(ui), ui_get(LOOPBACK, None)).await;
+            assert_eq!(got, expected, "ui = {ui:?}");
+        }
+        let foreign_host = status(&app_with(None), ui_get("evil.example", None)).await;
+        assert_eq!(foreign_host, StatusCode::FORBIDDEN);
+        let foreign_origin = ui_get(LOOPBACK, Some("https://evil.example"));
+        assert_eq!(
+            status(&app_with(None), foreign_origin).await,
+            StatusCode::FORBIDDEN
+        );
+    }
+
+    #[tokio::test]
     async fn foreign_origin_is_403_and_loopback_or_listed_origins_pass() {
         let config = config(&[]);
         for (origin, expected) in [
