@@ -2,10 +2,14 @@
 //! `chromium`, installed by scripts/install-browser) driven by npm `playwright-core`
 //! through `tests/ui/console.mjs`, against the gateway binary with the example `kv` and
 //! `slow` upstreams. The script logs in with the token, watches the servers, kills an
-//! upstream and sees it restart, runs a tool from "try it" and finds it in the activity
-//! feed with its gate decision, approves and denies questions waiting in the console,
-//! and checks that requests without the cookie or with a wrong CSRF token are refused.
-//! Screenshots of every page land in `target/ui-screenshots/`.
+//! upstream and sees it restart, restarts one from its button while a call is in flight
+//! there (the call still gets its answer), disables and enables it, runs a tool from "try
+//! it" and finds it in the activity feed with its gate decision and in the session logs,
+//! approves and denies questions waiting in the console, waits for the metrics interval
+//! holding its calls, and checks that requests without the cookie, with a wrong CSRF token
+//! or from a foreign Origin are refused. On every page: each control has a label, text
+//! meets WCAG AA contrast, nothing is fetched from another origin, and nothing overflows a
+//! phone's width. Screenshots of every page land in `target/ui-screenshots/`.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

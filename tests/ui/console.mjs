@@ -259,6 +259,10 @@ async function run(context) {
       && (await denied.locator('[data-field="error"]').textContent()) === "DENIED";
   });
   step("denied a waiting ask from the console; the feed shows ask → refused, DENIED");
+  await page.getByRole("button", { name: "Load past calls" }).click();
+  await until("past calls from the session logs", async () =>
+    (await page.locator("#history-table tbody").textContent()).includes("mcp__kv__set"));
+  step("Load past calls reads the try-it call back from the session logs");
 
   // ---- Sessions: the MCP client, with its name and transport.
   await page.getByRole("link", { name: "Sessions", exact: true }).click();
@@ -302,12 +306,13 @@ async function run(context) {
 
   // ---- Phone width: nothing overflows the page sideways.
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const name of ["servers", "catalog", "activity"]) {
-    await page.getByRole("link", { name: name[0].toUpperCase() + name.slice(1), exact: true }).click();
+  for (const name of ["servers", "catalog", "activity", "approvals", "sessions", "metrics", "config"]) {
+    await page.getByRole("link", { name: new RegExp("^" + name, "i") }).click();
     await page.waitForTimeout(400);
     const wide = await page.evaluate(() => document.documentElement.scrollWidth);
     if (wide > 392) fail(`${name} is ${wide}px wide at phone width`);
-    await shot(page, name + "-phone");
+    if (["servers", "catalog", "activity"].includes(name)) await shot(page, name + "-phone");
+    else await audit(page, name + "-phone");
   }
   step("at 390px every page fits the width (tables scroll inside)");
   await page.setViewportSize({ width: 1280, height: 800 });
