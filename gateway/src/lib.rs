@@ -19,9 +19,12 @@
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
 //! - [`auth`]: OAuth at the edges: the listener as a protected resource, the gateway as
 //!   the OAuth client of remote servers.
+//! - [`approvals`]: questions that wait for a person in the console.
+//! - [`ui`]: the operator console in the browser (`/ui`).
 //! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
 //!   [`cli`]: the command line.
 
+pub mod approvals;
 pub mod auth;
 pub mod cli;
 pub mod code;
@@ -36,4 +39,5 @@ pub mod registry;
 pub mod relay;
 pub mod search_tools;
 pub mod server;
+pub mod ui;
 pub mod upstream;

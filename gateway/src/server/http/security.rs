@@ -36,6 +36,11 @@
 //!    `max_body_bytes` and the client gets a 413, not a handler's read error. MCP messages are
 //!    single JSON documents, so buffering costs nothing that streaming would have saved.
 //!
+//! The operator console (`/ui`, when `[listen] ui` is on) is the one exception to step 3:
+//! a browser cannot attach a bearer header to a page load, so the console checks the token
+//! itself, once, at its login, with [`SecurityGuard::verify_token`], and then admits its own
+//! cookie (`crate::ui::auth`). Host, Origin and body size are checked for it all the same.
+//!
 //! Unauthenticated requests never reach the body check: a stranger learns only "401".
 //! On success the request carries its [`Credentials`]: which token was presented and the
 //! profile bound to it, if any. Sessions are bound to the credentials that opened them. `/healthz` is not exempt: it shows each upstream's state and last error,
@@ -136,6 +141,17 @@ pub struct Credentials {
     pub profile: Option<String>,
 }
 
+impl Credentials {
+    /// No token: none is needed here.
+    fn anonymous() -> Self {
+        Self {
+            token: None,
+            subject: None,
+            profile: None,
+        }
+    }
+}
+
 /// One of the configured tokens, by its place in `[listen] tokens`: tells tokens apart
 /// without keeping or comparing the secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +161,8 @@ pub struct TokenId(u32);
 pub struct SecurityGuard {
     tokens: Vec<KnownToken>,
     oauth: Option<Arc<ResourceServer>>,
+    /// Whether `/ui` is served (and so authenticates by its own cookie).
+    console: bool,
     allowed_hosts: Vec<HostRule>,
     allowed_origins: Vec<OriginRule>,
     max_body_bytes: usize,
@@ -208,6 +226,7 @@ impl SecurityGuard {
         Ok(Self {
             tokens,
             oauth,
+            console: config.ui_enabled(),
             allowed_hosts,
             allowed_origins,
             max_body_bytes: config.max_body_bytes,
@@ -225,17 +244,16 @@ impl SecurityGuard {
         let (mut parts, body) = request.into_parts();
         self.check_host(&parts)?;
         self.check_origin(&parts.headers)?;
-        // The resource metadata is how a client finds where to get a token.
+        let path = parts.uri.path();
+        // The resource metadata is how a client finds where to get a token; the console
+        // admits its own login cookie (or nothing but its login page).
         let public = self
             .oauth
             .as_ref()
-            .is_some_and(|oauth| oauth.is_metadata_path(parts.uri.path()));
+            .is_some_and(|oauth| oauth.is_metadata_path(path))
+            || (self.console && is_console_path(path));
         let credentials = if public {
-            Credentials {
-                token: None,
-                subject: None,
-                profile: None,
-            }
+            Credentials::anonymous()
         } else {
             self.authenticate(&parts.headers).await?
         };
@@ -284,29 +302,13 @@ impl SecurityGuard {
 
     async fn authenticate(&self, headers: &HeaderMap) -> Result<Credentials, Rejection> {
         if self.tokens.is_empty() && self.oauth.is_none() {
-            return Ok(Credentials {
-                token: None,
-                subject: None,
-                profile: None,
-            });
+            return Ok(Credentials::anonymous());
         }
         let Some(presented) = headers.get(header::AUTHORIZATION).and_then(bearer_token) else {
             return Err(Rejection::MissingToken);
         };
-        let digest = sha256(presented);
-        let mut found = Choice::from(0);
-        let mut index = 0u32;
-        for (i, known) in self.tokens.iter().enumerate() {
-            let equal = known.digest.ct_eq(&digest);
-            found |= equal;
-            index.conditional_assign(&(i as u32), equal);
-        }
-        if bool::from(found) {
-            return Ok(Credentials {
-                token: Some(TokenId(index)),
-                subject: None,
-                profile: self.tokens[index as usize].profile.clone(),
-            });
+        if let Some(credentials) = self.verify_token(presented) {
+            return Ok(credentials);
         }
         let Some(oauth) = &self.oauth else {
             tracing::warn!("rejected a request: wrong bearer token");
@@ -324,6 +326,35 @@ impl SecurityGuard {
                 Err(Rejection::Token(rejection))
             }
         }
+    }
+
+    /// Whether any token is configured, static or `[listen.oauth]` (else every request is
+    /// admitted without one).
+    pub fn tokens_required(&self) -> bool {
+        !self.tokens.is_empty() || self.oauth.is_some()
+    }
+
+    /// The credentials of a presented static token, or `None` when it is none of the
+    /// configured ones; in constant time (see the module doc). An identity provider's token
+    /// is never one (the console logs in with static tokens only). With neither tokens nor
+    /// `[listen.oauth]` configured, anything.
+    pub fn verify_token(&self, presented: &[u8]) -> Option<Credentials> {
+        if !self.tokens_required() {
+            return Some(Credentials::anonymous());
+        }
+        let digest = sha256(presented);
+        let mut found = Choice::from(0);
+        let mut index = 0u32;
+        for (i, known) in self.tokens.iter().enumerate() {
+            let equal = known.digest.ct_eq(&digest);
+            found |= equal;
+            index.conditional_assign(&(i as u32), equal);
+        }
+        bool::from(found).then(|| Credentials {
+            token: Some(TokenId(index)),
+            subject: None,
+            profile: self.tokens[index as usize].profile.clone(),
+        })
     }
 
     async fn bounded_body(&self, headers: &HeaderMap, body: Body) -> Result<Body, Rejection> {
@@ -356,6 +387,12 @@ impl SecurityGuard {
         }
         Ok(Body::from(buffer))
     }
+}
+
+/// `/ui` and everything under it.
+fn is_console_path(path: &str) -> bool {
+    path.strip_prefix("/ui")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 fn parse_all<T>(
@@ -514,10 +551,8 @@ pub struct SecurityLayer {
 }
 
 impl SecurityLayer {
-    pub fn new(guard: SecurityGuard) -> Self {
-        Self {
-            guard: Arc::new(guard),
-        }
+    pub fn new(guard: Arc<SecurityGuard>) -> Self {
+        Self { guard }
     }
 }
 
@@ -616,7 +651,9 @@ mod tests {
         Router::new()
             .route("/mcp", post(echo))
             .route("/healthz", get(|| async { "ok" }))
-            .layer(SecurityLayer::new(SecurityGuard::new(config).unwrap()))
+            .layer(SecurityLayer::new(Arc::new(
+                SecurityGuard::new(config).unwrap(),
+            )))
     }
 
     /// A request with the given headers (`None` values are left out).
@@ -749,6 +786,39 @@ mod tests {
             let got = status(&config, request(path, &headers, Body::empty())).await;
             assert_eq!(got, expected, "{path} {authorization:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_console_checks_its_own_login_only_when_it_is_served() {
+        // On (the loopback default), `/ui` passes to the console's own cookie check
+        // (this test app has no console: 404); off, it is guarded like any other path.
+        // Host and Origin are checked either way.
+        let app_with = |ui: Option<bool>| ListenConfig {
+            ui,
+            ..config(&[(TOKEN, None)])
+        };
+        let ui_get = |host: &str, origin: Option<&str>| {
+            request(
+                "/ui/api/servers",
+                &[(header::HOST, Some(host)), (header::ORIGIN, origin)],
+                Body::empty(),
+            )
+        };
+        for (ui, expected) in [
+            (None, StatusCode::NOT_FOUND),
+            (Some(true), StatusCode::NOT_FOUND),
+            (Some(false), StatusCode::UNAUTHORIZED),
+        ] {
+            let got = status(&app_with(ui), ui_get(LOOPBACK, None)).await;
+            assert_eq!(got, expected, "ui = {ui:?}");
+        }
+        let foreign_host = status(&app_with(None), ui_get("evil.example", None)).await;
+        assert_eq!(foreign_host, StatusCode::FORBIDDEN);
+        let foreign_origin = ui_get(LOOPBACK, Some("https://evil.example"));
+        assert_eq!(
+            status(&app_with(None), foreign_origin).await,
+            StatusCode::FORBIDDEN
+        );
     }
 
     #[tokio::test]
