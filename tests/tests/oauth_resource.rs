@@ -313,3 +313,64 @@ fn base64_url_decode(text: &str) -> Vec<u8> {
     }
     out
 }
+
+/// GET `path` on `gateway` with `token`: status and JSON body.
+fn get_with_token(gateway: &Gateway, path: &str, token: &str) -> (u16, Value) {
+    let bearer = format!("Bearer {token}");
+    let (status, _, body) = http_request(
+        gateway.address,
+        "GET",
+        path,
+        &[("Authorization", bearer.as_str())],
+        b"",
+    );
+    (status, serde_json::from_str(&body).unwrap_or_default())
+}
+
+#[test]
+fn the_clients_token_never_goes_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let front_address: SocketAddr = free_address();
+    let front_resource = format!("http://{front_address}/mcp");
+    // Behind the front gateway, a server that would take the very tokens clients bring to
+    // the front one (same provider, same audience): passed through, they would open it.
+    let behind_workspace = Workspace::new(&format!(
+        "{}[listen.oauth]\nissuer = {}\naudience = {}\n",
+        example_server("kv", "kv"),
+        toml_str(idp.issuer()),
+        toml_str(&front_resource),
+    ));
+    let behind = behind_workspace.serve_http(&[]);
+    let front_workspace = Workspace::new(&format!(
+        "[servers.behind]\nurl = {}\n[listen.oauth]\nissuer = {}\naudience = {}\n",
+        toml_str(&format!("http://{}/mcp", behind.address)),
+        toml_str(idp.issuer()),
+        toml_str(&front_resource),
+    ));
+    let front = front_workspace.serve_http_at(front_address, &[]);
+    let token = idp.machine_token(&front_resource, "mcp:read");
+    assert_eq!(initialize(&behind, Some(&token)).0, 200, "behind takes it");
+
+    let run = python_client(
+        &with_token(&front, &token),
+        &json!([{"action": "list_tools"}]),
+    );
+    assert_eq!(run["ok"], true, "the token opens the front: {run:#}");
+    let (status, health) = get_with_token(&front, "/healthz", &token);
+    assert_eq!(status, 200);
+    let behind_health = &health["upstreams"]["behind"];
+    assert_ne!(behind_health["state"], "ready", "{health:#}");
+    assert!(
+        behind_health["last_error"]
+            .as_str()
+            .is_some_and(|error| error.contains("Auth required")),
+        "the front reached behind without a token: {health:#}"
+    );
+    assert!(
+        !tool_names(action_result(&run, 0))
+            .iter()
+            .any(|name| name.starts_with("mcp__behind__")),
+        "{run:#}"
+    );
+}
