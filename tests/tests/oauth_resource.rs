@@ -344,7 +344,7 @@ fn the_clients_token_never_goes_upstream() {
     let behind = behind_workspace.serve_http(&[]);
     let front_workspace = Workspace::new(&format!(
         "[servers.behind]\nurl = {}\n[listen.oauth]\nissuer = {}\naudience = {}\n",
-        toml_str(&format!("http://{}/mcp", behind.address)),
+        toml_str(format!("http://{}/mcp", behind.address)),
         toml_str(idp.issuer()),
         toml_str(&front_resource),
     ));
