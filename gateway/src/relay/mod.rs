@@ -6,6 +6,8 @@
 //! calling client can answer. This module relates that traffic to the client call it
 //! belongs to and carries it there and back:
 //! - [`calls`]: per upstream, the requests in flight and the client [`Caller`] each serves;
+//! - [`turns`]: per upstream, the turns taken between sessions by calls of tools that ask
+//!   their client, where nothing on the wire tells whose call a request belongs to;
 //! - [`requests`]: relaying an upstream's request to its caller, under the gate's
 //!   `[gate] sampling` and `elicitation` settings, and the answer back;
 //! - [`sessions`]: the client sessions the relay can reach and their log levels, which
@@ -20,6 +22,7 @@
 pub mod calls;
 pub mod requests;
 pub mod sessions;
+pub mod turns;
 
 use std::sync::RwLock;
 

@@ -114,7 +114,14 @@ pub async fn relay(
             None,
         )
     };
-    let caller = match calls.caller_of(context.extensions.get::<InboundStreamOrigin>()) {
+    let origin = context.extensions.get::<InboundStreamOrigin>();
+    // A ping says nothing about the tool that sent it: no call learns from it.
+    let attributed = if kind == Kind::Ping {
+        calls.caller_of(origin)
+    } else {
+        calls.caller_of_request(server, origin)
+    };
+    let caller = match attributed {
         Ok(caller) => caller,
         // A request outside any call goes to the one client that can take it, if only one can.
         Err(Unrelated::NoCall) => match downstream.sessions.sole(|peer| kind.supported_by(peer)) {

@@ -12,10 +12,10 @@ use std::sync::{Arc, OnceLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResponse, Reference, ServerConfig, ServerResult, SetLevelRequestParams,
-    SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
+    Reference, ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequest,
+    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -29,6 +29,7 @@ use crate::registry::view::SessionView;
 use crate::relay::Caller;
 use crate::search_tools::Found;
 use crate::server::http::security::Credentials;
+use crate::server::identity;
 use crate::upstream::UpstreamError;
 
 /// How often a session's watcher checks that its client is still connected.
@@ -186,15 +187,7 @@ fn page<T: Clone>(
 
 impl ServerHandler for GatewayServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(self.gateway.capabilities())
-            .with_server_info(Implementation::new(
-                "mcp-gateway",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(
-                "mcp-gateway federates several MCP servers: tools are named mcp__<server>__<tool> \
-                 unless a server's configured prefix says otherwise.",
-            )
+        identity::info(&self.gateway, self.session.get().map(|s| &**s))
     }
 
     /// The gateway speaks the `initialize` lifecycle; a `server/discover` opener gets
@@ -216,6 +209,7 @@ impl ServerHandler for GatewayServer {
         context.peer.set_peer_info(request.clone());
         let profile = session_profile(self.profile.as_deref(), credentials(&context).as_ref());
         self.session_for(profile.as_deref())?;
+        identity::settle(&self.gateway).await;
         self.negotiate_initialize(&request)
     }
 
