@@ -450,3 +450,74 @@ fn a_colliding_name_goes_to_the_first_server_by_name_even_when_it_starts_later()
         "{log}"
     );
 }
+
+#[test]
+fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
+    let events = |workspace: &Workspace| -> Vec<Value> {
+        std::fs::read_to_string(workspace.path("slow-events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    };
+    for transport in ["stdio", "sse", "http"] {
+        let workspace = Workspace::new("");
+        std::fs::write(
+            workspace.config(),
+            format!(
+                "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
+                example_server("slow", "slow"),
+                toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+            ),
+        )
+        .unwrap();
+        let gateway = (transport != "stdio").then(|| workspace.serve_http(&[]));
+        let connection = match &gateway {
+            None => python_stdio_args(&workspace, &[]),
+            Some(gateway) => {
+                let path = if transport == "sse" { "/sse" } else { "/mcp" };
+                gateway.client_args(transport, path)
+            }
+        };
+        let run = python_client(
+            &args(
+                connection,
+                &[
+                    "--sample",
+                    "SAMPLED",
+                    "--sample-progress",
+                    "--sample-delay-ms",
+                    "1500",
+                ],
+            ),
+            &json!([
+                call("mcp__slow__ask", json!({"prompt": "p"})),
+                call("mcp__slow__ask", json!({"prompt": "p", "cancel_after_ms": 300})),
+                {"action": "call_tool", "name": "mcp__slow__wait",
+                 "arguments": {"ms": 5000, "label": transport}, "cancel_after_ms": 300},
+                {"action": "sleep", "ms": 500},
+            ]),
+        );
+        assert_eq!(run["ok"], true, "{transport}: {run:#}");
+        // The client's progress about the relayed sampling request reached the upstream.
+        let asked = &action_result(&run, 0)["structuredContent"];
+        assert_eq!(asked["answer"], "SAMPLED", "{transport}: {run:#}");
+        assert_eq!(asked["progress"], json!([0.5, 1.0]), "{transport}: {run:#}");
+        // The upstream cancelled its sampling request: the client's request was cancelled.
+        let cancelled = &action_result(&run, 1)["structuredContent"];
+        assert_eq!(cancelled["cancelled"], true, "{transport}: {run:#}");
+        assert_eq!(
+            run["samplings"][1]["cancelled"], true,
+            "{transport}: {run:#}"
+        );
+        // The client cancelled its tool call: the upstream's request was cancelled.
+        assert_eq!(run["results"][2]["cancelled"], true, "{transport}: {run:#}");
+        assert!(
+            events(&workspace)
+                .iter()
+                .any(|e| e["event"] == "cancelled" && e["label"] == transport),
+            "{transport}: {:?}",
+            events(&workspace)
+        );
+    }
+}

@@ -21,7 +21,7 @@ use rmcp::{Peer, RoleServer};
 use super::turns::Turns;
 
 /// The `_meta` key of a request's progress token.
-const PROGRESS_TOKEN: &str = "progressToken";
+pub(super) const PROGRESS_TOKEN: &str = "progressToken";
 
 /// The client side of one call: where the upstream's requests and notifications go.
 #[derive(Clone)]

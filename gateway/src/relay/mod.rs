@@ -10,6 +10,8 @@
 //!   their client, where nothing on the wire tells whose call a request belongs to;
 //! - [`requests`]: relaying an upstream's request to its caller, under the gate's
 //!   `[gate] sampling` and `elicitation` settings, and the answer back;
+//! - [`progress`]: progress a client reports about a relayed request, back to the
+//!   upstream that asked;
 //! - [`sessions`]: the client sessions the relay can reach and their log levels, which
 //!   decide where an upstream's log message goes and what level upstreams are told.
 //!
@@ -20,6 +22,7 @@
 //! ```
 
 pub mod calls;
+pub mod progress;
 pub mod requests;
 pub mod sessions;
 pub mod turns;
@@ -35,6 +38,7 @@ use crate::config::GateSettings;
 #[derive(Default)]
 pub struct Downstream {
     pub sessions: Sessions,
+    pub relayed_progress: progress::RelayedProgress,
     gate: RwLock<GateSettings>,
 }
 
@@ -42,6 +46,7 @@ impl Downstream {
     pub fn new(gate: GateSettings) -> Self {
         Self {
             sessions: Sessions::default(),
+            relayed_progress: progress::RelayedProgress::default(),
             gate: RwLock::new(gate),
         }
     }

@@ -13,9 +13,10 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
-    Reference, ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequest,
-    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -242,6 +243,20 @@ impl ServerHandler for GatewayServer {
             let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
         }
         Ok(())
+    }
+
+    /// Progress the client reports about a request relayed to it goes to the upstream
+    /// that asked.
+    async fn on_progress(
+        &self,
+        progress: ProgressNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        let Ok(session) = self.session() else { return };
+        let relayed = &self.gateway.registry.downstream().relayed_progress;
+        if !relayed.report(&session.id, progress).await {
+            tracing::trace!("progress about no relayed request in flight");
+        }
     }
 
     /// The client's roots changed: every upstream may have asked for them, so each is told.
