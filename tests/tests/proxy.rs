@@ -516,3 +516,18 @@ fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
         );
     }
 }
+
+#[test]
+fn a_tool_calls_meta_reaches_the_upstream() {
+    let workspace = Workspace::new(&format!(
+        "{}env = {{ DYNAMIC_TOOLS = '[\"echo\"]' }}\n",
+        example_server("dyn", "dynamic")
+    ));
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([{"action": "call_tool", "name": "mcp__dyn__echo", "arguments": {"n": 1},
+                 "meta": {"example.com/trace": "t-1"}, "progress": true}]),
+    );
+    let echoed = &action_result(&run, 0)["structuredContent"];
+    assert_eq!(echoed["meta"]["example.com/trace"], "t-1", "{run:#}");
+}

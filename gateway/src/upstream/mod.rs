@@ -383,7 +383,6 @@ impl Upstream {
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        params.meta = caller.as_ref().and_then(|caller| caller.meta.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         match self
             .send(&live, request, cancel, caller, Some(tool))
@@ -421,9 +420,12 @@ impl Upstream {
         tool: Option<&str>,
     ) -> Result<ServerResult, UpstreamError> {
         let _in_flight = self.requests.token();
+        // The client's `_meta` goes along (rmcp adds the gateway's progress token).
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = caller.as_ref().and_then(|caller| caller.meta.clone());
         let mut handle = live
             .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .send_cancellable_request(request, options)
             .await
             .map_err(|e| self.service_error(e))?;
         let _route = caller.map(|caller| {
