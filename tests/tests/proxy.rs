@@ -312,15 +312,20 @@ fn with_one_unprefixed_upstream_the_client_meets_the_upstream_itself() {
 }
 
 #[test]
-fn over_a_stdio_upstream_each_of_two_sessions_gets_its_own_sampling_request() {
-    // Nothing on stdio says which call a sampling request belongs to. The first request,
-    // with one session calling, shows the tool asks its client; from then on its calls
-    // take turns between sessions, so each request has one session to go to.
-    let workspace = Workspace::new(&npm_server(
-        "everything",
-        "mcp-server-everything",
-        &["stdio"],
-    ));
+fn over_stdio_and_sse_upstreams_each_of_two_sessions_gets_its_own_sampling_request() {
+    let stdio = npm_server("everything", "mcp-server-everything", &["stdio"]);
+    two_sessions_sample_at_once(&Workspace::new(&stdio));
+    let sse = ListeningServer::everything("sse");
+    two_sessions_sample_at_once(&Workspace::new(&format!(
+        "[servers.everything]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n",
+        sse.address
+    )));
+}
+
+/// Nothing on stdio or SSE says which call a sampling request belongs to. The first
+/// request, with one session calling, shows the tool asks its client; from then on its
+/// calls take turns between sessions, so each request has one session to go to.
+fn two_sessions_sample_at_once(workspace: &Workspace) {
     let gateway = workspace.serve_http(&[]);
     let sampling = "mcp__everything__trigger-sampling-request";
     let client = |answer: &'static str| {
