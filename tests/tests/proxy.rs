@@ -536,3 +536,20 @@ fn a_tool_calls_meta_reaches_the_upstream() {
     let echoed = &action_result(&run, 0)["structuredContent"];
     assert_eq!(echoed["meta"]["example.com/trace"], "t-1", "{run:#}");
 }
+
+#[test]
+fn with_its_one_upstream_down_the_gateway_answers_as_itself() {
+    let workspace = Workspace::new(
+        "[servers.gone]\ncommand = \"/nonexistent/mcp-server\"\nprefix = \"\"\nrewrite_uris = false\n",
+    );
+    let gateway = workspace.serve_http_at_once(&[]);
+    let run = python_client(
+        &gateway.client_args("http", "/mcp"),
+        &json!([{"action": "ping"}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(
+        run["server"]["server_info"]["name"], "mcp-gateway",
+        "{run:#}"
+    );
+}

@@ -279,9 +279,14 @@ async fn send(
     let cancel = cancel.clone();
     let sent = tokio::spawn(async move {
         let mut handle = peer.send_cancellable_request(request, options).await?;
-        let _progress = wants_progress.map(|(upstream, theirs, routes)| {
-            routes.enter(session, handle.progress_token.clone(), upstream, theirs)
-        });
+        let _progress = match wants_progress {
+            Some((upstream, theirs, routes)) => Some(
+                routes
+                    .enter(session, handle.progress_token.clone(), upstream, theirs)
+                    .await,
+            ),
+            None => None,
+        };
         tokio::select! {
             answer = &mut handle.rx => answer.map_err(|_| ServiceError::TransportClosed)?,
             () = cancel.cancelled() => {

@@ -254,9 +254,7 @@ impl ServerHandler for GatewayServer {
     ) {
         let Ok(session) = self.session() else { return };
         let relayed = &self.gateway.registry.downstream().relayed_progress;
-        if !relayed.report(&session.id, progress).await {
-            tracing::trace!("progress about no relayed request in flight");
-        }
+        relayed.report(&session.id, progress).await;
     }
 
     /// The client's roots changed: every upstream may have asked for them, so each is told.
