@@ -6,7 +6,8 @@
 //! Run with `cargo bench -p mcp-gateway --bench gateway` (it builds the example servers
 //! in release first if they are missing). `BENCH_QUICK=1` cuts repetitions;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
-//! work, run_code, memory).
+//! work, run_code, memory, cluster; cluster needs redis-server and haproxy from
+//! scripts/install-cluster-deps).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -402,6 +403,7 @@ impl BuiltinTool for NoOp {
         &'a self,
         _i: &'a Invocation,
         _s: CancellationToken,
+        _t: &'a opentelemetry::Context,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")])) })
     }
@@ -416,11 +418,13 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
     let config: Config = Config::from_toml(&text).unwrap();
     let (registry, _updates) = Registry::start(&config, CancellationToken::new()).await;
     let metrics = Arc::new(mcp_gateway::observe::metrics::Metrics::new());
-    let pipeline = mcp_gateway::policies::builtin(&config, metrics).build(
+    let state = mcp_gateway::state::open(&config.cluster).unwrap();
+    let pipeline = mcp_gateway::policies::builtin(&config, metrics, state).build(
         registry,
         PipelineSettings {
             ask_fallback: config.gate.ask_fallback,
             max_argument_depth: 64,
+            tracer: Default::default(),
         },
     );
     let profile = Profiles::new(&config).get(None).unwrap();
@@ -438,6 +442,7 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
         peer: None,
         origin: Origin::Client,
         started: Instant::now(),
+        trace: opentelemetry::Context::new(),
     };
     let n = reps(20_000);
     let mut base = Vec::with_capacity(n);
@@ -695,6 +700,129 @@ fn worker_pids(gateway: u32) -> Vec<u32> {
         .collect()
 }
 
+/// A `redis-server` on a free loopback port for the cluster scenarios; killed on drop.
+struct BenchRedis(std::process::Child, std::net::SocketAddr);
+
+impl BenchRedis {
+    fn start() -> BenchRedis {
+        let address = free_address();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &address.port().to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/install-cluster-deps)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(address).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        BenchRedis(child, address)
+    }
+}
+
+impl Drop for BenchRedis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `haproxy` balancing `backends` round robin on a free port; killed on drop.
+struct BenchHaproxy(std::process::Child, std::net::SocketAddr);
+
+impl BenchHaproxy {
+    fn start(dir: &Path, backends: &[std::net::SocketAddr]) -> BenchHaproxy {
+        let address = free_address();
+        let servers: String = backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("    server g{i} {b}\n"))
+            .collect();
+        let config = format!(
+            "global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 2s\n    \
+             timeout client 60s\n    timeout server 60s\n    option http-server-close\n\
+             frontend mcp\n    bind {address}\n    default_backend gateways\n\
+             backend gateways\n    balance roundrobin\n{servers}"
+        );
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, config).unwrap();
+        let child = std::process::Command::new("haproxy")
+            .arg("-f")
+            .arg(&path)
+            .arg("-db")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("haproxy (scripts/install-cluster-deps)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(address).is_err() {
+            assert!(Instant::now() < deadline, "haproxy did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        BenchHaproxy(child, address)
+    }
+}
+
+impl Drop for BenchHaproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 18: the added latency of a Redis-backed session over an in-memory one (one
+/// gateway each, kv `get` at concurrency 1), and calls/s at concurrency 32 through three
+/// replicas behind HAProxy vs one replica alone (both Redis-backed).
+async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
+    let redis = BenchRedis::start();
+    let kv = server("kv", "kv", "");
+    let memory_config = write_config(dir, &kv);
+    let memory_gateway = HttpServer::gateway(&memory_config);
+    let shared_dir = dir.join("shared");
+    std::fs::create_dir_all(&shared_dir).unwrap();
+    let shared_config = write_config(
+        &shared_dir,
+        &format!("{kv}\n[cluster]\nredis_url = \"redis://{}/0\"\n", redis.1),
+    );
+    let shared_gateway = HttpServer::gateway(&shared_config);
+    let in_memory = memory_gateway.client().await;
+    let in_redis = shared_gateway.client().await;
+    let args = json!({"key": "k"});
+    let n = reps(2000);
+    let base = sequential(&in_memory, "mcp__kv__get", args.clone(), n).await;
+    let samples = sequential(&in_redis, "mcp__kv__get", args.clone(), n).await;
+    rows.push(row(
+        "kv get through one gateway, Redis-backed session (vs in-memory session)",
+        samples,
+        base,
+        0.0,
+    ));
+    in_memory.cancel().await.unwrap();
+    drop(memory_gateway);
+
+    let alone = throughput(&in_redis, "mcp__kv__get", args.clone(), 32, reps(6400)).await;
+    in_redis.cancel().await.unwrap();
+    let mut replicas = vec![shared_gateway];
+    replicas.extend((0..2).map(|_| HttpServer::gateway(&shared_config)));
+    let backends: Vec<_> = replicas.iter().map(|r| r.1).collect();
+    let haproxy = BenchHaproxy::start(dir, &backends);
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
+        "http://{}/mcp",
+        haproxy.1
+    ));
+    let balanced = ().serve(transport).await.unwrap();
+    let rate = throughput(&balanced, "mcp__kv__get", args, 32, reps(6400)).await;
+    balanced.cancel().await.unwrap();
+    rows.push(summary_row(
+        format!(
+            "kv get, concurrency 32, 3 replicas behind HAProxy: {rate:.0} vs one replica alone \
+             {alone:.0} calls/s"
+        ),
+        rate,
+        rate / alone,
+    ));
+}
+
 fn main() {
     // The pipeline scenario builds a code runtime whose workers run this executable.
     if std::env::args_os()
@@ -730,6 +858,9 @@ fn main() {
         }
         if selected("memory") {
             memory(dir.path(), &mut rows).await;
+        }
+        if selected("cluster") {
+            cluster(dir.path(), &mut rows).await;
         }
     });
     println!(

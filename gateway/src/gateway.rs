@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Mode, SessionsDir};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
+use crate::observe::telemetry::{Telemetry, Tracer};
 use crate::pipeline::{
     BuiltinTool, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings, Session, Target,
     ToolError,
@@ -27,6 +28,7 @@ use crate::registry::Registry;
 use crate::registry::profile::Profiles;
 use crate::run_code::RunCodeTool;
 use crate::server::subscriptions::Subscriptions;
+use crate::state::{self, SharedState};
 use crate::upstream::ProgressSink;
 
 /// The name of the gateway's own code tool; reserved, never shadowed.
@@ -41,12 +43,19 @@ pub struct Policy {
 }
 
 impl Policy {
-    fn new(config: Config, registry: &Arc<Registry>, metrics: &Arc<Metrics>) -> Self {
-        let pipeline = policies::builtin(&config, metrics.clone()).build(
+    fn new(
+        config: Config,
+        registry: &Arc<Registry>,
+        metrics: &Arc<Metrics>,
+        tracer: &Tracer,
+        state: &Arc<dyn SharedState>,
+    ) -> Self {
+        let pipeline = policies::builtin(&config, metrics.clone(), state.clone()).build(
             registry.clone(),
             PipelineSettings {
                 ask_fallback: config.gate.ask_fallback,
                 max_argument_depth: config.gateway.max_argument_depth,
+                tracer: tracer.clone(),
             },
         );
         let sessions_dir = match &config.log.sessions_dir {
@@ -74,6 +83,11 @@ pub struct Gateway {
     /// `run_code`, when the code runtime could be set up.
     pub run_code: Option<Arc<RunCodeTool>>,
     pub shutdown: CancellationToken,
+    /// The trace exporter (idle when `[telemetry]` names no endpoint).
+    pub telemetry: Telemetry,
+    /// What replicas share (`[cluster]`); this process's memory when alone. Chosen at
+    /// start: a reload does not move it.
+    pub state: Arc<dyn SharedState>,
     drain: Drain,
 }
 
@@ -106,6 +120,8 @@ pub struct CallRequest {
     pub peer: Option<Peer<RoleServer>>,
     pub progress: Option<ProgressSink>,
     pub origin: Origin,
+    /// The trace context the call continues (see `observe::telemetry`).
+    pub trace: opentelemetry::Context,
 }
 
 impl Gateway {
@@ -114,7 +130,16 @@ impl Gateway {
         let (registry, resource_updates) = Registry::start(&config, shutdown.clone()).await;
         let metrics = Arc::new(Metrics::new());
         let budgets = config.code.clone();
-        let policy = Policy::new(config, &registry, &metrics);
+        let telemetry = Telemetry::start(&config.telemetry).unwrap_or_else(|e| {
+            tracing::error!("traces are not exported: {e}");
+            Telemetry::default()
+        });
+        let state = state::open(&config.cluster).unwrap_or_else(|e| {
+            // The configuration was validated at load; only a library caller gets here.
+            tracing::error!("{e}: sharing nothing, state stays in this process");
+            Arc::new(state::memory::MemoryState::new(&config.cluster))
+        });
+        let policy = Policy::new(config, &registry, &metrics, &telemetry.tracer(), &state);
         let subscriptions = Subscriptions::start(resource_updates);
         Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
@@ -126,6 +151,8 @@ impl Gateway {
                 .ok()
                 .map(Arc::new),
             shutdown,
+            telemetry,
+            state,
             drain: Drain::default(),
         })
     }
@@ -148,7 +175,13 @@ impl Gateway {
     /// The listener's own settings take effect at the next start.
     pub async fn reload(&self, config: Config) {
         self.registry.reconfigure(&config).await;
-        let policy = Arc::new(Policy::new(config, &self.registry, &self.metrics));
+        let policy = Arc::new(Policy::new(
+            config,
+            &self.registry,
+            &self.metrics,
+            &self.telemetry.tracer(),
+            &self.state,
+        ));
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
     }
 
@@ -157,11 +190,12 @@ impl Gateway {
         self.policy().profiles.get(profile).is_some()
     }
 
-    /// A new downstream session with the named profile (`None` = the default profile).
-    pub fn new_session(&self, profile: Option<&str>) -> Option<Arc<Session>> {
+    /// A new downstream session with the named profile (`None` = the default profile),
+    /// under the transport's session id when it has one (a fresh id otherwise).
+    pub fn new_session(&self, profile: Option<&str>, id: Option<&str>) -> Option<Arc<Session>> {
         let policy = self.policy();
         let profile = policy.profiles.get(profile)?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = id.map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned);
         let log = policy.sessions_dir.as_ref().and_then(|dir| {
             SessionLog::create(dir, &id)
                 .inspect_err(|e| tracing::warn!("session log disabled: {e}"))
@@ -265,6 +299,7 @@ impl Gateway {
             peer: request.peer,
             origin: request.origin,
             started: std::time::Instant::now(),
+            trace: request.trace,
         };
         let policy = self.policy();
         let run = policy.pipeline.run(&invocation);

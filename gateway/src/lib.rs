@@ -8,7 +8,8 @@
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
 //!   metrics, reminder, result cap, session log).
 //! - [`server`]: the downstream MCP server over stdio, streamable HTTP and SSE.
-//! - [`observe`]: metrics and the session log.
+//! - [`observe`]: metrics, the session log and OpenTelemetry traces.
+//! - [`state`]: what replicas share (sessions, limits, event streams): memory or Redis.
 //! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
 //!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
 //! - [`gateway`]: the assembled whole; [`cli`]: the command line.
@@ -23,4 +24,5 @@ pub mod policies;
 pub mod registry;
 pub mod run_code;
 pub mod server;
+pub mod state;
 pub mod upstream;

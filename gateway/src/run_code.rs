@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
+use opentelemetry::Context;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject, Tool, ToolAnnotations};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -108,6 +109,7 @@ impl RunCodeTool {
         program: &str,
         peer: Option<Peer<RoleServer>>,
         cancel: CancellationToken,
+        trace: Context,
     ) -> RunOutcome {
         let sdk = self.sdk(gateway, session);
         let bridge = Arc::new(PipelineBridge {
@@ -115,6 +117,7 @@ impl RunCodeTool {
             session: session.clone(),
             peer,
             run: uuid::Uuid::new_v4().simple().to_string(),
+            trace,
         });
         self.runtime
             .run(program, &sdk.bindings, bridge, cancel)
@@ -164,6 +167,7 @@ impl BuiltinTool for RunCodeTool {
         &'a self,
         invocation: &'a Invocation,
         signal: CancellationToken,
+        trace: &'a Context,
     ) -> PipelineFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
             let Some(gateway) = self.gateway.upgrade() else {
@@ -190,6 +194,7 @@ impl BuiltinTool for RunCodeTool {
                     program,
                     invocation.peer.clone(),
                     signal,
+                    trace.clone(),
                 )
                 .await;
             render(outcome)
@@ -266,6 +271,8 @@ struct PipelineBridge {
     session: Arc<Session>,
     peer: Option<Peer<RoleServer>>,
     run: String,
+    /// The run's dispatch span: each call of the program is a child of it.
+    trace: Context,
 }
 
 impl ToolBridge for PipelineBridge {
@@ -298,6 +305,7 @@ impl ToolBridge for PipelineBridge {
             origin: Origin::Code {
                 run: self.run.clone(),
             },
+            trace: self.trace.clone(),
         };
         Box::pin(async move {
             let result = gateway.call(&session, request).await;

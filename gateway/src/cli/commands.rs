@@ -36,7 +36,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let (gateway, shutdown) = start(load(&config)?).await;
             let session = gateway
-                .new_session(profile.as_deref())
+                .new_session(profile.as_deref(), None)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let tools = gateway.visible_tools(&session);
             if json {
@@ -67,7 +67,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             };
             let (gateway, shutdown) = start(load(&config)?).await;
             let session = gateway
-                .new_session(profile.as_deref())
+                .new_session(profile.as_deref(), None)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let result = gateway
                 .call(
@@ -79,6 +79,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         peer: None,
                         progress: None,
                         origin: Origin::Client,
+                        trace: opentelemetry::Context::new(),
                     },
                 )
                 .await;
@@ -122,6 +123,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         peer: None,
                         progress: None,
                         origin: Origin::Client,
+                        trace: opentelemetry::Context::new(),
                     },
                 )
                 .await;
@@ -169,7 +171,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
 /// configured mode, since `run` and `sdk` are about it.
 fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, String> {
     let session = gateway
-        .new_session(profile)
+        .new_session(profile, None)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
     if session.mode() != Mode::Native {
         return Ok(session);
@@ -194,6 +196,7 @@ async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
         code.shutdown().await;
     }
     gateway.registry.stop_all();
+    gateway.telemetry.shutdown().await;
     for _ in 0..40 {
         let running = gateway
             .registry

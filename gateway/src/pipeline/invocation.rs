@@ -1,7 +1,8 @@
 //! One tool call as the pipeline sees it: who asked, for what, and how to reach them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use opentelemetry::Context;
 use rmcp::model::JsonObject;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
@@ -16,33 +17,19 @@ use crate::registry::profile::Profile;
 use crate::upstream::ProgressSink;
 use rmcp::model::{CallToolResult, Tool};
 
-/// One downstream session (one "agent" in the spec): its profile, its log, and the
-/// per-session state that policies keep (the reminder's chain, the rate limiter's window).
+/// One downstream session (one "agent" in the spec): its profile and its log. What
+/// policies count per session (the reminder's chain, the rate limiter's window) is kept
+/// under its id in the shared state (`crate::state`), so replicas count together.
 pub struct Session {
+    /// For streamable HTTP, the transport's session id (the same on every replica).
     pub id: String,
     pub profile: Arc<Profile>,
     pub log: Option<SessionLog>,
-    /// Policy state, keyed by type: each policy owns its own entry.
-    pub state: Mutex<http::Extensions>,
 }
 
 impl Session {
     pub fn new(id: String, profile: Arc<Profile>, log: Option<SessionLog>) -> Self {
-        Self {
-            id,
-            profile,
-            log,
-            state: Mutex::new(http::Extensions::new()),
-        }
-    }
-
-    /// Runs `f` on this session's state of type `T`, creating it with `Default` first.
-    pub fn with_state<T, R>(&self, f: impl FnOnce(&mut T) -> R) -> R
-    where
-        T: Default + Clone + Send + Sync + 'static,
-    {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        f(state.get_or_insert_default::<T>())
+        Self { id, profile, log }
     }
 
     pub fn mode(&self) -> Mode {
@@ -62,10 +49,12 @@ pub enum Origin {
 /// A tool the gateway implements itself (run_code).
 pub trait BuiltinTool: Send + Sync {
     fn definition(&self, session: &Session) -> Tool;
+    /// `trace` is the dispatch span: the parent of whatever the tool calls in turn.
     fn call<'a>(
         &'a self,
         invocation: &'a Invocation,
         signal: CancellationToken,
+        trace: &'a Context,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>>;
 }
 
@@ -102,6 +91,8 @@ pub struct Invocation {
     pub origin: Origin,
     /// When the call arrived (latency metrics).
     pub started: std::time::Instant,
+    /// The caller's trace context: the parent of this call's span (empty: a new trace).
+    pub trace: Context,
 }
 
 impl Invocation {

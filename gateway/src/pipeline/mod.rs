@@ -10,6 +10,10 @@
 //! The order lives in [`Pipeline::run`] and nowhere else. Stages are trait objects
 //! registered in order through [`PipelineBuilder`]; built-in policies are plugins of
 //! these stages (`crate::policies`).
+//!
+//! Each call is one trace span with a child span per stage, named as in the drawing
+//! above (`gate`, `guards`, `validate`, `around <wrapper>`, `dispatch`, `post_execute`,
+//! `finalize`); see `crate::observe::telemetry`.
 
 mod ask;
 pub mod error;
@@ -20,11 +24,14 @@ pub mod validate;
 
 use std::sync::Arc;
 
+use opentelemetry::trace::SpanKind;
+use opentelemetry::{Context, KeyValue};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::AskFallback;
+use crate::observe::telemetry::{self, Tracer, attribute};
 use crate::registry::{Registry, resource_uri};
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
@@ -44,14 +51,21 @@ pub struct Next<'a> {
     index: usize,
     invocation: &'a Invocation,
     target: &'a Target,
+    /// The wrapper's span: the parent of what runs below it.
+    trace: &'a Context,
 }
 
 impl<'a> Next<'a> {
     /// Runs the rest of the chain with `signal`, which must be the signal the wrapper
     /// was given or a child of it.
     pub fn run(self, signal: CancellationToken) -> BoxFuture<'a, ToolOutcome> {
-        self.pipeline
-            .layer(self.index, self.invocation, self.target, signal)
+        self.pipeline.layer(
+            self.index,
+            self.invocation,
+            self.target,
+            signal,
+            self.trace.clone(),
+        )
     }
 }
 
@@ -107,6 +121,8 @@ impl PipelineBuilder {
 pub struct PipelineSettings {
     pub ask_fallback: AskFallback,
     pub max_argument_depth: usize,
+    /// Where the spans of each call go (nowhere by default).
+    pub tracer: Tracer,
 }
 
 /// Runs tool calls through the stages.
@@ -119,6 +135,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// Runs one call end to end and returns what the caller sees.
     pub async fn run(&self, invocation: &Invocation) -> CallToolResult {
+        let call = self.call_span(invocation);
         for observer in &self.stages.observers {
             observer.call_started(invocation);
         }
@@ -126,32 +143,40 @@ impl Pipeline {
         let mut outcome = if pre_aborted {
             ToolOutcome::failed(aborted_before_dispatch(), false)
         } else {
-            self.execute(invocation).await
+            self.execute(invocation, &call).await
         };
         if !pre_aborted {
-            self.post_execute(invocation, &mut outcome);
+            let span = self.settings.tracer.stage("post_execute", &call);
+            self.post_execute(invocation, &mut outcome).await;
+            telemetry::end(&span);
         }
-        let (result, error) = self.finalize(outcome);
+        let (result, error) = self.in_span("finalize", &call, || self.finalize(outcome));
         for observer in &self.stages.observers {
             observer.result(invocation, error.as_ref(), &result);
         }
+        if let Some(error) = &error {
+            telemetry::record_error(&call, error.code.as_str(), &error.message);
+        }
+        telemetry::end(&call);
         result
     }
 
     /// Gate, guards, validation, then the around chain over dispatch.
-    async fn execute(&self, invocation: &Invocation) -> ToolOutcome {
+    async fn execute(&self, invocation: &Invocation, call: &Context) -> ToolOutcome {
         let Some(target) = &invocation.target else {
             return ToolOutcome::failed(self.not_found(invocation), false);
         };
-        if let Err(error) = self.admit(invocation).await {
+        if let Err(error) = self.admit(invocation, call).await {
             return ToolOutcome::failed(error, false);
         }
         if let Target::Federated(tool) = target
-            && let Err(error) = validate::arguments(
-                tool,
-                &invocation.arguments_value(),
-                self.settings.max_argument_depth,
-            )
+            && let Err(error) = self.in_span("validate", call, || {
+                validate::arguments(
+                    tool,
+                    &invocation.arguments_value(),
+                    self.settings.max_argument_depth,
+                )
+            })
         {
             return ToolOutcome::failed(error, false);
         }
@@ -159,7 +184,7 @@ impl Pipeline {
             return ToolOutcome::failed(aborted_before_dispatch(), false);
         }
         let mut outcome = self
-            .layer(0, invocation, target, invocation.cancel.clone())
+            .layer(0, invocation, target, invocation.cancel.clone(), call.clone())
             .await;
         if invocation.cancel.is_cancelled() && outcome.result.is_ok() {
             outcome.result = Err(ToolError::new(
@@ -170,26 +195,68 @@ impl Pipeline {
         outcome
     }
 
-    /// Around wrapper `index` (outermost first), or dispatch after the last one.
+    /// Around wrapper `index` (outermost first), or dispatch after the last one; each in
+    /// its own span under `parent`.
     fn layer<'a>(
         &'a self,
         index: usize,
         invocation: &'a Invocation,
         target: &'a Target,
         signal: CancellationToken,
+        parent: Context,
     ) -> BoxFuture<'a, ToolOutcome> {
         match self.stages.around.get(index) {
-            None => Box::pin(self.dispatch(invocation, target, signal)),
-            Some(wrapper) => {
+            None => Box::pin(self.dispatch(invocation, target, signal, parent)),
+            Some(wrapper) => Box::pin(async move {
+                let span = self
+                    .settings
+                    .tracer
+                    .stage(format!("around {}", wrapper.name()), &parent);
                 let next = Next {
                     pipeline: self,
                     index: index + 1,
                     invocation,
                     target,
+                    trace: &span,
                 };
-                wrapper.around(invocation, signal, next)
-            }
+                let outcome = wrapper.around(invocation, signal, next).await;
+                end_with(&span, &outcome);
+                outcome
+            }),
         }
+    }
+
+    /// The span of one call, under the caller's trace context.
+    fn call_span(&self, invocation: &Invocation) -> Context {
+        let server = match &invocation.target {
+            Some(Target::Federated(tool)) => tool.server.to_string(),
+            Some(Target::Builtin(_)) => "gateway".to_owned(),
+            None => String::new(),
+        };
+        let mut attributes = vec![
+            KeyValue::new(attribute::METHOD, "tools/call"),
+            KeyValue::new(attribute::TOOL, invocation.tool.clone()),
+            KeyValue::new(attribute::SERVER, server),
+            KeyValue::new(attribute::PROFILE, invocation.session.profile.name.clone()),
+            KeyValue::new(attribute::SESSION, invocation.session.id.clone()),
+        ];
+        if let Origin::Code { run } = &invocation.origin {
+            attributes.push(KeyValue::new(attribute::RUN, run.clone()));
+        }
+        self.settings.tracer.start(
+            format!("tools/call {}", invocation.tool),
+            SpanKind::Server,
+            &invocation.trace,
+            attributes,
+        )
+    }
+
+    /// Runs a synchronous stage in a span of its own under `parent`.
+    fn in_span<T>(&self, name: &'static str, parent: &Context, stage: impl FnOnce() -> T) -> T {
+        let span = self.settings.tracer.stage(name, parent);
+        let value = stage();
+        telemetry::end(&span);
+        value
     }
 
     /// Why a name resolved to nothing: TOOL_NOT_FOUND, unless it names a visible tool of
@@ -218,28 +285,55 @@ impl Pipeline {
     }
 
     /// The gate waterfall, then the guards. Nothing after a rejection can undo it.
-    async fn admit(&self, invocation: &Invocation) -> Result<(), ToolError> {
+    async fn admit(&self, invocation: &Invocation, call: &Context) -> Result<(), ToolError> {
+        let gate = self.settings.tracer.stage("gate", call);
+        let admitted = self.gate(invocation, &gate).await;
+        if let Err(error) = &admitted {
+            telemetry::record_error(&gate, error.code.as_str(), &error.message);
+        }
+        telemetry::end(&gate);
+        admitted?;
+        if invocation.cancel.is_cancelled() {
+            return Err(aborted_before_dispatch());
+        }
+        let span = self.settings.tracer.stage("guards", call);
+        let mut checked = Ok(());
+        for guard in &self.stages.guards {
+            checked = guard
+                .check(invocation)
+                .await
+                .map_err(|reason| ToolError::new(ErrorCode::Denied, reason));
+            if checked.is_err() {
+                break;
+            }
+        }
+        telemetry::end(&span);
+        checked
+    }
+
+    /// The first gate decision other than `Pass` wins; asking the person happens here.
+    /// The decision is recorded on the gate's span.
+    async fn gate(&self, invocation: &Invocation, span: &Context) -> Result<(), ToolError> {
+        let decided = |decision: &'static str| {
+            use opentelemetry::trace::TraceContextExt;
+            span.span()
+                .set_attribute(KeyValue::new(attribute::GATE_DECISION, decision));
+        };
         for gate in &self.stages.gates {
             match gate.decide(invocation).await {
                 GateDecision::Pass => continue,
                 GateDecision::Allow => break,
                 GateDecision::Deny { reason } => {
+                    decided("deny");
                     return Err(ToolError::new(ErrorCode::Denied, reason));
                 }
                 GateDecision::Ask { reason } => {
-                    ask::ask(invocation, &reason, self.settings.ask_fallback).await?;
-                    break;
+                    decided("ask");
+                    return ask::ask(invocation, &reason, self.settings.ask_fallback).await;
                 }
             }
         }
-        if invocation.cancel.is_cancelled() {
-            return Err(aborted_before_dispatch());
-        }
-        for guard in &self.stages.guards {
-            guard
-                .check(invocation)
-                .map_err(|reason| ToolError::new(ErrorCode::Denied, reason))?;
-        }
+        decided("allow");
         Ok(())
     }
 
@@ -250,9 +344,16 @@ impl Pipeline {
         invocation: &Invocation,
         target: &Target,
         signal: CancellationToken,
+        parent: Context,
     ) -> ToolOutcome {
+        let span = self.settings.tracer.start(
+            "dispatch",
+            SpanKind::Client,
+            &parent,
+            Vec::new(),
+        );
         let result = match target {
-            Target::Builtin(tool) => tool.call(invocation, signal).await,
+            Target::Builtin(tool) => tool.call(invocation, signal, &span).await,
             Target::Federated(tool) => {
                 let called = match self.registry.upstream(&tool.server) {
                     Some(upstream) => {
@@ -262,6 +363,7 @@ impl Pipeline {
                                 invocation.arguments.clone(),
                                 &signal,
                                 invocation.progress.clone(),
+                                &span,
                             )
                             .await
                     }
@@ -279,16 +381,18 @@ impl Pipeline {
                 })
             }
         };
-        ToolOutcome {
+        let outcome = ToolOutcome {
             result,
             dispatched: true,
             contexts: Vec::new(),
-        }
+        };
+        end_with(&span, &outcome);
+        outcome
     }
 
-    fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
+    async fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
         for post in &self.stages.post {
-            match post.post(invocation, outcome) {
+            match post.post(invocation, outcome).await {
                 PostDecision::Pass => {}
                 PostDecision::ReplaceContent(content) => {
                     if let Ok(result) = &mut outcome.result {
@@ -339,6 +443,14 @@ impl Pipeline {
         }
         (result, error)
     }
+}
+
+/// Ends a stage span, recording the failure it produced, if any.
+fn end_with(span: &Context, outcome: &ToolOutcome) {
+    if let Err(error) = &outcome.result {
+        telemetry::record_error(span, error.code.as_str(), &error.message);
+    }
+    telemetry::end(span);
 }
 
 fn aborted_before_dispatch() -> ToolError {

@@ -22,9 +22,11 @@ use serde_json::json;
 
 use crate::gateway::{CallRequest, Gateway};
 use crate::observe::session_log::EventKind;
+use crate::observe::telemetry;
 use crate::pipeline::{Origin, Session};
 use crate::registry::resource_uri;
 use crate::server::security::Credentials;
+use crate::server::shared_sessions::TransportSession;
 use crate::upstream::{ProgressSink, UpstreamError};
 
 /// How often a session's watcher checks that its client is still connected.
@@ -56,14 +58,20 @@ impl GatewayServer {
     /// request comes from the session's opener: `BoundSessions` and the SSE transport
     /// refuse other credentials before any message reaches the handler.)
     fn session(&self) -> Result<&Arc<Session>, ErrorData> {
-        self.session_for(self.profile.as_deref())
+        self.session_for(self.profile.as_deref(), None)
     }
 
-    fn session_for(&self, profile: Option<&str>) -> Result<&Arc<Session>, ErrorData> {
+    /// The session, created with `profile` under the transport's session `id` if there
+    /// is one.
+    fn session_for(
+        &self,
+        profile: Option<&str>,
+        id: Option<&str>,
+    ) -> Result<&Arc<Session>, ErrorData> {
         if let Some(session) = self.session.get() {
             return Ok(session);
         }
-        let session = self.gateway.new_session(profile).ok_or_else(|| {
+        let session = self.gateway.new_session(profile, id).ok_or_else(|| {
             ErrorData::invalid_params(format!("unknown profile `{}`", profile.unwrap_or("")), None)
         })?;
         Ok(self.session.get_or_init(|| session))
@@ -198,7 +206,13 @@ impl ServerHandler for GatewayServer {
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let bound = credentials(&context).and_then(|c| c.profile);
-        self.session_for(bound.as_deref().or(self.profile.as_deref()))?;
+        // On streamable HTTP the session is known by the transport's id on every replica
+        // (a restored session replays this handshake on another replica under that id).
+        let transport = context.extensions.get::<TransportSession>();
+        self.session_for(
+            bound.as_deref().or(self.profile.as_deref()),
+            transport.map(|t| t.0.as_ref()),
+        )?;
         self.negotiate_initialize(&request)
     }
 
@@ -239,6 +253,7 @@ impl ServerHandler for GatewayServer {
                     peer: Some(context.peer.clone()),
                     progress,
                     origin: Origin::Client,
+                    trace: caller_trace(&context),
                 },
             )
             .await;
@@ -485,6 +500,24 @@ impl GatewayServer {
 fn credentials(context: &RequestContext<RoleServer>) -> Option<Credentials> {
     let parts = context.extensions.get::<http::request::Parts>()?;
     parts.extensions.get::<Credentials>().cloned()
+}
+
+/// The trace context the client sent with this call: `_meta.traceparent` when present,
+/// else the HTTP request's `traceparent` header (streamable HTTP).
+fn caller_trace(context: &RequestContext<RoleServer>) -> opentelemetry::Context {
+    if let Some(traceparent) = context.meta.get_traceparent() {
+        return telemetry::extract(Some(traceparent), context.meta.get_tracestate());
+    }
+    let headers = context
+        .extensions
+        .get::<http::request::Parts>()
+        .map(|parts| &parts.headers);
+    let header = |name: &str| {
+        headers
+            .and_then(|headers| headers.get(name))
+            .and_then(|value| value.to_str().ok())
+    };
+    telemetry::extract(header(telemetry::TRACEPARENT), header(telemetry::TRACESTATE))
 }
 
 fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {

@@ -6,6 +6,7 @@
 //! - [`handler`]: the MCP server of one session, whatever the transport.
 //! - [`bound_sessions`] (streamable HTTP) and [`sse`] (legacy SSE): sessions kept to the
 //!   credentials that opened them; [`handshake`]: stdio and SSE survive early messages.
+//! - [`shared_sessions`]: streamable HTTP sessions any replica can serve (`crate::state`).
 //! - [`subscriptions`]: resource subscriptions across sessions.
 
 pub mod bound_sessions;
@@ -14,6 +15,7 @@ pub mod handler;
 pub mod handshake;
 pub mod listen;
 pub mod security;
+pub mod shared_sessions;
 pub mod sse;
 mod stdio;
 pub mod subscriptions;
@@ -25,13 +27,13 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::routing::{any, get};
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ServerHandler, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
 use bound_sessions::BoundSessions;
+use shared_sessions::SharedSessions;
 use handler::GatewayServer;
 use handshake::Handshake;
 use security::{SecurityGuard, SecurityLayer};
@@ -86,6 +88,7 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .route_service("/mcp/", default)
         .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(healthz))
+        .route(security::READINESS_PATH, get(readyz))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
@@ -169,17 +172,22 @@ fn streamable_http(
 ) -> BoundSessions {
     let gateway = gateway.clone();
     // Host, Origin and body size are checked by the security layer in front.
-    let config = StreamableHttpServerConfig::default()
+    let state = gateway.state.clone();
+    let sessions = Arc::new(SharedSessions::new(
+        state.clone(),
+        &uuid::Uuid::new_v4().simple().to_string(),
+    ));
+    let mut config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
-    let manager = Arc::new(LocalSessionManager::default());
+    config.session_store = Some(sessions.store());
     let service = StreamableHttpService::new(
         move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
-        manager.clone(),
+        sessions.clone(),
         config,
     );
-    BoundSessions::new(service, manager)
+    BoundSessions::new(service, sessions, state)
 }
 
 /// Serves HTTP on the configured address until `shutdown`.
@@ -208,10 +216,25 @@ async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
         .values()
         .filter(|h| h.state == crate::upstream::UpstreamState::Ready)
         .count();
+    let shared = gateway.state.is_ready();
     axum::Json(serde_json::json!({
-        "status": if ready == upstreams.len() { "ok" } else { "degraded" },
+        "status": if ready == upstreams.len() && shared { "ok" } else { "degraded" },
+        "shared_state": if shared { "ready" } else { "unavailable" },
         "upstreams": upstreams,
     }))
+}
+
+/// For load balancers: 200 while this replica can open and serve sessions (its shared
+/// state answers), 503 otherwise. Needs no token and no allowed Host, so probes reach it.
+async fn readyz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
+    if gateway.state.is_ready() {
+        (http::StatusCode::OK, "ready\n")
+    } else {
+        (
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: shared state (Redis) unavailable\n",
+        )
+    }
 }
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {

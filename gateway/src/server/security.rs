@@ -115,6 +115,9 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// The readiness route, open to load balancers' probes without a token or Host check.
+pub const READINESS_PATH: &str = "/readyz";
+
 /// Inserted into every admitted request: who presented it. Two requests come from the same
 /// client as far as the gateway can tell when their credentials are equal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +126,14 @@ pub struct Credentials {
     pub token: Option<TokenId>,
     /// The profile bound to that token, or `None` (no tokens, or a token without a profile).
     pub profile: Option<String>,
+}
+
+impl Credentials {
+    /// How a session's owner is recorded in the shared state: the token's place in
+    /// `[listen] tokens` (replicas share the configuration), never the token itself.
+    pub fn identity(&self) -> Option<String> {
+        self.token.map(|token| format!("token:{}", token.0))
+    }
 }
 
 /// One of the configured tokens, by its place in `[listen] tokens`: tells tokens apart
@@ -199,6 +210,10 @@ impl SecurityGuard {
     /// bounded body) or the rejection to answer with.
     async fn admit(&self, request: Request<Body>) -> Result<Request<Body>, Rejection> {
         let (mut parts, body) = request.into_parts();
+        if parts.method == http::Method::GET && parts.uri.path() == READINESS_PATH {
+            // Says only "ready" or not; probes know neither tokens nor the public Host.
+            return Ok(Request::from_parts(parts, Body::empty()));
+        }
         self.check_host(&parts)?;
         self.check_origin(&parts.headers)?;
         let credentials = self.authenticate(&parts.headers)?;

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::child::{self, ProcessGroup, Violation};
 use super::client::{ProgressRoutes, UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
+use super::traced_http::TracedHttp;
 use super::{Live, sse_client};
 use crate::config::{Endpoint, RemoteTransport, ServerConfig};
 
@@ -135,7 +136,7 @@ async fn connect_inner(
             headers,
         } => {
             let transport = StreamableHttpClientTransport::with_client(
-                reqwest::Client::new(),
+                TracedHttp::default(),
                 StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(header_map(headers)?),
             );

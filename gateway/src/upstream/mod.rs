@@ -14,13 +14,14 @@ mod connect;
 mod lines;
 pub mod offer;
 pub mod sse_client;
+mod traced_http;
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ResultType,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    RequestMetaObject, ResultType, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -29,6 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
+use crate::observe::telemetry;
 use crate::config::env::redact_urls;
 pub use client::{ProgressRoutes, ProgressSink, UpstreamEvent};
 pub use offer::Offer;
@@ -294,6 +296,7 @@ impl Upstream {
         arguments: Option<JsonObject>,
         cancel: &CancellationToken,
         progress: Option<ProgressSink>,
+        trace: &opentelemetry::Context,
     ) -> Result<CallToolResult, UpstreamError> {
         let live = self
             .live()
@@ -301,7 +304,15 @@ impl Upstream {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.request(&live, request, cancel, progress).await? {
+        let mut meta = RequestMetaObject::new();
+        for (key, value) in telemetry::inject(trace) {
+            meta.insert(key.into(), value.into());
+        }
+        let options = PeerRequestOptions::no_options().with_meta(meta);
+        match self
+            .request_with(&live, request, options, cancel, progress)
+            .await?
+        {
             ServerResult::CallToolResult(mut result) => {
                 // An older upstream leaves `resultType` out, which means "complete"; say so,
                 // as the gateway's own results do (rmcp drops it again for older clients).
@@ -320,9 +331,22 @@ impl Upstream {
         cancel: &CancellationToken,
         progress: Option<ProgressSink>,
     ) -> Result<ServerResult, UpstreamError> {
+        self.request_with(live, request, PeerRequestOptions::no_options(), cancel, progress)
+            .await
+    }
+
+    /// [`Self::request`] with request options (`_meta`).
+    async fn request_with(
+        &self,
+        live: &Live,
+        request: ClientRequest,
+        options: PeerRequestOptions,
+        cancel: &CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<ServerResult, UpstreamError> {
         let mut handle = live
             .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .send_cancellable_request(request, options)
             .await
             .map_err(|e| self.service_error(e))?;
         let _route = progress.map(|sink| self.progress.route(handle.progress_token.clone(), sink));
