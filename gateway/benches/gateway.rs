@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use mcp_gateway::config::Config;
 use mcp_gateway::pipeline::{
-    BoxFuture, BuiltinTool, Invocation, Origin, PipelineSettings, Session, Target, ToolError,
+    BoxFuture, BuiltinTool, Executor, Invocation, Origin, PipelineSettings, Session, Target,
+    ToolError,
 };
 use mcp_gateway::registry::Registry;
 use mcp_gateway::registry::profile::Profiles;
@@ -399,6 +400,9 @@ impl BuiltinTool for NoOp {
     fn definition(&self, _session: &Session) -> Tool {
         Tool::new("noop", "does nothing", Arc::new(serde_json::Map::new()))
     }
+}
+
+impl Executor for NoOp {
     fn call<'a>(
         &'a self,
         _i: &'a Invocation,
@@ -827,7 +831,7 @@ fn main() {
     // The pipeline scenario builds a code runtime whose workers run this executable.
     if std::env::args_os()
         .nth(1)
-        .is_some_and(|a| a == mcp_gateway::run_code::WORKER_SUBCOMMAND)
+        .is_some_and(|a| a == mcp_gateway::code::tool::WORKER_SUBCOMMAND)
     {
         std::process::exit(match mcp_gateway::code::worker_main() {
             code if code == std::process::ExitCode::SUCCESS => 0,

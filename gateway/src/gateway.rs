@@ -11,28 +11,24 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities, Tool};
-use rmcp::{Peer, RoleServer};
+use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
+use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
 use crate::config::{Config, Mode, SessionsDir};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::observe::telemetry::{Telemetry, Tracer};
 use crate::pipeline::{
-    BuiltinTool, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings, Session, Target,
-    ToolError,
+    BoxFuture, BuiltinTool, CallRequest, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings,
+    Session, Target, ToolError,
 };
 use crate::policies;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
-use crate::run_code::RunCodeTool;
-use crate::server::subscriptions::Subscriptions;
+use crate::registry::subscriptions::Subscriptions;
+use crate::registry::view::SessionView;
 use crate::state::{self, SharedState};
-use crate::upstream::ProgressSink;
-
-/// The name of the gateway's own code tool; reserved, never shadowed.
-pub const RUN_CODE: &str = "run_code";
 
 /// Everything the configuration decides, built together and swapped together.
 pub struct Policy {
@@ -112,18 +108,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A call as a transport hands it to the gateway.
-pub struct CallRequest {
-    pub name: String,
-    pub arguments: Option<JsonObject>,
-    pub cancel: CancellationToken,
-    pub peer: Option<Peer<RoleServer>>,
-    pub progress: Option<ProgressSink>,
-    pub origin: Origin,
-    /// The trace context the call continues (see `observe::telemetry`).
-    pub trace: opentelemetry::Context,
-}
-
 impl Gateway {
     /// Starts every upstream and assembles the pipeline.
     pub async fn start(config: Config, shutdown: CancellationToken) -> Arc<Gateway> {
@@ -146,7 +130,7 @@ impl Gateway {
             registry,
             metrics,
             subscriptions,
-            run_code: RunCodeTool::new(gateway.clone(), budgets)
+            run_code: RunCodeTool::new(gateway.clone() as std::sync::Weak<dyn ToolHost>, budgets)
                 .inspect_err(|e| tracing::error!("run_code is unavailable: {e}"))
                 .ok()
                 .map(Arc::new),
@@ -204,9 +188,18 @@ impl Gateway {
         Some(Arc::new(Session::new(id, profile, log)))
     }
 
-    /// What `name` means for `session`: a visible federated tool, `run_code` in code or
-    /// both mode, or nothing (TOOL_NOT_FOUND).
-    pub fn resolve(&self, session: &Session, name: &str) -> Option<Target> {
+    /// What `session` may see of the catalog now.
+    pub fn view(&self, session: &Session) -> SessionView {
+        SessionView::new(self.registry.catalog(), session.profile.clone())
+    }
+
+    /// What `name` means when `origin` calls it in `session`: `run_code` in code or both
+    /// mode, a federated tool the profile allows, or nothing (TOOL_NOT_FOUND).
+    ///
+    /// In `code` mode the client is shown only `run_code`, so its own direct calls of
+    /// federated tools are not found; a program's calls are the session's calls and see
+    /// everything the profile allows, whatever the presentation mode.
+    pub fn resolve(&self, session: &Session, name: &str, origin: &Origin) -> Option<Target> {
         if name == RUN_CODE {
             return match session.mode() {
                 Mode::Native => None,
@@ -216,11 +209,14 @@ impl Gateway {
                     .map(|tool| Target::Builtin(tool as Arc<dyn BuiltinTool>)),
             };
         }
-        if session.mode() == Mode::Code || !session.profile.sees(name) {
+        let listed_to_client = session.mode() != Mode::Code;
+        if *origin == Origin::Client && !listed_to_client {
             return None;
         }
-        let catalog = self.registry.catalog();
-        catalog.tools.get(name).cloned().map(Target::Federated)
+        self.view(session)
+            .tool(name)
+            .cloned()
+            .map(Target::Federated)
     }
 
     /// The tools `session` lists, in lexicographic order, `run_code` first when shown.
@@ -230,14 +226,7 @@ impl Gateway {
             tools.push(run_code.definition(session));
         }
         if session.mode() != Mode::Code {
-            let catalog = self.registry.catalog();
-            tools.extend(
-                catalog
-                    .tools
-                    .values()
-                    .filter(|t| session.profile.sees(&t.name))
-                    .map(|t| t.definition.clone()),
-            );
+            tools.extend(self.view(session).tools().map(|t| t.definition.clone()));
         }
         tools
     }
@@ -279,7 +268,9 @@ impl Gateway {
     pub async fn call(&self, session: &Arc<Session>, request: CallRequest) -> CallToolResult {
         self.drain.in_flight.fetch_add(1, Ordering::AcqRel);
         let _in_flight = InFlight(&self.drain);
-        if self.drain.refusing.load(Ordering::Acquire) {
+        // A program's tool calls belong to a run already in flight: the drain lets them
+        // through, or `shutdown_grace_ms` would not cover code mode.
+        if request.origin == Origin::Client && self.drain.refusing.load(Ordering::Acquire) {
             return ToolError::new(
                 ErrorCode::UpstreamUnavailable,
                 "the gateway is shutting down",
@@ -290,7 +281,7 @@ impl Gateway {
         let cancel = self.drain.calls.child_token();
         let caller = request.cancel;
         let invocation = Invocation {
-            target: self.resolve(session, &request.name),
+            target: self.resolve(session, &request.name, &request.origin),
             session: session.clone(),
             tool: request.name,
             arguments: request.arguments,
@@ -341,5 +332,28 @@ impl Gateway {
             })
             .await;
         }
+    }
+}
+
+/// How `run_code` reaches the gateway: a program's calls run through the pipeline as
+/// calls of the caller's session.
+impl ToolHost for Gateway {
+    fn view(&self, session: &Session) -> SessionView {
+        Gateway::view(self, session)
+    }
+
+    fn call<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        request: CallRequest,
+    ) -> BoxFuture<'a, CallToolResult> {
+        Box::pin(Gateway::call(self, session, request))
+    }
+
+    fn concurrency_safe(&self, session: &Session, tool: &str) -> bool {
+        // Programs cannot overlap run_code itself: only federated tools can be safe.
+        self.view(session)
+            .tool(tool)
+            .is_some_and(|tool| tool.concurrency_safe)
     }
 }

@@ -3,15 +3,18 @@
 //! # Layout
 //! - [`config`]: the typed configuration (`config.toml` or a client's JSON).
 //! - [`upstream`]: connections to upstream servers, their supervisors and children.
-//! - [`registry`]: the federated catalog (names, schemas) and profiles.
+//! - [`registry`]: the federated catalog (names, schemas), profiles, and the session view
+//!   (catalog x profile) through which every handler sees it.
 //! - [`pipeline`]: the stages every call goes through, and the error codes.
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
 //!   metrics, reminder, result cap, session log).
-//! - [`server`]: the downstream MCP server over stdio, streamable HTTP and SSE.
+//! - [`server`]: the downstream MCP server: the handler, its transports (stdio, streamable
+//!   HTTP, SSE) and the HTTP listener.
 //! - [`observe`]: metrics, the session log and OpenTelemetry traces.
 //! - [`state`]: what replicas share (sessions, limits, event streams): memory or Redis.
-//! - [`code`]: the run_code runtime (TypeScript in a fresh worker process);
-//!   [`run_code`]: the reserved tool that bridges programs back to the pipeline.
+//! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
+//!   which reaches the gateway through one narrow trait.
+//! - [`redact`]: the one rule for what is secret and how it is hidden.
 //! - [`gateway`]: the assembled whole; [`cli`]: the command line.
 
 pub mod cli;
@@ -21,8 +24,8 @@ pub mod gateway;
 pub mod observe;
 pub mod pipeline;
 pub mod policies;
+pub mod redact;
 pub mod registry;
-pub mod run_code;
 pub mod server;
 pub mod state;
 pub mod upstream;

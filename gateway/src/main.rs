@@ -7,7 +7,7 @@
 fn main() -> std::process::ExitCode {
     if std::env::args_os()
         .nth(1)
-        .is_some_and(|a| a == mcp_gateway::run_code::WORKER_SUBCOMMAND)
+        .is_some_and(|a| a == mcp_gateway::code::tool::WORKER_SUBCOMMAND)
     {
         return mcp_gateway::code::worker_main();
     }

@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 use super::{Command, ConfigAction, ConfigArg, LogAction};
 use crate::config::Config;
 use crate::config::Mode;
-use crate::gateway::{CallRequest, Gateway};
+use crate::gateway::Gateway;
 use crate::observe::session_log;
+use crate::pipeline::CallRequest;
 use crate::pipeline::{Origin, Session};
 use crate::server;
 
@@ -98,7 +99,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             let (gateway, shutdown) = start(load(&config)?).await;
             let session = session(&gateway, profile.as_deref())?;
             let code = gateway.run_code.clone().ok_or("run_code is unavailable")?;
-            let sdk = code.sdk(&gateway, &session);
+            let sdk = code.sdk(gateway.as_ref(), &session);
             print!("{}", sdk.declarations);
             eprintln!("// {} tools, sha256 {}", sdk.tool_count, sdk.hash);
             stop(&gateway, shutdown).await;
@@ -117,7 +118,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 .call(
                     &session,
                     CallRequest {
-                        name: crate::gateway::RUN_CODE.into(),
+                        name: crate::code::tool::RUN_CODE.into(),
                         arguments: serde_json::json!({"code": program}).as_object().cloned(),
                         cancel: CancellationToken::new(),
                         peer: None,
@@ -221,9 +222,9 @@ async fn serve(config: Config, stdio: bool, profile: Option<String>) -> Result<E
         shutdown.clone(),
     ));
     let served = if stdio {
-        server::serve_stdio(gateway.clone(), profile, shutdown.clone()).await
+        server::transport::stdio::serve(gateway.clone(), profile, shutdown.clone()).await
     } else {
-        server::serve_http(gateway.clone(), shutdown.clone()).await
+        server::http::serve(gateway.clone(), shutdown.clone()).await
     };
     stop(&gateway, shutdown).await;
     served.map_err(|e| e.to_string())?;

@@ -1,5 +1,5 @@
 //! Where the gateway's log lines go: stderr, with every URL's userinfo and query string
-//! masked on the way (see [`redact_urls`]).
+//! masked on the way (see [`redact::urls`]).
 //!
 //! The gateway redacts what it logs itself, but its dependencies log too: rmcp's
 //! streamable-HTTP client worker, for one, logs reqwest errors with the full URL, whose
@@ -10,7 +10,7 @@ use std::io::{self, Write};
 
 use tracing_subscriber::fmt::MakeWriter;
 
-use crate::config::env::redact_urls;
+use crate::redact;
 
 /// A [`MakeWriter`] for stderr that redacts URLs in each log line.
 pub struct RedactedStderr;
@@ -44,7 +44,7 @@ impl Drop for RedactedLine {
             return;
         }
         let line = String::from_utf8_lossy(&self.0);
-        let _ = io::stderr().lock().write_all(redact_urls(&line).as_bytes());
+        let _ = io::stderr().lock().write_all(redact::urls(&line).as_bytes());
     }
 }
 
@@ -58,7 +58,7 @@ mod tests {
         write!(line, "GET http://example.test/mcp?").unwrap();
         write!(line, "api_key=hunter2 failed").unwrap();
         assert_eq!(
-            redact_urls(&String::from_utf8_lossy(&line.0)),
+            redact::urls(&String::from_utf8_lossy(&line.0)),
             "GET http://example.test/mcp?*** failed"
         );
     }

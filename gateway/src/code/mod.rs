@@ -18,6 +18,8 @@
 //!   program's world.
 //! - `bridge`: [`ToolBridge`], how the gateway serves the program's tool calls.
 //! - `budgets`, `outcome`, `attachments`: limits, results, and images.
+//! - [`tool`]: the reserved `run_code` tool itself, which reaches the gateway only
+//!   through the narrow [`tool::ToolHost`] trait.
 
 mod attachments;
 mod bridge;
@@ -29,6 +31,7 @@ mod run;
 mod runtime;
 mod scheduler;
 mod strip;
+pub mod tool;
 mod worker;
 
 pub use bridge::ToolBridge;

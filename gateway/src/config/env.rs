@@ -52,40 +52,6 @@ pub fn expand_map(map: &mut BTreeMap<String, String>) -> Result<(), (String, Uns
     Ok(())
 }
 
-/// `text` with the secrets that URLs can carry (user info, query strings) masked, for
-/// logs, `/healthz` and `config dump`: `https://u:p@h/x?key=s` → `https://***@h/x?***`.
-pub fn redact_urls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("http://").or_else(|| rest.find("https://")) {
-        let at = [rest.find("http://"), rest.find("https://")]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(at);
-        out.push_str(&rest[..at]);
-        let url_len = rest[at..]
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ','))
-            .unwrap_or(rest.len() - at);
-        let url = &rest[at..at + url_len];
-        let (scheme, tail) = url.split_once("://").unwrap_or(("", url));
-        let host_end = tail.find('/').unwrap_or(tail.len());
-        let (authority, path) = tail.split_at(host_end);
-        let authority = match authority.rsplit_once('@') {
-            Some((_, host)) => format!("***@{host}"),
-            None => authority.to_owned(),
-        };
-        let path = match path.split_once('?') {
-            Some((path, _)) => format!("{path}?***"),
-            None => path.to_owned(),
-        };
-        out.push_str(&format!("{scheme}://{authority}{path}"));
-        rest = &rest[at + url_len..];
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,15 +71,6 @@ mod tests {
             "cost: $5, $x"
         );
         assert_eq!(expand_with("${unclosed", lookup).unwrap(), "${unclosed");
-    }
-
-    #[test]
-    fn url_secrets_are_redacted() {
-        assert_eq!(
-            redact_urls("GET https://u:p@h.example/mcp?api_key=s3 failed (http://127.0.0.1:9/sse)"),
-            "GET https://***@h.example/mcp?*** failed (http://127.0.0.1:9/sse)"
-        );
-        assert_eq!(redact_urls("no url here"), "no url here");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 pub mod client_json;
 pub mod env;
+pub mod globs;
+pub mod listen;
 mod settings;
 
 use std::collections::BTreeMap;

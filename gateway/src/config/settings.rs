@@ -7,8 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use super::env;
 
-const MASK: &str = "***";
-
 /// The whole configuration (`config.toml`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -22,9 +20,9 @@ pub struct Config {
     pub servers_as_written: BTreeMap<String, ServerConfig>,
     #[serde(default)]
     pub gateway: GatewaySettings,
-    /// `[listen]`: the HTTP listener; see `server::listen` for every field.
+    /// `[listen]`: the HTTP listener; see [`super::listen`] for every field.
     #[serde(default)]
-    pub listen: crate::server::listen::ListenConfig,
+    pub listen: super::listen::ListenConfig,
     /// Upstream MCP servers by name; the name is the `<server>` of `mcp__<server>__<tool>`.
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
@@ -275,10 +273,10 @@ impl ServerConfig {
 
     pub(super) fn mask_secrets(&mut self) {
         for value in self.env.values_mut().chain(self.headers.values_mut()) {
-            *value = MASK.into();
+            *value = crate::redact::MASK.into();
         }
         if let Some(url) = &mut self.url {
-            *url = env::redact_urls(url);
+            *url = crate::redact::urls(url);
         }
     }
 }

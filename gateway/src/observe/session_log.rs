@@ -18,9 +18,8 @@
 //! written, a power cut may lose what the OS had not flushed yet.
 //!
 //! **Secrets.** Values under keys that obviously name secrets (`authorization`, `password`,
-//! `api_key`, `*_token`, ... see [`DEFAULT_SECRET_KEYS`]) are replaced by `"***"` while an
-//! event is serialized, without copying the event. [`mask_secrets`] applies the same rule in
-//! place, for `config dump`.
+//! `api_key`, `*_token`, ... the rule is [`crate::redact`]'s) are replaced by `"***"` while
+//! an event is serialized, without copying the event.
 //!
 //! **Blocking.** [`SessionLog::append`] runs inside calls, on async tasks, so it does the
 //! least it can: it serializes the event (about a microsecond for an ordinary one), copies it
@@ -43,10 +42,12 @@ use std::{
 
 use serde::{
     Deserialize, Serialize, Serializer,
-    ser::{SerializeMap, SerializeSeq},
+    ser::SerializeMap,
 };
 use serde_json::Value;
 use time::{OffsetDateTime, format_description::FormatItem, macros::format_description};
+
+use crate::redact::{self, Masked};
 
 /// The log file's name inside its session folder.
 pub const FILE_NAME: &str = "session.jsonl.zst";
@@ -56,9 +57,6 @@ const COMPRESSION_LEVEL: i32 = 3;
 
 /// Bytes appended but not yet written beyond which `append` writes them itself.
 pub const MAX_PENDING_BYTES: usize = 4 * 1024 * 1024;
-
-/// What replaces a secret value.
-const MASK: &str = "***";
 
 const DATE_FORMAT: &[FormatItem<'static>] = format_description!("[year]-[month]-[day]");
 const TS_FORMAT: &[FormatItem<'static>] =
@@ -380,7 +378,7 @@ impl Serialize for EventLine<'_> {
             Value::Object(fields) => {
                 for (key, value) in fields {
                     if key != "ts" && key != "type" {
-                        serialize_field(&mut map, key, value)?;
+                        redact::serialize_field(&mut map, key, value)?;
                     }
                 }
             }
@@ -388,159 +386,6 @@ impl Serialize for EventLine<'_> {
         }
         map.end()
     }
-}
-
-fn serialize_field<M: SerializeMap>(map: &mut M, key: &str, value: &Value) -> Result<(), M::Error> {
-    if is_secret_key(key, DEFAULT_SECRET_KEYS) {
-        map.serialize_entry(key, &Redacted(value))
-    } else {
-        map.serialize_entry(key, &Masked(value))
-    }
-}
-
-/// Serializes a value with the values of secret-named keys redacted, at any depth.
-struct Masked<'a>(&'a Value);
-
-impl Serialize for Masked<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::Object(fields) => {
-                let mut map = serializer.serialize_map(Some(fields.len()))?;
-                for (key, value) in fields {
-                    serialize_field(&mut map, key, value)?;
-                }
-                map.end()
-            }
-            Value::Array(items) => {
-                let mut seq = serializer.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(&Masked(item))?;
-                }
-                seq.end()
-            }
-            scalar => scalar.serialize(serializer),
-        }
-    }
-}
-
-/// Serializes a secret value: its shape stays, every non-empty string and every number
-/// becomes `"***"` (booleans, nulls and empty strings say nothing secret and stay).
-struct Redacted<'a>(&'a Value);
-
-impl Serialize for Redacted<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::Object(fields) => {
-                let mut map = serializer.serialize_map(Some(fields.len()))?;
-                for (key, value) in fields {
-                    map.serialize_entry(key, &Redacted(value))?;
-                }
-                map.end()
-            }
-            Value::Array(items) => {
-                let mut seq = serializer.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(&Redacted(item))?;
-                }
-                seq.end()
-            }
-            Value::String(text) if !text.is_empty() => serializer.serialize_str(MASK),
-            Value::Number(_) => serializer.serialize_str(MASK),
-            other => other.serialize(serializer),
-        }
-    }
-}
-
-/// Key names whose values are secrets. A key matches when, normalized to snake_case
-/// (`apiKey`, `API-KEY` → `api_key`), it equals an entry, equals an entry plus `s`
-/// (`tokens`), or ends with `_` and an entry (`github_token`, `client_secret`). `key` alone is
-/// not here on purpose: it is an ordinary argument name (a key-value tool's `key`). Pagination
-/// cursors named `*_token` are masked too; `max_tokens` and `token_count` are not.
-pub const DEFAULT_SECRET_KEYS: &[&str] = &[
-    "authorization",
-    "proxy_authorization",
-    "token",
-    "password",
-    "passwd",
-    "secret",
-    "secret_key",
-    "api_key",
-    "apikey",
-    "access_key",
-    "private_key",
-    "credential",
-    "cookie",
-];
-
-/// Replaces, in place and at any depth, the values of keys named like secrets (see
-/// [`DEFAULT_SECRET_KEYS`] for the rule) with `"***"`, keeping their shape.
-pub fn mask_secrets(value: &mut Value, secret_keys: &[&str]) {
-    match value {
-        Value::Object(fields) => {
-            for (key, field) in fields.iter_mut() {
-                if is_secret_key(key, secret_keys) {
-                    redact(field);
-                } else {
-                    mask_secrets(field, secret_keys);
-                }
-            }
-        }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|item| mask_secrets(item, secret_keys)),
-        _ => {}
-    }
-}
-
-fn redact(value: &mut Value) {
-    match value {
-        Value::Object(fields) => fields.values_mut().for_each(redact),
-        Value::Array(items) => items.iter_mut().for_each(redact),
-        Value::String(text) if text.is_empty() => {}
-        Value::String(_) | Value::Number(_) => *value = Value::String(MASK.to_owned()),
-        Value::Bool(_) | Value::Null => {}
-    }
-}
-
-/// Whether `key` names a secret under the rule of [`DEFAULT_SECRET_KEYS`].
-pub fn is_secret_key(key: &str, secret_keys: &[&str]) -> bool {
-    let mut buffer = [0u8; 64];
-    let Some(normalized) = snake_case(key, &mut buffer) else {
-        // Absurdly long keys are no secret names we know.
-        return false;
-    };
-    secret_keys.iter().any(|entry| {
-        let entry = entry.as_bytes();
-        normalized == entry
-            || (normalized.len() == entry.len() + 1
-                && normalized.starts_with(entry)
-                && normalized.ends_with(b"s"))
-            || (normalized.len() > entry.len()
-                && normalized.ends_with(entry)
-                && normalized[normalized.len() - entry.len() - 1] == b'_')
-    })
-}
-
-/// `apiKey` / `API-KEY` / `x.api key` → `api_key` / `api_key` / `x_api_key`, into `buffer`
-/// without allocating; `None` when it does not fit.
-fn snake_case<'b>(key: &str, buffer: &'b mut [u8; 64]) -> Option<&'b [u8]> {
-    let mut len = 0;
-    let mut previous_lower = false;
-    for byte in key.bytes() {
-        let (boundary, out) = match byte {
-            b'A'..=b'Z' => (previous_lower, byte.to_ascii_lowercase()),
-            b'-' | b'.' | b' ' => (false, b'_'),
-            _ => (false, byte),
-        };
-        previous_lower = byte.is_ascii_lowercase() || byte.is_ascii_digit();
-        if boundary {
-            *buffer.get_mut(len)? = b'_';
-            len += 1;
-        }
-        *buffer.get_mut(len)? = out;
-        len += 1;
-    }
-    Some(&buffer[..len])
 }
 
 #[cfg(test)]
@@ -769,84 +614,15 @@ mod tests {
         assert_eq!(arguments["url"], "https://x");
         assert_eq!(arguments["key"], "user:42");
         assert_eq!(arguments["max_tokens"], 100);
-        assert_eq!(arguments["headers"]["Authorization"], MASK);
-        assert_eq!(arguments["headers"]["X-Api-Key"], MASK);
-        assert_eq!(arguments["apiKey"], MASK);
+        assert_eq!(arguments["headers"]["Authorization"], redact::MASK);
+        assert_eq!(arguments["headers"]["X-Api-Key"], redact::MASK);
+        assert_eq!(arguments["apiKey"], redact::MASK);
         assert_eq!(arguments["password"], "");
-        assert_eq!(arguments["db"]["password"], MASK);
+        assert_eq!(arguments["db"]["password"], redact::MASK);
         let raw = fs::read(log.path()).unwrap();
         let text =
             String::from_utf8_lossy(&zstd::stream::decode_all(&raw[..]).unwrap()).into_owned();
         assert!(!text.contains("abc") && !text.contains("sk-1") && !text.contains("pw"));
-    }
-
-    #[test]
-    fn mask_secrets_matches_the_log_masking() {
-        let original = json!({
-            "listen": {"tokens": ["t1", {"token": "t2", "profile": "ci"}], "address": "::1"},
-            "servers": {"gh": {"env": {"GITHUB_TOKEN": "ghp", "PATH": "/bin"}}},
-            "list": [{"client_secret": 7, "ok": true}],
-        });
-        let mut masked = original.clone();
-        mask_secrets(&mut masked, DEFAULT_SECRET_KEYS);
-        assert_eq!(
-            masked,
-            json!({
-                "listen": {"tokens": ["***", {"token": "***", "profile": "***"}], "address": "::1"},
-                "servers": {"gh": {"env": {"GITHUB_TOKEN": "***", "PATH": "/bin"}}},
-                "list": [{"client_secret": "***", "ok": true}],
-            })
-        );
-        assert_eq!(serde_json::to_value(Masked(&original)).unwrap(), masked);
-    }
-
-    #[test]
-    fn secret_key_rule() {
-        let secret = |key| is_secret_key(key, DEFAULT_SECRET_KEYS);
-        for key in [
-            "authorization",
-            "Authorization",
-            "Proxy-Authorization",
-            "token",
-            "tokens",
-            "access_token",
-            "accessToken",
-            "GITHUB_TOKEN",
-            "password",
-            "db_password",
-            "secret",
-            "clientSecret",
-            "api_key",
-            "apiKey",
-            "API_KEY",
-            "X-Api-Key",
-            "apikey",
-            "OPENAI_API_KEY",
-            "aws_secret_access_key",
-            "private_key",
-            "cookie",
-            "Set-Cookie",
-            "credentials",
-        ] {
-            assert!(secret(key), "{key} should be secret");
-        }
-        for key in [
-            "key",
-            "keys",
-            "cache_key",
-            "max_tokens",
-            "maxTokens",
-            "token_count",
-            "tokenizer",
-            "secretary",
-            "passwords_policy",
-            "author",
-            "path",
-            "",
-        ] {
-            assert!(!secret(key), "{key} should not be secret");
-        }
-        assert!(!secret(&"x".repeat(100)));
     }
 
     #[test]

@@ -46,16 +46,21 @@ pub enum Origin {
     Code { run: String },
 }
 
-/// A tool the gateway implements itself (run_code).
-pub trait BuiltinTool: Send + Sync {
-    fn definition(&self, session: &Session) -> Tool;
-    /// `trace` is the dispatch span: the parent of whatever the tool calls in turn.
+/// What carries out a call once the pipeline has admitted it: the upstream of a
+/// federated tool, or one of the gateway's own tools.
+pub trait Executor: Send + Sync {
     fn call<'a>(
         &'a self,
         invocation: &'a Invocation,
         signal: CancellationToken,
         trace: &'a Context,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>>;
+}
+
+/// A tool the gateway implements itself (run_code): an executor with a definition of
+/// its own.
+pub trait BuiltinTool: Executor {
+    fn definition(&self, session: &Session) -> Tool;
 }
 
 /// What a name resolved to.
@@ -72,6 +77,18 @@ impl Target {
             Target::Builtin(_) => false,
         }
     }
+}
+
+/// A call as a transport (or a run_code program) hands it to the gateway.
+pub struct CallRequest {
+    pub name: String,
+    pub arguments: Option<JsonObject>,
+    pub cancel: CancellationToken,
+    pub peer: Option<Peer<RoleServer>>,
+    pub progress: Option<ProgressSink>,
+    pub origin: Origin,
+    /// The trace context the call continues (see `observe::telemetry`).
+    pub trace: Context,
 }
 
 /// A call on its way through the pipeline.

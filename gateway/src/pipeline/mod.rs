@@ -17,6 +17,7 @@
 
 mod ask;
 pub mod error;
+mod federated;
 pub mod invocation;
 pub mod outcome;
 pub mod stages;
@@ -32,10 +33,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::AskFallback;
 use crate::observe::telemetry::{self, Tracer, attribute};
-use crate::registry::{Registry, resource_uri};
+use crate::registry::Registry;
+use crate::registry::naming;
+use crate::registry::view::SessionView;
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
-pub use invocation::{BuiltinTool, Invocation, Origin, Session, Target};
+use federated::FederatedExecutor;
+pub use invocation::{BuiltinTool, CallRequest, Executor, Invocation, Origin, Session, Target};
 pub use outcome::{AdditionalContext, BoxFuture, ContextSource, ToolOutcome};
 pub use stages::{
     Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, ResultObserver,
@@ -110,6 +114,7 @@ impl PipelineBuilder {
     pub fn build(self, registry: Arc<Registry>, settings: PipelineSettings) -> Pipeline {
         Pipeline {
             stages: self,
+            federated: FederatedExecutor::new(registry.clone()),
             registry,
             settings,
         }
@@ -128,6 +133,8 @@ pub struct PipelineSettings {
 /// Runs tool calls through the stages.
 pub struct Pipeline {
     stages: PipelineBuilder,
+    /// The executor of every federated tool: its upstream.
+    federated: FederatedExecutor,
     registry: Arc<Registry>,
     settings: PipelineSettings,
 }
@@ -141,7 +148,7 @@ impl Pipeline {
         }
         let pre_aborted = invocation.cancel.is_cancelled();
         let mut outcome = if pre_aborted {
-            ToolOutcome::failed(aborted_before_dispatch(), false)
+            ToolOutcome::failed(aborted_before_dispatch())
         } else {
             self.execute(invocation, &call).await
         };
@@ -164,10 +171,10 @@ impl Pipeline {
     /// Gate, guards, validation, then the around chain over dispatch.
     async fn execute(&self, invocation: &Invocation, call: &Context) -> ToolOutcome {
         let Some(target) = &invocation.target else {
-            return ToolOutcome::failed(self.not_found(invocation), false);
+            return ToolOutcome::failed(self.not_found(invocation));
         };
         if let Err(error) = self.admit(invocation, call).await {
-            return ToolOutcome::failed(error, false);
+            return ToolOutcome::failed(error);
         }
         if let Target::Federated(tool) = target
             && let Err(error) = self.in_span("validate", call, || {
@@ -178,10 +185,10 @@ impl Pipeline {
                 )
             })
         {
-            return ToolOutcome::failed(error, false);
+            return ToolOutcome::failed(error);
         }
         if invocation.cancel.is_cancelled() {
-            return ToolOutcome::failed(aborted_before_dispatch(), false);
+            return ToolOutcome::failed(aborted_before_dispatch());
         }
         let mut outcome = self
             .layer(0, invocation, target, invocation.cancel.clone(), call.clone())
@@ -264,14 +271,13 @@ impl Pipeline {
     /// is UPSTREAM_UNAVAILABLE like any other call to a down server.
     fn not_found(&self, invocation: &Invocation) -> ToolError {
         let down = self.registry.upstreams().into_iter().find(|upstream| {
-            invocation
-                .tool
-                .starts_with(&format!("mcp__{}__", upstream.name))
+            invocation.tool.starts_with(&naming::prefix(&upstream.name))
                 && upstream.live().is_none()
                 && upstream.offer().tools.is_empty()
         });
+        let view = SessionView::new(self.registry.catalog(), invocation.session.profile.clone());
         match down {
-            Some(upstream) if invocation.session.profile.sees(&invocation.tool) => {
+            Some(upstream) if view.sees_name(&invocation.tool) => {
                 upstream_failure(UpstreamError::Unavailable {
                     server: upstream.name.to_string(),
                     reason: upstream.down_reason(),
@@ -337,8 +343,9 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Sends the call to its executor. `signal` is the caller's token or one derived from
-    /// it by a wrapper (a child token), so the caller's cancellation always reaches here.
+    /// Sends the call to its executor: the upstream of a federated tool, or the
+    /// gateway's own tool. `signal` is the caller's token or one derived from it by a
+    /// wrapper (a child token), so the caller's cancellation always reaches here.
     async fn dispatch(
         &self,
         invocation: &Invocation,
@@ -352,40 +359,11 @@ impl Pipeline {
             &parent,
             Vec::new(),
         );
-        let result = match target {
-            Target::Builtin(tool) => tool.call(invocation, signal, &span).await,
-            Target::Federated(tool) => {
-                let called = match self.registry.upstream(&tool.server) {
-                    Some(upstream) => {
-                        upstream
-                            .call_tool(
-                                &tool.original,
-                                invocation.arguments.clone(),
-                                &signal,
-                                invocation.progress.clone(),
-                                &span,
-                            )
-                            .await
-                    }
-                    None => Err(UpstreamError::Unavailable {
-                        server: tool.server.to_string(),
-                        reason: "removed from the configuration".into(),
-                    }),
-                };
-                called.map_err(upstream_failure).and_then(|mut result| {
-                    resource_uri::rewrite_links(&tool.server, &mut result.content);
-                    if result.is_error != Some(true) {
-                        validate::output(tool, result.structured_content.as_ref())?;
-                    }
-                    Ok(result)
-                })
-            }
+        let executor: &dyn Executor = match target {
+            Target::Federated(_) => &self.federated,
+            Target::Builtin(tool) => tool.as_ref(),
         };
-        let outcome = ToolOutcome {
-            result,
-            dispatched: true,
-            contexts: Vec::new(),
-        };
+        let outcome: ToolOutcome = executor.call(invocation, signal, &span).await.into();
         end_with(&span, &outcome);
         outcome
     }

@@ -28,21 +28,24 @@ pub struct AdditionalContext {
 pub struct ToolOutcome {
     /// The upstream's result (which may itself be `isError`), or the gateway's failure.
     pub result: Result<CallToolResult, ToolError>,
-    /// Whether the call reached dispatch (an executor started).
-    pub dispatched: bool,
     pub contexts: Vec<AdditionalContext>,
 }
 
 impl ToolOutcome {
-    pub fn failed(error: ToolError, dispatched: bool) -> Self {
-        Self {
-            result: Err(error),
-            dispatched,
-            contexts: Vec::new(),
-        }
+    pub fn failed(error: ToolError) -> Self {
+        Self::from(Err(error))
     }
 
     pub fn error_code(&self) -> Option<super::error::ErrorCode> {
         self.result.as_ref().err().map(|e| e.code)
+    }
+}
+
+impl From<Result<CallToolResult, ToolError>> for ToolOutcome {
+    fn from(result: Result<CallToolResult, ToolError>) -> Self {
+        Self {
+            result,
+            contexts: Vec::new(),
+        }
     }
 }

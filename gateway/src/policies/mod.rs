@@ -58,16 +58,3 @@ pub fn builtin(
         .observer(Arc::new(session_log::SessionLogObserver))
         .observer(Arc::new(metrics::MetricsObserver::new(metrics)))
 }
-
-/// A set of globs over tool names; building it cannot fail once config has validated it.
-pub fn glob_set(globs: &[String]) -> globset::GlobSet {
-    let mut builder = globset::GlobSetBuilder::new();
-    for glob in globs {
-        if let Ok(glob) = globset::Glob::new(glob) {
-            builder.add(glob);
-        }
-    }
-    builder
-        .build()
-        .unwrap_or_else(|_| globset::GlobSet::empty())
-}

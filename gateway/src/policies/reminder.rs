@@ -23,6 +23,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::config::ReminderSettings;
+use crate::config::globs::glob_set;
 use crate::pipeline::{
     AdditionalContext, BoxFuture, ContextSource, Invocation, PostDecision, PostExecute,
     ToolOutcome,
@@ -51,8 +52,8 @@ impl RepeatReminder {
         thresholds.dedup();
         Self {
             thresholds,
-            include: super::glob_set(&settings.include),
-            exclude: super::glob_set(&settings.exclude),
+            include: glob_set(&settings.include),
+            exclude: glob_set(&settings.exclude),
             preview_chars: settings.arguments_preview_chars,
             state,
         }

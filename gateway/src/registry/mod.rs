@@ -8,7 +8,9 @@
 pub mod naming;
 pub mod profile;
 pub mod resource_uri;
+pub mod subscriptions;
 pub mod tool;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

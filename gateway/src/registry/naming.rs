@@ -42,10 +42,15 @@ fn sanitize(raw: &str) -> String {
         .collect()
 }
 
+/// The prefix of every name `server` exports: `mcp__<server>__`.
+pub fn prefix(server: &str) -> String {
+    format!("{PREFIX}{}{SEPARATOR}", sanitize(server))
+}
+
 /// `mcp__<server>__<name>` sanitized, cut to 64 with a hash suffix when `force_hash`
 /// or when it would be longer.
 fn federate(server: &str, name: &str, force_hash: bool) -> String {
-    let full = format!("{PREFIX}{}{SEPARATOR}{}", sanitize(server), sanitize(name));
+    let full = format!("{}{}", prefix(server), sanitize(name));
     if full.len() <= MAX_NAME_LEN && !force_hash {
         return full;
     }

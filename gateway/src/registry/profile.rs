@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::config::globs::glob_set;
 use crate::config::{Config, Mode, ProfileConfig};
-use crate::policies::glob_set;
 
 /// The profile that applies to every session.
 pub const DEFAULT_PROFILE: &str = "default";
@@ -67,7 +67,7 @@ impl Profile {
     /// Whether `server`'s resources are visible: when the name `mcp__<server>__*` is
     /// (so `mcp__kv__*` in `allow` or `deny` decides for all of `kv`).
     pub fn sees_server(&self, server: &str) -> bool {
-        self.sees(&format!("mcp__{server}__*"))
+        self.sees(&format!("{}*", super::naming::prefix(server)))
     }
 }
 

@@ -1,5 +1,6 @@
 //! The downstream MCP server: one [`GatewayServer`] per client session, whatever the
-//! transport. It lists what the session's profile shows and hands every call to the
+//! transport. It lists what the session may see (through the session's
+//! [`SessionView`], never by checking the profile by hand) and hands every call to the
 //! gateway's pipeline; it holds no policy of its own.
 
 use std::sync::{Arc, OnceLock};
@@ -20,13 +21,14 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-use crate::gateway::{CallRequest, Gateway};
+use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
-use crate::pipeline::{Origin, Session};
+use crate::pipeline::{CallRequest, Origin, Session};
 use crate::registry::resource_uri;
-use crate::server::security::Credentials;
-use crate::server::shared_sessions::TransportSession;
+use crate::registry::view::SessionView;
+use crate::server::http::security::Credentials;
+use crate::server::transport::shared_sessions::TransportSession;
 use crate::upstream::{ProgressSink, UpstreamError};
 
 /// How often a session's watcher checks that its client is still connected.
@@ -35,12 +37,21 @@ const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
 
+/// The profile a session gets, on every transport: a token bound to a profile wins over
+/// the profile the transport chose (the HTTP path, or `--profile` on stdio); `None` is the
+/// default profile.
+pub fn session_profile(chosen: Option<&str>, credentials: Option<&Credentials>) -> Option<String> {
+    credentials
+        .and_then(|credentials| credentials.profile.clone())
+        .or_else(|| chosen.map(str::to_owned))
+}
+
 /// The handler for one downstream session.
 #[derive(Clone)]
 pub struct GatewayServer {
     gateway: Arc<Gateway>,
-    /// The profile the transport chose (HTTP path or `--profile`); a token bound to a
-    /// profile overrides it at `initialize`.
+    /// The profile the transport chose (HTTP path or `--profile`); on streamable HTTP a
+    /// token bound to a profile overrides it at `initialize` ([`session_profile`]).
     profile: Option<String>,
     session: Arc<OnceLock<Arc<Session>>>,
 }
@@ -59,6 +70,12 @@ impl GatewayServer {
     /// refuse other credentials before any message reaches the handler.)
     fn session(&self) -> Result<&Arc<Session>, ErrorData> {
         self.session_for(self.profile.as_deref(), None)
+    }
+
+    /// The session and what it may see now.
+    fn view(&self) -> Result<(&Arc<Session>, SessionView), ErrorData> {
+        let session = self.session()?;
+        Ok((session, self.gateway.view(session)))
     }
 
     /// The session, created with `profile` under the transport's session `id` if there
@@ -134,27 +151,14 @@ struct Visible {
 
 impl Visible {
     fn of(gateway: &Gateway, session: &Session) -> Visible {
-        let catalog = gateway.registry.catalog();
+        let view = gateway.view(session);
         Visible {
             tools: gateway.visible_tools(session),
-            prompts: catalog
-                .prompts
-                .keys()
-                .filter(|name| session.profile.sees(name))
-                .cloned()
-                .collect(),
-            resources: catalog
-                .resources
-                .iter()
-                .filter(|(server, _)| session.profile.sees_server(server))
-                .map(|(_, r)| r.uri.clone())
-                .chain(
-                    catalog
-                        .resource_templates
-                        .iter()
-                        .filter(|(server, _)| session.profile.sees_server(server))
-                        .map(|(_, t)| t.uri_template.clone()),
-                )
+            prompts: view.prompts().map(|p| p.definition.name.clone()).collect(),
+            resources: view
+                .resources()
+                .map(|r| r.uri.clone())
+                .chain(view.resource_templates().map(|t| t.uri_template.clone()))
                 .collect(),
         }
     }
@@ -205,14 +209,11 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        let bound = credentials(&context).and_then(|c| c.profile);
+        let profile = session_profile(self.profile.as_deref(), credentials(&context).as_ref());
         // On streamable HTTP the session is known by the transport's id on every replica
         // (a restored session replays this handshake on another replica under that id).
         let transport = context.extensions.get::<TransportSession>();
-        self.session_for(
-            bound.as_deref().or(self.profile.as_deref()),
-            transport.map(|t| t.0.as_ref()),
-        )?;
+        self.session_for(profile.as_deref(), transport.map(|t| t.0.as_ref()))?;
         self.negotiate_initialize(&request)
     }
 
@@ -265,14 +266,8 @@ impl ServerHandler for GatewayServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let session = self.session()?;
-        let catalog = self.gateway.registry.catalog();
-        let prompts: Vec<_> = catalog
-            .prompts
-            .values()
-            .filter(|p| session.profile.sees(&p.definition.name))
-            .map(|p| p.definition.clone())
-            .collect();
+        let (_, view) = self.view()?;
+        let prompts: Vec<_> = view.prompts().map(|p| p.definition.clone()).collect();
         let (prompts, next) = page(&prompts, cursor(&request))?;
         let mut result = ListPromptsResult::with_all_items(prompts);
         result.next_cursor = next;
@@ -284,15 +279,10 @@ impl ServerHandler for GatewayServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let session = self.session()?;
-        let catalog = self.gateway.registry.catalog();
-        let prompt = catalog
-            .prompts
-            .get(&request.name)
-            .filter(|p| session.profile.sees(&p.definition.name))
-            .ok_or_else(|| {
-                ErrorData::invalid_params(format!("no prompt named `{}`", request.name), None)
-            })?;
+        let (session, view) = self.view()?;
+        let prompt = view.prompt(&request.name).ok_or_else(|| {
+            ErrorData::invalid_params(format!("no prompt named `{}`", request.name), None)
+        })?;
         log_event(
             session,
             EventKind::PromptsGet,
@@ -312,14 +302,8 @@ impl ServerHandler for GatewayServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let session = self.session()?;
-        let catalog = self.gateway.registry.catalog();
-        let resources: Vec<_> = catalog
-            .resources
-            .iter()
-            .filter(|(server, _)| session.profile.sees_server(server))
-            .map(|(_, resource)| resource.clone())
-            .collect();
+        let (_, view) = self.view()?;
+        let resources: Vec<_> = view.resources().cloned().collect();
         let (resources, next) = page(&resources, cursor(&request))?;
         let mut result = ListResourcesResult::with_all_items(resources);
         result.next_cursor = next;
@@ -331,14 +315,8 @@ impl ServerHandler for GatewayServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let session = self.session()?;
-        let catalog = self.gateway.registry.catalog();
-        let templates: Vec<_> = catalog
-            .resource_templates
-            .iter()
-            .filter(|(server, _)| session.profile.sees_server(server))
-            .map(|(_, template)| template.clone())
-            .collect();
+        let (_, view) = self.view()?;
+        let templates: Vec<_> = view.resource_templates().cloned().collect();
         let (templates, next) = page(&templates, cursor(&request))?;
         let mut result = ListResourceTemplatesResult::with_all_items(templates);
         result.next_cursor = next;
@@ -350,8 +328,8 @@ impl ServerHandler for GatewayServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let session = self.session()?;
-        let (server, original) = self.owner_of(session, &request.uri)?;
+        let (session, view) = self.view()?;
+        let (server, original) = self.owner_of(&view, &request.uri)?;
         log_event(
             session,
             EventKind::ResourcesRead,
@@ -380,8 +358,8 @@ impl ServerHandler for GatewayServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = self.session()?;
-        let (server, original) = self.owner_of(session, &request.uri)?;
+        let (session, view) = self.view()?;
+        let (server, original) = self.owner_of(&view, &request.uri)?;
         self.gateway
             .subscriptions
             .subscribe(&request.uri, &session.id, context.peer.clone());
@@ -400,8 +378,8 @@ impl ServerHandler for GatewayServer {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = self.session()?;
-        let (server, original) = self.owner_of(session, &request.uri)?;
+        let (session, view) = self.view()?;
+        let (server, original) = self.owner_of(&view, &request.uri)?;
         if !self
             .gateway
             .subscriptions
@@ -420,26 +398,18 @@ impl ServerHandler for GatewayServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let session = self.session()?;
+        let (_, view) = self.view()?;
         let mut params = request;
         let server = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
-                let catalog = self.gateway.registry.catalog();
-                let federated = catalog
-                    .prompts
-                    .get(&prompt.name)
-                    .filter(|p| session.profile.sees(&p.definition.name))
-                    .ok_or_else(|| {
-                        ErrorData::invalid_params(
-                            format!("no prompt named `{}`", prompt.name),
-                            None,
-                        )
-                    })?;
+                let federated = view.prompt(&prompt.name).ok_or_else(|| {
+                    ErrorData::invalid_params(format!("no prompt named `{}`", prompt.name), None)
+                })?;
                 prompt.name = federated.original.clone();
                 federated.server.clone()
             }
             Reference::Resource(template) => {
-                let (server, original) = self.owner_of(session, &template.uri)?;
+                let (server, original) = self.owner_of(&view, &template.uri)?;
                 template.uri = original;
                 server
             }
@@ -460,7 +430,7 @@ impl ServerHandler for GatewayServer {
 
 impl GatewayServer {
     /// The visible server that owns a gateway resource URI, and the original URI.
-    fn owner_of(&self, session: &Session, uri: &str) -> Result<(Arc<str>, String), ErrorData> {
+    fn owner_of(&self, view: &SessionView, uri: &str) -> Result<(Arc<str>, String), ErrorData> {
         let not_found = || ErrorData::resource_not_found(format!("no resource `{uri}`"), None);
         let (server, original) = resource_uri::from_gateway(uri).ok_or_else(not_found)?;
         let upstream = self
@@ -468,7 +438,7 @@ impl GatewayServer {
             .registry
             .upstream(server)
             .ok_or_else(not_found)?;
-        if !session.profile.sees_server(server) {
+        if !view.sees_server(server) {
             return Err(not_found());
         }
         Ok((upstream.name.clone(), original))

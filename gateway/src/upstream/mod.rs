@@ -31,7 +31,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::observe::telemetry;
-use crate::config::env::redact_urls;
 pub use client::{ProgressRoutes, ProgressSink, UpstreamEvent};
 pub use offer::Offer;
 
@@ -241,7 +240,7 @@ impl Upstream {
                     });
                 }
                 Err(error) => {
-                    let error = redact_urls(&error.to_string());
+                    let error = crate::redact::urls(&error.to_string());
                     tracing::error!(server = %self.name, "upstream failed to start: {error}");
                     self.set_health(|h| {
                         h.state = UpstreamState::Failed;
@@ -408,7 +407,7 @@ impl Upstream {
                 server: self.name.to_string(),
                 reason: "unexpected response type".into(),
             },
-            other => self.unavailable(redact_urls(&other.to_string())),
+            other => self.unavailable(crate::redact::urls(&other.to_string())),
         }
     }
 }

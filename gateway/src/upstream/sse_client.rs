@@ -129,7 +129,7 @@ pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport
             reason: format!("the scheme must be http or https, not {}", url.scheme()),
         });
     }
-    let shown = redacted(&url);
+    let shown = crate::redact::urls(url.as_str());
     let client = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(CONNECT_TIMEOUT)
@@ -193,7 +193,7 @@ pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport
 /// The endpoint URL, relative to the stream's URL, on the stream's origin.
 fn resolve_endpoint(url: &Url, data: &str) -> Result<Url, SseClientError> {
     let invalid = |reason: String| SseClientError::InvalidEndpoint {
-        url: redacted(url),
+        url: crate::redact::urls(url.as_str()),
         endpoint: data.to_owned(),
         reason,
     };
@@ -207,18 +207,6 @@ fn resolve_endpoint(url: &Url, data: &str) -> Result<Url, SseClientError> {
         )));
     }
     Ok(endpoint)
-}
-
-/// `url` without credentials, query or fragment, for errors and logs: stream URLs may
-/// carry tokens, endpoint URLs carry session ids.
-fn redacted(url: &Url) -> String {
-    let mut shown = url.clone();
-    // Both only fail for URLs that cannot have credentials; then there are none to hide.
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    shown.set_query(None);
-    shown.set_fragment(None);
-    shown.to_string()
 }
 
 /// Forwards `message` events until the stream ends or fails or the transport closes;
@@ -321,7 +309,7 @@ async fn post(
         .send()
         .await
         .map_err(|source| SseClientError::Post {
-            endpoint: redacted(endpoint),
+            endpoint: crate::redact::urls(endpoint.as_str()),
             source,
         })?;
     let status = response.status();
@@ -337,7 +325,7 @@ async fn post(
         body.truncate(cut);
     }
     Err(SseClientError::PostStatus {
-        endpoint: redacted(endpoint),
+        endpoint: crate::redact::urls(endpoint.as_str()),
         status,
         body,
     })
@@ -423,7 +411,10 @@ mod tests {
     #[test]
     fn urls_in_errors_hide_credentials_and_queries() {
         let url = Url::parse("https://user:pw@host.example:8443/sse?token=t#f").unwrap();
-        assert_eq!(redacted(&url), "https://host.example:8443/sse");
+        assert_eq!(
+            crate::redact::urls(url.as_str()),
+            "https://***@host.example:8443/sse?***"
+        );
         let error = resolve_endpoint(&url, "http://elsewhere/").unwrap_err();
         let text = error.to_string();
         assert!(!text.contains("pw") && !text.contains("token"), "{text}");

@@ -1,7 +1,7 @@
 //! The `[listen]` section: where the HTTP listener binds, who may use it and how much one
 //! request or one client may take. The guard that enforces the access rules is
-//! [`super::security`]; the connection loop that enforces the connection limits is
-//! [`super::connections`].
+//! [`crate::server::http::security`]; the connection loop that enforces the connection limits is
+//! [`crate::server::http::connections`].
 //!
 //! ```toml
 //! [listen]
@@ -27,7 +27,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 #[serde(deny_unknown_fields)]
 pub struct ListenConfig {
     /// Address to bind. Default `127.0.0.1:8765`. Binding a non-loopback address without
-    /// tokens is refused by [`super::security::check_bind`].
+    /// tokens is refused by [`crate::server::http::security::check_bind`].
     #[serde(default = "default_address")]
     pub address: SocketAddr,
     /// Bearer tokens accepted on every route. Default: none, which means no authentication
@@ -169,7 +169,7 @@ impl<'de> Deserialize<'de> for TokenConfig {
 }
 
 /// Why a token cannot be used, or `Ok` when it can.
-pub(super) fn validate_token(token: &str) -> Result<(), &'static str> {
+pub(crate) fn validate_token(token: &str) -> Result<(), &'static str> {
     if token.is_empty() {
         return Err("empty bearer token (is the environment variable it comes from set?)");
     }

@@ -1,4 +1,4 @@
-//! The gateway's own stdin and stdout as async streams.
+//! One session over the gateway's own stdin and stdout, as async streams.
 //!
 //! `tokio::io::stdin()`/`stdout()` hand every read and write to the blocking thread
 //! pool, which costs two thread hops per message on a path where latency is the product.
@@ -9,9 +9,42 @@
 
 use std::os::fd::AsFd;
 use std::pin::Pin;
+use std::sync::Arc;
 
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::{ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
+use tokio_util::sync::CancellationToken;
+
+use super::handshake::Handshake;
+use crate::gateway::Gateway;
+use crate::server::ServeError;
+use crate::server::handler::{GatewayServer, session_profile};
+
+/// Serves one session over stdin/stdout until the client closes stdin or `shutdown`.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    profile: Option<String>,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let profile = session_profile(profile.as_deref(), None);
+    if !gateway.has_profile(profile.as_deref()) {
+        return Err(ServeError::UnknownProfile(profile.unwrap_or_default()));
+    }
+    let server = GatewayServer::new(gateway, profile);
+    let (stdin, stdout) = streams();
+    let transport = Handshake::new(
+        AsyncRwTransport::new_server(stdin, stdout),
+        server.supported_protocol_versions(),
+    );
+    let running = server
+        .serve_with_ct(transport, shutdown.child_token())
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let _ = running.waiting().await;
+    Ok(())
+}
 
 pub type Reader = Pin<Box<dyn AsyncRead + Send>>;
 pub type Writer = Pin<Box<dyn AsyncWrite + Send>>;

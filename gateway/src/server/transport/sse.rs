@@ -17,7 +17,7 @@
 //! session with a log line instead of growing.
 //!
 //! A session belongs to the credentials of the `GET` that opened it (see
-//! [`super::security::Credentials`]): a `POST` that presents another token, or another
+//! [`crate::server::http::security::Credentials`]): a `POST` that presents another token, or another
 //! token's profile, gets `403` and its body never reaches the session, so knowing a session
 //! id is not enough to act in it.
 //!
@@ -40,14 +40,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use futures::Stream;
-use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
+use rmcp::{RoleServer, ServerHandler};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio_util::sync::CancellationToken;
 
-use super::security::Credentials;
+use super::handshake::Handshake;
+use crate::gateway::Gateway;
+use crate::server::handler::{GatewayServer, session_profile};
+use crate::server::http::security::Credentials;
+use crate::server::unknown_profile;
 
 /// The query parameter that names the session in `POST /message`.
 const SESSION_QUERY: &str = "sessionId";
@@ -188,6 +192,38 @@ impl Transport<RoleServer> for SseServerTransport {
         self.closed.cancel();
         Ok(())
     }
+}
+
+/// The gateway's SSE routes: every new stream becomes a session of its own, with the
+/// profile [`session_profile`] chooses. A path must name a profile that exists, even when a
+/// bound token overrides it; otherwise the stream is refused with 404.
+pub fn service(gateway: &Arc<Gateway>, shutdown: CancellationToken) -> Router {
+    let gateway = gateway.clone();
+    let on_session: SessionHandler = Arc::new(move |transport, request| {
+        let not_found = |name: &str| SseRejection {
+            status: StatusCode::NOT_FOUND,
+            message: unknown_profile(name),
+        };
+        if let Some(named) = &request.profile
+            && !gateway.has_profile(Some(named))
+        {
+            return Err(not_found(named));
+        }
+        let credentials = request.parts.extensions.get::<Credentials>();
+        let profile = session_profile(request.profile.as_deref(), credentials);
+        if !gateway.has_profile(profile.as_deref()) {
+            return Err(not_found(profile.as_deref().unwrap_or_default()));
+        }
+        let server = GatewayServer::new(gateway.clone(), profile);
+        let transport = Handshake::new(transport, server.supported_protocol_versions());
+        tokio::spawn(async move {
+            if let Ok(running) = rmcp::ServiceExt::serve(server, transport).await {
+                let _ = running.waiting().await;
+            }
+        });
+        Ok(())
+    });
+    router(SseServerConfig::default(), on_session, shutdown)
 }
 
 /// The routes `GET /sse`, `GET /sse/{profile}` and `POST /message`, ready to merge into

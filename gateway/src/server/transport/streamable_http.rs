@@ -20,13 +20,43 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use http::{Request, Response, StatusCode, header};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
-use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-use super::handler::GatewayServer;
-use super::security::Credentials;
 use super::shared_sessions::SharedSessions;
+use crate::gateway::Gateway;
+use crate::server::handler::GatewayServer;
+use crate::server::http::security::Credentials;
 use crate::state::{SharedState, StateError};
+
+/// The streamable HTTP service for one path (`/mcp` or `/mcp/{profile}`), its sessions
+/// bound to their openers and kept in the shared state. A token bound to a profile
+/// overrides `profile` at `initialize`.
+pub fn service(
+    gateway: &Arc<Gateway>,
+    profile: Option<String>,
+    shutdown: &CancellationToken,
+) -> BoundSessions {
+    let gateway = gateway.clone();
+    let state = gateway.state.clone();
+    let sessions = Arc::new(SharedSessions::new(
+        state.clone(),
+        &uuid::Uuid::new_v4().simple().to_string(),
+    ));
+    // Host, Origin and body size are checked by the security layer in front.
+    let mut config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
+        .with_cancellation_token(shutdown.child_token());
+    config.session_store = Some(sessions.store());
+    let service = StreamableHttpService::new(
+        move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
+        sessions.clone(),
+        config,
+    );
+    BoundSessions::new(service, sessions, state)
+}
 
 /// rmcp's streamable HTTP service with every session bound to its opener's credentials.
 #[derive(Clone)]

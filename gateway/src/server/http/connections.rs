@@ -28,7 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::listen::ListenConfig;
+use crate::config::listen::ListenConfig;
 
 /// How long connections may take to close after shutdown before they are dropped.
 pub const CLOSE_DEADLINE: Duration = Duration::from_secs(5);

@@ -57,7 +57,7 @@ use sha2::{Digest, Sha256};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
-use super::listen::{ListenConfig, validate_token};
+use crate::config::listen::{ListenConfig, validate_token};
 
 /// A configuration the guard cannot work with, found at start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -512,7 +512,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::listen::TokenConfig;
+    use crate::config::listen::TokenConfig;
 
     use axum::{
         Extension, Router,

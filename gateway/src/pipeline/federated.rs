@@ -1,0 +1,66 @@
+//! The executor of federated tools: the call goes to the upstream that owns the tool,
+//! under the upstream's own name, and its answer comes back with resource links under
+//! gateway URIs and its structured value checked against the tool's output schema.
+
+use std::sync::Arc;
+
+use rmcp::model::CallToolResult;
+use tokio_util::sync::CancellationToken;
+
+use super::invocation::{Executor, Invocation, Target};
+use super::outcome::BoxFuture;
+use super::{ErrorCode, ToolError, upstream_failure, validate};
+use crate::registry::{Registry, resource_uri};
+use crate::upstream::UpstreamError;
+
+/// Calls federated tools on their upstreams.
+pub struct FederatedExecutor {
+    registry: Arc<Registry>,
+}
+
+impl FederatedExecutor {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry }
+    }
+}
+
+impl Executor for FederatedExecutor {
+    fn call<'a>(
+        &'a self,
+        invocation: &'a Invocation,
+        signal: CancellationToken,
+        trace: &'a opentelemetry::Context,
+    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
+        Box::pin(async move {
+            let Some(Target::Federated(tool)) = &invocation.target else {
+                return Err(ToolError::new(
+                    ErrorCode::ToolNotFound,
+                    format!("`{}` is not a federated tool", invocation.tool),
+                ));
+            };
+            let called = match self.registry.upstream(&tool.server) {
+                Some(upstream) => {
+                    upstream
+                        .call_tool(
+                            &tool.original,
+                            invocation.arguments.clone(),
+                            &signal,
+                            invocation.progress.clone(),
+                            trace,
+                        )
+                        .await
+                }
+                None => Err(UpstreamError::Unavailable {
+                    server: tool.server.to_string(),
+                    reason: "removed from the configuration".into(),
+                }),
+            };
+            let mut result = called.map_err(upstream_failure)?;
+            resource_uri::rewrite_links(&tool.server, &mut result.content);
+            if result.is_error != Some(true) {
+                validate::output(tool, result.structured_content.as_ref())?;
+            }
+            Ok(result)
+        })
+    }
+}

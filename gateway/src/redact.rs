@@ -1,0 +1,258 @@
+//! The one rule for what is secret, and how it is hidden, wherever the gateway shows
+//! data it did not write itself: session logs, `config dump`, `/healthz`, error messages
+//! and log lines.
+//!
+//! - Values under keys that name secrets ([`SECRET_KEYS`]: `authorization`, `password`,
+//!   `api_key`, `*_token`, ...) become [`MASK`], keeping their shape; [`Masked`] does it
+//!   while serializing, without copying the value.
+//! - URLs lose what can carry a credential: user info and query ([`urls`]).
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
+
+/// What replaces a secret value.
+pub const MASK: &str = "***";
+
+/// Key names whose values are secrets. A key matches when, normalized to snake_case
+/// (`apiKey`, `API-KEY` → `api_key`), it equals an entry, equals an entry plus `s`
+/// (`tokens`), or ends with `_` and an entry (`github_token`, `client_secret`). `key` alone is
+/// not here on purpose: it is an ordinary argument name (a key-value tool's `key`). Pagination
+/// cursors named `*_token` are masked too; `max_tokens` and `token_count` are not.
+pub const SECRET_KEYS: &[&str] = &[
+    "authorization",
+    "proxy_authorization",
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "secret_key",
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "credential",
+    "cookie",
+];
+
+/// Whether `key` names a secret under the rule of [`SECRET_KEYS`].
+pub fn is_secret_key(key: &str) -> bool {
+    let mut buffer = [0u8; 64];
+    let Some(normalized) = snake_case(key, &mut buffer) else {
+        // Absurdly long keys are no secret names we know.
+        return false;
+    };
+    SECRET_KEYS.iter().any(|entry| {
+        let entry = entry.as_bytes();
+        normalized == entry
+            || (normalized.len() == entry.len() + 1
+                && normalized.starts_with(entry)
+                && normalized.ends_with(b"s"))
+            || (normalized.len() > entry.len()
+                && normalized.ends_with(entry)
+                && normalized[normalized.len() - entry.len() - 1] == b'_')
+    })
+}
+
+/// `apiKey` / `API-KEY` / `x.api key` → `api_key` / `api_key` / `x_api_key`, into `buffer`
+/// without allocating; `None` when it does not fit.
+fn snake_case<'b>(key: &str, buffer: &'b mut [u8; 64]) -> Option<&'b [u8]> {
+    let mut len = 0;
+    let mut previous_lower = false;
+    for byte in key.bytes() {
+        let (boundary, out) = match byte {
+            b'A'..=b'Z' => (previous_lower, byte.to_ascii_lowercase()),
+            b'-' | b'.' | b' ' => (false, b'_'),
+            _ => (false, byte),
+        };
+        previous_lower = byte.is_ascii_lowercase() || byte.is_ascii_digit();
+        if boundary {
+            *buffer.get_mut(len)? = b'_';
+            len += 1;
+        }
+        *buffer.get_mut(len)? = out;
+        len += 1;
+    }
+    Some(&buffer[..len])
+}
+
+/// Serializes `value` under `key`, redacted when the key names a secret.
+pub fn serialize_field<M: SerializeMap>(
+    map: &mut M,
+    key: &str,
+    value: &Value,
+) -> Result<(), M::Error> {
+    if is_secret_key(key) {
+        map.serialize_entry(key, &Redacted(value))
+    } else {
+        map.serialize_entry(key, &Masked(value))
+    }
+}
+
+/// Serializes a value with the values of secret-named keys redacted, at any depth.
+pub struct Masked<'a>(pub &'a Value);
+
+impl Serialize for Masked<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(fields) => {
+                let mut map = serializer.serialize_map(Some(fields.len()))?;
+                for (key, value) in fields {
+                    serialize_field(&mut map, key, value)?;
+                }
+                map.end()
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Masked(item))?;
+                }
+                seq.end()
+            }
+            scalar => scalar.serialize(serializer),
+        }
+    }
+}
+
+/// Serializes a secret value: its shape stays, every non-empty string and every number
+/// becomes `"***"` (booleans, nulls and empty strings say nothing secret and stay).
+struct Redacted<'a>(&'a Value);
+
+impl Serialize for Redacted<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(fields) => {
+                let mut map = serializer.serialize_map(Some(fields.len()))?;
+                for (key, value) in fields {
+                    map.serialize_entry(key, &Redacted(value))?;
+                }
+                map.end()
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Redacted(item))?;
+                }
+                seq.end()
+            }
+            Value::String(text) if !text.is_empty() => serializer.serialize_str(MASK),
+            Value::Number(_) => serializer.serialize_str(MASK),
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+/// `text` with the secrets that URLs can carry (user info, query strings) masked, for
+/// logs, `/healthz` and `config dump`: `https://u:p@h/x?key=s` → `https://***@h/x?***`.
+pub fn urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("http://").or_else(|| rest.find("https://")) {
+        let at = [rest.find("http://"), rest.find("https://")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(at);
+        out.push_str(&rest[..at]);
+        let url_len = rest[at..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ','))
+            .unwrap_or(rest.len() - at);
+        let url = &rest[at..at + url_len];
+        let (scheme, tail) = url.split_once("://").unwrap_or(("", url));
+        let host_end = tail.find('/').unwrap_or(tail.len());
+        let (authority, path) = tail.split_at(host_end);
+        let authority = match authority.rsplit_once('@') {
+            Some((_, host)) => format!("***@{host}"),
+            None => authority.to_owned(),
+        };
+        let path = match path.split_once('?') {
+            Some((path, _)) => format!("{path}?***"),
+            None => path.to_owned(),
+        };
+        out.push_str(&format!("{scheme}://{authority}{path}"));
+        rest = &rest[at + url_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn masking_keeps_the_shape_and_hides_secret_values() {
+        let value = json!({
+            "listen": {"tokens": ["t1", {"token": "t2", "profile": "ci"}], "address": "::1"},
+            "servers": {"gh": {"env": {"GITHUB_TOKEN": "ghp", "PATH": "/bin"}}},
+            "list": [{"client_secret": 7, "ok": true, "password": ""}],
+        });
+        assert_eq!(
+            serde_json::to_value(Masked(&value)).unwrap(),
+            json!({
+                "listen": {"tokens": ["***", {"token": "***", "profile": "***"}], "address": "::1"},
+                "servers": {"gh": {"env": {"GITHUB_TOKEN": "***", "PATH": "/bin"}}},
+                "list": [{"client_secret": "***", "ok": true, "password": ""}],
+            })
+        );
+    }
+
+    #[test]
+    fn secret_key_rule() {
+        let secret = is_secret_key;
+        for key in [
+            "authorization",
+            "Authorization",
+            "Proxy-Authorization",
+            "token",
+            "tokens",
+            "access_token",
+            "accessToken",
+            "GITHUB_TOKEN",
+            "password",
+            "db_password",
+            "secret",
+            "clientSecret",
+            "api_key",
+            "apiKey",
+            "API_KEY",
+            "X-Api-Key",
+            "apikey",
+            "OPENAI_API_KEY",
+            "aws_secret_access_key",
+            "private_key",
+            "cookie",
+            "Set-Cookie",
+            "credentials",
+        ] {
+            assert!(secret(key), "{key} should be secret");
+        }
+        for key in [
+            "key",
+            "keys",
+            "cache_key",
+            "max_tokens",
+            "maxTokens",
+            "token_count",
+            "tokenizer",
+            "secretary",
+            "passwords_policy",
+            "author",
+            "path",
+            "",
+        ] {
+            assert!(!secret(key), "{key} should not be secret");
+        }
+        assert!(!secret(&"x".repeat(100)));
+    }
+
+    #[test]
+    fn url_secrets_are_redacted() {
+        assert_eq!(
+            urls("GET https://u:p@h.example/mcp?api_key=s3 failed (http://127.0.0.1:9/sse)"),
+            "GET https://***@h.example/mcp?*** failed (http://127.0.0.1:9/sse)"
+        );
+        assert_eq!(urls("no url here"), "no url here");
+    }
+}

@@ -1,0 +1,15 @@
+//! The ways a client reaches the gateway. Each transport hands every new client to a
+//! [`super::handler::GatewayServer`] of its own, with the profile that
+//! [`super::handler::session_profile`] chooses.
+//!
+//! - [`stdio`]: one session over the gateway's stdin and stdout.
+//! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener;
+//!   [`shared_sessions`]: those sessions kept so that any replica can serve them.
+//! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
+//! - [`handshake`]: stdio and SSE sessions survive messages sent before `initialize`.
+
+pub mod handshake;
+pub mod shared_sessions;
+pub mod sse;
+pub mod stdio;
+pub mod streamable_http;
