@@ -111,7 +111,11 @@ fn one_session_through_three_replicas_gets_every_call_answered_once() {
         .iter()
         .map(|(_, g)| calls_served(g, "mcp__kv__set"))
         .collect();
-    assert_eq!(served.iter().sum::<u64>(), 1000, "each call once: {served:?}");
+    assert_eq!(
+        served.iter().sum::<u64>(),
+        1000,
+        "each call once: {served:?}"
+    );
     assert!(
         served.iter().all(|&n| n > 0),
         "round robin spread the session's calls: {served:?}"
@@ -121,10 +125,7 @@ fn one_session_through_three_replicas_gets_every_call_answered_once() {
 #[test]
 fn a_rate_limit_holds_across_replicas() {
     let redis = Redis::start();
-    let replicas = replicas(
-        &config(&redis, "[guards]\nmax_calls_per_minute = 100\n"),
-        3,
-    );
+    let replicas = replicas(&config(&redis, "[guards]\nmax_calls_per_minute = 100\n"), 3);
     let backends: Vec<_> = replicas.iter().map(|(_, g)| g.address).collect();
     let haproxy = Haproxy::start(replicas[0].0.dir.path(), &backends);
     let run = python_client(
@@ -141,7 +142,10 @@ fn a_rate_limit_holds_across_replicas() {
         .iter()
         .filter(|e| e["ok"] == true && e["result"]["isError"] != true)
         .count();
-    assert!((99..=101).contains(&admitted), "admitted {admitted}: {run:#}");
+    assert!(
+        (99..=101).contains(&admitted),
+        "admitted {admitted}: {run:#}"
+    );
     assert_eq!(admitted + denied, 200, "{run:#}");
 }
 
@@ -178,7 +182,10 @@ fn a_session_ended_on_one_replica_is_gone_on_every_replica() {
         replicas[1].1.address,
         "DELETE",
         "/mcp",
-        &[("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-06-18")],
+        &[
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
         b"",
     );
     assert!(status == 200 || status == 202, "DELETE: {status}");
@@ -204,7 +211,7 @@ fn without_redis_replicas_answer_503_and_recover_when_it_returns() {
         assert_eq!(health(gateway)["shared_state"], "unavailable");
     }
     redis.resume();
-    for (_, gateway) in &mut replicas.into_iter() {
+    for (_workspace, mut gateway) in replicas {
         assert!(
             eventually(Duration::from_secs(20), || ready(&gateway)),
             "/readyz never came back"
@@ -212,7 +219,6 @@ fn without_redis_replicas_answer_503_and_recover_when_it_returns() {
         let session = open_session(gateway.address, None);
         let (status, _, body) = post(gateway.address, Some(&session), None, LIST_TOOLS);
         assert_eq!(status, 200, "{body}");
-        let mut gateway = gateway;
         assert!(
             gateway.child.try_wait().unwrap().is_none(),
             "the replica kept running"
@@ -259,7 +265,9 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
         }),
         "the client made no progress"
     );
-    replicas[0].1.signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
+    replicas[0]
+        .1
+        .signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
 
     // The missed progress events are replayed by another replica from Redis.
     let (status, _, body) = http_request(
@@ -280,9 +288,9 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
         .filter_map(|event| serde_json::from_str(&event.data).ok())
         .collect();
     assert!(
-        replayed
-            .iter()
-            .any(|m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p7"),
+        replayed.iter().any(
+            |m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p7"
+        ),
         "missed progress replayed: {body}"
     );
 
@@ -292,7 +300,11 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
     let entries = run["results"][0]["result"].as_array().unwrap();
     assert_eq!(entries.len(), 1000, "{run:#}");
     let failed: Vec<_> = entries.iter().filter(|e| e["ok"] != true).collect();
-    assert!(failed.len() <= 32, "{} calls failed: {failed:#?}", failed.len());
+    assert!(
+        failed.len() <= 32,
+        "{} calls failed: {failed:#?}",
+        failed.len()
+    );
     for failure in &failed {
         assert!(
             failure["result"].is_null(),

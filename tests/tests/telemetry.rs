@@ -77,7 +77,10 @@ fn dispatch_under<'a>(spans: &'a [ReceivedSpan], call: &ReceivedSpan) -> &'a Rec
     let retry = child(call, "around retry");
     let timeout = child(&retry, "around timeout");
     let dispatch = child(&timeout, "dispatch");
-    spans.iter().find(|s| s.span_id == dispatch.span_id).unwrap()
+    spans
+        .iter()
+        .find(|s| s.span_id == dispatch.span_id)
+        .unwrap()
 }
 
 fn kv_trace_log(path: &std::path::Path) -> Vec<Value> {
@@ -124,11 +127,18 @@ fn a_call_and_a_run_code_run_are_traced_and_their_trace_reaches_the_upstream() {
         ]),
     );
     assert_eq!(run["ok"], true, "{run:#}");
-    assert_eq!(error_code(action_result(&run, 1)), Some("DENIED"), "{run:#}");
+    assert_eq!(
+        error_code(action_result(&run, 1)),
+        Some("DENIED"),
+        "{run:#}"
+    );
     // Stopping the gateway flushes what it has not exported yet.
     gateway.signal_and_wait(libc::SIGTERM, Duration::from_secs(20));
     let spans = receiver.spans();
-    assert!(spans.iter().all(|s| s.service == "mcp-gateway"), "{spans:#?}");
+    assert!(
+        spans.iter().all(|s| s.service == "mcp-gateway"),
+        "{spans:#?}"
+    );
 
     // The plain call continues the trace of the HTTP header.
     let header_trace: Vec<_> = spans
@@ -170,7 +180,10 @@ fn a_call_and_a_run_code_run_are_traced_and_their_trace_reaches_the_upstream() {
     let delete = one(&header_trace, "tools/call mcp__kv__delete");
     assert_eq!(delete.attribute("error.type"), Some("DENIED"));
     assert!(delete.failed);
-    assert_eq!(children(&header_trace, delete), ["finalize", "gate", "post_execute"]);
+    assert_eq!(
+        children(&header_trace, delete),
+        ["finalize", "gate", "post_execute"]
+    );
     let delete_gate = header_trace
         .iter()
         .find(|s| s.parent_span_id == delete.span_id && s.name == "gate")
@@ -193,8 +206,14 @@ fn a_call_and_a_run_code_run_are_traced_and_their_trace_reaches_the_upstream() {
         ["tools/call mcp__kv__list", "tools/call mcp__kv__set"]
     );
     let sub_list = one(&meta_trace, "tools/call mcp__kv__list");
-    assert!(sub_list.attribute("mcp.run_code.run").is_some(), "{sub_list:#?}");
-    assert_eq!(sub_list.attribute("mcp.session.id"), list.attribute("mcp.session.id"));
+    assert!(
+        sub_list.attribute("mcp.run_code.run").is_some(),
+        "{sub_list:#?}"
+    );
+    assert_eq!(
+        sub_list.attribute("mcp.session.id"),
+        list.attribute("mcp.session.id")
+    );
     let sub_dispatch = dispatch_under(&meta_trace, sub_list);
 
     // kv saw each list's trace context in `_meta` and in the HTTP header: the trace the

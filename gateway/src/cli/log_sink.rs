@@ -44,7 +44,9 @@ impl Drop for RedactedLine {
             return;
         }
         let line = String::from_utf8_lossy(&self.0);
-        let _ = io::stderr().lock().write_all(redact::urls(&line).as_bytes());
+        let _ = io::stderr()
+            .lock()
+            .write_all(redact::urls(&line).as_bytes());
     }
 }
 

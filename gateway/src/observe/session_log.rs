@@ -40,10 +40,7 @@ use std::{
     thread,
 };
 
-use serde::{
-    Deserialize, Serialize, Serializer,
-    ser::SerializeMap,
-};
+use serde::{Deserialize, Serialize, Serializer, ser::SerializeMap};
 use serde_json::Value;
 use time::{OffsetDateTime, format_description::FormatItem, macros::format_description};
 

@@ -191,7 +191,13 @@ impl Pipeline {
             return ToolOutcome::failed(aborted_before_dispatch());
         }
         let mut outcome = self
-            .layer(0, invocation, target, invocation.cancel.clone(), call.clone())
+            .layer(
+                0,
+                invocation,
+                target,
+                invocation.cancel.clone(),
+                call.clone(),
+            )
             .await;
         if invocation.cancel.is_cancelled() && outcome.result.is_ok() {
             outcome.result = Err(ToolError::new(
@@ -353,12 +359,10 @@ impl Pipeline {
         signal: CancellationToken,
         parent: Context,
     ) -> ToolOutcome {
-        let span = self.settings.tracer.start(
-            "dispatch",
-            SpanKind::Client,
-            &parent,
-            Vec::new(),
-        );
+        let span = self
+            .settings
+            .tracer
+            .start("dispatch", SpanKind::Client, &parent, Vec::new());
         let executor: &dyn Executor = match target {
             Target::Federated(_) => &self.federated,
             Target::Builtin(tool) => tool.as_ref(),

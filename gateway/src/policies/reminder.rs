@@ -25,8 +25,7 @@ use serde_json::Value;
 use crate::config::ReminderSettings;
 use crate::config::globs::glob_set;
 use crate::pipeline::{
-    AdditionalContext, BoxFuture, ContextSource, Invocation, PostDecision, PostExecute,
-    ToolOutcome,
+    AdditionalContext, BoxFuture, ContextSource, Invocation, PostDecision, PostExecute, ToolOutcome,
 };
 use crate::state::SharedState;
 

@@ -487,7 +487,10 @@ fn caller_trace(context: &RequestContext<RoleServer>) -> opentelemetry::Context 
             .and_then(|headers| headers.get(name))
             .and_then(|value| value.to_str().ok())
     };
-    telemetry::extract(header(telemetry::TRACEPARENT), header(telemetry::TRACESTATE))
+    telemetry::extract(
+        header(telemetry::TRACEPARENT),
+        header(telemetry::TRACESTATE),
+    )
 }
 
 fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {

@@ -79,12 +79,15 @@ impl MemoryState {
                     .retain(|_, s| now.duration_since(s.last_used) < ttl);
                 inner.prune_sessions_at = (inner.sessions.len() * 2).max(64);
             }
-            inner.sessions.insert(id.to_owned(), Session {
-                record: SessionRecord::default(),
-                last_used: now,
-                window: VecDeque::new(),
-                chain: (String::new(), 0),
-            });
+            inner.sessions.insert(
+                id.to_owned(),
+                Session {
+                    record: SessionRecord::default(),
+                    last_used: now,
+                    window: VecDeque::new(),
+                    chain: (String::new(), 0),
+                },
+            );
         }
         let session = inner.sessions.get_mut(id)?;
         session.last_used = now;
@@ -145,7 +148,10 @@ impl SharedState for MemoryState {
             .session(&mut inner, session, true)
             .is_some_and(|session| {
                 let times = &mut session.window;
-                while times.front().is_some_and(|t| now.duration_since(*t) >= window) {
+                while times
+                    .front()
+                    .is_some_and(|t| now.duration_since(*t) >= window)
+                {
                     times.pop_front();
                 }
                 let room = times.len() < limit as usize;

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script};
 use tokio::sync::OnceCell;
 
 use super::{
@@ -132,13 +132,19 @@ impl RedisState {
                 self.ready.store(true, Ordering::Release);
                 Ok(value)
             }
+            // An answer of the wrong shape is ours to report; anything else means
+            // Redis is not there to ask.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+                ) =>
+            {
+                Err(StateError::Corrupt(e.to_string()))
+            }
             Err(e) => {
-                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
-                    self.ready.store(false, Ordering::Release);
-                    Err(StateError::Unavailable(e.to_string()))
-                } else {
-                    Err(StateError::Corrupt(e.to_string()))
-                }
+                self.ready.store(false, Ordering::Release);
+                Err(StateError::Unavailable(e.to_string()))
             }
         }
     }
@@ -167,7 +173,10 @@ async fn keep_connected(
             _ = probe.tick() => {}
         }
         let Some(manager) = connection.get() else {
-            match client.get_connection_manager_with_config(config.clone()).await {
+            match client
+                .get_connection_manager_with_config(config.clone())
+                .await
+            {
                 Ok(manager) => {
                     let _ = connection.set(manager);
                     ready.store(true, Ordering::Release);
@@ -266,7 +275,10 @@ impl SharedState for RedisState {
                 self.key("window", id),
                 self.key("chain", id),
             ];
-            let result = connection.del::<_, ()>(&keys[..]).await;
+            let result = redis::cmd("DEL")
+                .arg(&keys[..])
+                .query_async::<()>(&mut connection)
+                .await;
             self.observe(result)
         })
     }
@@ -340,12 +352,11 @@ impl SharedState for RedisState {
                 return Ok(Vec::new());
             };
             let mut connection = self.connection()?;
-            let result = connection
-                .zrangebyscore::<_, _, _, Vec<String>>(
-                    self.key("events", stream),
-                    format!("({after}"),
-                    "+inf",
-                )
+            let result = redis::cmd("ZRANGEBYSCORE")
+                .arg(self.key("events", stream))
+                .arg(format!("({after}"))
+                .arg("+inf")
+                .query_async::<Vec<String>>(&mut connection)
                 .await;
             self.observe(result)?
                 .into_iter()

@@ -330,8 +330,14 @@ impl Upstream {
         cancel: &CancellationToken,
         progress: Option<ProgressSink>,
     ) -> Result<ServerResult, UpstreamError> {
-        self.request_with(live, request, PeerRequestOptions::no_options(), cancel, progress)
-            .await
+        self.request_with(
+            live,
+            request,
+            PeerRequestOptions::no_options(),
+            cancel,
+            progress,
+        )
+        .await
     }
 
     /// [`Self::request`] with request options (`_meta`).

@@ -160,30 +160,3 @@ impl StreamableHttpClient for TracedHttp {
         )
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rmcp::model::{
-        CallToolRequest, CallToolRequestParams, ClientRequest, JsonRpcRequest, NumberOrString,
-        RequestId,
-    };
-
-    #[test]
-    fn the_traceparent_in_meta_becomes_a_header() {
-        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new("echo"),
-        ));
-        request.get_meta_mut().set_traceparent(traceparent);
-        let message = ClientJsonRpcMessage::Request(JsonRpcRequest::new(
-            RequestId::from(NumberOrString::Number(1)),
-            request,
-        ));
-        let headers = with_trace_headers(&message, HashMap::new());
-        assert_eq!(
-            headers.get(TRACEPARENT).and_then(|v| v.to_str().ok()),
-            Some(traceparent)
-        );
-    }
-}

@@ -13,8 +13,8 @@
 
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
@@ -82,7 +82,7 @@ impl SessionManager for SharedSessions {
         mut message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
         if let ClientJsonRpcMessage::Request(request) = &mut message
-            && let ClientRequest::InitializeRequest(_) = &request.request
+            && matches!(request.request, ClientRequest::InitializeRequest(_))
         {
             request
                 .request
@@ -201,7 +201,10 @@ impl EventStore for SharedEvents {
         Ok(self.state.append_event(&stream, &payload).await?)
     }
 
-    async fn replay_events_after(&self, last_event_id: &str) -> Result<EventStream, EventStoreError> {
+    async fn replay_events_after(
+        &self,
+        last_event_id: &str,
+    ) -> Result<EventStream, EventStoreError> {
         let events = self.state.events_after(last_event_id).await?;
         let messages: Vec<ServerSseMessage> = events
             .into_iter()
@@ -214,6 +217,6 @@ impl EventStore for SharedEvents {
                 Some(message)
             })
             .collect();
-        Ok(futures::stream::iter(messages).boxed())
+        Ok(Box::pin(futures::stream::iter(messages)))
     }
 }
