@@ -210,10 +210,13 @@ impl EventStore for SharedEvents {
             .into_iter()
             .filter_map(|event| {
                 let stored: StoredSse = serde_json::from_str(&event.payload).ok()?;
-                let mut message = ServerSseMessage::default();
-                message.event_id = Some(event.id);
-                message.message = stored.message.map(Arc::new);
-                message.retry = stored.retry_ms.map(std::time::Duration::from_millis);
+                let message = match stored.message {
+                    Some(message) => ServerSseMessage::new(event.id, message),
+                    None => ServerSseMessage::priming(
+                        event.id,
+                        std::time::Duration::from_millis(stored.retry_ms.unwrap_or_default()),
+                    ),
+                };
                 Some(message)
             })
             .collect();
