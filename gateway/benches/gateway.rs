@@ -3,11 +3,16 @@
 //! binary, and rmcp clients. Prints a markdown table and writes
 //! `target/bench-report.json`.
 //!
-//! Run with `cargo bench -p mcp-gateway --bench gateway` (it builds the example servers
-//! in release first if they are missing). `BENCH_QUICK=1` cuts repetitions;
+//! Run with `cargo bench -p mcp-gateway --bench gateway` (it builds the gateway and the
+//! example servers in release first, and refuses a binary older than the sources). Where
+//! the baseline is calls too, it runs in alternating rounds with the measured path.
+//! `BENCH_QUICK=1` cuts repetitions;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
-//! work, run_code, memory, cluster; cluster needs redis-server and haproxy from
-//! scripts/install-cluster-deps).
+//! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
+//! redis-server and haproxy from scripts/install-cluster-deps).
+
+#[path = "gateway/search.rs"]
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,19 +34,51 @@ use tokio_util::sync::CancellationToken;
 
 type Client = RunningService<RoleClient, ()>;
 
-/// One row of the report.
-#[derive(serde::Serialize)]
+/// One row of the report. Every field has one meaning and is left out where it was not
+/// measured; ratios are always measured / baseline of the same quantity.
+#[derive(serde::Serialize, Default)]
 struct Row {
     scenario: String,
-    p50_us: f64,
-    p99_us: f64,
-    calls_per_s: f64,
-    baseline_p50_us: f64,
-    ratio: f64,
+    /// Latency of the measured path, median and 99th percentile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99_us: Option<f64>,
+    /// Median latency of the baseline (the same work without the gateway).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_p50_us: Option<f64>,
+    /// `p50_us / baseline_p50_us`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_ratio: Option<f64>,
+    /// Calls (a run_code run is one call) per second on the measured path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calls_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_calls_per_s: Option<f64>,
+    /// `calls_per_s / baseline_calls_per_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    throughput_ratio: Option<f64>,
     /// CPU the gateway process spent per call (all threads): unlike latency, this hardly
     /// moves when other processes compete for the cores.
     #[serde(skip_serializing_if = "Option::is_none")]
     gateway_cpu_us_per_call: Option<f64>,
+    /// Schema compilations and SDK generations the gateway counted during the scenario.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema_compilations: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sdk_generations: Option<u64>,
+    /// Resident memory of the gateway process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_rss_mb: Option<f64>,
+    /// How much the gateway's resident memory grew per concurrent run_code run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_rss_growth_per_run_mb: Option<f64>,
+    /// Resident memory of one code worker process, averaged over the workers running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_rss_mb: Option<f64>,
+    /// How many code workers were running when memory was sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workers: Option<usize>,
 }
 
 fn quick() -> bool {
@@ -63,35 +100,36 @@ fn percentile(samples: &mut [Duration], p: f64) -> f64 {
     samples[index].as_secs_f64() * 1e6
 }
 
-fn row(scenario: &str, mut samples: Vec<Duration>, mut baseline: Vec<Duration>, per_s: f64) -> Row {
+/// A latency row: the measured samples against the baseline's (none: no baseline).
+fn row(scenario: &str, mut samples: Vec<Duration>, mut baseline: Vec<Duration>) -> Row {
     let p50 = percentile(&mut samples, 0.5);
-    let p99 = percentile(&mut samples, 0.99);
-    let base = if baseline.is_empty() {
-        0.0
-    } else {
-        percentile(&mut baseline, 0.5)
-    };
+    let base = (!baseline.is_empty()).then(|| percentile(&mut baseline, 0.5));
     Row {
         scenario: scenario.to_owned(),
-        p50_us: p50,
-        p99_us: p99,
-        calls_per_s: per_s,
+        p50_us: Some(p50),
+        p99_us: Some(percentile(&mut samples, 0.99)),
         baseline_p50_us: base,
-        ratio: if base > 0.0 { p50 / base } else { 0.0 },
-        gateway_cpu_us_per_call: None,
+        latency_ratio: base.map(|base| p50 / base),
+        ..Row::default()
     }
 }
 
-/// A row that states its figure in the scenario text (rates, sizes), with no latencies.
-fn summary_row(scenario: String, calls_per_s: f64, ratio: f64) -> Row {
+/// A row whose figures are all in its text (sizes, memory, a wall time against its ideal).
+fn summary_row(scenario: String) -> Row {
     Row {
         scenario,
-        p50_us: 0.0,
-        p99_us: 0.0,
-        calls_per_s,
-        baseline_p50_us: 0.0,
-        ratio,
-        gateway_cpu_us_per_call: None,
+        ..Row::default()
+    }
+}
+
+/// A throughput row: calls per second against the baseline's (none: no baseline).
+fn rate_row(scenario: &str, rate: f64, baseline: Option<f64>) -> Row {
+    Row {
+        scenario: scenario.to_owned(),
+        calls_per_s: Some(rate),
+        baseline_calls_per_s: baseline,
+        throughput_ratio: baseline.map(|base| rate / base),
+        ..Row::default()
     }
 }
 
@@ -101,27 +139,81 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
-/// A release binary of the workspace, built on demand.
-fn release_bin(package: &str, name: &str) -> PathBuf {
-    let path = target_dir().join("release").join(name);
-    if !path.exists() {
+/// A release binary of the workspace. The first call builds the gateway and the example
+/// servers (cargo does nothing when they are fresh); every call refuses a binary older
+/// than the newest source of the workspace, so a figure never describes old code.
+fn release_bin(name: &str) -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
         let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--release", "-p", package])
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "mcp-gateway",
+                "-p",
+                "mcp-gateway-examples",
+            ])
             .status()
             .expect("cargo build");
-        assert!(status.success(), "building {package} failed");
-    }
+        assert!(
+            status.success(),
+            "building the gateway and the examples failed"
+        );
+    });
+    let path = target_dir().join("release").join(name);
+    let built = modified(&path).unwrap_or_else(|| panic!("{} is missing", path.display()));
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let (newest, source) = newest_source(&workspace);
+    assert!(
+        built >= newest,
+        "refusing to measure a stale binary: {} is older than {}; run \
+         `cargo build --release -p mcp-gateway -p mcp-gateway-examples`",
+        path.display(),
+        source.display()
+    );
     path
 }
 
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The most recently modified source a release binary is built from: the crates' `src/`
+/// folders, their manifests and the lock file.
+fn newest_source(workspace: &Path) -> (std::time::SystemTime, PathBuf) {
+    let mut newest = (std::time::UNIX_EPOCH, workspace.join("Cargo.lock"));
+    let mut pending = vec![workspace.join("Cargo.lock"), workspace.join("Cargo.toml")];
+    for krate in ["gateway", "examples", "sdkgen"] {
+        pending.push(workspace.join(krate).join("Cargo.toml"));
+        pending.push(workspace.join(krate).join("src"));
+    }
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            pending.extend(
+                std::fs::read_dir(&path)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        } else if let Some(time) = modified(&path)
+            && time > newest.0
+        {
+            newest = (time, path);
+        }
+    }
+    newest
+}
+
 fn gateway_bin() -> PathBuf {
-    release_bin("mcp-gateway", "mcp-gateway")
+    release_bin("mcp-gateway")
 }
 
 fn server(name: &str, bin: &str, env: &str) -> String {
     format!(
         "[servers.{name}]\ncommand = {:?}\n{env}",
-        release_bin("mcp-gateway-examples", bin).to_string_lossy()
+        release_bin(bin).to_string_lossy()
     )
 }
 
@@ -176,7 +268,8 @@ async fn sequential(client: &Client, name: &str, args: Value, n: usize) -> Vec<D
     samples
 }
 
-/// Calls per second with `concurrency` calls in flight, `total` calls in all.
+/// Seconds taken by `total` calls (rounded down to a multiple of `concurrency`) with
+/// `concurrency` calls in flight.
 async fn throughput(
     client: &Client,
     name: &str,
@@ -201,7 +294,7 @@ async fn throughput(
     for task in tasks {
         task.await.unwrap();
     }
-    (per_task * concurrency) as f64 / started.elapsed().as_secs_f64()
+    started.elapsed().as_secs_f64()
 }
 
 fn free_address() -> std::net::SocketAddr {
@@ -220,7 +313,13 @@ impl HttpServer {
         let address = free_address();
         let mut command = std::process::Command::new(gateway_bin());
         command
-            .args(["serve", "--listen", &address.to_string(), "--config"])
+            .args([
+                "serve",
+                "--wait-for-upstreams",
+                "--listen",
+                &address.to_string(),
+            ])
+            .arg("--config")
             .arg(config);
         HttpServer::start(command, address)
     }
@@ -228,7 +327,7 @@ impl HttpServer {
     /// The kv example serving HTTP itself: the direct baseline.
     fn kv() -> HttpServer {
         let address = free_address();
-        let mut command = std::process::Command::new(release_bin("mcp-gateway-examples", "kv"));
+        let mut command = std::process::Command::new(release_bin("kv"));
         command.args(["--http", &address.to_string()]);
         HttpServer::start(command, address)
     }
@@ -296,13 +395,19 @@ fn rss_kb(pid: u32) -> u64 {
 /// kv directly vs through the gateway, over stdio and over streamable HTTP (the gateway's
 /// own upstream connection to kv is stdio in both cases).
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
-    let kv = release_bin("mcp-gateway-examples", "kv");
+    let kv = release_bin("kv");
     let config = write_config(dir, &server("kv", "kv", ""));
 
     let direct = stdio_client(&kv, &[]).await;
     let (via, pid) = stdio_client_with_pid(
         &gateway_bin(),
-        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+        &[
+            "serve",
+            "--stdio",
+            "--wait-for-upstreams",
+            "--config",
+            &config.to_string_lossy(),
+        ],
     )
     .await;
     compare_forwarding(rows, "stdio", &direct, &via, pid).await;
@@ -318,8 +423,12 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     direct.cancel().await.unwrap();
 }
 
+/// How many alternating rounds the direct and the gateway path take turns in, so both
+/// see the same machine (loopback IPC here drifts by 2x over a day).
+const ROUNDS: usize = 20;
+
 /// `get` on kv at concurrency 1 and 32, through the gateway (`via`, process `gateway`) and
-/// directly, interleaved so both see the same machine.
+/// directly, in alternating rounds: direct, gateway, direct, gateway, …
 async fn compare_forwarding(
     rows: &mut Vec<Row>,
     transport: &str,
@@ -328,26 +437,34 @@ async fn compare_forwarding(
     gateway: u32,
 ) {
     let args = json!({"key": "k"});
-    let n = reps(2000);
-    let base = sequential(direct, "get", args.clone(), n).await;
-    let cpu_before = cpu_us(gateway);
-    let samples = sequential(via, "mcp__kv__get", args.clone(), n).await;
-    let gateway_cpu = (cpu_us(gateway) - cpu_before) / n as f64;
+    let per_round = reps(2000) / ROUNDS;
+    let (mut base, mut samples, mut gateway_cpu) = (Vec::new(), Vec::new(), 0.0);
+    for _ in 0..ROUNDS {
+        base.extend(sequential(direct, "get", args.clone(), per_round).await);
+        let cpu_before = cpu_us(gateway);
+        samples.extend(sequential(via, "mcp__kv__get", args.clone(), per_round).await);
+        gateway_cpu += cpu_us(gateway) - cpu_before;
+    }
+    let calls = samples.len() as f64;
     rows.push(Row {
-        gateway_cpu_us_per_call: Some(gateway_cpu),
+        gateway_cpu_us_per_call: Some(gateway_cpu / calls),
         ..row(
             &format!("kv get, {transport}, concurrency 1 (vs direct {transport})"),
             samples,
             base,
-            0.0,
         )
     });
-    let base_rate = throughput(direct, "get", args.clone(), 32, reps(6400)).await;
-    let rate = throughput(via, "mcp__kv__get", args, 32, reps(6400)).await;
-    rows.push(summary_row(
-        format!("kv get, {transport}, concurrency 32: {rate:.0} vs direct {base_rate:.0} calls/s"),
-        rate,
-        rate / base_rate,
+    let per_round = reps(6400) / ROUNDS;
+    let (mut base_time, mut time) = (0.0, 0.0);
+    for _ in 0..ROUNDS {
+        base_time += throughput(direct, "get", args.clone(), 32, per_round).await;
+        time += throughput(via, "mcp__kv__get", args.clone(), 32, per_round).await;
+    }
+    let total = (per_round / 32 * 32 * ROUNDS) as f64;
+    rows.push(rate_row(
+        &format!("kv get, {transport}, concurrency 32 (vs direct {transport})"),
+        total / time,
+        Some(total / base_time),
     ));
 }
 
@@ -382,14 +499,14 @@ async fn repeated_work(dir: &Path, rows: &mut Vec<Row>) {
     }
     let after = gateway.work_done().await;
     let (schemas, sdks) = (after.0 - before.0, after.1 - before.1);
-    rows.push(summary_row(
-        format!(
-            "repeated work over {calls} calls, {runs} run_code runs and listings after warm-up: \
-             {schemas} schema compilations, {sdks} SDK generations"
+    rows.push(Row {
+        scenario: format!(
+            "repeated work over {calls} calls, {runs} run_code runs and listings after warm-up"
         ),
-        0.0,
-        (schemas + sdks) as f64,
-    ));
+        schema_compilations: Some(schemas),
+        sdk_generations: Some(sdks),
+        ..Row::default()
+    });
     client.cancel().await.unwrap();
 }
 
@@ -413,17 +530,16 @@ impl Executor for NoOp {
     }
 }
 
-/// The pipeline with every built-in policy on vs calling the executor directly.
-async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
-    let text = format!(
-        "[[policy]]\ntool = \"mcp__fs__*\"\ndecision = \"deny\"\n[guards]\nmax_calls_per_minute = 100000000\n[log]\nsessions_dir = {:?}\n",
-        dir.join("sessions").to_string_lossy()
-    );
-    let config: Config = Config::from_toml(&text).unwrap();
-    let (registry, _updates) = Registry::start(&config, CancellationToken::new()).await;
+/// The built-in pipeline for `config` (`[log] sessions_dir` under `dir`), over `registry`,
+/// and a session to run calls in.
+fn bench_pipeline(
+    config: &Config,
+    registry: Arc<Registry>,
+    dir: &Path,
+) -> (mcp_gateway::pipeline::Pipeline, Arc<Session>) {
     let metrics = Arc::new(mcp_gateway::observe::metrics::Metrics::new());
     let state = mcp_gateway::state::open(&config.cluster).unwrap();
-    let pipeline = mcp_gateway::policies::builtin(&config, metrics, state).build(
+    let pipeline = mcp_gateway::policies::builtin(config, metrics, state).build(
         registry,
         PipelineSettings {
             ask_fallback: config.gate.ask_fallback,
@@ -431,47 +547,126 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
             tracer: Default::default(),
         },
     );
-    let profile = Profiles::new(&config).get(None).unwrap();
+    let profile = Profiles::new(config).get(None).unwrap();
     let log =
         mcp_gateway::observe::session_log::SessionLog::create(&dir.join("sessions"), "bench").ok();
-    let session = Arc::new(Session::new("bench".into(), profile, log));
-    let noop: Arc<dyn BuiltinTool> = Arc::new(NoOp);
-    let invocation = |i: usize| Invocation {
+    (
+        pipeline,
+        Arc::new(Session::new("bench".into(), profile, log)),
+    )
+}
+
+/// Every built-in policy on: a gate rule, the rate limit, retry, reminders, the session
+/// log (under `dir`) and metrics; `servers` adds upstreams.
+fn every_policy(dir: &Path, servers: &str) -> Config {
+    let text = format!(
+        "{servers}[[policy]]\ntool = \"mcp__fs__*\"\ndecision = \"deny\"\n[guards]\nmax_calls_per_minute = 100000000\n[log]\nsessions_dir = {:?}\n",
+        dir.join("sessions").to_string_lossy()
+    );
+    Config::from_toml(&text).unwrap()
+}
+
+fn invocation(session: &Arc<Session>, tool: &str, arguments: Value, target: Target) -> Invocation {
+    Invocation {
         session: session.clone(),
-        tool: "noop".into(),
-        arguments: json!({"i": i % 7}).as_object().cloned(),
-        target: Some(Target::Builtin(noop.clone())),
+        tool: tool.into(),
+        arguments: arguments.as_object().cloned(),
+        target: Some(target),
         cancel: CancellationToken::new(),
-        progress: None,
+        caller: None,
         peer: None,
         origin: Origin::Client,
         started: Instant::now(),
         trace: opentelemetry::Context::new(),
+    }
+}
+
+/// The pipeline's own stages around a built-in no-op tool (gate, guard, reminder,
+/// finalize, observers; a built-in tool has no schema to validate, no upstream to retry
+/// and no timeout) vs calling the no-op directly.
+async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
+    let config = every_policy(dir, "");
+    let (registry, _updates) = Registry::start(&config, CancellationToken::new()).await;
+    let (pipeline, session) = bench_pipeline(&config, registry, dir);
+    let noop: Arc<dyn BuiltinTool> = Arc::new(NoOp);
+    let call = |i: usize| {
+        invocation(
+            &session,
+            "noop",
+            json!({"i": i % 7}),
+            Target::Builtin(noop.clone()),
+        )
     };
     let n = reps(20_000);
     let mut base = Vec::with_capacity(n);
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
-        let inv = invocation(i);
+        let inv = call(i);
         let started = Instant::now();
-        let _ = noop.call(&inv, inv.cancel.clone()).await;
+        let _ = noop.call(&inv, inv.cancel.clone(), &inv.trace).await;
         base.push(started.elapsed());
-        let inv = invocation(i);
+        let inv = call(i);
         let started = Instant::now();
         let _ = pipeline.run(&inv).await;
         samples.push(started.elapsed());
     }
     rows.push(row(
-        "pipeline, every built-in policy on (vs no-op executor)",
+        "pipeline stages around a built-in no-op tool (vs the no-op alone)",
         samples,
         base,
-        0.0,
     ));
+}
+
+/// The whole pipeline on a federated tool, every stage running: argument and output
+/// validation, retry (kv's `get` is read-only), the timeout (`timeout_ms` set), gate,
+/// guard, reminders, session log and metrics; vs calling the same kv build directly, in
+/// alternating rounds. The difference is what the pipeline and the gateway's upstream
+/// client add to a call, without any downstream transport.
+async fn pipeline_federated(dir: &Path, rows: &mut Vec<Row>) {
+    let config = every_policy(dir, &server("kv", "kv", "timeout_ms = 30000\n"));
+    let shutdown = CancellationToken::new();
+    let (registry, _updates) = Registry::start(&config, shutdown.clone()).await;
+    registry.first_attempts().await;
+    let get = registry
+        .catalog()
+        .tools
+        .get("mcp__kv__get")
+        .cloned()
+        .expect("kv is up and offers get");
+    assert!(get.retryable && get.timeout.is_some() && get.definition.output_schema.is_some());
+    let (pipeline, session) = bench_pipeline(&config, registry.clone(), dir);
+    let direct = stdio_client(&release_bin("kv"), &[]).await;
+    let args = json!({"key": "k"});
+    let per_round = reps(4000) / ROUNDS;
+    let (mut base, mut samples) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        base.extend(sequential(&direct, "get", args.clone(), per_round).await);
+        for _ in 0..per_round {
+            let inv = invocation(
+                &session,
+                "mcp__kv__get",
+                args.clone(),
+                Target::Federated(get.clone()),
+            );
+            let started = Instant::now();
+            let result = pipeline.run(&inv).await;
+            samples.push(started.elapsed());
+            assert_ne!(result.is_error, Some(true), "{result:?}");
+        }
+    }
+    rows.push(row(
+        "pipeline on a federated tool, every stage running (kv get over stdio, vs kv directly)",
+        samples,
+        base,
+    ));
+    direct.cancel().await.unwrap();
+    shutdown.cancel();
+    registry.stop_all();
 }
 
 /// tools/list of 5,000 tools across 10 upstreams vs listing them directly.
 async fn big_list(dir: &Path, rows: &mut Vec<Row>) {
-    let dynamic = release_bin("mcp-gateway-examples", "dynamic");
+    let dynamic = release_bin("dynamic");
     let mut text = String::new();
     let mut envs = Vec::new();
     for s in 0..10 {
@@ -494,7 +689,13 @@ async fn big_list(dir: &Path, rows: &mut Vec<Row>) {
     }
     let gateway = stdio_client(
         &gateway_bin(),
-        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+        &[
+            "serve",
+            "--stdio",
+            "--wait-for-upstreams",
+            "--config",
+            &config.to_string_lossy(),
+        ],
     )
     .await;
     let n = reps(30);
@@ -514,7 +715,6 @@ async fn big_list(dir: &Path, rows: &mut Vec<Row>) {
         "tools/list, 5,000 tools / 10 upstreams (vs listing the 10 directly)",
         samples,
         base,
-        0.0,
     ));
     gateway.cancel().await.unwrap();
     for client in directs {
@@ -549,12 +749,12 @@ fn sdk_generation(rows: &mut Vec<Row>) {
             started.elapsed()
         })
         .collect();
-    rows.push(row("sdkgen, 5,000 tools", samples, Vec::new(), 0.0));
+    rows.push(row("sdkgen, 5,000 tools", samples, Vec::new()));
 }
 
 /// run_code: `return 1` with idle gaps and back to back; 100 read-only 10 ms calls.
 async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
-    let slow = release_bin("mcp-gateway-examples", "slow");
+    let slow = release_bin("slow");
     let config = write_config(
         dir,
         &format!(
@@ -565,7 +765,13 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
     );
     let gateway = stdio_client(
         &gateway_bin(),
-        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+        &[
+            "serve",
+            "--stdio",
+            "--wait-for-upstreams",
+            "--config",
+            &config.to_string_lossy(),
+        ],
     )
     .await;
     let run = |code: &str| params("run_code", json!({"code": code}));
@@ -591,18 +797,13 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
         "run_code `return 1`, idle gaps (vs a kv call through the gateway)",
         samples,
         base,
-        0.0,
     ));
     let started = Instant::now();
     for _ in 0..n {
         gateway.peer().call_tool(run("return 1")).await.unwrap();
     }
     let rate = n as f64 / started.elapsed().as_secs_f64();
-    rows.push(summary_row(
-        format!("run_code `return 1`, back to back: {rate:.1} runs/s"),
-        rate,
-        0.0,
-    ));
+    rows.push(rate_row("run_code `return 1`, back to back", rate, None));
 
     let direct = stdio_client(&slow, &[]).await;
     let fan_out = "await Promise.all(Array.from({ length: 100 }, () => tools.slow.wait({ ms: 10 }))); return 1;";
@@ -625,7 +826,6 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
         "run_code, 100 read-only 10 ms calls, 10 in parallel (vs 10 direct waves)",
         samples,
         base,
-        0.0,
     ));
     direct.cancel().await.unwrap();
     gateway.cancel().await.unwrap();
@@ -645,14 +845,11 @@ async fn memory(dir: &Path, rows: &mut Vec<Row>) {
     let gateway = HttpServer::gateway(&config);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle = rss_kb(gateway.pid());
-    rows.push(summary_row(
-        format!(
-            "gateway RSS idle, 3 upstreams: {:.1} MB",
-            idle as f64 / 1024.0
-        ),
-        0.0,
-        0.0,
-    ));
+    rows.push(Row {
+        scenario: "gateway RSS idle, 3 upstreams".into(),
+        gateway_rss_mb: Some(idle as f64 / 1024.0),
+        ..Row::default()
+    });
     let client = Arc::new(gateway.client().await);
     let runs: Vec<_> = (0..4)
         .map(|_| {
@@ -669,23 +866,159 @@ async fn memory(dir: &Path, rows: &mut Vec<Row>) {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let workers: u64 = worker_pids(gateway.pid()).into_iter().map(rss_kb).sum();
+    let workers = worker_pids(gateway.pid());
+    let workers_kb: u64 = workers.iter().copied().map(rss_kb).sum();
     let during = rss_kb(gateway.pid());
     for run in runs {
         let _ = run.await;
     }
-    rows.push(summary_row(
-        format!(
-            "per concurrent run_code (4 in flight): worker {:.1} MB each, gateway +{:.1} MB",
-            workers as f64 / 5.0 / 1024.0,
-            (during.saturating_sub(idle)) as f64 / 4.0 / 1024.0
-        ),
-        0.0,
-        0.0,
-    ));
+    rows.push(Row {
+        scenario:
+            "per concurrent run_code (4 in flight): each worker, and the gateway's growth per run"
+                .into(),
+        worker_rss_mb: Some(workers_kb as f64 / workers.len().max(1) as f64 / 1024.0),
+        workers: Some(workers.len()),
+        gateway_rss_growth_per_run_mb: Some(during.saturating_sub(idle) as f64 / 4.0 / 1024.0),
+        ..Row::default()
+    });
 }
 
-/// The gateway's code workers (the 4 running and the spare).
+async fn code_gateway(dir: &Path) -> (Client, u32) {
+    let config = write_config(
+        dir,
+        &format!("[gateway]\nmode = \"both\"\n{}", server("kv", "kv", "")),
+    );
+    stdio_client_with_pid(
+        &gateway_bin(),
+        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+    )
+    .await
+}
+
+/// A run of `code` through the gateway; panics on a failed run.
+async fn run_ok(gateway: &Client, code: &str) -> Duration {
+    let started = Instant::now();
+    let result = gateway
+        .peer()
+        .call_tool(params("run_code", json!({"code": code})))
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    started.elapsed()
+}
+
+/// run_code, 8 concurrent runs of ~100 ms of compute each, against the ideal on this
+/// machine's cores: the work of one run measured alone, times 8, spread over the cores.
+async fn run_code_compute(dir: &Path, rows: &mut Vec<Row>) {
+    let (gateway, _) = code_gateway(dir).await;
+    let spin = |n: u64| {
+        format!("let x = 0; for (let i = 0; i < {n}; i++) {{ x = (x + i) % 1000003; }} return x;")
+    };
+    let empty = run_ok(&gateway, "return 1").await;
+    // Calibrate the loop to ~100 ms alone (beyond the cost of an empty run).
+    let mut n = 1_000_000u64;
+    for _ in 0..4 {
+        let took = run_ok(&gateway, &spin(n)).await.saturating_sub(empty);
+        n = ((n as f64) * 0.100 / took.as_secs_f64().max(0.001)) as u64;
+    }
+    let program = spin(n);
+    let mut alone = Vec::new();
+    for _ in 0..reps(5) {
+        alone.push(run_ok(&gateway, &program).await);
+    }
+    let one = Duration::from_secs_f64(percentile(&mut alone, 0.5) / 1e6);
+    let cores = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let ideal = one * 8 / cores as u32;
+    let gateway = Arc::new(gateway);
+    let mut waves = Vec::new();
+    for _ in 0..reps(5) {
+        let started = Instant::now();
+        let runs: Vec<_> = (0..8)
+            .map(|_| {
+                let (gateway, program) = (gateway.clone(), program.clone());
+                tokio::spawn(async move { run_ok(&gateway, &program).await })
+            })
+            .collect();
+        for run in runs {
+            run.await.unwrap();
+        }
+        waves.push(started.elapsed());
+    }
+    let wall = percentile(&mut waves, 0.5) / 1e3;
+    rows.push(summary_row(format!(
+        "run_code, 8 concurrent runs of ~100 ms compute: {wall:.0} ms vs ideal {:.0} ms \
+             on {cores} cores ({:.0} ms alone)",
+        ideal.as_secs_f64() * 1e3,
+        one.as_secs_f64() * 1e3
+    )));
+}
+
+/// Proportional set size of `pid` (shared pages split among their sharers), in kB: what a
+/// forked worker really adds, unlike its RSS, which counts the pages it shares.
+fn pss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Memory of run_code: the gateway plus its idle worker (the template of every run), and
+/// what each concurrent run adds.
+async fn code_memory(dir: &Path, rows: &mut Vec<Row>) {
+    let (gateway, pid) = code_gateway(dir).await;
+    run_ok(&gateway, "return 1").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let template: Vec<u32> = worker_pids(pid);
+    let template_rss: u64 = template.iter().copied().map(rss_kb).sum();
+    let idle = rss_kb(pid) + template_rss;
+    rows.push(summary_row(format!(
+        "run_code idle RSS, gateway + template: {:.1} MB (gateway {:.1}, template {:.1})",
+        idle as f64 / 1024.0,
+        rss_kb(pid) as f64 / 1024.0,
+        template_rss as f64 / 1024.0
+    )));
+    let gateway = Arc::new(gateway);
+    let before = rss_kb(pid);
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let gateway = gateway.clone();
+            tokio::spawn(async move {
+                run_ok(
+                    &gateway,
+                    "const keep = Array.from({ length: 1000 }, (_, i) => ({ i })); \
+                     await new Promise((r) => setTimeout(r, 2000)); return keep.length;",
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let running: Vec<u32> = worker_pids(pid)
+        .into_iter()
+        .filter(|worker| !template.contains(worker))
+        .collect();
+    let count = running.len().max(1) as f64;
+    let rss: u64 = running.iter().copied().map(rss_kb).sum();
+    let pss: u64 = running.iter().copied().map(pss_kb).sum();
+    let gateway_growth = rss_kb(pid).saturating_sub(before);
+    for run in runs {
+        run.await.unwrap();
+    }
+    rows.push(summary_row(format!(
+        "run_code per concurrent run ({} in flight): worker RSS {:.1} MB, PSS {:.1} MB; \
+             gateway +{:.2} MB",
+        running.len(),
+        rss as f64 / count / 1024.0,
+        pss as f64 / count / 1024.0,
+        gateway_growth as f64 / count / 1024.0
+    )));
+}
+
+/// The gateway's code workers: those running programs, and a spare if one has started.
 fn worker_pids(gateway: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -776,38 +1109,37 @@ impl Drop for BenchHaproxy {
 
 /// Issue 18: the added latency of a Redis-backed session over an in-memory one (one
 /// gateway each, kv `get` at concurrency 1), and calls/s at concurrency 32 through three
-/// replicas behind HAProxy vs one replica alone (both Redis-backed).
+/// Redis-backed replicas behind HAProxy vs one of them alone; both in alternating rounds.
 async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
     let redis = BenchRedis::start();
     let kv = server("kv", "kv", "");
-    let memory_config = write_config(dir, &kv);
-    let memory_gateway = HttpServer::gateway(&memory_config);
+    let memory_gateway = HttpServer::gateway(&write_config(dir, &kv));
     let shared_dir = dir.join("shared");
     std::fs::create_dir_all(&shared_dir).unwrap();
     let shared_config = write_config(
         &shared_dir,
         &format!("{kv}\n[cluster]\nredis_url = \"redis://{}/0\"\n", redis.1),
     );
-    let shared_gateway = HttpServer::gateway(&shared_config);
+    let replicas: Vec<_> = (0..3)
+        .map(|_| HttpServer::gateway(&shared_config))
+        .collect();
     let in_memory = memory_gateway.client().await;
-    let in_redis = shared_gateway.client().await;
+    let alone = replicas[0].client().await;
     let args = json!({"key": "k"});
-    let n = reps(2000);
-    let base = sequential(&in_memory, "mcp__kv__get", args.clone(), n).await;
-    let samples = sequential(&in_redis, "mcp__kv__get", args.clone(), n).await;
+    let per_round = reps(2000) / ROUNDS;
+    let (mut base, mut samples) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        base.extend(sequential(&in_memory, "mcp__kv__get", args.clone(), per_round).await);
+        samples.extend(sequential(&alone, "mcp__kv__get", args.clone(), per_round).await);
+    }
     rows.push(row(
-        "kv get through one gateway, Redis-backed session (vs in-memory session)",
+        "kv get, one gateway, Redis-backed session (vs in-memory session)",
         samples,
         base,
-        0.0,
     ));
     in_memory.cancel().await.unwrap();
     drop(memory_gateway);
 
-    let alone = throughput(&in_redis, "mcp__kv__get", args.clone(), 32, reps(6400)).await;
-    in_redis.cancel().await.unwrap();
-    let mut replicas = vec![shared_gateway];
-    replicas.extend((0..2).map(|_| HttpServer::gateway(&shared_config)));
     let backends: Vec<_> = replicas.iter().map(|r| r.1).collect();
     let haproxy = BenchHaproxy::start(dir, &backends);
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
@@ -815,16 +1147,21 @@ async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
         haproxy.1
     ));
     let balanced = ().serve(transport).await.unwrap();
-    let rate = throughput(&balanced, "mcp__kv__get", args, 32, reps(6400)).await;
-    balanced.cancel().await.unwrap();
-    rows.push(summary_row(
-        format!(
-            "kv get, concurrency 32, 3 replicas behind HAProxy: {rate:.0} vs one replica alone \
-             {alone:.0} calls/s"
-        ),
-        rate,
-        rate / alone,
+    let per_round = reps(6400) / ROUNDS;
+    let (mut base_time, mut time) = (0.0, 0.0);
+    for _ in 0..ROUNDS {
+        base_time += throughput(&alone, "mcp__kv__get", args.clone(), 32, per_round).await;
+        time += throughput(&balanced, "mcp__kv__get", args.clone(), 32, per_round).await;
+    }
+    let total = (per_round / 32 * 32 * ROUNDS) as f64;
+    rows.push(rate_row(
+        "kv get, concurrency 32, 3 Redis-backed replicas behind HAProxy round robin \
+         (vs one replica alone)",
+        total / time,
+        Some(total / base_time),
     ));
+    balanced.cancel().await.unwrap();
+    alone.cancel().await.unwrap();
 }
 
 fn main() {
@@ -844,6 +1181,7 @@ fn main() {
     runtime.block_on(async {
         if selected("pipeline") {
             pipeline_alone(dir.path(), &mut rows).await;
+            pipeline_federated(dir.path(), &mut rows).await;
         }
         if selected("sdkgen") {
             sdk_generation(&mut rows);
@@ -863,21 +1201,50 @@ fn main() {
         if selected("memory") {
             memory(dir.path(), &mut rows).await;
         }
+        if selected("search") {
+            search::listing_sizes(dir.path(), &mut rows).await;
+            search::at_scale(dir.path(), &mut rows).await;
+        }
+        if selected("code_compute") {
+            run_code_compute(dir.path(), &mut rows).await;
+        }
+        if selected("code_memory") {
+            code_memory(dir.path(), &mut rows).await;
+        }
         if selected("cluster") {
             cluster(dir.path(), &mut rows).await;
         }
     });
     println!(
-        "| scenario | p50 µs | p99 µs | calls/s | baseline p50 µs | ratio | gateway CPU µs/call |"
+        "| scenario | p50 µs | p99 µs | baseline p50 µs | latency ratio | calls/s | baseline calls/s | throughput ratio | gateway CPU µs/call | other |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in &rows {
-        let cpu = r
-            .gateway_cpu_us_per_call
-            .map_or(String::new(), |cpu| format!("{cpu:.1}"));
+        let cell = |value: Option<f64>, decimals: usize| {
+            value.map_or(String::new(), |v| format!("{v:.decimals$}"))
+        };
+        let other = [
+            r.schema_compilations
+                .map(|n| format!("{n} schema compilations")),
+            r.sdk_generations.map(|n| format!("{n} SDK generations")),
+            r.gateway_rss_mb.map(|mb| format!("gateway {mb:.1} MB")),
+            r.gateway_rss_growth_per_run_mb
+                .map(|mb| format!("gateway +{mb:.1} MB per run")),
+            r.worker_rss_mb.map(|mb| format!("worker {mb:.1} MB")),
+            r.workers.map(|n| format!("{n} workers")),
+        ];
         println!(
-            "| {} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2} | {cpu} |",
-            r.scenario, r.p50_us, r.p99_us, r.calls_per_s, r.baseline_p50_us, r.ratio
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.scenario,
+            cell(r.p50_us, 1),
+            cell(r.p99_us, 1),
+            cell(r.baseline_p50_us, 1),
+            cell(r.latency_ratio, 2),
+            cell(r.calls_per_s, 0),
+            cell(r.baseline_calls_per_s, 0),
+            cell(r.throughput_ratio, 2),
+            cell(r.gateway_cpu_us_per_call, 1),
+            other.into_iter().flatten().collect::<Vec<_>>().join(", "),
         );
     }
     let report = target_dir().join("bench-report.json");

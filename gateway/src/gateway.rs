@@ -7,15 +7,14 @@
 //! started with.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
 use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
-use crate::config::{Config, Mode, SessionsDir};
+use crate::config::{CatalogMode, Config, Mode, SessionsDir};
+use crate::drain::{self, Drain};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::observe::telemetry::{Telemetry, Tracer};
@@ -26,8 +25,10 @@ use crate::pipeline::{
 use crate::policies;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
+use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
+use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
 use crate::state::{self, SharedState};
 
 /// Everything the configuration decides, built together and swapped together.
@@ -78,34 +79,16 @@ pub struct Gateway {
     pub subscriptions: Arc<Subscriptions>,
     /// `run_code`, when the code runtime could be set up.
     pub run_code: Option<Arc<RunCodeTool>>,
+    /// `search_tools`, offered in `catalog = "search"`; its index also serves
+    /// `mcp-gateway search` and run_code's compact index.
+    pub search_tools: Arc<SearchTool>,
     pub shutdown: CancellationToken,
     /// The trace exporter (idle when `[telemetry]` names no endpoint).
     pub telemetry: Telemetry,
     /// What replicas share (`[cluster]`); this process's memory when alone. Chosen at
     /// start: a reload does not move it.
     pub state: Arc<dyn SharedState>,
-    drain: Drain,
-}
-
-/// Graceful shutdown of calls: refuse new ones, wait for those in flight, cancel the rest.
-#[derive(Default)]
-struct Drain {
-    refusing: AtomicBool,
-    in_flight: AtomicUsize,
-    idle: tokio::sync::Notify,
-    /// Parent of every call's cancellation; cancelled when the grace period ends.
-    calls: CancellationToken,
-}
-
-/// Counts one call in flight for as long as it lives.
-struct InFlight<'a>(&'a Drain);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
+    drain: Arc<Drain>,
 }
 
 impl Gateway {
@@ -125,8 +108,10 @@ impl Gateway {
         });
         let policy = Policy::new(config, &registry, &metrics, &telemetry.tracer(), &state);
         let subscriptions = Subscriptions::start(resource_updates);
+        let search_tools = Arc::new(SearchTool::new(registry.clone()));
         Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
+            search_tools,
             registry,
             metrics,
             subscriptions,
@@ -137,7 +122,7 @@ impl Gateway {
             shutdown,
             telemetry,
             state,
-            drain: Drain::default(),
+            drain: Arc::default(),
         })
     }
 
@@ -194,12 +179,17 @@ impl Gateway {
     }
 
     /// What `name` means when `origin` calls it in `session`: `run_code` in code or both
-    /// mode, a federated tool the profile allows, or nothing (TOOL_NOT_FOUND).
+    /// mode, `search_tools` in a search catalog, a federated tool the profile allows
+    /// (listed or not), or nothing (TOOL_NOT_FOUND).
     ///
     /// In `code` mode the client is shown only `run_code`, so its own direct calls of
     /// federated tools are not found; a program's calls are the session's calls and see
     /// everything the profile allows, whatever the presentation mode.
     pub fn resolve(&self, session: &Session, name: &str, origin: &Origin) -> Option<Target> {
+        if name == SEARCH_TOOLS {
+            return (session.profile.catalog == CatalogMode::Search)
+                .then(|| Target::Builtin(self.search_tools.clone() as Arc<dyn BuiltinTool>));
+        }
         if name == RUN_CODE {
             return match session.mode() {
                 Mode::Native => None,
@@ -219,24 +209,45 @@ impl Gateway {
             .map(Target::Federated)
     }
 
-    /// The tools `session` lists, in lexicographic order, `run_code` first when shown.
+    /// The tools `session` lists: `run_code` first when shown, then `search_tools` in a
+    /// search catalog, then federated tools in lexicographic order — every visible one in
+    /// a full catalog, the pinned ones and those the session found in a search catalog.
     pub fn visible_tools(&self, session: &Session) -> Vec<Tool> {
         let mut tools = Vec::new();
         if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
             tools.push(run_code.definition(session));
         }
+        let search = session.profile.catalog == CatalogMode::Search;
+        if search {
+            tools.push(self.search_tools.definition(session));
+        }
         if session.mode() != Mode::Code {
-            tools.extend(self.view(session).tools().map(|t| t.definition.clone()));
+            let found = search.then(|| Found::of(session));
+            let listed = |name: &str| {
+                found
+                    .as_ref()
+                    .is_none_or(|found| session.profile.pinned(name) || found.contains(name))
+            };
+            tools.extend(
+                self.view(session)
+                    .tools()
+                    .filter(|t| listed(&t.name))
+                    .map(|t| t.definition.clone()),
+            );
         }
         tools
     }
 
     /// What the gateway announces: tools always, and prompts, resources (with
     /// subscriptions) and completions when any upstream offers them.
+    #[allow(deprecated, reason = "logging is what pre-2026 clients use")]
     pub fn capabilities(&self) -> ServerCapabilities {
+        // Logging is the gateway's own: it keeps each session's level and relays upstream
+        // log messages by it.
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_logging()
             .build();
         for upstream in self.registry.upstreams() {
             let offered = upstream.offer().capabilities.clone();
@@ -264,21 +275,22 @@ impl Gateway {
         capabilities
     }
 
-    /// Runs one call through the pipeline in force.
+    /// The shutdown drain: transports count their requests with it, the HTTP listener
+    /// asks it whether to take new sessions, the signal handler runs it.
+    pub fn drain(&self) -> &Arc<Drain> {
+        &self.drain
+    }
+
+    /// Runs one call through the pipeline in force. During a drain a client's new call is
+    /// refused; a run_code program's calls are part of a run already taken and go on.
     pub async fn call(&self, session: &Arc<Session>, request: CallRequest) -> CallToolResult {
-        self.drain.in_flight.fetch_add(1, Ordering::AcqRel);
-        let _in_flight = InFlight(&self.drain);
         // A program's tool calls belong to a run already in flight: the drain lets them
         // through, or `shutdown_grace_ms` would not cover code mode.
-        if request.origin == Origin::Client && self.drain.refusing.load(Ordering::Acquire) {
-            return ToolError::new(
-                ErrorCode::UpstreamUnavailable,
-                "the gateway is shutting down",
-            )
-            .to_result();
+        if request.origin == Origin::Client && self.drain.is_draining() {
+            return ToolError::new(ErrorCode::UpstreamUnavailable, drain::REFUSED).to_result();
         }
         // The call is cancelled by its caller or by the end of the shutdown grace period.
-        let cancel = self.drain.calls.child_token();
+        let cancel = self.drain.call_token();
         let caller = request.cancel;
         let invocation = Invocation {
             target: self.resolve(session, &request.name, &request.origin),
@@ -286,7 +298,7 @@ impl Gateway {
             tool: request.name,
             arguments: request.arguments,
             cancel,
-            progress: request.progress,
+            caller: request.caller,
             peer: request.peer,
             origin: request.origin,
             started: std::time::Instant::now(),
@@ -295,7 +307,7 @@ impl Gateway {
         let policy = self.policy();
         let run = policy.pipeline.run(&invocation);
         tokio::pin!(run);
-        tokio::select! {
+        let result = tokio::select! {
             biased;
             result = &mut run => result,
             () = caller.cancelled() => {
@@ -303,35 +315,12 @@ impl Gateway {
                 invocation.cancel.cancel();
                 run.await
             }
-        }
-    }
-
-    /// Stops taking new calls, lets those in flight finish for up to `grace`, then
-    /// cancels the rest and waits (briefly) for them to answer.
-    pub async fn drain(&self, grace: Duration) {
-        self.drain.refusing.store(true, Ordering::Release);
-        let all_done = async {
-            loop {
-                let idle = self.drain.idle.notified();
-                if self.drain.in_flight.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                idle.await;
-            }
         };
-        if tokio::time::timeout(grace, all_done).await.is_err() {
-            tracing::warn!(
-                in_flight = self.drain.in_flight.load(Ordering::Acquire),
-                "grace period over; cancelling the calls still in flight"
-            );
-            self.drain.calls.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(2), async {
-                while self.drain.in_flight.load(Ordering::Acquire) > 0 {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            })
-            .await;
+        if self.drain.grace_over() && !caller.is_cancelled() && is_aborted(&result) {
+            // Cut by the end of the grace period, not by its caller: say so.
+            return ToolError::new(ErrorCode::Aborted, drain::CUT).to_result();
         }
+        result
     }
 }
 
@@ -350,10 +339,27 @@ impl ToolHost for Gateway {
         Box::pin(Gateway::call(self, session, request))
     }
 
+    fn search_index(&self, session: &Session) -> Arc<SearchIndex> {
+        self.search_tools.index(session)
+    }
+
     fn concurrency_safe(&self, session: &Session, tool: &str) -> bool {
         // Programs cannot overlap run_code itself: only federated tools can be safe.
         self.view(session)
             .tool(tool)
             .is_some_and(|tool| tool.concurrency_safe)
     }
+}
+
+/// Whether `result` is the gateway's ABORTED or ABORTED_BEFORE_DISPATCH error.
+fn is_aborted(result: &CallToolResult) -> bool {
+    let code = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(crate::pipeline::error::ERROR_META_KEY))
+        .and_then(|error| error.get("code"))
+        .and_then(|code| code.as_str());
+    [ErrorCode::Aborted, ErrorCode::AbortedBeforeDispatch]
+        .iter()
+        .any(|aborted| code == Some(aborted.as_str()))
 }

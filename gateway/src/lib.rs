@@ -10,22 +10,29 @@
 //!   metrics, reminder, result cap, session log).
 //! - [`server`]: the downstream MCP server: the handler, its transports (stdio, streamable
 //!   HTTP, SSE) and the HTTP listener.
+//! - [`relay`]: an upstream's requests, progress and log messages during a call, carried
+//!   to the client that made the call.
 //! - [`observe`]: metrics, the session log and OpenTelemetry traces.
 //! - [`state`]: what replicas share (sessions, limits, event streams): memory or Redis.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
+//! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
-//! - [`gateway`]: the assembled whole; [`cli`]: the command line.
+//! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
+//!   [`cli`]: the command line.
 
 pub mod cli;
 pub mod code;
 pub mod config;
+pub mod drain;
 pub mod gateway;
 pub mod observe;
 pub mod pipeline;
 pub mod policies;
 pub mod redact;
 pub mod registry;
+pub mod relay;
+pub mod search_tools;
 pub mod server;
 pub mod state;
 pub mod upstream;

@@ -2,14 +2,16 @@
 //!
 //! The hidden first argument `__code-worker` makes this process a run_code worker: it
 //! must be recognised before anything else (logging, argument parsing) touches stdout,
-//! which is the worker's bridge to the gateway.
+//! which is the worker's bridge to the gateway. `__code-confinement-probe` is the same
+//! worker reporting its confinement instead of running programs (for tests).
 
 fn main() -> std::process::ExitCode {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == mcp_gateway::code::tool::WORKER_SUBCOMMAND)
-    {
+    let first = std::env::args_os().nth(1);
+    if first.as_deref() == Some(mcp_gateway::code::tool::WORKER_SUBCOMMAND.as_ref()) {
         return mcp_gateway::code::worker_main();
+    }
+    if first.as_deref() == Some(mcp_gateway::code::tool::CONFINEMENT_PROBE_SUBCOMMAND.as_ref()) {
+        return mcp_gateway::code::confinement_probe_main();
     }
     mcp_gateway::cli::main()
 }

@@ -450,27 +450,54 @@ async fn runs_can_be_spawned_onto_other_tasks() {
     rt.shutdown().await;
 }
 
-#[tokio::test]
-async fn each_run_sees_its_own_bindings_whatever_the_spare_preloaded() {
-    let rt = runtime(CodeBudgets::default());
-    let bridge = Arc::new(FakeBridge::default());
+/// Two sets of bindings (as two profiles, or a catalog before and after a change would
+/// give), alternating, one run after another and several at once, on a multi-threaded
+/// runtime with real worker processes: each run sees exactly its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_run_sees_its_own_bindings_whatever_ran_before() {
+    let rt = Arc::new(runtime(CodeBudgets::default()));
     let names = "return Object.keys(tools.t).sort().join(',');";
-    let first = run_with(&rt, &bridge, names).await;
-    let all = "echo,fail,hang,image,raw,slow,write";
-    assert_eq!(first.result, Some(json!(all)), "{:?}", first.failure);
-    // The spare started after that run preloaded its bindings; this run brings others.
-    let fewer = common::BINDINGS.replace("image: bind(\"image\"),", "");
-    let second = rt
-        .run(names, &fewer, bridge.clone(), Default::default())
-        .await;
-    assert_eq!(
-        second.result,
-        Some(json!("echo,fail,hang,raw,slow,write")),
-        "{:?}",
-        second.failure
-    );
-    // And the spare after that one preloaded the fewer bindings: the full set is back.
-    let third = run_with(&rt, &bridge, names).await;
-    assert_eq!(third.result, Some(json!(all)), "{:?}", third.failure);
+    let fewer = Arc::new(common::BINDINGS.replace("image: bind(\"image\"),", ""));
+    let expected = |round: usize| {
+        if round.is_multiple_of(2) {
+            "echo,fail,hang,image,raw,slow,write"
+        } else {
+            "echo,fail,hang,raw,slow,write"
+        }
+    };
+    let bindings = move |round: usize| {
+        if round.is_multiple_of(2) {
+            common::BINDINGS.to_owned()
+        } else {
+            fewer.as_str().to_owned()
+        }
+    };
+    let bridge = Arc::new(FakeBridge::default());
+    for round in 0..6 {
+        let outcome = rt
+            .run(names, &bindings(round), bridge.clone(), Default::default())
+            .await;
+        assert_eq!(
+            outcome.result,
+            Some(json!(expected(round))),
+            "round {round}: {:?}",
+            outcome.failure
+        );
+    }
+    let concurrent: Vec<_> = (0..6)
+        .map(|round| {
+            let (rt, bridge, bindings) = (Arc::clone(&rt), bridge.clone(), bindings(round));
+            tokio::spawn(async move { rt.run(names, &bindings, bridge, Default::default()).await })
+        })
+        .collect();
+    for (round, run) in concurrent.into_iter().enumerate() {
+        let outcome = run.await.unwrap();
+        assert_eq!(
+            outcome.result,
+            Some(json!(expected(round))),
+            "concurrent run {round}: {:?}",
+            outcome.failure
+        );
+    }
     rt.shutdown().await;
 }

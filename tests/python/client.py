@@ -15,6 +15,9 @@ Usage:
   common:   [--script JSON | --script-file PATH]   (default: the script is read from stdin)
             [--elicit accept|decline|cancel|none] [--elicit-content JSON]
             [--elicit-delay-ms MS]  (the person takes this long to answer)
+            [--sample TEXT] [--sample-delay-ms MS]  (declare sampling; answer every request
+                                                     with this text, after MS)
+            [--roots JSON_ARRAY]  (declare roots; list these {"uri", "name"?} roots)
             [--mode auto|legacy] [--timeout SECONDS]
 
 The script is a JSON array of actions, run in order. Every action is an object with an
@@ -32,9 +35,12 @@ failure). Actions:
    "argument": {"name": str, "value": str}, "context_arguments"?: {str: str}}
   {"action": "ping"}
   {"action": "set_logging_level", "level": str}
+  {"action": "roots_changed"}                           send notifications/roots/list_changed
   {"action": "sleep", "ms": int}                          a pause on the client side
   {"action": "wait_notification", "method": str, "count"?: int (default 1),
    "timeout_ms"?: int (default 5000)}      until `count` notifications of `method` arrived
+  {"action": "wait_tool", "name": str, "timeout_ms"?: int (default 5000)}
+                 lists tools every 100 ms until `name` is listed; result = that listing
   {"action": "parallel", "actions": [action, ...], "concurrency"?: int,
    "tolerate_failures"?: bool}     run concurrently (at most `concurrency` at once, default
                                    all); result = entries; with tolerate_failures, failed
@@ -48,6 +54,8 @@ connection or the command line failed; the document is printed in every case but
                 "pages"?: int, "progress"?: [{"progress", "total"?, "message"?}],
                 "cancelled"?: bool}],
    "elicitations": [{"params": <ElicitRequestParams>, "response": <ElicitResult>}],
+   "samplings": [{"params": <CreateMessageRequestParams>, "during_action": int | null}],
+   "roots_requests": [{"during_action": int | null}],
    "notifications": [{"method": str, "params"?: {...}, "during_action": int | null}],
    "transport_errors": [str]}
 MCP results are model_dump(mode="json", by_alias=True, exclude_none=True) of the SDK's
@@ -165,7 +173,13 @@ class Recorder:
     """Everything the server sent on its own: notifications, elicitations, transport faults."""
 
     def __init__(self, elicit: str, elicit_content: dict[str, Any] | None, doc: dict[str, Any],
-                 elicit_delay_ms: int = 0) -> None:
+                 elicit_delay_ms: int = 0, sample: str | None = None,
+                 roots: list[dict[str, Any]] | None = None, sample_delay_ms: int = 0) -> None:
+        self.sample = sample
+        self.sample_delay_ms = sample_delay_ms
+        self.roots = roots
+        self.samplings: list[dict[str, Any]] = doc["samplings"]
+        self.roots_requests: list[dict[str, Any]] = doc["roots_requests"]
         self.elicit = elicit
         self.elicit_delay_ms = elicit_delay_ms
         self.elicit_content = elicit_content
@@ -189,6 +203,21 @@ class Recorder:
 
     def count(self, method: str) -> int:
         return sum(1 for n in self.notifications if n["method"] == method)
+
+    async def on_sample(self, context: Any, params: Any) -> types.CreateMessageResult:
+        self.samplings.append({"params": dump(params), "during_action": self.current_action})
+        if self.sample_delay_ms:
+            await anyio.sleep(self.sample_delay_ms / 1000)
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=self.sample or ""),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    async def on_list_roots(self, context: Any) -> types.ListRootsResult:
+        self.roots_requests.append({"during_action": self.current_action})
+        return types.ListRootsResult(roots=[types.Root(**root) for root in self.roots or []])
 
     async def on_elicit(self, context: Any, params: Any) -> types.ElicitResult:
         if self.elicit_delay_ms:
@@ -301,6 +330,9 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
         return dump(await client.send_ping())
     if kind == "set_logging_level":
         return dump(await client.session.set_logging_level(require(action, "level", str)))
+    if kind == "roots_changed":
+        await client.send_roots_list_changed()
+        return None
     if kind == "sleep":
         await anyio.sleep(require(action, "ms", int) / 1000)
         return None
@@ -315,6 +347,17 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
         if seen < count:
             raise ActionFailed(f"{seen} of {count} {method} notifications within {timeout_ms} ms")
         return {"count": seen}
+    if kind == "wait_tool":
+        name = require(action, "name", str)
+        timeout_ms = action.get("timeout_ms", 5000)
+        listed: dict[str, Any] = {}
+        with anyio.move_on_after(timeout_ms / 1000):
+            while True:
+                listed = await list_all(client, "list_tools", {}, entry)
+                if any(tool["name"] == name for tool in listed["tools"]):
+                    return listed
+                await anyio.sleep(0.1)
+        raise ActionFailed(f"{name} was not listed within {timeout_ms} ms", listed)
     if kind == "parallel":
         actions = require(action, "actions", list)
         entries: list[dict[str, Any] | None] = [None] * len(actions)
@@ -390,13 +433,16 @@ async def http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any
 
 
 async def run(opts: argparse.Namespace, script: list[Any], doc: dict[str, Any]) -> int:
-    recorder = Recorder(opts.elicit, opts.elicit_content, doc, opts.elicit_delay_ms)
+    recorder = Recorder(opts.elicit, opts.elicit_content, doc, opts.elicit_delay_ms,
+                        opts.sample, opts.roots, opts.sample_delay_ms)
     client = Client(
         make_transport(opts),
         mode=opts.mode,
         cache=None,
         message_handler=recorder.on_message,
         elicitation_callback=None if opts.elicit == "none" else recorder.on_elicit,
+        sampling_callback=None if opts.sample is None else recorder.on_sample,
+        list_roots_callback=None if opts.roots is None else recorder.on_list_roots,
         client_info=types.Implementation(name="mcp-gateway-test-client", version="1.0.0"),
     )
     try:
@@ -449,6 +495,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
     parser.add_argument("--elicit-content", help="accept: the JSON object to answer with")
     parser.add_argument("--elicit-delay-ms", type=int, default=0,
                         help="wait this long before answering an elicitation")
+    parser.add_argument("--sample", help="declare sampling and answer every request with this text")
+    parser.add_argument("--sample-delay-ms", type=int, default=0,
+                        help="wait this long before answering a sampling request")
+    parser.add_argument("--roots", help="declare roots and list these (a JSON array of {uri, name?})")
     parser.add_argument("--mode", choices=["auto", "legacy"], default="auto")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run")
     opts = parser.parse_args(argv)
@@ -471,6 +521,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
         opts.elicit_content = json.loads(opts.elicit_content)
         if not isinstance(opts.elicit_content, dict):
             raise UsageError("--elicit-content must be a JSON object")
+    if opts.roots is not None:
+        opts.roots = json.loads(opts.roots)
+        if not isinstance(opts.roots, list):
+            raise UsageError("--roots must be a JSON array")
     return opts, script
 
 
@@ -488,6 +542,8 @@ def main(argv: list[str]) -> int:
         "server": None,
         "results": [],
         "elicitations": [],
+        "samplings": [],
+        "roots_requests": [],
         "notifications": [],
         "transport_errors": [],
     }

@@ -36,6 +36,8 @@ Modes:
   close-stdout   on tools/call, closes its stdout and keeps running (ignoring SIGTERM and
                  the end of stdin) without answering
   exit-on-init   exits with status 1 when it receives `initialize`, without answering
+  mute-on-init   never answers `initialize` and keeps running: an upstream that hangs
+                 at start
   exit-on-reinit behaves on its first start; `echo` then exits mid-call, and every later
                  start exits during `initialize` (needs MISBEHAVE_LOG to count starts)
   stderr-noline  writes MISBEHAVE_STDERR_MB (default 256) MiB to stderr without a single
@@ -64,6 +66,7 @@ from typing import Any
 
 MODES = {
     "garbage",
+    "mute-on-init",
     "unknown-ids",
     "silent",
     "flood",
@@ -237,6 +240,8 @@ class Server:
                 threading.Thread(target=self.flood, daemon=True).start()
             return
         if method == "initialize":
+            if self.mode == "mute-on-init":
+                return
             if self.mode == "exit-on-init" or (self.mode == "exit-on-reinit" and self.starts() > 1):
                 sys.stderr.write("misbehave: exiting during initialize\n")
                 sys.stderr.flush()

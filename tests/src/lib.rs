@@ -74,6 +74,68 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// An executable of the test peers' Python venv (the PyPI peers `mcp-server-time`,
+/// `mcp-server-git`).
+pub fn venv_bin(name: &str) -> PathBuf {
+    let path = repo().join("tests/peers/.venv/bin").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-test-peers",
+        path.display()
+    );
+    path
+}
+
+/// A git repository in `dir` with one commit (for `mcp-server-git`).
+pub fn git_repo(dir: &Path) {
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "first",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?} failed");
+    }
+}
+
+/// `[servers.*]` for the five reference servers the tool-search tests and the benchmark
+/// use: npm server-everything, server-filesystem (serving `root`) and server-memory (its
+/// file in `root`), PyPI mcp-server-time (UTC) and mcp-server-git (a fresh repository in
+/// `root/repo`). 50 tools in all.
+pub fn five_servers(root: &Path) -> String {
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git_repo(&repo);
+    let memory_file = root.join("memory.jsonl");
+    format!(
+        "{}{}{}env = {{ MEMORY_FILE_PATH = {} }}\n[servers.time]\ncommand = {}\nargs = [\"--local-timezone\", \"UTC\"]\n[servers.git]\ncommand = {}\nargs = [\"--repository\", {}]\n",
+        npm_server("everything", "mcp-server-everything", &["stdio"]),
+        npm_server(
+            "filesystem",
+            "mcp-server-filesystem",
+            &[&root.to_string_lossy()]
+        ),
+        npm_server("memory", "mcp-server-memory", &[]),
+        toml_str(memory_file.to_string_lossy()),
+        toml_str(venv_bin("mcp-server-time").to_string_lossy()),
+        toml_str(venv_bin("mcp-server-git").to_string_lossy()),
+        toml_str(repo.to_string_lossy()),
+    )
+}
+
 /// A TOML string literal.
 pub fn toml_str(value: impl AsRef<str>) -> String {
     format!("{:?}", value.as_ref())
@@ -95,6 +157,63 @@ pub fn npm_server(name: &str, bin_name: &str, args: &[&str]) -> String {
         toml_str(npm_bin(bin_name).to_string_lossy()),
         args.join(", ")
     )
+}
+
+/// A server listening on a free loopback port (npm server-everything in one of its HTTP
+/// modes, or our conformance example); killed when dropped.
+pub struct ListeningServer {
+    child: Child,
+    pub address: SocketAddr,
+}
+
+impl ListeningServer {
+    /// `mcp-server-everything MODE` (`streamableHttp` or `sse`).
+    pub fn everything(mode: &str) -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(npm_bin("mcp-server-everything"));
+        command.arg(mode).env("PORT", address.port().to_string());
+        Self::start(command, address)
+    }
+
+    /// Our conformance example, at `http://ADDRESS/mcp`.
+    pub fn conformance() -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(bin("conformance"));
+        command.arg(address.port().to_string());
+        Self::start(command, address)
+    }
+
+    fn start(mut command: Command, address: SocketAddr) -> ListeningServer {
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = ListeningServer { child, address };
+        assert!(
+            eventually(Duration::from_secs(20), || std::net::TcpStream::connect(
+                address
+            )
+            .is_ok()),
+            "{command:?} did not listen on {address}"
+        );
+        server
+    }
+
+    /// `[servers.NAME]` reaching this server over streamable HTTP, plus `extra` lines.
+    pub fn server_config(&self, name: &str, extra: &str) -> String {
+        format!(
+            "[servers.{name}]\nurl = \"http://{}/mcp\"\n{extra}",
+            self.address
+        )
+    }
+}
+
+impl Drop for ListeningServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A temporary folder holding `config.toml`, with session logs kept inside it.
@@ -137,9 +256,18 @@ impl Workspace {
             .unwrap()
     }
 
-    /// Starts `mcp-gateway serve` over HTTP on a free loopback port and waits until
-    /// `/healthz` answers.
+    /// Starts `mcp-gateway serve --wait-for-upstreams` over HTTP on a free loopback port
+    /// and waits until it listens, so every upstream has made its first connection attempt
+    /// and a test sees every tool it can have from its first request.
     pub fn serve_http(&self, extra: &[&str]) -> Gateway {
+        let mut extra = extra.to_vec();
+        extra.push("--wait-for-upstreams");
+        self.serve_http_at_once(&extra)
+    }
+
+    /// Starts `mcp-gateway serve` over HTTP on a free loopback port as a user would, with
+    /// upstreams joining as they come up, and waits until it listens.
+    pub fn serve_http_at_once(&self, extra: &[&str]) -> Gateway {
         let address = free_address();
         let mut command = Command::new(gateway_bin());
         command
@@ -163,11 +291,13 @@ impl Workspace {
         gateway
     }
 
-    /// The command line that runs the gateway over stdio (for client.py / rmcp).
+    /// The command line that runs the gateway over stdio (for client.py / rmcp), serving
+    /// once every upstream has made its first connection attempt (`--wait-for-upstreams`).
     pub fn stdio_command(&self, extra: &[&str]) -> (PathBuf, Vec<String>) {
         let mut args = vec![
             "serve".to_owned(),
             "--stdio".to_owned(),
+            "--wait-for-upstreams".to_owned(),
             "--config".to_owned(),
             self.config().to_string_lossy().into_owned(),
         ];
@@ -298,6 +428,12 @@ pub fn wait_exit(child: &mut Child, timeout: Duration) -> Option<std::process::E
 
 /// Runs `tests/python/client.py` with `args` and the action `script`; returns its JSON.
 pub fn python_client(args: &[String], script: &Value) -> Value {
+    python_client_output(spawn_python_client(args, script))
+}
+
+/// Starts `tests/python/client.py` with `args` and the action `script`, for a test that
+/// acts on the gateway while the client runs; [`python_client_output`] collects it.
+pub fn spawn_python_client(args: &[String], script: &Value) -> Child {
     let mut child = Command::new(python())
         .arg(repo().join("tests/python/client.py"))
         .args(args)
@@ -312,6 +448,11 @@ pub fn python_client(args: &[String], script: &Value) -> Value {
         .unwrap()
         .write_all(script.to_string().as_bytes())
         .unwrap();
+    child
+}
+
+/// Waits for a client started by [`spawn_python_client`] and returns its JSON.
+pub fn python_client_output(child: Child) -> Value {
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     serde_json::from_str(&stdout).unwrap_or_else(|e| {

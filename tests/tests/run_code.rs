@@ -372,3 +372,36 @@ fn a_worker_killed_from_outside_is_died_and_workers_die_with_the_gateway() {
     );
     let _ = spinning.join();
 }
+
+#[test]
+fn healthz_and_the_start_up_log_say_how_runs_are_confined() {
+    let workspace = Workspace::new(&format!(
+        "[gateway]\nmode = \"both\"\n{}",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let confinement = &health(&gateway)["code_confinement"];
+    assert_eq!(confinement["rlimits"], true, "{confinement:#}");
+    assert_eq!(confinement["no_new_privs"], true, "{confinement:#}");
+    assert!(confinement["seccomp"].is_boolean(), "{confinement:#}");
+    assert!(
+        confinement["landlock_abi"].is_null() || confinement["landlock_abi"].is_u64(),
+        "{confinement:#}"
+    );
+    let complete = confinement["seccomp"] == true
+        && confinement["landlock_abi"]
+            .as_u64()
+            .is_some_and(|abi| abi >= 6);
+    let said = if complete {
+        "run_code processes are confined by the kernel"
+    } else {
+        "this kernel lacks some of run_code's process confinement"
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || gateway
+            .log_text()
+            .contains(said)),
+        "{}",
+        gateway.log_text()
+    );
+}

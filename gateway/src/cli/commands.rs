@@ -14,6 +14,8 @@ use crate::gateway::Gateway;
 use crate::observe::session_log;
 use crate::pipeline::CallRequest;
 use crate::pipeline::{Origin, Session};
+use crate::registry::search::Hit;
+use crate::search_tools::Query;
 use crate::server;
 
 pub async fn run(command: Command) -> Result<ExitCode, String> {
@@ -23,23 +25,25 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             stdio,
             listen,
             profile,
+            wait_for_upstreams,
         } => {
             let mut config = load(&config)?;
             if let Some(listen) = listen {
                 config.listen.address = listen;
             }
-            serve(config, stdio, profile).await
+            serve(config, stdio, profile, wait_for_upstreams).await
         }
         Command::Tools {
             config,
             json,
             profile,
         } => {
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = gateway
                 .new_session(profile.as_deref(), None)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let tools = gateway.visible_tools(&session);
+            let down = not_ready(&gateway);
             if json {
                 println!(
                     "{}",
@@ -53,6 +57,51 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 }
             }
             stop(&gateway, shutdown).await;
+            if down.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                // The list above is complete for the servers that started; say which did not.
+                Err(format!("servers that did not start: {}", down.join("; ")))
+            }
+        }
+        Command::Search {
+            config,
+            query,
+            server,
+            limit,
+            json,
+            profile,
+        } => {
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
+            let found = search(
+                &gateway,
+                profile.as_deref(),
+                Query {
+                    text: query,
+                    server,
+                    limit,
+                },
+            );
+            stop(&gateway, shutdown).await;
+            let hits = found?;
+            if json {
+                let hits: Vec<_> = hits
+                    .iter()
+                    .map(|hit| {
+                        serde_json::json!({"name": hit.tool.name, "score": hit.score, "definition": hit.tool.definition})
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&hits).map_err(|e| e.to_string())?
+                );
+            } else {
+                for hit in hits {
+                    let description = hit.tool.definition.description.as_deref().unwrap_or("");
+                    let line = description.lines().next().unwrap_or("");
+                    println!("{}\t{:.2}\t{line}", hit.tool.name, hit.score);
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {
@@ -66,7 +115,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             let serde_json::Value::Object(arguments) = arguments else {
                 return Err("--args must be a JSON object".into());
             };
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = gateway
                 .new_session(profile.as_deref(), None)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
@@ -78,7 +127,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         arguments: Some(arguments),
                         cancel: CancellationToken::new(),
                         peer: None,
-                        progress: None,
+                        caller: None,
                         origin: Origin::Client,
                         trace: opentelemetry::Context::new(),
                     },
@@ -96,7 +145,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             })
         }
         Command::Sdk { config, profile } => {
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = session(&gateway, profile.as_deref())?;
             let code = gateway.run_code.clone().ok_or("run_code is unavailable")?;
             let sdk = code.sdk(gateway.as_ref(), &session);
@@ -112,7 +161,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let program =
                 std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let (gateway, shutdown) = start(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = session(&gateway, profile.as_deref())?;
             let result = gateway
                 .call(
@@ -122,7 +171,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         arguments: serde_json::json!({"code": program}).as_object().cloned(),
                         cancel: CancellationToken::new(),
                         peer: None,
-                        progress: None,
+                        caller: None,
                         origin: Origin::Client,
                         trace: opentelemetry::Context::new(),
                     },
@@ -141,7 +190,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             })
         }
         Command::Config { action } => match action {
-            ConfigAction::Check { config } => {
+            ConfigAction::Check { config, connect } => {
                 let loaded = load(&config)?;
                 println!(
                     "{}: ok ({} servers, {} enabled)",
@@ -149,6 +198,18 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                     loaded.servers.len(),
                     loaded.enabled_servers().count()
                 );
+                if connect {
+                    let (gateway, shutdown) = start_settled(loaded).await;
+                    for (server, health) in gateway.registry.health() {
+                        if let Some(error) = health.last_error {
+                            println!("server `{server}`: {error}");
+                        }
+                    }
+                    for collision in &gateway.registry.catalog().collisions {
+                        println!("collision: {collision}");
+                    }
+                    stop(&gateway, shutdown).await;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             ConfigAction::Dump { config } => {
@@ -156,7 +217,21 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 Ok(ExitCode::SUCCESS)
             }
         },
-        Command::Status { listen, token } => status(listen, token).await,
+        Command::Status {
+            config,
+            listen,
+            token,
+        } => {
+            let (listen, token) = match listen {
+                Some(listen) => (listen, token),
+                None => {
+                    let listen = load(&config)?.listen;
+                    let configured = listen.tokens.first().map(|t| t.token.clone());
+                    (listen.address, token.or(configured))
+                }
+            };
+            status(listen, token).await
+        }
         Command::Log {
             action:
                 LogAction::Tail {
@@ -166,6 +241,17 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 },
         } => log_tail(&load(&config)?, session.as_deref(), lines),
     }
+}
+
+/// The matches for `query` among the tools `profile` sees.
+fn search(gateway: &Gateway, profile: Option<&str>, query: Query) -> Result<Vec<Hit>, String> {
+    let session = gateway
+        .new_session(profile, None)
+        .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
+    gateway
+        .search_tools
+        .find(&session, &query)
+        .map_err(|e| e.message)
 }
 
 /// A session with `profile`, for one-shot commands. `run_code` is offered whatever the
@@ -190,6 +276,31 @@ async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {
     (Gateway::start(config, shutdown.clone()).await, shutdown)
 }
 
+/// [`start`] for one-shot commands, which answer once: they wait until every upstream has
+/// made its first connection attempt, so they see every tool that can be had.
+async fn start_settled(config: Config) -> (Arc<Gateway>, CancellationToken) {
+    let (gateway, shutdown) = start(config).await;
+    gateway.registry.first_attempts().await;
+    (gateway, shutdown)
+}
+
+/// The upstreams that are not connected, each with why (`name (state: error)`).
+fn not_ready(gateway: &Gateway) -> Vec<String> {
+    gateway
+        .registry
+        .health()
+        .into_iter()
+        .filter(|(_, health)| health.state != crate::upstream::UpstreamState::Ready)
+        .map(|(name, health)| {
+            let state = format!("{:?}", health.state).to_lowercase();
+            match health.last_error {
+                Some(error) => format!("{name} ({state}: {error})"),
+                None => format!("{name} ({state})"),
+            }
+        })
+        .collect()
+}
+
 /// Stops every upstream and gives their supervisors a moment to kill the children.
 async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     shutdown.cancel();
@@ -199,22 +310,26 @@ async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     gateway.registry.stop_all();
     gateway.telemetry.shutdown().await;
     for _ in 0..40 {
-        let running = gateway
-            .registry
-            .health()
-            .values()
-            .any(|h| h.state != crate::upstream::UpstreamState::Stopped);
-        if !running {
+        if gateway.registry.all_stopped() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 
-async fn serve(config: Config, stdio: bool, profile: Option<String>) -> Result<ExitCode, String> {
+async fn serve(
+    config: Config,
+    stdio: bool,
+    profile: Option<String>,
+    wait_for_upstreams: bool,
+) -> Result<ExitCode, String> {
     let path = config.source.clone();
     let grace = Duration::from_millis(config.gateway.shutdown_grace_ms);
-    let (gateway, shutdown) = start(config).await;
+    let (gateway, shutdown) = if wait_for_upstreams {
+        start_settled(config).await
+    } else {
+        start(config).await
+    };
     tokio::spawn(watch_signals(
         gateway.clone(),
         path,
@@ -231,8 +346,8 @@ async fn serve(config: Config, stdio: bool, profile: Option<String>) -> Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-/// SIGTERM/SIGINT drain and stop the gateway; SIGHUP, or a change of the configuration
-/// file, reloads it.
+/// SIGTERM/SIGINT drain and stop the gateway (a second one during the drain stops it at
+/// once); SIGHUP, or a change of the configuration file, reloads it.
 async fn watch_signals(
     gateway: Arc<Gateway>,
     path: PathBuf,
@@ -265,8 +380,15 @@ async fn watch_signals(
             }
         }
     }
-    tracing::info!("shutting down: draining calls in flight (up to {grace:?})");
-    gateway.drain(grace).await;
+    tracing::info!(
+        "shutting down: no new sessions or calls; waiting for the answers of those in flight \
+         (up to {grace:?}; signal again to stop at once)"
+    );
+    tokio::select! {
+        () = gateway.drain().run(grace) => tracing::info!("drained; closing sessions"),
+        _ = term.recv() => tracing::warn!("second signal: stopping at once"),
+        _ = int.recv() => tracing::warn!("second signal: stopping at once"),
+    }
     shutdown.cancel();
 }
 

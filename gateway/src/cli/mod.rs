@@ -1,4 +1,5 @@
-//! The `mcp-gateway` command line: `serve`, `tools`, `call`, `config check|dump`, `status`.
+//! The `mcp-gateway` command line: `serve`, `tools`, `search`, `call`, `sdk`, `run`,
+//! `config check|dump`, `status`, `log tail`; every command reads `--config`.
 //! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
 
 mod commands;
@@ -43,12 +44,35 @@ enum Command {
         /// Profile for the stdio session.
         #[arg(long, requires = "stdio")]
         profile: Option<String>,
+        /// Serve only once every upstream has made its first connection attempt (each
+        /// takes up to 60 s), for clients that list tools once and ignore `list_changed`.
+        /// By default the gateway serves at once and upstreams join as they come up.
+        #[arg(long)]
+        wait_for_upstreams: bool,
     },
     /// List the federated tools.
     Tools {
         #[command(flatten)]
         config: ConfigArg,
         /// Print the tool definitions as JSON.
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        profile: Option<String>,
+    },
+    /// Search the tools a profile sees, as `search_tools` does; best first.
+    Search {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// What the tool should do, in a few words.
+        query: String,
+        /// Only this server's tools.
+        #[arg(long)]
+        server: Option<String>,
+        /// How many matches.
+        #[arg(long, default_value_t = crate::search_tools::DEFAULT_LIMIT)]
+        limit: usize,
+        /// Print the matches with their scores and definitions as JSON.
         #[arg(long)]
         json: bool,
         #[arg(long)]
@@ -94,10 +118,14 @@ enum Command {
     },
     /// Print the health of a running gateway.
     Status {
-        /// Address of the running gateway's listener.
-        #[arg(long, default_value = "127.0.0.1:8765")]
-        listen: SocketAddr,
-        /// Bearer token, when the listener requires one.
+        /// Read the address (and a token) from this configuration's `[listen]`.
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Address of the running gateway's listener, instead of the configuration's.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Bearer token, when the listener requires one (default: the configuration's
+        /// first token, when the address comes from it).
         #[arg(long, env = "GATEWAY_TOKEN")]
         token: Option<String>,
     },
@@ -123,6 +151,9 @@ enum ConfigAction {
     Check {
         #[command(flatten)]
         config: ConfigArg,
+        /// Also start the servers and report names and URIs that two of them both offer.
+        #[arg(long)]
+        connect: bool,
     },
     /// Print the effective configuration, secrets masked.
     Dump {

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::protocol::ProcessLimits;
+
 /// Headroom of the worker's address-space limit above the engine heap: the binary, its
 /// libraries, thread stacks and allocator arenas. The limit is a backstop; the engine's
 /// own heap limit is what a program normally hits.
@@ -69,6 +71,16 @@ impl CodeBudgets {
     pub(crate) fn address_space_bytes(&self) -> u64 {
         (self.heap_bytes() as u64).saturating_add(ADDRESS_SPACE_HEADROOM)
     }
+
+    /// The limits a run's process sets on itself. The kernel counts CPU time in whole
+    /// seconds, so its limit is the compute budget rounded up plus one: the host's own
+    /// check, every few milliseconds, normally ends the run first.
+    pub(crate) fn process_limits(&self) -> ProcessLimits {
+        ProcessLimits {
+            cpu_seconds: self.compute().as_millis().div_ceil(1000) as u64 + 1,
+            address_space_bytes: self.address_space_bytes(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -106,5 +118,21 @@ mod tests {
         assert_eq!(budgets.parallel_calls(), 1);
         assert_eq!(budgets.heap_bytes(), 1 << 20);
         assert!(budgets.address_space_bytes() > budgets.heap_bytes() as u64);
+    }
+
+    #[test]
+    fn the_kernel_cpu_limit_is_above_the_compute_budget() {
+        let limits = |compute_ms| {
+            CodeBudgets {
+                compute_ms,
+                ..CodeBudgets::default()
+            }
+            .process_limits()
+            .cpu_seconds
+        };
+        assert_eq!(limits(0), 2);
+        assert_eq!(limits(1000), 2);
+        assert_eq!(limits(1001), 3);
+        assert_eq!(limits(60_000), 61);
     }
 }

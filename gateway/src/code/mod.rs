@@ -5,17 +5,22 @@
 //! Why a process per run and not a thread: guest code that reaches an engine op such as
 //! `op_panic` aborts its whole process, and `terminate_execution` cannot interrupt a
 //! program awaiting a slow op. A process can always be killed, and a killed process takes
-//! nothing else with it. The pieces:
+//! nothing else with it. Why forked: a process is made by copying an idle, pristine one
+//! (a fork) instead of starting the engine (tens of milliseconds). The pieces:
 //!
 //! - `strip`: TypeScript → JavaScript on the host (erasable syntax only), and positions
 //!   mapped back to the model's code.
-//! - `runtime`: [`CodeRuntime`], which keeps the next worker started ahead of time.
-//! - `process`: spawning, confining, measuring and killing worker processes.
+//! - `runtime`: [`CodeRuntime`], which keeps the next worker ready ahead of time.
+//! - `process`: exec'ing, copying, measuring, killing and reaping worker processes.
+//! - `template`: inside an idle worker: making copies of itself for the next runs.
+//! - `confine`: the kernel's walls around a run's process (rlimits, no_new_privs,
+//!   Landlock, seccomp).
 //! - `run`: one run seen from the host: budgets, logs, tool calls, settling.
 //! - `scheduler`: which tool calls may run at once.
 //! - `protocol`: the newline-delimited JSON spoken over the worker's pipes.
 //! - `worker`: inside the worker process ([`worker_main`]); `prelude.js` is the
-//!   program's world.
+//!   program's world. [`confinement_probe_main`] is the same worker, reporting which
+//!   forbidden system calls it was refused instead of running the program (for tests).
 //! - `bridge`: [`ToolBridge`], how the gateway serves the program's tool calls.
 //! - `budgets`, `outcome`, `attachments`: limits, results, and images.
 //! - [`tool`]: the reserved `run_code` tool itself, which reaches the gateway only
@@ -24,6 +29,7 @@
 mod attachments;
 mod bridge;
 mod budgets;
+mod confine;
 mod outcome;
 mod process;
 mod protocol;
@@ -31,13 +37,15 @@ mod run;
 mod runtime;
 mod scheduler;
 mod strip;
+mod template;
 pub mod tool;
 mod worker;
 
 pub use bridge::ToolBridge;
 pub use budgets::CodeBudgets;
+pub use confine::{ConfinementSupport, support as confinement_support};
 pub use outcome::{CodeRunFailure, FailureKind, RunOutcome};
 pub use process::WorkerCommand;
 pub use runtime::CodeRuntime;
 pub use strip::strip_types;
-pub use worker::worker_main;
+pub use worker::{confinement_probe_main, worker_main};

@@ -4,7 +4,9 @@
 // program's reach, installs `console` and `setTimeout`/`clearTimeout` (timers run inside
 // the wall budget), and returns `installBindings(bindingsFactory)`, which the worker calls
 // when the run arrives: it installs `tools`, `callTool` and `ToolCallError` and returns
-// the function that runs the program and reports its completion.
+// the function that runs the program and reports its completion. It runs once per process,
+// in the process that runs the program: copies of an idle worker are made before any
+// bindings exist, so the non-configurable globals it defines never meet another run's.
 (function prelude() {
   "use strict";
 

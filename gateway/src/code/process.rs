@@ -1,29 +1,41 @@
-//! Worker processes: how they are started, measured, killed and reaped.
+//! Worker processes, seen from the gateway: how they are started (exec'd, or copied from
+//! an idle worker, see `template`), measured, killed and reaped.
 //!
-//! A worker starts with an empty environment, `/` as its directory, its own process
-//! group, an address-space limit (the heap budget plus headroom) and a parent-death
-//! signal, so it cannot outlive the gateway. It is killed with SIGKILL to its whole group
-//! and always reaped.
+//! A worker is exec'd with an empty environment, `/` as its directory, its own process
+//! group, an address-space limit (the heap budget plus headroom), no core files, and a
+//! parent-death signal, so it cannot outlive the gateway. Its stdin and stdout are one
+//! Unix socket, the bridge. Copies made by `fork` are children of the gateway too, each its
+//! own process group with the same death signal. Every worker is killed with SIGKILL to
+//! its whole group and always reaped, by pid: the gateway is the parent of all of them.
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the
 //! process. Tokio may spawn from a blocking-pool thread that exits after a short idle
-//! time, which would kill an idle spare worker; so every worker is forked from one
-//! dedicated thread that lives as long as the gateway.
+//! time, which would kill an idle spare worker; so every worker is exec'd from one
+//! dedicated thread that lives as long as the gateway (copies inherit that parent).
 
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::runtime::Handle;
+use tokio::io::Interest;
+use tokio::net::UnixStream;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::oneshot;
 
 use super::budgets::CodeBudgets;
-use super::protocol::{self, HostMessage};
+use super::protocol::{self, HostMessage, WorkerMessage};
+
+/// How long a worker may take to say `ready` (an exec'd one loads the engine first).
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an idle worker may take to answer `fork`.
+const FORK_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest message a worker may send before its run (`ready`, `forked`).
+const MAX_SETUP_MESSAGE: usize = 4096;
 
 /// How to start a worker: normally the gateway's own executable and its hidden
 /// subcommand, e.g. `current_exe()` + `["__code-worker"]`.
@@ -33,25 +45,29 @@ pub struct WorkerCommand {
     pub args: Vec<String>,
 }
 
-/// A running worker process and its bridge pipes.
+/// A worker process (a child of the gateway) and its bridge socket.
 #[derive(Debug)]
 pub(crate) struct WorkerProcess {
-    child: Child,
     pid: libc::pid_t,
-    pub(crate) stdin: Option<ChildStdin>,
-    pub(crate) stdout: Option<ChildStdout>,
-    /// The tool bindings the worker installed at start, if any.
-    pub(crate) preloaded: Option<Arc<str>>,
+    /// Set once the process has been reaped; its pid is then no longer ours.
+    status: Option<ExitStatus>,
+    pub(crate) channel: Option<UnixStream>,
+    /// The worker said it can make copies of itself.
+    pub(crate) forks: bool,
 }
 
 impl WorkerProcess {
-    /// Start a worker and send it its `init` message; it creates its runtime (and
-    /// installs `preload`, tool bindings, if given) right away.
-    pub(crate) async fn spawn(
-        command: &WorkerCommand,
-        budgets: &CodeBudgets,
-        preload: Option<Arc<str>>,
-    ) -> io::Result<Self> {
+    /// Exec a worker and wait until its runtime is ready.
+    pub(crate) async fn spawn(command: &WorkerCommand, budgets: &CodeBudgets) -> io::Result<Self> {
+        let mut worker = Self::exec(command, budgets).await?;
+        worker.wait_ready().await?;
+        Ok(worker)
+    }
+
+    /// Exec a worker and send it its `init` message; it creates its runtime right away.
+    pub(crate) async fn exec(command: &WorkerCommand, budgets: &CodeBudgets) -> io::Result<Self> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let theirs = OwnedFd::from(theirs);
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .env_clear()
@@ -60,11 +76,10 @@ impl WorkerProcess {
             // should leave behind, and bytecode another user could plant.
             .env("V82JSC_NO_BC_CACHE", "1")
             .current_dir("/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .stdin(Stdio::from(theirs.try_clone()?))
+            .stdout(Stdio::from(theirs))
             .stderr(Stdio::inherit())
-            .process_group(0)
-            .kill_on_drop(true);
+            .process_group(0);
         let parent = std::process::id() as libc::pid_t;
         let address_space = budgets.address_space_bytes();
         // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
@@ -72,35 +87,90 @@ impl WorkerProcess {
         unsafe {
             cmd.pre_exec(move || confine_child(parent, address_space));
         }
-        let mut child = spawn_from_spawner_thread(cmd).await?;
-        let pid = child
-            .id()
-            .and_then(|id| libc::pid_t::try_from(id).ok())
-            .ok_or_else(|| io::Error::other("the worker exited at once"))?;
-        let mut stdin = child.stdin.take();
-        let stdout = child.stdout.take();
+        let pid = spawn_from_spawner_thread(cmd).await?;
+        ours.set_nonblocking(true)?;
+        let worker = WorkerProcess {
+            pid,
+            status: None,
+            channel: Some(UnixStream::from_std(ours)?),
+            forks: false,
+        };
         let init = protocol::encode(&HostMessage::Init {
             heap_bytes: budgets.heap_bytes(),
-            bindings: preload.as_deref().map(str::to_owned),
         });
-        let mut worker = WorkerProcess {
-            child,
-            pid,
-            stdin: None,
-            stdout,
-            preloaded: preload,
-        };
-        match stdin.as_mut() {
-            Some(pipe) => pipe.write_all(&init).await?,
-            None => return Err(io::Error::other("the worker has no stdin")),
-        }
-        worker.stdin = stdin;
+        write_all(worker.channel()?, &init).await?;
         Ok(worker)
+    }
+
+    /// Wait for the worker's `ready`, and learn whether it can fork.
+    pub(crate) async fn wait_ready(&mut self) -> io::Result<()> {
+        let message = tokio::time::timeout(READY_TIMEOUT, read_setup_message(self.channel()?))
+            .await
+            .map_err(|_| io::Error::other("the worker did not get ready in time"))??;
+        match message {
+            WorkerMessage::Ready { forks } => {
+                self.forks = forks;
+                Ok(())
+            }
+            other => Err(io::Error::other(format!(
+                "the worker spoke before it was ready: {other:?}"
+            ))),
+        }
+    }
+
+    /// Ask this idle worker for a copy of itself. The copy, a new child of the gateway,
+    /// is returned before it is ready (see [`WorkerProcess::wait_ready`]).
+    pub(crate) async fn fork(&mut self) -> io::Result<WorkerProcess> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let channel = self.channel()?;
+        let request = protocol::encode(&HostMessage::Fork);
+        send_with_descriptor(channel, &request, theirs.as_raw_fd()).await?;
+        drop(theirs);
+        let answer = tokio::time::timeout(FORK_TIMEOUT, read_setup_message(channel))
+            .await
+            .map_err(|_| io::Error::other("the worker did not answer fork in time"))??;
+        let WorkerMessage::Forked { pid } = answer else {
+            return Err(io::Error::other(format!(
+                "the worker answered fork with {answer:?}"
+            )));
+        };
+        // Only our own child can be waited for: a pid that is not is refused (ECHILD)
+        // before anything could signal it.
+        let mut status = 0;
+        // SAFETY: WNOHANG never blocks; `status` is a valid out-pointer.
+        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if pid <= 0 || waited < 0 {
+            return Err(io::Error::other(format!(
+                "the worker's copy {pid} is not a child of the gateway"
+            )));
+        }
+        let mut copy = WorkerProcess {
+            pid,
+            status: (waited == pid).then(|| ExitStatus::from_raw(status)),
+            channel: None,
+            forks: false,
+        };
+        ours.set_nonblocking(true)?;
+        copy.channel = Some(UnixStream::from_std(ours)?);
+        Ok(copy)
+    }
+
+    fn channel(&self) -> io::Result<&UnixStream> {
+        self.channel
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the worker's channel is gone"))
     }
 
     /// Whether the process has already exited (an idle spare can be killed from outside).
     pub(crate) fn has_exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        !matches!(self.try_wait(), Ok(None))
+    }
+
+    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_none() {
+            self.status = try_reap(self.pid)?;
+        }
+        Ok(self.status)
     }
 
     /// CPU time (user + system) the process has used so far.
@@ -110,12 +180,14 @@ impl WorkerProcess {
     }
 
     /// SIGKILL the worker's process group, unless it has already been reaped (its pid
-    /// could then belong to someone else).
+    /// could then belong to someone else). The process itself is signalled too: a copy
+    /// may not have made its own group yet.
     pub(crate) fn kill(&mut self) {
-        if self.child.id().is_some() {
-            // SAFETY: signalling our own child's process group, which exists until reaped.
+        if self.status.is_none() {
+            // SAFETY: signalling our own unreaped child and its process group.
             unsafe {
                 libc::kill(-self.pid, libc::SIGKILL);
+                libc::kill(self.pid, libc::SIGKILL);
             }
         }
     }
@@ -123,18 +195,139 @@ impl WorkerProcess {
     /// Kill the worker and wait for it to be reaped.
     pub(crate) async fn kill_and_reap(&mut self) -> io::Result<ExitStatus> {
         self.kill();
-        self.child.wait().await
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = reap(self.pid).await?;
+        self.status = Some(status);
+        Ok(status)
     }
 }
 
 impl Drop for WorkerProcess {
-    /// A worker never outlives its handle; tokio reaps a dropped child in the background.
+    /// A worker never outlives its handle: killed here, reaped in the background.
     fn drop(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
         self.kill();
+        let pid = self.pid;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let _ = reap(pid).await;
+                });
+            }
+            Err(_) => {
+                // SAFETY: waiting for our own child, which was just killed.
+                let _ = std::thread::Builder::new()
+                    .spawn(move || unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) });
+            }
+        }
     }
 }
 
-/// In the child, before exec: die with the gateway, and cap the address space.
+/// Reap `pid` if it has exited.
+fn try_reap(pid: libc::pid_t) -> io::Result<Option<ExitStatus>> {
+    let mut status = 0;
+    // SAFETY: WNOHANG never blocks; `status` is a valid out-pointer.
+    match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+        0 => Ok(None),
+        -1 => Err(io::Error::last_os_error()),
+        _ => Ok(Some(ExitStatus::from_raw(status))),
+    }
+}
+
+/// Wait until `pid` exits and reap it; woken by SIGCHLD, which tokio delivers to every
+/// listener, so no exit is missed.
+async fn reap(pid: libc::pid_t) -> io::Result<ExitStatus> {
+    let mut exits = signal(SignalKind::child())?;
+    loop {
+        if let Some(status) = try_reap(pid)? {
+            return Ok(status);
+        }
+        exits.recv().await;
+    }
+}
+
+/// Write the whole of `bytes` to a socket.
+async fn write_all(channel: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        channel.writable().await?;
+        match channel.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// Send one short message with a descriptor attached (SCM_RIGHTS).
+async fn send_with_descriptor(channel: &UnixStream, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+    channel
+        .async_io(Interest::WRITABLE, || {
+            let mut iov = libc::iovec {
+                iov_base: bytes.as_ptr() as *mut libc::c_void,
+                iov_len: bytes.len(),
+            };
+            let mut control = [0u64; 4];
+            // SAFETY: msghdr is plain data; the control buffer holds one descriptor's
+            // header, and every pointer refers to a live buffer of the stated size.
+            let sent = unsafe {
+                let mut header: libc::msghdr = std::mem::zeroed();
+                header.msg_iov = &mut iov;
+                header.msg_iovlen = 1;
+                header.msg_control = control.as_mut_ptr().cast();
+                header.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+                let message = libc::CMSG_FIRSTHDR(&header);
+                (*message).cmsg_level = libc::SOL_SOCKET;
+                (*message).cmsg_type = libc::SCM_RIGHTS;
+                (*message).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(message).cast::<RawFd>(), fd);
+                libc::sendmsg(channel.as_raw_fd(), &header, libc::MSG_NOSIGNAL)
+            };
+            match sent {
+                n if n < 0 => Err(io::Error::last_os_error()),
+                n if n as usize == bytes.len() => Ok(()),
+                _ => Err(io::Error::other("a short write on the worker's channel")),
+            }
+        })
+        .await
+}
+
+/// Read one message of an idle worker. It sends nothing more until it is asked, so
+/// anything past the line is a broken protocol.
+async fn read_setup_message(channel: &UnixStream) -> io::Result<WorkerMessage> {
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        channel.readable().await?;
+        match channel.try_read(&mut chunk) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the worker closed its channel",
+                ));
+            }
+            Ok(n) => line.extend_from_slice(&chunk[..n]),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(error) => return Err(error),
+        }
+        if let Some(end) = memchr::memchr(b'\n', &line) {
+            if end + 1 != line.len() {
+                return Err(io::Error::other("the worker sent more than it was asked"));
+            }
+            return serde_json::from_slice(&line[..end])
+                .map_err(|error| io::Error::other(format!("a malformed message: {error}")));
+        }
+        if line.len() > MAX_SETUP_MESSAGE {
+            return Err(io::Error::other("the worker's message is too long"));
+        }
+    }
+}
+
+/// In the child, before exec: die with the gateway, cap the address space, no core files.
 fn confine_child(parent: libc::pid_t, address_space: u64) -> io::Result<()> {
     // SAFETY: async-signal-safe system calls on the calling process only.
     unsafe {
@@ -152,12 +345,14 @@ fn confine_child(parent: libc::pid_t, address_space: u64) -> io::Result<()> {
         if libc::getppid() != parent {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        let limit = libc::rlimit {
-            rlim_cur: address_space,
-            rlim_max: address_space,
-        };
-        if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-            return Err(io::Error::last_os_error());
+        for (resource, value) in [(libc::RLIMIT_AS, address_space), (libc::RLIMIT_CORE, 0)] {
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            if libc::setrlimit(resource, &limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
     }
     Ok(())
@@ -165,13 +360,12 @@ fn confine_child(parent: libc::pid_t, address_space: u64) -> io::Result<()> {
 
 struct SpawnRequest {
     command: Command,
-    handle: Handle,
-    reply: oneshot::Sender<io::Result<Child>>,
+    reply: oneshot::Sender<io::Result<libc::pid_t>>,
 }
 
-/// Fork `command` on the long-lived spawner thread (see the module docs), registering its
-/// pipes with the caller's tokio runtime.
-async fn spawn_from_spawner_thread(command: Command) -> io::Result<Child> {
+/// Exec `command` on the long-lived spawner thread (see the module docs). The child is
+/// ours from then on, by pid: `std`'s handle neither kills nor waits when dropped.
+async fn spawn_from_spawner_thread(command: Command) -> io::Result<libc::pid_t> {
     static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (sender, requests) = mpsc::channel::<SpawnRequest>();
@@ -180,8 +374,11 @@ async fn spawn_from_spawner_thread(command: Command) -> io::Result<Child> {
             .name("code-worker-spawner".into())
             .spawn(move || {
                 for mut request in requests {
-                    let _runtime = request.handle.enter();
-                    let _ = request.reply.send(request.command.spawn());
+                    let spawned = request.command.spawn().and_then(|child| {
+                        libc::pid_t::try_from(child.id())
+                            .map_err(|_| io::Error::other("a pid out of range"))
+                    });
+                    let _ = request.reply.send(spawned);
                 }
             });
         sender
@@ -189,11 +386,7 @@ async fn spawn_from_spawner_thread(command: Command) -> io::Result<Child> {
     let (reply, spawned) = oneshot::channel();
     let gone = || io::Error::other("the worker spawner thread is not running");
     spawner
-        .send(SpawnRequest {
-            command,
-            handle: Handle::current(),
-            reply,
-        })
+        .send(SpawnRequest { command, reply })
         .map_err(|_| gone())?;
     spawned.await.map_err(|_| gone())?
 }
@@ -241,7 +434,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_worker_killed_from_outside_is_noticed() {
-        let mut worker = WorkerProcess::spawn(&sleeper(), &CodeBudgets::default(), None)
+        let mut worker = WorkerProcess::exec(&sleeper(), &CodeBudgets::default())
             .await
             .unwrap();
         assert!(!worker.has_exited());
@@ -260,7 +453,7 @@ mod tests {
 
     #[tokio::test]
     async fn workers_get_only_the_engine_switch_as_environment_and_their_own_process_group() {
-        let mut worker = WorkerProcess::spawn(&sleeper(), &CodeBudgets::default(), None)
+        let mut worker = WorkerProcess::exec(&sleeper(), &CodeBudgets::default())
             .await
             .unwrap();
         let environ = std::fs::read(format!("/proc/{}/environ", worker.pid)).unwrap();

@@ -6,15 +6,24 @@
 //! ([`LineReader`]), parses them strictly (unknown types or fields are garbage), and
 //! never trusts an id it did not expect.
 //!
+//! The pipes are one Unix stream socket per process (its stdin and stdout at exec), so a
+//! file descriptor can travel with a message.
+//!
 //! ```text
-//! host → worker   {"t":"init","heap_bytes":N}                         once, at spawn
-//! worker → host   {"t":"ready"}                                       runtime created
-//! host → worker   {"t":"run","program":JS,"bindings":JS,"max_output_bytes":N}
-//! worker → host   {"t":"log","text":S}                                as printed
-//! worker → host   {"t":"call","id":N,"tool":S,"args":JSON}            ids 1, 2, 3, …
-//! host → worker   {"t":"reply","id":N,"result":CallToolResult}        at most once per id
+//! host → worker   {"t":"init","heap_bytes":N}                once, to a process just exec'd
+//! worker → host   {"t":"ready","forks":true}                 runtime created, nothing run yet
+//! host → worker   {"t":"fork"} + a socket (SCM_RIGHTS)       optional: copy yourself first
+//! worker → host   {"t":"forked","pid":N}                     the copy speaks on that socket
+//! host → worker   {"t":"run","program":JS,"bindings":JS,"max_output_bytes":N,"limits":{…}}
+//! worker → host   {"t":"log","text":S}                       as printed
+//! worker → host   {"t":"call","id":N,"tool":S,"args":JSON}   ids 1, 2, 3, …
+//! host → worker   {"t":"reply","id":N,"result":CallToolResult}   at most once per id
 //! worker → host   {"t":"done","result":JSON?} | {"t":"fail","kind":K,"message":S}
 //! ```
+//!
+//! A copy made by `fork` starts by saying `ready` on its own socket. A worker that says
+//! `ready` without `forks` (any program that speaks this protocol) serves one run and is
+//! replaced by a new process.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -24,18 +33,16 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum HostMessage {
-    /// Sent right after spawn: the worker creates its runtime with this heap limit and,
-    /// when given, installs these tool bindings ahead of the run (those of the last run,
-    /// which the next run most likely shares).
-    Init {
-        heap_bytes: usize,
-        bindings: Option<String>,
-    },
-    /// The one run of this worker; `bindings: None` runs with those given at `Init`.
+    /// Sent right after exec: the worker creates its runtime with this heap limit.
+    Init { heap_bytes: usize },
+    /// Make a copy of yourself, before any run: the message carries the copy's socket.
+    Fork,
+    /// The one run of this worker, with its tool bindings and its process limits.
     Run {
         program: String,
-        bindings: Option<String>,
+        bindings: String,
         max_output_bytes: usize,
+        limits: ProcessLimits,
     },
     /// The result of call `id`.
     Reply { id: u64, result: Value },
@@ -45,8 +52,14 @@ pub(crate) enum HostMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum WorkerMessage {
-    /// The runtime exists; the worker waits for its run.
-    Ready,
+    /// The runtime exists and nothing has run in it; the worker waits for its run.
+    /// `forks`: it can make copies of itself (`fork`).
+    Ready {
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        forks: bool,
+    },
+    /// The copy asked for by `fork` exists: a new child of the gateway, with this pid.
+    Forked { pid: i32 },
     /// One `console.*` line.
     Log { text: String },
     /// A tool call from the program; ids are assigned by the worker's Rust side, in order.
@@ -63,6 +76,17 @@ pub(crate) enum WorkerMessage {
     },
 }
 
+/// Limits the run's process puts on itself, after any copy is made and before the
+/// program runs: they are the kernel's backstop behind the host's own budget checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProcessLimits {
+    /// `RLIMIT_CPU`, in seconds.
+    pub(crate) cpu_seconds: u64,
+    /// `RLIMIT_AS`, in bytes.
+    pub(crate) address_space_bytes: u64,
+}
+
 /// The failures a worker can report about itself; everything else the host observes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -72,6 +96,8 @@ pub(crate) enum WorkerFailure {
     Exception,
     Output,
     Heap,
+    /// The worker could not confine itself before the program (a kernel refusal).
+    Confine,
 }
 
 /// The largest line either side accepts: the output budget (a log or a result may be that
@@ -156,6 +182,12 @@ mod tests {
         assert_eq!(back, call);
         let done: WorkerMessage = serde_json::from_str(r#"{"t":"done"}"#).unwrap();
         assert_eq!(done, WorkerMessage::Done { result: None });
+        // Any program that says a plain `ready` is a worker that cannot fork.
+        let ready: WorkerMessage = serde_json::from_str(r#"{"t":"ready"}"#).unwrap();
+        assert_eq!(ready, WorkerMessage::Ready { forks: false });
+        let forking = String::from_utf8(encode(&WorkerMessage::Ready { forks: true })).unwrap();
+        assert_eq!(forking, "{\"t\":\"ready\",\"forks\":true}\n");
+        assert_eq!(encode(&HostMessage::Fork), b"{\"t\":\"fork\"}\n");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -90,21 +90,22 @@ pub(crate) enum Driven {
 
 /// Run the program on `worker`.
 pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -> Driven {
-    let (Some(stdin), Some(stdout)) = (worker.stdin.take(), worker.stdout.take()) else {
+    let Some(channel) = worker.channel.take() else {
         let _ = worker.kill_and_reap().await;
-        return Driven::DiedSilently(RunOutcome::failed(died("the worker has no bridge pipes")));
+        return Driven::DiedSilently(RunOutcome::failed(died("the worker has no bridge socket")));
     };
+    let (from_worker, to_worker) = channel.into_split();
     let max_message = protocol::max_message_bytes(request.budgets.max_output_bytes);
-    let (to_worker, writer) = start_writer(stdin);
-    let (mut inbound, reader) = start_reader(stdout, max_message);
-    let preloaded = worker.preloaded.as_deref() == Some(request.bindings);
+    let (to_worker, writer) = start_writer(to_worker);
+    let (mut inbound, reader) = start_reader(from_worker, max_message);
     let _ = to_worker.send(HostMessage::Run {
         program: request.program.js.clone(),
-        bindings: (!preloaded).then(|| request.bindings.to_owned()),
+        bindings: request.bindings.to_owned(),
         max_output_bytes: request.budgets.max_output_bytes,
+        limits: request.budgets.process_limits(),
     });
 
-    let mut run = RunState::new(request, to_worker);
+    let mut run = RunState::new(request, to_worker, worker.cpu_time());
     let settled = run.serve(&mut worker, &mut inbound).await;
 
     // The end: stop the worker first, so nothing more happens in it.
@@ -164,14 +165,19 @@ struct RunState<'a> {
     calls: JoinSet<(u64, Value)>,
     calls_token: CancellationToken,
     next_call_id: u64,
-    /// The worker's CPU time when it said `ready`; compute is charged from there.
+    /// The worker's CPU time when the run was handed to it; compute is charged from
+    /// there. `None` if it could not be read (the worker is then already gone).
     cpu_base: Option<Duration>,
     /// The worker reported the outcome itself (and exited): nothing more can come.
     reported: bool,
 }
 
 impl<'a> RunState<'a> {
-    fn new(request: &'a RunRequest<'a>, to_worker: mpsc::UnboundedSender<HostMessage>) -> Self {
+    fn new(
+        request: &'a RunRequest<'a>,
+        to_worker: mpsc::UnboundedSender<HostMessage>,
+        cpu_base: Option<Duration>,
+    ) -> Self {
         Self {
             request,
             to_worker,
@@ -182,7 +188,7 @@ impl<'a> RunState<'a> {
             calls: JoinSet::new(),
             calls_token: CancellationToken::new(),
             next_call_id: 1,
-            cpu_base: None,
+            cpu_base,
             reported: false,
         }
     }
@@ -230,7 +236,7 @@ impl<'a> RunState<'a> {
                 }
                 // A call task cannot panic (it catches unwinds) and is aborted only at the end.
                 Event::CallFinished(None) => None,
-                Event::Inbound(Some(Inbound::Message(message))) => self.handle(message, worker),
+                Event::Inbound(Some(Inbound::Message(message))) => self.handle(message),
                 Event::Inbound(Some(Inbound::Garbage(why))) => Some(Settled::Failed(died(
                     &format!("the worker broke the bridge protocol: {why}"),
                 ))),
@@ -289,18 +295,14 @@ impl<'a> RunState<'a> {
     }
 
     /// One message from the worker; `Some` when it settles the run.
-    fn handle(&mut self, message: WorkerMessage, worker: &WorkerProcess) -> Option<Settled> {
-        if self.cpu_base.is_none() && message != WorkerMessage::Ready {
-            return Some(Settled::Failed(died(
-                "the worker spoke before it was ready",
-            )));
-        }
+    fn handle(&mut self, message: WorkerMessage) -> Option<Settled> {
         match message {
-            WorkerMessage::Ready if self.cpu_base.is_none() => {
-                self.cpu_base = Some(worker.cpu_time().unwrap_or_default());
-                None
+            WorkerMessage::Ready { .. } => {
+                Some(Settled::Failed(died("the worker said ready twice")))
             }
-            WorkerMessage::Ready => Some(Settled::Failed(died("the worker said ready twice"))),
+            WorkerMessage::Forked { .. } => Some(Settled::Failed(died(
+                "the worker answered a fork nobody asked for",
+            ))),
             WorkerMessage::Log { text } => self.keep_log(text).err().map(Settled::Failed),
             WorkerMessage::Call { id, tool, args } => self.call_requested(id, tool, args),
             WorkerMessage::Done { result } => {
@@ -410,6 +412,7 @@ impl<'a> RunState<'a> {
             WorkerFailure::Exception => FailureKind::Exception,
             WorkerFailure::Output => FailureKind::Output,
             WorkerFailure::Heap => FailureKind::Heap,
+            WorkerFailure::Confine => FailureKind::Died,
         };
         if kind == FailureKind::Exception {
             if let Err(failure) =
@@ -438,7 +441,7 @@ fn died(message: &str) -> CodeRunFailure {
 /// Messages to the worker go through a task, so a worker that stops reading cannot stall
 /// the run loop.
 fn start_writer(
-    mut stdin: ChildStdin,
+    mut stdin: OwnedWriteHalf,
 ) -> (
     mpsc::UnboundedSender<HostMessage>,
     tokio::task::JoinHandle<()>,
@@ -456,7 +459,7 @@ fn start_writer(
 
 /// Messages from the worker, parsed strictly. The first malformed line ends the stream.
 fn start_reader(
-    stdout: ChildStdout,
+    stdout: OwnedReadHalf,
     max_message: usize,
 ) -> (mpsc::Receiver<Inbound>, tokio::task::JoinHandle<()>) {
     let (sender, receiver) = mpsc::channel(64);

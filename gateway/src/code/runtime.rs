@@ -1,14 +1,15 @@
 //! The code runtime the gateway holds: one fresh worker process per run, the next one
-//! always started ahead of time.
+//! always ready ahead of time.
 //!
-//! A spare worker is spawned as soon as the runtime exists and again whenever a run that
-//! took it has settled, so a run normally finds a worker whose JavaScript runtime already
-//! exists (a run that finds the spare still starting waits for it rather than starting
-//! another). The next spare is not started while the run is going: starting a worker
-//! costs tens of milliseconds of CPU, which on a small machine would be taken from the
-//! run it is meant to serve.
-//! Workers are never reused. `shutdown` aborts in-flight runs, kills the spare, and waits until
-//! every worker has been reaped.
+//! One idle worker (the spare) exists at a time. A run takes it, and first asks it for a
+//! copy of itself (see `template`): the copy, forked before the run's program reaches the
+//! original, becomes the next spare within a millisecond or so. A run that finds the next
+//! spare still being made waits for it rather than starting another. When there is no
+//! spare, or it cannot fork, a worker is exec'd (the engine start costs tens of
+//! milliseconds of CPU); that replacement is started once the run has settled, so it is
+//! not taken from the run it is meant to serve.
+//! Workers are never reused. `shutdown` aborts in-flight runs, kills the spare, and waits
+//! until every worker has been reaped.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,7 @@ use tokio_util::task::TaskTracker;
 
 use super::bridge::ToolBridge;
 use super::budgets::CodeBudgets;
+use super::confine;
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::{WorkerCommand, WorkerProcess};
 use super::run::{self, Driven, RunRequest};
@@ -34,8 +36,6 @@ struct Inner {
     command: WorkerCommand,
     budgets: CodeBudgets,
     spare: Mutex<Spare>,
-    /// The bindings of the last run, installed in the next spare ahead of its run.
-    last_bindings: Mutex<Option<Arc<str>>>,
     /// Signalled when a spare that was starting is ready (or failed).
     spare_changed: Notify,
     shutdown: CancellationToken,
@@ -54,12 +54,21 @@ impl CodeRuntime {
     /// A runtime whose workers are started with `worker`. When called inside a tokio
     /// runtime, the first worker starts right away; otherwise with the first run.
     pub fn new(worker: WorkerCommand, budgets: CodeBudgets) -> Self {
+        let support = confine::support();
+        let missing = support.missing();
+        if missing.is_empty() {
+            tracing::info!(?support, "run_code processes are confined by the kernel");
+        } else {
+            tracing::warn!(
+                ?missing,
+                "this kernel lacks some of run_code's process confinement; the rest applies"
+            );
+        }
         let runtime = Self {
             inner: Arc::new(Inner {
                 command: worker,
                 budgets,
                 spare: Mutex::new(Spare::Empty),
-                last_bindings: Mutex::default(),
                 spare_changed: Notify::new(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
@@ -89,7 +98,6 @@ impl CodeRuntime {
         if cancel.is_cancelled() {
             return aborted("the run was cancelled before it started");
         }
-        inner.remember_bindings(bindings_js);
         let program = match strip::strip(program_ts) {
             Ok(program) => program,
             Err(failure) => return RunOutcome::failed(failure),
@@ -107,7 +115,7 @@ impl CodeRuntime {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let worker = match inner.take_worker().await {
+            let worker = match Inner::take_worker(inner).await {
                 Ok(worker) => worker,
                 Err(error) => {
                     Inner::replenish(inner);
@@ -147,18 +155,29 @@ impl Inner {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The spare worker if there is a live one (waiting for it if it is being started,
-    /// which is sooner than starting another), else a new one.
-    async fn take_worker(&self) -> std::io::Result<WorkerProcess> {
+    /// The spare worker if there is a live one (waiting for it if it is being made,
+    /// which is sooner than starting another), else a new one. A spare that can fork
+    /// leaves a copy of itself behind as the next spare.
+    async fn take_worker(self: &Arc<Self>) -> std::io::Result<WorkerProcess> {
         loop {
             let changed = self.spare_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            // `None`: a spare is starting; `Some(spare)`: what there is.
+            // `None`: a spare is being made; `Some(spare)`: what there is.
             let taken = {
                 let mut spare = self.lock_spare();
                 match std::mem::replace(&mut *spare, Spare::Empty) {
-                    Spare::Ready(worker) => Some(Some(worker)),
+                    Spare::Ready(mut worker) => {
+                        if worker.has_exited() {
+                            Some(None)
+                        } else {
+                            if worker.forks {
+                                // Its copy is the next spare: later runs wait for it.
+                                *spare = Spare::Starting;
+                            }
+                            Some(Some(worker))
+                        }
+                    }
                     Spare::Starting => {
                         *spare = Spare::Starting;
                         None
@@ -168,26 +187,55 @@ impl Inner {
             };
             match taken {
                 None => changed.await,
-                Some(spare) => {
-                    if let Some(mut worker) = spare
-                        && !worker.has_exited()
-                    {
-                        return Ok(*worker);
+                Some(Some(mut worker)) => {
+                    if worker.forks {
+                        self.copy_into_spare(&mut worker).await;
                     }
-                    return WorkerProcess::spawn(&self.command, &self.budgets, None).await;
+                    return Ok(*worker);
                 }
+                Some(None) => return WorkerProcess::spawn(&self.command, &self.budgets).await,
             }
         }
     }
 
-    /// Keep `bindings` for the next spare, unless they are the ones kept already.
-    fn remember_bindings(&self, bindings: &str) {
-        let mut last = self
-            .last_bindings
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if last.as_deref() != Some(bindings) {
-            *last = Some(Arc::from(bindings));
+    /// Ask `worker` (taken for a run, the spare slot marked as being made) for a copy of
+    /// itself, and make the copy the spare once it is ready.
+    async fn copy_into_spare(self: &Arc<Self>, worker: &mut WorkerProcess) {
+        let copy = worker.fork().await;
+        let inner = Arc::clone(self);
+        self.tasks.spawn(async move {
+            let ready = match copy {
+                Ok(mut copy) => match copy.wait_ready().await {
+                    Ok(()) => Ok(copy),
+                    Err(error) => Err(error),
+                },
+                Err(error) => Err(error),
+            };
+            if let Err(error) = &ready {
+                // The next run execs a worker instead.
+                tracing::warn!(%error, "could not copy the idle code worker");
+            }
+            inner.settle_spare(ready.ok()).await;
+        });
+    }
+
+    /// End the "being made" state of the spare slot with `worker` (or none), and wake
+    /// the runs waiting for it.
+    async fn settle_spare(&self, worker: Option<WorkerProcess>) {
+        let unwanted = {
+            let mut spare = self.lock_spare();
+            *spare = Spare::Empty;
+            match worker {
+                Some(worker) if !self.shutdown.is_cancelled() => {
+                    *spare = Spare::Ready(Box::new(worker));
+                    None
+                }
+                other => other,
+            }
+        };
+        self.spare_changed.notify_waiters();
+        if let Some(mut worker) = unwanted {
+            let _ = worker.kill_and_reap().await;
         }
     }
 
@@ -202,32 +250,12 @@ impl Inner {
         }
         let inner = Arc::clone(self);
         self.tasks.spawn(async move {
-            let preload = inner
-                .last_bindings
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .clone();
-            let spawned = WorkerProcess::spawn(&inner.command, &inner.budgets, preload).await;
-            let unwanted = {
-                let mut spare = inner.lock_spare();
-                *spare = Spare::Empty;
-                match spawned {
-                    Ok(worker) if !inner.shutdown.is_cancelled() => {
-                        *spare = Spare::Ready(Box::new(worker));
-                        None
-                    }
-                    Ok(worker) => Some(worker),
-                    Err(error) => {
-                        // The next run spawns its own worker and tries again.
-                        tracing::warn!(%error, "could not start a spare code worker");
-                        None
-                    }
-                }
-            };
-            inner.spare_changed.notify_waiters();
-            if let Some(mut worker) = unwanted {
-                let _ = worker.kill_and_reap().await;
+            let spawned = WorkerProcess::spawn(&inner.command, &inner.budgets).await;
+            if let Err(error) = &spawned {
+                // The next run spawns its own worker and tries again.
+                tracing::warn!(%error, "could not start a spare code worker");
             }
+            inner.settle_spare(spawned.ok()).await;
         });
     }
 }

@@ -19,20 +19,27 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
+use crate::config::CatalogMode;
 use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
     BoxFuture as PipelineFuture, BuiltinTool, CallRequest, ErrorCode, Executor, Invocation, Origin,
     Session, ToolError,
 };
+use crate::registry::Catalog;
 use crate::registry::profile::Profile;
+use crate::registry::search::SearchIndex;
 use crate::registry::view::SessionView;
-use crate::registry::{Catalog, FederatedTool};
+use crate::relay::Caller;
 
 /// The name of the gateway's own code tool; reserved, never shadowed.
 pub const RUN_CODE: &str = "run_code";
 
 /// The hidden subcommand that runs a code worker.
 pub const WORKER_SUBCOMMAND: &str = "__code-worker";
+
+/// The hidden subcommand of a worker that reports which forbidden system calls it was
+/// refused after confining itself, instead of running the program (for tests).
+pub const CONFINEMENT_PROBE_SUBCOMMAND: &str = "__code-confinement-probe";
 
 /// The most of a failed run's logs quoted in its error message.
 const FAILURE_LOG_TAIL_BYTES: usize = 4096;
@@ -56,9 +63,17 @@ pub trait ToolHost: Send + Sync {
         session: &'a Arc<Session>,
         request: CallRequest,
     ) -> PipelineFuture<'a, CallToolResult>;
+    /// The tool-search index of what `session` may see (its outline stands in for the
+    /// SDK in a search catalog).
+    fn search_index(&self, session: &Session) -> Arc<SearchIndex>;
     /// Whether `tool` may overlap with the run's other calls.
     fn concurrency_safe(&self, session: &Session, tool: &str) -> bool;
 }
+
+/// What a search catalog's description says in place of the SDK.
+const SEARCH_GUIDE: &str = "The tools' TypeScript types are not listed here: call `search_tools` \
+with a few words of what you need to get their declarations. Every tool below can be called \
+from a program whether you searched for it or not.";
 
 /// One generated SDK and what it was generated from.
 struct CachedSdk {
@@ -103,7 +118,7 @@ impl RunCodeTool {
         {
             return cached.sdk.clone();
         }
-        let specs: Vec<sdkgen::ToolSpec> = view.tools().map(|tool| tool_spec(tool)).collect();
+        let specs: Vec<sdkgen::ToolSpec> = view.tools().map(|tool| tool.sdk_spec()).collect();
         let sdk = Arc::new(sdkgen::generate(&specs, &sdkgen::Options::default()));
         SDK_GENERATIONS.inc();
         sdks.insert(
@@ -117,21 +132,23 @@ impl RunCodeTool {
         sdk
     }
 
-    /// Runs `program` for `session`, with calls going through `host`'s pipeline.
+    /// Runs `program` for the session of `invocation` (the run_code call), with calls going
+    /// through `host`'s pipeline as children of `trace`.
     pub async fn run(
         &self,
         host: Arc<dyn ToolHost>,
-        session: &Arc<Session>,
+        invocation: &Invocation,
         program: &str,
-        peer: Option<Peer<RoleServer>>,
         cancel: CancellationToken,
         trace: Context,
     ) -> RunOutcome {
+        let session = &invocation.session;
         let sdk = self.sdk(host.as_ref(), session);
         let bridge = Arc::new(PipelineBridge {
             host,
             session: session.clone(),
-            peer,
+            peer: invocation.peer.clone(),
+            caller: invocation.caller.as_ref().map(Caller::nested),
             run: uuid::Uuid::new_v4().simple().to_string(),
             trace,
         });
@@ -141,33 +158,23 @@ impl RunCodeTool {
     }
 }
 
-fn tool_spec(tool: &FederatedTool) -> sdkgen::ToolSpec {
-    let definition = &tool.definition;
-    sdkgen::ToolSpec {
-        federated_name: tool.name.clone(),
-        server: tool.server.to_string(),
-        name: tool.original.clone(),
-        title: definition.title.clone(),
-        description: definition.description.as_ref().map(|d| d.to_string()),
-        input_schema: Value::Object((*definition.input_schema).clone()),
-        output_schema: definition
-            .output_schema
-            .as_ref()
-            .map(|schema| Value::Object((**schema).clone())),
-        annotations: definition
-            .annotations
-            .as_ref()
-            .and_then(|a| serde_json::to_value(a).ok()),
-    }
-}
-
 impl BuiltinTool for RunCodeTool {
     fn definition(&self, session: &Session) -> Tool {
         let Some(host) = self.host.upgrade() else {
             return Tool::new(RUN_CODE, GUIDE, input_schema());
         };
         let sdk = self.sdk(host.as_ref(), session);
-        let description = format!("{GUIDE}\n\n```ts\n{}```", sdk.declarations);
+        let description = match session.profile.catalog {
+            CatalogMode::Full => format!("{GUIDE}\n\n```ts\n{}```", sdk.declarations),
+            CatalogMode::Search => {
+                let index = host.search_index(session);
+                format!(
+                    "{GUIDE}\n\n{SEARCH_GUIDE}\n\n{} tools:\n{}",
+                    index.len(),
+                    index.outline()
+                )
+            }
+        };
         let mut meta = MetaObject::new();
         meta.insert(
             "mcp-gateway/sdk".into(),
@@ -206,14 +213,7 @@ impl Executor for RunCodeTool {
                     )
                 })?;
             let outcome = self
-                .run(
-                    host,
-                    &invocation.session,
-                    program,
-                    invocation.peer.clone(),
-                    signal,
-                    trace.clone(),
-                )
+                .run(host, invocation, program, signal, trace.clone())
                 .await;
             render(outcome)
         })
@@ -288,6 +288,9 @@ struct PipelineBridge {
     host: Arc<dyn ToolHost>,
     session: Arc<Session>,
     peer: Option<Peer<RoleServer>>,
+    /// The client call that started the run: upstreams' requests during the program's
+    /// calls go to it.
+    caller: Option<Caller>,
     run: String,
     /// The run's dispatch span: each call of the program is a child of it.
     trace: Context,
@@ -319,7 +322,7 @@ impl ToolBridge for PipelineBridge {
             },
             cancel,
             peer: self.peer.clone(),
-            progress: None,
+            caller: self.caller.clone(),
             origin: Origin::Code {
                 run: self.run.clone(),
             },

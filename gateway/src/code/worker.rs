@@ -1,9 +1,11 @@
-//! Inside the worker process: one fresh JavaScript runtime, one program, then exit.
+//! Inside a worker process: one fresh JavaScript runtime, one program, then exit.
 //!
 //! The gateway starts its own binary under a hidden subcommand whose body is
 //! [`worker_main`]. The worker creates its runtime and evaluates `prelude.js` as soon as
-//! it learns the heap limit, says `ready`, and waits for its one run. The program sees
-//! only the standard globals, `tools`, `callTool`, `ToolCallError`, `console` and
+//! it learns the heap limit, says `ready`, and then either makes copies of itself for
+//! later runs (see `template`) or takes its one run: it confines itself (see `confine`),
+//! installs that run's tool bindings and runs the program. The program sees only the
+//! standard globals, `tools`, `callTool`, `ToolCallError`, `console` and
 //! `setTimeout`/`clearTimeout`; its only way out is the bridge ops below, whose call ids
 //! this side assigns. Every terminal event (done, failure, heap exhaustion, a lost host)
 //! ends the process at once with `_exit`, so nothing of the program runs after its
@@ -13,8 +15,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{FromRawFd, RawFd};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -22,23 +24,47 @@ use std::sync::{Arc, Mutex};
 
 use deno_core::{JsRuntime, OpState, PollEventLoopOptions, RuntimeOptions, op2, v8};
 use serde_json::{Value, json};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
+use super::confine::{self, SyscallFilter};
 use super::protocol::{self, HostMessage, WorkerFailure, WorkerMessage};
 use super::strip::PROGRAM_SCRIPT;
+use super::template::{self, Channel};
 
 const PRELUDE: &str = include_str!("prelude.js");
 const PRELUDE_SCRIPT: &str = "prelude.js";
 const BINDINGS_SCRIPT: &str = "bindings.js";
 
 /// The body of the hidden `__code-worker` subcommand: speaks the bridge protocol on
-/// stdin/stdout and runs one program. Diagnostics go to stderr (the gateway's log).
+/// stdin/stdout (one socket) and runs one program. Diagnostics go to stderr (the
+/// gateway's log).
 ///
 /// Dispatch to it first thing in `main`, before anything (argument parsing, logging)
 /// could write to stdout; the worker runs with an empty environment.
 pub fn worker_main() -> ExitCode {
+    start(Role::RunProgram)
+}
+
+/// The body of the hidden `__code-confinement-probe` subcommand, for tests: a worker in
+/// every way (it forks, and confines itself before its run), except that instead of
+/// running the program it tries each system call a run must be refused and completes
+/// with `{call: errno}` (`null` where a call succeeded).
+pub fn confinement_probe_main() -> ExitCode {
+    start(Role::ProbeConfinement)
+}
+
+/// What a worker does with its run once it is confined.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    RunProgram,
+    ProbeConfinement,
+}
+
+fn start(role: Role) -> ExitCode {
     match HostLink::from_stdio() {
-        Ok((link, input)) => run_worker(Arc::new(link), input),
+        Ok((link, channel)) => run_worker(Arc::new(link), channel, role),
         Err(error) => {
             eprintln!("code worker: cannot take over stdio: {error}");
             ExitCode::FAILURE
@@ -46,15 +72,47 @@ pub fn worker_main() -> ExitCode {
     }
 }
 
-fn run_worker(link: Arc<HostLink>, mut input: BufReader<File>) -> ExitCode {
-    let Some(HostMessage::Init {
-        heap_bytes,
-        bindings: preload,
-    }) = read_message(&mut input)
-    else {
+fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode {
+    let Some((HostMessage::Init { heap_bytes }, _)) = channel.next_message() else {
         eprintln!("code worker: expected an init message");
         return ExitCode::FAILURE;
     };
+    // Everything that does not depend on the run is done here, once, and shared by every
+    // copy: the seccomp filter, the engine (with its bundled polyfills compiled), the
+    // prelude, and a collected heap.
+    let filter = match SyscallFilter::compile() {
+        Ok(filter) => filter,
+        Err(error) => {
+            eprintln!("code worker: cannot compile the seccomp filter: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // `Math.random` asks the kernel on every call, so copies of this process do not
+    // share a generator state.
+    v8::V8::set_entropy_source(fill_random);
+    let mut runtime = new_runtime(&link, heap_bytes);
+    let Some(install) = runtime
+        .execute_script(PRELUDE_SCRIPT, PRELUDE)
+        .ok()
+        .and_then(|value| as_function(&mut runtime, value))
+    else {
+        eprintln!("code worker: the prelude did not evaluate to a function");
+        return ExitCode::FAILURE;
+    };
+    let forks = template::is_single_threaded();
+    link.send(&WorkerMessage::Ready { forks });
+    let Some(HostMessage::Run {
+        program,
+        bindings,
+        max_output_bytes,
+        limits,
+    }) = template::serve_until_run(&link, &mut channel, forks)
+    else {
+        eprintln!("code worker: expected a run message");
+        return ExitCode::FAILURE;
+    };
+
+    // From here on this process belongs to one run.
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -65,45 +123,52 @@ fn run_worker(link: Arc<HostLink>, mut input: BufReader<File>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The runtime and the compiled prelude exist before the run arrives: that is the
-    // point of starting early.
-    let mut runtime = new_runtime(&link, heap_bytes);
-    let Some(install) = runtime
-        .execute_script(PRELUDE_SCRIPT, PRELUDE)
-        .ok()
-        .and_then(|value| as_function(&mut runtime, value))
-    else {
-        eprintln!("code worker: the prelude did not evaluate to a function");
-        return ExitCode::FAILURE;
-    };
-    let preloaded =
-        preload.map(|bindings| tokio.block_on(install_bindings(&mut runtime, &install, &bindings)));
-    link.send(&WorkerMessage::Ready);
-
-    let Some(HostMessage::Run {
-        program,
-        bindings,
-        max_output_bytes,
-    }) = read_message(&mut input)
-    else {
-        eprintln!("code worker: expected a run message");
-        return ExitCode::FAILURE;
-    };
+    if let Err(error) = confine::confine(limits, &filter) {
+        link.finish(&fail(
+            WorkerFailure::Confine,
+            format!("the worker could not confine itself: {error}"),
+        ));
+    }
+    if role == Role::ProbeConfinement {
+        let refused = confine::try_denied_calls()
+            .into_iter()
+            .map(|(call, errno)| (call.to_owned(), json!(errno)))
+            .collect::<serde_json::Map<_, _>>();
+        link.finish(&WorkerMessage::Done {
+            result: Some(Value::Object(refused)),
+        });
+    }
     link.output_left.store(max_output_bytes, Ordering::SeqCst);
     link.max_message.store(
         protocol::max_message_bytes(max_output_bytes),
         Ordering::SeqCst,
     );
-    spawn_reply_reader(Arc::clone(&link), input);
-
     let failure = tokio.block_on(async {
-        let runner = match bindings {
-            Some(bindings) => install_bindings(&mut runtime, &install, &bindings).await,
-            None => preloaded.unwrap_or_else(|| Err("the host sent no bindings".to_owned())),
-        };
+        tokio::spawn(read_replies(Arc::clone(&link), channel.into_buffered()));
+        let runner = install_bindings(&mut runtime, &install, &bindings).await;
         run_program(&mut runtime, &link, runner, &program).await
     });
     link.finish(&failure)
+}
+
+/// The engine's entropy source: the kernel's random bytes.
+fn fill_random(buffer: &mut [u8]) -> bool {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        // SAFETY: writes at most the rest of `buffer`.
+        let got = unsafe {
+            libc::getrandom(
+                buffer[filled..].as_mut_ptr().cast(),
+                buffer.len() - filled,
+                0,
+            )
+        };
+        if got <= 0 {
+            return false;
+        }
+        filled += got as usize;
+    }
+    true
 }
 
 /// Create the runtime with the bridge ops and the heap limit.
@@ -218,39 +283,70 @@ fn as_function(
     Some(v8::Global::new(scope, function))
 }
 
-fn read_message(input: &mut BufReader<File>) -> Option<HostMessage> {
-    let mut line = Vec::new();
-    input.read_until(b'\n', &mut line).ok()?;
-    serde_json::from_slice(&line).ok()
-}
-
-/// Delivers the host's replies to the calls waiting for them. The host closing stdin
-/// means the run is over: exit.
-fn spawn_reply_reader(link: Arc<HostLink>, mut input: BufReader<File>) {
-    let reader_link = Arc::clone(&link);
-    let spawned = std::thread::Builder::new()
-        .name("code-worker-replies".into())
-        .spawn(move || {
-            while let Some(message) = read_message(&mut input) {
-                if let HostMessage::Reply { id, result } = message {
-                    reader_link.deliver(id, result);
-                }
-            }
-            // SAFETY: `_exit` ends the process without running anything else.
-            unsafe { libc::_exit(0) }
-        });
-    if let Err(error) = spawned {
+/// Delivers the host's replies to the calls waiting for them, reading the channel
+/// without blocking the event loop. The host closing the channel means the run is over:
+/// exit. `buffered` is what was read past the run message.
+async fn read_replies(link: Arc<HostLink>, mut buffered: Vec<u8>) {
+    let fd = link.channel_fd;
+    // SAFETY: the channel's descriptor stays open as long as the process: `link.out`
+    // owns it and `link` outlives this task.
+    let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+    let Ok(readable) = registered else {
         link.finish(&fail(
             WorkerFailure::Exception,
-            format!("the worker could not start its reply reader: {error}"),
+            "the worker could not watch its channel".into(),
         ));
+    };
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        while let Some(end) = memchr::memchr(b'\n', &buffered) {
+            let line: Vec<u8> = buffered.drain(..=end).collect();
+            if let Ok(HostMessage::Reply { id, result }) = serde_json::from_slice(&line) {
+                link.deliver(id, result);
+            }
+        }
+        if buffered.len() > link.max_message.load(Ordering::SeqCst) {
+            // SAFETY: `_exit` ends the process without running anything else.
+            unsafe { libc::_exit(1) }
+        }
+        let Ok(mut guard) = readable.readable().await else {
+            // SAFETY: as above.
+            unsafe { libc::_exit(1) }
+        };
+        let received = guard.try_io(|_| {
+            // SAFETY: reads into `chunk`, without blocking.
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    chunk.as_mut_ptr().cast(),
+                    chunk.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match received {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                // SAFETY: as above.
+                unsafe { libc::_exit(0) }
+            }
+            Ok(Ok(n)) => buffered.extend_from_slice(&chunk[..n]),
+            Err(_would_block) => {}
+        }
     }
 }
 
 /// The worker's end of the bridge: the protocol output, the calls waiting for replies,
 /// and the output budget.
-struct HostLink {
+pub(crate) struct HostLink {
     out: Mutex<File>,
+    /// The channel's descriptor (the one `out` writes to); a copy made by `fork` puts its
+    /// own socket under the same number.
+    channel_fd: RawFd,
     pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
     next_id: AtomicU64,
     output_left: AtomicUsize,
@@ -258,32 +354,34 @@ struct HostLink {
 }
 
 impl HostLink {
-    /// Take the protocol pipes off fds 0 and 1, then point fd 1 at stderr and fd 0 at
+    /// Take the protocol socket off fds 0 and 1, then point fd 1 at stderr and fd 0 at
     /// /dev/null, so nothing else in the process can write into (or read from) the bridge.
-    fn from_stdio() -> std::io::Result<(HostLink, BufReader<File>)> {
-        let input = dup_cloexec(0)?;
-        let output = dup_cloexec(1)?;
+    fn from_stdio() -> std::io::Result<(HostLink, Channel)> {
+        let channel_fd = dup_cloexec(0)?;
         let null = File::open("/dev/null")?;
         // SAFETY: plain fd syscalls on descriptors this process owns.
         unsafe {
-            if libc::dup2(2, 1) < 0 || libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 0) < 0 {
+            if libc::dup2(2, 1) < 0 || libc::dup2(null.as_raw_fd(), 0) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
         }
-        // SAFETY: both descriptors were just created by dup and are owned by nothing else.
-        let (input, output) = unsafe { (File::from_raw_fd(input), File::from_raw_fd(output)) };
+        drop(null);
+        template::close_descriptors_except(channel_fd);
+        // SAFETY: the descriptor was just created by dup and is owned by nothing else.
+        let output = unsafe { File::from_raw_fd(channel_fd) };
         let link = HostLink {
             out: Mutex::new(output),
+            channel_fd,
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             output_left: AtomicUsize::new(0),
             max_message: AtomicUsize::new(protocol::max_message_bytes(0)),
         };
-        Ok((link, BufReader::new(input)))
+        Ok((link, Channel::new(channel_fd)))
     }
 
     /// Write one message; a host that stopped listening ends the worker.
-    fn send(&self, message: &WorkerMessage) {
+    pub(crate) fn send(&self, message: &WorkerMessage) {
         let line = protocol::encode(message);
         let written = match self.out.lock() {
             Ok(mut out) => out.write_all(&line).is_ok(),

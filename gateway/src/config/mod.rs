@@ -55,8 +55,11 @@ impl Config {
         };
         config.source = path.to_owned();
         config.servers_as_written = config.servers.clone();
+        // Relative paths in the file are the file's neighbours, wherever it is run from.
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let base = absolute.parent().unwrap_or(Path::new("/"));
         config
-            .resolve()
+            .resolve(base)
             .map_err(|(key, message)| ConfigError::Invalid {
                 path: path.to_owned(),
                 key,
@@ -72,7 +75,7 @@ impl Config {
 
     /// Expands `${VAR}` references and checks what serde cannot: each server names exactly
     /// one way to reach it, names are usable, profiles and rules are well formed.
-    fn resolve(&mut self) -> Result<(), (String, String)> {
+    fn resolve(&mut self, base: &Path) -> Result<(), (String, String)> {
         for (name, server) in &mut self.servers {
             let at = |field: &str| format!("servers.{name}.{field}");
             if !is_valid_server_name(name) {
@@ -82,7 +85,7 @@ impl Config {
                 ));
             }
             server
-                .resolve()
+                .resolve(base)
                 .map_err(|(field, message)| (at(&field), message))?;
         }
         for (index, entry) in self.listen.tokens.iter_mut().enumerate() {
@@ -103,6 +106,10 @@ impl Config {
             let key = || "cluster.redis_url".to_owned();
             *url = env::expand(url).map_err(|e| (key(), e.to_string()))?;
             redis::Client::open(url.as_str()).map_err(|e| (key(), e.to_string()))?;
+        }
+        for (index, glob) in self.gateway.pinned.iter().enumerate() {
+            globset::Glob::new(glob)
+                .map_err(|e| (format!("gateway.pinned[{index}]"), e.to_string()))?;
         }
         for (index, rule) in self.policy.iter().enumerate() {
             globset::Glob::new(&rule.tool)

@@ -1,7 +1,7 @@
 //! The configuration structs, one per concern, each field's default documented.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -67,19 +67,40 @@ pub enum Mode {
     Both,
 }
 
+/// How much of the catalog `tools/list` shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogMode {
+    /// Every visible tool is listed (in code mode: its types are in `run_code`'s SDK).
+    #[default]
+    Full,
+    /// Only `search_tools`, the pinned tools and the tools the session has found are listed
+    /// (in code mode: `run_code` carries a compact index instead of the whole SDK).
+    Search,
+}
+
 /// `[gateway]`: what the downstream server looks like.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewaySettings {
     /// Presentation mode when a profile does not choose one. Default `native`.
     pub mode: Mode,
+    /// Whether `tools/list` shows the whole catalog or `search_tools` when a profile does
+    /// not choose. Default `full`.
+    pub catalog: CatalogMode,
+    /// Globs over federated names listed even in `search` mode (when the profile sees
+    /// them). Default none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<String>,
     /// Tool result content larger than this is cut with a marker. Default 256 KiB, which
     /// leaves room for JSON escaping under clients' 1 MiB message limits.
     pub max_result_bytes: usize,
     /// Arguments nested deeper than this are INVALID_ARGS. Default 64.
     pub max_argument_depth: usize,
-    /// On SIGTERM/SIGINT, how long calls in flight may take to finish before they are
-    /// cancelled. Default 10 000 ms.
+    /// On SIGTERM/SIGINT, how long calls in flight may take to finish (and their results
+    /// to reach their clients) before they are cancelled; on a reload or restart, how long
+    /// a replaced or removed server's calls in flight may take before it stops.
+    /// Default 10 000 ms.
     pub shutdown_grace_ms: u64,
 }
 
@@ -87,6 +108,8 @@ impl Default for GatewaySettings {
     fn default() -> Self {
         Self {
             mode: Mode::Native,
+            catalog: CatalogMode::Full,
+            pinned: Vec::new(),
             max_result_bytes: 256 * 1024,
             max_argument_depth: 64,
             shutdown_grace_ms: 10_000,
@@ -108,7 +131,8 @@ pub enum RemoteTransport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Program to spawn (stdio transport).
+    /// Program to spawn (stdio transport): a bare name is looked up on PATH, a relative
+    /// path (`target/release/kv`) is taken from the configuration file's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -116,6 +140,7 @@ pub struct ServerConfig {
     /// Extra environment for the child; `${VAR}` is expanded.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The child's working folder; relative to the configuration file's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
     /// Endpoint of a remote server.
@@ -136,6 +161,22 @@ pub struct ServerConfig {
     /// Per-tool overrides by the upstream's own tool name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolOverride>,
+    /// What goes before this server's tool and prompt names. Default `mcp__<server>__`;
+    /// `""` exposes the upstream's own names; any other string is used as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Default true: resource URIs become `mcp-gateway://<server>/…`. False passes the
+    /// upstream's URIs and templates through unchanged (reads are routed by exact URI,
+    /// then by template match).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub rewrite_uris: bool,
+}
+
+/// Prefixes stay short enough that a name keeps room for its own part and a hash suffix.
+const MAX_PREFIX_LEN: usize = 40;
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 fn yes() -> bool {
@@ -193,6 +234,16 @@ impl ServerConfig {
             enabled: true,
             timeout_ms: None,
             tools: BTreeMap::new(),
+            prefix: None,
+            rewrite_uris: true,
+        }
+    }
+
+    /// What goes before this server's tool and prompt names (`name` is the server's).
+    pub fn name_prefix(&self, name: &str) -> String {
+        match &self.prefix {
+            Some(prefix) => prefix.clone(),
+            None => format!("mcp__{name}__"),
         }
     }
 
@@ -222,7 +273,9 @@ impl ServerConfig {
             .map(std::time::Duration::from_millis)
     }
 
-    pub(super) fn resolve(&mut self) -> Result<(), (String, String)> {
+    /// Expands `${VAR}`, resolves a relative `command` path and `cwd` against `base` (the
+    /// configuration file's folder) and checks that the fields fit the transport.
+    pub(super) fn resolve(&mut self, base: &Path) -> Result<(), (String, String)> {
         match (&self.command, &self.url) {
             (Some(_), Some(_)) => {
                 return Err((
@@ -242,13 +295,34 @@ impl ServerConfig {
                     "`transport` and `headers` apply only to a `url` server".into(),
                 ));
             }
-            (None, Some(_)) if !self.args.is_empty() || !self.env.is_empty() => {
-                return Err((
-                    "args".into(),
-                    "`args`, `env` and `cwd` apply only to a `command` server".into(),
-                ));
+            (None, Some(_)) => {
+                let stdio_only = [
+                    ("args", !self.args.is_empty()),
+                    ("env", !self.env.is_empty()),
+                    ("cwd", self.cwd.is_some()),
+                ];
+                if let Some((field, _)) = stdio_only.iter().find(|(_, set)| *set) {
+                    return Err((
+                        (*field).into(),
+                        "`args`, `env` and `cwd` apply only to a `command` server".into(),
+                    ));
+                }
             }
             _ => {}
+        }
+        if let Some(prefix) = &self.prefix
+            && (prefix.len() >= MAX_PREFIX_LEN
+                || !prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        {
+            return Err((
+                "prefix".into(),
+                format!(
+                    "`{prefix}`: a prefix may use only letters, digits, `_` and `-`, and must be \
+                     shorter than {MAX_PREFIX_LEN} characters (names are at most 64)"
+                ),
+            ));
         }
         let expand = |field: &str, value: &mut String| {
             *value = env::expand(value).map_err(|e| (field.to_owned(), e.to_string()))?;
@@ -256,9 +330,19 @@ impl ServerConfig {
         };
         if let Some(command) = &mut self.command {
             expand("command", command)?;
+            // A path (`bin/server`, `./kv`) is the config file's neighbour; a bare name
+            // (`npx`) is looked up on PATH.
+            if command.contains('/') && Path::new(command.as_str()).is_relative() {
+                *command = base.join(&*command).to_string_lossy().into_owned();
+            }
         }
         for (index, arg) in self.args.iter_mut().enumerate() {
             expand(&format!("args[{index}]"), arg)?;
+        }
+        if let Some(cwd) = &mut self.cwd {
+            let mut text = cwd.to_string_lossy().into_owned();
+            expand("cwd", &mut text)?;
+            *cwd = base.join(text);
         }
         if let Some(url) = &mut self.url {
             expand("url", url)?;
@@ -281,10 +365,12 @@ impl ServerConfig {
     }
 }
 
-/// `allow | deny | ask`, the pre-execute gate's decision for a rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `allow | deny | ask`, the pre-execute gate's decision for a rule, and what the gate
+/// does with an upstream's sampling and elicitation requests (default allow).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleDecision {
+    #[default]
     Allow,
     Deny,
     Ask,
@@ -317,6 +403,12 @@ pub enum AskFallback {
 pub struct GateSettings {
     /// Default `deny`.
     pub ask_fallback: AskFallback,
+    /// An upstream's `sampling/createMessage`, relayed to the calling client: `allow`
+    /// (default), `deny` (the upstream gets an error), or `ask` (the client's person is
+    /// asked first, through elicitation; `ask_fallback` when it cannot be asked).
+    pub sampling: RuleDecision,
+    /// The same for an upstream's `elicitation/create`.
+    pub elicitation: RuleDecision,
 }
 
 /// `[guards]`.
@@ -386,6 +478,9 @@ pub struct ProfileConfig {
     /// Overrides `[gateway] mode`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
+    /// Overrides `[gateway] catalog`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<CatalogMode>,
 }
 
 /// `[log]`.

@@ -94,3 +94,71 @@ fn dump_masks_secrets() {
     assert!(!dump.contains("hunter2"), "{dump}");
     assert!(dump.contains("***"), "{dump}");
 }
+
+#[test]
+fn naming_settings_default_to_the_federated_form() {
+    let config = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\n[servers.raw]\nurl = \"http://127.0.0.1:1/mcp\"\nprefix = \"\"\nrewrite_uris = false\n",
+    )
+    .unwrap();
+    assert_eq!(config.servers["kv"].name_prefix("kv"), "mcp__kv__");
+    assert!(config.servers["kv"].rewrite_uris);
+    assert_eq!(config.servers["raw"].name_prefix("raw"), "");
+    assert!(!config.servers["raw"].rewrite_uris);
+    let err = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\nprefix = \"a b\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("servers.kv.prefix"), "{err}");
+}
+
+#[test]
+fn relative_paths_are_the_config_files_neighbours() {
+    // SAFETY: tests in this module do not read this variable concurrently.
+    unsafe { std::env::set_var("MCP_GATEWAY_TEST_DIR", "data") };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(
+        &path,
+        "[servers.local]\ncommand = \"target/release/kv\"\ncwd = \"${MCP_GATEWAY_TEST_DIR}/kv\"\n\
+         [servers.onpath]\ncommand = \"npx\"\ncwd = \"/srv\"\n",
+    )
+    .unwrap();
+    let config = Config::load(&path).unwrap();
+    let local = &config.servers["local"];
+    assert_eq!(
+        local.command.as_deref().map(std::path::Path::new),
+        Some(dir.path().join("target/release/kv").as_path())
+    );
+    assert_eq!(local.cwd, Some(dir.path().join("data/kv")));
+    let onpath = &config.servers["onpath"];
+    assert_eq!(onpath.command.as_deref(), Some("npx"));
+    assert_eq!(onpath.cwd, Some(std::path::PathBuf::from("/srv")));
+}
+
+#[test]
+fn an_unset_variable_in_cwd_is_named() {
+    let err = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\ncwd = \"${MCP_GATEWAY_TEST_UNSET_CWD}\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("servers.kv.cwd"), "{err}");
+    assert!(err.contains("MCP_GATEWAY_TEST_UNSET_CWD"), "{err}");
+}
+
+#[test]
+fn cwd_on_a_url_server_is_refused() {
+    let err = load_text(
+        "c.toml",
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\ncwd = \"/srv\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("servers.r.cwd"), "{err}");
+    assert!(err.contains("only to a `command` server"), "{err}");
+}

@@ -6,10 +6,11 @@
 //! - `mcp_gateway_tool_errors_total{tool,code}` — failed calls by stable error code;
 //! - `mcp_gateway_tool_call_duration_seconds{tool}` — a latency histogram (1 ms … 120 s).
 //!
-//! Two process-wide counters show that per-definition work is not repeated per call:
-//! `mcp_gateway_schema_compilations_total` (JSON Schemas compiled for validation) and
-//! `mcp_gateway_sdk_generations_total` (run_code SDKs generated). Both grow with catalog
-//! changes, never with calls. `mcp_gateway_runtime_alive_tasks` is the number of async
+//! Process-wide counters show that per-definition work is not repeated per call:
+//! `mcp_gateway_schema_compilations_total` (JSON Schemas compiled for validation),
+//! `mcp_gateway_sdk_generations_total` (run_code SDKs generated) and
+//! `mcp_gateway_search_index_builds_total` (tool-search indexes built). They grow with
+//! catalog changes, never with calls. `mcp_gateway_runtime_alive_tasks` is the number of async
 //! tasks alive in the gateway when the metrics are read, so a leak shows as a climb.
 //!
 //! [`Metrics::record_call`] is on every call's path, so it allocates nothing once a tool has
@@ -37,6 +38,9 @@ pub static SCHEMA_COMPILATIONS: LazyLock<Counter> = LazyLock::new(Counter::defau
 
 /// run_code SDKs generated, in this process.
 pub static SDK_GENERATIONS: LazyLock<Counter> = LazyLock::new(Counter::default);
+
+/// Tool-search indexes built, in this process.
+pub static SEARCH_INDEX_BUILDS: LazyLock<Counter> = LazyLock::new(Counter::default);
 
 /// How many distinct tool names get their own series.
 pub const MAX_TOOL_SERIES: usize = 2048;
@@ -116,6 +120,11 @@ impl Metrics {
             "sdk_generations",
             "run_code SDKs generated (once per catalog and profile)",
             SDK_GENERATIONS.clone(),
+        );
+        registry.register(
+            "search_index_builds",
+            "Tool-search indexes built (once per catalog and profile)",
+            SEARCH_INDEX_BUILDS.clone(),
         );
         let alive_tasks = Gauge::default();
         registry.register(

@@ -1,6 +1,6 @@
 //! The executor of federated tools: the call goes to the upstream that owns the tool,
 //! under the upstream's own name, and its answer comes back with resource links under
-//! gateway URIs and its structured value checked against the tool's output schema.
+//! gateway URIs (unless the server passes its URIs through) and its structured value checked against the tool's output schema.
 
 use std::sync::Arc;
 
@@ -38,14 +38,16 @@ impl Executor for FederatedExecutor {
                     format!("`{}` is not a federated tool", invocation.tool),
                 ));
             };
+            let mut rewrite_uris = true;
             let called = match self.registry.upstream(&tool.server) {
                 Some(upstream) => {
+                    rewrite_uris = upstream.config.rewrite_uris;
                     upstream
                         .call_tool(
                             &tool.original,
                             invocation.arguments.clone(),
                             &signal,
-                            invocation.progress.clone(),
+                            invocation.caller.clone(),
                             trace,
                         )
                         .await
@@ -56,7 +58,9 @@ impl Executor for FederatedExecutor {
                 }),
             };
             let mut result = called.map_err(upstream_failure)?;
-            resource_uri::rewrite_links(&tool.server, &mut result.content);
+            if rewrite_uris {
+                resource_uri::rewrite_links(&tool.server, &mut result.content);
+            }
             if result.is_error != Some(true) {
                 validate::output(tool, result.structured_content.as_ref())?;
             }

@@ -1,6 +1,6 @@
 //! One tool call as the pipeline sees it: who asked, for what, and how to reach them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use opentelemetry::Context;
 use rmcp::model::JsonObject;
@@ -14,7 +14,7 @@ use crate::config::Mode;
 use crate::observe::session_log::SessionLog;
 use crate::registry::FederatedTool;
 use crate::registry::profile::Profile;
-use crate::upstream::ProgressSink;
+use crate::relay::Caller;
 use rmcp::model::{CallToolResult, Tool};
 
 /// One downstream session (one "agent" in the spec): its profile and its log. What
@@ -25,11 +25,29 @@ pub struct Session {
     pub id: String,
     pub profile: Arc<Profile>,
     pub log: Option<SessionLog>,
+    /// What this process keeps for the session, keyed by type (the tools `search_tools`
+    /// found for it); unlike [`crate::state`], not seen by other replicas.
+    pub local: Mutex<http::Extensions>,
 }
 
 impl Session {
     pub fn new(id: String, profile: Arc<Profile>, log: Option<SessionLog>) -> Self {
-        Self { id, profile, log }
+        Self {
+            id,
+            profile,
+            log,
+            local: Mutex::new(http::Extensions::new()),
+        }
+    }
+
+    /// Runs `f` on this process's state of type `T` for the session, creating it with
+    /// `Default` first.
+    pub fn with_state<T, R>(&self, f: impl FnOnce(&mut T) -> R) -> R
+    where
+        T: Default + Clone + Send + Sync + 'static,
+    {
+        let mut local = self.local.lock().unwrap_or_else(|p| p.into_inner());
+        f(local.get_or_insert_default::<T>())
     }
 
     pub fn mode(&self) -> Mode {
@@ -85,7 +103,8 @@ pub struct CallRequest {
     pub arguments: Option<JsonObject>,
     pub cancel: CancellationToken,
     pub peer: Option<Peer<RoleServer>>,
-    pub progress: Option<ProgressSink>,
+    /// The client call this one serves, for what the upstream sends back during it.
+    pub caller: Option<Caller>,
     pub origin: Origin,
     /// The trace context the call continues (see `observe::telemetry`).
     pub trace: Context,
@@ -101,8 +120,9 @@ pub struct Invocation {
     pub target: Option<Target>,
     /// The caller's cancellation; wrappers may derive, never drop it.
     pub cancel: CancellationToken,
-    /// Where upstream progress goes, when the caller asked for progress.
-    pub progress: Option<ProgressSink>,
+    /// The client call behind this one: where the upstream's progress, requests and log
+    /// messages go while it runs.
+    pub caller: Option<Caller>,
     /// The client that made the call, for elicitation (`ask`).
     pub peer: Option<Peer<RoleServer>>,
     pub origin: Origin,

@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 use crate::config::AskFallback;
 use crate::observe::telemetry::{self, Tracer, attribute};
 use crate::registry::Registry;
-use crate::registry::naming;
 use crate::registry::view::SessionView;
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
@@ -277,7 +276,9 @@ impl Pipeline {
     /// is UPSTREAM_UNAVAILABLE like any other call to a down server.
     fn not_found(&self, invocation: &Invocation) -> ToolError {
         let down = self.registry.upstreams().into_iter().find(|upstream| {
-            invocation.tool.starts_with(&naming::prefix(&upstream.name))
+            invocation
+                .tool
+                .starts_with(&upstream.config.name_prefix(&upstream.name))
                 && upstream.live().is_none()
                 && upstream.offer().tools.is_empty()
         });

@@ -4,22 +4,30 @@
 //! `list_changed`, the catalog is rebuilt from every upstream's last known offer and
 //! published on a watch channel: readers take a cheap `Arc` snapshot per request, and the
 //! server layer watches it to send `list_changed` to its sessions.
+//!
+//! A reload or a restart loses no call: a changed server's new instance starts beside the
+//! old one and takes new calls once its first connection attempt is over; the old instance
+//! (like a removed server) is retired, which lets its requests in flight finish for up to
+//! `[gateway] shutdown_grace_ms` before it stops.
 
 pub mod naming;
 pub mod profile;
 pub mod resource_uri;
+pub mod search;
 pub mod subscriptions;
 pub mod tool;
 pub mod view;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ServerConfig};
+use crate::relay::Downstream;
 use crate::upstream::{Health, Upstream};
 pub use tool::FederatedTool;
 
@@ -38,24 +46,104 @@ pub struct Catalog {
     /// By federated name, so iteration is in lexicographic order.
     pub tools: BTreeMap<String, Arc<FederatedTool>>,
     pub prompts: BTreeMap<String, FederatedPrompt>,
-    /// Resources and templates under gateway URIs, with the server that owns each.
+    /// Resources and templates under the URIs clients see, with the server that owns each.
     pub resources: Vec<(Arc<str>, Resource)>,
     pub resource_templates: Vec<(Arc<str>, ResourceTemplate)>,
+    /// Servers whose URIs are rewritten to `mcp-gateway://<server>/…`; the others pass
+    /// theirs through.
+    pub rewriting: BTreeSet<Arc<str>>,
+    /// Names and URIs two servers both offered, and who kept them.
+    pub collisions: Vec<naming::Collision>,
 }
+
+impl Catalog {
+    /// The server that owns a URI a client sent, and that URI as the server knows it: a
+    /// gateway URI names its server; a passed-through URI belongs to the server that lists
+    /// it, else to the one with a matching template, else to the only pass-through server
+    /// that offers resources at all.
+    pub fn resource_owner(&self, uri: &str) -> Option<(Arc<str>, String)> {
+        if let Some((server, original)) = resource_uri::from_gateway(uri)
+            && let Some(server) = self.rewriting.get(server)
+        {
+            return Some((server.clone(), original));
+        }
+        let passed = |server: &Arc<str>| !self.rewriting.contains(server);
+        let listed = self
+            .resources
+            .iter()
+            .find(|(server, r)| passed(server) && r.uri == uri);
+        let templated = || {
+            self.resource_templates.iter().find(|(server, t)| {
+                passed(server)
+                    && (t.uri_template == uri
+                        || resource_uri::matches_template(&t.uri_template, uri))
+            })
+        };
+        let server = match (listed, templated()) {
+            (Some((server, _)), _) | (None, Some((server, _))) => server.clone(),
+            (None, None) => {
+                let offering: BTreeSet<&Arc<str>> = self
+                    .resources
+                    .iter()
+                    .map(|(server, _)| server)
+                    .chain(self.resource_templates.iter().map(|(server, _)| server))
+                    .filter(|server| passed(server))
+                    .collect();
+                match offering.into_iter().collect::<Vec<_>>().as_slice() {
+                    [only] => (*only).clone(),
+                    _ => return None,
+                }
+            }
+        };
+        Some((server, uri.to_owned()))
+    }
+}
+
+/// Why [`Registry::restart`] did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    #[error("no enabled server named `{0}`")]
+    UnknownServer(String),
+}
+
+impl RestartError {
+    /// A stable code for consoles and scripts.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RestartError::UnknownServer(_) => "UNKNOWN_SERVER",
+        }
+    }
+}
+
+/// Why an instance is retired, as the requests cut by the grace period are told.
+const RESTARTED: &str = "the server was restarted";
+const REMOVED: &str = "the server was removed from the configuration";
 
 /// The upstreams and the catalog built from them.
 pub struct Registry {
+    /// The instances in service, by server name: every new request goes to one of these.
     upstreams: RwLock<BTreeMap<String, Arc<Upstream>>>,
+    /// Instances taken out of service that are letting their requests in flight finish;
+    /// kept here so that stopping the gateway stops them too.
+    retiring: Mutex<Vec<Arc<Upstream>>>,
+    /// How long a retired instance waits for its requests: `[gateway] shutdown_grace_ms`.
+    grace: Mutex<Duration>,
+    /// One reconfiguration or restart at a time.
+    changes: tokio::sync::Mutex<()>,
     catalog: watch::Sender<Arc<Catalog>>,
     changed: mpsc::UnboundedSender<Arc<str>>,
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// The client sessions the upstreams' requests and log messages are relayed to.
+    downstream: Arc<Downstream>,
     shutdown: CancellationToken,
 }
 
 impl Registry {
-    /// Starts every enabled upstream of `config` concurrently and waits until each has
-    /// made its first connection attempt. One that fails is reported and retried in the
-    /// background; the others serve.
+    /// Starts every enabled upstream of `config` in the background and returns at once,
+    /// with an empty catalog: each upstream's tools join as it comes up (sessions get
+    /// `list_changed`), so a slow or hung one never delays the others. One that fails is
+    /// logged, shown in `/healthz` and retried. [`Registry::first_attempts`] waits for
+    /// them, for one-shot commands.
     pub async fn start(
         config: &Config,
         shutdown: CancellationToken,
@@ -64,16 +152,18 @@ impl Registry {
         let (resource_updates, updates) = mpsc::unbounded_channel();
         let registry = Arc::new(Registry {
             upstreams: RwLock::default(),
+            retiring: Mutex::default(),
+            grace: Mutex::new(Duration::from_millis(config.gateway.shutdown_grace_ms)),
+            changes: tokio::sync::Mutex::default(),
             catalog: watch::Sender::new(Arc::default()),
             changed,
             resource_updates,
+            downstream: Arc::new(Downstream::new(config.gate.clone())),
             shutdown,
         });
-        let first_attempts: Vec<_> = config
-            .enabled_servers()
-            .map(|(name, server)| registry.add(name, server.clone()))
-            .collect();
-        futures::future::join_all(first_attempts).await;
+        for (name, server) in config.enabled_servers() {
+            registry.add(name, server.clone());
+        }
         registry.rebuild();
         // Rebuild on every later change; batched, since one event often comes with more.
         let weak = Arc::downgrade(&registry);
@@ -89,44 +179,106 @@ impl Registry {
         (registry, updates)
     }
 
-    /// Starts one upstream; resolves after its first connection attempt.
-    fn add(&self, name: &str, config: ServerConfig) -> impl Future<Output = ()> + use<> {
-        let (upstream, first_attempt) = Upstream::start(
+    /// Starts one upstream in service, in the background.
+    fn add(&self, name: &str, config: ServerConfig) {
+        tracing::info!(server = %name, "upstream starting");
+        let upstream = self.start_instance(name, config);
+        self.write_upstreams().insert(name.to_owned(), upstream);
+    }
+
+    /// Resolves once every upstream has finished its first connection attempt,
+    /// successfully or not, with the catalog built from what they offered.
+    pub async fn first_attempts(&self) {
+        futures::future::join_all(self.upstreams().iter().map(|u| u.first_attempt())).await;
+        // The background rebuild may not have run yet.
+        self.rebuild();
+    }
+
+    /// Starts an instance of `name` without putting it in service yet.
+    fn start_instance(&self, name: &str, config: ServerConfig) -> Arc<Upstream> {
+        Upstream::start(
             name,
             config,
             self.changed.clone(),
             self.resource_updates.clone(),
+            self.downstream.clone(),
             self.shutdown.child_token(),
-        );
-        self.write_upstreams().insert(name.to_owned(), upstream);
-        async move {
-            let _ = first_attempt.await;
-        }
+        )
     }
 
-    /// Applies a new configuration: added servers start, removed ones stop, changed ones
-    /// restart, unchanged ones keep their connections.
+    /// Applies a new configuration: added servers start (and join the catalog as they
+    /// come up, as at start), unchanged ones keep their connections, changed ones are
+    /// replaced and removed ones retired (see the module documentation), so no call in
+    /// flight is lost.
     pub async fn reconfigure(&self, config: &Config) {
+        let _one_at_a_time = self.changes.lock().await;
+        self.downstream.set_gate(config.gate.clone());
+        *self.grace.lock().unwrap_or_else(|p| p.into_inner()) =
+            Duration::from_millis(config.gateway.shutdown_grace_ms);
         let wanted: BTreeMap<&String, &ServerConfig> = config.enabled_servers().collect();
-        let mut starts = Vec::new();
         let current: Vec<(String, Arc<Upstream>)> = self
             .read_upstreams()
             .iter()
             .map(|(n, u)| (n.clone(), u.clone()))
             .collect();
+        let mut replacements = Vec::new();
         for (name, upstream) in &current {
-            if wanted.get(name).is_none_or(|c| **c != upstream.config) {
-                upstream.stop();
-                self.write_upstreams().remove(name);
+            match wanted.get(name) {
+                None => {
+                    self.write_upstreams().remove(name);
+                    self.retire(upstream.clone(), REMOVED);
+                }
+                Some(server) if **server != upstream.config => {
+                    replacements.push(self.replace(name, (*server).clone()));
+                }
+                Some(_) => {}
             }
         }
         for (name, server) in wanted {
             if !self.read_upstreams().contains_key(name) {
-                starts.push(self.add(name, server.clone()));
+                self.add(name, server.clone());
             }
         }
-        futures::future::join_all(starts).await;
+        futures::future::join_all(replacements).await;
         self.rebuild();
+    }
+
+    /// The client sessions, as the relay sees them.
+    pub fn downstream(&self) -> &Arc<Downstream> {
+        &self.downstream
+    }
+
+    /// Restarts `server` with its current configuration, losing no call: a new instance
+    /// starts beside the running one and takes over as in a reload.
+    pub async fn restart(&self, server: &str) -> Result<(), RestartError> {
+        let _one_at_a_time = self.changes.lock().await;
+        let config = self
+            .upstream(server)
+            .map(|upstream| upstream.config.clone())
+            .ok_or_else(|| RestartError::UnknownServer(server.to_owned()))?;
+        self.replace(server, config).await;
+        self.rebuild();
+        Ok(())
+    }
+
+    /// Starts a new instance of `name`; once its first connection attempt is over it takes
+    /// the old one's place (new requests go to it) and the old one is retired.
+    async fn replace(&self, name: &str, config: ServerConfig) {
+        let instance = self.start_instance(name, config);
+        instance.first_attempt().await;
+        let old = self.write_upstreams().insert(name.to_owned(), instance);
+        if let Some(old) = old {
+            self.retire(old, RESTARTED);
+        }
+    }
+
+    /// Lets `upstream`'s requests in flight finish, then stops it, in the background.
+    fn retire(&self, upstream: Arc<Upstream>, why: &'static str) {
+        let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
+        let mut retiring = self.lock_retiring();
+        retiring.retain(|old| !old.is_stopped());
+        retiring.push(upstream.clone());
+        tokio::spawn(async move { upstream.retire(grace, why).await });
     }
 
     /// The current catalog snapshot.
@@ -155,11 +307,24 @@ impl Registry {
             .collect()
     }
 
-    /// Stops every upstream (and kills their children).
+    /// Stops every upstream, in service or retiring (and kills their children).
     pub fn stop_all(&self) {
         for upstream in self.read_upstreams().values() {
             upstream.stop();
         }
+        for upstream in self.lock_retiring().iter() {
+            upstream.stop();
+        }
+    }
+
+    /// Whether every upstream, in service or retiring, has stopped.
+    pub fn all_stopped(&self) -> bool {
+        self.read_upstreams().values().all(|u| u.is_stopped())
+            && self.lock_retiring().iter().all(|u| u.is_stopped())
+    }
+
+    fn lock_retiring(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Upstream>>> {
+        self.retiring.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn read_upstreams(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Upstream>>> {
@@ -173,42 +338,63 @@ impl Registry {
     /// Builds a new catalog from every upstream's last known offer and publishes it.
     fn rebuild(&self) {
         let upstreams = self.upstreams();
-        let offers: Vec<_> = upstreams.iter().map(|u| (u.clone(), u.offer())).collect();
+        let offers: Vec<_> = upstreams
+            .iter()
+            .map(|u| (u.clone(), u.offer(), u.config.name_prefix(&u.name)))
+            .collect();
         let previous = self.catalog();
-        let tool_pairs = offers
-            .iter()
-            .flat_map(|(u, offer)| offer.tools.iter().map(|t| (&*u.name, t.name.as_ref())));
-        let (tool_names, collisions) = naming::assign(tool_pairs);
-        for c in &collisions {
-            tracing::warn!(server = %c.server, tool = %c.name, assigned = %c.assigned, clashed_with = %c.clashed_with, "tool name collision resolved");
-        }
-        let prompt_pairs = offers
-            .iter()
-            .flat_map(|(u, offer)| offer.prompts.iter().map(|p| (&*u.name, p.name.as_str())));
-        let (prompt_names, _) = naming::assign(prompt_pairs);
         let mut catalog = Catalog::default();
-        for (upstream, offer) in &offers {
+        let held_tools: naming::Owners = previous
+            .tools
+            .iter()
+            .map(|(name, t)| (name.clone(), (t.server.to_string(), t.original.clone())))
+            .collect();
+        let (tool_names, collisions) = naming::assign(
+            offers.iter().flat_map(|(u, offer, prefix)| {
+                offer.tools.iter().map(move |t| naming::Offered {
+                    server: &u.name,
+                    name: t.name.as_ref(),
+                    prefix,
+                })
+            }),
+            &held_tools,
+        );
+        catalog.collisions.extend(collisions);
+        let held_prompts: naming::Owners = previous
+            .prompts
+            .iter()
+            .map(|(name, p)| (name.clone(), (p.server.to_string(), p.original.clone())))
+            .collect();
+        let (prompt_names, collisions) = naming::assign(
+            offers.iter().flat_map(|(u, offer, prefix)| {
+                offer.prompts.iter().map(move |p| naming::Offered {
+                    server: &u.name,
+                    name: p.name.as_str(),
+                    prefix,
+                })
+            }),
+            &held_prompts,
+        );
+        catalog.collisions.extend(collisions);
+        for (upstream, offer, _) in &offers {
+            if upstream.config.rewrite_uris {
+                catalog.rewriting.insert(upstream.name.clone());
+            }
             for tool in &offer.tools {
                 let name = &tool_names[&(upstream.name.to_string(), tool.name.to_string())];
                 // Keep the compiled validators of an unchanged definition.
                 let federated = match previous.tools.get(name) {
-                    Some(old) if old.same_source(upstream, tool) => old.clone(),
-                    _ => Arc::new(FederatedTool::new(name, upstream, tool)),
+                    Some(old) if old.same_source(&upstream.name, &upstream.config, tool) => {
+                        old.clone()
+                    }
+                    _ => Arc::new(FederatedTool::new(
+                        name,
+                        &upstream.name,
+                        &upstream.config,
+                        tool,
+                    )),
                 };
                 catalog.tools.insert(name.clone(), federated);
-            }
-            for resource in &offer.resources {
-                let mut resource = resource.clone();
-                resource.uri = resource_uri::to_gateway(&upstream.name, &resource.uri);
-                catalog.resources.push((upstream.name.clone(), resource));
-            }
-            for template in &offer.resource_templates {
-                let mut template = template.clone();
-                template.uri_template =
-                    resource_uri::template_to_gateway(&upstream.name, &template.uri_template);
-                catalog
-                    .resource_templates
-                    .push((upstream.name.clone(), template));
             }
             for prompt in &offer.prompts {
                 let name = &prompt_names[&(upstream.name.to_string(), prompt.name.clone())];
@@ -224,6 +410,81 @@ impl Registry {
                 );
             }
         }
+        let (resources, collisions) = first_owner_keeps(
+            &previous.resources,
+            offers.iter().flat_map(|(upstream, offer, _)| {
+                offer.resources.iter().map(|resource| {
+                    let mut resource = resource.clone();
+                    resource.uri = resource_uri::expose(
+                        &upstream.name,
+                        upstream.config.rewrite_uris,
+                        &resource.uri,
+                    );
+                    (upstream.name.clone(), resource)
+                })
+            }),
+            |r: &Resource| r.uri.clone(),
+        );
+        catalog.resources = resources;
+        catalog.collisions.extend(collisions);
+        let (templates, collisions) = first_owner_keeps(
+            &previous.resource_templates,
+            offers.iter().flat_map(|(upstream, offer, _)| {
+                offer.resource_templates.iter().map(|template| {
+                    let mut template = template.clone();
+                    if upstream.config.rewrite_uris {
+                        template.uri_template = resource_uri::template_to_gateway(
+                            &upstream.name,
+                            &template.uri_template,
+                        );
+                    }
+                    (upstream.name.clone(), template)
+                })
+            }),
+            |t: &ResourceTemplate| t.uri_template.clone(),
+        );
+        catalog.resource_templates = templates;
+        catalog.collisions.extend(collisions);
+        for collision in &catalog.collisions {
+            if !previous.collisions.contains(collision) {
+                tracing::warn!("name collision: {collision}");
+            }
+        }
         self.catalog.send_replace(Arc::new(catalog));
     }
+}
+
+/// Keeps one item per key (a resource URI or template): the one whose server held the key
+/// in `previous`, else the first offered; the others are reported as collisions.
+fn first_owner_keeps<T>(
+    previous: &[(Arc<str>, T)],
+    offered: impl Iterator<Item = (Arc<str>, T)>,
+    key: impl Fn(&T) -> String,
+) -> (Vec<(Arc<str>, T)>, Vec<naming::Collision>) {
+    let held: BTreeMap<String, &Arc<str>> = previous
+        .iter()
+        .map(|(server, item)| (key(item), server))
+        .collect();
+    let mut offered: Vec<_> = offered.collect();
+    // Stable: previous holders first, otherwise the offering order (servers by name).
+    offered.sort_by_key(|(server, item)| held.get(&key(item)) != Some(&server));
+    let mut owners: BTreeMap<String, Arc<str>> = BTreeMap::new();
+    let mut kept = Vec::new();
+    let mut collisions = Vec::new();
+    for (server, item) in offered {
+        let key = key(&item);
+        match owners.get(&key) {
+            Some(owner) if *owner != server => collisions.push(naming::Collision {
+                exposed: key.clone(),
+                owner: (owner.to_string(), key.clone()),
+                loser: (server.to_string(), key),
+                assigned: None,
+            }),
+            _ => {
+                owners.insert(key, server.clone());
+                kept.push((server, item));
+            }
+        }
+    }
+    (kept, collisions)
 }

@@ -1,10 +1,14 @@
-//! Federated names: `mcp__<server>__<name>`, the way every upstream tool and prompt is
-//! re-exported.
+//! Federated names: `<prefix><name>`, the way every upstream tool and prompt is
+//! re-exported. The prefix is the server's `prefix` setting, by default `mcp__<server>__`;
+//! an empty prefix exposes the upstream's own names.
 //!
 //! Clients accept only `[A-Za-z0-9_-]` and at most 64 characters, so other characters
 //! become `_`, and a longer name is cut and given a short hash suffix computed from the
-//! original (server, name) pair: the same on every start. Two names that sanitize to the
-//! same string are told apart the same way, deterministically, and reported.
+//! original (server, name) pair: the same on every start. Two names that come out the same
+//! (two servers with the same prefix offering the same name, or two names that sanitize
+//! alike) keep the name for its first owner: the one that held it in the previous catalog,
+//! else the first in (server, name) order. The other is told apart by the hash suffix and
+//! reported as a [`Collision`] naming both servers and the contested name.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,8 +16,6 @@ use sha2::{Digest, Sha256};
 
 /// The longest name clients accept.
 pub const MAX_NAME_LEN: usize = 64;
-const PREFIX: &str = "mcp__";
-const SEPARATOR: &str = "__";
 const HASH_LEN: usize = 8;
 
 /// A stable short hash of an upstream (server, name) pair.
@@ -42,15 +44,15 @@ fn sanitize(raw: &str) -> String {
         .collect()
 }
 
-/// The prefix of every name `server` exports: `mcp__<server>__`.
+/// The default prefix of `server`'s names: `mcp__<server>__`.
 pub fn prefix(server: &str) -> String {
-    format!("{PREFIX}{}{SEPARATOR}", sanitize(server))
+    format!("mcp__{}__", sanitize(server))
 }
 
-/// `mcp__<server>__<name>` sanitized, cut to 64 with a hash suffix when `force_hash`
-/// or when it would be longer.
-fn federate(server: &str, name: &str, force_hash: bool) -> String {
-    let full = format!("{}{}", prefix(server), sanitize(name));
+/// `<prefix><name>` sanitized, cut to 64 with a hash suffix when `force_hash` or when it
+/// would be longer.
+fn federate(prefix: &str, server: &str, name: &str, force_hash: bool) -> String {
+    let full = format!("{}{}", sanitize(prefix), sanitize(name));
     if full.len() <= MAX_NAME_LEN && !force_hash {
         return full;
     }
@@ -59,40 +61,80 @@ fn federate(server: &str, name: &str, force_hash: bool) -> String {
     format!("{}_{suffix}", &full[..keep])
 }
 
-/// A name the assigner had to change beyond plain sanitizing, for the log.
+/// Two upstream names that wanted the same exposed name, for the log and `config check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Collision {
-    pub server: String,
-    pub name: String,
-    pub assigned: String,
-    pub clashed_with: String,
+    /// The contested exposed name, which stays with `owner`.
+    pub exposed: String,
+    /// `(server, upstream name)` that keeps `exposed`.
+    pub owner: (String, String),
+    /// `(server, upstream name)` that lost it.
+    pub loser: (String, String),
+    /// What `loser` is exposed as instead; `None` when it is not exposed at all (a
+    /// resource URI or template, which cannot be renamed).
+    pub assigned: Option<String>,
 }
 
-/// Assigns federated names to upstream `(server, name)` pairs.
+impl std::fmt::Display for Collision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is offered by server `{}` (as `{}`) and by server `{}` (as `{}`): `{}` keeps it",
+            self.exposed, self.owner.0, self.owner.1, self.loser.0, self.loser.1, self.owner.0,
+        )?;
+        match &self.assigned {
+            Some(assigned) => write!(f, ", `{}`'s is exposed as `{assigned}`", self.loser.0),
+            None => write!(f, ", `{}`'s is not exposed", self.loser.0),
+        }
+    }
+}
+
+/// One upstream name to expose: its server, that server's prefix, and the name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Offered<'a> {
+    pub server: &'a str,
+    pub name: &'a str,
+    pub prefix: &'a str,
+}
+
+/// Exposed name → `(server, upstream name)`: who holds each name now.
+pub type Owners = BTreeMap<String, (String, String)>;
+
+/// Assigns exposed names to upstream names.
 ///
-/// Deterministic whatever the input order: pairs are taken in sorted order, the first
-/// pair to produce a name keeps it, later ones get the hash-suffixed form.
+/// Deterministic whatever the input order: a name that `previous` shows its offerer
+/// already held is kept first (so a later `list_changed` elsewhere cannot take it), then
+/// the rest in (server, name) order; the first to produce a name keeps it, later ones get
+/// the hash-suffixed form and a [`Collision`].
 pub fn assign<'a>(
-    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    offered: impl IntoIterator<Item = Offered<'a>>,
+    previous: &Owners,
 ) -> (BTreeMap<(String, String), String>, Vec<Collision>) {
-    let sorted: BTreeSet<(&str, &str)> = pairs.into_iter().collect();
-    let mut taken: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let held = |o: &Offered<'_>| {
+        previous
+            .get(&federate(o.prefix, o.server, o.name, false))
+            .is_some_and(|(server, name)| server == o.server && name == o.name)
+    };
+    let sorted: BTreeSet<(bool, Offered<'a>)> =
+        offered.into_iter().map(|o| (!held(&o), o)).collect();
+    let mut taken: Owners = BTreeMap::new();
     let mut assigned = BTreeMap::new();
     let mut collisions = Vec::new();
-    for (server, name) in sorted {
-        let mut candidate = federate(server, name, false);
-        if let Some((other_server, other_name)) = taken.get(&candidate) {
-            let clashed_with = format!("{other_server}/{other_name}");
-            candidate = federate(server, name, true);
+    for (_, o) in sorted {
+        let key = (o.server.to_owned(), o.name.to_owned());
+        let mut candidate = federate(o.prefix, o.server, o.name, false);
+        if let Some(owner) = taken.get(&candidate) {
+            let exposed = candidate;
+            candidate = federate(o.prefix, o.server, o.name, true);
             collisions.push(Collision {
-                server: server.to_owned(),
-                name: name.to_owned(),
-                assigned: candidate.clone(),
-                clashed_with,
+                exposed,
+                owner: owner.clone(),
+                loser: key.clone(),
+                assigned: Some(candidate.clone()),
             });
         }
-        taken.insert(candidate.clone(), (server.to_owned(), name.to_owned()));
-        assigned.insert((server.to_owned(), name.to_owned()), candidate);
+        taken.insert(candidate.clone(), key.clone());
+        assigned.insert(key, candidate);
     }
     (assigned, collisions)
 }
@@ -101,33 +143,72 @@ pub fn assign<'a>(
 mod tests {
     use super::*;
 
+    fn federated(server: &str, name: &str) -> String {
+        federate(&prefix(server), server, name, false)
+    }
+
+    fn offered<'a>(server: &'a str, prefix: &'a str, name: &'a str) -> Offered<'a> {
+        Offered {
+            server,
+            name,
+            prefix,
+        }
+    }
+
     #[test]
     fn plain_names_are_prefixed() {
-        assert_eq!(federate("kv", "get", false), "mcp__kv__get");
+        assert_eq!(federated("kv", "get"), "mcp__kv__get");
         assert_eq!(
-            federate("everything", "get-sum", false),
+            federated("everything", "get-sum"),
             "mcp__everything__get-sum"
         );
-        assert_eq!(federate("s", "a.b/c d", false), "mcp__s__a_b_c_d");
+        assert_eq!(federated("s", "a.b/c d"), "mcp__s__a_b_c_d");
+        assert_eq!(federate("", "s", "get", false), "get");
+        assert_eq!(federate("kv_", "s", "get", false), "kv_get");
     }
 
     #[test]
     fn long_names_are_cut_to_64_with_a_stable_suffix() {
         let long = "x".repeat(70);
-        let name = federate("srv", &long, false);
+        let name = federated("srv", &long);
         assert_eq!(name.len(), MAX_NAME_LEN);
-        assert_eq!(name, federate("srv", &long, false));
-        assert_ne!(name, federate("srv", &"x".repeat(71), false));
+        assert_eq!(name, federated("srv", &long));
+        assert_ne!(name, federated("srv", &"x".repeat(71)));
+        assert_eq!(federate("", "srv", &long, false).len(), MAX_NAME_LEN);
     }
 
     #[test]
     fn sanitized_clashes_keep_both_names_callable() {
-        let (names, collisions) = assign([("s", "a.b"), ("s", "a_b")]);
+        let p = prefix("s");
+        let (names, collisions) = assign(
+            [offered("s", &p, "a.b"), offered("s", &p, "a_b")],
+            &Owners::new(),
+        );
         let first = &names[&("s".to_owned(), "a.b".to_owned())];
         let second = &names[&("s".to_owned(), "a_b".to_owned())];
         assert_ne!(first, second);
         assert_eq!(collisions.len(), 1);
-        let (again, _) = assign([("s", "a_b"), ("s", "a.b")]);
+        let (again, _) = assign(
+            [offered("s", &p, "a_b"), offered("s", &p, "a.b")],
+            &Owners::new(),
+        );
         assert_eq!(names, again, "order of discovery must not matter");
+    }
+
+    #[test]
+    fn a_name_stays_with_its_first_owner() {
+        let both = [offered("b", "", "search"), offered("a", "", "search")];
+        let (names, collisions) = assign(both, &Owners::new());
+        assert_eq!(names[&("a".to_owned(), "search".to_owned())], "search");
+        assert_eq!(collisions.len(), 1);
+        assert_eq!(collisions[0].exposed, "search");
+        assert_eq!(collisions[0].loser, ("b".to_owned(), "search".to_owned()));
+        assert!(collisions[0].to_string().contains("server `a`"));
+        assert!(collisions[0].to_string().contains("server `b`"));
+        // `b` had `search` first; `a` offering it later does not take it away.
+        let previous = Owners::from([("search".to_owned(), ("b".to_owned(), "search".to_owned()))]);
+        let (names, collisions) = assign(both, &previous);
+        assert_eq!(names[&("b".to_owned(), "search".to_owned())], "search");
+        assert_eq!(collisions[0].owner.0, "b");
     }
 }

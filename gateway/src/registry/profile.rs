@@ -1,4 +1,5 @@
-//! Profiles: which tools (and prompts) a client sees, and in which mode.
+//! Profiles: which tools (and prompts) a client sees, in which mode, and whether its
+//! `tools/list` holds the whole catalog or `search_tools` and the pinned tools.
 //!
 //! A profile is an allow mask and a deny mask of globs over federated names. The
 //! `[profiles.default]` profile, when configured, is the global mask: every session gets
@@ -11,13 +12,14 @@
 //! allow = ["mcp__kv__get", "mcp__kv__list", "mcp__everything__*"]
 //! deny = ["mcp__everything__trigger-*"]
 //! mode = "both"
+//! catalog = "search"   # overrides [gateway] catalog; [gateway] pinned applies to every profile
 //! ```
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::globs::glob_set;
-use crate::config::{Config, Mode, ProfileConfig};
+use crate::config::{CatalogMode, Config, Mode, ProfileConfig};
 
 /// The profile that applies to every session.
 pub const DEFAULT_PROFILE: &str = "default";
@@ -42,12 +44,15 @@ impl Mask {
     }
 }
 
-/// A resolved profile: the intersection of its masks, and its mode.
+/// A resolved profile: the intersection of its masks, its mode and its catalog.
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub name: String,
     pub mode: Mode,
+    pub catalog: CatalogMode,
     masks: Vec<Mask>,
+    /// `[gateway] pinned`: listed in `search` mode too.
+    pinned: globset::GlobSet,
 }
 
 impl Profile {
@@ -62,6 +67,11 @@ impl Profile {
     /// Whether a federated name is visible.
     pub fn sees(&self, name: &str) -> bool {
         self.masks.iter().all(|m| m.sees(name))
+    }
+
+    /// Whether a visible federated name is listed even in `search` mode.
+    pub fn pinned(&self, name: &str) -> bool {
+        self.pinned.is_match(name) && self.sees(name)
     }
 
     /// Whether `server`'s resources are visible: when the name `mcp__<server>__*` is
@@ -91,10 +101,16 @@ impl Profiles {
                 .and_then(|p| p.mode)
                 .or_else(|| global.and_then(|g| g.mode))
                 .unwrap_or(config.gateway.mode);
+            let catalog = profile
+                .and_then(|p| p.catalog)
+                .or_else(|| global.and_then(|g| g.catalog))
+                .unwrap_or(config.gateway.catalog);
             Arc::new(Profile {
                 name: name.to_owned(),
                 mode,
+                catalog,
                 masks,
+                pinned: glob_set(&config.gateway.pinned),
             })
         };
         let by_name = config
@@ -148,5 +164,34 @@ mod tests {
         let default = profiles.get(None).unwrap();
         assert!(default.sees("mcp__other__x"));
         assert!(profiles.get(Some("nope")).is_none());
+    }
+
+    #[test]
+    fn the_catalog_mode_is_chosen_like_the_mode_and_pins_need_visibility() {
+        let mut config = Config::default();
+        config.gateway.pinned = vec!["mcp__kv__*".into()];
+        config.profiles.insert(
+            "searching".into(),
+            ProfileConfig {
+                deny: vec!["mcp__kv__put".into()],
+                catalog: Some(CatalogMode::Search),
+                ..Default::default()
+            },
+        );
+        let profiles = Profiles::new(&config);
+        let searching = profiles.get(Some("searching")).unwrap();
+        assert_eq!(searching.catalog, CatalogMode::Search);
+        assert!(searching.pinned("mcp__kv__get"));
+        assert!(
+            !searching.pinned("mcp__kv__put"),
+            "a hidden tool is not pinned"
+        );
+        assert!(!searching.pinned("mcp__fs__read"));
+        assert_eq!(profiles.get(None).unwrap().catalog, CatalogMode::Full);
+        config.gateway.catalog = CatalogMode::Search;
+        assert_eq!(
+            Profiles::new(&config).get(None).unwrap().catalog,
+            CatalogMode::Search
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! Resource subscriptions: which downstream sessions asked for updates to which gateway
-//! URI, and the task that delivers an upstream's `notifications/resources/updated` to
-//! them under the gateway URI.
+//! Resource subscriptions: which downstream sessions asked for updates to which URI (as
+//! clients see it), and the task that delivers an upstream's
+//! `notifications/resources/updated` to them under that URI.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,8 +8,6 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc;
-
-use crate::registry::resource_uri;
 
 /// A subscribed session: its id and the peer to notify.
 type Subscriber = (String, Peer<RoleServer>);
@@ -21,7 +19,7 @@ pub struct Subscriptions {
 }
 
 impl Subscriptions {
-    /// Starts delivering `(server, original uri)` updates to subscribers.
+    /// Starts delivering `(server, uri as clients see it)` updates to subscribers.
     pub fn start(mut updates: mpsc::UnboundedReceiver<(Arc<str>, String)>) -> Arc<Self> {
         let subscriptions = Arc::new(Subscriptions::default());
         let weak = Arc::downgrade(&subscriptions);
@@ -30,9 +28,8 @@ impl Subscriptions {
                 let Some(subscriptions) = weak.upgrade() else {
                     break;
                 };
-                subscriptions
-                    .deliver(&resource_uri::to_gateway(&server, &uri))
-                    .await;
+                tracing::trace!(%server, %uri, "resource updated");
+                subscriptions.deliver(&uri).await;
             }
         });
         subscriptions

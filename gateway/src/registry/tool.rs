@@ -7,8 +7,8 @@ use std::time::Duration;
 use rmcp::model::Tool;
 use serde_json::Value;
 
+use crate::config::ServerConfig;
 use crate::observe::metrics::SCHEMA_COMPILATIONS;
-use crate::upstream::Upstream;
 
 /// A compiled JSON Schema, or why it could not be compiled.
 pub type CompiledSchema = Result<jsonschema::Validator, String>;
@@ -35,21 +35,20 @@ pub struct FederatedTool {
 }
 
 impl FederatedTool {
-    pub fn new(name: &str, upstream: &Upstream, tool: &Tool) -> Self {
+    /// `tool` as `server` (configured by `config`) offers it, under the gateway name `name`.
+    pub fn new(name: &str, server: &Arc<str>, config: &ServerConfig, tool: &Tool) -> Self {
         let mut definition = tool.clone();
         definition.name = name.to_owned().into();
         let annotations = tool.annotations.as_ref();
         let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
         let idempotent = annotations.and_then(|a| a.idempotent_hint) == Some(true);
-        let tool_override = upstream.config.tools.get(tool.name.as_ref());
+
         FederatedTool {
             name: name.to_owned(),
-            server: upstream.name.clone(),
+            server: server.clone(),
             original: tool.name.to_string(),
-            timeout: upstream.config.timeout_for(&tool.name),
-            concurrency_safe: tool_override
-                .and_then(|o| o.concurrency_safe)
-                .unwrap_or(read_only),
+            timeout: config.timeout_for(&tool.name),
+            concurrency_safe: concurrency_safe(config, tool),
             retryable: read_only || idempotent,
             definition,
             input_schema: OnceLock::new(),
@@ -59,12 +58,35 @@ impl FederatedTool {
 
     /// Whether this entry was built from the same upstream definition and settings
     /// (so its compiled schemas can be kept across a catalog rebuild).
-    pub fn same_source(&self, upstream: &Upstream, tool: &Tool) -> bool {
+    pub fn same_source(&self, server: &str, config: &ServerConfig, tool: &Tool) -> bool {
         let mut renamed = tool.clone();
         renamed.name = self.name.clone().into();
-        *self.server == *upstream.name
+        *self.server == *server
             && self.definition == renamed
-            && self.timeout == upstream.config.timeout_for(&tool.name)
+            && self.timeout == config.timeout_for(&tool.name)
+            && self.concurrency_safe == concurrency_safe(config, tool)
+    }
+
+    /// The tool as sdkgen takes it: the `run_code` SDK and `search_tools`' declarations
+    /// are generated from these.
+    pub fn sdk_spec(&self) -> sdkgen::ToolSpec {
+        let definition = &self.definition;
+        sdkgen::ToolSpec {
+            federated_name: self.name.clone(),
+            server: self.server.to_string(),
+            name: self.original.clone(),
+            title: definition.title.clone(),
+            description: definition.description.as_ref().map(|d| d.to_string()),
+            input_schema: Value::Object((*definition.input_schema).clone()),
+            output_schema: definition
+                .output_schema
+                .as_ref()
+                .map(|schema| Value::Object((**schema).clone())),
+            annotations: definition
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+        }
     }
 
     /// The input schema, compiled on first use and kept.
@@ -84,6 +106,19 @@ impl FederatedTool {
             })
             .as_ref()
     }
+}
+
+/// Whether run_code may overlap calls to `tool`: `[servers.X.tools.T] concurrency_safe`,
+/// else its `readOnlyHint`.
+/// May run alongside other calls: `readOnlyHint`, unless `[servers.X.tools.T]
+/// concurrency_safe` says otherwise.
+fn concurrency_safe(config: &ServerConfig, tool: &Tool) -> bool {
+    let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+    config
+        .tools
+        .get(tool.name.as_ref())
+        .and_then(|o| o.concurrency_safe)
+        .unwrap_or(read_only)
 }
 
 fn compile(schema: &Value) -> CompiledSchema {

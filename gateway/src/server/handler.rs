@@ -7,15 +7,15 @@ use std::sync::{Arc, OnceLock};
 
 #[allow(
     deprecated,
-    reason = "resources/subscribe is what pre-2026 clients use"
+    reason = "resources/subscribe and logging are what pre-2026 clients use"
 )]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResponse, Reference, ServerConfig, ServerResult, SubscribeRequest,
-    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    ReadResourceResponse, Reference, ServerConfig, ServerResult, SetLevelRequestParams,
+    SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -27,12 +27,17 @@ use crate::observe::telemetry;
 use crate::pipeline::{CallRequest, Origin, Session};
 use crate::registry::resource_uri;
 use crate::registry::view::SessionView;
+use crate::relay::Caller;
+use crate::search_tools::Found;
 use crate::server::http::security::Credentials;
 use crate::server::transport::shared_sessions::TransportSession;
-use crate::upstream::{ProgressSink, UpstreamError};
+use crate::upstream::UpstreamError;
 
 /// How often a session's watcher checks that its client is still connected.
 const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long `logging/setLevel` waits for the upstreams to take a new level.
+const SET_LEVEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
@@ -94,8 +99,8 @@ impl GatewayServer {
         Ok(self.session.get_or_init(|| session))
     }
 
-    /// Watches the catalog and tells this client when what it can see changes: its
-    /// tools, prompts or resources.
+    /// Watches the catalog, and the tools the session found with `search_tools`, and
+    /// tells this client when what it can see changes: its tools, prompts or resources.
     fn watch_catalog(&self, peer: rmcp::Peer<RoleServer>) {
         let Some(session) = self.session.get() else {
             return;
@@ -103,6 +108,11 @@ impl GatewayServer {
         let session = session.clone();
         let gateway = self.gateway.clone();
         let mut catalog = gateway.registry.watch();
+        let sessions = gateway.registry.downstream().clone();
+        sessions
+            .sessions
+            .join(session.id.as_str().into(), peer.clone());
+        let found = Found::of(&session);
         tokio::spawn(async move {
             let mut shown = Visible::of(&gateway, &session);
             // The session ends with its transport; check now and then, so a closed
@@ -111,6 +121,7 @@ impl GatewayServer {
             loop {
                 tokio::select! {
                     changed = catalog.changed() => if changed.is_err() { break },
+                    () = found.changed() => {}
                     () = gateway.shutdown.cancelled() => break,
                     _ = alive_check.tick() => {
                         if peer.is_transport_closed() {
@@ -137,6 +148,7 @@ impl GatewayServer {
                 }
                 shown = now;
             }
+            sessions.sessions.leave(&session.id);
         });
     }
 }
@@ -188,7 +200,8 @@ impl ServerHandler for GatewayServer {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(
-                "mcp-gateway federates several MCP servers: tools are named mcp__<server>__<tool>.",
+                "mcp-gateway federates several MCP servers: tools are named mcp__<server>__<tool> \
+                 unless a server's configured prefix says otherwise.",
             )
     }
 
@@ -221,6 +234,44 @@ impl ServerHandler for GatewayServer {
         self.watch_catalog(context.peer);
     }
 
+    /// This session's level; upstreams are told the lowest level any session wants.
+    #[allow(deprecated, reason = "logging/setLevel is what pre-2026 clients use")]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = self.session()?;
+        let sessions = &self.gateway.registry.downstream().sessions;
+        let before = sessions.lowest();
+        let lowest = sessions.set_level(&session.id.as_str().into(), context.peer, request.level);
+        if before != Some(lowest) {
+            // Answered once the upstreams have the level (or were given time to take it),
+            // so the client's next call already logs at it.
+            let told = self
+                .gateway
+                .registry
+                .upstreams()
+                .into_iter()
+                .map(|upstream| async move {
+                    upstream.set_log_level(lowest).await;
+                });
+            let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
+        }
+        Ok(())
+    }
+
+    /// The client's roots changed: every upstream may have asked for them, so each is told.
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        for upstream in self.gateway.registry.upstreams() {
+            if let Some(live) = upstream.live()
+                && let Err(e) = live.peer.notify_roots_list_changed().await
+            {
+                tracing::debug!(server = %upstream.name, "roots/list_changed not delivered: {e}");
+            }
+        }
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -239,10 +290,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let session = self.session()?.clone();
-        let progress = context.meta.get_progress_token().map(|token| ProgressSink {
-            peer: context.peer.clone(),
-            token,
-        });
+        let caller = Caller::of(&context, &session.id);
         let result = self
             .gateway
             .call(
@@ -252,7 +300,7 @@ impl ServerHandler for GatewayServer {
                     arguments: request.arguments,
                     cancel: context.ct.clone(),
                     peer: Some(context.peer.clone()),
-                    progress,
+                    caller: Some(caller),
                     origin: Origin::Client,
                     trace: caller_trace(&context),
                 },
@@ -291,7 +339,10 @@ impl ServerHandler for GatewayServer {
         let mut params = request;
         params.name = prompt.original.clone();
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
-        match self.forward(&prompt.server, request, &context).await? {
+        match self
+            .forward(&prompt.server, request, session, &context)
+            .await?
+        {
             ServerResult::GetPromptResult(result) => Ok(result.into()),
             other => Err(unexpected(&other)),
         }
@@ -338,10 +389,12 @@ impl ServerHandler for GatewayServer {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
-        match self.forward(&server, request, &context).await? {
+        match self.forward(&server, request, session, &context).await? {
             ServerResult::ReadResourceResult(mut result) => {
-                for contents in &mut result.contents {
-                    resource_uri::rewrite_contents(&server, contents);
+                if self.gateway.registry.catalog().rewriting.contains(&server) {
+                    for contents in &mut result.contents {
+                        resource_uri::rewrite_contents(&server, contents);
+                    }
                 }
                 Ok(result.into())
             }
@@ -366,7 +419,9 @@ impl ServerHandler for GatewayServer {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
-        self.forward(&server, request, &context).await.map(drop)
+        self.forward(&server, request, session, &context)
+            .await
+            .map(drop)
     }
 
     #[allow(
@@ -390,7 +445,9 @@ impl ServerHandler for GatewayServer {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
-        self.forward(&server, request, &context).await.map(drop)
+        self.forward(&server, request, session, &context)
+            .await
+            .map(drop)
     }
 
     async fn complete(
@@ -398,7 +455,7 @@ impl ServerHandler for GatewayServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let (_, view) = self.view()?;
+        let (session, view) = self.view()?;
         let mut params = request;
         let server = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
@@ -421,7 +478,7 @@ impl ServerHandler for GatewayServer {
             }
         };
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
-        match self.forward(&server, request, &context).await? {
+        match self.forward(&server, request, session, &context).await? {
             ServerResult::CompleteResult(result) => Ok(result),
             other => Err(unexpected(&other)),
         }
@@ -429,26 +486,29 @@ impl ServerHandler for GatewayServer {
 }
 
 impl GatewayServer {
-    /// The visible server that owns a gateway resource URI, and the original URI.
+    /// The visible server that owns a resource URI a client sent, and the URI as that
+    /// server knows it.
     fn owner_of(&self, view: &SessionView, uri: &str) -> Result<(Arc<str>, String), ErrorData> {
         let not_found = || ErrorData::resource_not_found(format!("no resource `{uri}`"), None);
-        let (server, original) = resource_uri::from_gateway(uri).ok_or_else(not_found)?;
-        let upstream = self
+        let (server, original) = self
             .gateway
             .registry
-            .upstream(server)
+            .catalog()
+            .resource_owner(uri)
             .ok_or_else(not_found)?;
-        if !view.sees_server(server) {
+        if !view.sees_server(&server) {
             return Err(not_found());
         }
-        Ok((upstream.name.clone(), original))
+        Ok((server, original))
     }
 
-    /// Sends a request to the upstream `server`, cancelled with the client's request.
+    /// Sends a request to the upstream `server`, cancelled with the client's request;
+    /// what the upstream sends back meanwhile goes to this client.
     async fn forward(
         &self,
         server: &str,
         request: ClientRequest,
+        session: &Session,
         context: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
         let upstream = self.gateway.registry.upstream(server).ok_or_else(|| {
@@ -457,7 +517,11 @@ impl GatewayServer {
         let live = upstream
             .require_live()
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        match upstream.request(&live, request, &context.ct, None).await {
+        let caller = Caller::of(context, &session.id);
+        match upstream
+            .request(&live, request, &context.ct, Some(caller))
+            .await
+        {
             Ok(result) => Ok(result),
             Err(UpstreamError::Rejected { error, .. }) => Err(*error),
             Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),

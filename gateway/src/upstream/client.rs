@@ -1,25 +1,32 @@
 //! The gateway's side of each upstream session: what it tells the upstream about itself,
-//! and where the upstream's notifications go.
+//! and where the upstream's requests and notifications go.
 //!
-//! Tool-list changes go to the supervisor (which refreshes the catalog); progress goes to
-//! the downstream client that made the call, through the progress routes; log messages go
-//! to the gateway log.
+//! The gateway declares sampling, elicitation (form and URL) and roots, so an upstream
+//! offers what needs them; each such request is relayed to the client whose call it
+//! belongs to (see [`crate::relay`]). Tool, prompt and resource list changes go to the
+//! supervisor (which refreshes the catalog); progress and log messages go to the calling
+//! client, log messages also to the gateway log.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-#[allow(
+#![allow(
     deprecated,
-    reason = "upstreams on 2025 protocols still send log messages"
+    reason = "upstreams on 2025 protocols still log, sample and ask for roots"
 )]
+
+use std::sync::Arc;
+
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, LoggingLevel,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-    ResourceUpdatedNotificationParam,
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, CustomNotification, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
+    Implementation, ListRootsRequest, ListRootsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam,
+    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, UrlElicitationCapability,
 };
-use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
+use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use tokio::sync::mpsc;
+
+use crate::relay::{self, CallRoutes, Downstream};
 
 /// Something an upstream told us that changes what the gateway offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,78 +37,112 @@ pub enum UpstreamEvent {
     ResourceUpdated(String),
 }
 
-/// Where progress for one in-flight upstream request goes: the downstream peer and the
-/// token that peer chose.
-#[derive(Clone)]
-pub struct ProgressSink {
-    pub peer: Peer<RoleServer>,
-    pub token: ProgressToken,
-}
-
-/// Upstream progress token → downstream sink, for the calls in flight on one upstream.
-#[derive(Clone, Default)]
-pub struct ProgressRoutes(Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>);
-
-impl ProgressRoutes {
-    /// Routes `upstream_token` to `sink` until the returned guard is dropped.
-    pub fn route(&self, upstream_token: ProgressToken, sink: ProgressSink) -> RouteGuard {
-        self.lock().insert(upstream_token.clone(), sink);
-        RouteGuard {
-            routes: self.clone(),
-            token: upstream_token,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressSink>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn sink_for(&self, token: &ProgressToken) -> Option<ProgressSink> {
-        self.lock().get(token).cloned()
-    }
-}
-
-/// Removes a progress route when the call that owns it ends.
-pub struct RouteGuard {
-    routes: ProgressRoutes,
-    token: ProgressToken,
-}
-
-impl Drop for RouteGuard {
-    fn drop(&mut self) {
-        self.routes.lock().remove(&self.token);
-    }
-}
-
 /// The rmcp client handler for one upstream connection.
 pub struct UpstreamClient {
     server: Arc<str>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
-    progress: ProgressRoutes,
+    calls: CallRoutes,
+    downstream: Arc<Downstream>,
 }
 
 impl UpstreamClient {
     pub fn new(
         server: Arc<str>,
         events: mpsc::UnboundedSender<UpstreamEvent>,
-        progress: ProgressRoutes,
+        calls: CallRoutes,
+        downstream: Arc<Downstream>,
     ) -> Self {
         Self {
             server,
             events,
-            progress,
+            calls,
+            downstream,
         }
     }
+
+    async fn relay(
+        &self,
+        request: ServerRequest,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        relay::requests::relay(
+            &self.server,
+            &self.downstream,
+            &self.calls,
+            request,
+            context,
+        )
+        .await
+    }
+}
+
+/// The client's answer was not the kind the request asks for.
+fn mismatched(answer: &ClientResult) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the client answered with an unexpected result: {answer:?}")
+            .chars()
+            .take(200)
+            .collect::<String>(),
+        None,
+    )
 }
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_roots_list_changed()
+            .enable_sampling()
+            .enable_elicitation_with(
+                ElicitationCapability::new()
+                    .with_form(FormElicitationCapability::new())
+                    .with_url(UrlElicitationCapability::new()),
+            )
+            .build();
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("mcp-gateway", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn ping(&self, context: RequestContext<RoleClient>) -> Result<(), ErrorData> {
+        let request = ServerRequest::PingRequest(PingRequest::default());
+        self.relay(request, &context).await.map(drop)
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match self.relay(request, &context).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            other => Err(mismatched(&other)),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match self.relay(request, &context).await? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            other => Err(mismatched(&other)),
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        match self.relay(request, &context).await? {
+            ClientResult::ListRootsResult(result) => Ok(result),
+            other => Err(mismatched(&other)),
+        }
     }
 
     async fn on_progress(
@@ -109,38 +150,60 @@ impl ClientHandler for UpstreamClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let Some(sink) = self.progress.sink_for(&params.progress_token) else {
+        let Some(caller) = self.calls.progress_caller(&params.progress_token) else {
+            return;
+        };
+        let Some(token) = caller.progress_token else {
             return;
         };
         let mut forwarded = params;
-        forwarded.progress_token = sink.token;
-        if let Err(e) = sink.peer.notify_progress(forwarded).await {
+        forwarded.progress_token = token;
+        if let Err(e) = caller.peer.notify_progress(forwarded).await {
             tracing::debug!(server = %self.server, "progress not delivered: {e}");
         }
     }
 
-    #[allow(
-        deprecated,
-        reason = "upstreams on 2025 protocols still send log messages"
-    )]
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
-        let logger = params.logger.as_deref().unwrap_or("-");
-        let data = &params.data;
-        match params.level {
-            LoggingLevel::Debug => {
-                tracing::debug!(target: "upstream", server = %self.server, logger, "{data}")
+        log_locally(&self.server, &params);
+        let caller = self
+            .calls
+            .caller_of(context.extensions.get::<InboundStreamOrigin>())
+            .ok();
+        let message = relay::sessions::tagged(&self.server, params);
+        for peer in self
+            .downstream
+            .sessions
+            .recipients(&message, caller.as_ref())
+        {
+            if let Err(e) = peer.notify_logging_message(message.clone()).await {
+                tracing::debug!(server = %self.server, "log message not delivered: {e}");
             }
-            LoggingLevel::Info | LoggingLevel::Notice => {
-                tracing::info!(target: "upstream", server = %self.server, logger, "{data}")
-            }
-            LoggingLevel::Warning => {
-                tracing::warn!(target: "upstream", server = %self.server, logger, "{data}")
-            }
-            _ => tracing::error!(target: "upstream", server = %self.server, logger, "{data}"),
+        }
+    }
+
+    /// `notifications/elicitation/complete` (URL mode) goes to the client whose call
+    /// started the elicitation; other unknown notifications are dropped.
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method != "notifications/elicitation/complete" {
+            return;
+        }
+        let Ok(caller) = self
+            .calls
+            .caller_of(context.extensions.get::<InboundStreamOrigin>())
+        else {
+            return;
+        };
+        let forwarded = ServerNotification::CustomNotification(notification);
+        if let Err(e) = caller.peer.send_notification(forwarded).await {
+            tracing::debug!(server = %self.server, "elicitation completion not delivered: {e}");
         }
     }
 
@@ -164,5 +227,19 @@ impl ClientHandler for UpstreamClient {
         let _ = self
             .events
             .send(UpstreamEvent::ResourceUpdated(params.uri.to_string()));
+    }
+}
+
+/// The gateway log's copy of an upstream log message.
+fn log_locally(server: &str, params: &LoggingMessageNotificationParam) {
+    let logger = params.logger.as_deref().unwrap_or("-");
+    let data = &params.data;
+    match params.level {
+        LoggingLevel::Debug => tracing::debug!(target: "upstream", server, logger, "{data}"),
+        LoggingLevel::Info | LoggingLevel::Notice => {
+            tracing::info!(target: "upstream", server, logger, "{data}")
+        }
+        LoggingLevel::Warning => tracing::warn!(target: "upstream", server, logger, "{data}"),
+        _ => tracing::error!(target: "upstream", server, logger, "{data}"),
     }
 }

@@ -13,11 +13,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::child::{self, ProcessGroup, Violation};
-use super::client::{ProgressRoutes, UpstreamClient, UpstreamEvent};
+use super::client::{UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
 use super::traced_http::TracedHttp;
 use super::{Live, sse_client};
 use crate::config::{Endpoint, RemoteTransport, ServerConfig};
+use crate::relay::{CallRoutes, Downstream};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -92,11 +93,12 @@ pub async fn connect(
     name: &Arc<str>,
     config: &ServerConfig,
     events: mpsc::UnboundedSender<UpstreamEvent>,
-    progress: ProgressRoutes,
+    calls: CallRoutes,
+    downstream: Arc<Downstream>,
 ) -> Result<Connection, ConnectError> {
     tokio::time::timeout(
         CONNECT_TIMEOUT,
-        connect_inner(name, config, events, progress),
+        connect_inner(name, config, events, calls, downstream),
     )
     .await
     .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
@@ -106,9 +108,10 @@ async fn connect_inner(
     name: &Arc<str>,
     config: &ServerConfig,
     events: mpsc::UnboundedSender<UpstreamEvent>,
-    progress: ProgressRoutes,
+    calls: CallRoutes,
+    downstream: Arc<Downstream>,
 ) -> Result<Connection, ConnectError> {
-    let handler = UpstreamClient::new(name.clone(), events, progress);
+    let handler = UpstreamClient::new(name.clone(), events, calls, downstream);
     let violation = Violation::default();
     let init_error =
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());

@@ -19,19 +19,23 @@ mod traced_http;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+#[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
-    RequestMetaObject, ResultType, ServerResult,
+    LoggingLevel, ResultType, ServerResult, SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::observe::telemetry;
-pub use client::{ProgressRoutes, ProgressSink, UpstreamEvent};
+use crate::registry::resource_uri;
+use crate::relay::{CallRoutes, Caller, Downstream};
+pub use client::UpstreamEvent;
 pub use offer::Offer;
 
 /// First reconnect delay; doubled per failure up to [`MAX_BACKOFF`].
@@ -98,24 +102,37 @@ pub struct Upstream {
     /// stay known and calls to them fail with UPSTREAM_UNAVAILABLE, not TOOL_NOT_FOUND.
     last_offer: RwLock<Arc<Offer>>,
     health: Mutex<Health>,
-    progress: ProgressRoutes,
+    /// The requests in flight here, and the client call each serves.
+    calls: CallRoutes,
+    /// The client sessions that this upstream's requests and log messages go to.
+    downstream: Arc<Downstream>,
     /// Tells the registry that this upstream's offer changed.
     changed: mpsc::UnboundedSender<Arc<str>>,
-    /// Forwards `resources/updated` to the server layer (subscriptions).
+    /// Forwards `resources/updated` to the server layer (subscriptions), under the URI
+    /// clients see.
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// The requests in flight on this instance, so a retired one can let them finish.
+    requests: TaskTracker,
+    /// Set when this instance is retired: why its connection is going away, for the
+    /// requests the grace period did not cover.
+    retired: std::sync::OnceLock<&'static str>,
+    /// Becomes true once the first connection attempt has finished (or the upstream
+    /// stopped before it could): what one-shot commands wait for.
+    attempted: watch::Sender<bool>,
     shutdown: CancellationToken,
 }
 
 impl Upstream {
-    /// Creates the upstream and starts its supervisor. The returned receiver fires once
-    /// the first connection attempt has finished, successfully or not.
+    /// Creates the upstream and starts its supervisor in the background: nothing waits
+    /// for it to connect, and its tools join the catalog when it does.
     pub fn start(
         name: &str,
         config: ServerConfig,
         changed: mpsc::UnboundedSender<Arc<str>>,
         resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+        downstream: Arc<Downstream>,
         shutdown: CancellationToken,
-    ) -> (Arc<Upstream>, oneshot::Receiver<()>) {
+    ) -> Arc<Upstream> {
         let upstream = Arc::new(Upstream {
             name: name.into(),
             config,
@@ -127,14 +144,23 @@ impl Upstream {
                 last_error: None,
                 pid: None,
             }),
-            progress: ProgressRoutes::default(),
+            calls: CallRoutes::default(),
+            downstream,
             changed,
             resource_updates,
+            requests: TaskTracker::new(),
+            retired: std::sync::OnceLock::new(),
+            attempted: watch::Sender::new(false),
             shutdown,
         });
-        let (first_attempt, first_attempt_done) = oneshot::channel();
-        tokio::spawn(upstream.clone().supervise(first_attempt));
-        (upstream, first_attempt_done)
+        tokio::spawn(upstream.clone().supervise());
+        upstream
+    }
+
+    /// Resolves once the first connection attempt has finished, successfully or not.
+    pub async fn first_attempt(&self) {
+        let mut attempted = self.attempted.subscribe();
+        let _ = attempted.wait_for(|done| *done).await;
     }
 
     /// The current connection, if any.
@@ -152,6 +178,31 @@ impl Upstream {
     /// Stops the supervisor and the connection (and kills a child's process group).
     pub fn stop(&self) {
         self.shutdown.cancel();
+    }
+
+    /// Takes this instance out of service without losing its work: the requests in
+    /// flight on it may finish for up to `grace`, then it stops. The registry has already
+    /// sent new requests elsewhere; `why` explains the end to the requests still running
+    /// when the grace period is over.
+    pub async fn retire(&self, grace: Duration, why: &'static str) {
+        let _ = self.retired.set(why);
+        self.requests.close();
+        let in_flight = self.requests.len();
+        if in_flight > 0 {
+            tracing::info!(server = %self.name, in_flight, "letting requests in flight finish before stopping ({why})");
+        }
+        if tokio::time::timeout(grace, self.requests.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(server = %self.name, in_flight = self.requests.len(), "grace period over; stopping with requests in flight ({why})");
+        }
+        self.stop();
+    }
+
+    /// Whether the supervisor has ended (after [`Self::stop`]).
+    pub fn is_stopped(&self) -> bool {
+        self.health().state == UpstreamState::Stopped
     }
 
     fn set_health(&self, update: impl FnOnce(&mut Health)) {
@@ -183,13 +234,12 @@ impl Upstream {
     }
 
     /// The supervisor: connect, serve until the connection drops, back off, repeat.
-    async fn supervise(self: Arc<Self>, first_attempt: oneshot::Sender<()>) {
-        let mut first_attempt = Some(first_attempt);
+    async fn supervise(self: Arc<Self>) {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let (events_tx, mut events) = mpsc::unbounded_channel();
             let attempt = tokio::select! {
-                attempt = connect::connect(&self.name, &self.config, events_tx, self.progress.clone()) => attempt,
+                attempt = connect::connect(&self.name, &self.config, events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
             match attempt {
@@ -201,9 +251,10 @@ impl Upstream {
                     });
                     tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), "upstream ready");
                     self.set_live(Some(connection.live.clone()));
-                    if let Some(done) = first_attempt.take() {
-                        let _ = done.send(());
+                    if let Some(level) = self.downstream.sessions.lowest() {
+                        self.set_log_level(level).await;
                     }
+                    self.attempted.send_replace(true);
                     loop {
                         tokio::select! {
                             () = connection.closed() => break,
@@ -246,9 +297,7 @@ impl Upstream {
                         h.state = UpstreamState::Failed;
                         h.last_error = Some(error);
                     });
-                    if let Some(done) = first_attempt.take() {
-                        let _ = done.send(());
-                    }
+                    self.attempted.send_replace(true);
                 }
             }
             tokio::select! {
@@ -262,11 +311,13 @@ impl Upstream {
             h.state = UpstreamState::Stopped;
             h.pid = None;
         });
+        self.attempted.send_replace(true);
     }
 
     async fn on_event(&self, event: UpstreamEvent) {
         match event {
             UpstreamEvent::ResourceUpdated(uri) => {
+                let uri = resource_uri::expose(&self.name, self.config.rewrite_uris, &uri);
                 let _ = self.resource_updates.send((self.name.clone(), uri));
             }
             refresh => {
@@ -287,6 +338,18 @@ impl Upstream {
         }
     }
 
+    /// Tells the upstream the lowest log level any client wants, when it offers logging.
+    #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
+    pub async fn set_log_level(&self, level: LoggingLevel) {
+        let Some(live) = self.live() else { return };
+        if live.offer.capabilities.logging.is_none() {
+            return;
+        }
+        if let Err(e) = live.peer.set_level(SetLevelRequestParams::new(level)).await {
+            tracing::debug!(server = %self.name, "logging/setLevel refused: {e}");
+        }
+    }
+
     /// Calls `tool` (the upstream's own name). Cancelling `cancel` sends
     /// `notifications/cancelled` for this request to this upstream only.
     pub async fn call_tool(
@@ -294,7 +357,7 @@ impl Upstream {
         tool: &str,
         arguments: Option<JsonObject>,
         cancel: &CancellationToken,
-        progress: Option<ProgressSink>,
+        caller: Option<Caller>,
         trace: &opentelemetry::Context,
     ) -> Result<CallToolResult, UpstreamError> {
         let live = self
@@ -302,16 +365,18 @@ impl Upstream {
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let mut meta = RequestMetaObject::new();
+        // The client's `_meta` goes on, with the trace context of this call's span in
+        // place of the client's own (the upstream's spans are children of ours).
+        let mut meta = caller
+            .as_ref()
+            .and_then(|caller| caller.meta.clone())
+            .unwrap_or_default();
         for (key, value) in telemetry::inject(trace) {
             meta.insert(key.into(), value.into());
         }
-        let options = PeerRequestOptions::no_options().with_meta(meta);
-        match self
-            .request_with(&live, request, options, cancel, progress)
-            .await?
-        {
+        params.meta = (!meta.is_empty()).then_some(meta);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        match self.request(&live, request, cancel, caller).await? {
             ServerResult::CallToolResult(mut result) => {
                 // An older upstream leaves `resultType` out, which means "complete"; say so,
                 // as the gateway's own results do (rmcp drops it again for older clients).
@@ -322,39 +387,25 @@ impl Upstream {
         }
     }
 
-    /// Sends any request to this upstream, cancellable, with progress routed back.
+    /// Sends any request to this upstream, cancellable; while it is in flight, what the
+    /// upstream sends back (progress, requests, log messages) goes to `caller`.
     pub async fn request(
         &self,
         live: &Live,
         request: ClientRequest,
         cancel: &CancellationToken,
-        progress: Option<ProgressSink>,
+        caller: Option<Caller>,
     ) -> Result<ServerResult, UpstreamError> {
-        self.request_with(
-            live,
-            request,
-            PeerRequestOptions::no_options(),
-            cancel,
-            progress,
-        )
-        .await
-    }
-
-    /// [`Self::request`] with request options (`_meta`).
-    async fn request_with(
-        &self,
-        live: &Live,
-        request: ClientRequest,
-        options: PeerRequestOptions,
-        cancel: &CancellationToken,
-        progress: Option<ProgressSink>,
-    ) -> Result<ServerResult, UpstreamError> {
+        let _in_flight = self.requests.token();
         let mut handle = live
             .peer
-            .send_cancellable_request(request, options)
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| self.service_error(e))?;
-        let _route = progress.map(|sink| self.progress.route(handle.progress_token.clone(), sink));
+        let _route = caller.map(|caller| {
+            self.calls
+                .enter(handle.id.clone(), handle.progress_token.clone(), caller)
+        });
         let answer = tokio::select! {
             answer = &mut handle.rx => Some(answer),
             () = cancel.cancelled() => None,
@@ -367,7 +418,11 @@ impl Upstream {
                     server: self.name.to_string(),
                     reason: violation.to_owned(),
                 },
-                None => self.unavailable("the connection closed before it answered"),
+                None => match self.retired.get() {
+                    Some(why) => self
+                        .unavailable(format!("{why}; the grace period ended before it answered")),
+                    None => self.unavailable("the connection closed before it answered"),
+                },
             }),
             None => {
                 let _ = handle.cancel(Some("cancelled by the gateway".into())).await;

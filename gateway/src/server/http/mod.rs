@@ -1,12 +1,17 @@
 //! The HTTP listener: the routes (`/mcp`, `/mcp/{profile}`, `/sse`, `/sse/{profile}`,
-//! `/message`, `/healthz`, `/readyz`, `/metrics`), the accept loop that bounds connections, and the
-//! security guard every request passes first.
+//! `/message`, `/healthz`, `/readyz`, `/metrics`), the accept loop that bounds connections,
+//! and the security guard every request passes first.
 //!
 //! - [`connections`]: the accept loop (request-head timeout, connection cap, graceful
 //!   close).
 //! - [`security`]: Host/Origin checks, bearer tokens and body limits.
+//! - [`draining`]: during the shutdown drain, new sessions refused with 503, and streamable
+//!   HTTP answers counted until written.
+//! - [`health`]: `/healthz` for people, `/readyz` for load balancers.
 
 pub mod connections;
+pub mod draining;
+pub mod health;
 pub mod security;
 
 use std::sync::Arc;
@@ -22,7 +27,8 @@ use super::{ServeError, unknown_profile};
 use crate::gateway::Gateway;
 use security::{SecurityGuard, SecurityLayer};
 
-/// The routes, all behind the security guard. A path naming no profile gets 404.
+/// The routes, all behind the security guard, then the drain's. A path naming no profile
+/// gets 404.
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
     let guard = SecurityGuard::new(&config.listen)?;
@@ -31,8 +37,8 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .route_service("/mcp", default.clone())
         .route_service("/mcp/", default)
         .route("/mcp/{profile}", any(unrouted_profile))
-        .route("/healthz", get(healthz))
-        .route(security::READINESS_PATH, get(readyz))
+        .route("/healthz", get(health::healthz))
+        .route(security::READINESS_PATH, get(health::readyz))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
@@ -46,6 +52,10 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         // The guard bounds every body; axum's own 2 MB default must not undercut it.
         .layer(axum::extract::DefaultBodyLimit::max(
             config.listen.max_body_bytes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            gateway.drain().clone(),
+            draining::guard,
         ))
         .layer(SecurityLayer::new(guard));
     Ok(router)
@@ -83,33 +93,6 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
     );
     connections::serve(listener, router, (&listen).into(), shutdown).await;
     Ok(())
-}
-
-async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
-    let upstreams = gateway.registry.health();
-    let ready = upstreams
-        .values()
-        .filter(|h| h.state == crate::upstream::UpstreamState::Ready)
-        .count();
-    let shared = gateway.state.is_ready();
-    axum::Json(serde_json::json!({
-        "status": if ready == upstreams.len() && shared { "ok" } else { "degraded" },
-        "shared_state": if shared { "ready" } else { "unavailable" },
-        "upstreams": upstreams,
-    }))
-}
-
-/// For load balancers: 200 while this replica can open and serve sessions (its shared
-/// state answers), 503 otherwise. Needs no token and no allowed Host, so probes reach it.
-async fn readyz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
-    if gateway.state.is_ready() {
-        (http::StatusCode::OK, "ready\n")
-    } else {
-        (
-            http::StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: shared state (Redis) unavailable\n",
-        )
-    }
 }
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {

@@ -7,7 +7,10 @@
 //!   [`shared_sessions`]: those sessions kept so that any replica can serve them.
 //! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
 //! - [`handshake`]: stdio and SSE sessions survive messages sent before `initialize`.
+//! - [`delivered`]: stdio and SSE sessions tell the shutdown drain which requests still
+//!   owe their client an answer.
 
+pub mod delivered;
 pub mod handshake;
 pub mod shared_sessions;
 pub mod sse;

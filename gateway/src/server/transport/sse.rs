@@ -47,6 +47,7 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio_util::sync::CancellationToken;
 
+use super::delivered::Delivered;
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
 use crate::server::handler::{GatewayServer, session_profile};
@@ -215,7 +216,10 @@ pub fn service(gateway: &Arc<Gateway>, shutdown: CancellationToken) -> Router {
             return Err(not_found(profile.as_deref().unwrap_or_default()));
         }
         let server = GatewayServer::new(gateway.clone(), profile);
-        let transport = Handshake::new(transport, server.supported_protocol_versions());
+        let transport = Delivered::new(
+            Handshake::new(transport, server.supported_protocol_versions()),
+            gateway.drain().clone(),
+        );
         tokio::spawn(async move {
             if let Ok(running) = rmcp::ServiceExt::serve(server, transport).await {
                 let _ = running.waiting().await;

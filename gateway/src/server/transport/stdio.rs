@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
+use super::delivered::Delivered;
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
 use crate::server::ServeError;
@@ -32,11 +33,15 @@ pub async fn serve(
     if !gateway.has_profile(profile.as_deref()) {
         return Err(ServeError::UnknownProfile(profile.unwrap_or_default()));
     }
+    let drain = gateway.drain().clone();
     let server = GatewayServer::new(gateway, profile);
     let (stdin, stdout) = streams();
-    let transport = Handshake::new(
-        AsyncRwTransport::new_server(stdin, stdout),
-        server.supported_protocol_versions(),
+    let transport = Delivered::new(
+        Handshake::new(
+            AsyncRwTransport::new_server(stdin, stdout),
+            server.supported_protocol_versions(),
+        ),
+        drain,
     );
     let running = server
         .serve_with_ct(transport, shutdown.child_token())

@@ -1,0 +1,153 @@
+//! Stopping without losing an answer: on SIGTERM/SIGINT the gateway stops taking new
+//! sessions and calls, and every request it already took is answered, and the answer
+//! delivered to its client, before the sessions close.
+//!
+//! A request counts as *undelivered* from the moment a transport reads it until the
+//! transport has handed its answer to the client: written to stdout (stdio), queued on
+//! the session's event stream, which writes what is queued before it ends (legacy SSE),
+//! or the whole `POST` response body written (streamable HTTP). Each transport holds a
+//! [`Delivery`] for that span. [`Drain::run`] waits for none to be left, for up to the
+//! grace period; then it cancels the calls still running (the upstreams get
+//! `notifications/cancelled`, the clients an `ABORTED` result saying why) and gives those
+//! answers [`CANCELLED_DELIVERY`] to go out too. Only then are the sessions closed.
+//!
+//! Calls made by a `run_code` program are part of the run that makes them: they are
+//! never refused as new calls, and the run's own request covers their delivery.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+/// How long the answers of calls cancelled at the end of the grace period may take to
+/// reach their clients before the sessions close anyway.
+pub const CANCELLED_DELIVERY: Duration = Duration::from_secs(2);
+
+/// What a load balancer is told to wait before trying again, in seconds, when a new
+/// session is refused during a drain.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// Why a new call is refused during a drain (UPSTREAM_UNAVAILABLE).
+pub const REFUSED: &str = "the gateway is stopping and takes no new calls; retry on another \
+                           instance or after it has restarted";
+
+/// Why a call still running at the end of the grace period was cancelled (ABORTED).
+pub const CUT: &str = "the gateway is stopping: the shutdown grace period ended before the call \
+                       finished, so it was cancelled";
+
+/// One request not yet answered to its client; dropping it says the answer went out (or
+/// never can: the client left).
+pub type Delivery = TaskTrackerToken;
+
+/// The drain of one gateway process.
+#[derive(Default)]
+pub struct Drain {
+    /// Set once, when the drain starts: new sessions and new client calls are refused.
+    draining: AtomicBool,
+    /// Every request read by a transport and not yet answered to its client.
+    deliveries: TaskTracker,
+    /// Parent of every call's cancellation; cancelled when the grace period ends.
+    calls: CancellationToken,
+}
+
+impl Drain {
+    /// Whether the gateway is stopping (readiness is then reported as not ready).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Whether the grace period is over and the calls still running were cancelled.
+    pub fn grace_over(&self) -> bool {
+        self.calls.is_cancelled()
+    }
+
+    /// Counts one request as undelivered until the returned token is dropped.
+    pub fn delivery(&self) -> Delivery {
+        self.deliveries.token()
+    }
+
+    /// A cancellation token for one call, cancelled when the grace period ends.
+    pub fn call_token(&self) -> CancellationToken {
+        self.calls.child_token()
+    }
+
+    /// Refuses new work from now on; what is in flight carries on.
+    pub fn begin(&self) {
+        self.draining.store(true, Ordering::Release);
+        self.deliveries.close();
+    }
+
+    /// Begins the drain, waits for every request taken to be answered and delivered for
+    /// up to `grace`, then cancels the calls still running and waits (up to
+    /// [`CANCELLED_DELIVERY`]) for their answers to go out as well.
+    pub async fn run(&self, grace: Duration) {
+        self.begin();
+        if tokio::time::timeout(grace, self.deliveries.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tracing::warn!(
+            undelivered = self.deliveries.len(),
+            "grace period over; cancelling the calls still in flight"
+        );
+        self.calls.cancel();
+        if tokio::time::timeout(CANCELLED_DELIVERY, self.deliveries.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                undelivered = self.deliveries.len(),
+                "answers still undelivered {CANCELLED_DELIVERY:?} after the cancellation; closing anyway"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_drain_waits_for_deliveries_and_cancels_calls_only_after_the_grace() {
+        let drain = std::sync::Arc::new(Drain::default());
+        let delivered_late = drain.delivery();
+        let call = drain.call_token();
+        let run = tokio::spawn({
+            let drain = drain.clone();
+            async move { drain.run(Duration::from_secs(1)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(drain.is_draining());
+        assert!(
+            !call.is_cancelled(),
+            "cancelled before the grace period ended"
+        );
+        assert!(
+            !run.is_finished(),
+            "the drain ended with a request undelivered"
+        );
+        // A request read during the drain (refused, but answered) is waited for too.
+        let refused = drain.delivery();
+        drop(refused);
+        // Past the grace period, within the time the cancelled answers get.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(call.is_cancelled() && drain.grace_over());
+        assert!(!run.is_finished());
+        drop(delivered_late);
+        run.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_drain_with_nothing_in_flight_ends_at_once() {
+        let drain = Drain::default();
+        let call = drain.call_token();
+        tokio::time::timeout(Duration::from_secs(5), drain.run(Duration::from_secs(60)))
+            .await
+            .expect("the drain waited with nothing in flight");
+        assert!(!call.is_cancelled());
+    }
+}

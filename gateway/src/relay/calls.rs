@@ -1,0 +1,159 @@
+//! The requests in flight on one upstream, and the client call each one serves.
+//!
+//! Every request the gateway sends an upstream on a client's behalf is entered here for as
+//! long as it is in flight, under the id and progress token the gateway gave it upstream.
+//! What the upstream sends during the call finds its client here: progress by token; a
+//! request (sampling, elicitation, roots, ping) by the request whose response stream
+//! carried it, which streamable HTTP upstreams tell ([`InboundStreamOrigin`]); otherwise
+//! (stdio and SSE carry no such link) by the one client session that has calls in flight
+//! on this upstream. When several sessions do, nothing says whose call it is, and the
+//! request is refused rather than guessed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rmcp::model::{ProgressToken, RequestId, RequestMetaObject};
+use rmcp::service::{InboundStreamOrigin, RequestContext};
+use rmcp::{Peer, RoleServer};
+
+/// The `_meta` key of a request's progress token.
+const PROGRESS_TOKEN: &str = "progressToken";
+
+/// The client side of one call: where the upstream's requests and notifications go.
+#[derive(Clone)]
+pub struct Caller {
+    pub peer: Peer<RoleServer>,
+    /// The client's request the upstream call serves, if any. On streamable HTTP,
+    /// requests to the client ride this request's response stream.
+    pub request: Option<RequestId>,
+    /// The token the client chose when it asked for progress.
+    pub progress_token: Option<ProgressToken>,
+    /// The `_meta` of the client's request, without its progress token: passed on to the
+    /// upstream as the client sent it.
+    pub meta: Option<RequestMetaObject>,
+    /// The client session, to tell callers apart and for its log level.
+    pub session: Arc<str>,
+}
+
+impl Caller {
+    /// The caller of `context`'s request, in `session`.
+    pub fn of(context: &RequestContext<RoleServer>, session: &str) -> Caller {
+        let mut meta = context.meta.clone();
+        let progress_token = meta.get_progress_token();
+        meta.remove(PROGRESS_TOKEN);
+        Caller {
+            peer: context.peer.clone(),
+            request: Some(context.id.clone()),
+            progress_token,
+            meta: (!meta.is_empty()).then_some(meta),
+            session: session.into(),
+        }
+    }
+
+    /// The same caller for a nested call (run_code's tool calls), which has no progress
+    /// or `_meta` of its own.
+    pub fn nested(&self) -> Caller {
+        Caller {
+            progress_token: None,
+            meta: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// Upstream request id → caller, for the requests in flight on one upstream.
+#[derive(Clone, Default)]
+pub struct CallRoutes(Arc<Mutex<Calls>>);
+
+#[derive(Default)]
+struct Calls {
+    by_request: HashMap<RequestId, Caller>,
+    by_progress: HashMap<ProgressToken, RequestId>,
+}
+
+/// Why an upstream's request could not be related to a client call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrelated {
+    /// No call is in flight on this upstream.
+    NoCall,
+    /// Calls of several sessions are in flight and the transport does not say which one
+    /// the request belongs to.
+    Ambiguous,
+}
+
+impl std::fmt::Display for Unrelated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unrelated::NoCall => "no client call is in flight on this server",
+            Unrelated::Ambiguous => {
+                "calls of several clients are in flight on this server and nothing tells \
+                 which one this request belongs to"
+            }
+        })
+    }
+}
+
+impl CallRoutes {
+    /// Enters the upstream request `id` (with the progress token the gateway gave it) as
+    /// serving `caller`, until the returned guard is dropped.
+    pub fn enter(&self, id: RequestId, token: ProgressToken, caller: Caller) -> CallGuard {
+        let mut calls = self.lock();
+        calls.by_progress.insert(token.clone(), id.clone());
+        calls.by_request.insert(id.clone(), caller);
+        CallGuard {
+            routes: self.clone(),
+            id,
+            token,
+        }
+    }
+
+    /// The caller that wants the progress reported under the gateway's `token`.
+    pub fn progress_caller(&self, token: &ProgressToken) -> Option<Caller> {
+        let calls = self.lock();
+        let id = calls.by_progress.get(token)?;
+        calls
+            .by_request
+            .get(id)
+            .filter(|caller| caller.progress_token.is_some())
+            .cloned()
+    }
+
+    /// The caller an upstream message belongs to: the request whose response stream
+    /// carried it, else the one session with calls in flight.
+    pub fn caller_of(&self, origin: Option<&InboundStreamOrigin>) -> Result<Caller, Unrelated> {
+        let calls = self.lock();
+        if let Some(InboundStreamOrigin::OutboundRequest(id)) = origin
+            && let Some(caller) = calls.by_request.get(id)
+        {
+            return Ok(caller.clone());
+        }
+        let mut callers = calls.by_request.values();
+        let first = callers.next().ok_or(Unrelated::NoCall)?;
+        if callers.all(|other| other.session == first.session) {
+            Ok(first.clone())
+        } else {
+            Err(Unrelated::Ambiguous)
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Calls> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Removes a request's route when the request ends.
+pub struct CallGuard {
+    routes: CallRoutes,
+    id: RequestId,
+    token: ProgressToken,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let mut calls = self.routes.lock();
+        calls.by_request.remove(&self.id);
+        calls.by_progress.remove(&self.token);
+    }
+}

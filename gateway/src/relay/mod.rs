@@ -1,0 +1,61 @@
+//! The relay: what an upstream sends during a call reaches the client that made the call.
+//!
+//! The gateway is a client of each upstream and a server to each client. Upstreams send
+//! their own traffic back during calls: progress, log messages, and requests
+//! (`sampling/createMessage`, `elicitation/create`, `roots/list`, `ping`) that only the
+//! calling client can answer. This module relates that traffic to the client call it
+//! belongs to and carries it there and back:
+//! - [`calls`]: per upstream, the requests in flight and the client [`Caller`] each serves;
+//! - [`requests`]: relaying an upstream's request to its caller, under the gate's
+//!   `[gate] sampling` and `elicitation` settings, and the answer back;
+//! - [`sessions`]: the client sessions the relay can reach and their log levels, which
+//!   decide where an upstream's log message goes and what level upstreams are told.
+//!
+//! ```toml
+//! [gate]
+//! sampling = "allow"      # allow | deny | ask (the client's person approves each request)
+//! elicitation = "allow"
+//! ```
+
+pub mod calls;
+pub mod requests;
+pub mod sessions;
+
+use std::sync::RwLock;
+
+pub use calls::{CallGuard, CallRoutes, Caller};
+pub use sessions::Sessions;
+
+use crate::config::GateSettings;
+
+/// What the relays of every upstream share: the client sessions and the gate's settings.
+#[derive(Default)]
+pub struct Downstream {
+    pub sessions: Sessions,
+    gate: RwLock<GateSettings>,
+}
+
+impl Downstream {
+    pub fn new(gate: GateSettings) -> Self {
+        Self {
+            sessions: Sessions::default(),
+            gate: RwLock::new(gate),
+        }
+    }
+
+    /// The gate's settings in force.
+    pub fn gate(&self) -> GateSettings {
+        self.gate
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Takes a reloaded configuration's gate settings.
+    pub fn set_gate(&self, gate: GateSettings) {
+        *self
+            .gate
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = gate;
+    }
+}

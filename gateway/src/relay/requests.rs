@@ -1,0 +1,266 @@
+//! Requests from an upstream to a client: `sampling/createMessage`, `elicitation/create`
+//! (form and URL modes), `roots/list` and `ping`, relayed to the client whose call they
+//! belong to, and the client's answer relayed back.
+//!
+//! The upstream always gets an answer: the client's, or a JSON-RPC error saying why there
+//! is none (no call to relate the request to, a client without the capability, the gate's
+//! `deny`, a declined `ask`, or a client that went away). A `ping` no client can take is
+//! answered by the gateway itself. The gate's `[gate] sampling` and `elicitation` settings
+//! decide first; `ask` puts the request in front of the client's person, through
+//! elicitation, before relaying it.
+
+use std::collections::BTreeMap;
+
+use rmcp::model::{
+    ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    GetExtensions, ServerRequest,
+};
+use rmcp::service::{
+    InboundStreamOrigin, OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError,
+};
+use rmcp::{ErrorData, Peer, RoleClient, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use super::Downstream;
+use super::calls::{CallRoutes, Caller, Unrelated};
+use crate::config::{AskFallback, RuleDecision};
+
+/// The kinds of request an upstream may send its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sampling,
+    FormElicitation,
+    UrlElicitation,
+    Roots,
+    Ping,
+    Other,
+}
+
+impl Kind {
+    fn of(request: &ServerRequest) -> Kind {
+        match request {
+            ServerRequest::CreateMessageRequest(_) => Kind::Sampling,
+            ServerRequest::ElicitRequest(elicit) => match elicit.params {
+                ElicitRequestParams::UrlElicitationParams { .. } => Kind::UrlElicitation,
+                _ => Kind::FormElicitation,
+            },
+            ServerRequest::ListRootsRequest(_) => Kind::Roots,
+            ServerRequest::PingRequest(_) => Kind::Ping,
+            _ => Kind::Other,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Sampling => "sampling",
+            Kind::FormElicitation => "elicitation",
+            Kind::UrlElicitation => "URL elicitation",
+            Kind::Roots => "roots",
+            Kind::Ping => "ping",
+            Kind::Other => "this request",
+        }
+    }
+
+    fn method(self) -> &'static str {
+        match self {
+            Kind::Sampling => "sampling/createMessage",
+            Kind::FormElicitation | Kind::UrlElicitation => "elicitation/create",
+            Kind::Roots => "roots/list",
+            Kind::Ping => "ping",
+            Kind::Other => "a request",
+        }
+    }
+
+    /// Whether the client declared the capability this request needs.
+    fn supported_by(self, client: &Peer<RoleServer>) -> bool {
+        let Some(info) = client.peer_info() else {
+            return false;
+        };
+        let capabilities = &info.capabilities;
+        match self {
+            Kind::Sampling => capabilities.sampling.is_some(),
+            // An empty `elicitation` object declares form mode (the 2025-06-18 shape).
+            Kind::FormElicitation => capabilities
+                .elicitation
+                .as_ref()
+                .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+            Kind::UrlElicitation => capabilities
+                .elicitation
+                .as_ref()
+                .is_some_and(|e| e.url.is_some()),
+            Kind::Roots => capabilities.roots.is_some(),
+            Kind::Ping => true,
+            Kind::Other => false,
+        }
+    }
+}
+
+/// Relays `request` from the upstream `server` to the client it belongs to.
+pub async fn relay(
+    server: &str,
+    downstream: &Downstream,
+    calls: &CallRoutes,
+    request: ServerRequest,
+    context: &RequestContext<RoleClient>,
+) -> Result<ClientResult, ErrorData> {
+    let kind = Kind::of(&request);
+    let refuse = |why: String| {
+        tracing::debug!(server, "{} not relayed: {why}", kind.what());
+        ErrorData::invalid_request(
+            format!(
+                "mcp-gateway cannot relay {} from `{server}`: {why}",
+                kind.what()
+            ),
+            None,
+        )
+    };
+    let caller = match calls.caller_of(context.extensions.get::<InboundStreamOrigin>()) {
+        Ok(caller) => caller,
+        // A request outside any call goes to the one client that can take it, if only one can.
+        Err(Unrelated::NoCall) => match downstream.sessions.sole(|peer| kind.supported_by(peer)) {
+            Some((session, peer)) => Caller {
+                peer,
+                request: None,
+                progress_token: None,
+                meta: None,
+                session,
+            },
+            None if kind == Kind::Ping => return Ok(ClientResult::empty(())),
+            None => return Err(refuse(Unrelated::NoCall.to_string())),
+        },
+        Err(unrelated) if kind == Kind::Ping => {
+            tracing::trace!(server, "ping answered by the gateway: {unrelated}");
+            return Ok(ClientResult::empty(()));
+        }
+        Err(unrelated) => return Err(refuse(unrelated.to_string())),
+    };
+    if !kind.supported_by(&caller.peer) {
+        return Err(refuse(format!(
+            "the client did not declare the {} capability",
+            kind.what()
+        )));
+    }
+    let gate = downstream.gate();
+    let decision = match kind {
+        Kind::Sampling => gate.sampling,
+        Kind::FormElicitation | Kind::UrlElicitation => gate.elicitation,
+        _ => RuleDecision::Allow,
+    };
+    match decision {
+        RuleDecision::Allow => {}
+        RuleDecision::Deny => {
+            return Err(refuse(format!("[gate] {} is deny", setting(kind))));
+        }
+        RuleDecision::Ask => {
+            let question = format!(
+                "The server `{server}` asks for {} ({}). Allow it?",
+                kind.what(),
+                kind.method()
+            );
+            if let Err(why) = ask(&caller, question, gate.ask_fallback, &context.ct).await {
+                return Err(refuse(why));
+            }
+        }
+    }
+    // The client's own error, if it answers with one, reaches the upstream unchanged.
+    send(&caller, request, &context.ct)
+        .await
+        .map_err(|failure| match failure {
+            Failure::Client(error) => error,
+            Failure::NoAnswer(why) => refuse(why),
+        })
+}
+
+/// Why a relayed request has no result.
+enum Failure {
+    /// The client answered with a JSON-RPC error.
+    Client(ErrorData),
+    /// The client did not answer: it went away, or the request was cancelled.
+    NoAnswer(String),
+}
+
+/// The `[gate]` key that governs `kind`.
+fn setting(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Sampling => "sampling",
+        _ => "elicitation",
+    }
+}
+
+/// Asks the caller's person; `Err` says why the request may not go ahead.
+async fn ask(
+    caller: &Caller,
+    question: String,
+    fallback: AskFallback,
+    cancel: &CancellationToken,
+) -> Result<(), String> {
+    if !Kind::FormElicitation.supported_by(&caller.peer) {
+        return match fallback {
+            AskFallback::Allow => Ok(()),
+            AskFallback::Deny => Err(
+                "it needs a person's approval, but the client cannot be asked (no elicitation); \
+                 [gate] ask_fallback is deny"
+                    .into(),
+            ),
+        };
+    }
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: question,
+            requested_schema: ElicitationSchema::new(BTreeMap::new()),
+        },
+    ));
+    match send(caller, request, cancel).await {
+        Ok(ClientResult::ElicitResult(answer)) if answer.action == ElicitationAction::Accept => {
+            Ok(())
+        }
+        Ok(ClientResult::ElicitResult(answer)) => Err(format!(
+            "the person did not approve it ({:?})",
+            answer.action
+        )),
+        Ok(_) => Err("the client answered the approval question with something else".into()),
+        Err(Failure::Client(error)) => Err(format!("asking failed: {}", error.message)),
+        Err(Failure::NoAnswer(why)) => Err(why),
+    }
+}
+
+/// Sends `request` to the caller's client and waits for the answer, or until `cancel`
+/// (the upstream cancelled its request), which cancels it at the client too.
+///
+/// The request is marked as belonging to the caller's own request, so on streamable HTTP
+/// it rides that request's response stream. It is sent from a task of its own: rmcp
+/// would otherwise mark it with the upstream request being handled here.
+async fn send(
+    caller: &Caller,
+    mut request: ServerRequest,
+    cancel: &CancellationToken,
+) -> Result<ClientResult, Failure> {
+    if let Some(origin) = &caller.request {
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(origin.clone()));
+    }
+    let peer = caller.peer.clone();
+    let cancel = cancel.clone();
+    let sent = tokio::spawn(async move {
+        let mut handle = peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await?;
+        tokio::select! {
+            answer = &mut handle.rx => answer.map_err(|_| ServiceError::TransportClosed)?,
+            () = cancel.cancelled() => {
+                let _ = handle.cancel(Some("cancelled by the server".into())).await;
+                Err(ServiceError::Cancelled { reason: Some("cancelled by the server".into()) })
+            }
+        }
+    });
+    match sent.await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(ServiceError::McpError(error))) => Err(Failure::Client(error)),
+        Ok(Err(error)) => Err(Failure::NoAnswer(format!(
+            "the client did not answer: {error}"
+        ))),
+        Err(join) => Err(Failure::NoAnswer(format!("relaying failed: {join}"))),
+    }
+}

@@ -1,0 +1,177 @@
+//! The client sessions the relay can reach, their log levels, and where an upstream's
+//! `notifications/message` goes.
+//!
+//! A session joins when its client has initialized and leaves when it ends. Each session
+//! sets its own level with `logging/setLevel`. Upstreams are shared, so each
+//! is told the lowest level any session wants (the most verbose); the gateway then filters
+//! per session. A message that arrives while one session has calls in flight on that
+//! upstream goes to that session (unless its level turns it away); any other message goes
+//! to every session whose level admits it. Either way `logger` names the server
+//! (`<server>` or `<server>/<logger>`), and the gateway's own log keeps a copy.
+
+#![allow(deprecated, reason = "logging is what clients on 2025 protocols use")]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::{Peer, RoleServer};
+
+use super::calls::Caller;
+
+/// Lower is more verbose; a message passes a level when its rank is at least the level's.
+pub fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// One client session as the relay sees it.
+struct Listener {
+    peer: Peer<RoleServer>,
+    /// `None` until the session sends `logging/setLevel`.
+    level: Option<LoggingLevel>,
+}
+
+/// The client sessions, by id.
+#[derive(Default)]
+pub struct Sessions {
+    sessions: Mutex<HashMap<Arc<str>, Listener>>,
+}
+
+impl Sessions {
+    /// Adds a session whose client has initialized.
+    pub fn join(&self, session: Arc<str>, peer: Peer<RoleServer>) {
+        self.lock()
+            .entry(session)
+            .or_insert(Listener { peer, level: None });
+    }
+
+    /// Forgets a session that ended.
+    pub fn leave(&self, session: &str) {
+        self.lock().remove(session);
+    }
+
+    /// Sets `session`'s level; returns the new lowest level over all sessions.
+    pub fn set_level(
+        &self,
+        session: &Arc<str>,
+        peer: Peer<RoleServer>,
+        level: LoggingLevel,
+    ) -> LoggingLevel {
+        let mut sessions = self.lock();
+        sessions
+            .entry(session.clone())
+            .or_insert(Listener { peer, level: None })
+            .level = Some(level);
+        lowest(&sessions).unwrap_or(level)
+    }
+
+    /// The one open session whose client `can` do something, when there is exactly one.
+    pub fn sole(
+        &self,
+        can: impl Fn(&Peer<RoleServer>) -> bool,
+    ) -> Option<(Arc<str>, Peer<RoleServer>)> {
+        let sessions = self.lock();
+        let mut able = sessions
+            .iter()
+            .filter(|(_, listener)| !listener.peer.is_transport_closed() && can(&listener.peer));
+        match (able.next(), able.next()) {
+            (Some((id, listener)), None) => Some((id.clone(), listener.peer.clone())),
+            _ => None,
+        }
+    }
+
+    /// The lowest level any session wants, if any set one.
+    pub fn lowest(&self) -> Option<LoggingLevel> {
+        lowest(&self.lock())
+    }
+
+    /// The peers `message` goes to: the calling session's during a call, else every
+    /// session whose level admits it.
+    pub fn recipients(
+        &self,
+        message: &LoggingMessageNotificationParam,
+        caller: Option<&Caller>,
+    ) -> Vec<Peer<RoleServer>> {
+        let admits = |level: Option<LoggingLevel>| {
+            level.is_none_or(|level| rank(message.level) >= rank(level))
+        };
+        let sessions = self.lock();
+        if let Some(caller) = caller {
+            let level = sessions.get(&caller.session).and_then(|l| l.level);
+            return if admits(level) {
+                vec![caller.peer.clone()]
+            } else {
+                Vec::new()
+            };
+        }
+        sessions
+            .values()
+            .filter(|listener| listener.level.is_some() && admits(listener.level))
+            .filter(|listener| !listener.peer.is_transport_closed())
+            .map(|listener| listener.peer.clone())
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Listener>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn lowest(sessions: &HashMap<Arc<str>, Listener>) -> Option<LoggingLevel> {
+    sessions
+        .values()
+        .filter_map(|listener| listener.level)
+        .min_by_key(|level| rank(*level))
+}
+
+/// `message` as clients see it: `logger` names the server it came from.
+pub fn tagged(
+    server: &str,
+    mut message: LoggingMessageNotificationParam,
+) -> LoggingMessageNotificationParam {
+    message.logger = Some(match message.logger.take() {
+        Some(logger) => format!("{server}/{logger}"),
+        None => server.to_owned(),
+    });
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_follow_severity() {
+        let ordered = [
+            LoggingLevel::Debug,
+            LoggingLevel::Info,
+            LoggingLevel::Notice,
+            LoggingLevel::Warning,
+            LoggingLevel::Error,
+            LoggingLevel::Critical,
+            LoggingLevel::Alert,
+            LoggingLevel::Emergency,
+        ];
+        assert!(ordered.windows(2).all(|w| rank(w[0]) < rank(w[1])));
+    }
+
+    #[test]
+    fn logger_names_the_server() {
+        let message = LoggingMessageNotificationParam::new(LoggingLevel::Info, "x".into());
+        assert_eq!(tagged("kv", message.clone()).logger.as_deref(), Some("kv"));
+        let mut named = message;
+        named.logger = Some("db".into());
+        assert_eq!(tagged("kv", named).logger.as_deref(), Some("kv/db"));
+    }
+}

@@ -1,0 +1,136 @@
+//! The HTTP listener's part of the drain (see [`crate::drain`]): while the gateway stops,
+//! new sessions are refused with `503` and `Retry-After` while open sessions carry on, and
+//! every request answered on its own response (a streamable HTTP `POST`) counts as
+//! undelivered until that response's body has been written.
+//!
+//! A new session is a `GET /sse[/{profile}]`, or a `POST /mcp[/{profile}]` that names no
+//! `Mcp-Session-Id` (an `initialize`, or the `server/discover` some clients send first).
+//! `GET` streams are not counted: they last as long as their session, and what a legacy
+//! SSE stream owes is counted by its session's transport
+//! ([`crate::server::transport::delivered`]).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{Method, StatusCode, header};
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
+
+use crate::drain::{Delivery, Drain, RETRY_AFTER_SECS};
+
+/// The middleware: refuses new sessions during a drain and counts `POST` answers.
+pub async fn guard(State(drain): State<Arc<Drain>>, request: Request, next: Next) -> Response {
+    if drain.is_draining() && opens_session(&request) {
+        return refusal();
+    }
+    if request.method() == Method::GET {
+        return next.run(request).await;
+    }
+    let delivery = drain.delivery();
+    next.run(request).await.map(|body| {
+        Body::new(Tracked {
+            inner: body,
+            _delivery: delivery,
+        })
+    })
+}
+
+/// Whether `request` would open a new MCP session.
+fn opens_session(request: &Request) -> bool {
+    let path = request.uri().path();
+    let under = |root: &str| path == root || path.starts_with(&format!("{root}/"));
+    match *request.method() {
+        Method::GET => under("/sse"),
+        Method::POST => under("/mcp") && !request.headers().contains_key(HEADER_SESSION_ID),
+        _ => false,
+    }
+}
+
+/// `503 Service Unavailable` with `Retry-After`, saying why.
+fn refusal() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, RETRY_AFTER_SECS.to_string())],
+        "Service Unavailable: the gateway is stopping and opens no new sessions; \
+         retry on another instance or after it has restarted",
+    )
+        .into_response()
+}
+
+/// A response body that holds its request's [`Delivery`] until hyper is done with it.
+struct Tracked {
+    inner: Body,
+    _delivery: Delivery,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: Method, path: &str, session: Option<&str>) -> Request {
+        let mut builder = http::Request::builder().method(method).uri(path);
+        if let Some(session) = session {
+            builder = builder.header(HEADER_SESSION_ID, session);
+        }
+        builder.body(Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn only_requests_that_open_a_session_are_new_sessions() {
+        let opening = [
+            request(Method::GET, "/sse", None),
+            request(Method::GET, "/sse/ci", None),
+            request(Method::POST, "/mcp", None),
+            request(Method::POST, "/mcp/ci", None),
+        ];
+        for request in &opening {
+            assert!(
+                opens_session(request),
+                "{} {}",
+                request.method(),
+                request.uri()
+            );
+        }
+        let continuing = [
+            request(Method::POST, "/mcp", Some("abc")),
+            request(Method::GET, "/mcp", Some("abc")),
+            request(Method::DELETE, "/mcp", Some("abc")),
+            request(Method::POST, "/message?sessionId=abc", None),
+            request(Method::GET, "/healthz", None),
+            request(Method::GET, "/ssexyz", None),
+        ];
+        for request in &continuing {
+            assert!(
+                !opens_session(request),
+                "{} {}",
+                request.method(),
+                request.uri()
+            );
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! Issue 21: restarts and reloads that lose nothing.
+//!
+//! SIGTERM in the middle of a slow call, over stdio, streamable HTTP and legacy SSE: the
+//! client gets the real result, new sessions and new calls are refused clearly while the
+//! gateway drains, and the process then exits 0; a call that outlives the grace period
+//! gets a clean ABORTED result instead of a dropped stream. A reload (edit the config +
+//! SIGHUP) that changes or removes the server of a call in flight: the call returns its
+//! real result. A run_code program waiting on a slow tool across SIGTERM finishes.
+//!
+//! The slow example server writes when each call starts to its event log, so every
+//! signal is sent while a call is known to be running upstream.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+/// How long a test waits for anything that should happen within a second or two.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The slow server (its event log in the workspace) and `settings`.
+fn workspace(settings: &str) -> Workspace {
+    let workspace = Workspace::new(settings);
+    let text = std::fs::read_to_string(workspace.config()).unwrap();
+    std::fs::write(
+        workspace.config(),
+        format!("{}{text}", slow_server(&workspace, "")),
+    )
+    .unwrap();
+    workspace
+}
+
+/// `[servers.slow]` with its event log, and `more_env` (`, KEY = "value"`) in its env.
+fn slow_server(workspace: &Workspace, more_env: &str) -> String {
+    format!(
+        "{}env = {{ SLOW_EVENT_LOG = {}{more_env} }}\n",
+        example_server("slow", "slow"),
+        toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+    )
+}
+
+/// `[gateway] shutdown_grace_ms = grace_ms`.
+fn grace(grace_ms: u64) -> String {
+    format!("[gateway]\nshutdown_grace_ms = {grace_ms}\n")
+}
+
+/// The slow server's events (`start`, `end`, `cancelled`, …) for calls labelled `label`.
+fn slow_events(workspace: &Workspace, label: &str) -> Vec<Value> {
+    std::fs::read_to_string(workspace.path("slow-events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["label"] == label)
+        .collect()
+}
+
+/// Waits until the call labelled `label` has started upstream; returns the server's pid.
+fn started(workspace: &Workspace, label: &str) -> i32 {
+    let mut pid = None;
+    assert!(
+        eventually(PATIENCE, || {
+            pid = slow_events(workspace, label)
+                .iter()
+                .find(|event| event["event"] == "start")
+                .and_then(|event| event["pid"].as_i64());
+            pid.is_some()
+        }),
+        "the call `{label}` never started upstream"
+    );
+    pid.unwrap() as i32
+}
+
+fn sleep_call(ms: u64, label: &str) -> Value {
+    json!({"action": "call_tool", "name": "mcp__slow__sleep", "arguments": {"ms": ms, "label": label}})
+}
+
+/// Asserts that `result` is slow's real answer to a `ms`-millisecond sleep.
+fn assert_slept(result: &Value, ms: u64) {
+    assert_ne!(result["isError"], true, "{result:#}");
+    assert_eq!(result["structuredContent"]["ms"], ms, "{result:#}");
+}
+
+/// Asserts that `result` is the clean error of a call cut by the end of the grace period.
+fn assert_cut(result: &Value) {
+    assert_eq!(result["isError"], true, "{result:#}");
+    assert_eq!(error_code(result), Some("ABORTED"), "{result:#}");
+    assert!(result_text(result).contains("grace period"), "{result:#}");
+}
+
+/// Sends `signal` to `pid`.
+fn kill(pid: i32, signal: i32) {
+    // SAFETY: kill only sends a signal, to a process this test started.
+    unsafe { libc::kill(pid, signal) };
+}
+
+/// Waits until the gateway whose log is `log` has begun its drain.
+fn draining(log: &std::path::Path) {
+    assert!(
+        eventually(PATIENCE, || std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains("shutting down")),
+        "no drain began: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+// ---- stdio: the test is the client, speaking JSON-RPC lines, so it owns the process ----
+
+/// The gateway over stdio, driven line by line.
+struct StdioGateway {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<Value>,
+    log: std::path::PathBuf,
+}
+
+impl StdioGateway {
+    /// Starts `mcp-gateway serve --stdio` and initializes a session.
+    fn start(workspace: &Workspace) -> StdioGateway {
+        let (command, args) = workspace.stdio_command(&[]);
+        let log = workspace.path("gateway.log");
+        let mut child = Command::new(command)
+            .args(args)
+            .env("RUST_LOG", "info,rmcp=warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(message) = serde_json::from_str(&line)
+                    && sender.send(message).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        let mut gateway = StdioGateway {
+            child,
+            stdin,
+            lines,
+            log,
+        };
+        gateway.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "drain-test", "version": "1"},
+            }}),
+        );
+        gateway.answer(0);
+        gateway.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        gateway
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends `tools/call` of `mcp__slow__sleep` as request `id`.
+    fn call_sleep(&mut self, id: u64, ms: u64, label: &str) {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "mcp__slow__sleep", "arguments": {"ms": ms, "label": label},
+            }}),
+        );
+    }
+
+    /// The result of request `id` (other messages are skipped).
+    fn answer(&mut self, id: u64) -> Value {
+        loop {
+            let message = self
+                .lines
+                .recv_timeout(PATIENCE)
+                .unwrap_or_else(|e| panic!("no answer to request {id} ({e}): {}", self.log()));
+            if message["id"] == id {
+                return message["result"].clone();
+            }
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for the process to exit by itself and returns whether it exited 0.
+    fn exits_successfully(&mut self) -> bool {
+        let status = wait_exit(&mut self.child, PATIENCE)
+            .unwrap_or_else(|| panic!("the gateway did not exit: {}", self.log()));
+        status.success()
+    }
+}
+
+impl Drop for StdioGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn stdio_sigterm_delivers_the_call_in_flight_refuses_new_ones_and_exits_0() {
+    let workspace = workspace(&grace(20_000));
+    let mut gateway = StdioGateway::start(&workspace);
+    gateway.call_sleep(1, 2000, "inflight");
+    started(&workspace, "inflight");
+    kill(gateway.child.id() as i32, libc::SIGTERM);
+    draining(&gateway.log);
+
+    gateway.call_sleep(2, 10, "late");
+    let refused = gateway.answer(2);
+    assert_eq!(
+        error_code(&refused),
+        Some("UPSTREAM_UNAVAILABLE"),
+        "{refused:#}"
+    );
+    assert!(result_text(&refused).contains("stopping"), "{refused:#}");
+
+    assert_slept(&gateway.answer(1), 2000);
+    assert!(gateway.exits_successfully(), "{}", gateway.log());
+    assert!(
+        slow_events(&workspace, "late").is_empty(),
+        "a refused call ran"
+    );
+}
+
+#[test]
+fn stdio_a_call_past_the_grace_period_gets_a_clean_error() {
+    let workspace = workspace(&grace(1000));
+    let mut gateway = StdioGateway::start(&workspace);
+    gateway.call_sleep(1, 60_000, "long");
+    started(&workspace, "long");
+    kill(gateway.child.id() as i32, libc::SIGTERM);
+    assert_cut(&gateway.answer(1));
+    assert!(gateway.exits_successfully(), "{}", gateway.log());
+}
+
+// ---- streamable HTTP and legacy SSE, with the official Python SDK client ----
+
+/// client.py's arguments for `transport` (`http` or `sse`).
+fn client_args(gateway: &Gateway, transport: &str) -> Vec<String> {
+    let path = if transport == "http" { "/mcp" } else { "/sse" };
+    gateway.client_args(transport, path)
+}
+
+/// SIGTERM while a 4 s call runs over `transport`: readiness flips, `check_while_draining`
+/// sees new sessions refused, the call's result arrives, and the gateway exits 0.
+///
+/// The client lists the tools first, as clients do: the Python SDK checks a result against
+/// the tool's outputSchema and would otherwise ask for the list after the result, when
+/// the gateway is already gone.
+fn sigterm_mid_call(transport: &str, check_while_draining: impl FnOnce(&Gateway)) {
+    let workspace = workspace(&grace(20_000));
+    let mut gateway = workspace.serve_http(&[]);
+    let client = spawn_python_client(
+        &client_args(&gateway, transport),
+        &json!([{"action": "list_tools"}, sleep_call(4000, "inflight")]),
+    );
+    started(&workspace, "inflight");
+    kill(gateway.pid(), libc::SIGTERM);
+    draining(&gateway.log);
+
+    let (status, headers, body) = http_get(gateway.address, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(headers.iter().any(|(name, _)| name == "retry-after"));
+    assert_eq!(health(&gateway)["status"], "draining");
+    check_while_draining(&gateway);
+
+    let run = python_client_output(client);
+    assert_slept(action_result(&run, 1), 4000);
+    let status = wait_exit(&mut gateway.child, PATIENCE);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}: {}",
+        gateway.log_text()
+    );
+}
+
+#[test]
+fn streamable_http_sigterm_delivers_the_call_in_flight_and_exits_0() {
+    sigterm_mid_call("http", |gateway| {
+        let (status, headers, body) = http_request(
+            gateway.address,
+            "POST",
+            "/mcp",
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        );
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("stopping"), "{body}");
+        assert!(
+            headers
+                .iter()
+                .any(|(name, value)| name == "retry-after" && !value.is_empty()),
+            "{headers:?}"
+        );
+    });
+}
+
+#[test]
+fn legacy_sse_sigterm_delivers_the_call_in_flight_and_exits_0() {
+    sigterm_mid_call("sse", |gateway| {
+        let (status, headers, body) = http_get(gateway.address, "/sse");
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("stopping"), "{body}");
+        assert!(headers.iter().any(|(name, _)| name == "retry-after"));
+    });
+}
+
+#[test]
+fn new_sessions_are_refused_while_draining_and_a_second_sigterm_stops_at_once() {
+    let workspace = workspace(&grace(60_000));
+    let mut gateway = workspace.serve_http(&[]);
+    let client = spawn_python_client(
+        &client_args(&gateway, "http"),
+        &json!([sleep_call(60_000, "long")]),
+    );
+    started(&workspace, "long");
+    kill(gateway.pid(), libc::SIGTERM);
+    draining(&gateway.log);
+    for transport in ["http", "sse"] {
+        let refused = python_client(
+            &client_args(&gateway, transport),
+            &json!([{"action": "list_tools"}]),
+        );
+        assert_eq!(
+            refused["ok"], false,
+            "{transport}: a session opened: {refused:#}"
+        );
+        assert!(
+            refused["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("cannot connect")),
+            "{transport}: {refused:#}"
+        );
+        assert!(refused["server"].is_null(), "{refused:#}");
+    }
+    kill(gateway.pid(), libc::SIGTERM);
+    // Well before the grace period (60 s) or the call (60 s) would end.
+    let status = wait_exit(&mut gateway.child, Duration::from_secs(15));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "still draining: {}",
+        gateway.log_text()
+    );
+    let run = python_client_output(client);
+    assert_eq!(run["ok"], false, "{run:#}");
+}
+
+fn grace_cut(transport: &str) {
+    let workspace = workspace(&grace(1000));
+    let mut gateway = workspace.serve_http(&[]);
+    let client = spawn_python_client(
+        &client_args(&gateway, transport),
+        &json!([sleep_call(60_000, "long")]),
+    );
+    started(&workspace, "long");
+    kill(gateway.pid(), libc::SIGTERM);
+    let run = python_client_output(client);
+    assert_cut(action_result(&run, 0));
+    let status = wait_exit(&mut gateway.child, PATIENCE);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{}",
+        gateway.log_text()
+    );
+}
+
+#[test]
+fn streamable_http_a_call_past_the_grace_period_gets_a_clean_error() {
+    grace_cut("http");
+}
+
+#[test]
+fn legacy_sse_a_call_past_the_grace_period_gets_a_clean_error() {
+    grace_cut("sse");
+}
+
+#[test]
+fn a_run_code_program_waiting_on_a_slow_tool_finishes_across_sigterm() {
+    let workspace = workspace(&format!("{}mode = \"both\"\n", grace(20_000)));
+    let mut gateway = workspace.serve_http(&[]);
+    let program = r#"
+        await tools.slow.sleep({ ms: 1500, label: "first" });
+        await tools.slow.sleep({ ms: 500, label: "second" });
+        return "done";
+    "#;
+    let client = spawn_python_client(
+        &client_args(&gateway, "http"),
+        &json!([
+            {"action": "list_tools"},
+            {"action": "call_tool", "name": "run_code", "arguments": {"code": program}},
+        ]),
+    );
+    started(&workspace, "first");
+    kill(gateway.pid(), libc::SIGTERM);
+    let run = python_client_output(client);
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    let result = action_result(&run, 1);
+    assert_eq!(result["structuredContent"]["result"], "done", "{run:#}");
+    assert!(
+        slow_events(&workspace, "second")
+            .iter()
+            .any(|event| event["event"] == "end"),
+        "the run's second call, made during the drain, did not run"
+    );
+    let status = wait_exit(&mut gateway.child, PATIENCE);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{}",
+        gateway.log_text()
+    );
+}
+
+// ---- reloads ----
+
+/// A gateway with slow and kv; a client calls slow for 2.5 s while `edit` rewrites the
+/// configuration and SIGHUP reloads it. Returns the client's run and slow's old pid.
+fn reload_mid_call(
+    edit: impl FnOnce(&Workspace, &str) -> String,
+    script: Value,
+) -> (Value, i32, Gateway) {
+    let workspace = workspace(&example_server("kv", "kv"));
+    let gateway = workspace.serve_http(&[]);
+    let client = spawn_python_client(&client_args(&gateway, "http"), &script);
+    let old = started(&workspace, "inflight");
+    let config = std::fs::read_to_string(workspace.config()).unwrap();
+    std::fs::write(workspace.config(), edit(&workspace, &config)).unwrap();
+    kill(gateway.pid(), libc::SIGHUP);
+    let run = python_client_output(client);
+    assert!(
+        gateway.log_text().contains("configuration reloaded"),
+        "{}",
+        gateway.log_text()
+    );
+    (run, old, gateway)
+}
+
+#[test]
+fn a_reload_that_changes_the_server_of_a_call_in_flight_loses_nothing() {
+    let (run, old, gateway) = reload_mid_call(
+        |workspace, config| {
+            config.replace(
+                &slow_server(workspace, ""),
+                &slow_server(workspace, ", SLOW_GENERATION = \"2\""),
+            )
+        },
+        json!([
+            sleep_call(2500, "inflight"),
+            {"action": "call_tool", "name": "mcp__slow__pid", "arguments": {}},
+        ]),
+    );
+    assert_slept(action_result(&run, 0), 2500);
+    let new = action_result(&run, 1)["structuredContent"]["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    assert_ne!(new, old, "the changed server was not restarted: {run:#}");
+    assert!(
+        eventually(PATIENCE, || !alive(old)),
+        "the old instance still runs with nothing in flight: {}",
+        gateway.log_text()
+    );
+}
+
+#[test]
+fn a_reload_that_removes_the_server_of_a_call_in_flight_loses_nothing() {
+    let (run, old, gateway) = reload_mid_call(
+        |workspace, config| config.replace(&slow_server(workspace, ""), ""),
+        json!([sleep_call(2500, "inflight"), {"action": "list_tools"}]),
+    );
+    assert_slept(action_result(&run, 0), 2500);
+    let names = tool_names(action_result(&run, 1));
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("mcp__kv__")),
+        "{names:?}"
+    );
+    assert!(
+        run["notifications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["method"] == "notifications/tools/list_changed"),
+        "no list_changed: {run:#}"
+    );
+    assert!(
+        eventually(PATIENCE, || !alive(old)),
+        "the removed server still runs: {}",
+        gateway.log_text()
+    );
+}

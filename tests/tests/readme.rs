@@ -1,0 +1,250 @@
+//! README.md's code blocks, run or parsed, so the README cannot drift from the product.
+//!
+//! TOML blocks load as our configuration and JSON blocks as a client's server file (both
+//! through `mcp-gateway config check`), the Python block runs with the official SDK against
+//! a real gateway, the TypeScript block runs as run_code (`mcp-gateway run`), the shell
+//! block names scripts that exist and parse, and every command of the command-line table
+//! has the flags the table gives it (and `--config`, which the README says every command
+//! takes). A block in a language not handled here fails the test, so a new kind of block
+//! gets a check too.
+
+use std::path::Path;
+use std::process::Command;
+
+use mcp_gateway_tests::*;
+
+/// One fenced block of README.md.
+struct Block {
+    /// The info string after the opening fence (`toml`, `sh`, …); empty for a diagram.
+    lang: String,
+    text: String,
+    /// The line of the opening fence, for messages.
+    line: usize,
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(repo().join("README.md")).unwrap()
+}
+
+fn blocks() -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut open: Option<Block> = None;
+    for (index, line) in readme().lines().enumerate() {
+        match (open.take(), line.strip_prefix("```")) {
+            (None, Some(lang)) => {
+                open = Some(Block {
+                    lang: lang.trim().to_owned(),
+                    text: String::new(),
+                    line: index + 1,
+                });
+            }
+            (Some(block), Some(_)) => blocks.push(block),
+            (Some(mut block), None) => {
+                block.text.push_str(line);
+                block.text.push('\n');
+                open = Some(block);
+            }
+            (None, None) => {}
+        }
+    }
+    assert!(open.is_none(), "README.md has an unclosed code block");
+    blocks
+}
+
+fn blocks_in(lang: &str) -> Vec<Block> {
+    let found: Vec<Block> = blocks().into_iter().filter(|b| b.lang == lang).collect();
+    assert!(
+        !found.is_empty(),
+        "README.md has no `{lang}` block any more"
+    );
+    found
+}
+
+/// The languages checked below; a plain fence is a diagram, not code.
+const CHECKED: &[&str] = &["", "sh", "json", "python", "toml", "ts"];
+
+#[test]
+fn every_block_is_in_a_checked_language() {
+    for block in blocks() {
+        assert!(
+            CHECKED.contains(&block.lang.as_str()),
+            "README.md line {}: a `{}` block that no test checks",
+            block.line,
+            block.lang
+        );
+    }
+}
+
+/// `mcp-gateway config check --config FILE`, with the variables the README's examples use.
+fn config_check(file: &Path) -> std::process::Output {
+    Command::new(gateway_bin())
+        .args(["config", "check", "--config"])
+        .arg(file)
+        .env("K", "k")
+        .env("TOKEN", "t")
+        .env("GATEWAY_TOKEN", "g")
+        .env("CI_TOKEN", "c")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn toml_blocks_are_valid_configurations() {
+    let dir = tempfile::tempdir().unwrap();
+    for block in blocks_in("toml") {
+        let file = dir.path().join(format!("line-{}.toml", block.line));
+        std::fs::write(&file, &block.text).unwrap();
+        let output = config_check(&file);
+        assert!(
+            output.status.success(),
+            "README.md line {}: {}",
+            block.line,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn json_blocks_are_client_configurations() {
+    let dir = tempfile::tempdir().unwrap();
+    for block in blocks_in("json") {
+        let file = dir.path().join(format!("line-{}.json", block.line));
+        std::fs::write(&file, &block.text).unwrap();
+        let output = config_check(&file);
+        assert!(
+            output.status.success(),
+            "README.md line {}: {}",
+            block.line,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let servers = String::from_utf8_lossy(&output.stdout);
+        assert!(servers.contains("(1 servers"), "{servers}");
+    }
+}
+
+#[test]
+fn the_python_block_runs_against_a_gateway() {
+    let workspace = Workspace::new(&example_server("kv", "kv"));
+    let gateway = workspace.serve_http(&[]);
+    for block in blocks_in("python") {
+        assert!(block.text.contains("127.0.0.1:8765"), "{}", block.text);
+        let program = block
+            .text
+            .replace("127.0.0.1:8765", &gateway.address.to_string());
+        let output = Command::new(python())
+            .arg("-W")
+            .arg("error::DeprecationWarning")
+            .arg("-c")
+            .arg(&program)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "README.md line {}: {stdout}\n{}",
+            block.line,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // The printed CallToolResult carries kv's answer for the unset key.
+        assert!(stdout.contains("'key': 'x'"), "{stdout}");
+        assert!(stdout.contains("'value': None"), "{stdout}");
+    }
+}
+
+#[test]
+fn the_typescript_block_runs_as_run_code() {
+    let workspace = Workspace::new(&format!(
+        "{}{}",
+        example_server("kv", "kv"),
+        npm_server("everything", "mcp-server-everything", &["stdio"])
+    ));
+    for block in blocks_in("ts") {
+        let file = workspace.path(&format!("line-{}.ts", block.line));
+        std::fs::write(&file, &block.text).unwrap();
+        let output = workspace.cli(&["run", &file.to_string_lossy()]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "README.md line {}: {stdout}\n{}",
+            block.line,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(stdout.contains("The sum of 1 and 2 is 3"), "{stdout}");
+    }
+}
+
+#[test]
+fn shell_blocks_run_scripts_that_exist_and_parse() {
+    for block in blocks_in("sh") {
+        for line in block.text.lines() {
+            let command = line.split('#').next().unwrap().trim();
+            let Some(program) = command.split_whitespace().next() else {
+                continue;
+            };
+            let path = repo().join(program);
+            let mode = std::fs::metadata(&path)
+                .unwrap_or_else(|e| panic!("README.md line {}: {program}: {e}", block.line));
+            assert!(
+                std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o111 != 0,
+                "{program} is not executable"
+            );
+            let syntax = Command::new("bash").arg("-n").arg(&path).output().unwrap();
+            assert!(
+                syntax.status.success(),
+                "{program}: {}",
+                String::from_utf8_lossy(&syntax.stderr)
+            );
+        }
+    }
+}
+
+/// The commands of the "Command line" table: each backquoted command of a row's first cell
+/// (`config dump` stands for `mcp-gateway config dump`).
+fn table_commands() -> Vec<String> {
+    let readme = readme();
+    let mut commands = Vec::new();
+    for row in readme.lines().filter(|l| l.starts_with("| `mcp-gateway ")) {
+        let first_cell = row[1..].split(" | ").next().unwrap();
+        for (index, span) in first_cell.split('`').enumerate() {
+            if index % 2 == 1 {
+                let span = span.replace("\\|", "|");
+                commands.push(match span.strip_prefix("mcp-gateway ") {
+                    Some(rest) => rest.to_owned(),
+                    None => span,
+                });
+            }
+        }
+    }
+    assert!(commands.len() >= 8, "{commands:?}");
+    commands
+}
+
+#[test]
+fn the_command_table_matches_the_command_line() {
+    for command in table_commands() {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let subcommand: Vec<&str> = words
+            .iter()
+            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+            .copied()
+            .collect();
+        let help = Command::new(gateway_bin())
+            .args(&subcommand)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(help.status.success(), "`{command}`: {text}");
+        let flags = words
+            .iter()
+            .map(|w| w.trim_matches(|c| matches!(c, '[' | ']' | '|')))
+            .filter(|w| w.starts_with('-'));
+        for flag in flags.chain(["--config"]) {
+            assert!(
+                text.contains(flag),
+                "`mcp-gateway {}` has no {flag}: {text}",
+                subcommand.join(" ")
+            );
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! Issue 15, tool search, through the built gateway in front of five real servers
+//! (server-everything, server-filesystem, server-memory, mcp-server-time, mcp-server-git:
+//! 50 tools), driven by the official Python SDK:
+//! - how well `search_tools` finds the tools for natural-language tasks (recall@5, MRR);
+//! - a native session lists only `search_tools` and the pinned tools, searches, is told
+//!   `list_changed`, finds the tools listed and calls one; hidden tools never show;
+//! - a code-mode session reads a compact index, gets sdkgen's declarations from a search
+//!   (the same text as the full SDK of those tools) and runs a program calling any tool;
+//! - `mcp-gateway search` on the command line.
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+/// Natural-language tasks, each with the tools that serve it (`server/tool`).
+const TASKS: &[(&str, &[&str])] = &[
+    ("add two numbers", &["everything/get-sum"]),
+    ("echo a message back", &["everything/echo"]),
+    (
+        "print the server's environment variables for debugging",
+        &["everything/get-env"],
+    ),
+    ("gzip a file", &["everything/gzip-file-as-resource"]),
+    ("get a small logo image", &["everything/get-tiny-image"]),
+    (
+        "start a long running operation that reports progress",
+        &["everything/trigger-long-running-operation"],
+    ),
+    (
+        "turn simulated logging on or off",
+        &["everything/toggle-simulated-logging"],
+    ),
+    (
+        "run a deep research query on a topic",
+        &["everything/simulate-research-query"],
+    ),
+    (
+        "get links to several resources",
+        &["everything/get-resource-links"],
+    ),
+    (
+        "weather conditions and temperature for a city",
+        &["everything/get-structured-content"],
+    ),
+    (
+        "read the contents of a text file",
+        &["filesystem/read_text_file", "filesystem/read_file"],
+    ),
+    (
+        "show the last lines of a log file",
+        &["filesystem/read_text_file", "filesystem/read_file"],
+    ),
+    ("view an image file", &["filesystem/read_media_file"]),
+    (
+        "read several files at once",
+        &["filesystem/read_multiple_files"],
+    ),
+    ("save text to a new file", &["filesystem/write_file"]),
+    ("replace a line in a source file", &["filesystem/edit_file"]),
+    ("make a new folder", &["filesystem/create_directory"]),
+    (
+        "list the files in a directory",
+        &[
+            "filesystem/list_directory",
+            "filesystem/list_directory_with_sizes",
+        ],
+    ),
+    (
+        "which files in this folder are the biggest",
+        &["filesystem/list_directory_with_sizes"],
+    ),
+    (
+        "show the folder structure as a tree",
+        &["filesystem/directory_tree"],
+    ),
+    ("rename a file", &["filesystem/move_file"]),
+    (
+        "find files whose names match a glob pattern",
+        &["filesystem/search_files"],
+    ),
+    (
+        "when was this file last modified",
+        &["filesystem/get_file_info"],
+    ),
+    (
+        "which directories may I access",
+        &["filesystem/list_allowed_directories"],
+    ),
+    (
+        "remember new people and organisations",
+        &["memory/create_entities"],
+    ),
+    (
+        "record a relation between two entities",
+        &["memory/create_relations"],
+    ),
+    (
+        "add facts to something already in memory",
+        &["memory/add_observations"],
+    ),
+    ("forget an entity entirely", &["memory/delete_entities"]),
+    (
+        "remove a single observation about an entity",
+        &["memory/delete_observations"],
+    ),
+    (
+        "delete a relation from the knowledge graph",
+        &["memory/delete_relations"],
+    ),
+    ("dump the whole knowledge graph", &["memory/read_graph"]),
+    ("search my memory for a project", &["memory/search_nodes"]),
+    ("what time is it in Tokyo", &["time/get_current_time"]),
+    (
+        "convert 3pm in New York to London time",
+        &["time/convert_time"],
+    ),
+    (
+        "current date and time in a timezone",
+        &["time/get_current_time"],
+    ),
+    (
+        "show me what changed in the last commit",
+        &["git/git_show", "git/git_log"],
+    ),
+    ("status of the working tree", &["git/git_status"]),
+    ("changes I have not staged yet", &["git/git_diff_unstaged"]),
+    (
+        "review the staged changes before committing",
+        &["git/git_diff_staged"],
+    ),
+    ("compare two branches", &["git/git_diff"]),
+    ("commit my changes with a message", &["git/git_commit"]),
+    ("stage files for the next commit", &["git/git_add"]),
+    ("unstage everything", &["git/git_reset"]),
+    ("commit history since last week", &["git/git_log"]),
+    ("create a branch for a bug fix", &["git/git_create_branch"]),
+    ("switch to another branch", &["git/git_checkout"]),
+    ("list the branches of the repository", &["git/git_branch"]),
+    (
+        "show a file as it was at an older revision",
+        &["git/git_show"],
+    ),
+];
+
+/// `server/tool` → `mcp__server__tool`.
+fn federated(tool: &str) -> String {
+    let (server, name) = tool.split_once('/').unwrap();
+    format!("mcp__{server}__{name}")
+}
+
+/// The five servers with `gateway` settings and `extra` sections.
+fn workspace(root: &std::path::Path, gateway: &str, extra: &str) -> Workspace {
+    Workspace::new(&format!(
+        "[gateway]\n{gateway}\n{}{extra}",
+        five_servers(root)
+    ))
+}
+
+fn search_call(query: &str) -> Value {
+    json!({"action": "call_tool", "name": "search_tools", "arguments": {"query": query}})
+}
+
+/// The federated names in a native `search_tools` result, best first.
+fn found(result: &Value) -> Vec<String> {
+    result["structuredContent"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {result:#}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn search_finds_the_tools_for_natural_language_tasks() {
+    assert!(TASKS.len() >= 40);
+    let root = tempfile::tempdir().unwrap();
+    let workspace = workspace(root.path(), "catalog = \"search\"", "");
+    let script: Vec<Value> = TASKS.iter().map(|(task, _)| search_call(task)).collect();
+    let run = python_client(&python_stdio_args(&workspace, &[]), &json!(script));
+    let (mut recall_sum, mut reciprocal_sum) = (0.0, 0.0);
+    let mut report = String::new();
+    for (index, (task, relevant)) in TASKS.iter().enumerate() {
+        let top = found(action_result(&run, index));
+        assert!(top.len() <= 5, "{top:?}");
+        let relevant: Vec<String> = relevant.iter().map(|t| federated(t)).collect();
+        let hits = relevant.iter().filter(|r| top.contains(r)).count();
+        let recall = hits as f64 / relevant.len() as f64;
+        let first = top.iter().position(|t| relevant.contains(t));
+        recall_sum += recall;
+        reciprocal_sum += first.map_or(0.0, |rank| 1.0 / (rank + 1) as f64);
+        report.push_str(&format!(
+            "{recall:.2} rank {:>2}  {task:<58} {top:?}\n",
+            first.map_or("-".into(), |r| (r + 1).to_string())
+        ));
+    }
+    let n = TASKS.len() as f64;
+    let (recall, mrr) = (recall_sum / n, reciprocal_sum / n);
+    eprintln!(
+        "{report}recall@5 {recall:.3}, MRR {mrr:.3} over {} tasks",
+        TASKS.len()
+    );
+    assert!(recall >= 0.95, "recall@5 {recall:.3} < 0.95\n{report}");
+}
+
+#[test]
+fn a_native_session_searches_is_told_and_calls_what_it_found() {
+    let root = tempfile::tempdir().unwrap();
+    let workspace = workspace(
+        root.path(),
+        "catalog = \"search\"\npinned = [\"mcp__everything__echo\"]",
+        "[profiles.default]\ndeny = [\"mcp__git__git_reset\"]\n",
+    );
+    let gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &gateway.client_args("http", "/mcp"),
+        &json!([
+            {"action": "list_tools"},
+            search_call("current time in a timezone"),
+            {"action": "wait_notification", "method": "notifications/tools/list_changed"},
+            {"action": "list_tools"},
+            {"action": "call_tool", "name": "mcp__time__get_current_time", "arguments": {"timezone": "UTC"}},
+            {"action": "call_tool", "name": "mcp__everything__get-sum", "arguments": {"a": 1, "b": 2}},
+            search_call("unstage all staged changes"),
+            {"action": "call_tool", "name": "mcp__git__git_reset", "arguments": {"repo_path": "."}},
+        ]),
+    );
+    let listed = tool_names(action_result(&run, 0));
+    assert_eq!(listed, ["search_tools", "mcp__everything__echo"], "{run:#}");
+    let search = action_result(&run, 0)["tools"][0].clone();
+    let description = search["description"].as_str().unwrap();
+    // mcp-server-git offers 12 tools; the profile hides git_reset. (server-everything's
+    // count depends on the capabilities the gateway declares upstream, so it is not pinned.)
+    assert!(
+        description.contains("git: 11,") && description.contains("tools from 5 servers"),
+        "the hidden tool is not counted: {description}"
+    );
+    let hits = found(action_result(&run, 1));
+    assert_eq!(hits[0], "mcp__time__get_current_time", "{hits:?}");
+    let definition = &action_result(&run, 1)["structuredContent"]["tools"][0];
+    assert_eq!(definition["inputSchema"]["required"], json!(["timezone"]));
+    assert!(
+        result_text(action_result(&run, 1)).contains("\"name\":\"mcp__time__get_current_time\"")
+    );
+    let now_listed = tool_names(action_result(&run, 3));
+    for hit in &hits {
+        assert!(
+            now_listed.contains(hit),
+            "{hit} joined the list: {now_listed:?}"
+        );
+    }
+    assert!(now_listed.contains(&"mcp__everything__echo".to_owned()));
+    let time = action_result(&run, 4);
+    assert_ne!(time["isError"], true, "{time:#}");
+    assert!(result_text(time).contains("UTC"), "{time:#}");
+    let sum = action_result(&run, 5);
+    assert!(result_text(sum).contains('3'), "callable unlisted: {sum:#}");
+    let unstage = found(action_result(&run, 6));
+    assert!(
+        !unstage.contains(&"mcp__git__git_reset".to_owned()),
+        "{unstage:?}"
+    );
+    assert_eq!(error_code(action_result(&run, 7)), Some("TOOL_NOT_FOUND"));
+}
+
+#[test]
+fn a_code_session_reads_an_index_gets_declarations_and_calls_any_tool() {
+    let root = tempfile::tempdir().unwrap();
+    let workspace = workspace(
+        root.path(),
+        "mode = \"code\"\ncatalog = \"search\"",
+        "[profiles.picked]\nallow = [\"mcp__time__*\"]\ncatalog = \"full\"\n",
+    );
+    let program = r#"
+const now = await tools.time.get_current_time({ timezone: "Europe/Paris" });
+const sum = await tools.everything["get-sum"]({ a: 2, b: 3 });
+return { timezone: now.timezone, sum };
+"#;
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([
+            {"action": "list_tools"},
+            {"action": "call_tool", "name": "search_tools", "arguments": {"query": "time zone", "limit": 2}},
+            {"action": "call_tool", "name": "run_code", "arguments": {"code": program}},
+            {"action": "sleep", "ms": 300},
+        ]),
+    );
+    let listing = action_result(&run, 0);
+    assert_eq!(tool_names(listing), ["run_code", "search_tools"]);
+    let description = listing["tools"][0]["description"].as_str().unwrap();
+    assert!(
+        description.contains("\ntime (2): convert_time, get_current_time\n"),
+        "{description}"
+    );
+    assert!(
+        !description.contains("declare const tools"),
+        "no SDK: {description}"
+    );
+    let search = &action_result(&run, 1)["structuredContent"];
+    let declarations = search["declarations"].as_str().unwrap();
+    assert!(
+        declarations.contains("get_current_time(args: {"),
+        "{declarations}"
+    );
+    let sdk = workspace.cli(&["sdk", "--profile", "picked"]);
+    assert_eq!(
+        declarations,
+        String::from_utf8_lossy(&sdk.stdout),
+        "the full SDK's text for the same tools"
+    );
+    let ran = action_result(&run, 2);
+    assert_ne!(ran["isError"], true, "{ran:#}");
+    let value = &ran["structuredContent"]["result"];
+    assert_eq!(value["timezone"], "Europe/Paris", "{ran:#}");
+    assert!(value["sum"].as_str().unwrap().contains('5'), "{ran:#}");
+    assert!(
+        run["notifications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["method"] != "notifications/tools/list_changed"),
+        "a code session's list does not change: {run:#}"
+    );
+}
+
+#[test]
+fn the_command_line_searches_too() {
+    let root = tempfile::tempdir().unwrap();
+    let repo = root.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git_repo(&repo);
+    let workspace = Workspace::new(&format!(
+        "[servers.git]\ncommand = {}\nargs = [\"--repository\", {}]\n",
+        toml_str(venv_bin("mcp-server-git").to_string_lossy()),
+        toml_str(repo.to_string_lossy())
+    ));
+    let output = workspace.cli(&["search", "show the commit history", "--limit", "2"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.starts_with("mcp__git__git_log\t"), "{text}");
+    assert_eq!(text.lines().count(), 2, "{text}");
+    let json = workspace.cli(&["search", "branch", "--json"]);
+    let hits: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["score"].as_f64().unwrap() > 0.0)
+    );
+    assert_eq!(
+        hits[0]["definition"]["name"]
+            .as_str()
+            .unwrap()
+            .split("__")
+            .nth(1),
+        Some("git")
+    );
+}

@@ -1,0 +1,226 @@
+//! Issue 19: what a newcomer meets at start-up. The gateway serves at once and upstreams
+//! join as they come up, so one that hangs at `initialize` never delays the others (over
+//! HTTP and over stdio); one-shot commands say which servers did not start; and a reload
+//! that changes only a tool's `concurrency_safe` override takes effect.
+//!
+//! The hung upstream is `tests/servers/misbehave.py mute-on-init`: it never answers
+//! `initialize`, so its first connection attempt lasts the whole 60 s start timeout, after
+//! which the gateway kills it and starts it again. The good tool must be listed and
+//! callable while that first attempt still hangs: the hung upstream was not started again
+//! (and `/healthz` still says `starting`), and [`WELL_BEFORE_THE_TIMEOUT`] passed at most,
+//! a bound generous enough for a loaded machine that only a gateway waiting for the hung
+//! upstream can miss.
+
+use std::time::{Duration, Instant};
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+/// Less than the 60 s an upstream may take to answer `initialize`, and far more than a
+/// gateway that does not wait for it needs, Python client start included, on a loaded
+/// machine.
+const WELL_BEFORE_THE_TIMEOUT: Duration = Duration::from_secs(40);
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({"action": "call_tool", "name": name, "arguments": arguments})
+}
+
+/// `kv` beside `hung`, an upstream that never answers `initialize`.
+fn kv_beside_a_hung_upstream() -> Workspace {
+    let workspace = Workspace::new("");
+    let config = format!(
+        "{}{}{}",
+        example_server("kv", "kv"),
+        misbehaving_server(
+            "hung",
+            "mute-on-init",
+            &workspace.path("hung-events.jsonl"),
+            &[]
+        ),
+        std::fs::read_to_string(workspace.config()).unwrap(),
+    );
+    std::fs::write(workspace.config(), config).unwrap();
+    workspace
+}
+
+/// Waits for `mcp__kv__get` to be listed, then stores and reads a key through it.
+fn list_and_use_kv() -> Value {
+    json!([
+        {"action": "wait_tool", "name": "mcp__kv__get", "timeout_ms": WELL_BEFORE_THE_TIMEOUT.as_millis() as u64},
+        call("mcp__kv__set", json!({"key": "k", "value": "v"})),
+        call("mcp__kv__get", json!({"key": "k"})),
+    ])
+}
+
+/// How many times the hung upstream was started (misbehave.py logs each start).
+fn hung_starts(workspace: &Workspace) -> usize {
+    std::fs::read_to_string(workspace.path("hung-events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(r#""event": "start""#))
+        .count()
+}
+
+fn assert_kv_served(workspace: &Workspace, run: &Value, started: Instant) {
+    assert!(
+        hung_starts(workspace) <= 1,
+        "kv was served during the hung upstream's first attempt, before any restart"
+    );
+    let listed = tool_names(action_result(run, 0));
+    assert!(
+        listed.iter().all(|name| !name.starts_with("mcp__hung__")),
+        "{run:#}"
+    );
+    assert_eq!(error_code(action_result(run, 1)), None, "{run:#}");
+    assert_eq!(
+        action_result(run, 2)["structuredContent"]["value"],
+        "v",
+        "{run:#}"
+    );
+    assert!(
+        started.elapsed() < WELL_BEFORE_THE_TIMEOUT,
+        "kv was served only after {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_hung_upstream_does_not_delay_the_others_over_http() {
+    let workspace = kv_beside_a_hung_upstream();
+    let started = Instant::now();
+    let gateway = workspace.serve_http_at_once(&[]);
+    let run = python_client(&gateway.client_args("http", "/mcp"), &list_and_use_kv());
+    assert_kv_served(&workspace, &run, started);
+    // The late upstream shows in /healthz and in the log while the others serve.
+    let health = health(&gateway);
+    assert_eq!(health["upstreams"]["kv"]["state"], "ready", "{health:#}");
+    assert_eq!(
+        health["upstreams"]["hung"]["state"], "starting",
+        "{health:#}"
+    );
+    let log = gateway.log_text();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("upstream starting") && line.contains("hung")),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_hung_upstream_does_not_delay_the_others_over_stdio() {
+    let workspace = kv_beside_a_hung_upstream();
+    let args = vec![
+        "--transport".into(),
+        "stdio".into(),
+        "--command".into(),
+        gateway_bin().to_string_lossy().into_owned(),
+        "--args".into(),
+        json!(["serve", "--stdio", "--config", workspace.config()]).to_string(),
+        "--inherit-env".into(),
+    ];
+    let started = Instant::now();
+    let run = python_client(&args, &list_and_use_kv());
+    assert_kv_served(&workspace, &run, started);
+}
+
+#[test]
+fn tools_names_the_servers_that_did_not_start_and_fails() {
+    let workspace = Workspace::new(&format!(
+        "{}[servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+        example_server("kv", "kv")
+    ));
+    let output = workspace.cli(&["tools"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("mcp__kv__get"),
+        "the others are listed: {stdout}"
+    );
+    let complaint = stderr
+        .lines()
+        .find(|line| line.starts_with("error:"))
+        .unwrap_or_else(|| panic!("no error line: {stderr}"));
+    assert!(complaint.contains("broken"), "{complaint}");
+    assert!(complaint.contains("/nonexistent/mcp-server"), "{complaint}");
+    assert!(!complaint.contains("kv"), "{complaint}");
+}
+
+/// When the call labelled `label` started and ended on the `slow` server, in ms.
+fn span(events_file: &std::path::Path, label: &str) -> (i64, i64) {
+    let events: Vec<Value> = std::fs::read_to_string(events_file)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let at = |event: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == event && e["label"] == label)
+            .unwrap_or_else(|| panic!("no {event} for {label}: {events:?}"))["at_ms"]
+            .as_i64()
+            .unwrap()
+    };
+    (at("start"), at("end"))
+}
+
+#[test]
+fn a_reload_that_changes_only_concurrency_safe_takes_effect() {
+    let workspace = Workspace::new("");
+    let events = workspace.path("slow-events.jsonl");
+    let config = |safe: bool| {
+        format!(
+            "[gateway]\nmode = \"both\"\n{}env = {{ SLOW_EVENT_LOG = {} }}\n\
+             [servers.slow.tools.sleep]\nconcurrency_safe = {safe}\n[log]\nsessions_dir = false\n",
+            example_server("slow", "slow"),
+            toml_str(events.to_string_lossy()),
+        )
+    };
+    std::fs::write(workspace.config(), config(true)).unwrap();
+    let mut gateway = workspace.serve_http(&[]);
+    let two_sleeps = |prefix: &str| {
+        let program = format!(
+            "await Promise.all([1, 2].map((i) => tools.slow.sleep({{ ms: 400, label: \"{prefix}\" + i }})));\nreturn \"done\";"
+        );
+        let run = python_client(
+            &gateway.client_args("http", "/mcp"),
+            &json!([call("run_code", json!({"code": program}))]),
+        );
+        assert_eq!(
+            action_result(&run, 0)["structuredContent"]["result"],
+            "done",
+            "{run:#}"
+        );
+        let (first, second) = (
+            span(&events, &format!("{prefix}1")),
+            span(&events, &format!("{prefix}2")),
+        );
+        // Whether the two calls ran at the same time.
+        first.0 < second.1 && second.0 < first.1
+    };
+    assert!(
+        two_sleeps("safe"),
+        "overridden as concurrency safe: overlap"
+    );
+
+    std::fs::write(workspace.config(), config(false)).unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(gateway.pid(), libc::SIGHUP) };
+    assert!(
+        eventually(Duration::from_secs(30), || gateway
+            .log_text()
+            .contains("configuration reloaded")
+            && health(&gateway)["upstreams"]["slow"]["state"] == "ready"),
+        "{}",
+        gateway.log_text()
+    );
+    assert!(
+        !two_sleeps("exclusive"),
+        "no longer concurrency safe: one at a time"
+    );
+    assert!(
+        gateway
+            .signal_and_wait(libc::SIGTERM, Duration::from_secs(20))
+            .is_some()
+    );
+}
