@@ -21,7 +21,7 @@ use std::time::Duration;
 
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta, JsonObject,
     LoggingLevel, ResultType, ServerResult, SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
@@ -365,17 +365,15 @@ impl Upstream {
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        // The client's `_meta` goes on, with the trace context of this call's span in
-        // place of the client's own (the upstream's spans are children of ours).
-        let mut meta = caller
-            .as_ref()
-            .and_then(|caller| caller.meta.clone())
-            .unwrap_or_default();
+        params.meta = caller.as_ref().and_then(|caller| caller.meta.clone());
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // The request's own `_meta` (rmcp merges it over the client's on the wire, and
+        // `TracedHttp` reads it for the header): this call's span, in place of the client's
+        // context, so the upstream's spans are children of ours.
+        let meta = request.get_meta_mut();
         for (key, value) in telemetry::inject(trace) {
             meta.insert(key.into(), value.into());
         }
-        params.meta = (!meta.is_empty()).then_some(meta);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         match self.request(&live, request, cancel, caller).await? {
             ServerResult::CallToolResult(mut result) => {
                 // An older upstream leaves `resultType` out, which means "complete"; say so,
