@@ -187,7 +187,7 @@ pub fn sse_events(body: &str) -> Vec<SseEvent> {
         .collect()
 }
 
-/// A `POST /mcp` whose SSE answer is read as it arrives (HTTP/1.1, chunked), so a test
+/// An SSE answer (`POST /mcp`, or the `GET` stream) read as it arrives (HTTP/1.1, chunked), so a test
 /// can act in the middle of a stream.
 pub struct SseResponse {
     reader: std::io::BufReader<std::net::TcpStream>,
@@ -197,17 +197,36 @@ pub struct SseResponse {
 impl SseResponse {
     /// Sends `body` to `/mcp` on `address` in session `session`; fails unless 200.
     pub fn post(address: SocketAddr, session: &str, body: &str) -> SseResponse {
+        Self::open(
+            address,
+            &format!(
+                "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
+                 Mcp-Session-Id: {session}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    }
+
+    /// Opens session `session`'s standalone stream (`GET /mcp`) on `address`; fails
+    /// unless 200.
+    pub fn get(address: SocketAddr, session: &str) -> SseResponse {
+        Self::open(
+            address,
+            &format!(
+                "GET /mcp HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\
+                 MCP-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: {session}\r\n\r\n"
+            ),
+        )
+    }
+
+    /// Sends `request` and reads the status line and headers.
+    fn open(address: SocketAddr, request: &str) -> SseResponse {
         use std::io::{BufRead, Write};
         let mut stream = std::net::TcpStream::connect(address).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
-        let request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
-             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
-             Mcp-Session-Id: {session}\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
         stream.write_all(request.as_bytes()).unwrap();
         let mut reader = std::io::BufReader::new(stream);
         let mut status = String::new();

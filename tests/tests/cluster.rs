@@ -172,6 +172,33 @@ fn a_session_belongs_to_its_token_on_every_replica() {
 }
 
 #[test]
+fn a_notification_from_one_replica_reaches_the_stream_another_replica_holds() {
+    let redis = Redis::start();
+    let replicas = replicas(&config(&redis, "[gateway]\ncatalog = \"search\"\n"), 2);
+    let (first, second) = (replicas[0].1.address, replicas[1].1.address);
+    let session = open_session(first, None);
+    // The client's standalone stream is on the second replica.
+    let mut stream = SseResponse::get(second, &session);
+    // A search on the first adds the tools it found to the session's list there, which
+    // only the first knows: its `list_changed` must cross over.
+    let search = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "search_tools", "arguments": {"query": "read the value stored under a key"}}});
+    let (status, _, body) = post(first, Some(&session), None, &search.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("mcp__kv__get"), "{body}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let notified = std::iter::from_fn(|| stream.next_event())
+        .take_while(|_| std::time::Instant::now() < deadline)
+        .find(|event| event.data.contains("notifications/tools/list_changed"));
+    assert!(
+        notified.is_some(),
+        "no list_changed on the other replica's stream: {}\n---\n{}",
+        replicas[0].1.log_text(),
+        replicas[1].1.log_text()
+    );
+}
+
+#[test]
 fn a_session_ended_on_one_replica_is_gone_on_every_replica() {
     let redis = Redis::start();
     let replicas = replicas(&config(&redis, ""), 2);

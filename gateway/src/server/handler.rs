@@ -13,9 +13,10 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResponse, Reference, ServerConfig, ServerResult, SetLevelRequestParams,
-    SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -97,6 +98,53 @@ impl GatewayServer {
             ErrorData::invalid_params(format!("unknown profile `{}`", profile.unwrap_or("")), None)
         })?;
         Ok(self.session.get_or_init(|| session))
+    }
+
+    /// Makes `level` this session's log level; when that changes the lowest level any
+    /// session wants, every upstream is told before this returns (or was given time).
+    #[allow(deprecated, reason = "logging/setLevel is what pre-2026 clients use")]
+    async fn adopt_level(
+        &self,
+        session: &Session,
+        peer: rmcp::Peer<RoleServer>,
+        level: LoggingLevel,
+    ) {
+        let sessions = &self.gateway.registry.downstream().sessions;
+        let before = sessions.lowest();
+        let lowest = sessions.set_level(&session.id.as_str().into(), peer, level);
+        if before != Some(lowest) {
+            // Answered once the upstreams have the level (or were given time to take it),
+            // so the client's next call already logs at it.
+            let told = self
+                .gateway
+                .registry
+                .upstreams()
+                .into_iter()
+                .map(|upstream| async move {
+                    upstream.set_log_level(lowest).await;
+                });
+            let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
+        }
+    }
+
+    /// A session another replica opened (streamable HTTP, restored here) keeps the log
+    /// level its client set there.
+    async fn resume_log_level(&self, peer: &rmcp::Peer<RoleServer>) {
+        let Some(session) = self.session.get() else {
+            return;
+        };
+        let level = match self.gateway.state.touch_session(&session.id).await {
+            Ok(Some(record)) => record.log_level,
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(session = %session.id, "shared log level not read: {e}");
+                None
+            }
+        };
+        let level = level.and_then(|level| serde_json::from_value(level.into()).ok());
+        if let Some(level) = level {
+            self.adopt_level(session, peer.clone(), level).await;
+        }
     }
 
     /// Watches the catalog, and the tools the session found with `search_tools`, and
@@ -231,7 +279,9 @@ impl ServerHandler for GatewayServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.watch_catalog(context.peer);
+        let peer = context.peer;
+        self.watch_catalog(peer.clone());
+        self.resume_log_level(&peer).await;
     }
 
     /// This session's level; upstreams are told the lowest level any session wants.
@@ -242,21 +292,12 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let session = self.session()?;
-        let sessions = &self.gateway.registry.downstream().sessions;
-        let before = sessions.lowest();
-        let lowest = sessions.set_level(&session.id.as_str().into(), context.peer, request.level);
-        if before != Some(lowest) {
-            // Answered once the upstreams have the level (or were given time to take it),
-            // so the client's next call already logs at it.
-            let told = self
-                .gateway
-                .registry
-                .upstreams()
-                .into_iter()
-                .map(|upstream| async move {
-                    upstream.set_log_level(lowest).await;
-                });
-            let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
+        self.adopt_level(session, context.peer, request.level).await;
+        // Kept with the session's shared record, for a replica that takes it over.
+        if let Ok(serde_json::Value::String(level)) = serde_json::to_value(request.level)
+            && let Err(e) = self.gateway.state.set_log_level(&session.id, &level).await
+        {
+            tracing::warn!(session = %session.id, "log level not shared: {e}");
         }
         Ok(())
     }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use futures::future::{BoxFuture, ready};
 
 use super::{
-    ClusterConfig, SessionRecord, SharedState, StateError, StoredEvent, event_id, parse_event_id,
+    ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
+    StoredEvent, event_id, parse_event_id,
 };
 
 pub struct MemoryState {
@@ -17,6 +18,8 @@ pub struct MemoryState {
     event_ttl: Duration,
     max_events: usize,
     inner: Mutex<Inner>,
+    /// Published events: in one process, the streams of every path of this listener.
+    published: tokio::sync::broadcast::Sender<Published>,
 }
 
 #[derive(Default)]
@@ -53,6 +56,7 @@ impl MemoryState {
             event_ttl: config.event_ttl(),
             max_events: config.max_events_per_stream.max(1),
             inner: Mutex::default(),
+            published: tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0,
         }
     }
 
@@ -129,6 +133,18 @@ impl SharedState for MemoryState {
             .session(&mut inner, id, false)
             .map(|s| s.record.clone());
         Box::pin(ready(Ok(record)))
+    }
+
+    fn set_log_level<'a>(
+        &'a self,
+        id: &'a str,
+        level: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        let mut inner = self.lock();
+        if let Some(session) = self.session(&mut inner, id, false) {
+            session.record.log_level = Some(level.to_owned());
+        }
+        Box::pin(ready(Ok(())))
     }
 
     fn end_session<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
@@ -230,6 +246,16 @@ impl SharedState for MemoryState {
             })
             .unwrap_or_default();
         Box::pin(ready(Ok(events)))
+    }
+
+    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>> {
+        // No receiver is no error: nobody holds a stream to deliver to.
+        let _ = self.published.send(event.clone());
+        Box::pin(ready(Ok(())))
+    }
+
+    fn published(&self) -> tokio::sync::broadcast::Receiver<Published> {
+        self.published.subscribe()
     }
 
     fn is_ready(&self) -> bool {

@@ -1,7 +1,8 @@
 //! State that every replica of the gateway must see alike, behind one trait: the
-//! streamable HTTP session records (who opened a session, its `initialize` handshake),
-//! the rate limiter's windows, the repeat reminder's chains, and the resumable event
-//! streams. One process keeps it in memory ([`memory::MemoryState`], the default);
+//! streamable HTTP session records (who opened a session, its `initialize` handshake,
+//! its log level), the rate limiter's windows, the repeat reminder's chains, the
+//! resumable event streams, and the notifications one replica publishes for a session
+//! whose stream another replica holds. One process keeps it in memory ([`memory::MemoryState`], the default);
 //! several replicas behind a load balancer share it in Redis ([`redis::RedisState`]).
 //! Nothing outside this module knows which.
 //!
@@ -99,14 +100,31 @@ pub struct SessionRecord {
     /// info) as JSON, so another replica can re-create the session without the client
     /// initializing again.
     pub handshake: Option<String>,
+    /// The level the client asked for with `logging/setLevel` (as on the wire, e.g.
+    /// `"warning"`), applied by a replica that takes the session over.
+    pub log_level: Option<String>,
 }
 
 /// One stored event of a resumable stream: its id and the message as JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredEvent {
     pub id: String,
     pub payload: String,
 }
+
+/// An event of a session's standalone stream (notifications outside any request),
+/// published by the replica that produced it so the replica holding the client's `GET`
+/// stream can deliver it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    /// The replica that stored it; it delivers its own events itself.
+    pub origin: String,
+    pub session: String,
+    pub event: StoredEvent,
+}
+
+/// How many published events a replica may fall behind on before it skips some.
+pub const PUBLISHED_BACKLOG: usize = 1024;
 
 /// The shared state. Every method is one atomic step; a method that fails leaves the
 /// state as it was.
@@ -131,6 +149,14 @@ pub trait SharedState: Send + Sync + 'static {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<SessionRecord>, StateError>>;
+
+    /// Records session `id`'s log level, when the session has a record (sessions of
+    /// other transports have none).
+    fn set_log_level<'a>(
+        &'a self,
+        id: &'a str,
+        level: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
 
     /// Ends session `id` everywhere, with its limiter window and reminder chain.
     fn end_session<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StateError>>;
@@ -165,6 +191,13 @@ pub trait SharedState: Send + Sync + 'static {
         &'a self,
         event_id: &'a str,
     ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>>;
+
+    /// Sends `event` to every replica's [`SharedState::published`] receivers (this
+    /// one's included). Delivery is at most once: a replica not listening then misses it.
+    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// The events replicas publish from now on.
+    fn published(&self) -> tokio::sync::broadcast::Receiver<Published>;
 
     /// Whether the store answered lately (`/readyz`).
     fn is_ready(&self) -> bool;

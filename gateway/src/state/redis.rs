@@ -1,10 +1,13 @@
 //! Shared state in Redis, for replicas behind a load balancer.
 //!
 //! Keys (all under `<prefix>:`, each with a TTL so nothing outlives its use):
-//! - `session:<id>`: a hash with `owner` and `handshake`; its TTL is renewed on use.
+//! - `session:<id>`: a hash with `owner`, `handshake` and `log_level`; its TTL is
+//!   renewed on use.
 //! - `window:<id>`: the rate limiter's sorted set of admission times (Redis's clock).
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
 //! - `events:<stream>` (sorted set of `<seq>` → JSON) and `events:<stream>:seq`.
+//! - the pub/sub channel `published`: events of standalone streams (see
+//!   [`Published`]); each replica keeps one subscription, re-made after Redis returns.
 //!
 //! Each operation is one command, one `MULTI` pipeline or one Lua script, so replicas
 //! racing on the same session see the effects of each other's whole steps only.
@@ -24,7 +27,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 use super::{
-    ClusterConfig, SessionRecord, SharedState, StateError, StoredEvent, event_id, parse_event_id,
+    ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
+    StoredEvent, event_id, parse_event_id,
 };
 
 /// How long one Redis command may take before it counts as a failure.
@@ -61,6 +65,15 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 return count
 ";
 
+/// Sets the log level of a session that has a record, and only then.
+const SET_LOG_LEVEL: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'log_level', ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+";
+
 /// Appends one event, keeps at most ARGV[2] of them, renews the stream's TTL.
 const APPEND_EVENT: &str = r"
 local seq = redis.call('INCR', KEYS[2])
@@ -81,6 +94,9 @@ pub struct RedisState {
     admit: Script,
     extend_chain: Script,
     append_event: Script,
+    set_log_level: Script,
+    /// Events from the subscription, for [`SharedState::published`].
+    published: tokio::sync::broadcast::Sender<Published>,
     /// Stops the connector and the probe when the state is dropped.
     _background: tokio_util::sync::DropGuard,
 }
@@ -93,6 +109,14 @@ impl RedisState {
         let connection = Arc::new(OnceCell::new());
         let ready = Arc::new(AtomicBool::new(false));
         let stop = tokio_util::sync::CancellationToken::new();
+        let published = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
+        let channel = format!("{}:published", config.key_prefix);
+        tokio::spawn(keep_subscribed(
+            client.clone(),
+            channel,
+            published.clone(),
+            stop.clone(),
+        ));
         tokio::spawn(keep_connected(
             client,
             connection.clone(),
@@ -109,6 +133,8 @@ impl RedisState {
             admit: Script::new(ADMIT),
             extend_chain: Script::new(EXTEND_CHAIN),
             append_event: Script::new(APPEND_EVENT),
+            set_log_level: Script::new(SET_LOG_LEVEL),
+            published,
             _background: stop.drop_guard(),
         })
     }
@@ -201,6 +227,49 @@ async fn keep_connected(
     }
 }
 
+/// Keeps one subscription to `channel` (re-made a second after it breaks) and passes
+/// what arrives to `published`.
+async fn keep_subscribed(
+    client: redis::Client,
+    channel: String,
+    published: tokio::sync::broadcast::Sender<Published>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use futures::StreamExt;
+    loop {
+        let subscribed = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(pubsub.into_on_message())
+        };
+        let messages = tokio::select! {
+            () = stop.cancelled() => return,
+            subscribed = tokio::time::timeout(CONNECT_TIMEOUT, subscribed) => subscribed,
+        };
+        match messages {
+            Ok(Ok(mut messages)) => loop {
+                let message = tokio::select! {
+                    () = stop.cancelled() => return,
+                    message = messages.next() => message,
+                };
+                let Some(message) = message else { break };
+                match serde_json::from_slice::<Published>(message.get_payload_bytes()) {
+                    Ok(event) => {
+                        let _ = published.send(event);
+                    }
+                    Err(e) => tracing::warn!("unreadable event on {channel}: {e}"),
+                }
+            },
+            Ok(Err(e)) => tracing::debug!("cannot subscribe to {channel} yet: {e}"),
+            Err(_elapsed) => tracing::debug!("cannot subscribe to {channel} yet: timed out"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(PROBE_EVERY) => {}
+        }
+    }
+}
+
 impl SharedState for RedisState {
     fn set_owner<'a>(
         &'a self,
@@ -263,7 +332,26 @@ impl SharedState for RedisState {
             Ok(Some(SessionRecord {
                 owner: fields.remove("owner").filter(|o| !o.is_empty()),
                 handshake: fields.remove("handshake"),
+                log_level: fields.remove("log_level"),
             }))
+        })
+    }
+
+    fn set_log_level<'a>(
+        &'a self,
+        id: &'a str,
+        level: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = self
+                .set_log_level
+                .key(self.key("session", id))
+                .arg(level)
+                .arg(Self::secs(self.session_ttl))
+                .invoke_async::<i64>(&mut connection)
+                .await;
+            self.observe(result).map(drop)
         })
     }
 
@@ -372,6 +460,24 @@ impl SharedState for RedisState {
                 })
                 .collect()
         })
+    }
+
+    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let payload = serde_json::to_string(event)
+                .map_err(|e| StateError::Corrupt(format!("event not serializable: {e}")))?;
+            let mut connection = self.connection()?;
+            let result = redis::cmd("PUBLISH")
+                .arg(format!("{}:published", self.prefix))
+                .arg(payload)
+                .query_async::<i64>(&mut connection)
+                .await;
+            self.observe(result).map(drop)
+        })
+    }
+
+    fn published(&self) -> tokio::sync::broadcast::Receiver<Published> {
+        self.published.subscribe()
     }
 
     fn is_ready(&self) -> bool {

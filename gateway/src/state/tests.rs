@@ -55,6 +55,39 @@ async fn contract(state: &dyn SharedState) {
     ];
     assert_eq!(counts, [1, 2, 1, 2]);
 
+    // The log level joins an existing record, and creates none.
+    state.set_log_level("s1", "warning").await.unwrap();
+    let record = state.touch_session("s1").await.unwrap().unwrap();
+    assert_eq!(record.log_level.as_deref(), Some("warning"));
+    assert_eq!(record.owner.as_deref(), Some("token:0"));
+    state.set_log_level("stdio-session", "debug").await.unwrap();
+    assert_eq!(state.touch_session("stdio-session").await.unwrap(), None);
+
+    // Published events reach subscribers (Redis subscribes in the background: publish
+    // until the subscription is there).
+    let mut published = state.published();
+    let event = Published {
+        origin: "replica-a".into(),
+        session: "s1".into(),
+        event: StoredEvent {
+            id: "replica-a:s1:common/1".into(),
+            payload: "{}".into(),
+        },
+    };
+    let received = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            state.publish(&event).await.unwrap();
+            if let Ok(Ok(received)) =
+                tokio::time::timeout(Duration::from_millis(200), published.recv()).await
+            {
+                return received;
+            }
+        }
+    })
+    .await
+    .expect("a published event never arrived");
+    assert_eq!(received, event);
+
     // Ending a session forgets its record, its window and its chain.
     state.end_session("s1").await.unwrap();
     assert_eq!(state.touch_session("s1").await.unwrap(), None);

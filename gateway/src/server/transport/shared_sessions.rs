@@ -8,8 +8,17 @@
 //! replays the handshake into a fresh handler (marked [`SessionRestoreMarker`]). Here
 //! that store, and the [`EventStore`] that makes SSE streams resumable with
 //! `Last-Event-ID` on any replica, are the shared state. [`SharedSessions`] wraps the
-//! local manager only to tell the handler which session it serves (so per-session state
-//! is keyed by the id every replica sees) and to end the session everywhere on `DELETE`.
+//! local manager to tell the handler which session it serves (so per-session state is
+//! keyed by the id every replica sees), to end the session everywhere on `DELETE`, and
+//! to carry notifications across replicas.
+//!
+//! Notifications outside any request (`list_changed`, resource updates, log messages)
+//! go to a session's standalone stream, the client's `GET`, which one replica holds. Any
+//! other replica serving the session stores such an event as usual and also publishes it
+//! (Redis pub/sub); the replica holding the `GET` adds what others published for that
+//! session to the stream. A change every replica sees (an upstream's `list_changed`)
+//! can so reach the client once per replica that serves the session: those
+//! notifications only ask the client to list again.
 
 use std::sync::Arc;
 
@@ -24,7 +33,10 @@ use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
 
-use crate::state::SharedState;
+use crate::state::{Published, SharedState, StoredEvent};
+
+/// The suffix of the standalone stream's id in rmcp (`<session>:common`).
+const STANDALONE: &str = ":common";
 
 /// The streamable HTTP session id a handler serves, put into the `initialize` request's
 /// extensions (fresh or restored).
@@ -36,6 +48,7 @@ pub struct TransportSession(pub SessionId);
 pub struct SharedSessions {
     local: LocalSessionManager,
     state: Arc<dyn SharedState>,
+    replica: String,
 }
 
 impl SharedSessions {
@@ -49,6 +62,7 @@ impl SharedSessions {
         Self {
             local: LocalSessionManager::default().with_event_store(events),
             state,
+            replica: replica.to_owned(),
         }
     }
 
@@ -123,7 +137,10 @@ impl SessionManager for SharedSessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.local.create_standalone_stream(id).await
+        // Subscribed before the local stream opens, so nothing falls in between.
+        let published = self.state.published();
+        let local = self.local.create_standalone_stream(id).await?;
+        Ok(with_published(local, published, id, &self.replica))
     }
 
     async fn resume(
@@ -144,6 +161,51 @@ impl SessionManager for SharedSessions {
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.local.event_store()
     }
+}
+
+/// `local` (this replica's standalone stream of `session`), with the events other
+/// replicas published for that session; it ends when `local` does.
+fn with_published(
+    local: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    published: tokio::sync::broadcast::Receiver<Published>,
+    session: &str,
+    replica: &str,
+) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+    use futures::StreamExt;
+    use futures::future::ready;
+    let (session, replica) = (session.to_owned(), replica.to_owned());
+    let remote = tokio_stream::wrappers::BroadcastStream::new(published).filter_map(move |item| {
+        let event = match item {
+            Ok(event) if event.session == session && event.origin != replica => {
+                sse_message(event.event)
+            }
+            Ok(_) => None,
+            Err(lagged) => {
+                tracing::warn!(%session, "notifications from other replicas skipped: {lagged}");
+                None
+            }
+        };
+        ready(event)
+    });
+    // `None` marks the end of the local stream, which ends the whole.
+    futures::stream::select(
+        local.map(Some).chain(futures::stream::once(ready(None))),
+        remote.map(Some),
+    )
+    .take_while(|item| ready(item.is_some()))
+    .filter_map(ready)
+}
+
+/// A stored event as rmcp sends it (`None` when it is not one this gateway stored).
+fn sse_message(event: StoredEvent) -> Option<ServerSseMessage> {
+    let stored: StoredSse = serde_json::from_str(&event.payload).ok()?;
+    Some(match stored.message {
+        Some(message) => ServerSseMessage::new(event.id, message),
+        None => ServerSseMessage::priming(
+            event.id,
+            std::time::Duration::from_millis(stored.retry_ms.unwrap_or_default()),
+        ),
+    })
 }
 
 /// The clients' `initialize` parameters, kept in the shared state.
@@ -198,7 +260,23 @@ impl EventStore for SharedEvents {
         };
         let payload = serde_json::to_string(&stored)?;
         let stream = format!("{}:{stream_id}", self.replica);
-        Ok(self.state.append_event(&stream, &payload).await?)
+        let id = self.state.append_event(&stream, &payload).await?;
+        if let Some(session) = stream_id.strip_suffix(STANDALONE)
+            && stored.message.is_some()
+        {
+            let published = Published {
+                origin: self.replica.clone(),
+                session: session.to_owned(),
+                event: StoredEvent {
+                    id: id.clone(),
+                    payload,
+                },
+            };
+            if let Err(e) = self.state.publish(&published).await {
+                tracing::warn!(%session, "notification not published to other replicas: {e}");
+            }
+        }
+        Ok(id)
     }
 
     async fn replay_events_after(
@@ -206,20 +284,7 @@ impl EventStore for SharedEvents {
         last_event_id: &str,
     ) -> Result<EventStream, EventStoreError> {
         let events = self.state.events_after(last_event_id).await?;
-        let messages: Vec<ServerSseMessage> = events
-            .into_iter()
-            .filter_map(|event| {
-                let stored: StoredSse = serde_json::from_str(&event.payload).ok()?;
-                let message = match stored.message {
-                    Some(message) => ServerSseMessage::new(event.id, message),
-                    None => ServerSseMessage::priming(
-                        event.id,
-                        std::time::Duration::from_millis(stored.retry_ms.unwrap_or_default()),
-                    ),
-                };
-                Some(message)
-            })
-            .collect();
+        let messages: Vec<ServerSseMessage> = events.into_iter().filter_map(sse_message).collect();
         Ok(Box::pin(futures::stream::iter(messages)))
     }
 }
