@@ -245,7 +245,16 @@ impl SseResponse {
         }
     }
 
-    /// The next event, or `None` when the stream ended.
+    /// Waits at most `timeout` for each read from now on (30 s by default).
+    pub fn read_timeout(self, timeout: Duration) -> SseResponse {
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(timeout))
+            .unwrap();
+        self
+    }
+
+    /// The next event, or `None` when the stream ended (or a read timed out).
     pub fn next_event(&mut self) -> Option<SseEvent> {
         use std::io::{BufRead, Read};
         loop {

@@ -199,6 +199,58 @@ fn a_notification_from_one_replica_reaches_the_stream_another_replica_holds() {
 }
 
 #[test]
+fn a_log_level_set_on_one_replica_holds_on_another() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let replicas = replicas(
+        &config(
+            &redis,
+            &format!(
+                "[servers.conf]\nurl = \"http://{}/mcp\"\n",
+                conformance.address
+            ),
+        ),
+        2,
+    );
+    let (first, second) = (replicas[0].1.address, replicas[1].1.address);
+    let set_level = |address, session: &str, level: &str| {
+        let request = json!({"jsonrpc": "2.0", "id": 5, "method": "logging/setLevel",
+                             "params": {"level": level}});
+        let (status, _, body) = post(address, Some(session), None, &request.to_string());
+        assert_eq!(status, 200, "{body}");
+    };
+    let logged_call = |address, session: &str| {
+        let request = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+            "name": "mcp__conf__test_tool_with_logging", "arguments": {}}});
+        let (status, _, body) = post(address, Some(session), None, &request.to_string());
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("executed successfully"), "{body}");
+    };
+    let logged = |stream: &mut SseResponse| {
+        std::iter::from_fn(|| stream.next_event())
+            .any(|event| event.data.contains("notifications/message"))
+    };
+    // `error` set on the first replica; the second takes the session over.
+    let quiet = open_session(first, None);
+    set_level(first, &quiet, "error");
+    // Another session on the second replica wants everything, so its upstream logs.
+    let chatty = open_session(second, None);
+    set_level(second, &chatty, "debug");
+    // Log messages outside a request's own answer come on the GET streams.
+    let mut quiet_stream = SseResponse::get(second, &quiet).read_timeout(Duration::from_secs(3));
+    let mut chatty_stream = SseResponse::get(second, &chatty);
+    logged_call(second, &quiet);
+    logged_call(second, &chatty);
+    assert!(logged(&mut chatty_stream), "the upstream logs at info");
+    // Anything for the quiet session was sent before its call answered, so before the
+    // chatty session's messages.
+    assert!(
+        !logged(&mut quiet_stream),
+        "info messages reached a session at `error`"
+    );
+}
+
+#[test]
 fn a_session_ended_on_one_replica_is_gone_on_every_replica() {
     let redis = Redis::start();
     let replicas = replicas(&config(&redis, ""), 2);
