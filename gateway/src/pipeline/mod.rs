@@ -21,6 +21,7 @@ mod federated;
 pub mod invocation;
 pub mod outcome;
 pub mod stages;
+pub mod trace;
 pub mod validate;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub use outcome::{AdditionalContext, BoxFuture, ContextSource, ToolOutcome};
 pub use stages::{
     Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, ResultObserver,
 };
+pub use trace::Step;
 
 /// `_meta` key listing the provenance of attached contexts.
 pub const CONTEXTS_META_KEY: &str = "mcp-gateway/contexts";
@@ -124,6 +126,10 @@ impl PipelineBuilder {
 #[derive(Debug, Clone)]
 pub struct PipelineSettings {
     pub ask_fallback: AskFallback,
+    /// How long a question waits in the console (`ask_fallback = "console"`).
+    pub ask_timeout: std::time::Duration,
+    /// Where console questions wait; owned by the gateway so reloads keep them.
+    pub console_asks: Arc<crate::approvals::ConsoleAsks>,
     pub max_argument_depth: usize,
     /// Where the spans of each call go (nowhere by default).
     pub tracer: Tracer,
@@ -175,16 +181,18 @@ impl Pipeline {
         if let Err(error) = self.admit(invocation, call).await {
             return ToolOutcome::failed(error);
         }
-        if let Target::Federated(tool) = target
-            && let Err(error) = self.in_span("validate", call, || {
+        if let Target::Federated(tool) = target {
+            let validated = self.in_span("validate", call, || {
                 validate::arguments(
                     tool,
                     &invocation.arguments_value(),
                     self.settings.max_argument_depth,
                 )
-            })
-        {
-            return ToolOutcome::failed(error);
+            });
+            self.trace(invocation, Step::Validated(validated.as_ref().err()));
+            if let Err(error) = validated {
+                return ToolOutcome::failed(error);
+            }
         }
         if invocation.cancel.is_cancelled() {
             return ToolOutcome::failed(aborted_before_dispatch());
@@ -310,44 +318,58 @@ impl Pipeline {
             return Err(aborted_before_dispatch());
         }
         let span = self.settings.tracer.stage("guards", call);
-        let mut checked = Ok(());
+        let mut refused = None;
         for guard in &self.stages.guards {
-            checked = guard
-                .check(invocation)
-                .await
-                .map_err(|reason| ToolError::new(ErrorCode::Denied, reason));
-            if checked.is_err() {
+            if let Err(reason) = guard.check(invocation).await {
+                refused = Some(reason);
                 break;
             }
         }
         telemetry::end(&span);
-        checked
+        self.trace(invocation, Step::Guards(refused.as_deref()));
+        match refused {
+            Some(reason) => Err(ToolError::new(ErrorCode::Denied, reason)),
+            None => Ok(()),
+        }
     }
 
     /// The first gate decision other than `Pass` wins; asking the person happens here.
-    /// The decision is recorded on the gate's span.
+    /// The decision is recorded on the gate's span and told to the observers.
     async fn gate(&self, invocation: &Invocation, span: &Context) -> Result<(), ToolError> {
-        let decided = |decision: &'static str| {
-            use opentelemetry::trace::TraceContextExt;
-            span.span()
-                .set_attribute(KeyValue::new(attribute::GATE_DECISION, decision));
-        };
+        let mut decision = GateDecision::Pass;
         for gate in &self.stages.gates {
-            match gate.decide(invocation).await {
-                GateDecision::Pass => continue,
-                GateDecision::Allow => break,
-                GateDecision::Deny { reason } => {
-                    decided("deny");
-                    return Err(ToolError::new(ErrorCode::Denied, reason));
-                }
-                GateDecision::Ask { reason } => {
-                    decided("ask");
-                    return ask::ask(invocation, &reason, self.settings.ask_fallback).await;
-                }
+            decision = gate.decide(invocation).await;
+            if decision != GateDecision::Pass {
+                break;
             }
         }
-        decided("allow");
-        Ok(())
+        self.trace(invocation, Step::Gate(&decision));
+        let label = match &decision {
+            GateDecision::Pass | GateDecision::Allow => "allow",
+            GateDecision::Deny { .. } => "deny",
+            GateDecision::Ask { .. } => "ask",
+        };
+        {
+            use opentelemetry::trace::TraceContextExt;
+            span.span()
+                .set_attribute(KeyValue::new(attribute::GATE_DECISION, label));
+        }
+        match decision {
+            GateDecision::Pass | GateDecision::Allow => Ok(()),
+            GateDecision::Deny { reason } => Err(ToolError::new(ErrorCode::Denied, reason)),
+            GateDecision::Ask { reason } => {
+                let asked = ask::ask(invocation, &reason, &self.settings).await;
+                self.trace(invocation, Step::Asked(asked.as_ref().err()));
+                asked
+            }
+        }
+    }
+
+    /// Tells every observer what a stage decided.
+    fn trace(&self, invocation: &Invocation, step: Step<'_>) {
+        for observer in &self.stages.observers {
+            observer.step(invocation, &step);
+        }
     }
 
     /// Sends the call to its executor: the upstream of a federated tool, or the
@@ -368,14 +390,26 @@ impl Pipeline {
             Target::Federated(_) => &self.federated,
             Target::Builtin(tool) => tool.as_ref(),
         };
+        let started = std::time::Instant::now();
         let outcome: ToolOutcome = executor.call(invocation, signal, &span).await.into();
         end_with(&span, &outcome);
+        self.trace(
+            invocation,
+            Step::Dispatched {
+                elapsed: started.elapsed(),
+                error: outcome.result.as_ref().err(),
+            },
+        );
         outcome
     }
 
     async fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
         for post in &self.stages.post {
-            match post.post(invocation, outcome).await {
+            let decision = post.post(invocation, outcome).await;
+            if decision != PostDecision::Pass {
+                self.trace(invocation, Step::Post(&decision));
+            }
+            match decision {
                 PostDecision::Pass => {}
                 PostDecision::ReplaceContent(content) => {
                     if let Ok(result) = &mut outcome.result {

@@ -24,6 +24,7 @@ use serde_json::json;
 
 use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
+use crate::observe::sessions::Transport;
 use crate::observe::telemetry;
 use crate::pipeline::{CallRequest, Origin, Session};
 use crate::registry::resource_uri;
@@ -59,14 +60,17 @@ pub struct GatewayServer {
     /// The profile the transport chose (HTTP path or `--profile`); on streamable HTTP a
     /// token bound to a profile overrides it at `initialize` ([`session_profile`]).
     profile: Option<String>,
+    /// How the client reached the gateway (shown in the console's Sessions page).
+    transport: Transport,
     session: Arc<OnceLock<Arc<Session>>>,
 }
 
 impl GatewayServer {
-    pub fn new(gateway: Arc<Gateway>, profile: Option<String>) -> Self {
+    pub fn new(gateway: Arc<Gateway>, profile: Option<String>, transport: Transport) -> Self {
         Self {
             gateway,
             profile,
+            transport,
             session: Arc::default(),
         }
     }
@@ -94,9 +98,15 @@ impl GatewayServer {
         if let Some(session) = self.session.get() {
             return Ok(session);
         }
-        let session = self.gateway.new_session(profile, id).ok_or_else(|| {
-            ErrorData::invalid_params(format!("unknown profile `{}`", profile.unwrap_or("")), None)
-        })?;
+        let session = self
+            .gateway
+            .new_session_under(profile, self.transport, id)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("unknown profile `{}`", profile.unwrap_or("")),
+                    None,
+                )
+            })?;
         Ok(self.session.get_or_init(|| session))
     }
 
@@ -274,7 +284,12 @@ impl ServerHandler for GatewayServer {
         // On streamable HTTP the session is known by the transport's id on every replica
         // (a restored session replays this handshake on another replica under that id).
         let transport = context.extensions.get::<TransportSession>();
-        self.session_for(profile.as_deref(), transport.map(|t| t.0.as_ref()))?;
+        let session = self.session_for(profile.as_deref(), transport.map(|t| t.0.as_ref()))?;
+        self.gateway.sessions.set_client(
+            &session.id,
+            &request.client_info.name,
+            &request.client_info.version,
+        );
         self.negotiate_initialize(&request)
     }
 

@@ -26,6 +26,7 @@ use tower::Service;
 
 use super::shared_sessions::SharedSessions;
 use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
 use crate::server::handler::GatewayServer;
 use crate::server::http::security::Credentials;
 use crate::state::{SharedState, StateError};
@@ -51,7 +52,13 @@ pub fn service(
         .with_cancellation_token(shutdown.child_token());
     config.session_store = Some(sessions.store());
     let service = StreamableHttpService::new(
-        move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
+        move || {
+            Ok(GatewayServer::new(
+                gateway.clone(),
+                profile.clone(),
+                Transport::StreamableHttp,
+            ))
+        },
         sessions.clone(),
         config,
     );
