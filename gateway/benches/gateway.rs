@@ -8,7 +8,8 @@
 //! the baseline is calls too, it runs in alternating rounds with the measured path.
 //! `BENCH_QUICK=1` cuts repetitions;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
-//! work, run_code, memory, search, code_compute, code_memory).
+//! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
+//! redis-server and haproxy from scripts/install-cluster-deps).
 
 #[path = "gateway/search.rs"]
 mod search;
@@ -523,6 +524,7 @@ impl Executor for NoOp {
         &'a self,
         _i: &'a Invocation,
         _s: CancellationToken,
+        _t: &'a opentelemetry::Context,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")])) })
     }
@@ -536,13 +538,15 @@ fn bench_pipeline(
     dir: &Path,
 ) -> (mcp_gateway::pipeline::Pipeline, Arc<Session>) {
     let metrics = Arc::new(mcp_gateway::observe::metrics::Metrics::new());
-    let pipeline = mcp_gateway::policies::builtin(config, metrics).build(
+    let state = mcp_gateway::state::open(&config.cluster).unwrap();
+    let pipeline = mcp_gateway::policies::builtin(config, metrics, state).build(
         registry,
         PipelineSettings {
             ask_fallback: config.gate.ask_fallback,
             ask_timeout: Duration::from_millis(config.gate.ask_timeout_ms),
             console_asks: Arc::default(),
             max_argument_depth: 64,
+            tracer: Default::default(),
         },
     );
     let profile = Profiles::new(config).get(None).unwrap();
@@ -575,6 +579,7 @@ fn invocation(session: &Arc<Session>, tool: &str, arguments: Value, target: Targ
         peer: None,
         origin: Origin::Client,
         started: Instant::now(),
+        trace: opentelemetry::Context::new(),
     }
 }
 
@@ -600,7 +605,7 @@ async fn pipeline_alone(dir: &Path, rows: &mut Vec<Row>) {
     for i in 0..n {
         let inv = call(i);
         let started = Instant::now();
-        let _ = noop.call(&inv, inv.cancel.clone()).await;
+        let _ = noop.call(&inv, inv.cancel.clone(), &inv.trace).await;
         base.push(started.elapsed());
         let inv = call(i);
         let started = Instant::now();
@@ -1034,6 +1039,133 @@ fn worker_pids(gateway: u32) -> Vec<u32> {
         .collect()
 }
 
+/// A `redis-server` on a free loopback port for the cluster scenarios; killed on drop.
+struct BenchRedis(std::process::Child, std::net::SocketAddr);
+
+impl BenchRedis {
+    fn start() -> BenchRedis {
+        let address = free_address();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &address.port().to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/install-cluster-deps)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(address).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        BenchRedis(child, address)
+    }
+}
+
+impl Drop for BenchRedis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `haproxy` balancing `backends` round robin on a free port; killed on drop.
+struct BenchHaproxy(std::process::Child, std::net::SocketAddr);
+
+impl BenchHaproxy {
+    fn start(dir: &Path, backends: &[std::net::SocketAddr]) -> BenchHaproxy {
+        let address = free_address();
+        let servers: String = backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("    server g{i} {b}\n"))
+            .collect();
+        let config = format!(
+            "global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 2s\n    \
+             timeout client 60s\n    timeout server 60s\n    option http-server-close\n\
+             frontend mcp\n    bind {address}\n    default_backend gateways\n\
+             backend gateways\n    balance roundrobin\n{servers}"
+        );
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, config).unwrap();
+        let child = std::process::Command::new("haproxy")
+            .arg("-f")
+            .arg(&path)
+            .arg("-db")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("haproxy (scripts/install-cluster-deps)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(address).is_err() {
+            assert!(Instant::now() < deadline, "haproxy did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        BenchHaproxy(child, address)
+    }
+}
+
+impl Drop for BenchHaproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 18: the added latency of a Redis-backed session over an in-memory one (one
+/// gateway each, kv `get` at concurrency 1), and calls/s at concurrency 32 through three
+/// Redis-backed replicas behind HAProxy vs one of them alone; both in alternating rounds.
+async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
+    let redis = BenchRedis::start();
+    let kv = server("kv", "kv", "");
+    let memory_gateway = HttpServer::gateway(&write_config(dir, &kv));
+    let shared_dir = dir.join("shared");
+    std::fs::create_dir_all(&shared_dir).unwrap();
+    let shared_config = write_config(
+        &shared_dir,
+        &format!("{kv}\n[cluster]\nredis_url = \"redis://{}/0\"\n", redis.1),
+    );
+    let replicas: Vec<_> = (0..3)
+        .map(|_| HttpServer::gateway(&shared_config))
+        .collect();
+    let in_memory = memory_gateway.client().await;
+    let alone = replicas[0].client().await;
+    let args = json!({"key": "k"});
+    let per_round = reps(2000) / ROUNDS;
+    let (mut base, mut samples) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        base.extend(sequential(&in_memory, "mcp__kv__get", args.clone(), per_round).await);
+        samples.extend(sequential(&alone, "mcp__kv__get", args.clone(), per_round).await);
+    }
+    rows.push(row(
+        "kv get, one gateway, Redis-backed session (vs in-memory session)",
+        samples,
+        base,
+    ));
+    in_memory.cancel().await.unwrap();
+    drop(memory_gateway);
+
+    let backends: Vec<_> = replicas.iter().map(|r| r.1).collect();
+    let haproxy = BenchHaproxy::start(dir, &backends);
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
+        "http://{}/mcp",
+        haproxy.1
+    ));
+    let balanced = ().serve(transport).await.unwrap();
+    let per_round = reps(6400) / ROUNDS;
+    let (mut base_time, mut time) = (0.0, 0.0);
+    for _ in 0..ROUNDS {
+        base_time += throughput(&alone, "mcp__kv__get", args.clone(), 32, per_round).await;
+        time += throughput(&balanced, "mcp__kv__get", args.clone(), 32, per_round).await;
+    }
+    let total = (per_round / 32 * 32 * ROUNDS) as f64;
+    rows.push(rate_row(
+        "kv get, concurrency 32, 3 Redis-backed replicas behind HAProxy round robin \
+         (vs one replica alone)",
+        total / time,
+        Some(total / base_time),
+    ));
+    balanced.cancel().await.unwrap();
+    alone.cancel().await.unwrap();
+}
+
 fn main() {
     // The pipeline scenario builds a code runtime whose workers run this executable.
     if std::env::args_os()
@@ -1080,6 +1212,9 @@ fn main() {
         }
         if selected("code_memory") {
             code_memory(dir.path(), &mut rows).await;
+        }
+        if selected("cluster") {
+            cluster(dir.path(), &mut rows).await;
         }
     });
     println!(

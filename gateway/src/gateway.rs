@@ -21,6 +21,7 @@ use crate::observe::activity::Activity;
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::observe::sessions::{SessionDirectory, Transport};
+use crate::observe::telemetry::{Telemetry, Tracer};
 use crate::pipeline::{
     BoxFuture, BuiltinTool, CallRequest, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings,
     Session, Target, ToolError,
@@ -32,6 +33,7 @@ use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
+use crate::state::{self, SharedState};
 
 /// What outlives a reload and every policy shares: the counters, the console's
 /// questions and the activity recorder.
@@ -56,8 +58,15 @@ impl Policy {
         self.sessions_dir.as_deref()
     }
 
-    fn new(config: Config, registry: &Arc<Registry>, shared: &Shared) -> Self {
-        let pipeline = policies::builtin(&config, shared.metrics.clone())
+    /// `tracer` and `state` are the process's, chosen at start like `shared`.
+    fn new(
+        config: Config,
+        registry: &Arc<Registry>,
+        shared: &Shared,
+        tracer: &Tracer,
+        state: &Arc<dyn SharedState>,
+    ) -> Self {
+        let pipeline = policies::builtin(&config, shared.metrics.clone(), state.clone())
             .observer(shared.activity.clone())
             .build(
                 registry.clone(),
@@ -66,6 +75,7 @@ impl Policy {
                     ask_timeout: Duration::from_millis(config.gate.ask_timeout_ms),
                     console_asks: shared.console_asks.clone(),
                     max_argument_depth: config.gateway.max_argument_depth,
+                    tracer: tracer.clone(),
                 },
             );
         let sessions_dir = match &config.log.sessions_dir {
@@ -104,6 +114,11 @@ pub struct Gateway {
     /// `mcp-gateway search` and run_code's compact index.
     pub search_tools: Arc<SearchTool>,
     pub shutdown: CancellationToken,
+    /// The trace exporter (idle when `[telemetry]` names no endpoint).
+    pub telemetry: Telemetry,
+    /// What replicas share (`[cluster]`); this process's memory when alone. Chosen at
+    /// start: a reload does not move it.
+    pub state: Arc<dyn SharedState>,
     drain: Arc<Drain>,
 }
 
@@ -127,7 +142,16 @@ impl Gateway {
             ..Shared::default()
         };
         let budgets = config.code.clone();
-        let policy = Policy::new(config, &registry, &shared);
+        let telemetry = Telemetry::start(&config.telemetry).unwrap_or_else(|e| {
+            tracing::error!("traces are not exported: {e}");
+            Telemetry::default()
+        });
+        let state = state::open(&config.cluster).unwrap_or_else(|e| {
+            // The configuration was validated at load; only a library caller gets here.
+            tracing::error!("{e}: sharing nothing, state stays in this process");
+            Arc::new(state::memory::MemoryState::new(&config.cluster))
+        });
+        let policy = Policy::new(config, &registry, &shared, &telemetry.tracer(), &state);
         let subscriptions = Subscriptions::start(resource_updates);
         let search_tools = Arc::new(SearchTool::new(registry.clone()));
         Arc::new_cyclic(|gateway| Gateway {
@@ -145,6 +169,8 @@ impl Gateway {
                 .ok()
                 .map(Arc::new),
             shutdown,
+            telemetry,
+            state,
             drain: Arc::default(),
         })
     }
@@ -180,7 +206,13 @@ impl Gateway {
             console_asks: self.console_asks.clone(),
             activity: self.activity.clone(),
         };
-        let policy = Arc::new(Policy::new(config, &self.registry, &shared));
+        let policy = Arc::new(Policy::new(
+            config,
+            &self.registry,
+            &shared,
+            &self.telemetry.tracer(),
+            &self.state,
+        ));
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
     }
 
@@ -209,9 +241,20 @@ impl Gateway {
     /// A new downstream session with the named profile (`None` = the default profile),
     /// listed in [`Self::sessions`] while it lives.
     pub fn new_session(&self, profile: Option<&str>, transport: Transport) -> Option<Arc<Session>> {
+        self.new_session_under(profile, transport, None)
+    }
+
+    /// [`Self::new_session`] under the transport's session id when it has one (a
+    /// streamable HTTP session has the same id on every replica).
+    pub fn new_session_under(
+        &self,
+        profile: Option<&str>,
+        transport: Transport,
+        id: Option<&str>,
+    ) -> Option<Arc<Session>> {
         let policy = self.policy();
         let profile = policy.profiles.get(profile)?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = id.map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned);
         let log = policy.sessions_dir.as_ref().and_then(|dir| {
             SessionLog::create(dir, &id)
                 .inspect_err(|e| tracing::warn!("session log disabled: {e}"))
@@ -351,6 +394,7 @@ impl Gateway {
             peer: request.peer,
             origin: request.origin,
             started: std::time::Instant::now(),
+            trace: request.trace,
         };
         let policy = self.policy();
         let run = policy.pipeline.run(&invocation);

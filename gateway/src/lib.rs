@@ -12,7 +12,8 @@
 //!   HTTP, SSE) and the HTTP listener.
 //! - [`relay`]: an upstream's requests, progress and log messages during a call, carried
 //!   to the client that made the call.
-//! - [`observe`]: metrics and the session log.
+//! - [`observe`]: metrics, the session log and OpenTelemetry traces.
+//! - [`state`]: what replicas share (sessions, limits, event streams): memory or Redis.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
 //! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
@@ -39,5 +40,6 @@ pub mod registry;
 pub mod relay;
 pub mod search_tools;
 pub mod server;
+pub mod state;
 pub mod ui;
 pub mod upstream;

@@ -210,6 +210,7 @@ impl Executor for SearchTool {
         &'a self,
         invocation: &'a Invocation,
         _signal: CancellationToken,
+        _trace: &'a opentelemetry::Context,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
             let query = Query::parse(invocation.arguments.as_ref())?;

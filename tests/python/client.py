@@ -44,7 +44,10 @@ failure). Actions:
    "timeout_ms"?: int (default 5000)}      until `count` notifications of `method` arrived
   {"action": "wait_tool", "name": str, "timeout_ms"?: int (default 5000)}
                  lists tools every 100 ms until `name` is listed; result = that listing
-  {"action": "parallel", "actions": [action, ...]}        run concurrently; result = entries
+  {"action": "parallel", "actions": [action, ...], "concurrency"?: int,
+   "tolerate_failures"?: bool}     run concurrently (at most `concurrency` at once, default
+                                   all); result = entries; with tolerate_failures, failed
+                                   entries do not fail the action
 
 Output (exit status 0 when every action went as expected, 1 when one did not, 2 when the
 connection or the command line failed; the document is printed in every case but bad usage):
@@ -378,15 +381,17 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
     if kind == "parallel":
         actions = require(action, "actions", list)
         entries: list[dict[str, Any] | None] = [None] * len(actions)
+        limiter = anyio.CapacityLimiter(action.get("concurrency") or max(len(actions), 1))
 
         async def run_one(position: int, sub_action: dict[str, Any]) -> None:
-            entries[position] = await run_action(client, recorder, sub_action)
+            async with limiter:
+                entries[position] = await run_action(client, recorder, sub_action)
 
         async with anyio.create_task_group() as group:
             for position, sub_action in enumerate(actions):
                 group.start_soon(run_one, position, sub_action)
         failed = [e for e in entries if e is not None and not e["ok"]]
-        if failed:
+        if failed and not action.get("tolerate_failures"):
             raise ActionFailed(f"{len(failed)} of {len(actions)} parallel actions failed", entries)
         return entries
     raise UsageError(f"unknown action {kind!r}")

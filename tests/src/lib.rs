@@ -7,6 +7,9 @@
 //! the peers from `scripts/install-test-peers`. A missing one is a test failure with a
 //! message saying what to run, never a silent skip.
 
+pub mod cluster;
+pub mod otlp;
+
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -6,14 +6,19 @@
 //! retry), `set` mutates but is idempotent, `delete` is destructive. `get`, `list`, `set`
 //! and `delete` return structured content with an `outputSchema`, so federation can be
 //! checked to carry both. The store lives as long as the process; nothing is persisted.
+//!
+//! With `KV_TRACE_LOG=/path` set, every `list` appends one JSON line to that file with the
+//! W3C trace context it arrived with: `{"tool": "list", "meta": <_meta.traceparent>,
+//! "header": <the HTTP traceparent header>}` (each `null` when absent). Tests read it to
+//! see that the gateway passes a call's trace on.
 
-use std::{collections::BTreeMap, process::ExitCode, sync::Arc};
+use std::{collections::BTreeMap, io::Write, process::ExitCode, sync::Arc};
 
 use mcp_gateway_examples::{Stdio, init_logging, refuse_discover, serve_http, serve_stdio};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{router::tool::ToolRouter, wrapper::Parameters},
-    model::DiscoverResult,
+    model::{DiscoverResult, Extensions, RequestMetaObject},
     service::RequestContext,
     tool, tool_handler, tool_router,
 };
@@ -93,7 +98,13 @@ impl Kv {
 
     /// List the stored keys in ascending order, optionally only those starting with `prefix`.
     #[tool(annotations(title = "List keys", read_only_hint = true))]
-    async fn list(&self, Parameters(args): Parameters<ListArgs>) -> Json<Keys> {
+    async fn list(
+        &self,
+        Parameters(args): Parameters<ListArgs>,
+        meta: RequestMetaObject,
+        extensions: Extensions,
+    ) -> Json<Keys> {
+        record_trace("list", &meta, &extensions);
         let prefix = args.prefix.unwrap_or_default();
         let keys = self
             .store
@@ -139,6 +150,30 @@ impl Kv {
             key: args.key,
             deleted,
         })
+    }
+}
+
+/// Appends the trace context of one call to `KV_TRACE_LOG`, when set.
+fn record_trace(tool: &str, meta: &RequestMetaObject, extensions: &Extensions) {
+    let Some(path) = std::env::var_os("KV_TRACE_LOG") else {
+        return;
+    };
+    let header = extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("traceparent"))
+        .and_then(|value| value.to_str().ok());
+    let line = serde_json::json!({
+        "tool": tool,
+        "meta": meta.get_traceparent(),
+        "header": header,
+    });
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut file| writeln!(file, "{line}"));
+    if let Err(e) = written {
+        tracing::warn!("KV_TRACE_LOG: {e}");
     }
 }
 
@@ -196,14 +231,24 @@ mod tests {
         }
         assert_eq!(kv.get(key("app/y")).await.0.value.as_deref(), Some("2"));
         let listed = kv
-            .list(Parameters(ListArgs {
-                prefix: Some("app/".into()),
-            }))
+            .list(
+                Parameters(ListArgs {
+                    prefix: Some("app/".into()),
+                }),
+                RequestMetaObject::default(),
+                Extensions::new(),
+            )
             .await;
         assert_eq!(listed.0.keys, ["app/x", "app/y"]);
         assert!(kv.delete(key("app/x")).await.0.deleted);
         assert!(!kv.delete(key("app/x")).await.0.deleted);
-        let all = kv.list(Parameters(ListArgs { prefix: None })).await;
+        let all = kv
+            .list(
+                Parameters(ListArgs { prefix: None }),
+                RequestMetaObject::default(),
+                Extensions::new(),
+            )
+            .await;
         assert_eq!(all.0.keys, ["app/y", "other"]);
     }
 

@@ -131,6 +131,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         peer: None,
                         caller: None,
                         origin: Origin::Client,
+                        trace: opentelemetry::Context::new(),
                     },
                 )
                 .await;
@@ -174,6 +175,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                         peer: None,
                         caller: None,
                         origin: Origin::Client,
+                        trace: opentelemetry::Context::new(),
                     },
                 )
                 .await;
@@ -308,6 +310,7 @@ async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
         code.shutdown().await;
     }
     gateway.registry.stop_all();
+    gateway.telemetry.shutdown().await;
     for _ in 0..40 {
         if gateway.registry.all_stopped() {
             break;

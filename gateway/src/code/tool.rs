@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
+use opentelemetry::Context;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject, Tool, ToolAnnotations};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -131,23 +132,25 @@ impl RunCodeTool {
         sdk
     }
 
-    /// Runs `program` for `session`, with calls going through `host`'s pipeline.
+    /// Runs `program` for the session of `invocation` (the run_code call), with calls going
+    /// through `host`'s pipeline as children of `trace`.
     pub async fn run(
         &self,
         host: Arc<dyn ToolHost>,
-        session: &Arc<Session>,
+        invocation: &Invocation,
         program: &str,
-        peer: Option<Peer<RoleServer>>,
-        caller: Option<Caller>,
         cancel: CancellationToken,
+        trace: Context,
     ) -> RunOutcome {
+        let session = &invocation.session;
         let sdk = self.sdk(host.as_ref(), session);
         let bridge = Arc::new(PipelineBridge {
             host,
             session: session.clone(),
-            peer,
-            caller: caller.as_ref().map(Caller::nested),
+            peer: invocation.peer.clone(),
+            caller: invocation.caller.as_ref().map(Caller::nested),
             run: uuid::Uuid::new_v4().simple().to_string(),
+            trace,
         });
         self.runtime
             .run(program, &sdk.bindings, bridge, cancel)
@@ -189,6 +192,7 @@ impl Executor for RunCodeTool {
         &'a self,
         invocation: &'a Invocation,
         signal: CancellationToken,
+        trace: &'a Context,
     ) -> PipelineFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
             let Some(host) = self.host.upgrade() else {
@@ -209,14 +213,7 @@ impl Executor for RunCodeTool {
                     )
                 })?;
             let outcome = self
-                .run(
-                    host,
-                    &invocation.session,
-                    program,
-                    invocation.peer.clone(),
-                    invocation.caller.clone(),
-                    signal,
-                )
+                .run(host, invocation, program, signal, trace.clone())
                 .await;
             render(outcome)
         })
@@ -295,6 +292,8 @@ struct PipelineBridge {
     /// calls go to it.
     caller: Option<Caller>,
     run: String,
+    /// The run's dispatch span: each call of the program is a child of it.
+    trace: Context,
 }
 
 impl ToolBridge for PipelineBridge {
@@ -327,6 +326,7 @@ impl ToolBridge for PipelineBridge {
             origin: Origin::Code {
                 run: self.run.clone(),
             },
+            trace: self.trace.clone(),
         };
         Box::pin(async move {
             let result = host.call(&session, request).await;

@@ -92,6 +92,21 @@ impl Config {
             entry.token = env::expand(&entry.token)
                 .map_err(|e| (format!("listen.tokens[{index}]"), e.to_string()))?;
         }
+        if let Some(endpoint) = &mut self.telemetry.otlp_endpoint {
+            let key = || "telemetry.otlp_endpoint".to_owned();
+            *endpoint = env::expand(endpoint).map_err(|e| (key(), e.to_string()))?;
+            let uri: http::Uri = endpoint
+                .parse()
+                .map_err(|e: http::uri::InvalidUri| (key(), e.to_string()))?;
+            if !matches!(uri.scheme_str(), Some("http" | "https")) {
+                return Err((key(), "an http:// or https:// URL is required".into()));
+            }
+        }
+        if let Some(url) = &mut self.cluster.redis_url {
+            let key = || "cluster.redis_url".to_owned();
+            *url = env::expand(url).map_err(|e| (key(), e.to_string()))?;
+            redis::Client::open(url.as_str()).map_err(|e| (key(), e.to_string()))?;
+        }
         for (index, glob) in self.gateway.pinned.iter().enumerate() {
             globset::Glob::new(glob)
                 .map_err(|e| (format!("gateway.pinned[{index}]"), e.to_string()))?;

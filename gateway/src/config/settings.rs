@@ -46,6 +46,12 @@ pub struct Config {
     /// max_parallel_sub_calls).
     #[serde(default)]
     pub code: crate::code::CodeBudgets,
+    /// `[telemetry]`: OpenTelemetry trace export; see `observe::telemetry`.
+    #[serde(default)]
+    pub telemetry: crate::observe::telemetry::TelemetryConfig,
+    /// `[cluster]`: state shared by replicas (Redis); see `state`.
+    #[serde(default)]
+    pub cluster: crate::state::ClusterConfig,
 }
 
 /// How tools are presented to clients.

@@ -243,6 +243,7 @@ mod tests {
             peer: None,
             origin: Origin::Client,
             started: std::time::Instant::now(),
+            trace: opentelemetry::Context::new(),
         }
     }
 

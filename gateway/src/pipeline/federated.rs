@@ -29,6 +29,7 @@ impl Executor for FederatedExecutor {
         &'a self,
         invocation: &'a Invocation,
         signal: CancellationToken,
+        trace: &'a opentelemetry::Context,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
             let Some(Target::Federated(tool)) = &invocation.target else {
@@ -47,6 +48,7 @@ impl Executor for FederatedExecutor {
                             invocation.arguments.clone(),
                             &signal,
                             invocation.caller.clone(),
+                            trace,
                         )
                         .await
                 }

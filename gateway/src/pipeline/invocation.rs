@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use opentelemetry::Context;
 use rmcp::model::JsonObject;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
@@ -16,14 +17,17 @@ use crate::registry::profile::Profile;
 use crate::relay::Caller;
 use rmcp::model::{CallToolResult, Tool};
 
-/// One downstream session (one "agent" in the spec): its profile, its log, and the
-/// per-session state that policies keep (the reminder's chain, the rate limiter's window).
+/// One downstream session (one "agent" in the spec): its profile and its log. What
+/// policies count per session (the reminder's chain, the rate limiter's window) is kept
+/// under its id in the shared state (`crate::state`), so replicas count together.
 pub struct Session {
+    /// For streamable HTTP, the transport's session id (the same on every replica).
     pub id: String,
     pub profile: Arc<Profile>,
     pub log: Option<SessionLog>,
-    /// Policy state, keyed by type: each policy owns its own entry.
-    pub state: Mutex<http::Extensions>,
+    /// What this process keeps for the session, keyed by type (the tools `search_tools`
+    /// found for it); unlike [`crate::state`], not seen by other replicas.
+    pub local: Mutex<http::Extensions>,
 }
 
 impl Session {
@@ -32,17 +36,18 @@ impl Session {
             id,
             profile,
             log,
-            state: Mutex::new(http::Extensions::new()),
+            local: Mutex::new(http::Extensions::new()),
         }
     }
 
-    /// Runs `f` on this session's state of type `T`, creating it with `Default` first.
+    /// Runs `f` on this process's state of type `T` for the session, creating it with
+    /// `Default` first.
     pub fn with_state<T, R>(&self, f: impl FnOnce(&mut T) -> R) -> R
     where
         T: Default + Clone + Send + Sync + 'static,
     {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        f(state.get_or_insert_default::<T>())
+        let mut local = self.local.lock().unwrap_or_else(|p| p.into_inner());
+        f(local.get_or_insert_default::<T>())
     }
 
     pub fn mode(&self) -> Mode {
@@ -66,6 +71,7 @@ pub trait Executor: Send + Sync {
         &'a self,
         invocation: &'a Invocation,
         signal: CancellationToken,
+        trace: &'a Context,
     ) -> BoxFuture<'a, Result<CallToolResult, ToolError>>;
 }
 
@@ -100,6 +106,8 @@ pub struct CallRequest {
     /// The client call this one serves, for what the upstream sends back during it.
     pub caller: Option<Caller>,
     pub origin: Origin,
+    /// The trace context the call continues (see `observe::telemetry`).
+    pub trace: Context,
 }
 
 /// A call on its way through the pipeline.
@@ -120,6 +128,8 @@ pub struct Invocation {
     pub origin: Origin,
     /// When the call arrived (latency metrics).
     pub started: std::time::Instant,
+    /// The caller's trace context: the parent of this call's span (empty: a new trace).
+    pub trace: Context,
 }
 
 impl Invocation {

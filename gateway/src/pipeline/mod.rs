@@ -10,6 +10,10 @@
 //! The order lives in [`Pipeline::run`] and nowhere else. Stages are trait objects
 //! registered in order through [`PipelineBuilder`]; built-in policies are plugins of
 //! these stages (`crate::policies`).
+//!
+//! Each call is one trace span with a child span per stage, named as in the drawing
+//! above (`gate`, `guards`, `validate`, `around <wrapper>`, `dispatch`, `post_execute`,
+//! `finalize`); see `crate::observe::telemetry`.
 
 mod ask;
 pub mod error;
@@ -22,11 +26,14 @@ pub mod validate;
 
 use std::sync::Arc;
 
+use opentelemetry::trace::SpanKind;
+use opentelemetry::{Context, KeyValue};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::AskFallback;
+use crate::observe::telemetry::{self, Tracer, attribute};
 use crate::registry::Registry;
 use crate::registry::view::SessionView;
 use crate::upstream::UpstreamError;
@@ -49,14 +56,21 @@ pub struct Next<'a> {
     index: usize,
     invocation: &'a Invocation,
     target: &'a Target,
+    /// The wrapper's span: the parent of what runs below it.
+    trace: &'a Context,
 }
 
 impl<'a> Next<'a> {
     /// Runs the rest of the chain with `signal`, which must be the signal the wrapper
     /// was given or a child of it.
     pub fn run(self, signal: CancellationToken) -> BoxFuture<'a, ToolOutcome> {
-        self.pipeline
-            .layer(self.index, self.invocation, self.target, signal)
+        self.pipeline.layer(
+            self.index,
+            self.invocation,
+            self.target,
+            signal,
+            self.trace.clone(),
+        )
     }
 }
 
@@ -117,6 +131,8 @@ pub struct PipelineSettings {
     /// Where console questions wait; owned by the gateway so reloads keep them.
     pub console_asks: Arc<crate::approvals::ConsoleAsks>,
     pub max_argument_depth: usize,
+    /// Where the spans of each call go (nowhere by default).
+    pub tracer: Tracer,
 }
 
 /// Runs tool calls through the stages.
@@ -131,6 +147,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// Runs one call end to end and returns what the caller sees.
     pub async fn run(&self, invocation: &Invocation) -> CallToolResult {
+        let call = self.call_span(invocation);
         for observer in &self.stages.observers {
             observer.call_started(invocation);
         }
@@ -138,32 +155,40 @@ impl Pipeline {
         let mut outcome = if pre_aborted {
             ToolOutcome::failed(aborted_before_dispatch())
         } else {
-            self.execute(invocation).await
+            self.execute(invocation, &call).await
         };
         if !pre_aborted {
-            self.post_execute(invocation, &mut outcome);
+            let span = self.settings.tracer.stage("post_execute", &call);
+            self.post_execute(invocation, &mut outcome).await;
+            telemetry::end(&span);
         }
-        let (result, error) = self.finalize(outcome);
+        let (result, error) = self.in_span("finalize", &call, || self.finalize(outcome));
         for observer in &self.stages.observers {
             observer.result(invocation, error.as_ref(), &result);
         }
+        if let Some(error) = &error {
+            telemetry::record_error(&call, error.code.as_str(), &error.message);
+        }
+        telemetry::end(&call);
         result
     }
 
     /// Gate, guards, validation, then the around chain over dispatch.
-    async fn execute(&self, invocation: &Invocation) -> ToolOutcome {
+    async fn execute(&self, invocation: &Invocation, call: &Context) -> ToolOutcome {
         let Some(target) = &invocation.target else {
             return ToolOutcome::failed(self.not_found(invocation));
         };
-        if let Err(error) = self.admit(invocation).await {
+        if let Err(error) = self.admit(invocation, call).await {
             return ToolOutcome::failed(error);
         }
         if let Target::Federated(tool) = target {
-            let validated = validate::arguments(
-                tool,
-                &invocation.arguments_value(),
-                self.settings.max_argument_depth,
-            );
+            let validated = self.in_span("validate", call, || {
+                validate::arguments(
+                    tool,
+                    &invocation.arguments_value(),
+                    self.settings.max_argument_depth,
+                )
+            });
             self.trace(invocation, Step::Validated(validated.as_ref().err()));
             if let Err(error) = validated {
                 return ToolOutcome::failed(error);
@@ -173,7 +198,13 @@ impl Pipeline {
             return ToolOutcome::failed(aborted_before_dispatch());
         }
         let mut outcome = self
-            .layer(0, invocation, target, invocation.cancel.clone())
+            .layer(
+                0,
+                invocation,
+                target,
+                invocation.cancel.clone(),
+                call.clone(),
+            )
             .await;
         if invocation.cancel.is_cancelled() && outcome.result.is_ok() {
             outcome.result = Err(ToolError::new(
@@ -184,26 +215,68 @@ impl Pipeline {
         outcome
     }
 
-    /// Around wrapper `index` (outermost first), or dispatch after the last one.
+    /// Around wrapper `index` (outermost first), or dispatch after the last one; each in
+    /// its own span under `parent`.
     fn layer<'a>(
         &'a self,
         index: usize,
         invocation: &'a Invocation,
         target: &'a Target,
         signal: CancellationToken,
+        parent: Context,
     ) -> BoxFuture<'a, ToolOutcome> {
         match self.stages.around.get(index) {
-            None => Box::pin(self.dispatch(invocation, target, signal)),
-            Some(wrapper) => {
+            None => Box::pin(self.dispatch(invocation, target, signal, parent)),
+            Some(wrapper) => Box::pin(async move {
+                let span = self
+                    .settings
+                    .tracer
+                    .stage(format!("around {}", wrapper.name()), &parent);
                 let next = Next {
                     pipeline: self,
                     index: index + 1,
                     invocation,
                     target,
+                    trace: &span,
                 };
-                wrapper.around(invocation, signal, next)
-            }
+                let outcome = wrapper.around(invocation, signal, next).await;
+                end_with(&span, &outcome);
+                outcome
+            }),
         }
+    }
+
+    /// The span of one call, under the caller's trace context.
+    fn call_span(&self, invocation: &Invocation) -> Context {
+        let server = match &invocation.target {
+            Some(Target::Federated(tool)) => tool.server.to_string(),
+            Some(Target::Builtin(_)) => "gateway".to_owned(),
+            None => String::new(),
+        };
+        let mut attributes = vec![
+            KeyValue::new(attribute::METHOD, "tools/call"),
+            KeyValue::new(attribute::TOOL, invocation.tool.clone()),
+            KeyValue::new(attribute::SERVER, server),
+            KeyValue::new(attribute::PROFILE, invocation.session.profile.name.clone()),
+            KeyValue::new(attribute::SESSION, invocation.session.id.clone()),
+        ];
+        if let Origin::Code { run } = &invocation.origin {
+            attributes.push(KeyValue::new(attribute::RUN, run.clone()));
+        }
+        self.settings.tracer.start(
+            format!("tools/call {}", invocation.tool),
+            SpanKind::Server,
+            &invocation.trace,
+            attributes,
+        )
+    }
+
+    /// Runs a synchronous stage in a span of its own under `parent`.
+    fn in_span<T>(&self, name: &'static str, parent: &Context, stage: impl FnOnce() -> T) -> T {
+        let span = self.settings.tracer.stage(name, parent);
+        let value = stage();
+        telemetry::end(&span);
+        value
     }
 
     /// Why a name resolved to nothing: TOOL_NOT_FOUND, unless it names a visible tool of
@@ -233,7 +306,36 @@ impl Pipeline {
     }
 
     /// The gate waterfall, then the guards. Nothing after a rejection can undo it.
-    async fn admit(&self, invocation: &Invocation) -> Result<(), ToolError> {
+    async fn admit(&self, invocation: &Invocation, call: &Context) -> Result<(), ToolError> {
+        let gate = self.settings.tracer.stage("gate", call);
+        let admitted = self.gate(invocation, &gate).await;
+        if let Err(error) = &admitted {
+            telemetry::record_error(&gate, error.code.as_str(), &error.message);
+        }
+        telemetry::end(&gate);
+        admitted?;
+        if invocation.cancel.is_cancelled() {
+            return Err(aborted_before_dispatch());
+        }
+        let span = self.settings.tracer.stage("guards", call);
+        let mut refused = None;
+        for guard in &self.stages.guards {
+            if let Err(reason) = guard.check(invocation).await {
+                refused = Some(reason);
+                break;
+            }
+        }
+        telemetry::end(&span);
+        self.trace(invocation, Step::Guards(refused.as_deref()));
+        match refused {
+            Some(reason) => Err(ToolError::new(ErrorCode::Denied, reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// The first gate decision other than `Pass` wins; asking the person happens here.
+    /// The decision is recorded on the gate's span and told to the observers.
+    async fn gate(&self, invocation: &Invocation, span: &Context) -> Result<(), ToolError> {
         let mut decision = GateDecision::Pass;
         for gate in &self.stages.gates {
             decision = gate.decide(invocation).await;
@@ -242,29 +344,24 @@ impl Pipeline {
             }
         }
         self.trace(invocation, Step::Gate(&decision));
+        let label = match &decision {
+            GateDecision::Pass | GateDecision::Allow => "allow",
+            GateDecision::Deny { .. } => "deny",
+            GateDecision::Ask { .. } => "ask",
+        };
+        {
+            use opentelemetry::trace::TraceContextExt;
+            span.span()
+                .set_attribute(KeyValue::new(attribute::GATE_DECISION, label));
+        }
         match decision {
-            GateDecision::Pass | GateDecision::Allow => {}
-            GateDecision::Deny { reason } => {
-                return Err(ToolError::new(ErrorCode::Denied, reason));
-            }
+            GateDecision::Pass | GateDecision::Allow => Ok(()),
+            GateDecision::Deny { reason } => Err(ToolError::new(ErrorCode::Denied, reason)),
             GateDecision::Ask { reason } => {
                 let asked = ask::ask(invocation, &reason, &self.settings).await;
                 self.trace(invocation, Step::Asked(asked.as_ref().err()));
-                asked?;
+                asked
             }
-        }
-        if invocation.cancel.is_cancelled() {
-            return Err(aborted_before_dispatch());
-        }
-        let refused = self
-            .stages
-            .guards
-            .iter()
-            .find_map(|guard| guard.check(invocation).err());
-        self.trace(invocation, Step::Guards(refused.as_deref()));
-        match refused {
-            Some(reason) => Err(ToolError::new(ErrorCode::Denied, reason)),
-            None => Ok(()),
         }
     }
 
@@ -283,13 +380,19 @@ impl Pipeline {
         invocation: &Invocation,
         target: &Target,
         signal: CancellationToken,
+        parent: Context,
     ) -> ToolOutcome {
+        let span = self
+            .settings
+            .tracer
+            .start("dispatch", SpanKind::Client, &parent, Vec::new());
         let executor: &dyn Executor = match target {
             Target::Federated(_) => &self.federated,
             Target::Builtin(tool) => tool.as_ref(),
         };
         let started = std::time::Instant::now();
-        let outcome: ToolOutcome = executor.call(invocation, signal).await.into();
+        let outcome: ToolOutcome = executor.call(invocation, signal, &span).await.into();
+        end_with(&span, &outcome);
         self.trace(
             invocation,
             Step::Dispatched {
@@ -300,9 +403,9 @@ impl Pipeline {
         outcome
     }
 
-    fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
+    async fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
         for post in &self.stages.post {
-            let decision = post.post(invocation, outcome);
+            let decision = post.post(invocation, outcome).await;
             if decision != PostDecision::Pass {
                 self.trace(invocation, Step::Post(&decision));
             }
@@ -357,6 +460,14 @@ impl Pipeline {
         }
         (result, error)
     }
+}
+
+/// Ends a stage span, recording the failure it produced, if any.
+fn end_with(span: &Context, outcome: &ToolOutcome) {
+    if let Err(error) = &outcome.result {
+        telemetry::record_error(span, error.code.as_str(), &error.message);
+    }
+    telemetry::end(span);
 }
 
 fn aborted_before_dispatch() -> ToolError {

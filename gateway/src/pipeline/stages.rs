@@ -33,16 +33,19 @@ pub trait Gate: Send + Sync {
     fn decide<'a>(&'a self, invocation: &'a Invocation) -> BoxFuture<'a, GateDecision>;
 }
 
-/// A synchronous guard: returning a reason rejects the call (DENIED). Guards run after
-/// the gate and nothing later can turn their rejection back.
+/// A guard: returning a reason rejects the call (DENIED). Guards run after the gate and
+/// nothing later can turn their rejection back. Asynchronous because what a guard counts
+/// may be shared by several replicas (`crate::state`).
 pub trait Guard: Send + Sync {
-    fn check(&self, invocation: &Invocation) -> Result<(), String>;
+    fn check<'a>(&'a self, invocation: &'a Invocation) -> BoxFuture<'a, Result<(), String>>;
 }
 
 /// tools/execute: an around-dispatch wrapper (timeout, retry, metrics). It may replace
 /// only the signal it hands to `next`, and may replace the outcome it gets back. It may
 /// run `next` more than once (retry).
 pub trait Around: Send + Sync {
+    /// Names the wrapper's span (`around <name>`).
+    fn name(&self) -> &'static str;
     fn around<'a>(
         &'a self,
         invocation: &'a Invocation,
@@ -62,8 +65,13 @@ pub enum PostDecision {
 }
 
 /// tools/post-execute: a waterfall over the outcome; runs for rejected calls too.
+/// Asynchronous for the same reason as [`Guard`].
 pub trait PostExecute: Send + Sync {
-    fn post(&self, invocation: &Invocation, outcome: &ToolOutcome) -> PostDecision;
+    fn post<'a>(
+        &'a self,
+        invocation: &'a Invocation,
+        outcome: &'a ToolOutcome,
+    ) -> BoxFuture<'a, PostDecision>;
 }
 
 /// finalizeContent: runs exactly once per result, failures included; synchronous and

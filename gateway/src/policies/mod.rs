@@ -25,19 +25,31 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::observe::metrics::Metrics;
 use crate::pipeline::PipelineBuilder;
+use crate::state::SharedState;
 
-/// The built-in policies for `config`, registered in pipeline order.
-pub fn builtin(config: &Config, metrics: Arc<Metrics>) -> PipelineBuilder {
+/// The built-in policies for `config`, registered in pipeline order; per-session counts
+/// (rate-limit windows, reminder chains) live in `state`.
+pub fn builtin(
+    config: &Config,
+    metrics: Arc<Metrics>,
+    state: Arc<dyn SharedState>,
+) -> PipelineBuilder {
     let mut builder =
         PipelineBuilder::default().gate(Arc::new(rules::RuleGate::new(&config.policy)));
     if let Some(limit) = config.guards.max_calls_per_minute {
-        builder = builder.guard(Arc::new(rate_limit::RateLimit::per_minute(limit)));
+        builder = builder.guard(Arc::new(rate_limit::RateLimit::per_minute(
+            limit,
+            state.clone(),
+        )));
     }
     builder = builder
         .around(Arc::new(retry::Retry::new(&config.retry)))
         .around(Arc::new(timeout::Timeout));
     if config.reminder.enabled {
-        builder = builder.post(Arc::new(reminder::RepeatReminder::new(&config.reminder)));
+        builder = builder.post(Arc::new(reminder::RepeatReminder::new(
+            &config.reminder,
+            state,
+        )));
     }
     builder
         .finalize(Arc::new(max_bytes::MaxResultBytes::new(

@@ -1,52 +1,50 @@
 //! A guard that caps calls per downstream session in a sliding one-minute window.
 //!
+//! The window lives in the shared state (`crate::state`), so with several replicas the
+//! cap holds for the session as a whole, not per replica; each admission is one atomic
+//! step there. When the state cannot be reached the call is refused rather than let
+//! through uncounted.
+//!
 //! ```toml
 //! [guards]
 //! max_calls_per_minute = 120
 //! ```
 
-use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use crate::pipeline::{Guard, Invocation};
+use crate::pipeline::{BoxFuture, Guard, Invocation};
+use crate::state::SharedState;
 
 const WINDOW: Duration = Duration::from_secs(60);
 
 pub struct RateLimit {
-    limit: usize,
+    limit: u32,
+    state: Arc<dyn SharedState>,
 }
 
-/// The session's recent call times (kept in the session's policy state).
-#[derive(Default, Clone)]
-struct Window(VecDeque<Instant>);
-
 impl RateLimit {
-    pub fn per_minute(limit: u32) -> Self {
-        Self {
-            limit: limit as usize,
-        }
+    pub fn per_minute(limit: u32, state: Arc<dyn SharedState>) -> Self {
+        Self { limit, state }
     }
 }
 
 impl Guard for RateLimit {
-    fn check(&self, invocation: &Invocation) -> Result<(), String> {
-        let now = Instant::now();
-        invocation.session.with_state(|window: &mut Window| {
-            while window
-                .0
-                .front()
-                .is_some_and(|t| now.duration_since(*t) >= WINDOW)
-            {
-                window.0.pop_front();
-            }
-            if window.0.len() >= self.limit {
-                return Err(format!(
+    fn check<'a>(&'a self, invocation: &'a Invocation) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let admitted = self
+                .state
+                .admit_call(&invocation.session.id, self.limit, WINDOW)
+                .await
+                .map_err(|e| format!("rate limit cannot be checked: {e}"))?;
+            if admitted {
+                Ok(())
+            } else {
+                Err(format!(
                     "rate limit: at most {} calls per minute per session",
                     self.limit
-                ));
+                ))
             }
-            window.0.push_back(now);
-            Ok(())
         })
     }
 }

@@ -5,7 +5,10 @@
 //! (default 3, 5, 8) it attaches a reminder after the tool's own content — the first one
 //! short, later ones detailed, quoting the arguments cut to `arguments_preview_chars`.
 //! It never blocks or rewrites a call. Calls outside include/exclude are transparent:
-//! they neither extend nor reset the chain. Rejected calls count too.
+//! they neither extend nor reset the chain. Rejected calls count too. The chains live in
+//! the shared state (`crate::state`), so a session's chain is one across replicas; when
+//! the state cannot be reached no reminder is attached (it is advice, never a reason to
+//! fail a call).
 //!
 //! ```toml
 //! [reminder]
@@ -15,13 +18,16 @@
 //! arguments_preview_chars = 500
 //! ```
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::config::ReminderSettings;
 use crate::config::globs::glob_set;
 use crate::pipeline::{
-    AdditionalContext, ContextSource, Invocation, PostDecision, PostExecute, ToolOutcome,
+    AdditionalContext, BoxFuture, ContextSource, Invocation, PostDecision, PostExecute, ToolOutcome,
 };
+use crate::state::SharedState;
 
 const SOURCE: ContextSource = ContextSource {
     kind: "plugin",
@@ -33,17 +39,13 @@ pub struct RepeatReminder {
     include: globset::GlobSet,
     exclude: globset::GlobSet,
     preview_chars: usize,
-}
-
-/// One session's chain: the last tracked call's key and how many times in a row.
-#[derive(Default, Clone)]
-struct Chain {
-    key: String,
-    count: u32,
+    /// Where each session's chain is kept: the last tracked call's key, and how many
+    /// times in a row it was made.
+    state: Arc<dyn SharedState>,
 }
 
 impl RepeatReminder {
-    pub fn new(settings: &ReminderSettings) -> Self {
+    pub fn new(settings: &ReminderSettings, state: Arc<dyn SharedState>) -> Self {
         let mut thresholds = settings.thresholds.clone();
         thresholds.sort_unstable();
         thresholds.dedup();
@@ -52,6 +54,7 @@ impl RepeatReminder {
             include: glob_set(&settings.include),
             exclude: glob_set(&settings.exclude),
             preview_chars: settings.arguments_preview_chars,
+            state,
         }
     }
 
@@ -76,27 +79,32 @@ impl RepeatReminder {
 }
 
 impl PostExecute for RepeatReminder {
-    fn post(&self, invocation: &Invocation, _outcome: &ToolOutcome) -> PostDecision {
-        if !self.tracks(&invocation.tool) {
-            return PostDecision::Pass;
-        }
-        let arguments = normalize(&invocation.arguments_value());
-        let key = format!("{}\u{0}{arguments}", invocation.tool);
-        let count = invocation.session.with_state(|chain: &mut Chain| {
-            if chain.key == key {
-                chain.count += 1;
-            } else {
-                *chain = Chain { key, count: 1 };
+    fn post<'a>(
+        &'a self,
+        invocation: &'a Invocation,
+        _outcome: &'a ToolOutcome,
+    ) -> BoxFuture<'a, PostDecision> {
+        Box::pin(async move {
+            if !self.tracks(&invocation.tool) {
+                return PostDecision::Pass;
             }
-            chain.count
-        });
-        if !self.thresholds.contains(&count) {
-            return PostDecision::Pass;
-        }
-        PostDecision::Attach(vec![AdditionalContext {
-            source: SOURCE,
-            text: self.reminder(&invocation.tool, count, &arguments),
-        }])
+            let arguments = normalize(&invocation.arguments_value());
+            let key = format!("{}\u{0}{arguments}", invocation.tool);
+            let count = match self.state.extend_chain(&invocation.session.id, &key).await {
+                Ok(count) => count,
+                Err(e) => {
+                    tracing::warn!("repeat reminder skipped: {e}");
+                    return PostDecision::Pass;
+                }
+            };
+            if !self.thresholds.contains(&count) {
+                return PostDecision::Pass;
+            }
+            PostDecision::Attach(vec![AdditionalContext {
+                source: SOURCE,
+                text: self.reminder(&invocation.tool, count, &arguments),
+            }])
+        })
     }
 }
 

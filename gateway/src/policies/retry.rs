@@ -32,6 +32,10 @@ impl Retry {
 }
 
 impl Around for Retry {
+    fn name(&self) -> &'static str {
+        "retry"
+    }
+
     fn around<'a>(
         &'a self,
         invocation: &'a Invocation,

@@ -16,6 +16,10 @@ use crate::pipeline::{
 pub struct Timeout;
 
 impl Around for Timeout {
+    fn name(&self) -> &'static str {
+        "timeout"
+    }
+
     fn around<'a>(
         &'a self,
         invocation: &'a Invocation,

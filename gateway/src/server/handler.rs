@@ -13,7 +13,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequest,
+    LoggingLevel, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequest,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ServerConfig, ServerResult,
     SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
     UnsubscribeRequestParams,
@@ -25,6 +25,7 @@ use serde_json::json;
 use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
 use crate::observe::sessions::Transport;
+use crate::observe::telemetry;
 use crate::pipeline::{CallRequest, Origin, Session};
 use crate::registry::resource_uri;
 use crate::registry::view::SessionView;
@@ -32,6 +33,7 @@ use crate::relay::Caller;
 use crate::search_tools::Found;
 use crate::server::http::security::Credentials;
 use crate::server::identity;
+use crate::server::transport::shared_sessions::TransportSession;
 use crate::upstream::UpstreamError;
 
 /// How often a session's watcher checks that its client is still connected.
@@ -78,7 +80,7 @@ impl GatewayServer {
     /// request comes from the session's opener: `BoundSessions` and the SSE transport
     /// refuse other credentials before any message reaches the handler.)
     fn session(&self) -> Result<&Arc<Session>, ErrorData> {
-        self.session_for(self.profile.as_deref())
+        self.session_for(self.profile.as_deref(), None)
     }
 
     /// The session and what it may see now.
@@ -87,13 +89,19 @@ impl GatewayServer {
         Ok((session, self.gateway.view(session)))
     }
 
-    fn session_for(&self, profile: Option<&str>) -> Result<&Arc<Session>, ErrorData> {
+    /// The session, created with `profile` under the transport's session `id` if there
+    /// is one.
+    fn session_for(
+        &self,
+        profile: Option<&str>,
+        id: Option<&str>,
+    ) -> Result<&Arc<Session>, ErrorData> {
         if let Some(session) = self.session.get() {
             return Ok(session);
         }
         let session = self
             .gateway
-            .new_session(profile, self.transport)
+            .new_session_under(profile, self.transport, id)
             .ok_or_else(|| {
                 ErrorData::invalid_params(
                     format!("unknown profile `{}`", profile.unwrap_or("")),
@@ -101,6 +109,53 @@ impl GatewayServer {
                 )
             })?;
         Ok(self.session.get_or_init(|| session))
+    }
+
+    /// Makes `level` this session's log level; when that changes the lowest level any
+    /// session wants, every upstream is told before this returns (or was given time).
+    #[allow(deprecated, reason = "logging/setLevel is what pre-2026 clients use")]
+    async fn adopt_level(
+        &self,
+        session: &Session,
+        peer: rmcp::Peer<RoleServer>,
+        level: LoggingLevel,
+    ) {
+        let sessions = &self.gateway.registry.downstream().sessions;
+        let before = sessions.lowest();
+        let lowest = sessions.set_level(&session.id.as_str().into(), peer, level);
+        if before != Some(lowest) {
+            // Answered once the upstreams have the level (or were given time to take it),
+            // so the client's next call already logs at it.
+            let told = self
+                .gateway
+                .registry
+                .upstreams()
+                .into_iter()
+                .map(|upstream| async move {
+                    upstream.set_log_level(lowest).await;
+                });
+            let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
+        }
+    }
+
+    /// A session another replica opened (streamable HTTP, restored here) keeps the log
+    /// level its client set there.
+    async fn resume_log_level(&self, peer: &rmcp::Peer<RoleServer>) {
+        let Some(session) = self.session.get() else {
+            return;
+        };
+        let level = match self.gateway.state.touch_session(&session.id).await {
+            Ok(Some(record)) => record.log_level,
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(session = %session.id, "shared log level not read: {e}");
+                None
+            }
+        };
+        let level = level.and_then(|level| serde_json::from_value(level.into()).ok());
+        if let Some(level) = level {
+            self.adopt_level(session, peer.clone(), level).await;
+        }
     }
 
     /// Watches the catalog, and the tools the session found with `search_tools`, and
@@ -219,7 +274,10 @@ impl ServerHandler for GatewayServer {
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let profile = session_profile(self.profile.as_deref(), credentials(&context).as_ref());
-        let session = self.session_for(profile.as_deref())?;
+        // On streamable HTTP the session is known by the transport's id on every replica
+        // (a restored session replays this handshake on another replica under that id).
+        let transport = context.extensions.get::<TransportSession>();
+        let session = self.session_for(profile.as_deref(), transport.map(|t| t.0.as_ref()))?;
         self.gateway.sessions.set_client(
             &session.id,
             &request.client_info.name,
@@ -230,7 +288,9 @@ impl ServerHandler for GatewayServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.watch_catalog(context.peer);
+        let peer = context.peer;
+        self.watch_catalog(peer.clone());
+        self.resume_log_level(&peer).await;
     }
 
     /// This session's level; upstreams are told the lowest level any session wants.
@@ -241,21 +301,12 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let session = self.session()?;
-        let sessions = &self.gateway.registry.downstream().sessions;
-        let before = sessions.lowest();
-        let lowest = sessions.set_level(&session.id.as_str().into(), context.peer, request.level);
-        if before != Some(lowest) {
-            // Answered once the upstreams have the level (or were given time to take it),
-            // so the client's next call already logs at it.
-            let told = self
-                .gateway
-                .registry
-                .upstreams()
-                .into_iter()
-                .map(|upstream| async move {
-                    upstream.set_log_level(lowest).await;
-                });
-            let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
+        self.adopt_level(session, context.peer, request.level).await;
+        // Kept with the session's shared record, for a replica that takes it over.
+        if let Ok(serde_json::Value::String(level)) = serde_json::to_value(request.level)
+            && let Err(e) = self.gateway.state.set_log_level(&session.id, &level).await
+        {
+            tracing::warn!(session = %session.id, "log level not shared: {e}");
         }
         Ok(())
     }
@@ -313,6 +364,7 @@ impl ServerHandler for GatewayServer {
                     peer: Some(context.peer.clone()),
                     caller: Some(caller),
                     origin: Origin::Client,
+                    trace: caller_trace(&context),
                 },
             )
             .await;
@@ -544,6 +596,27 @@ impl GatewayServer {
 fn credentials(context: &RequestContext<RoleServer>) -> Option<Credentials> {
     let parts = context.extensions.get::<http::request::Parts>()?;
     parts.extensions.get::<Credentials>().cloned()
+}
+
+/// The trace context the client sent with this call: `_meta.traceparent` when present,
+/// else the HTTP request's `traceparent` header (streamable HTTP).
+fn caller_trace(context: &RequestContext<RoleServer>) -> opentelemetry::Context {
+    if let Some(traceparent) = context.meta.get_traceparent() {
+        return telemetry::extract(Some(traceparent), context.meta.get_tracestate());
+    }
+    let headers = context
+        .extensions
+        .get::<http::request::Parts>()
+        .map(|parts| &parts.headers);
+    let header = |name: &str| {
+        headers
+            .and_then(|headers| headers.get(name))
+            .and_then(|value| value.to_str().ok())
+    };
+    telemetry::extract(
+        header(telemetry::TRACEPARENT),
+        header(telemetry::TRACESTATE),
+    )
 }
 
 fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {

@@ -101,6 +101,7 @@ pub async fn call(
                 peer: None,
                 caller: None,
                 origin: Origin::Client,
+                trace: opentelemetry::Context::new(),
             },
         )
         .await;

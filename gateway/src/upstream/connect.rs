@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::child::{self, ProcessGroup, Violation};
 use super::client::{UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
+use super::traced_http::TracedHttp;
 use super::{Live, sse_client};
 use crate::auth::{
     self,
@@ -171,12 +172,12 @@ async fn connect_inner(
                             }
                         })?;
                     let transport =
-                        StreamableHttpClientTransport::with_client(client, transport_config);
+                        StreamableHttpClientTransport::with_client(TracedHttp(client), transport_config);
                     handler.serve(transport).await
                 }
                 None => {
                     let transport = StreamableHttpClientTransport::with_client(
-                        reqwest::Client::new(),
+                        TracedHttp::default(),
                         transport_config,
                     );
                     handler.serve(transport).await

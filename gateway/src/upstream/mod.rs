@@ -14,13 +14,14 @@ mod connect;
 mod lines;
 pub mod offer;
 pub mod sse_client;
+mod traced_http;
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta, JsonObject,
     LoggingLevel, ResultType, ServerResult, SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
@@ -33,6 +34,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::status::SignInStatus;
 use crate::auth::store::TokenStore;
 use crate::config::ServerConfig;
+use crate::observe::telemetry;
 use crate::registry::resource_uri;
 use crate::relay::{CallRoutes, Caller, Downstream};
 pub use client::UpstreamEvent;
@@ -399,6 +401,7 @@ impl Upstream {
         arguments: Option<JsonObject>,
         cancel: &CancellationToken,
         caller: Option<Caller>,
+        trace: &opentelemetry::Context,
     ) -> Result<CallToolResult, UpstreamError> {
         // A tool known to ask its client waits for its turn (see `relay::turns`).
         let _turn = match &caller {
@@ -415,7 +418,13 @@ impl Upstream {
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // This call's span as the trace context (`TracedHttp` also puts it in the header),
+        // in place of the client's, so the upstream's spans are children of ours.
+        let meta = request.get_meta_mut();
+        for (key, value) in telemetry::inject(trace) {
+            meta.insert(key.into(), value.into());
+        }
         match self
             .send(&live, request, cancel, caller, Some(tool))
             .await?
@@ -452,9 +461,16 @@ impl Upstream {
         tool: Option<&str>,
     ) -> Result<ServerResult, UpstreamError> {
         let _in_flight = self.requests.token();
-        // The client's `_meta` goes along (rmcp adds the gateway's progress token).
+        // The client's `_meta` goes along (rmcp adds the gateway's progress token), under
+        // what the request carries itself (a call's trace context).
         let mut options = PeerRequestOptions::no_options();
-        options.meta = caller.as_ref().and_then(|caller| caller.meta.clone());
+        options.meta = caller
+            .as_ref()
+            .and_then(|caller| caller.meta.clone())
+            .map(|mut meta| {
+                meta.extend(request.get_meta().clone());
+                meta
+            });
         let mut handle = live
             .peer
             .send_cancellable_request(request, options)

@@ -62,21 +62,6 @@ fn refusal() -> Response {
         .into_response()
 }
 
-/// `GET /readyz`: `200` while the gateway takes new sessions, `503` from the moment it
-/// starts to stop, so a load balancer sends no more clients.
-pub async fn readyz(State(drain): State<Arc<Drain>>) -> Response {
-    if drain.is_draining() {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, RETRY_AFTER_SECS.to_string())],
-            axum::Json(serde_json::json!({"status": "draining"})),
-        )
-            .into_response()
-    } else {
-        axum::Json(serde_json::json!({"status": "ready"})).into_response()
-    }
-}
-
 /// A response body that holds its request's [`Delivery`] until hyper is done with it.
 struct Tracked {
     inner: Body,

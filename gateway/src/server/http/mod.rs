@@ -8,9 +8,11 @@
 //!   `[listen.oauth]`, whose metadata is served here) and body limits.
 //! - [`draining`]: during the shutdown drain, new sessions refused with 503, `/readyz`, and
 //!   streamable HTTP answers counted until written.
+//! - [`health`]: `/healthz` for people, `/readyz` for load balancers.
 
 pub mod connections;
 pub mod draining;
+pub mod health;
 pub mod security;
 
 use std::sync::Arc;
@@ -41,12 +43,9 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .route_service("/mcp", default.clone())
         .route_service("/mcp/", default)
         .route("/mcp/{profile}", any(unrouted_profile))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(health::healthz))
+        .route(security::READINESS_PATH, get(health::readyz))
         .route("/metrics", get(metrics))
-        .route(
-            "/readyz",
-            get(draining::readyz).with_state(gateway.drain().clone()),
-        )
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
         let service = streamable_http::service(&gateway, Some(name.clone()), &shutdown);
@@ -126,26 +125,6 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
     );
     connections::serve(listener, router, (&listen).into(), shutdown).await;
     Ok(())
-}
-
-async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
-    let upstreams = gateway.registry.health();
-    let ready = upstreams
-        .values()
-        .filter(|h| h.state == crate::upstream::UpstreamState::Ready)
-        .count();
-    let status = if gateway.drain().is_draining() {
-        "draining"
-    } else if ready == upstreams.len() {
-        "ok"
-    } else {
-        "degraded"
-    };
-    axum::Json(serde_json::json!({
-        "status": status,
-        "upstreams": upstreams,
-        "code_confinement": crate::code::confinement_support(),
-    }))
 }
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {

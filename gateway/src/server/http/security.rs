@@ -129,6 +129,9 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// The readiness route, open to load balancers' probes without a token or Host check.
+pub const READINESS_PATH: &str = "/readyz";
+
 /// Inserted into every admitted request: who presented it. Two requests come from the same
 /// client as far as the gateway can tell when their credentials are equal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +151,17 @@ impl Credentials {
             token: None,
             subject: None,
             profile: None,
+        }
+    }
+
+    /// How a session's owner is recorded in the shared state: the token's place in
+    /// `[listen] tokens` (replicas share the configuration) or the identity provider's
+    /// subject, never the token itself.
+    pub fn identity(&self) -> Option<String> {
+        match (&self.token, &self.subject) {
+            (Some(token), _) => Some(format!("token:{}", token.0)),
+            (None, Some(subject)) => Some(format!("subject:{subject}")),
+            (None, None) => None,
         }
     }
 }
@@ -242,6 +256,10 @@ impl SecurityGuard {
     /// bounded body) or the rejection to answer with.
     async fn admit(&self, request: Request<Body>) -> Result<Request<Body>, Rejection> {
         let (mut parts, body) = request.into_parts();
+        if parts.method == http::Method::GET && parts.uri.path() == READINESS_PATH {
+            // Says only "ready" or not; probes know neither tokens nor the public Host.
+            return Ok(Request::from_parts(parts, Body::empty()));
+        }
         self.check_host(&parts)?;
         self.check_origin(&parts.headers)?;
         let path = parts.uri.path();

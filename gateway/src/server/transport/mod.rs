@@ -3,7 +3,8 @@
 //! [`super::handler::session_profile`] chooses.
 //!
 //! - [`stdio`]: one session over the gateway's stdin and stdout.
-//! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener.
+//! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener;
+//!   [`shared_sessions`]: those sessions kept so that any replica can serve them.
 //! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
 //! - [`handshake`]: stdio and SSE sessions survive messages sent before `initialize`.
 //! - [`delivered`]: stdio and SSE sessions tell the shutdown drain which requests still
@@ -11,6 +12,7 @@
 
 pub mod delivered;
 pub mod handshake;
+pub mod shared_sessions;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;

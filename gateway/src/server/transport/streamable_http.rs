@@ -3,48 +3,54 @@
 //! its calls, read its event stream or end it.
 //!
 //! [`BoundSessions`] sits in front of rmcp's streamable HTTP service. When an `initialize`
-//! opens a session it remembers the session id with the request's
-//! [`Credentials`]; every later request naming that id in `Mcp-Session-Id` — a `POST` of
+//! opens a session it records the opener's identity in the session's shared record
+//! (`crate::state`); every later request naming that id in `Mcp-Session-Id` — a `POST` of
 //! any message, the `GET` stream, the `DELETE` — must carry the same credentials or gets
-//! `403` without reaching the session. Ids of sessions that have ended are forgotten as new
-//! ones open (the table is pruned against the session manager whenever it has doubled), so
-//! a gateway left running for weeks keeps one entry per live session.
+//! `403` without reaching the session, whichever replica it reaches. Reading the record
+//! also renews its lifetime; a session whose record is gone (ended by `DELETE` on any
+//! replica, or unused past `[cluster] session_ttl_secs`) is dropped here too, and rmcp
+//! answers 404. While the shared state cannot be reached, requests get `503`.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
 use http::{Request, Response, StatusCode, header};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
-use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
-use rmcp::transport::streamable_http_server::StreamableHttpService;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
+use super::shared_sessions::SharedSessions;
 use crate::gateway::Gateway;
 use crate::observe::sessions::Transport;
 use crate::server::handler::GatewayServer;
 use crate::server::http::security::Credentials;
+use crate::state::{SharedState, StateError};
 
 /// The streamable HTTP service for one path (`/mcp` or `/mcp/{profile}`), its sessions
-/// bound to their openers. A token bound to a profile overrides `profile` at `initialize`.
+/// bound to their openers and kept in the shared state. A token bound to a profile
+/// overrides `profile` at `initialize`.
 pub fn service(
     gateway: &Arc<Gateway>,
     profile: Option<String>,
     shutdown: &CancellationToken,
 ) -> BoundSessions {
     let gateway = gateway.clone();
+    let state = gateway.state.clone();
+    let sessions = Arc::new(SharedSessions::new(
+        state.clone(),
+        &uuid::Uuid::new_v4().simple().to_string(),
+    ));
     // Host, Origin and body size are checked by the security layer in front.
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
-    let manager = Arc::new(LocalSessionManager::default());
+    config.session_store = Some(sessions.store());
     let service = StreamableHttpService::new(
         move || {
             Ok(GatewayServer::new(
@@ -53,81 +59,55 @@ pub fn service(
                 Transport::StreamableHttp,
             ))
         },
-        manager.clone(),
+        sessions.clone(),
         config,
     );
-    BoundSessions::new(service, manager)
+    BoundSessions::new(service, sessions, state)
 }
-
-/// Entries kept before the first pruning.
-const FIRST_PRUNE: usize = 64;
 
 /// rmcp's streamable HTTP service with every session bound to its opener's credentials.
 #[derive(Clone)]
 pub struct BoundSessions {
-    inner: StreamableHttpService<GatewayServer, LocalSessionManager>,
-    manager: Arc<LocalSessionManager>,
-    owners: Arc<Mutex<Owners>>,
-}
-
-struct Owners {
-    by_session: HashMap<String, Option<Credentials>>,
-    /// Size at which ended sessions are next pruned.
-    prune_at: usize,
-}
-
-impl Default for Owners {
-    fn default() -> Self {
-        Self {
-            by_session: HashMap::new(),
-            prune_at: FIRST_PRUNE,
-        }
-    }
+    inner: StreamableHttpService<GatewayServer, SharedSessions>,
+    sessions: Arc<SharedSessions>,
+    state: Arc<dyn SharedState>,
 }
 
 impl BoundSessions {
-    /// `inner` must be served by `manager`, whose sessions are the ones bound.
+    /// `inner` must be served by `sessions`, whose sessions are the ones bound.
     pub fn new(
-        inner: StreamableHttpService<GatewayServer, LocalSessionManager>,
-        manager: Arc<LocalSessionManager>,
+        inner: StreamableHttpService<GatewayServer, SharedSessions>,
+        sessions: Arc<SharedSessions>,
+        state: Arc<dyn SharedState>,
     ) -> Self {
         Self {
             inner,
-            manager,
-            owners: Arc::new(Mutex::new(Owners::default())),
+            sessions,
+            state,
         }
     }
 
-    /// Whether `credentials` may use `session`: its opener's, or a session this table does
-    /// not know (unknown ids are answered by rmcp with 404).
-    fn admits(&self, session: &str, credentials: Option<&Credentials>) -> bool {
-        lock(&self.owners)
-            .by_session
-            .get(session)
-            .is_none_or(|owner| owner.as_ref() == credentials)
-    }
-
-    async fn remember(&self, session: String, credentials: Option<Credentials>) {
-        if !lock(&self.owners).insert(session, credentials) {
-            return;
+    /// `None` when `identity` may use `session` (or rmcp should answer it: an unknown
+    /// session is its 404); otherwise the response that refuses it.
+    async fn refuse(&self, session: &str, identity: Option<&str>) -> Option<Response<Body>> {
+        match self.state.touch_session(session).await {
+            Err(e) => Some(unavailable(&e)),
+            Ok(None) => {
+                if self.sessions.holds(session).await {
+                    // Ended on another replica, or expired: end it here too.
+                    self.sessions.forget(session).await;
+                }
+                None
+            }
+            Ok(Some(record)) if record.owner.as_deref() != identity => {
+                tracing::warn!(
+                    %session,
+                    "refused a request for a session opened with other credentials"
+                );
+                Some(forbidden(session))
+            }
+            Ok(Some(_)) => None,
         }
-        let live = self.manager.sessions.read().await;
-        lock(&self.owners).prune(|session| live.contains_key(session));
-    }
-}
-
-impl Owners {
-    /// Records who opened `session`; whether the table is now due for pruning.
-    fn insert(&mut self, session: String, credentials: Option<Credentials>) -> bool {
-        self.by_session.insert(session, credentials);
-        self.by_session.len() >= self.prune_at
-    }
-
-    /// Forgets every session that is not `live`, and waits for the table to double again
-    /// before the next pruning, so pruning costs O(1) per opened session.
-    fn prune(&mut self, live: impl Fn(&str) -> bool) {
-        self.by_session.retain(|session, _| live(session));
-        self.prune_at = (self.by_session.len() * 2).max(FIRST_PRUNE);
     }
 }
 
@@ -144,19 +124,26 @@ impl Service<Request<Body>> for BoundSessions {
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            let credentials = request.extensions().get::<Credentials>().cloned();
+            let identity = request
+                .extensions()
+                .get::<Credentials>()
+                .and_then(Credentials::identity);
             let named = request
                 .headers()
                 .get(HEADER_SESSION_ID)
                 .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
-            if let Some(session) = &named
-                && !this.admits(session, credentials.as_ref())
-            {
-                tracing::warn!(
-                    %session,
-                    "refused a request for a session opened with other credentials"
-                );
-                return Ok(forbidden(session));
+            match &named {
+                Some(session) => {
+                    if let Some(refused) = this.refuse(session, identity.as_deref()).await {
+                        return Ok(refused);
+                    }
+                }
+                None if !this.state.is_ready() => {
+                    return Ok(unavailable(&StateError::Unavailable(
+                        "no answer from Redis".into(),
+                    )));
+                }
+                None => {}
             }
             let mut inner = this.inner.clone();
             let response = inner.call(request).await?.map(Body::new);
@@ -164,7 +151,12 @@ impl Service<Request<Body>> for BoundSessions {
                 && let Some(opened) = response.headers().get(HEADER_SESSION_ID)
             {
                 let opened = String::from_utf8_lossy(opened.as_bytes()).into_owned();
-                this.remember(opened, credentials).await;
+                if let Err(e) = this.state.set_owner(&opened, identity.as_deref()).await {
+                    // Without its owner on record the session could not be checked on
+                    // another replica: end it rather than hand it out.
+                    this.sessions.forget(&opened).await;
+                    return Ok(unavailable(&e));
+                }
             }
             Ok(response)
         })
@@ -172,66 +164,33 @@ impl Service<Request<Body>> for BoundSessions {
 }
 
 fn forbidden(session: &str) -> Response<Body> {
-    let mut response = Response::new(Body::from(format!(
-        "Forbidden: session `{session}` was opened with other credentials; open your own with \
-         an initialize request"
-    )));
-    *response.status_mut() = StatusCode::FORBIDDEN;
+    text_response(
+        StatusCode::FORBIDDEN,
+        format!(
+            "Forbidden: session `{session}` was opened with other credentials; open your own \
+             with an initialize request"
+        ),
+    )
+}
+
+/// 503 for a request that needs the shared state while it cannot be reached.
+fn unavailable(error: &StateError) -> Response<Body> {
+    text_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "Service Unavailable: sessions are kept in Redis ([cluster] redis_url), which does \
+             not answer ({}: {error}); retry shortly",
+            error.code()
+        ),
+    )
+}
+
+fn text_response(status: StatusCode, text: String) -> Response<Body> {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-fn lock(owners: &Mutex<Owners>) -> std::sync::MutexGuard<'_, Owners> {
-    // The table holds no invariant a panicking holder could break half-way.
-    owners.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Opens `count` sessions named `{prefix}{i}`, pruning whenever the table asks, with
-    /// `live` saying which sessions are still open at that moment.
-    fn open(owners: &mut Owners, prefix: &str, count: usize, live: &dyn Fn(&str) -> bool) {
-        for i in 0..count {
-            if owners.insert(format!("{prefix}{i}"), None) {
-                owners.prune(live);
-            }
-        }
-    }
-
-    #[test]
-    fn ended_sessions_are_forgotten_as_new_ones_open() {
-        let mut owners = Owners::default();
-        // A week of short sessions, each ended before the next opens.
-        let only_the_newest = |session: &str| session == "short-99999";
-        open(&mut owners, "short-", 100_000, &only_the_newest);
-        assert!(
-            owners.by_session.len() <= FIRST_PRUNE,
-            "{} entries kept",
-            owners.by_session.len()
-        );
-    }
-
-    #[test]
-    fn live_sessions_are_kept_and_pruning_waits_for_the_table_to_double() {
-        let mut owners = Owners::default();
-        let all_live = |_: &str| true;
-        open(&mut owners, "live-", 1_000, &all_live);
-        assert_eq!(
-            owners.by_session.len(),
-            1_000,
-            "no live session is forgotten"
-        );
-        assert!(owners.prune_at > 1_000 && owners.prune_at <= 2_048);
-        // Once they all end, the next opening past the threshold forgets them.
-        let none_live = |_: &str| false;
-        let until_next_pruning = owners.prune_at - 1_000;
-        open(&mut owners, "next-", until_next_pruning, &none_live);
-        assert!(owners.by_session.is_empty());
-        assert_eq!(owners.prune_at, FIRST_PRUNE);
-    }
 }

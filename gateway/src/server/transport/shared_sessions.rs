@@ -1,0 +1,290 @@
+//! Streamable HTTP sessions that every replica can serve: rmcp's in-process session
+//! manager, with what outlives a process kept in the shared state (`crate::state`).
+//!
+//! rmcp keeps each session's worker in the process that opened it. What lets another
+//! replica serve the session's next request is rmcp's own restore path: when a request
+//! names a session this process does not hold, rmcp loads the client's `initialize`
+//! parameters from a [`SessionStore`], creates a local worker under the same id and
+//! replays the handshake into a fresh handler (marked [`SessionRestoreMarker`]). Here
+//! that store, and the [`EventStore`] that makes SSE streams resumable with
+//! `Last-Event-ID` on any replica, are the shared state. [`SharedSessions`] wraps the
+//! local manager to tell the handler which session it serves (so per-session state is
+//! keyed by the id every replica sees), to end the session everywhere on `DELETE`, and
+//! to carry notifications across replicas.
+//!
+//! Notifications outside any request (`list_changed`, resource updates, log messages)
+//! go to a session's standalone stream, the client's `GET`, which one replica holds. Any
+//! other replica serving the session stores such an event as usual and also publishes it
+//! (Redis pub/sub); the replica holding the `GET` adds what others published for that
+//! session to the stream. A change every replica sees (an upstream's `list_changed`)
+//! can so reach the client once per replica that serves the session: those
+//! notifications only ask the client to list again.
+
+use std::sync::Arc;
+
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{
+    EventStore, EventStoreError, EventStream, RestoreOutcome, ServerSseMessage, SessionId,
+    SessionState, SessionStore, SessionStoreError,
+};
+
+use crate::state::{Published, SharedState, StoredEvent};
+
+/// The suffix of the standalone stream's id in rmcp (`<session>:common`).
+const STANDALONE: &str = ":common";
+
+/// The streamable HTTP session id a handler serves, put into the `initialize` request's
+/// extensions (fresh or restored).
+#[derive(Debug, Clone)]
+pub struct TransportSession(pub SessionId);
+
+/// rmcp's local session manager, its event store the shared state, its sessions ended
+/// in the shared state too.
+pub struct SharedSessions {
+    local: LocalSessionManager,
+    state: Arc<dyn SharedState>,
+    replica: String,
+}
+
+impl SharedSessions {
+    /// `replica` tells this process's streams apart from other replicas' (rmcp numbers
+    /// request streams per process).
+    pub fn new(state: Arc<dyn SharedState>, replica: &str) -> Self {
+        let events = Arc::new(SharedEvents {
+            state: state.clone(),
+            replica: replica.to_owned(),
+        });
+        Self {
+            local: LocalSessionManager::default().with_event_store(events),
+            state,
+            replica: replica.to_owned(),
+        }
+    }
+
+    /// The [`SessionStore`] for rmcp's restore path.
+    pub fn store(&self) -> Arc<dyn SessionStore> {
+        Arc::new(SharedHandshakes(self.state.clone()))
+    }
+
+    /// Whether this process holds session `id` now.
+    pub async fn holds(&self, id: &str) -> bool {
+        self.local.sessions.read().await.contains_key(id)
+    }
+
+    /// Drops this process's worker of a session that ended elsewhere.
+    pub async fn forget(&self, id: &str) {
+        let _ = self.local.close_session(&SessionId::from(id)).await;
+    }
+}
+
+impl SessionManager for SharedSessions {
+    type Error = LocalSessionManagerError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        self.local.create_session().await
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        mut message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        if let ClientJsonRpcMessage::Request(request) = &mut message
+            && matches!(request.request, ClientRequest::InitializeRequest(_))
+        {
+            request
+                .request
+                .extensions_mut()
+                .insert(TransportSession(id.clone()));
+        }
+        self.local.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.local.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        if let Err(e) = self.state.end_session(id).await {
+            tracing::warn!(session = %id, "session not ended in the shared state: {e}");
+        }
+        self.local.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.local.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // Subscribed before the local stream opens, so nothing falls in between.
+        let published = self.state.published();
+        let local = self.local.create_standalone_stream(id).await?;
+        Ok(with_published(local, published, id, &self.replica))
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.resume(id, last_event_id).await
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        self.local.restore_session(id).await
+    }
+
+    fn event_store(&self) -> Option<Arc<dyn EventStore>> {
+        self.local.event_store()
+    }
+}
+
+/// `local` (this replica's standalone stream of `session`), with the events other
+/// replicas published for that session; it ends when `local` does.
+fn with_published(
+    local: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    published: tokio::sync::broadcast::Receiver<Published>,
+    session: &str,
+    replica: &str,
+) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+    use futures::StreamExt;
+    use futures::future::ready;
+    let (session, replica) = (session.to_owned(), replica.to_owned());
+    let remote = tokio_stream::wrappers::BroadcastStream::new(published).filter_map(move |item| {
+        let event = match item {
+            Ok(event) if event.session == session && event.origin != replica => {
+                sse_message(event.event)
+            }
+            Ok(_) => None,
+            Err(lagged) => {
+                tracing::warn!(%session, "notifications from other replicas skipped: {lagged}");
+                None
+            }
+        };
+        ready(event)
+    });
+    // `None` marks the end of the local stream, which ends the whole.
+    futures::stream::select(
+        local.map(Some).chain(futures::stream::once(ready(None))),
+        remote.map(Some),
+    )
+    .take_while(|item| ready(item.is_some()))
+    .filter_map(ready)
+}
+
+/// A stored event as rmcp sends it (`None` when it is not one this gateway stored).
+fn sse_message(event: StoredEvent) -> Option<ServerSseMessage> {
+    let stored: StoredSse = serde_json::from_str(&event.payload).ok()?;
+    Some(match stored.message {
+        Some(message) => ServerSseMessage::new(event.id, message),
+        None => ServerSseMessage::priming(
+            event.id,
+            std::time::Duration::from_millis(stored.retry_ms.unwrap_or_default()),
+        ),
+    })
+}
+
+/// The clients' `initialize` parameters, kept in the shared state.
+struct SharedHandshakes(Arc<dyn SharedState>);
+
+#[async_trait::async_trait]
+impl SessionStore for SharedHandshakes {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(record) = self.0.touch_session(session_id).await? else {
+            return Ok(None);
+        };
+        let Some(handshake) = record.handshake else {
+            return Ok(None);
+        };
+        let params = serde_json::from_str(&handshake)?;
+        Ok(Some(SessionState::new(params)))
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let handshake = serde_json::to_string(&state.initialize_params)?;
+        Ok(self.0.set_handshake(session_id, &handshake).await?)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        Ok(self.0.end_session(session_id).await?)
+    }
+}
+
+/// SSE events, kept in the shared state for `Last-Event-ID` resumption on any replica.
+struct SharedEvents {
+    state: Arc<dyn SharedState>,
+    replica: String,
+}
+
+/// One SSE event as stored: the message (none for a priming event) and the retry hint.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredSse {
+    message: Option<ServerJsonRpcMessage>,
+    retry_ms: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl EventStore for SharedEvents {
+    async fn store_event(
+        &self,
+        stream_id: &str,
+        event: &ServerSseMessage,
+    ) -> Result<String, EventStoreError> {
+        let stored = StoredSse {
+            message: event.message.as_deref().cloned(),
+            retry_ms: event.retry.map(|r| r.as_millis() as u64),
+        };
+        let payload = serde_json::to_string(&stored)?;
+        let stream = format!("{}:{stream_id}", self.replica);
+        let id = self.state.append_event(&stream, &payload).await?;
+        if let Some(session) = stream_id.strip_suffix(STANDALONE)
+            && stored.message.is_some()
+        {
+            let published = Published {
+                origin: self.replica.clone(),
+                session: session.to_owned(),
+                event: StoredEvent {
+                    id: id.clone(),
+                    payload,
+                },
+            };
+            if let Err(e) = self.state.publish(&published).await {
+                tracing::warn!(%session, "notification not published to other replicas: {e}");
+            }
+        }
+        Ok(id)
+    }
+
+    async fn replay_events_after(
+        &self,
+        last_event_id: &str,
+    ) -> Result<EventStream, EventStoreError> {
+        let events = self.state.events_after(last_event_id).await?;
+        let messages: Vec<ServerSseMessage> = events.into_iter().filter_map(sse_message).collect();
+        Ok(Box::pin(futures::stream::iter(messages)))
+    }
+}

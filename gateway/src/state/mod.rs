@@ -1,0 +1,228 @@
+//! State that every replica of the gateway must see alike, behind one trait: the
+//! streamable HTTP session records (who opened a session, its `initialize` handshake,
+//! its log level), the rate limiter's windows, the repeat reminder's chains, the
+//! resumable event streams, and the notifications one replica publishes for a session
+//! whose stream another replica holds. One process keeps it in memory ([`memory::MemoryState`], the default);
+//! several replicas behind a load balancer share it in Redis ([`redis::RedisState`]).
+//! Nothing outside this module knows which.
+//!
+//! ```toml
+//! [cluster]
+//! redis_url = "redis://127.0.0.1:6379/0"   # or rediss:// (TLS); ${VAR} is expanded
+//! session_ttl_secs = 3600     # an unused session ends after this long, everywhere
+//! event_ttl_secs = 300        # how long a stream's events stay replayable
+//! max_events_per_stream = 1000
+//! key_prefix = "mcp-gateway"  # keys are <prefix>:<kind>:<id>
+//! ```
+//!
+//! Every update that two replicas could race on is one atomic step in the store (a Lua
+//! script in Redis, a mutex in memory): a rate-limit admission, a chain extension, an
+//! event append.
+
+pub mod memory;
+pub mod redis;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// `[cluster]`: where shared state lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// `redis://` or `rediss://` URL of the Redis every replica shares; `${VAR}` is
+    /// expanded. Default: none (state stays in this process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_url: Option<String>,
+    /// How long a session may go unused before it ends on every replica. Default 3600.
+    pub session_ttl_secs: u64,
+    /// How long the events of a stream stay replayable with `Last-Event-ID`. Default 300.
+    pub event_ttl_secs: u64,
+    /// The most events kept per stream (older ones are dropped first). Default 1000.
+    pub max_events_per_stream: usize,
+    /// Prefix of every Redis key, so several gateways can share one Redis. Default
+    /// `mcp-gateway`.
+    pub key_prefix: String,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            redis_url: None,
+            session_ttl_secs: 3600,
+            event_ttl_secs: 300,
+            max_events_per_stream: 1000,
+            key_prefix: "mcp-gateway".into(),
+        }
+    }
+}
+
+impl ClusterConfig {
+    fn session_ttl(&self) -> Duration {
+        Duration::from_secs(self.session_ttl_secs.max(1))
+    }
+
+    fn event_ttl(&self) -> Duration {
+        Duration::from_secs(self.event_ttl_secs.max(1))
+    }
+}
+
+/// Why shared state could not be read or written.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StateError {
+    /// The store cannot be reached (Redis down, or not connected yet).
+    #[error("shared state is unavailable: {0}")]
+    Unavailable(String),
+    /// The store answered with something this gateway did not write.
+    #[error("shared state holds an unreadable record: {0}")]
+    Corrupt(String),
+}
+
+impl StateError {
+    /// A stable code, for logs and error bodies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StateError::Unavailable(_) => "STATE_UNAVAILABLE",
+            StateError::Corrupt(_) => "STATE_CORRUPT",
+        }
+    }
+}
+
+/// What every replica must know about one streamable HTTP session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// Who opened it (see `server::security::Credentials::identity`); requests with
+    /// other credentials are refused on every replica.
+    pub owner: Option<String>,
+    /// The client's `initialize` parameters (protocol version, capabilities, client
+    /// info) as JSON, so another replica can re-create the session without the client
+    /// initializing again.
+    pub handshake: Option<String>,
+    /// The level the client asked for with `logging/setLevel` (as on the wire, e.g.
+    /// `"warning"`), applied by a replica that takes the session over.
+    pub log_level: Option<String>,
+}
+
+/// One stored event of a resumable stream: its id and the message as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    pub id: String,
+    pub payload: String,
+}
+
+/// An event of a session's standalone stream (notifications outside any request),
+/// published by the replica that produced it so the replica holding the client's `GET`
+/// stream can deliver it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    /// The replica that stored it; it delivers its own events itself.
+    pub origin: String,
+    pub session: String,
+    pub event: StoredEvent,
+}
+
+/// How many published events a replica may fall behind on before it skips some.
+pub const PUBLISHED_BACKLOG: usize = 1024;
+
+/// The shared state. Every method is one atomic step; a method that fails leaves the
+/// state as it was.
+pub trait SharedState: Send + Sync + 'static {
+    /// Records who opened session `id` (creating the record).
+    fn set_owner<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// Stores the `initialize` parameters of session `id` (JSON).
+    fn set_handshake<'a>(
+        &'a self,
+        id: &'a str,
+        handshake: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// The record of session `id`, its lifetime renewed; `None` once the session has
+    /// ended (deleted, or unused for longer than the TTL).
+    fn touch_session<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SessionRecord>, StateError>>;
+
+    /// Records session `id`'s log level, when the session has a record (sessions of
+    /// other transports have none).
+    fn set_log_level<'a>(
+        &'a self,
+        id: &'a str,
+        level: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// Ends session `id` everywhere, with its limiter window and reminder chain.
+    fn end_session<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// Admits one call of `session` when fewer than `limit` were admitted in the last
+    /// `window`; whether it was admitted.
+    fn admit_call<'a>(
+        &'a self,
+        session: &'a str,
+        limit: u32,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<bool, StateError>>;
+
+    /// Extends `session`'s reminder chain with a call keyed `key`: the chain's length
+    /// now (1 when the previous tracked call had another key).
+    fn extend_chain<'a>(
+        &'a self,
+        session: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<u32, StateError>>;
+
+    /// Appends an event (JSON) to `stream`; its globally unique id.
+    fn append_event<'a>(
+        &'a self,
+        stream: &'a str,
+        payload: &'a str,
+    ) -> BoxFuture<'a, Result<String, StateError>>;
+
+    /// The events of the stream of `event_id` after it, in order (empty when the stream
+    /// or the event is no longer kept).
+    fn events_after<'a>(
+        &'a self,
+        event_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>>;
+
+    /// Sends `event` to every replica's [`SharedState::published`] receivers (this
+    /// one's included). Delivery is at most once: a replica not listening then misses it.
+    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// The events replicas publish from now on.
+    fn published(&self) -> tokio::sync::broadcast::Receiver<Published>;
+
+    /// Whether the store answered lately (`/readyz`).
+    fn is_ready(&self) -> bool;
+}
+
+/// The shared state `config` asks for: Redis when a URL is set, else this process's
+/// memory. Connecting to Redis goes on in the background; until it succeeds the state
+/// reports itself unready and every operation fails with [`StateError::Unavailable`].
+pub fn open(config: &ClusterConfig) -> Result<Arc<dyn SharedState>, StateError> {
+    match &config.redis_url {
+        None => Ok(Arc::new(memory::MemoryState::new(config))),
+        Some(url) => Ok(Arc::new(redis::RedisState::open(url, config)?)),
+    }
+}
+
+/// Event ids are `<stream>/<sequence>`: the stream is found again from the id alone.
+fn event_id(stream: &str, sequence: u64) -> String {
+    format!("{stream}/{sequence}")
+}
+
+/// The stream and sequence number of an event id.
+fn parse_event_id(id: &str) -> Option<(&str, u64)> {
+    let (stream, sequence) = id.rsplit_once('/')?;
+    Some((stream, sequence.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,486 @@
+//! Shared state in Redis, for replicas behind a load balancer.
+//!
+//! Keys (all under `<prefix>:`, each with a TTL so nothing outlives its use):
+//! - `session:<id>`: a hash with `owner`, `handshake` and `log_level`; its TTL is
+//!   renewed on use.
+//! - `window:<id>`: the rate limiter's sorted set of admission times (Redis's clock).
+//! - `chain:<id>`: the reminder's hash `key`, `count`.
+//! - `events:<stream>` (sorted set of `<seq>` → JSON) and `events:<stream>:seq`.
+//! - the pub/sub channel `published`: events of standalone streams (see
+//!   [`Published`]); each replica keeps one subscription, re-made after Redis returns.
+//!
+//! Each operation is one command, one `MULTI` pipeline or one Lua script, so replicas
+//! racing on the same session see the effects of each other's whole steps only.
+//!
+//! The connection is a [`ConnectionManager`] (it reconnects by itself), opened in the
+//! background: a gateway starts even when Redis is down, reports itself unready, and
+//! becomes ready once Redis answers. A probe every second keeps [`SharedState::is_ready`]
+//! true to what Redis does, and every failed operation marks the state unready at once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::OnceCell;
+
+use super::{
+    ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
+    StoredEvent, event_id, parse_event_id,
+};
+
+/// How long one Redis command may take before it counts as a failure.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often readiness is probed.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// Sliding-window admission: drops what left the window, admits when there is room.
+/// Uses Redis's clock, so replicas with skewed clocks still share one window.
+const ADMIT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local window = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
+return 1
+";
+
+/// Extends the chain when the key repeats, restarts it otherwise.
+const EXTEND_CHAIN: &str = r"
+local count = 1
+if redis.call('HGET', KEYS[1], 'key') == ARGV[1] then
+  count = redis.call('HINCRBY', KEYS[1], 'count', 1)
+else
+  redis.call('HSET', KEYS[1], 'key', ARGV[1], 'count', 1)
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return count
+";
+
+/// Sets the log level of a session that has a record, and only then.
+const SET_LOG_LEVEL: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'log_level', ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+";
+
+/// Appends one event, keeps at most ARGV[2] of them, renews the stream's TTL.
+const APPEND_EVENT: &str = r"
+local seq = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], seq, seq .. ':' .. ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[2]) + 1))
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return seq
+";
+
+pub struct RedisState {
+    prefix: String,
+    session_ttl: Duration,
+    event_ttl: Duration,
+    max_events: usize,
+    connection: Arc<OnceCell<ConnectionManager>>,
+    ready: Arc<AtomicBool>,
+    admit: Script,
+    extend_chain: Script,
+    append_event: Script,
+    set_log_level: Script,
+    /// Events from the subscription, for [`SharedState::published`].
+    published: tokio::sync::broadcast::Sender<Published>,
+    /// Stops the connector and the probe when the state is dropped.
+    _background: tokio_util::sync::DropGuard,
+}
+
+impl RedisState {
+    /// Starts connecting to `url` in the background. Fails only when the URL is bad.
+    pub fn open(url: &str, config: &ClusterConfig) -> Result<RedisState, StateError> {
+        let client = redis::Client::open(url)
+            .map_err(|e| StateError::Unavailable(format!("bad cluster.redis_url: {e}")))?;
+        let connection = Arc::new(OnceCell::new());
+        let ready = Arc::new(AtomicBool::new(false));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let published = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
+        let channel = format!("{}:published", config.key_prefix);
+        tokio::spawn(keep_subscribed(
+            client.clone(),
+            channel,
+            published.clone(),
+            stop.clone(),
+        ));
+        tokio::spawn(keep_connected(
+            client,
+            connection.clone(),
+            ready.clone(),
+            stop.clone(),
+        ));
+        Ok(RedisState {
+            prefix: config.key_prefix.clone(),
+            session_ttl: config.session_ttl(),
+            event_ttl: config.event_ttl(),
+            max_events: config.max_events_per_stream.max(1),
+            connection,
+            ready,
+            admit: Script::new(ADMIT),
+            extend_chain: Script::new(EXTEND_CHAIN),
+            append_event: Script::new(APPEND_EVENT),
+            set_log_level: Script::new(SET_LOG_LEVEL),
+            published,
+            _background: stop.drop_guard(),
+        })
+    }
+
+    fn key(&self, kind: &str, id: &str) -> String {
+        format!("{}:{kind}:{id}", self.prefix)
+    }
+
+    /// The connection, or Unavailable while the first connection has not succeeded.
+    fn connection(&self) -> Result<ConnectionManager, StateError> {
+        self.connection
+            .get()
+            .cloned()
+            .ok_or_else(|| StateError::Unavailable("not connected to Redis yet".into()))
+    }
+
+    /// Records the outcome of one operation in the readiness flag.
+    fn observe<T>(&self, result: redis::RedisResult<T>) -> Result<T, StateError> {
+        match result {
+            Ok(value) => {
+                self.ready.store(true, Ordering::Release);
+                Ok(value)
+            }
+            // An answer of the wrong shape is ours to report; anything else means
+            // Redis is not there to ask.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+                ) =>
+            {
+                Err(StateError::Corrupt(e.to_string()))
+            }
+            Err(e) => {
+                self.ready.store(false, Ordering::Release);
+                Err(StateError::Unavailable(e.to_string()))
+            }
+        }
+    }
+
+    fn secs(duration: Duration) -> u64 {
+        duration.as_secs().max(1)
+    }
+}
+
+/// Connects (retrying every second until it works), then probes with `PING`.
+async fn keep_connected(
+    client: redis::Client,
+    connection: Arc<OnceCell<ConnectionManager>>,
+    ready: Arc<AtomicBool>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_max_delay(PROBE_EVERY);
+    let mut probe = tokio::time::interval(PROBE_EVERY);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = probe.tick() => {}
+        }
+        let Some(manager) = connection.get() else {
+            match client
+                .get_connection_manager_with_config(config.clone())
+                .await
+            {
+                Ok(manager) => {
+                    let _ = connection.set(manager);
+                    ready.store(true, Ordering::Release);
+                    tracing::info!("connected to Redis: shared state is ready");
+                }
+                Err(e) => tracing::warn!("cannot reach Redis yet: {e}"),
+            }
+            continue;
+        };
+        let mut manager = manager.clone();
+        let answered = redis::cmd("PING")
+            .query_async::<String>(&mut manager)
+            .await
+            .is_ok();
+        if ready.swap(answered, Ordering::AcqRel) != answered {
+            if answered {
+                tracing::info!("Redis answers again: shared state is ready");
+            } else {
+                tracing::error!("Redis does not answer: new sessions get 503 until it does");
+            }
+        }
+    }
+}
+
+/// Keeps one subscription to `channel` (re-made a second after it breaks) and passes
+/// what arrives to `published`.
+async fn keep_subscribed(
+    client: redis::Client,
+    channel: String,
+    published: tokio::sync::broadcast::Sender<Published>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use futures::StreamExt;
+    loop {
+        let subscribed = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(pubsub.into_on_message())
+        };
+        let messages = tokio::select! {
+            () = stop.cancelled() => return,
+            subscribed = tokio::time::timeout(CONNECT_TIMEOUT, subscribed) => subscribed,
+        };
+        match messages {
+            Ok(Ok(mut messages)) => loop {
+                let message = tokio::select! {
+                    () = stop.cancelled() => return,
+                    message = messages.next() => message,
+                };
+                let Some(message) = message else { break };
+                match serde_json::from_slice::<Published>(message.get_payload_bytes()) {
+                    Ok(event) => {
+                        let _ = published.send(event);
+                    }
+                    Err(e) => tracing::warn!("unreadable event on {channel}: {e}"),
+                }
+            },
+            Ok(Err(e)) => tracing::debug!("cannot subscribe to {channel} yet: {e}"),
+            Err(_elapsed) => tracing::debug!("cannot subscribe to {channel} yet: timed out"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(PROBE_EVERY) => {}
+        }
+    }
+}
+
+impl SharedState for RedisState {
+    fn set_owner<'a>(
+        &'a self,
+        id: &'a str,
+        owner: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let key = self.key("session", id);
+            let result = redis::pipe()
+                .atomic()
+                .hset(&key, "owner", owner.unwrap_or(""))
+                .ignore()
+                .expire(&key, Self::secs(self.session_ttl) as i64)
+                .ignore()
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn set_handshake<'a>(
+        &'a self,
+        id: &'a str,
+        handshake: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let key = self.key("session", id);
+            let result = redis::pipe()
+                .atomic()
+                .hset(&key, "handshake", handshake)
+                .ignore()
+                .expire(&key, Self::secs(self.session_ttl) as i64)
+                .ignore()
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn touch_session<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SessionRecord>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let key = self.key("session", id);
+            let result = redis::pipe()
+                .atomic()
+                .hgetall(&key)
+                .expire(&key, Self::secs(self.session_ttl) as i64)
+                .ignore()
+                .query_async::<(std::collections::HashMap<String, String>,)>(&mut connection)
+                .await;
+            let (mut fields,) = self.observe(result)?;
+            if fields.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(SessionRecord {
+                owner: fields.remove("owner").filter(|o| !o.is_empty()),
+                handshake: fields.remove("handshake"),
+                log_level: fields.remove("log_level"),
+            }))
+        })
+    }
+
+    fn set_log_level<'a>(
+        &'a self,
+        id: &'a str,
+        level: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = self
+                .set_log_level
+                .key(self.key("session", id))
+                .arg(level)
+                .arg(Self::secs(self.session_ttl))
+                .invoke_async::<i64>(&mut connection)
+                .await;
+            self.observe(result).map(drop)
+        })
+    }
+
+    fn end_session<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let keys = [
+                self.key("session", id),
+                self.key("window", id),
+                self.key("chain", id),
+            ];
+            let result = redis::cmd("DEL")
+                .arg(&keys[..])
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn admit_call<'a>(
+        &'a self,
+        session: &'a str,
+        limit: u32,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<bool, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = self
+                .admit
+                .key(self.key("window", session))
+                .arg(window.as_micros() as u64)
+                .arg(limit)
+                .arg(uuid::Uuid::new_v4().simple().to_string())
+                .invoke_async::<i64>(&mut connection)
+                .await;
+            Ok(self.observe(result)? == 1)
+        })
+    }
+
+    fn extend_chain<'a>(
+        &'a self,
+        session: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<u32, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = self
+                .extend_chain
+                .key(self.key("chain", session))
+                .arg(key)
+                .arg(Self::secs(self.session_ttl))
+                .invoke_async::<u32>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn append_event<'a>(
+        &'a self,
+        stream: &'a str,
+        payload: &'a str,
+    ) -> BoxFuture<'a, Result<String, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let events = self.key("events", stream);
+            let result = self
+                .append_event
+                .key(&events)
+                .key(format!("{events}:seq"))
+                .arg(payload)
+                .arg(self.max_events)
+                .arg(Self::secs(self.event_ttl))
+                .invoke_async::<u64>(&mut connection)
+                .await;
+            let sequence = self.observe(result)?;
+            Ok(event_id(stream, sequence))
+        })
+    }
+
+    fn events_after<'a>(
+        &'a self,
+        event: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>> {
+        Box::pin(async move {
+            let Some((stream, after)) = parse_event_id(event) else {
+                return Ok(Vec::new());
+            };
+            let mut connection = self.connection()?;
+            let result = redis::cmd("ZRANGEBYSCORE")
+                .arg(self.key("events", stream))
+                .arg(format!("({after}"))
+                .arg("+inf")
+                .query_async::<Vec<String>>(&mut connection)
+                .await;
+            self.observe(result)?
+                .into_iter()
+                .map(|entry| {
+                    let (sequence, payload) = entry
+                        .split_once(':')
+                        .and_then(|(seq, payload)| Some((seq.parse::<u64>().ok()?, payload)))
+                        .ok_or_else(|| StateError::Corrupt(format!("event entry `{entry}`")))?;
+                    Ok(StoredEvent {
+                        id: event_id(stream, sequence),
+                        payload: payload.to_owned(),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let payload = serde_json::to_string(event)
+                .map_err(|e| StateError::Corrupt(format!("event not serializable: {e}")))?;
+            let mut connection = self.connection()?;
+            let result = redis::cmd("PUBLISH")
+                .arg(format!("{}:published", self.prefix))
+                .arg(payload)
+                .query_async::<i64>(&mut connection)
+                .await;
+            self.observe(result).map(drop)
+        })
+    }
+
+    fn published(&self) -> tokio::sync::broadcast::Receiver<Published> {
+        self.published.subscribe()
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,183 @@
+//! One contract, checked against both stores: the memory one, and a real `redis-server`
+//! (installed by scripts/install-cluster-deps) started on a free port for the test.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::*;
+
+fn config() -> ClusterConfig {
+    ClusterConfig {
+        key_prefix: format!("test-{}", uuid::Uuid::new_v4().simple()),
+        max_events_per_stream: 3,
+        ..ClusterConfig::default()
+    }
+}
+
+async fn contract(state: &dyn SharedState) {
+    // Sessions: created by their owner, read back, ended everywhere.
+    assert_eq!(state.touch_session("s1").await.unwrap(), None);
+    state.set_owner("s1", Some("token:0")).await.unwrap();
+    state
+        .set_handshake("s1", r#"{"protocolVersion":"x"}"#)
+        .await
+        .unwrap();
+    let record = state.touch_session("s1").await.unwrap().unwrap();
+    assert_eq!(record.owner.as_deref(), Some("token:0"));
+    assert_eq!(
+        record.handshake.as_deref(),
+        Some(r#"{"protocolVersion":"x"}"#)
+    );
+    state.set_owner("s2", None).await.unwrap();
+    assert_eq!(
+        state.touch_session("s2").await.unwrap().unwrap().owner,
+        None
+    );
+
+    // The limiter admits exactly `limit` calls in a window.
+    let window = Duration::from_secs(60);
+    let mut admitted = 0;
+    for _ in 0..7 {
+        admitted += state.admit_call("s1", 5, window).await.unwrap() as u32;
+    }
+    assert_eq!(admitted, 5);
+    assert!(
+        state.admit_call("s2", 5, window).await.unwrap(),
+        "per session"
+    );
+
+    // Chains grow while the key repeats and restart when it changes.
+    let counts = [
+        state.extend_chain("s1", "a").await.unwrap(),
+        state.extend_chain("s1", "a").await.unwrap(),
+        state.extend_chain("s1", "b").await.unwrap(),
+        state.extend_chain("s1", "b").await.unwrap(),
+    ];
+    assert_eq!(counts, [1, 2, 1, 2]);
+
+    // The log level joins an existing record, and creates none.
+    state.set_log_level("s1", "warning").await.unwrap();
+    let record = state.touch_session("s1").await.unwrap().unwrap();
+    assert_eq!(record.log_level.as_deref(), Some("warning"));
+    assert_eq!(record.owner.as_deref(), Some("token:0"));
+    state.set_log_level("stdio-session", "debug").await.unwrap();
+    assert_eq!(state.touch_session("stdio-session").await.unwrap(), None);
+
+    // Published events reach subscribers (Redis subscribes in the background: publish
+    // until the subscription is there).
+    let mut published = state.published();
+    let event = Published {
+        origin: "replica-a".into(),
+        session: "s1".into(),
+        event: StoredEvent {
+            id: "replica-a:s1:common/1".into(),
+            payload: "{}".into(),
+        },
+    };
+    let received = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            state.publish(&event).await.unwrap();
+            if let Ok(Ok(received)) =
+                tokio::time::timeout(Duration::from_millis(200), published.recv()).await
+            {
+                return received;
+            }
+        }
+    })
+    .await
+    .expect("a published event never arrived");
+    assert_eq!(received, event);
+
+    // Ending a session forgets its record, its window and its chain.
+    state.end_session("s1").await.unwrap();
+    assert_eq!(state.touch_session("s1").await.unwrap(), None);
+    assert!(state.admit_call("s1", 1, window).await.unwrap());
+    assert_eq!(state.extend_chain("s1", "b").await.unwrap(), 1);
+
+    // Events: unique ids, replay after an id, bounded count per stream.
+    let mut ids = Vec::new();
+    for payload in ["e1", "e2", "e3", "e4"] {
+        ids.push(state.append_event("s2:common", payload).await.unwrap());
+    }
+    let other = state.append_event("s2:7", "x").await.unwrap();
+    assert!(!ids.contains(&other));
+    let after_second: Vec<_> = state
+        .events_after(&ids[1])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.id, e.payload))
+        .collect();
+    assert_eq!(
+        after_second,
+        [
+            (ids[2].clone(), "e3".to_owned()),
+            (ids[3].clone(), "e4".to_owned())
+        ]
+    );
+    let kept = state.events_after(&event_id("s2:common", 0)).await.unwrap();
+    assert_eq!(kept.len(), 3, "only the last 3 are kept: {kept:?}");
+    assert!(state.events_after("no-such-id").await.unwrap().is_empty());
+    assert!(state.is_ready());
+}
+
+#[tokio::test]
+async fn memory_state_keeps_the_contract() {
+    contract(&memory::MemoryState::new(&config())).await;
+}
+
+/// A `redis-server` on a free loopback port, killed when dropped.
+struct RedisServer(Child, u16);
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is missing: run scripts/install-cluster-deps");
+        RedisServer(child, port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn redis_state_keeps_the_contract_and_notices_redis_going_away() {
+    let mut server = RedisServer::start();
+    let url = format!("redis://127.0.0.1:{}/0", server.1);
+    let state = redis::RedisState::open(&url, &config()).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !state.is_ready() {
+        assert!(tokio::time::Instant::now() < deadline, "never connected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    contract(&state).await;
+
+    let _ = server.0.kill();
+    let _ = server.0.wait();
+    let failed = state.touch_session("s2").await;
+    assert!(
+        matches!(failed, Err(StateError::Unavailable(_))),
+        "{failed:?}"
+    );
+    assert!(!state.is_ready());
+}
+
+#[test]
+fn a_bad_url_is_refused() {
+    let refused = redis::RedisState::open("http://nope", &config());
+    assert!(matches!(refused, Err(StateError::Unavailable(_))));
+}

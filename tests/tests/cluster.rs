@@ -1,0 +1,401 @@
+//! Issue 18: many replicas, one gateway. Three replicas share state in a real Redis and
+//! sit behind a real HAProxy balancing round robin with no stickiness; one session of
+//! the official Python SDK client goes through it as if it were one gateway.
+
+use std::time::Duration;
+
+use mcp_gateway_tests::cluster::{Haproxy, Redis, SseResponse, ready, replicas, sse_events};
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const LIST_TOOLS: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+/// The replicas' configuration: kv over stdio (one child per replica), the shared
+/// Redis, and `extra`.
+fn config(redis: &Redis, extra: &str) -> String {
+    format!(
+        "{}[cluster]\nredis_url = {}\n[log]\nsessions_dir = false\n{extra}",
+        example_server("kv", "kv"),
+        toml_str(redis.url())
+    )
+}
+
+/// `count` kv `set` calls, each with its own key and value.
+fn sets(count: usize) -> Vec<Value> {
+    (0..count)
+        .map(|i| {
+            json!({"action": "call_tool", "name": "mcp__kv__set",
+                   "arguments": {"key": format!("k{i}"), "value": format!("v{i}")}})
+        })
+        .collect()
+}
+
+/// Calls of `tool` one replica counted (`mcp_gateway_tool_calls_total`).
+fn calls_served(gateway: &Gateway, tool: &str) -> u64 {
+    let (_, _, metrics) = http_get(gateway.address, "/metrics");
+    let series = format!("mcp_gateway_tool_calls_total{{tool=\"{tool}\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// POSTs one JSON-RPC message to `/mcp` on `address`.
+fn post(
+    address: std::net::SocketAddr,
+    session: Option<&str>,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    if let Some(session) = session {
+        headers.push(("Mcp-Session-Id", session));
+    }
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
+    http_request(address, "POST", "/mcp", &headers, body.as_bytes())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Opens a session on `address` (initialize + initialized); its id.
+fn open_session(address: std::net::SocketAddr, token: Option<&str>) -> String {
+    let (status, headers, body) = post(address, None, token, INITIALIZE);
+    assert_eq!(status, 200, "{body}");
+    let session = header(&headers, "mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    let (status, _, body) = post(address, Some(&session), token, INITIALIZED);
+    assert_eq!(status, 202, "{body}");
+    session
+}
+
+#[test]
+fn one_session_through_three_replicas_gets_every_call_answered_once() {
+    let redis = Redis::start();
+    let replicas = replicas(&config(&redis, ""), 3);
+    let backends: Vec<_> = replicas.iter().map(|(_, g)| g.address).collect();
+    let haproxy = Haproxy::start(replicas[0].0.dir.path(), &backends);
+    let run = python_client(
+        &haproxy.client_args("/mcp"),
+        &json!([
+            {"action": "list_tools"},
+            {"action": "parallel", "concurrency": 16, "actions": sets(1000)},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let entries = run["results"][1]["result"].as_array().unwrap();
+    assert_eq!(entries.len(), 1000);
+    for (i, entry) in entries.iter().enumerate() {
+        assert_eq!(
+            entry["result"]["structuredContent"],
+            json!({"key": format!("k{i}"), "value": format!("v{i}")}),
+            "call {i}: {entry:#}"
+        );
+    }
+    let served: Vec<u64> = replicas
+        .iter()
+        .map(|(_, g)| calls_served(g, "mcp__kv__set"))
+        .collect();
+    assert_eq!(
+        served.iter().sum::<u64>(),
+        1000,
+        "each call once: {served:?}"
+    );
+    assert!(
+        served.iter().all(|&n| n > 0),
+        "round robin spread the session's calls: {served:?}"
+    );
+}
+
+#[test]
+fn a_rate_limit_holds_across_replicas() {
+    let redis = Redis::start();
+    let replicas = replicas(&config(&redis, "[guards]\nmax_calls_per_minute = 100\n"), 3);
+    let backends: Vec<_> = replicas.iter().map(|(_, g)| g.address).collect();
+    let haproxy = Haproxy::start(replicas[0].0.dir.path(), &backends);
+    let run = python_client(
+        &haproxy.client_args("/mcp"),
+        &json!([{"action": "parallel", "concurrency": 16, "tolerate_failures": true,
+                 "actions": sets(200)}]),
+    );
+    let entries = run["results"][0]["result"].as_array().unwrap();
+    let denied = entries
+        .iter()
+        .filter(|e| error_code(&e["result"]) == Some("DENIED"))
+        .count();
+    let admitted = entries
+        .iter()
+        .filter(|e| e["ok"] == true && e["result"]["isError"] != true)
+        .count();
+    assert!(
+        (99..=101).contains(&admitted),
+        "admitted {admitted}: {run:#}"
+    );
+    assert_eq!(admitted + denied, 200, "{run:#}");
+}
+
+#[test]
+fn a_session_belongs_to_its_token_on_every_replica() {
+    let redis = Redis::start();
+    let replicas = replicas(
+        &config(
+            &redis,
+            "[listen]\ntokens = [\"token-of-alice-0123456789\", \"token-of-bob-0123456789\"]\n",
+        ),
+        3,
+    );
+    let alice = Some("token-of-alice-0123456789");
+    let bob = Some("token-of-bob-0123456789");
+    let session = open_session(replicas[0].1.address, alice);
+    for (_, gateway) in &replicas {
+        let (status, _, body) = post(gateway.address, Some(&session), bob, LIST_TOOLS);
+        assert_eq!(status, 403, "{}: {body}", gateway.address);
+        let (status, _, body) = post(gateway.address, Some(&session), alice, LIST_TOOLS);
+        assert_eq!(status, 200, "{}: {body}", gateway.address);
+        assert!(body.contains("mcp__kv__get"), "{body}");
+    }
+}
+
+#[test]
+fn a_notification_from_one_replica_reaches_the_stream_another_replica_holds() {
+    let redis = Redis::start();
+    let replicas = replicas(&config(&redis, "[gateway]\ncatalog = \"search\"\n"), 2);
+    let (first, second) = (replicas[0].1.address, replicas[1].1.address);
+    let session = open_session(first, None);
+    // The client's standalone stream is on the second replica.
+    let mut stream = SseResponse::get(second, &session);
+    // A search on the first adds the tools it found to the session's list there, which
+    // only the first knows: its `list_changed` must cross over.
+    let search = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "search_tools", "arguments": {"query": "read the value stored under a key"}}});
+    let (status, _, body) = post(first, Some(&session), None, &search.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("mcp__kv__get"), "{body}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let notified = std::iter::from_fn(|| stream.next_event())
+        .take_while(|_| std::time::Instant::now() < deadline)
+        .find(|event| event.data.contains("notifications/tools/list_changed"));
+    assert!(
+        notified.is_some(),
+        "no list_changed on the other replica's stream: {}\n---\n{}",
+        replicas[0].1.log_text(),
+        replicas[1].1.log_text()
+    );
+}
+
+#[test]
+fn a_log_level_set_on_one_replica_holds_on_another() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let replicas = replicas(
+        &config(
+            &redis,
+            &format!(
+                "[servers.conf]\nurl = \"http://{}/mcp\"\n",
+                conformance.address
+            ),
+        ),
+        2,
+    );
+    let (first, second) = (replicas[0].1.address, replicas[1].1.address);
+    let set_level = |address, session: &str, level: &str| {
+        let request = json!({"jsonrpc": "2.0", "id": 5, "method": "logging/setLevel",
+                             "params": {"level": level}});
+        let (status, _, body) = post(address, Some(session), None, &request.to_string());
+        assert_eq!(status, 200, "{body}");
+    };
+    let logged_call = |address, session: &str| {
+        let request = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+            "name": "mcp__conf__test_tool_with_logging", "arguments": {}}});
+        let (status, _, body) = post(address, Some(session), None, &request.to_string());
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("executed successfully"), "{body}");
+    };
+    let logged = |stream: &mut SseResponse| {
+        std::iter::from_fn(|| stream.next_event())
+            .any(|event| event.data.contains("notifications/message"))
+    };
+    // `error` set on the first replica; the second takes the session over.
+    let quiet = open_session(first, None);
+    set_level(first, &quiet, "error");
+    // Another session on the second replica wants everything, so its upstream logs.
+    let chatty = open_session(second, None);
+    set_level(second, &chatty, "debug");
+    // Log messages outside a request's own answer come on the GET streams.
+    let mut quiet_stream = SseResponse::get(second, &quiet).read_timeout(Duration::from_secs(3));
+    let mut chatty_stream = SseResponse::get(second, &chatty);
+    logged_call(second, &quiet);
+    logged_call(second, &chatty);
+    assert!(logged(&mut chatty_stream), "the upstream logs at info");
+    // Anything for the quiet session was sent before its call answered, so before the
+    // chatty session's messages.
+    assert!(
+        !logged(&mut quiet_stream),
+        "info messages reached a session at `error`"
+    );
+}
+
+#[test]
+fn a_session_ended_on_one_replica_is_gone_on_every_replica() {
+    let redis = Redis::start();
+    let replicas = replicas(&config(&redis, ""), 2);
+    let session = open_session(replicas[0].1.address, None);
+    let (status, _, body) = post(replicas[1].1.address, Some(&session), None, LIST_TOOLS);
+    assert_eq!(status, 200, "restored on the second replica: {body}");
+    let (status, _, _) = http_request(
+        replicas[1].1.address,
+        "DELETE",
+        "/mcp",
+        &[
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
+        b"",
+    );
+    assert!(status == 200 || status == 202, "DELETE: {status}");
+    for (_, gateway) in &replicas {
+        let (status, _, body) = post(gateway.address, Some(&session), None, LIST_TOOLS);
+        assert_eq!(status, 404, "{}: {body}", gateway.address);
+    }
+}
+
+#[test]
+fn without_redis_replicas_answer_503_and_recover_when_it_returns() {
+    let mut redis = Redis::start();
+    let replicas = replicas(&config(&redis, ""), 2);
+    redis.stop();
+    for (_, gateway) in &replicas {
+        assert!(
+            eventually(Duration::from_secs(10), || !ready(gateway)),
+            "/readyz still ready without Redis"
+        );
+        let (status, _, body) = post(gateway.address, None, None, INITIALIZE);
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("Redis"), "a clear message: {body}");
+        assert_eq!(health(gateway)["shared_state"], "unavailable");
+    }
+    redis.resume();
+    for (_workspace, mut gateway) in replicas {
+        assert!(
+            eventually(Duration::from_secs(20), || ready(&gateway)),
+            "/readyz never came back"
+        );
+        let session = open_session(gateway.address, None);
+        let (status, _, body) = post(gateway.address, Some(&session), None, LIST_TOOLS);
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            gateway.child.try_wait().unwrap().is_none(),
+            "the replica kept running"
+        );
+    }
+}
+
+#[test]
+fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewhere() {
+    let redis = Redis::start();
+    let slow = example_server("slow", "slow");
+    let mut replicas = replicas(&config(&redis, &slow), 3);
+    let backends: Vec<_> = replicas.iter().map(|(_, g)| g.address).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let haproxy = Haproxy::start(dir.path(), &backends);
+
+    // A call streaming progress on the first replica: read its first event, let a few
+    // more be sent (and stored), then kill the replica.
+    let session = open_session(backends[0], None);
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "mcp__slow__sleep", "arguments": {"ms": 5000},
+        "_meta": {"progressToken": "p7"}}});
+    let mut stream = SseResponse::post(backends[0], &session, &call.to_string());
+    let seen = std::iter::from_fn(|| stream.next_event())
+        .find(|event| event.id.is_some())
+        .expect("an event with an id");
+
+    // Meanwhile one client session through HAProxy makes 1,000 calls.
+    let args = haproxy.client_args("/mcp");
+    let client = std::thread::spawn(move || {
+        python_client(
+            &args,
+            &json!([{"action": "parallel", "concurrency": 16, "tolerate_failures": true,
+                     "actions": sets(1000)}]),
+        )
+    });
+    assert!(
+        eventually(Duration::from_secs(120), || {
+            replicas
+                .iter()
+                .map(|(_, g)| calls_served(g, "mcp__kv__set"))
+                .sum::<u64>()
+                >= 300
+        }),
+        "the client made no progress"
+    );
+    replicas[0]
+        .1
+        .signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
+
+    // The missed progress events are replayed by another replica from Redis.
+    let (status, _, body) = http_request(
+        backends[1],
+        "GET",
+        "/mcp",
+        &[
+            ("Accept", "text/event-stream"),
+            ("MCP-Protocol-Version", "2025-06-18"),
+            ("Mcp-Session-Id", &session),
+            ("Last-Event-ID", seen.id.as_deref().unwrap()),
+        ],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    let replayed: Vec<Value> = sse_events(&body)
+        .into_iter()
+        .filter_map(|event| serde_json::from_str(&event.data).ok())
+        .collect();
+    assert!(
+        replayed.iter().any(
+            |m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p7"
+        ),
+        "missed progress replayed: {body}"
+    );
+
+    // The session went on: every call answered once, only those in flight on the killed
+    // replica failed, and they failed as transport errors the client may retry.
+    let run = client.join().unwrap();
+    let entries = run["results"][0]["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the session did not go on: {run:#}"));
+    assert_eq!(entries.len(), 1000, "{run:#}");
+    let failed: Vec<_> = entries.iter().filter(|e| e["ok"] != true).collect();
+    assert!(
+        failed.len() <= 32,
+        "{} calls failed: {failed:#?}",
+        failed.len()
+    );
+    for failure in &failed {
+        assert!(
+            failure["result"].is_null(),
+            "a failure is a transport error, not a tool result: {failure:#}"
+        );
+    }
+    for (i, entry) in entries.iter().enumerate().filter(|(_, e)| e["ok"] == true) {
+        assert_eq!(
+            entry["result"]["structuredContent"],
+            json!({"key": format!("k{i}"), "value": format!("v{i}")}),
+        );
+    }
+}
