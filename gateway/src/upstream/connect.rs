@@ -171,13 +171,15 @@ async fn connect_inner(
                                 ConnectError::OAuth(error.to_string())
                             }
                         })?;
-                    let transport =
-                        StreamableHttpClientTransport::with_client(TracedHttp(client), transport_config);
+                    let transport = StreamableHttpClientTransport::with_client(
+                        TracedHttp(client),
+                        transport_config,
+                    );
                     handler.serve(transport).await
                 }
                 None => {
                     let transport = StreamableHttpClientTransport::with_client(
-                        TracedHttp::default(),
+                        TracedHttp(reqwest::Client::new()),
                         transport_config,
                     );
                     handler.serve(transport).await

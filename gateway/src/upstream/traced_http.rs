@@ -21,7 +21,7 @@ use crate::observe::telemetry::{TRACEPARENT, TRACESTATE};
 
 /// An HTTP client for rmcp's streamable HTTP transport (reqwest, or a signed-in client
 /// over it), with trace headers from `_meta`.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct TracedHttp<C = reqwest::Client>(pub C);
 
 /// Adds `traceparent`/`tracestate` from the request's `params._meta` to `headers`.
