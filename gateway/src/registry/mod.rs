@@ -194,6 +194,26 @@ impl Registry {
         self.rebuild();
     }
 
+    /// Waits, for at most `bound`, until the upstreams in service that `which` selects
+    /// have finished their first connection attempt, then rebuilds the catalog if any
+    /// was still starting. A call that arrives while the gateway is still starting waits
+    /// here for what it needs, instead of failing against a catalog that is not complete
+    /// yet; once every first attempt is over this returns at once.
+    pub async fn first_attempts_of(&self, which: impl Fn(&Upstream) -> bool, bound: Duration) {
+        let starting: Vec<_> = self
+            .upstreams()
+            .into_iter()
+            .filter(|u| !u.attempted() && which(u))
+            .collect();
+        if starting.is_empty() {
+            return;
+        }
+        let attempts = futures::future::join_all(starting.iter().map(|u| u.first_attempt()));
+        let _ = tokio::time::timeout(bound, attempts).await;
+        // The background rebuild may not have run yet.
+        self.rebuild();
+    }
+
     /// Starts an instance of `name` without putting it in service yet.
     fn start_instance(&self, name: &str, config: ServerConfig) -> Arc<Upstream> {
         Upstream::start(

@@ -34,6 +34,7 @@ use crate::config::ServerConfig;
 use crate::registry::resource_uri;
 use crate::relay::{CallRoutes, Caller, Downstream};
 pub use client::UpstreamEvent;
+pub use connect::CONNECT_TIMEOUT;
 pub use offer::Offer;
 
 /// First reconnect delay; doubled per failure up to [`MAX_BACKOFF`].
@@ -153,6 +154,11 @@ impl Upstream {
         });
         tokio::spawn(upstream.clone().supervise());
         upstream
+    }
+
+    /// Whether the first connection attempt has finished (or the upstream stopped first).
+    pub fn attempted(&self) -> bool {
+        *self.attempted.borrow()
     }
 
     /// Resolves once the first connection attempt has finished, successfully or not.
@@ -437,12 +443,14 @@ impl Upstream {
         }
     }
 
-    /// Why this upstream is not connected, for error messages.
+    /// Why this upstream is not connected, for error messages: its state (`starting`,
+    /// `failed`, `restarting`, `stopped`) and the last error, if any.
     pub fn down_reason(&self) -> String {
         let health = self.health();
+        let state = format!("{:?}", health.state).to_lowercase();
         match health.last_error {
-            Some(error) => format!("{:?}: {error}", health.state).to_lowercase(),
-            None => "not connected yet".into(),
+            Some(error) => format!("{state}: {error}"),
+            None => state,
         }
     }
 
