@@ -115,17 +115,8 @@ fn a_hung_upstream_does_not_delay_the_others_over_http() {
 #[test]
 fn a_hung_upstream_does_not_delay_the_others_over_stdio() {
     let workspace = kv_beside_a_hung_upstream();
-    let args = vec![
-        "--transport".into(),
-        "stdio".into(),
-        "--command".into(),
-        gateway_bin().to_string_lossy().into_owned(),
-        "--args".into(),
-        json!(["serve", "--stdio", "--config", workspace.config()]).to_string(),
-        "--inherit-env".into(),
-    ];
     let started = Instant::now();
-    let run = python_client(&args, &list_and_use_kv());
+    let run = python_client(&stdio_at_once(&workspace), &list_and_use_kv());
     assert_kv_served(&workspace, &run, started);
 }
 
