@@ -143,7 +143,8 @@ impl Registry {
     /// with an empty catalog: each upstream's tools join as it comes up (sessions get
     /// `list_changed`), so a slow or hung one never delays the others. One that fails is
     /// logged, shown in `/healthz` and retried. [`Registry::first_attempts`] waits for
-    /// them, for one-shot commands.
+    /// them, for one-shot commands; [`Registry::first_attempts_of`] lets a call that
+    /// arrives meanwhile wait for the ones it needs.
     pub async fn start(
         config: &Config,
         shutdown: CancellationToken,
