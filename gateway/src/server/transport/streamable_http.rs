@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
 use crate::server::handler::GatewayServer;
 use crate::server::http::security::Credentials;
 
@@ -45,7 +46,13 @@ pub fn service(
         .with_cancellation_token(shutdown.child_token());
     let manager = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
-        move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
+        move || {
+            Ok(GatewayServer::new(
+                gateway.clone(),
+                profile.clone(),
+                Transport::StreamableHttp,
+            ))
+        },
         manager.clone(),
         config,
     );
