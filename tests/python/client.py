@@ -17,6 +17,8 @@ Usage:
             [--elicit-delay-ms MS]  (the person takes this long to answer)
             [--sample TEXT] [--sample-delay-ms MS]  (declare sampling; answer every request
                                                      with this text, after MS)
+            [--sample-progress]  (report progress 0.5 then 1.0 on each sampling request that
+                                  carries a progress token, before the delay)
             [--roots JSON_ARRAY]  (declare roots; list these {"uri", "name"?} roots)
             [--mode auto|legacy] [--timeout SECONDS]
 
@@ -51,7 +53,8 @@ connection or the command line failed; the document is printed in every case but
                 "pages"?: int, "progress"?: [{"progress", "total"?, "message"?}],
                 "cancelled"?: bool}],
    "elicitations": [{"params": <ElicitRequestParams>, "response": <ElicitResult>}],
-   "samplings": [{"params": <CreateMessageRequestParams>, "during_action": int | null}],
+   "samplings": [{"params": <CreateMessageRequestParams>, "during_action": int | null,
+                  "progress_token"?: str | int, "cancelled"?: true}],
    "roots_requests": [{"during_action": int | null}],
    "notifications": [{"method": str, "params"?: {...}, "during_action": int | null}],
    "transport_errors": [str]}
@@ -171,9 +174,11 @@ class Recorder:
 
     def __init__(self, elicit: str, elicit_content: dict[str, Any] | None, doc: dict[str, Any],
                  elicit_delay_ms: int = 0, sample: str | None = None,
-                 roots: list[dict[str, Any]] | None = None, sample_delay_ms: int = 0) -> None:
+                 roots: list[dict[str, Any]] | None = None, sample_delay_ms: int = 0,
+                 sample_progress: bool = False) -> None:
         self.sample = sample
         self.sample_delay_ms = sample_delay_ms
+        self.sample_progress = sample_progress
         self.roots = roots
         self.samplings: list[dict[str, Any]] = doc["samplings"]
         self.roots_requests: list[dict[str, Any]] = doc["roots_requests"]
@@ -202,9 +207,21 @@ class Recorder:
         return sum(1 for n in self.notifications if n["method"] == method)
 
     async def on_sample(self, context: Any, params: Any) -> types.CreateMessageResult:
-        self.samplings.append({"params": dump(params), "during_action": self.current_action})
+        entry: dict[str, Any] = {"params": dump(params), "during_action": self.current_action}
+        self.samplings.append(entry)
+        meta = context.meta or {}
+        token = meta.get("progress_token", meta.get("progressToken"))
+        if token is not None:
+            entry["progress_token"] = token
+            if self.sample_progress:
+                for progress in (0.5, 1.0):
+                    await context.session.send_progress_notification(token, progress, 1.0)
         if self.sample_delay_ms:
-            await anyio.sleep(self.sample_delay_ms / 1000)
+            try:
+                await anyio.sleep(self.sample_delay_ms / 1000)
+            except anyio.get_cancelled_exc_class():
+                entry["cancelled"] = True
+                raise
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(type="text", text=self.sample or ""),
@@ -429,7 +446,7 @@ async def http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any
 
 async def run(opts: argparse.Namespace, script: list[Any], doc: dict[str, Any]) -> int:
     recorder = Recorder(opts.elicit, opts.elicit_content, doc, opts.elicit_delay_ms,
-                        opts.sample, opts.roots, opts.sample_delay_ms)
+                        opts.sample, opts.roots, opts.sample_delay_ms, opts.sample_progress)
     client = Client(
         make_transport(opts),
         mode=opts.mode,
@@ -491,6 +508,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
     parser.add_argument("--elicit-delay-ms", type=int, default=0,
                         help="wait this long before answering an elicitation")
     parser.add_argument("--sample", help="declare sampling and answer every request with this text")
+    parser.add_argument("--sample-progress", action="store_true",
+                        help="report progress 0.5 and 1.0 on each sampling request")
     parser.add_argument("--sample-delay-ms", type=int, default=0,
                         help="wait this long before answering a sampling request")
     parser.add_argument("--roots", help="declare roots and list these (a JSON array of {uri, name?})")

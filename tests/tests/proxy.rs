@@ -264,26 +264,329 @@ fn names_and_uris_pass_through_and_collisions_keep_the_first_owner() {
             .contains("Data for ID: 7")
     );
     assert_eq!(action_result(&run, 4)["structuredContent"]["key"], "k");
-    // The collision is reported with both servers and the contested name.
+    // The collision is reported with both servers and the contested name; the first
+    // server by name keeps it, whichever came up first.
     let log = gateway.log_text();
     assert!(
-        log.lines().any(
-            |line| line.contains("`test_simple_text` is offered by server")
-                && line.contains("`conformance`")
-                && line.contains("`mirror`")
-        ),
+        log.lines().any(|line| line
+            .contains("`test_simple_text` is offered by server `conformance`")
+            && line.contains("server `mirror`")),
         "{log}"
     );
-    // Upstreams join as they come up, so which of two equal servers answers first (and
-    // keeps the name) is a race here; the report names both either way.
     let check = workspace.cli(&["config", "check", "--connect"]);
     let stdout = String::from_utf8_lossy(&check.stdout);
-    let reported = stdout
-        .lines()
-        .find(|line| line.starts_with("collision: `test://static-text` is offered by server"))
-        .unwrap_or_default();
     assert!(
-        reported.contains("`conformance`") && reported.contains("`mirror`"),
+        stdout.lines().any(|line| line
+            .starts_with("collision: `test://static-text` is offered by server `conformance`")
+            && line.contains("server `mirror`")),
         "{stdout}"
+    );
+}
+
+/// client.py arguments that run `mcp-server-everything stdio` directly, without the gateway.
+fn everything_directly() -> Vec<String> {
+    vec![
+        "--transport".into(),
+        "stdio".into(),
+        "--command".into(),
+        npm_bin("mcp-server-everything")
+            .to_string_lossy()
+            .into_owned(),
+        "--args".into(),
+        r#"["stdio"]"#.into(),
+        "--inherit-env".into(),
+    ]
+}
+
+/// The capability names a server declared, without those the gateway does not relay
+/// (`experimental`, and tasks, which it does not run on an upstream's behalf).
+fn relayed_capabilities(server: &Value) -> Vec<String> {
+    const NOT_RELAYED: [&str; 3] = ["experimental", "extensions", "tasks"];
+    server["capabilities"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, value)| !value.is_null() && !NOT_RELAYED.contains(&name.as_str()))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+#[test]
+fn with_one_unprefixed_upstream_the_client_meets_the_upstream_itself() {
+    let direct = python_client(&everything_directly(), &json!([{"action": "ping"}]));
+    assert_eq!(direct["ok"], true, "{direct:#}");
+    let workspace = Workspace::new(&format!(
+        "{}prefix = \"\"\nrewrite_uris = false\n",
+        npm_server("everything", "mcp-server-everything", &["stdio"])
+    ));
+    // The client connects while the upstream is still starting: `initialize` waits for its
+    // first connection attempt.
+    let gateway = workspace.serve_http_at_once(&[]);
+    let proxied = python_client(
+        &gateway.client_args("http", "/mcp"),
+        &json!([{"action": "ping"}]),
+    );
+    assert_eq!(proxied["ok"], true, "{proxied:#}");
+    let (direct, proxied) = (&direct["server"], &proxied["server"]);
+    assert_eq!(proxied["server_info"], direct["server_info"], "{proxied:#}");
+    assert_ne!(proxied["server_info"]["name"], "mcp-gateway");
+    assert_eq!(proxied["instructions"], direct["instructions"]);
+    assert!(direct["instructions"].is_string(), "{direct:#}");
+    assert_eq!(
+        relayed_capabilities(proxied),
+        relayed_capabilities(direct),
+        "{proxied:#}\n{direct:#}"
+    );
+}
+
+#[test]
+fn over_stdio_and_sse_upstreams_each_of_two_sessions_gets_its_own_sampling_request() {
+    let stdio = npm_server("everything", "mcp-server-everything", &["stdio"]);
+    two_sessions_sample_at_once(&Workspace::new(&stdio));
+    let sse = ListeningServer::everything("sse");
+    two_sessions_sample_at_once(&Workspace::new(&format!(
+        "[servers.everything]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n",
+        sse.address
+    )));
+}
+
+/// Nothing on stdio or SSE says which call a sampling request belongs to. The first
+/// request, with one session calling, shows the tool asks its client; from then on its
+/// calls take turns between sessions, so each request has one session to go to.
+fn two_sessions_sample_at_once(workspace: &Workspace) {
+    let gateway = workspace.serve_http(&[]);
+    let sampling = "mcp__everything__trigger-sampling-request";
+    let client = |answer: &'static str| {
+        let args = args(
+            gateway.client_args("http", "/mcp"),
+            &["--sample", answer, "--sample-delay-ms", "700"],
+        );
+        std::thread::spawn(move || {
+            python_client(&args, &json!([call(sampling, json!({"prompt": answer}))]))
+        })
+    };
+    let first = client("ALONE").join().unwrap();
+    assert!(
+        result_text(action_result(&first, 0)).contains("ALONE"),
+        "{first:#}"
+    );
+    let (a, b) = (client("ANSWER-OF-A"), client("ANSWER-OF-B"));
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    for (run, mine, theirs) in [
+        (&a, "ANSWER-OF-A", "ANSWER-OF-B"),
+        (&b, "ANSWER-OF-B", "ANSWER-OF-A"),
+    ] {
+        let text = result_text(action_result(run, 0));
+        assert!(text.contains(mine) && !text.contains(theirs), "{text}");
+        let asked = run["samplings"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{run:#}");
+        let prompt = asked[0]["params"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap();
+        assert!(prompt.contains(mine), "{prompt}");
+    }
+    assert!(
+        gateway
+            .log_text()
+            .contains("its calls now take turns between sessions"),
+        "{}",
+        gateway.log_text()
+    );
+}
+
+#[test]
+fn a_profile_over_a_prefixed_server_sees_its_resources_by_the_exposed_names() {
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&format!(
+        "{}[profiles.exposed]\nallow = [\"conf_*\"]\n[profiles.internal]\nallow = [\"mcp__conformance__*\"]\n",
+        upstream.server_config("conformance", "prefix = \"conf_\"\n"),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let listing = |profile: &str| {
+        python_client(
+            &gateway.client_args("http", &format!("/mcp/{profile}")),
+            &json!([{"action": "list_tools"}, {"action": "list_resources"}]),
+        )
+    };
+    let exposed = listing("exposed");
+    let tools = tool_names(action_result(&exposed, 0));
+    assert!(
+        tools.contains(&"conf_test_simple_text".to_owned()),
+        "{tools:?}"
+    );
+    let resources = action_result(&exposed, 1)["resources"].as_array().unwrap();
+    assert!(!resources.is_empty(), "{exposed:#}");
+    let uri = resources[0]["uri"].as_str().unwrap().to_owned();
+    let read = python_client(
+        &gateway.client_args("http", "/mcp/exposed"),
+        &json!([{"action": "read_resource", "uri": uri}]),
+    );
+    assert!(
+        !action_result(&read, 0)["contents"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // The server's default names are not what clients see, so they show nothing.
+    let internal = listing("internal");
+    assert!(
+        tool_names(action_result(&internal, 0)).is_empty(),
+        "{internal:#}"
+    );
+    assert!(
+        action_result(&internal, 1)["resources"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{internal:#}"
+    );
+}
+
+#[test]
+fn a_colliding_name_goes_to_the_first_server_by_name_even_when_it_starts_later() {
+    // `a` (kv, which offers `get`) starts two seconds late; `b` (dynamic, told to offer a
+    // `get` too) is up first and holds the name until `a` arrives.
+    let workspace = Workspace::new(&format!(
+        "[servers.a]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nprefix = \"\"\n{}prefix = \"\"\nenv = {{ DYNAMIC_TOOLS = '[\"get\"]' }}\n",
+        toml_str(format!("sleep 2; exec {}", bin("kv").to_string_lossy())),
+        example_server("b", "dynamic"),
+    ));
+    let gateway = workspace.serve_http_at_once(&[]);
+    let run = python_client(
+        &gateway.client_args("http", "/mcp"),
+        &json!([
+            {"action": "wait_tool", "name": "set", "timeout_ms": 20000},
+            call("get", json!({"key": "k"})),
+        ]),
+    );
+    let names = tool_names(action_result(&run, 0));
+    assert!(names.contains(&"get".to_owned()), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("get_")),
+        "b's `get` stays callable: {names:?}"
+    );
+    assert_eq!(
+        action_result(&run, 1)["structuredContent"]["key"],
+        "k",
+        "`get` is kv's (server `a`): {run:#}"
+    );
+    let log = gateway.log_text();
+    assert!(
+        log.lines()
+            .any(|line| line.contains("`get` is offered by server `a`")
+                && line.contains("server `b`")),
+        "{log}"
+    );
+}
+
+#[test]
+fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
+    let events = |workspace: &Workspace| -> Vec<Value> {
+        std::fs::read_to_string(workspace.path("slow-events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    };
+    for transport in ["stdio", "sse", "http"] {
+        let workspace = Workspace::new("");
+        std::fs::write(
+            workspace.config(),
+            format!(
+                "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
+                example_server("slow", "slow"),
+                toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+            ),
+        )
+        .unwrap();
+        let gateway = (transport != "stdio").then(|| workspace.serve_http(&[]));
+        let connection = match &gateway {
+            None => python_stdio_args(&workspace, &[]),
+            Some(gateway) => {
+                let path = if transport == "sse" { "/sse" } else { "/mcp" };
+                gateway.client_args(transport, path)
+            }
+        };
+        let run = python_client(
+            &args(
+                connection,
+                &[
+                    "--sample",
+                    "SAMPLED",
+                    "--sample-progress",
+                    "--sample-delay-ms",
+                    "1500",
+                ],
+            ),
+            &json!([
+                call("mcp__slow__ask", json!({"prompt": "p"})),
+                call("mcp__slow__ask", json!({"prompt": "p", "cancel_after_ms": 300})),
+                {"action": "call_tool", "name": "mcp__slow__wait",
+                 "arguments": {"ms": 5000, "label": transport}, "cancel_after_ms": 300},
+                {"action": "sleep", "ms": 500},
+            ]),
+        );
+        assert_eq!(run["ok"], true, "{transport}: {run:#}");
+        // The client's progress about the relayed sampling request reached the upstream.
+        let asked = &action_result(&run, 0)["structuredContent"];
+        assert_eq!(asked["answer"], "SAMPLED", "{transport}: {run:#}");
+        // rmcp handles each notification in a task of its own (in the gateway and in the
+        // upstream alike), so two quick ones may arrive in either order.
+        let mut progress: Vec<f64> = asked["progress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
+        progress.sort_by(f64::total_cmp);
+        assert_eq!(progress, [0.5, 1.0], "{transport}: {run:#}");
+        // The upstream cancelled its sampling request: the client's request was cancelled.
+        let cancelled = &action_result(&run, 1)["structuredContent"];
+        assert_eq!(cancelled["cancelled"], true, "{transport}: {run:#}");
+        assert_eq!(
+            run["samplings"][1]["cancelled"], true,
+            "{transport}: {run:#}"
+        );
+        // The client cancelled its tool call: the upstream's request was cancelled.
+        assert_eq!(run["results"][2]["cancelled"], true, "{transport}: {run:#}");
+        assert!(
+            events(&workspace)
+                .iter()
+                .any(|e| e["event"] == "cancelled" && e["label"] == transport),
+            "{transport}: {:?}",
+            events(&workspace)
+        );
+    }
+}
+
+#[test]
+fn a_tool_calls_meta_reaches_the_upstream() {
+    let workspace = Workspace::new(&format!(
+        "{}env = {{ DYNAMIC_TOOLS = '[\"echo\"]' }}\n",
+        example_server("dyn", "dynamic")
+    ));
+    let run = python_client(
+        &python_stdio_args(&workspace, &[]),
+        &json!([{"action": "call_tool", "name": "mcp__dyn__echo", "arguments": {"n": 1},
+                 "meta": {"example.com/trace": "t-1"}, "progress": true}]),
+    );
+    let echoed = &action_result(&run, 0)["structuredContent"];
+    assert_eq!(echoed["meta"]["example.com/trace"], "t-1", "{run:#}");
+}
+
+#[test]
+fn with_its_one_upstream_down_the_gateway_answers_as_itself() {
+    let workspace = Workspace::new(
+        "[servers.gone]\ncommand = \"/nonexistent/mcp-server\"\nprefix = \"\"\nrewrite_uris = false\n",
+    );
+    let gateway = workspace.serve_http_at_once(&[]);
+    let run = python_client(
+        &gateway.client_args("http", "/mcp"),
+        &json!([{"action": "ping"}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(
+        run["server"]["server_info"]["name"], "mcp-gateway",
+        "{run:#}"
     );
 }

@@ -14,7 +14,8 @@
 //! - `remove_tool {name}`: removes a tool that `add_tool` registered, announces the change
 //!   and answers `removed`.
 //! - every added tool takes any arguments and echoes `{"tool": name, "arguments": {...}}`
-//!   as structured content.
+//!   as structured content, with `"meta": {...}` when the request's `_meta` held more than
+//!   a progress token.
 //!
 //! `DYNAMIC_TOOLS='["a", "b"]'` (a JSON array of names) registers tools at start, as if
 //! `add_tool` had been called for each.
@@ -281,9 +282,16 @@ impl ServerHandler for Dynamic {
                 return Err(ErrorData::invalid_params("rejected on purpose", None));
             }
             "bad_output" => CallToolResult::structured(json!({"count": "many"})),
-            name if self.state.lock().await.added.contains(name) => CallToolResult::structured(
-                json!({"tool": name, "arguments": request.arguments.unwrap_or_default()}),
-            ),
+            name if self.state.lock().await.added.contains(name) => {
+                let mut echo =
+                    json!({"tool": name, "arguments": request.arguments.unwrap_or_default()});
+                let mut meta = context.meta.clone();
+                meta.remove("progressToken");
+                if !meta.is_empty() {
+                    echo["meta"] = serde_json::to_value(&meta).unwrap_or_default();
+                }
+                CallToolResult::structured(echo)
+            }
             name => {
                 return Err(ErrorData::invalid_params(
                     format!("tool not found: {name}"),

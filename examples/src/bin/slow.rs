@@ -9,6 +9,10 @@
 //!   request is cancelled.
 //! - `crash {}` ends the process at once with exit status 3, mid-call.
 //! - `pid {}` returns the process id, so a test can tell a restarted server from the old one.
+//! - `ask {prompt, cancel_after_ms?}` asks the client for `sampling/createMessage` (with a
+//!   progress token) and answers `{answer, cancelled, progress}`: the sampled text, whether
+//!   it cancelled its request because `cancel_after_ms` passed first, and the progress
+//!   values the client reported about the request while it was in flight.
 //!
 //! With `SLOW_EVENT_LOG=/path` set, every `sleep`/`wait` appends one JSON line per event to
 //! that file: `{"event": E, "tool": "sleep"|"wait", "label": ..|null, "at_ms": <unix ms>,
@@ -16,11 +20,15 @@
 //! `abandoned` (stdin closed mid-call). Tests read it to see overlap or serialization of
 //! calls and that a cancellation reached the server.
 
+#![allow(deprecated, reason = "sampling is what 2025 clients answer")]
+
 use std::{
+    collections::HashMap,
     fs::OpenOptions,
     io::Write,
     path::PathBuf,
     process::ExitCode,
+    sync::{Arc, Mutex},
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -28,8 +36,11 @@ use mcp_gateway_examples::{StdinClosed, Stdio, init_logging, refuse_discover, se
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{router::tool::ToolRouter, wrapper::Parameters},
-    model::{DiscoverResult, ProgressNotificationParam},
-    service::RequestContext,
+    model::{
+        ClientResult, CreateMessageRequest, CreateMessageRequestParams, DiscoverResult,
+        ProgressNotificationParam, ProgressToken, SamplingMessage, ServerRequest,
+    },
+    service::{NotificationContext, PeerRequestOptions, RequestContext},
     tool, tool_handler, tool_router,
 };
 use schemars::JsonSchema;
@@ -58,6 +69,27 @@ struct Slept {
     ms: u64,
     /// How long the call actually took.
     elapsed_ms: u64,
+}
+
+/// Arguments of `ask`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct AskArgs {
+    /// What to ask the client's model.
+    prompt: String,
+    /// Cancel the sampling request after this many milliseconds.
+    #[serde(default)]
+    cancel_after_ms: Option<u64>,
+}
+
+/// The answer of `ask`.
+#[derive(Debug, Serialize, JsonSchema)]
+struct Asked {
+    /// The sampled text, if the client answered.
+    answer: Option<String>,
+    /// Whether the request was cancelled (`cancel_after_ms` passed first).
+    cancelled: bool,
+    /// The progress values the client reported about the request.
+    progress: Vec<f64>,
 }
 
 /// The answer of `pid`.
@@ -112,6 +144,8 @@ impl EventLog {
 struct Slow {
     events: EventLog,
     stdin_closed: StdinClosed,
+    /// Progress the client reported, by the token of the request it is about.
+    progress: Arc<Mutex<HashMap<ProgressToken, Vec<f64>>>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -121,6 +155,7 @@ impl Slow {
         Self {
             events,
             stdin_closed,
+            progress: Arc::default(),
             tool_router: Self::tool_router(),
         }
     }
@@ -169,6 +204,57 @@ impl Slow {
         std::process::exit(3)
     }
 
+    /// Ask the client's model (sampling), optionally cancelling the request after a while;
+    /// answers with the text, whether it was cancelled, and the progress the client reported.
+    #[tool(annotations(
+        title = "Ask the client",
+        read_only_hint = true,
+        open_world_hint = false
+    ))]
+    async fn ask(
+        &self,
+        Parameters(args): Parameters<AskArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<Json<Asked>, String> {
+        let params =
+            CreateMessageRequestParams::new(vec![SamplingMessage::user_text(args.prompt)], 100);
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        let mut handle = context
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| e.to_string())?;
+        let token = handle.progress_token.clone();
+        let patience = Duration::from_millis(args.cancel_after_ms.unwrap_or(u64::MAX / 4));
+        let (answer, cancelled) = tokio::select! {
+            answer = &mut handle.rx => (Some(answer), false),
+            () = tokio::time::sleep(patience) => (None, true),
+        };
+        if cancelled {
+            let _ = handle
+                .cancel(Some("the server stopped waiting".into()))
+                .await;
+        }
+        let answer = match answer {
+            Some(Ok(Ok(ClientResult::CreateMessageResult(result)))) => result
+                .message
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone()),
+            Some(Ok(Ok(other))) => return Err(format!("unexpected answer: {other:?}")),
+            Some(Ok(Err(error))) => return Err(error.to_string()),
+            Some(Err(_)) => return Err("the connection closed".into()),
+            None => None,
+        };
+        let progress = self.lock_progress().remove(&token).unwrap_or_default();
+        Ok(Json(Asked {
+            answer,
+            cancelled,
+            progress,
+        }))
+    }
+
     /// Return the process id of this server.
     #[tool(annotations(title = "Process id", read_only_hint = true, open_world_hint = false))]
     async fn pid(&self) -> Json<Pid> {
@@ -179,6 +265,10 @@ impl Slow {
 }
 
 impl Slow {
+    fn lock_progress(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Vec<f64>>> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     async fn nap(
         &self,
         tool: &'static str,
@@ -239,9 +329,21 @@ fn elapsed_ms(since: Instant) -> u64 {
 #[tool_handler(
     router = self.tool_router,
     name = "slow",
-    instructions = "Tools that take a given time: sleep (exclusive), wait (read-only), crash, pid."
+    instructions = "Tools that take a given time: sleep (exclusive), wait (read-only), crash, pid; ask samples the client."
 )]
 impl ServerHandler for Slow {
+    /// Progress the client reports about a request of ours (`ask`'s sampling).
+    async fn on_progress(
+        &self,
+        progress: ProgressNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        self.lock_progress()
+            .entry(progress.progress_token)
+            .or_default()
+            .push(progress.progress);
+    }
+
     async fn discover(
         &self,
         _context: RequestContext<RoleServer>,

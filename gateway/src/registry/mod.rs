@@ -52,11 +52,26 @@ pub struct Catalog {
     /// Servers whose URIs are rewritten to `mcp-gateway://<server>/…`; the others pass
     /// theirs through.
     pub rewriting: BTreeSet<Arc<str>>,
+    /// Each server's name prefix as clients see it (`mcp__<server>__` unless configured):
+    /// what profiles match to decide whether a session sees the server's resources.
+    pub prefixes: BTreeMap<Arc<str>, String>,
+    /// Servers whose offer this catalog holds (they have connected at least once): their
+    /// names are settled, see [`naming`].
+    pub settled: BTreeSet<Arc<str>>,
     /// Names and URIs two servers both offered, and who kept them.
     pub collisions: Vec<naming::Collision>,
 }
 
 impl Catalog {
+    /// `server`'s name prefix as clients see it; the default one for a server the catalog
+    /// does not know.
+    pub fn prefix(&self, server: &str) -> String {
+        self.prefixes
+            .get(server)
+            .cloned()
+            .unwrap_or_else(|| naming::prefix(server))
+    }
+
     /// The server that owns a URI a client sent, and that URI as the server knows it: a
     /// gateway URI names its server; a passed-through URI belongs to the server that lists
     /// it, else to the one with a matching template, else to the only pass-through server
@@ -365,6 +380,7 @@ impl Registry {
             .collect();
         let previous = self.catalog();
         let mut catalog = Catalog::default();
+        let settled = |server: &str| previous.settled.contains(server);
         let held_tools: naming::Owners = previous
             .tools
             .iter()
@@ -379,6 +395,7 @@ impl Registry {
                 })
             }),
             &held_tools,
+            settled,
         );
         catalog.collisions.extend(collisions);
         let held_prompts: naming::Owners = previous
@@ -395,9 +412,16 @@ impl Registry {
                 })
             }),
             &held_prompts,
+            settled,
         );
         catalog.collisions.extend(collisions);
-        for (upstream, offer, _) in &offers {
+        for (upstream, offer, prefix) in &offers {
+            catalog
+                .prefixes
+                .insert(upstream.name.clone(), naming::exposed_prefix(prefix));
+            if upstream.has_offered() {
+                catalog.settled.insert(upstream.name.clone());
+            }
             if upstream.config.rewrite_uris {
                 catalog.rewriting.insert(upstream.name.clone());
             }
@@ -445,6 +469,7 @@ impl Registry {
                 })
             }),
             |r: &Resource| r.uri.clone(),
+            settled,
         );
         catalog.resources = resources;
         catalog.collisions.extend(collisions);
@@ -463,6 +488,7 @@ impl Registry {
                 })
             }),
             |t: &ResourceTemplate| t.uri_template.clone(),
+            settled,
         );
         catalog.resource_templates = templates;
         catalog.collisions.extend(collisions);
@@ -475,20 +501,26 @@ impl Registry {
     }
 }
 
-/// Keeps one item per key (a resource URI or template): the one whose server held the key
-/// in `previous`, else the first offered; the others are reported as collisions.
+/// Keeps one item per key (a resource URI or template) by the rule names follow (see
+/// [`naming::assign`]): the first offered by server name, unless it [`naming::yields`] to
+/// the server that held the key in `previous`; the others are reported as collisions.
 fn first_owner_keeps<T>(
     previous: &[(Arc<str>, T)],
     offered: impl Iterator<Item = (Arc<str>, T)>,
     key: impl Fn(&T) -> String,
+    settled: impl Fn(&str) -> bool,
 ) -> (Vec<(Arc<str>, T)>, Vec<naming::Collision>) {
     let held: BTreeMap<String, &Arc<str>> = previous
         .iter()
         .map(|(server, item)| (key(item), server))
         .collect();
     let mut offered: Vec<_> = offered.collect();
-    // Stable: previous holders first, otherwise the offering order (servers by name).
-    offered.sort_by_key(|(server, item)| held.get(&key(item)) != Some(&server));
+    // Stable: the offering order (servers by name), offers that yield to a holder last.
+    offered.sort_by_key(|(server, item)| {
+        let key = key(item);
+        let holder = held.get(&key).map(|holder| (&***holder, key.as_str()));
+        naming::yields(holder, server, &key, settled(server))
+    });
     let mut owners: BTreeMap<String, Arc<str>> = BTreeMap::new();
     let mut kept = Vec::new();
     let mut collisions = Vec::new();

@@ -6,9 +6,12 @@
 //! become `_`, and a longer name is cut and given a short hash suffix computed from the
 //! original (server, name) pair: the same on every start. Two names that come out the same
 //! (two servers with the same prefix offering the same name, or two names that sanitize
-//! alike) keep the name for its first owner: the one that held it in the previous catalog,
-//! else the first in (server, name) order. The other is told apart by the hash suffix and
-//! reported as a [`Collision`] naming both servers and the contested name.
+//! alike) go to the first in (server name, upstream name) order, lexically, whichever
+//! server came up first: a server's first offer competes as if it had been there from the
+//! start. Once a server's offer is settled (it was in the previous catalog), a name it
+//! adds later (`list_changed`) does not take a name another server holds: the first owner
+//! keeps it. The other is told apart by the hash suffix and reported as a [`Collision`]
+//! naming both servers and the contested name.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,6 +50,11 @@ fn sanitize(raw: &str) -> String {
 /// The default prefix of `server`'s names: `mcp__<server>__`.
 pub fn prefix(server: &str) -> String {
     format!("mcp__{}__", sanitize(server))
+}
+
+/// A configured prefix as it appears in the names clients see.
+pub fn exposed_prefix(prefix: &str) -> String {
+    sanitize(prefix)
 }
 
 /// `<prefix><name>` sanitized, cut to 64 with a hash suffix when `force_hash` or when it
@@ -100,23 +108,34 @@ pub struct Offered<'a> {
 /// Exposed name → `(server, upstream name)`: who holds each name now.
 pub type Owners = BTreeMap<String, (String, String)>;
 
+/// Whether an offer comes after a name's current holder: it does when its server's offer
+/// was already settled (in the previous catalog) and someone else holds the name, which
+/// means the server added it later. A holder, and a server's first offer, compete by
+/// (server, name) order.
+pub fn yields(holder: Option<(&str, &str)>, server: &str, name: &str, settled: bool) -> bool {
+    settled && holder.is_some_and(|holder| holder != (server, name))
+}
+
 /// Assigns exposed names to upstream names.
 ///
-/// Deterministic whatever the input order: a name that `previous` shows its offerer
-/// already held is kept first (so a later `list_changed` elsewhere cannot take it), then
-/// the rest in (server, name) order; the first to produce a name keeps it, later ones get
-/// the hash-suffixed form and a [`Collision`].
+/// Deterministic whatever the order upstreams came up in: names are given in (server,
+/// name) order, except that an offer that [`yields`] to the name's holder in `previous`
+/// comes after every one that does not. `settled` tells whether a server's offer was in
+/// the previous catalog. The first to produce a name keeps it; later ones get the
+/// hash-suffixed form and a [`Collision`].
 pub fn assign<'a>(
     offered: impl IntoIterator<Item = Offered<'a>>,
     previous: &Owners,
+    settled: impl Fn(&str) -> bool,
 ) -> (BTreeMap<(String, String), String>, Vec<Collision>) {
-    let held = |o: &Offered<'_>| {
-        previous
+    let after_holder = |o: &Offered<'_>| {
+        let holder = previous
             .get(&federate(o.prefix, o.server, o.name, false))
-            .is_some_and(|(server, name)| server == o.server && name == o.name)
+            .map(|(server, name)| (server.as_str(), name.as_str()));
+        yields(holder, o.server, o.name, settled(o.server))
     };
     let sorted: BTreeSet<(bool, Offered<'a>)> =
-        offered.into_iter().map(|o| (!held(&o), o)).collect();
+        offered.into_iter().map(|o| (after_holder(&o), o)).collect();
     let mut taken: Owners = BTreeMap::new();
     let mut assigned = BTreeMap::new();
     let mut collisions = Vec::new();
@@ -183,6 +202,7 @@ mod tests {
         let (names, collisions) = assign(
             [offered("s", &p, "a.b"), offered("s", &p, "a_b")],
             &Owners::new(),
+            |_| true,
         );
         let first = &names[&("s".to_owned(), "a.b".to_owned())];
         let second = &names[&("s".to_owned(), "a_b".to_owned())];
@@ -191,24 +211,36 @@ mod tests {
         let (again, _) = assign(
             [offered("s", &p, "a_b"), offered("s", &p, "a.b")],
             &Owners::new(),
+            |_| true,
         );
         assert_eq!(names, again, "order of discovery must not matter");
     }
 
     #[test]
-    fn a_name_stays_with_its_first_owner() {
+    fn a_name_goes_by_server_order_whoever_came_up_first() {
         let both = [offered("b", "", "search"), offered("a", "", "search")];
-        let (names, collisions) = assign(both, &Owners::new());
+        let (names, collisions) = assign(both, &Owners::new(), |_| true);
         assert_eq!(names[&("a".to_owned(), "search".to_owned())], "search");
         assert_eq!(collisions.len(), 1);
         assert_eq!(collisions[0].exposed, "search");
         assert_eq!(collisions[0].loser, ("b".to_owned(), "search".to_owned()));
         assert!(collisions[0].to_string().contains("server `a`"));
         assert!(collisions[0].to_string().contains("server `b`"));
-        // `b` had `search` first; `a` offering it later does not take it away.
+        // `b` came up first and holds `search`; `a`'s first offer still takes it.
         let previous = Owners::from([("search".to_owned(), ("b".to_owned(), "search".to_owned()))]);
-        let (names, collisions) = assign(both, &previous);
+        let (names, collisions) = assign(both, &previous, |server| server == "b");
+        assert_eq!(names[&("a".to_owned(), "search".to_owned())], "search");
+        assert_eq!(collisions[0].owner.0, "a");
+    }
+
+    #[test]
+    fn a_name_added_later_does_not_take_one_held() {
+        let both = [offered("b", "", "search"), offered("a", "", "search")];
+        // Both were offering before; `a` added `search` with a `list_changed`.
+        let previous = Owners::from([("search".to_owned(), ("b".to_owned(), "search".to_owned()))]);
+        let (names, collisions) = assign(both, &previous, |_| true);
         assert_eq!(names[&("b".to_owned(), "search".to_owned())], "search");
         assert_eq!(collisions[0].owner.0, "b");
+        assert_eq!(collisions[0].loser.0, "a");
     }
 }

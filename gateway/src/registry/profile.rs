@@ -74,10 +74,13 @@ impl Profile {
         self.pinned.is_match(name) && self.sees(name)
     }
 
-    /// Whether `server`'s resources are visible: when the name `mcp__<server>__*` is
-    /// (so `mcp__kv__*` in `allow` or `deny` decides for all of `kv`).
-    pub fn sees_server(&self, server: &str) -> bool {
-        self.sees(&format!("{}*", super::naming::prefix(server)))
+    /// Whether the resources of the server whose exposed names start with `prefix` are
+    /// visible: when the name `<prefix>*` is (so `mcp__kv__*` in `allow` or `deny` decides
+    /// for all of `kv`, and `kv_*` for a server with `prefix = "kv_"`). A server with
+    /// `prefix = ""` is decided by the name `*`: visible unless a mask lists names
+    /// without a glob that covers every name.
+    pub fn sees_prefix(&self, prefix: &str) -> bool {
+        self.sees(&format!("{prefix}*"))
     }
 }
 

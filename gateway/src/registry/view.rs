@@ -71,7 +71,7 @@ impl SessionView {
         self.catalog
             .resources
             .iter()
-            .filter(|(server, _)| self.profile.sees_server(server))
+            .filter(|(server, _)| self.sees_server(server))
             .map(|(_, resource)| resource)
     }
 
@@ -80,13 +80,15 @@ impl SessionView {
         self.catalog
             .resource_templates
             .iter()
-            .filter(|(server, _)| self.profile.sees_server(server))
+            .filter(|(server, _)| self.sees_server(server))
             .map(|(_, template)| template)
     }
 
     /// Whether the session sees `server`'s resources (and may read or subscribe to them).
+    /// Decided by the names the server's tools are exposed under (its prefix), so a
+    /// profile written against those names covers its resources too.
     pub fn sees_server(&self, server: &str) -> bool {
-        self.profile.sees_server(server)
+        self.profile.sees_prefix(&self.catalog.prefix(server))
     }
 
     /// Whether the session sees the federated name `name`, known or not (used to tell
@@ -122,5 +124,29 @@ mod tests {
             view.tool("mcp__kv__get").is_none(),
             "an empty catalog has no tools"
         );
+    }
+
+    #[test]
+    fn a_prefixed_server_is_seen_through_its_exposed_names() {
+        let mut config = Config::default();
+        config.profiles.insert(
+            "store".into(),
+            ProfileConfig {
+                allow: vec!["store_*".into()],
+                ..Default::default()
+            },
+        );
+        let profile = Profiles::new(&config).get(Some("store")).unwrap();
+        let mut catalog = Catalog::default();
+        catalog.prefixes.insert("kv".into(), "store_".into());
+        catalog
+            .prefixes
+            .insert("other".into(), "mcp__other__".into());
+        let view = SessionView::new(Arc::new(catalog), profile);
+        assert!(
+            view.sees_server("kv"),
+            "`store_*` covers kv's exposed names"
+        );
+        assert!(!view.sees_server("other"));
     }
 }

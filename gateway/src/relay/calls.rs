@@ -7,7 +7,9 @@
 //! carried it, which streamable HTTP upstreams tell ([`InboundStreamOrigin`]); otherwise
 //! (stdio and SSE carry no such link) by the one client session that has calls in flight
 //! on this upstream. When several sessions do, nothing says whose call it is, and the
-//! request is refused rather than guessed.
+//! request is refused rather than guessed; the tools in flight are then remembered as
+//! asking their client, and their calls take turns between sessions from then on (see
+//! [`super::turns`]), so the next such request has one session to go to.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,8 +18,10 @@ use rmcp::model::{ProgressToken, RequestId, RequestMetaObject};
 use rmcp::service::{InboundStreamOrigin, RequestContext};
 use rmcp::{Peer, RoleServer};
 
+use super::turns::Turns;
+
 /// The `_meta` key of a request's progress token.
-const PROGRESS_TOKEN: &str = "progressToken";
+pub(super) const PROGRESS_TOKEN: &str = "progressToken";
 
 /// The client side of one call: where the upstream's requests and notifications go.
 #[derive(Clone)]
@@ -61,14 +65,24 @@ impl Caller {
     }
 }
 
-/// Upstream request id → caller, for the requests in flight on one upstream.
+/// Upstream request id → caller, for the requests in flight on one upstream, and the
+/// turns its calls take.
 #[derive(Clone, Default)]
-pub struct CallRoutes(Arc<Mutex<Calls>>);
+pub struct CallRoutes {
+    calls: Arc<Mutex<Calls>>,
+    turns: Arc<Turns>,
+}
 
 #[derive(Default)]
 struct Calls {
-    by_request: HashMap<RequestId, Caller>,
+    by_request: HashMap<RequestId, Route>,
     by_progress: HashMap<ProgressToken, RequestId>,
+}
+
+/// One request in flight: whom it serves, and the tool it calls, if it is a tool call.
+struct Route {
+    caller: Caller,
+    tool: Option<String>,
 }
 
 /// Why an upstream's request could not be related to a client call.
@@ -94,12 +108,25 @@ impl std::fmt::Display for Unrelated {
 }
 
 impl CallRoutes {
+    /// The turns this upstream's calls take between sessions.
+    pub fn turns(&self) -> &Arc<Turns> {
+        &self.turns
+    }
+
     /// Enters the upstream request `id` (with the progress token the gateway gave it) as
-    /// serving `caller`, until the returned guard is dropped.
-    pub fn enter(&self, id: RequestId, token: ProgressToken, caller: Caller) -> CallGuard {
+    /// serving `caller` (calling `tool`, for a tool call), until the returned guard is
+    /// dropped.
+    pub fn enter(
+        &self,
+        id: RequestId,
+        token: ProgressToken,
+        caller: Caller,
+        tool: Option<&str>,
+    ) -> CallGuard {
         let mut calls = self.lock();
         calls.by_progress.insert(token.clone(), id.clone());
-        calls.by_request.insert(id.clone(), caller);
+        let tool = tool.map(str::to_owned);
+        calls.by_request.insert(id.clone(), Route { caller, tool });
         CallGuard {
             routes: self.clone(),
             id,
@@ -114,6 +141,7 @@ impl CallRoutes {
         calls
             .by_request
             .get(id)
+            .map(|route| &route.caller)
             .filter(|caller| caller.progress_token.is_some())
             .cloned()
     }
@@ -121,26 +149,79 @@ impl CallRoutes {
     /// The caller an upstream message belongs to: the request whose response stream
     /// carried it, else the one session with calls in flight.
     pub fn caller_of(&self, origin: Option<&InboundStreamOrigin>) -> Result<Caller, Unrelated> {
+        self.attribute(origin).map(|(caller, _)| caller)
+    }
+
+    /// The caller an upstream's request belongs to, as [`Self::caller_of`]. When nothing
+    /// on the wire said so, the tools in flight (of the caller's session, or of every
+    /// session when that is ambiguous) are remembered as asking their client, so their
+    /// calls take turns from now on.
+    pub fn caller_of_request(
+        &self,
+        server: &str,
+        origin: Option<&InboundStreamOrigin>,
+    ) -> Result<Caller, Unrelated> {
+        let attributed = self.attribute(origin);
+        let session = match &attributed {
+            Ok((_, Attributed::ByStream)) | Err(Unrelated::NoCall) => return strip(attributed),
+            Ok((caller, Attributed::BySession)) => Some(caller.session.clone()),
+            Err(Unrelated::Ambiguous) => None,
+        };
+        let calls = self.lock();
+        let in_flight = calls.by_request.values().filter(|route| {
+            session
+                .as_ref()
+                .is_none_or(|session| route.caller.session == *session)
+        });
+        for tool in self
+            .turns
+            .learn(in_flight.filter_map(|route| route.tool.as_deref()))
+        {
+            tracing::info!(
+                server,
+                tool,
+                "the tool asks its client during calls; its calls now take turns between sessions"
+            );
+        }
+        strip(attributed)
+    }
+
+    fn attribute(
+        &self,
+        origin: Option<&InboundStreamOrigin>,
+    ) -> Result<(Caller, Attributed), Unrelated> {
         let calls = self.lock();
         if let Some(InboundStreamOrigin::OutboundRequest(id)) = origin
-            && let Some(caller) = calls.by_request.get(id)
+            && let Some(route) = calls.by_request.get(id)
         {
-            return Ok(caller.clone());
+            return Ok((route.caller.clone(), Attributed::ByStream));
         }
-        let mut callers = calls.by_request.values();
+        let mut callers = calls.by_request.values().map(|route| &route.caller);
         let first = callers.next().ok_or(Unrelated::NoCall)?;
         if callers.all(|other| other.session == first.session) {
-            Ok(first.clone())
+            Ok((first.clone(), Attributed::BySession))
         } else {
             Err(Unrelated::Ambiguous)
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Calls> {
-        self.0
+        self.calls
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// How a message was related to its call.
+enum Attributed {
+    /// It came on the response stream of the call's request.
+    ByStream,
+    /// Only one session had calls in flight.
+    BySession,
+}
+
+fn strip(attributed: Result<(Caller, Attributed), Unrelated>) -> Result<Caller, Unrelated> {
+    attributed.map(|(caller, _)| caller)
 }
 
 /// Removes a request's route when the request ends.

@@ -6,8 +6,12 @@
 //! calling client can answer. This module relates that traffic to the client call it
 //! belongs to and carries it there and back:
 //! - [`calls`]: per upstream, the requests in flight and the client [`Caller`] each serves;
+//! - [`turns`]: per upstream, the turns taken between sessions by calls of tools that ask
+//!   their client, where nothing on the wire tells whose call a request belongs to;
 //! - [`requests`]: relaying an upstream's request to its caller, under the gate's
 //!   `[gate] sampling` and `elicitation` settings, and the answer back;
+//! - [`progress`]: progress a client reports about a relayed request, back to the
+//!   upstream that asked;
 //! - [`sessions`]: the client sessions the relay can reach and their log levels, which
 //!   decide where an upstream's log message goes and what level upstreams are told.
 //!
@@ -18,8 +22,10 @@
 //! ```
 
 pub mod calls;
+pub mod progress;
 pub mod requests;
 pub mod sessions;
+pub mod turns;
 
 use std::sync::{Arc, RwLock};
 
@@ -34,6 +40,7 @@ use crate::config::GateSettings;
 #[derive(Default)]
 pub struct Downstream {
     pub sessions: Sessions,
+    pub relayed_progress: progress::RelayedProgress,
     gate: RwLock<GateSettings>,
     /// Where approvals wait when the client cannot be asked (`ask_fallback = "console"`);
     /// the gateway's tool calls ask there too.
@@ -44,6 +51,7 @@ impl Downstream {
     pub fn new(gate: GateSettings) -> Self {
         Self {
             sessions: Sessions::default(),
+            relayed_progress: progress::RelayedProgress::default(),
             gate: RwLock::new(gate),
             console_asks: Arc::default(),
         }

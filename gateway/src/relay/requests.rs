@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    GetExtensions, ServerRequest,
+    GetExtensions, RequestMetaObject, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError,
@@ -24,7 +24,8 @@ use rmcp::{ErrorData, Peer, RoleClient, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use super::Downstream;
-use super::calls::{CallRoutes, Caller, Unrelated};
+use super::calls::{CallRoutes, Caller, PROGRESS_TOKEN, Unrelated};
+use super::progress::RelayedProgress;
 use crate::approvals::{ConsoleAsks, Subject};
 use crate::config::{AskFallback, RuleDecision};
 
@@ -117,7 +118,14 @@ pub async fn relay(
             None,
         )
     };
-    let caller = match calls.caller_of(context.extensions.get::<InboundStreamOrigin>()) {
+    let origin = context.extensions.get::<InboundStreamOrigin>();
+    // A ping says nothing about the tool that sent it: no call learns from it.
+    let attributed = if kind == Kind::Ping {
+        calls.caller_of(origin)
+    } else {
+        calls.caller_of_request(server, origin)
+    };
+    let caller = match attributed {
         Ok(caller) => caller,
         // A request outside any call goes to the one client that can take it, if only one can.
         Err(Unrelated::NoCall) => match downstream.sessions.sole(|peer| kind.supported_by(peer)) {
@@ -172,7 +180,12 @@ pub async fn relay(
         }
     }
     // The client's own error, if it answers with one, reaches the upstream unchanged.
-    send(&caller, request, &context.ct)
+    let asker = Asker {
+        upstream: context.peer.clone(),
+        meta: context.meta.clone(),
+        progress: downstream.relayed_progress.clone(),
+    };
+    send(&caller, request, &context.ct, Some(asker))
         .await
         .map_err(|failure| match failure {
             Failure::Client(error) => error,
@@ -244,7 +257,7 @@ async fn ask(
             requested_schema: ElicitationSchema::new(BTreeMap::new()),
         },
     ));
-    match send(caller, request, cancel).await {
+    match send(caller, request, cancel, None).await {
         Ok(ClientResult::ElicitResult(answer)) if answer.action == ElicitationAction::Accept => {
             Ok(())
         }
@@ -258,28 +271,55 @@ async fn ask(
     }
 }
 
+/// The upstream whose request is relayed: its `_meta` goes to the client with the
+/// request, and progress the client reports goes back to it.
+struct Asker {
+    upstream: Peer<RoleClient>,
+    meta: RequestMetaObject,
+    progress: RelayedProgress,
+}
+
 /// Sends `request` to the caller's client and waits for the answer, or until `cancel`
 /// (the upstream cancelled its request), which cancels it at the client too.
 ///
 /// The request is marked as belonging to the caller's own request, so on streamable HTTP
 /// it rides that request's response stream. It is sent from a task of its own: rmcp
-/// would otherwise mark it with the upstream request being handled here.
+/// would otherwise mark it with the upstream request being handled here. For a relayed
+/// request, the upstream's `_meta` goes along (rmcp gives it a progress token of the
+/// gateway's, mapped back to the upstream's while the request is in flight).
 async fn send(
     caller: &Caller,
     mut request: ServerRequest,
     cancel: &CancellationToken,
+    asker: Option<Asker>,
 ) -> Result<ClientResult, Failure> {
     if let Some(origin) = &caller.request {
         request
             .extensions_mut()
             .insert(OriginatingRequestId(origin.clone()));
     }
+    let mut options = PeerRequestOptions::no_options();
+    let mut wants_progress = None;
+    if let Some(asker) = asker {
+        let mut meta = asker.meta;
+        let token = meta.get_progress_token();
+        meta.remove(PROGRESS_TOKEN);
+        options.meta = (!meta.is_empty()).then_some(meta);
+        wants_progress = token.map(|token| (asker.upstream, token, asker.progress));
+    }
     let peer = caller.peer.clone();
+    let session = caller.session.clone();
     let cancel = cancel.clone();
     let sent = tokio::spawn(async move {
-        let mut handle = peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await?;
+        let mut handle = peer.send_cancellable_request(request, options).await?;
+        let _progress = match wants_progress {
+            Some((upstream, theirs, routes)) => Some(
+                routes
+                    .enter(session, handle.progress_token.clone(), upstream, theirs)
+                    .await,
+            ),
+            None => None,
+        };
         tokio::select! {
             answer = &mut handle.rx => answer.map_err(|_| ServiceError::TransportClosed)?,
             () = cancel.cancelled() => {

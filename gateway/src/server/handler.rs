@@ -12,10 +12,11 @@ use std::sync::{Arc, OnceLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResponse, Reference, ServerConfig, ServerResult, SetLevelRequestParams,
-    SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -30,6 +31,7 @@ use crate::registry::view::SessionView;
 use crate::relay::Caller;
 use crate::search_tools::Found;
 use crate::server::http::security::Credentials;
+use crate::server::identity;
 use crate::upstream::UpstreamError;
 
 /// How often a session's watcher checks that its client is still connected.
@@ -196,15 +198,7 @@ fn page<T: Clone>(
 
 impl ServerHandler for GatewayServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(self.gateway.capabilities())
-            .with_server_info(Implementation::new(
-                "mcp-gateway",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(
-                "mcp-gateway federates several MCP servers: tools are named mcp__<server>__<tool> \
-                 unless a server's configured prefix says otherwise.",
-            )
+        identity::info(&self.gateway, self.session.get().map(|s| &**s))
     }
 
     /// The gateway speaks the `initialize` lifecycle; a `server/discover` opener gets
@@ -231,6 +225,7 @@ impl ServerHandler for GatewayServer {
             &request.client_info.name,
             &request.client_info.version,
         );
+        identity::settle(&self.gateway).await;
         self.negotiate_initialize(&request)
     }
 
@@ -263,6 +258,18 @@ impl ServerHandler for GatewayServer {
             let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
         }
         Ok(())
+    }
+
+    /// Progress the client reports about a request relayed to it goes to the upstream
+    /// that asked.
+    async fn on_progress(
+        &self,
+        progress: ProgressNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        let Ok(session) = self.session() else { return };
+        let relayed = &self.gateway.registry.downstream().relayed_progress;
+        relayed.report(&session.id, progress).await;
     }
 
     /// The client's roots changed: every upstream may have asked for them, so each is told.

@@ -3,6 +3,8 @@
 //!
 //! Laid out as rmcp lays out its own: the protocol handler apart from the ways to reach it.
 //! - [`handler`]: the MCP server of one session, whatever the transport.
+//! - [`identity`]: who the gateway says it is at `initialize` (itself, or the one server
+//!   it stands in for).
 //! - [`transport`]: stdio, streamable HTTP and legacy SSE, each wired the same way (a
 //!   session per client, its profile chosen by [`handler::session_profile`]), plus the
 //!   handshake that lets stdio and SSE survive early messages.
@@ -10,6 +12,7 @@
 
 pub mod handler;
 pub mod http;
+pub mod identity;
 pub mod transport;
 
 /// Why the server could not start.

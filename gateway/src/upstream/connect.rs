@@ -156,12 +156,8 @@ async fn connect_inner(
             (handler.serve(transport).await.map_err(init_error)?, None)
         }
     };
-    let capabilities = service
-        .peer()
-        .peer_info()
-        .map(|info| info.capabilities.clone())
-        .unwrap_or_default();
-    let offer = Offer::read(service.peer(), capabilities)
+    let initialized = service.peer().peer_info().map(|info| (*info).clone());
+    let offer = Offer::read(service.peer(), initialized)
         .await
         .map_err(|e| ConnectError::List(e.to_string()))?;
     let live = Arc::new(Live {

@@ -100,6 +100,9 @@ pub struct Upstream {
     /// What the server offered when last connected; kept while it is down so its tools
     /// stay known and calls to them fail with UPSTREAM_UNAVAILABLE, not TOOL_NOT_FOUND.
     last_offer: RwLock<Arc<Offer>>,
+    /// Set once a connection has brought an offer: from then on the names it offers are
+    /// settled (see [`crate::registry::naming`]).
+    offered: std::sync::atomic::AtomicBool,
     health: Mutex<Health>,
     /// The requests in flight here, and the client call each serves.
     calls: CallRoutes,
@@ -137,6 +140,7 @@ impl Upstream {
             config,
             live: RwLock::new(None),
             last_offer: RwLock::default(),
+            offered: std::sync::atomic::AtomicBool::new(false),
             health: Mutex::new(Health {
                 state: UpstreamState::Starting,
                 restarts: 0,
@@ -221,10 +225,17 @@ impl Upstream {
             .clone()
     }
 
+    /// Whether a connection has ever brought this instance's offer.
+    pub fn has_offered(&self) -> bool {
+        self.offered.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn set_live(&self, live: Option<Arc<Live>>) {
         if let Some(live) = &live {
             *self.last_offer.write().unwrap_or_else(|p| p.into_inner()) =
                 Arc::new(live.offer.clone());
+            self.offered
+                .store(true, std::sync::atomic::Ordering::Release);
         }
         *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
         let _ = self.changed.send(self.name.clone());
@@ -363,14 +374,26 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<CallToolResult, UpstreamError> {
+        // A tool known to ask its client waits for its turn (see `relay::turns`).
+        let _turn = match &caller {
+            Some(caller) => tokio::select! {
+                turn = self.calls.turns().start(tool, &caller.session) => Some(turn),
+                () = cancel.cancelled() => return Err(UpstreamError::Cancelled {
+                    server: self.name.to_string(),
+                }),
+            },
+            None => None,
+        };
         let live = self
             .live()
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        params.meta = caller.as_ref().and_then(|caller| caller.meta.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.request(&live, request, cancel, caller).await? {
+        match self
+            .send(&live, request, cancel, caller, Some(tool))
+            .await?
+        {
             ServerResult::CallToolResult(mut result) => {
                 // An older upstream leaves `resultType` out, which means "complete"; say so,
                 // as the gateway's own results do (rmcp drops it again for older clients).
@@ -390,15 +413,34 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<ServerResult, UpstreamError> {
+        self.send(live, request, cancel, caller, None).await
+    }
+
+    /// [`Self::request`], for a call of `tool` when it is a tool call.
+    async fn send(
+        &self,
+        live: &Live,
+        request: ClientRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+        tool: Option<&str>,
+    ) -> Result<ServerResult, UpstreamError> {
         let _in_flight = self.requests.token();
+        // The client's `_meta` goes along (rmcp adds the gateway's progress token).
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = caller.as_ref().and_then(|caller| caller.meta.clone());
         let mut handle = live
             .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .send_cancellable_request(request, options)
             .await
             .map_err(|e| self.service_error(e))?;
         let _route = caller.map(|caller| {
-            self.calls
-                .enter(handle.id.clone(), handle.progress_token.clone(), caller)
+            self.calls.enter(
+                handle.id.clone(),
+                handle.progress_token.clone(),
+                caller,
+                tool,
+            )
         });
         let answer = tokio::select! {
             answer = &mut handle.rx => Some(answer),

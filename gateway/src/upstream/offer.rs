@@ -1,7 +1,9 @@
-//! What one upstream offers: its tools, prompts, resources and resource templates, read to
-//! the end of every paginated list.
+//! What one upstream offers: who it says it is at `initialize`, and its tools, prompts,
+//! resources and resource templates, read to the end of every paginated list.
 
-use rmcp::model::{Prompt, Resource, ResourceTemplate, ServerCapabilities, Tool};
+use rmcp::model::{
+    Implementation, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerPeerInfo, Tool,
+};
 use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleClient};
 
@@ -11,6 +13,9 @@ use super::UpstreamEvent;
 #[derive(Debug, Clone, Default)]
 pub struct Offer {
     pub capabilities: ServerCapabilities,
+    /// The server's `serverInfo` and `instructions`, as its `initialize` result gave them.
+    pub server_info: Option<Implementation>,
+    pub instructions: Option<String>,
     pub tools: Vec<Tool>,
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
@@ -18,14 +23,19 @@ pub struct Offer {
 }
 
 impl Offer {
-    /// Reads every list the server's capabilities announce.
+    /// Reads every list the server's capabilities (in its `initialize` result) announce.
     pub async fn read(
         peer: &Peer<RoleClient>,
-        capabilities: ServerCapabilities,
+        initialized: Option<ServerPeerInfo>,
     ) -> Result<Offer, ServiceError> {
-        let mut offer = Offer {
-            capabilities,
-            ..Offer::default()
+        let mut offer = match initialized {
+            Some(info) => Offer {
+                capabilities: info.capabilities,
+                server_info: info.server_info,
+                instructions: info.instructions,
+                ..Offer::default()
+            },
+            None => Offer::default(),
         };
         if offer.capabilities.tools.is_some() {
             offer.tools = peer.list_all_tools().await?;
