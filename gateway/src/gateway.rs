@@ -452,15 +452,12 @@ impl ToolHost for Gateway {
         self.registry
             .upstreams()
             .iter()
-            .filter(|upstream| {
-                upstream.live().is_none()
-                    && upstream.offer().tools.is_empty()
-                    && session.profile.sees_server(&upstream.name)
-            })
+            .filter(|upstream| upstream.live().is_none() && upstream.offer().tools.is_empty())
             .map(|upstream| {
                 let prefix = upstream.config.name_prefix(&upstream.name);
                 (upstream.name.to_string(), prefix)
             })
+            .filter(|(_, prefix)| session.profile.sees_prefix(prefix))
             .collect()
     }
 }
