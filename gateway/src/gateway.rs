@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use futures::FutureExt;
+
 use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
@@ -34,6 +36,7 @@ use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
 use crate::state::{self, SharedState};
+use crate::upstream::{CONNECT_TIMEOUT, Upstream};
 
 /// What outlives a reload and every policy shares: the counters, the console's
 /// questions and the activity recorder.
@@ -381,6 +384,7 @@ impl Gateway {
         if request.origin == Origin::Client && self.drain.is_draining() {
             return ToolError::new(ErrorCode::UpstreamUnavailable, drain::REFUSED).to_result();
         }
+        self.await_starting_upstreams(session, &request).await;
         // The call is cancelled by its caller or by the end of the shutdown grace period.
         let cancel = self.drain.call_token();
         let caller = request.cancel;
@@ -416,6 +420,52 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// A call that arrives while upstreams are still in their first connection attempt
+    /// waits for the ones it needs, so that it runs against what they offer instead of
+    /// failing against a catalog that is not complete yet: `run_code` and `search_tools`
+    /// wait for every starting server (for at most the run's wall
+    /// budget), a name that does not resolve yet for the starting servers it may belong
+    /// to (for at most that tool's timeout). A server's own start-up timeout bounds every
+    /// wait, and so do the caller's cancellation and shutdown. Once every first attempt
+    /// is over, this costs a scan of the upstreams.
+    async fn await_starting_upstreams(&self, session: &Session, request: &CallRequest) {
+        let profile = &session.profile;
+        let name = request.name.as_str();
+        let wait = if name == RUN_CODE || name == SEARCH_TOOLS {
+            let bound = if name == RUN_CODE {
+                Duration::from_millis(self.policy().config.code.max_wall_ms)
+            } else {
+                CONNECT_TIMEOUT
+            };
+            self.registry.first_attempts_of(|_| true, bound).boxed()
+        } else if self.resolve(session, name, &request.origin).is_some() {
+            return;
+        } else {
+            let owns = |upstream: &Upstream| {
+                name.starts_with(&upstream.config.name_prefix(&upstream.name)) && profile.sees(name)
+            };
+            let bound = self
+                .registry
+                .upstreams()
+                .iter()
+                .filter(|upstream| owns(upstream))
+                .filter_map(|upstream| {
+                    let prefix = upstream.config.name_prefix(&upstream.name);
+                    upstream.config.timeout_for(&name[prefix.len()..])
+                })
+                .max()
+                .unwrap_or(CONNECT_TIMEOUT);
+            self.registry.first_attempts_of(owns, bound).boxed()
+        };
+        tokio::select! {
+            () = wait => {}
+            () = request.cancel.cancelled() => {}
+            () = self.shutdown.cancelled() => {}
+        }
+    }
+}
+
 /// How `run_code` reaches the gateway: a program's calls run through the pipeline as
 /// calls of the caller's session.
 impl ToolHost for Gateway {
@@ -440,6 +490,19 @@ impl ToolHost for Gateway {
         self.view(session)
             .tool(tool)
             .is_some_and(|tool| tool.concurrency_safe)
+    }
+
+    fn pending_servers(&self, session: &Session) -> Vec<(String, String)> {
+        self.registry
+            .upstreams()
+            .iter()
+            .filter(|upstream| upstream.live().is_none() && upstream.offer().tools.is_empty())
+            .map(|upstream| {
+                let prefix = upstream.config.name_prefix(&upstream.name);
+                (upstream.name.to_string(), prefix)
+            })
+            .filter(|(_, prefix)| session.profile.sees_prefix(prefix))
+            .collect()
     }
 }
 

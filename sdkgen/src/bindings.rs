@@ -1,8 +1,12 @@
 //! The JavaScript that makes the declarations callable.
 //!
 //! It is one expression: a function that takes the runtime's `hostCall(federatedName,
-//! args)` (which resolves to the MCP CallToolResult JSON) and returns `{ tools, callTool,
-//! ToolCallError }`. It reads no global but the language's own intrinsics, captured when
+//! args)` (which resolves to the MCP CallToolResult JSON) and, optionally, `pending`: the
+//! servers whose tools are not known yet (still starting, or down since the host started)
+//! as `[server, name prefix]` pairs, and returns `{ tools, callTool, ToolCallError }`. A
+//! pending server's namespace turns any tool name into a call of `prefix + name`, so the
+//! host answers it (with the server's state, or with the result once the server is up)
+//! instead of the program failing on an undefined namespace. It reads no global but the language's own intrinsics, captured when
 //! it runs (before the program does), so a program that later replaces `Object`, `Array`
 //! or `Promise.prototype.then` changes nothing here.
 //!
@@ -15,10 +19,10 @@ use crate::ToolSpec;
 use crate::names::push_string_literal;
 
 /// The factory, before and after the tool table.
-const HEAD: &str = r#"((hostCall) => {
+const HEAD: &str = r#"((hostCall, pending) => {
   "use strict";
   const freeze = Object.freeze, define = Object.defineProperty, create = Object.create;
-  const isArray = Array.isArray, toText = String;
+  const isArray = Array.isArray, toText = String, ProxyCtor = Proxy;
   const own = (target, key, value) => define(target, key, { value, enumerable: true });
   class ToolCallError extends Error {
     constructor(tool, code, message) {
@@ -85,6 +89,21 @@ const TAIL: &str = r#"  ];
     if (known[row[2]] !== true) own(known, row[2], true);
   }
   for (let i = 0; i < table.length; i++) freeze(tools[table[i][0]]);
+  // A pending server's tools are unknown: each one resolves to its structuredContent when
+  // it has one, else to its text.
+  const late = (tool) => freeze(async (args) => {
+    const result = await call(tool, args);
+    return result.structuredContent !== undefined ? result.structuredContent : textOf(result);
+  });
+  const servers = isArray(pending) ? pending : [];
+  for (let i = 0; i < servers.length; i++) {
+    const server = toText(servers[i][0]), prefix = toText(servers[i][1]);
+    if (tools[server] !== undefined) continue;
+    const handler = create(null);
+    // Not `then`: awaiting a namespace must not call a tool.
+    own(handler, "get", (_, key) => typeof key === "string" && key !== "then" ? late(prefix + key) : undefined);
+    own(tools, server, new ProxyCtor(freeze(create(null)), freeze(handler)));
+  }
   freeze(tools);
   freeze(known);
   const callTool = freeze(async (name, args) => {

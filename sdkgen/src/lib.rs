@@ -32,8 +32,10 @@
 //! (`_meta["mcp-gateway/error"].code`, else `TOOL_ERROR`).
 //!
 //! The bindings are one JavaScript expression evaluating to
-//! `(hostCall) => ({ tools, callTool, ToolCallError })`, where
-//! `hostCall(federatedName, args)` resolves to the MCP CallToolResult JSON.
+//! `(hostCall, pending) => ({ tools, callTool, ToolCallError })`, where
+//! `hostCall(federatedName, args)` resolves to the MCP CallToolResult JSON and the
+//! optional `pending` lists `[server, prefix]` for servers whose tools are not known yet:
+//! `tools.<server>.<any>(args)` calls `prefix + any` for them.
 //!
 //! # Properties
 //!
@@ -70,7 +72,7 @@
 //! assert!(sdk.declarations.contains(
 //!     "/** Returns the sum of two numbers @readOnly */\n    \"get-sum\"(args: { a: number; b: number }): Promise<string>;"
 //! ));
-//! assert!(sdk.bindings.starts_with("((hostCall) => {"));
+//! assert!(sdk.bindings.starts_with("((hostCall, pending) => {"));
 //! assert_eq!(sdk.tool_count, 1);
 //! assert_eq!(sdk.hash.len(), 64);
 //! ```

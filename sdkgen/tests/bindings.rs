@@ -56,6 +56,8 @@ const context = vm.createContext({});
 const factory = vm.runInContext(BINDINGS, context);
 assert.equal(typeof factory, "function");
 const { tools, callTool, ToolCallError } = factory(hostCall);
+// The same tools with two pending servers, one of which ("memory") is known after all.
+const later = factory(hostCall, [["late", "mcp__late__"], ["memory", "mcp__memory__"]]);
 const RealmError = vm.runInContext("Error", context);
 // The runtime removes what the program must not see; the program may replace the rest.
 vm.runInContext("Object = null; Array = null; String = null; Error = null; Promise = null;", context);
@@ -128,6 +130,23 @@ const rejection = async (promise) => {
   assert.ok(made instanceof RealmError);
   assert.equal(made.tool, "t");
   assert.throws(() => { "use strict"; made.code = "OTHER"; });
+
+  // A pending server: any tool name reaches the host under the server's prefix, and the
+  // host's answer (here its unavailability) rejects as a ToolCallError.
+  results["mcp__late__set"] = {
+    content: [{ type: "text", text: "down" }],
+    isError: true,
+    _meta: { "mcp-gateway/error": { code: "UPSTREAM_UNAVAILABLE", message: "upstream `late` is unavailable: starting" } },
+  };
+  const down = await rejection(later.tools.late.set({ key: "a" }));
+  assert.ok(down instanceof later.ToolCallError);
+  assert.equal(down.code, "UPSTREAM_UNAVAILABLE");
+  assert.equal(JSON.stringify(calls[calls.length - 1]), '["mcp__late__set",{"key":"a"}]');
+  results["mcp__late__get"] = { content: [{ type: "text", text: "1" }] };
+  assert.equal(await later.tools.late.get({}), "1");
+  assert.equal(later.tools.late.then, undefined);
+  assert.equal(Object.keys(later.tools.memory).length, 9, "a known server keeps its tools");
+  assert.throws(() => { "use strict"; later.tools.late.set = null; });
   console.log("bindings ok");
 })().catch((e) => { console.error(e); process.exit(1); });
 "#;

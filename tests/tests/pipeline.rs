@@ -340,44 +340,48 @@ fn the_session_log_records_every_call_and_result() {
 
 #[test]
 fn a_read_only_call_is_retried_after_its_upstream_restarts() {
-    // kv comes back 3 s after a crash (the wrapper sleeps on every start but the first),
-    // so the call below lands while it is down and must be retried.
+    // After a crash the kv wrapper waits for the test to release it, so the call below
+    // certainly lands while kv is down; the test releases it once the call is being
+    // retried. Eight attempts with doubling backoff from 200 ms give kv 25 s to come back.
     let marker = tempfile::tempdir().unwrap();
     let script = format!(
-        "if [ -f started ]; then sleep 3; fi; touch started; exec {}",
+        "if [ -f started ]; then while [ ! -f release ]; do sleep 0.05; done; fi; touch started; exec {}",
         bin("kv").display()
     );
     let workspace = Workspace::new(&format!(
-        "[servers.kv]\ncommand = \"sh\"\nargs = [\"-c\", {}]\ncwd = {}\n[retry]\nmax_attempts = 6\nbackoff_ms = 200\n",
+        "[servers.kv]\ncommand = \"sh\"\nargs = [\"-c\", {}]\ncwd = {}\n[retry]\nmax_attempts = 8\nbackoff_ms = 200\n",
         toml_str(script),
         toml_str(marker.path().to_string_lossy())
     ));
     let gateway = workspace.serve_http(&[]);
-    let health: Value = serde_json::from_str(&http_get(gateway.address, "/healthz").2).unwrap();
-    let kv_pid = health["upstreams"]["kv"]["pid"].as_i64().unwrap() as i32;
-    let args = gateway.client_args("http", "/mcp");
-    let client = std::thread::spawn(move || {
-        python_client(
-            &args,
-            &json!([{"action": "sleep", "ms": 1500}, call("mcp__kv__get", json!({"key": "k"}))]),
-        )
-    });
-    std::thread::sleep(Duration::from_millis(500));
+    let kv_pid = health(&gateway)["upstreams"]["kv"]["pid"].as_i64().unwrap() as i32;
     // SAFETY: kv is the gateway's child; killing it is the point of the test.
     unsafe { libc::kill(kv_pid, libc::SIGKILL) };
+    assert!(
+        eventually(
+            Duration::from_secs(30),
+            || health(&gateway)["upstreams"]["kv"]["state"] == "restarting"
+        ),
+        "{}",
+        gateway.log_text()
+    );
+    let args = gateway.client_args("http", "/mcp");
+    let client = std::thread::spawn(move || {
+        python_client(&args, &json!([call("mcp__kv__get", json!({"key": "k"}))]))
+    });
+    let retrying = eventually(Duration::from_secs(60), || {
+        gateway
+            .log_text()
+            .contains("retrying after UPSTREAM_UNAVAILABLE")
+    });
+    std::fs::write(marker.path().join("release"), "").unwrap();
     let run = client.join().unwrap();
-    let result = action_result(&run, 1);
+    assert!(retrying, "the call was not retried: {}", gateway.log_text());
+    let result = action_result(&run, 0);
     assert_eq!(
         error_code(result),
         None,
         "retried until kv was back: {run:#}\n{}",
-        gateway.log_text()
-    );
-    assert!(
-        gateway
-            .log_text()
-            .contains("retrying after UPSTREAM_UNAVAILABLE"),
-        "{}",
         gateway.log_text()
     );
 }

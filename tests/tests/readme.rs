@@ -88,36 +88,40 @@ fn config_check(file: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// What the command run for `block` printed; it must have succeeded.
+fn succeeded(block: &Block, output: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "README.md line {}: {stdout}\n{}",
+        block.line,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Writes each `lang` block to a `.ext` file and checks it with `config check`, which
+/// must accept it; returns what `config check` printed for each.
+fn accepted_configurations(lang: &str, ext: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    blocks_in(lang)
+        .into_iter()
+        .map(|block| {
+            let file = dir.path().join(format!("line-{}.{ext}", block.line));
+            std::fs::write(&file, &block.text).unwrap();
+            succeeded(&block, &config_check(&file))
+        })
+        .collect()
+}
+
 #[test]
 fn toml_blocks_are_valid_configurations() {
-    let dir = tempfile::tempdir().unwrap();
-    for block in blocks_in("toml") {
-        let file = dir.path().join(format!("line-{}.toml", block.line));
-        std::fs::write(&file, &block.text).unwrap();
-        let output = config_check(&file);
-        assert!(
-            output.status.success(),
-            "README.md line {}: {}",
-            block.line,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    accepted_configurations("toml", "toml");
 }
 
 #[test]
 fn json_blocks_are_client_configurations() {
-    let dir = tempfile::tempdir().unwrap();
-    for block in blocks_in("json") {
-        let file = dir.path().join(format!("line-{}.json", block.line));
-        std::fs::write(&file, &block.text).unwrap();
-        let output = config_check(&file);
-        assert!(
-            output.status.success(),
-            "README.md line {}: {}",
-            block.line,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let servers = String::from_utf8_lossy(&output.stdout);
+    for servers in accepted_configurations("json", "json") {
         assert!(servers.contains("(1 servers"), "{servers}");
     }
 }
@@ -138,13 +142,7 @@ fn the_python_block_runs_against_a_gateway() {
             .arg(&program)
             .output()
             .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "README.md line {}: {stdout}\n{}",
-            block.line,
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let stdout = succeeded(&block, &output);
         // The printed CallToolResult carries kv's answer for the unset key.
         assert!(stdout.contains("'key': 'x'"), "{stdout}");
         assert!(stdout.contains("'value': None"), "{stdout}");
@@ -162,13 +160,7 @@ fn the_typescript_block_runs_as_run_code() {
         let file = workspace.path(&format!("line-{}.ts", block.line));
         std::fs::write(&file, &block.text).unwrap();
         let output = workspace.cli(&["run", &file.to_string_lossy()]);
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "README.md line {}: {stdout}\n{}",
-            block.line,
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let stdout = succeeded(&block, &output);
         assert!(stdout.contains("The sum of 1 and 2 is 3"), "{stdout}");
     }
 }

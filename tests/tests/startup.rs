@@ -3,6 +3,12 @@
 //! HTTP and over stdio); one-shot commands say which servers did not start; and a reload
 //! that changes only a tool's `concurrency_safe` override takes effect.
 //!
+//! A call that arrives before the upstreams have joined (right after `initialize`, no
+//! `--wait-for-upstreams`) waits for their first start-up attempt instead of failing
+//! against a half-built catalog: `run_code` (modes `code` and `both`), `search_tools` and a
+//! direct call all see the late server's tools, and a tool of a server that failed or is
+//! still starting fails with UPSTREAM_UNAVAILABLE naming the server and its state.
+//!
 //! The hung upstream is `tests/servers/misbehave.py mute-on-init`: it never answers
 //! `initialize`, so its first connection attempt lasts the whole 60 s start timeout, after
 //! which the gateway kills it and starts it again. The good tool must be listed and
@@ -109,17 +115,8 @@ fn a_hung_upstream_does_not_delay_the_others_over_http() {
 #[test]
 fn a_hung_upstream_does_not_delay_the_others_over_stdio() {
     let workspace = kv_beside_a_hung_upstream();
-    let args = vec![
-        "--transport".into(),
-        "stdio".into(),
-        "--command".into(),
-        gateway_bin().to_string_lossy().into_owned(),
-        "--args".into(),
-        json!(["serve", "--stdio", "--config", workspace.config()]).to_string(),
-        "--inherit-env".into(),
-    ];
     let started = Instant::now();
-    let run = python_client(&args, &list_and_use_kv());
+    let run = python_client(&stdio_at_once(&workspace), &list_and_use_kv());
     assert_kv_served(&workspace, &run, started);
 }
 
@@ -222,5 +219,116 @@ fn a_reload_that_changes_only_concurrency_safe_takes_effect() {
         gateway
             .signal_and_wait(libc::SIGTERM, Duration::from_secs(20))
             .is_some()
+    );
+}
+
+/// How long the late `kv` takes to start: far longer than a client needs to start the
+/// gateway over stdio and send its first call, so that call arrives before `kv` is up.
+const KV_START_DELAY_S: u32 = 3;
+
+/// `kv` started after a delay, beside a server that cannot start, with `gateway` as the
+/// `[gateway]` section's settings.
+fn late_kv_beside_a_broken_server(gateway: &str) -> Workspace {
+    Workspace::new(&format!(
+        "[gateway]\n{gateway}\n\
+         [servers.kv]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\
+         [servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+        toml_str(format!(
+            "sleep {KV_START_DELAY_S} && exec {}",
+            bin("kv").to_string_lossy()
+        )),
+    ))
+}
+
+/// client.py arguments that start the gateway over stdio as a user would: serving at
+/// once, upstreams joining as they come up.
+fn stdio_at_once(workspace: &Workspace) -> Vec<String> {
+    vec![
+        "--transport".into(),
+        "stdio".into(),
+        "--command".into(),
+        gateway_bin().to_string_lossy().into_owned(),
+        "--args".into(),
+        json!(["serve", "--stdio", "--config", workspace.config()]).to_string(),
+        "--inherit-env".into(),
+    ]
+}
+
+#[test]
+fn run_code_right_after_initialize_sees_the_servers_that_start_late() {
+    let program = r#"
+        await tools.kv.set({ key: "a", value: "1" });
+        let broken = null;
+        try { await tools.broken.anything({}); } catch (e) { broken = { name: e.name, code: e.code, message: e.message }; }
+        return { value: (await tools.kv.get({ key: "a" })).value, broken };
+    "#;
+    for mode in ["code", "both"] {
+        let workspace = late_kv_beside_a_broken_server(&format!("mode = \"{mode}\""));
+        let run = python_client(
+            &stdio_at_once(&workspace),
+            &json!([call("run_code", json!({"code": program}))]),
+        );
+        let result = &action_result(&run, 0)["structuredContent"]["result"];
+        assert_eq!(result["value"], "1", "mode {mode}: {run:#}");
+        let broken = &result["broken"];
+        assert_eq!(broken["name"], "ToolCallError", "mode {mode}: {run:#}");
+        assert_eq!(
+            broken["code"], "UPSTREAM_UNAVAILABLE",
+            "mode {mode}: {run:#}"
+        );
+        let message = broken["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("`broken`") && message.contains("failed"),
+            "mode {mode}: the error names the server and its state: {message}"
+        );
+    }
+}
+
+#[test]
+fn search_tools_right_after_initialize_finds_the_tools_of_a_server_that_starts_late() {
+    let workspace = late_kv_beside_a_broken_server("catalog = \"search\"");
+    let run = python_client(
+        &stdio_at_once(&workspace),
+        &json!([call(
+            "search_tools",
+            json!({"query": "store a value under a key"})
+        )]),
+    );
+    let found = action_result(&run, 0)["structuredContent"].to_string();
+    assert!(found.contains("mcp__kv__set"), "{run:#}");
+}
+
+#[test]
+fn a_direct_call_right_after_initialize_waits_for_its_server() {
+    let workspace = late_kv_beside_a_broken_server("");
+    let hung = misbehaving_server(
+        "hung",
+        "mute-on-init",
+        &workspace.path("hung-events.jsonl"),
+        &[],
+    );
+    let config = std::fs::read_to_string(workspace.config()).unwrap();
+    std::fs::write(
+        workspace.config(),
+        format!("{hung}timeout_ms = 1000\n{config}"),
+    )
+    .unwrap();
+    let run = python_client(
+        &stdio_at_once(&workspace),
+        &json!([
+            call("mcp__kv__set", json!({"key": "a", "value": "1"})),
+            call("mcp__hung__anything", json!({})),
+        ]),
+    );
+    let set = action_result(&run, 0);
+    assert_eq!(error_code(set), None, "{run:#}");
+    assert_eq!(set["structuredContent"]["value"], "1", "{run:#}");
+    // A server still in its first attempt after the tool's timeout: named, with its state.
+    let hung = action_result(&run, 1);
+    assert_eq!(error_code(hung), Some("UPSTREAM_UNAVAILABLE"), "{run:#}");
+    let text = result_text(hung);
+    assert!(
+        text.contains("`hung`") && text.contains("starting"),
+        "{text}"
     );
 }

@@ -49,6 +49,11 @@ fn decode<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
     serde_json::from_value(value).map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
 
+/// A result of type `T` written as JSON, as the response type that carries it.
+fn answer<T: DeserializeOwned, R: From<T>>(value: Value) -> Result<R, ErrorData> {
+    decode::<T>(value).map(R::from)
+}
+
 fn text_result(text: impl Into<String>) -> CallToolResponse {
     CallToolResult::success(vec![rmcp::model::ContentBlock::text(text)]).into()
 }
@@ -293,6 +298,33 @@ fn argument<'a>(request: &'a CallToolRequestParams, name: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// A `list_*` handler that answers every item of a fixed JSON listing in one page.
+macro_rules! every_item {
+    ($method:ident -> $result:ident of $item:ty = $items:expr) => {
+        async fn $method(
+            &self,
+            _request: Option<PaginatedRequestParams>,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<$result, ErrorData> {
+            let items: Vec<$item> = decode($items)?;
+            Ok($result::with_all_items(items))
+        }
+    };
+}
+
+/// A handler that accepts its request and does nothing (the suite only checks the answer).
+macro_rules! accepted {
+    ($method:ident($params:ty)) => {
+        async fn $method(
+            &self,
+            _request: $params,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<(), ErrorData> {
+            Ok(())
+        }
+    };
+}
+
 impl ServerHandler for Conformance {
     fn get_info(&self) -> ServerConfig {
         let capabilities: ServerCapabilities = serde_json::from_value(json!({
@@ -325,24 +357,14 @@ impl ServerHandler for Conformance {
         Ok(())
     }
 
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let tools: Vec<Tool> = decode(tools())?;
-        Ok(ListToolsResult::with_all_items(tools))
-    }
+    every_item!(list_tools -> ListToolsResult of Tool = tools());
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let content = |content: Value| -> Result<CallToolResponse, ErrorData> {
-            let result: CallToolResult = decode(json!({"content": content}))?;
-            Ok(result.into())
-        };
+        let content = |content: Value| answer::<CallToolResult, _>(json!({"content": content}));
         match request.name.as_ref() {
             "test_simple_text" => Ok(text_result("This is a simple text response for testing.")),
             "test_image_content" => {
@@ -380,13 +402,10 @@ impl ServerHandler for Conformance {
                 Ok(text_result("Tool with logging executed successfully"))
             }
             "test_tool_with_progress" => Ok(text_result(self.progress(&context).await?)),
-            "test_error_handling" => {
-                let result: CallToolResult = decode(json!({
-                    "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}],
-                    "isError": true
-                }))?;
-                Ok(result.into())
-            }
+            "test_error_handling" => answer::<CallToolResult, _>(json!({
+                "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}],
+                "isError": true
+            })),
             "test_reconnection" => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 Ok(text_result(
@@ -424,29 +443,15 @@ impl ServerHandler for Conformance {
         }
     }
 
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        let resources: Vec<Resource> = decode(resources())?;
-        Ok(ListResourcesResult::with_all_items(resources))
-    }
+    every_item!(list_resources -> ListResourcesResult of Resource = resources());
 
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let templates: Vec<ResourceTemplate> = decode(json!([{
-            "uriTemplate": format!("{TEMPLATE_PREFIX}{{id}}{TEMPLATE_SUFFIX}"),
-            "name": "template",
-            "title": "Resource Template",
-            "description": "A resource template with parameter substitution",
-            "mimeType": "application/json"
-        }]))?;
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
-    }
+    every_item!(list_resource_templates -> ListResourceTemplatesResult of ResourceTemplate = json!([{
+        "uriTemplate": format!("{TEMPLATE_PREFIX}{{id}}{TEMPLATE_SUFFIX}"),
+        "name": "template",
+        "title": "Resource Template",
+        "description": "A resource template with parameter substitution",
+        "mimeType": "application/json"
+    }]));
 
     async fn read_resource(
         &self,
@@ -477,34 +482,14 @@ impl ServerHandler for Conformance {
                 }
             },
         };
-        let result: ReadResourceResult = decode(json!({"contents": [contents]}))?;
-        Ok(result.into())
+        answer::<ReadResourceResult, _>(json!({"contents": [contents]}))
     }
 
-    async fn subscribe(
-        &self,
-        _request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        Ok(())
-    }
+    accepted!(subscribe(SubscribeRequestParams));
 
-    async fn unsubscribe(
-        &self,
-        _request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        Ok(())
-    }
+    accepted!(unsubscribe(UnsubscribeRequestParams));
 
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        let prompts: Vec<Prompt> = decode(prompts())?;
-        Ok(ListPromptsResult::with_all_items(prompts))
-    }
+    every_item!(list_prompts -> ListPromptsResult of Prompt = prompts());
 
     async fn get_prompt(
         &self,
@@ -547,8 +532,7 @@ impl ServerHandler for Conformance {
                 ));
             }
         };
-        let result: GetPromptResult = decode(json!({"messages": messages}))?;
-        Ok(result.into())
+        answer::<GetPromptResult, _>(json!({"messages": messages}))
     }
 
     async fn complete(

@@ -68,6 +68,10 @@ pub trait ToolHost: Send + Sync {
     fn search_index(&self, session: &Session) -> Arc<SearchIndex>;
     /// Whether `tool` may overlap with the run's other calls.
     fn concurrency_safe(&self, session: &Session, tool: &str) -> bool;
+    /// The servers `session` sees whose tools are not known yet (starting, or down
+    /// since the gateway started), as `(server, name prefix)`: their namespaces still
+    /// exist in a program, and their calls fail with the server's state.
+    fn pending_servers(&self, session: &Session) -> Vec<(String, String)>;
 }
 
 /// What a search catalog's description says in place of the SDK.
@@ -144,6 +148,16 @@ impl RunCodeTool {
     ) -> RunOutcome {
         let session = &invocation.session;
         let sdk = self.sdk(host.as_ref(), session);
+        let pending = host.pending_servers(session);
+        let bindings = if pending.is_empty() {
+            std::borrow::Cow::Borrowed(sdk.bindings.as_str())
+        } else {
+            let pending = serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into());
+            std::borrow::Cow::Owned(format!(
+                "((hostCall) => ({})(hostCall, {pending}))",
+                sdk.bindings
+            ))
+        };
         let bridge = Arc::new(PipelineBridge {
             host,
             session: session.clone(),
@@ -152,9 +166,7 @@ impl RunCodeTool {
             run: uuid::Uuid::new_v4().simple().to_string(),
             trace,
         });
-        self.runtime
-            .run(program, &sdk.bindings, bridge, cancel)
-            .await
+        self.runtime.run(program, &bindings, bridge, cancel).await
     }
 }
 

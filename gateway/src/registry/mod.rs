@@ -158,7 +158,8 @@ impl Registry {
     /// with an empty catalog: each upstream's tools join as it comes up (sessions get
     /// `list_changed`), so a slow or hung one never delays the others. One that fails is
     /// logged, shown in `/healthz` and retried. [`Registry::first_attempts`] waits for
-    /// them, for one-shot commands.
+    /// them, for one-shot commands; [`Registry::first_attempts_of`] lets a call that
+    /// arrives meanwhile wait for the ones it needs.
     pub async fn start(
         config: &Config,
         shutdown: CancellationToken,
@@ -205,6 +206,26 @@ impl Registry {
     /// successfully or not, with the catalog built from what they offered.
     pub async fn first_attempts(&self) {
         futures::future::join_all(self.upstreams().iter().map(|u| u.first_attempt())).await;
+        // The background rebuild may not have run yet.
+        self.rebuild();
+    }
+
+    /// Waits, for at most `bound`, until the upstreams in service that `which` selects
+    /// have finished their first connection attempt, then rebuilds the catalog if any
+    /// was still starting. A call that arrives while the gateway is still starting waits
+    /// here for what it needs, instead of failing against a catalog that is not complete
+    /// yet; once every first attempt is over this returns at once.
+    pub async fn first_attempts_of(&self, which: impl Fn(&Upstream) -> bool, bound: Duration) {
+        let starting: Vec<_> = self
+            .upstreams()
+            .into_iter()
+            .filter(|u| !u.attempted() && which(u))
+            .collect();
+        if starting.is_empty() {
+            return;
+        }
+        let attempts = futures::future::join_all(starting.iter().map(|u| u.first_attempt()));
+        let _ = tokio::time::timeout(bound, attempts).await;
         // The background rebuild may not have run yet.
         self.rebuild();
     }

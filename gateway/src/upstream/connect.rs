@@ -25,7 +25,7 @@ use crate::config::{Endpoint, RemoteTransport, ServerConfig};
 use crate::relay::{CallRoutes, Downstream};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why a connection attempt failed.
 #[derive(Debug, thiserror::Error)]

@@ -38,6 +38,7 @@ use crate::observe::telemetry;
 use crate::registry::resource_uri;
 use crate::relay::{CallRoutes, Caller, Downstream};
 pub use client::UpstreamEvent;
+pub use connect::CONNECT_TIMEOUT;
 pub use offer::Offer;
 
 /// First reconnect delay; doubled per failure up to [`MAX_BACKOFF`].
@@ -181,6 +182,11 @@ impl Upstream {
         });
         tokio::spawn(upstream.clone().supervise());
         upstream
+    }
+
+    /// Whether the first connection attempt has finished (or the upstream stopped first).
+    pub fn attempted(&self) -> bool {
+        *self.attempted.borrow()
     }
 
     /// Resolves once the first connection attempt has finished, successfully or not.
@@ -527,12 +533,14 @@ impl Upstream {
         }
     }
 
-    /// Why this upstream is not connected, for error messages.
+    /// Why this upstream is not connected, for error messages: its state (`starting`,
+    /// `failed`, `restarting`, `stopped`) and the last error, if any.
     pub fn down_reason(&self) -> String {
         let health = self.health();
+        let state = health.state.as_str();
         match health.last_error {
-            Some(error) => format!("{}: {error}", health.state.as_str()),
-            None => "not connected yet".into(),
+            Some(error) => format!("{state}: {error}"),
+            None => state.to_string(),
         }
     }
 
