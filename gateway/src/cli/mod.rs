@@ -174,9 +174,9 @@ pub fn main() -> ExitCode {
         }
     };
     // The command runs as a task on the runtime's workers, not on this thread inside
-    // `block_on`: there, the HTTP accept loop (or the stdio transport) sat on a thread of
-    // its own, and every call crossed from it to a worker and back (one more thread
-    // wake-up and context switch per call; perf, `cargo bench --bench gateway`).
+    // `block_on`: there the HTTP accept loop sat on a thread of its own, and as clients
+    // open a connection per call, every call was accepted here and handed to a worker
+    // (one more thread wake-up per call: the main thread's context switches per call).
     let result = runtime
         .block_on(runtime.spawn(commands::run(cli.command)))
         .unwrap_or_else(|panicked| Err(format!("the command failed: {panicked}")));
