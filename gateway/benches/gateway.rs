@@ -621,6 +621,8 @@ fn bench_pipeline(
         registry,
         PipelineSettings {
             ask_fallback: config.gate.ask_fallback,
+            ask_timeout: Duration::from_millis(config.gate.ask_timeout_ms),
+            console_asks: Arc::default(),
             max_argument_depth: 64,
         },
     );

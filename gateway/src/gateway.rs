@@ -7,16 +7,20 @@
 //! started with.
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::{ConsoleAsks, unix_ms};
 use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
 use crate::config::{CatalogMode, Config, Mode, SessionsDir};
 use crate::drain::{self, Drain};
+use crate::observe::activity::Activity;
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
+use crate::observe::sessions::{SessionDirectory, Transport};
 use crate::pipeline::{
     BoxFuture, BuiltinTool, CallRequest, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings,
     Session, Target, ToolError,
@@ -29,6 +33,15 @@ use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
 
+/// What outlives a reload and every policy shares: the counters, the console's
+/// questions and the activity recorder.
+#[derive(Default)]
+pub struct Shared {
+    pub metrics: Arc<Metrics>,
+    pub console_asks: Arc<ConsoleAsks>,
+    pub activity: Arc<Activity>,
+}
+
 /// Everything the configuration decides, built together and swapped together.
 pub struct Policy {
     pub config: Config,
@@ -38,14 +51,23 @@ pub struct Policy {
 }
 
 impl Policy {
-    fn new(config: Config, registry: &Arc<Registry>, metrics: &Arc<Metrics>) -> Self {
-        let pipeline = policies::builtin(&config, metrics.clone()).build(
-            registry.clone(),
-            PipelineSettings {
-                ask_fallback: config.gate.ask_fallback,
-                max_argument_depth: config.gateway.max_argument_depth,
-            },
-        );
+    /// Where session logs are written, when they are.
+    pub fn sessions_dir(&self) -> Option<&std::path::Path> {
+        self.sessions_dir.as_deref()
+    }
+
+    fn new(config: Config, registry: &Arc<Registry>, shared: &Shared) -> Self {
+        let pipeline = policies::builtin(&config, shared.metrics.clone())
+            .observer(shared.activity.clone())
+            .build(
+                registry.clone(),
+                PipelineSettings {
+                    ask_fallback: config.gate.ask_fallback,
+                    ask_timeout: Duration::from_millis(config.gate.ask_timeout_ms),
+                    console_asks: shared.console_asks.clone(),
+                    max_argument_depth: config.gateway.max_argument_depth,
+                },
+            );
         let sessions_dir = match &config.log.sessions_dir {
             SessionsDir::Default | SessionsDir::Enabled(true) => {
                 Some(session_log::default_sessions_dir())
@@ -67,6 +89,14 @@ pub struct Gateway {
     policy: RwLock<Arc<Policy>>,
     pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
+    /// Questions waiting in the operator console (`[gate] ask_fallback = "console"`).
+    pub console_asks: Arc<ConsoleAsks>,
+    /// The recent calls across sessions, with their traces.
+    pub activity: Arc<Activity>,
+    /// The sessions open now.
+    pub sessions: SessionDirectory,
+    /// How the last reload went, if there was one.
+    last_reload: Mutex<Option<ReloadReport>>,
     pub subscriptions: Arc<Subscriptions>,
     /// `run_code`, when the code runtime could be set up.
     pub run_code: Option<Arc<RunCodeTool>>,
@@ -77,20 +107,38 @@ pub struct Gateway {
     drain: Arc<Drain>,
 }
 
+/// The outcome of the last configuration reload, for the console.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    /// Unix milliseconds.
+    pub at_ms: u64,
+    pub ok: bool,
+    /// What was reloaded, or why the file was refused.
+    pub message: String,
+}
+
 impl Gateway {
     /// Starts every upstream and assembles the pipeline.
     pub async fn start(config: Config, shutdown: CancellationToken) -> Arc<Gateway> {
         let (registry, resource_updates) = Registry::start(&config, shutdown.clone()).await;
-        let metrics = Arc::new(Metrics::new());
+        // The relay asks in the console too: one place for every question.
+        let shared = Shared {
+            console_asks: registry.downstream().console_asks.clone(),
+            ..Shared::default()
+        };
         let budgets = config.code.clone();
-        let policy = Policy::new(config, &registry, &metrics);
+        let policy = Policy::new(config, &registry, &shared);
         let subscriptions = Subscriptions::start(resource_updates);
         let search_tools = Arc::new(SearchTool::new(registry.clone()));
         Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
             search_tools,
             registry,
-            metrics,
+            metrics: shared.metrics,
+            console_asks: shared.console_asks,
+            activity: shared.activity,
+            sessions: SessionDirectory::default(),
+            last_reload: Mutex::new(None),
             subscriptions,
             run_code: RunCodeTool::new(gateway.clone() as std::sync::Weak<dyn ToolHost>, budgets)
                 .inspect_err(|e| tracing::error!("run_code is unavailable: {e}"))
@@ -118,9 +166,39 @@ impl Gateway {
     /// (unchanged ones keep their connections), then the new policy is swapped in.
     /// The listener's own settings take effect at the next start.
     pub async fn reload(&self, config: Config) {
+        let message = format!("reloaded {}", config.source.display());
+        self.apply(config).await;
+        self.report_reload(true, message);
+    }
+
+    /// Applies a configuration without counting it as a reload of the file (the console's
+    /// disable and enable of a server).
+    pub async fn apply(&self, config: Config) {
         self.registry.reconfigure(&config).await;
-        let policy = Arc::new(Policy::new(config, &self.registry, &self.metrics));
+        let shared = Shared {
+            metrics: self.metrics.clone(),
+            console_asks: self.console_asks.clone(),
+            activity: self.activity.clone(),
+        };
+        let policy = Arc::new(Policy::new(config, &self.registry, &shared));
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    /// Records how a reload went (a refused file keeps the old configuration).
+    pub fn report_reload(&self, ok: bool, message: String) {
+        *self.last_reload.lock().unwrap_or_else(|p| p.into_inner()) = Some(ReloadReport {
+            at_ms: unix_ms(std::time::SystemTime::now()),
+            ok,
+            message,
+        });
+    }
+
+    /// How the last reload went, if there was one.
+    pub fn last_reload(&self) -> Option<ReloadReport> {
+        self.last_reload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Whether `profile` (`None` = the default profile) exists.
@@ -128,8 +206,9 @@ impl Gateway {
         self.policy().profiles.get(profile).is_some()
     }
 
-    /// A new downstream session with the named profile (`None` = the default profile).
-    pub fn new_session(&self, profile: Option<&str>) -> Option<Arc<Session>> {
+    /// A new downstream session with the named profile (`None` = the default profile),
+    /// listed in [`Self::sessions`] while it lives.
+    pub fn new_session(&self, profile: Option<&str>, transport: Transport) -> Option<Arc<Session>> {
         let policy = self.policy();
         let profile = policy.profiles.get(profile)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -138,7 +217,9 @@ impl Gateway {
                 .inspect_err(|e| tracing::warn!("session log disabled: {e}"))
                 .ok()
         });
-        Some(Arc::new(Session::new(id, profile, log)))
+        let session = Arc::new(Session::new(id, profile, log));
+        self.sessions.register(&session, transport);
+        Some(session)
     }
 
     /// What `session` may see of the catalog now.

@@ -17,9 +17,12 @@
 //!   which reaches the gateway through one narrow trait.
 //! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
+//! - [`approvals`]: questions that wait for a person in the console.
+//! - [`ui`]: the operator console in the browser (`/ui`).
 //! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
 //!   [`cli`]: the command line.
 
+pub mod approvals;
 pub mod cli;
 pub mod code;
 pub mod config;
@@ -33,4 +36,5 @@ pub mod registry;
 pub mod relay;
 pub mod search_tools;
 pub mod server;
+pub mod ui;
 pub mod upstream;

@@ -23,7 +23,8 @@ pub fn repo() -> PathBuf {
         .to_owned()
 }
 
-fn target_dir() -> PathBuf {
+/// Where cargo builds (`CARGO_TARGET_DIR`, else `target/`); test artifacts go here too.
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target"))

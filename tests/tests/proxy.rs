@@ -121,6 +121,34 @@ fn a_denied_gate_refuses_sampling_with_a_reason() {
 }
 
 #[test]
+fn a_sampling_ask_the_client_cannot_answer_waits_in_the_console_then_is_refused() {
+    // The client samples but cannot elicit: the question goes to the operator console,
+    // where nobody answers it; the upstream gets an error saying so, never a hang.
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&format!(
+        "{}[gate]\nsampling = \"ask\"\nask_fallback = \"console\"\nask_timeout_ms = 1000\n",
+        upstream.server_config("conformance", "")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &args(
+            gateway.client_args("http", "/mcp"),
+            &["--sample", "never", "--elicit", "none"],
+        ),
+        &json!([call(
+            "mcp__conformance__test_sampling",
+            json!({"prompt": "hello"})
+        )]),
+    );
+    let text = result_text(action_result(&run, 0));
+    assert!(
+        text.contains("nobody answered in the operator console within 1000 ms"),
+        "{text}"
+    );
+    assert!(run["samplings"].as_array().unwrap().is_empty(), "{run:#}");
+}
+
+#[test]
 fn each_session_gets_log_messages_at_its_own_level() {
     let upstream = ListeningServer::conformance();
     let workspace = Workspace::new(&upstream.server_config("conformance", ""));

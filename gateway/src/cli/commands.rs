@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::config::Mode;
 use crate::gateway::Gateway;
 use crate::observe::session_log;
+use crate::observe::sessions::Transport;
 use crate::pipeline::CallRequest;
 use crate::pipeline::{Origin, Session};
 use crate::registry::search::Hit;
@@ -40,7 +41,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = gateway
-                .new_session(profile.as_deref())
+                .new_session(profile.as_deref(), Transport::Cli)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let tools = gateway.visible_tools(&session);
             let down = not_ready(&gateway);
@@ -117,7 +118,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             };
             let (gateway, shutdown) = start_settled(load(&config)?).await;
             let session = gateway
-                .new_session(profile.as_deref())
+                .new_session(profile.as_deref(), Transport::Cli)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let result = gateway
                 .call(
@@ -244,7 +245,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
 /// The matches for `query` among the tools `profile` sees.
 fn search(gateway: &Gateway, profile: Option<&str>, query: Query) -> Result<Vec<Hit>, String> {
     let session = gateway
-        .new_session(profile)
+        .new_session(profile, Transport::Cli)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
     gateway
         .search_tools
@@ -256,7 +257,7 @@ fn search(gateway: &Gateway, profile: Option<&str>, query: Query) -> Result<Vec<
 /// configured mode, since `run` and `sdk` are about it.
 fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, String> {
     let session = gateway
-        .new_session(profile)
+        .new_session(profile, Transport::Cli)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
     if session.mode() != Mode::Native {
         return Ok(session);
@@ -403,7 +404,10 @@ async fn reload(gateway: &Gateway, path: &Path) {
             gateway.reload(config).await;
             tracing::info!("configuration reloaded from {}", path.display());
         }
-        Err(e) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
+        Err(e) => {
+            tracing::error!("configuration not reloaded, keeping the old one: {e}");
+            gateway.report_reload(false, format!("not reloaded, the old one serves: {e}"));
+        }
     }
 }
 

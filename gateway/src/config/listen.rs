@@ -13,6 +13,7 @@
 //! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
 //! header_timeout_ms = 10000              # default 10 s to send a request head, then closed
 //! max_connections = 512                  # default; further clients wait to be accepted
+//! ui = true                              # the operator console at /ui; default: on loopback
 //! ```
 
 use std::fmt;
@@ -54,12 +55,21 @@ pub struct ListenConfig {
     /// closes. Every open SSE stream holds one. Default 512.
     #[serde(default = "default_max_connections")]
     pub max_connections: NonZeroUsize,
+    /// Whether the operator console is served at `/ui`. Default: on when `address` is a
+    /// loopback address, off otherwise (see [`Self::ui_enabled`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ui: Option<bool>,
 }
 
 impl ListenConfig {
     /// [`Self::header_timeout_ms`] as a duration.
     pub fn header_timeout(&self) -> Duration {
         Duration::from_millis(self.header_timeout_ms.get())
+    }
+
+    /// Whether `/ui` is served: `ui` when set, else whether the listener is loopback-only.
+    pub fn ui_enabled(&self) -> bool {
+        self.ui.unwrap_or_else(|| self.address.ip().is_loopback())
     }
 }
 
@@ -89,6 +99,7 @@ impl Default for ListenConfig {
             max_body_bytes: default_max_body_bytes(),
             header_timeout_ms: default_header_timeout_ms(),
             max_connections: default_max_connections(),
+            ui: None,
         }
     }
 }
@@ -192,9 +203,24 @@ mod tests {
             toml::from_str("header_timeout_ms = 2500\nmax_connections = 8").unwrap();
         assert_eq!(config.header_timeout(), Duration::from_millis(2500));
         assert_eq!(config.max_connections.get(), 8);
+        assert!(
+            config.ui_enabled(),
+            "the console is on by default on loopback"
+        );
         for zero in ["header_timeout_ms = 0", "max_connections = 0"] {
             let error = toml::from_str::<ListenConfig>(zero).unwrap_err();
             assert!(error.to_string().contains("nonzero"), "{zero}: {error}");
         }
+    }
+
+    #[test]
+    fn the_console_is_off_off_loopback_unless_enabled() {
+        let wide: ListenConfig = toml::from_str("address = \"0.0.0.0:8765\"").unwrap();
+        assert!(!wide.ui_enabled());
+        let enabled: ListenConfig =
+            toml::from_str("address = \"0.0.0.0:8765\"\nui = true").unwrap();
+        assert!(enabled.ui_enabled());
+        let disabled: ListenConfig = toml::from_str("ui = false").unwrap();
+        assert!(!disabled.ui_enabled());
     }
 }

@@ -389,20 +389,37 @@ pub enum AskFallback {
     Allow,
     #[default]
     Deny,
+    /// The question waits in the operator console (`/ui`) for `ask_timeout_ms`; no
+    /// answer in time is a denial.
+    Console,
 }
 
 /// `[gate]`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GateSettings {
     /// Default `deny`.
     pub ask_fallback: AskFallback,
+    /// How long a question waits in the console (`ask_fallback = "console"`) before the
+    /// call is denied. Default 120000 (2 minutes).
+    pub ask_timeout_ms: u64,
     /// An upstream's `sampling/createMessage`, relayed to the calling client: `allow`
     /// (default), `deny` (the upstream gets an error), or `ask` (the client's person is
     /// asked first, through elicitation; `ask_fallback` when it cannot be asked).
     pub sampling: RuleDecision,
     /// The same for an upstream's `elicitation/create`.
     pub elicitation: RuleDecision,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        Self {
+            ask_fallback: AskFallback::default(),
+            ask_timeout_ms: 120_000,
+            sampling: RuleDecision::default(),
+            elicitation: RuleDecision::default(),
+        }
+    }
 }
 
 /// `[guards]`.

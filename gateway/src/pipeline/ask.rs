@@ -2,14 +2,17 @@
 //!
 //! The question goes to the client that made the call. Accept lets the call proceed;
 //! decline or cancel is DENIED. A client that did not declare the elicitation capability
-//! cannot be asked: the configured fallback applies, and a denial says why.
+//! cannot be asked: the configured fallback applies (allow, deny, or a question in the
+//! operator console, [`crate::approvals`]), and a denial says why.
 
 use std::collections::BTreeMap;
 
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 
+use super::PipelineSettings;
 use super::error::{ErrorCode, ToolError};
 use super::invocation::Invocation;
+use crate::approvals::{Subject, Unanswered};
 use crate::config::AskFallback;
 
 /// How much of the arguments the question quotes.
@@ -19,7 +22,7 @@ const ARGUMENTS_SUMMARY_CHARS: usize = 300;
 pub async fn ask(
     invocation: &Invocation,
     reason: &str,
-    fallback: AskFallback,
+    settings: &PipelineSettings,
 ) -> Result<(), ToolError> {
     let denied = |message: String| Err(ToolError::new(ErrorCode::Denied, message));
     let peer = invocation.peer.as_ref().filter(|peer| {
@@ -27,8 +30,28 @@ pub async fn ask(
             .is_some_and(|info| info.capabilities.elicitation.is_some())
     });
     let Some(peer) = peer else {
-        return match fallback {
+        return match settings.ask_fallback {
             AskFallback::Allow => Ok(()),
+            AskFallback::Console => {
+                let subject = Subject {
+                    what: invocation.tool.clone(),
+                    session: invocation.session.id.clone(),
+                    profile: invocation.session.profile.name.clone(),
+                    reason: reason.to_owned(),
+                    arguments: invocation.arguments_value(),
+                };
+                let held = settings
+                    .console_asks
+                    .hold(subject, settings.ask_timeout, &invocation.cancel)
+                    .await;
+                held.map_err(|unanswered| {
+                    let code = match unanswered {
+                        Unanswered::Cancelled => ErrorCode::AbortedBeforeDispatch,
+                        Unanswered::Declined | Unanswered::TimedOut(_) => ErrorCode::Denied,
+                    };
+                    ToolError::new(code, unanswered.explain(&invocation.tool, reason))
+                })
+            }
             AskFallback::Deny => denied(format!(
                 "`{}` needs a person's approval ({reason}), but this client cannot be asked \
                  (it does not support elicitation); [gate] ask_fallback is deny",

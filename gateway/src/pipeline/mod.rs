@@ -17,6 +17,7 @@ mod federated;
 pub mod invocation;
 pub mod outcome;
 pub mod stages;
+pub mod trace;
 pub mod validate;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub use outcome::{AdditionalContext, BoxFuture, ContextSource, ToolOutcome};
 pub use stages::{
     Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, ResultObserver,
 };
+pub use trace::Step;
 
 /// `_meta` key listing the provenance of attached contexts.
 pub const CONTEXTS_META_KEY: &str = "mcp-gateway/contexts";
@@ -110,6 +112,10 @@ impl PipelineBuilder {
 #[derive(Debug, Clone)]
 pub struct PipelineSettings {
     pub ask_fallback: AskFallback,
+    /// How long a question waits in the console (`ask_fallback = "console"`).
+    pub ask_timeout: std::time::Duration,
+    /// Where console questions wait; owned by the gateway so reloads keep them.
+    pub console_asks: Arc<crate::approvals::ConsoleAsks>,
     pub max_argument_depth: usize,
 }
 
@@ -152,14 +158,16 @@ impl Pipeline {
         if let Err(error) = self.admit(invocation).await {
             return ToolOutcome::failed(error);
         }
-        if let Target::Federated(tool) = target
-            && let Err(error) = validate::arguments(
+        if let Target::Federated(tool) = target {
+            let validated = validate::arguments(
                 tool,
                 &invocation.arguments_value(),
                 self.settings.max_argument_depth,
-            )
-        {
-            return ToolOutcome::failed(error);
+            );
+            self.trace(invocation, Step::Validated(validated.as_ref().err()));
+            if let Err(error) = validated {
+                return ToolOutcome::failed(error);
+            }
         }
         if invocation.cancel.is_cancelled() {
             return ToolOutcome::failed(aborted_before_dispatch());
@@ -226,28 +234,45 @@ impl Pipeline {
 
     /// The gate waterfall, then the guards. Nothing after a rejection can undo it.
     async fn admit(&self, invocation: &Invocation) -> Result<(), ToolError> {
+        let mut decision = GateDecision::Pass;
         for gate in &self.stages.gates {
-            match gate.decide(invocation).await {
-                GateDecision::Pass => continue,
-                GateDecision::Allow => break,
-                GateDecision::Deny { reason } => {
-                    return Err(ToolError::new(ErrorCode::Denied, reason));
-                }
-                GateDecision::Ask { reason } => {
-                    ask::ask(invocation, &reason, self.settings.ask_fallback).await?;
-                    break;
-                }
+            decision = gate.decide(invocation).await;
+            if decision != GateDecision::Pass {
+                break;
+            }
+        }
+        self.trace(invocation, Step::Gate(&decision));
+        match decision {
+            GateDecision::Pass | GateDecision::Allow => {}
+            GateDecision::Deny { reason } => {
+                return Err(ToolError::new(ErrorCode::Denied, reason));
+            }
+            GateDecision::Ask { reason } => {
+                let asked = ask::ask(invocation, &reason, &self.settings).await;
+                self.trace(invocation, Step::Asked(asked.as_ref().err()));
+                asked?;
             }
         }
         if invocation.cancel.is_cancelled() {
             return Err(aborted_before_dispatch());
         }
-        for guard in &self.stages.guards {
-            guard
-                .check(invocation)
-                .map_err(|reason| ToolError::new(ErrorCode::Denied, reason))?;
+        let refused = self
+            .stages
+            .guards
+            .iter()
+            .find_map(|guard| guard.check(invocation).err());
+        self.trace(invocation, Step::Guards(refused.as_deref()));
+        match refused {
+            Some(reason) => Err(ToolError::new(ErrorCode::Denied, reason)),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Tells every observer what a stage decided.
+    fn trace(&self, invocation: &Invocation, step: Step<'_>) {
+        for observer in &self.stages.observers {
+            observer.step(invocation, &step);
+        }
     }
 
     /// Sends the call to its executor: the upstream of a federated tool, or the
@@ -263,12 +288,25 @@ impl Pipeline {
             Target::Federated(_) => &self.federated,
             Target::Builtin(tool) => tool.as_ref(),
         };
-        executor.call(invocation, signal).await.into()
+        let started = std::time::Instant::now();
+        let outcome: ToolOutcome = executor.call(invocation, signal).await.into();
+        self.trace(
+            invocation,
+            Step::Dispatched {
+                elapsed: started.elapsed(),
+                error: outcome.result.as_ref().err(),
+            },
+        );
+        outcome
     }
 
     fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
         for post in &self.stages.post {
-            match post.post(invocation, outcome) {
+            let decision = post.post(invocation, outcome);
+            if decision != PostDecision::Pass {
+                self.trace(invocation, Step::Post(&decision));
+            }
+            match decision {
                 PostDecision::Pass => {}
                 PostDecision::ReplaceContent(content) => {
                     if let Ok(result) = &mut outcome.result {

@@ -11,6 +11,7 @@ use super::Next;
 use super::error::ToolError;
 use super::invocation::Invocation;
 use super::outcome::{AdditionalContext, BoxFuture, ToolOutcome};
+use super::trace::Step;
 
 /// A pre-execute gate's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,9 +72,11 @@ pub trait Finalize: Send + Sync {
     fn finalize(&self, content: &mut Vec<ContentBlock>);
 }
 
-/// tools/result: sees the final result, cannot change it. Also told when a call starts.
+/// tools/result: sees the final result, cannot change it. Also told when a call starts,
+/// and what each stage decided on the way ([`Step`]).
 pub trait ResultObserver: Send + Sync {
     fn call_started(&self, _invocation: &Invocation) {}
+    fn step(&self, _invocation: &Invocation, _step: &Step<'_>) {}
     /// `error` is the gateway's own failure, if the call failed here.
     fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult);
 }

@@ -30,7 +30,8 @@ impl RuleGate {
         Self { rules }
     }
 
-    fn decision_for(&self, tool: &str) -> GateDecision {
+    /// The decision of the first rule matching `tool`, or `Pass` when none does.
+    pub fn decision_for(&self, tool: &str) -> GateDecision {
         let Some((_, decision, reason)) = self.rules.iter().find(|(m, _, _)| m.is_match(tool))
         else {
             return GateDecision::Pass;

@@ -21,18 +21,23 @@ pub mod calls;
 pub mod requests;
 pub mod sessions;
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 pub use calls::{CallGuard, CallRoutes, Caller};
 pub use sessions::Sessions;
 
+use crate::approvals::ConsoleAsks;
 use crate::config::GateSettings;
 
-/// What the relays of every upstream share: the client sessions and the gate's settings.
+/// What the relays of every upstream share: the client sessions, the gate's settings and
+/// the console's questions.
 #[derive(Default)]
 pub struct Downstream {
     pub sessions: Sessions,
     gate: RwLock<GateSettings>,
+    /// Where approvals wait when the client cannot be asked (`ask_fallback = "console"`);
+    /// the gateway's tool calls ask there too.
+    pub console_asks: Arc<ConsoleAsks>,
 }
 
 impl Downstream {
@@ -40,6 +45,7 @@ impl Downstream {
         Self {
             sessions: Sessions::default(),
             gate: RwLock::new(gate),
+            console_asks: Arc::default(),
         }
     }
 

@@ -7,9 +7,11 @@
 //! `deny`, a declined `ask`, or a client that went away). A `ping` no client can take is
 //! answered by the gateway itself. The gate's `[gate] sampling` and `elicitation` settings
 //! decide first; `ask` puts the request in front of the client's person, through
-//! elicitation, before relaying it.
+//! elicitation, before relaying it (or, when the client cannot elicit, applies
+//! `[gate] ask_fallback`, which may hold it in the operator console).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
@@ -23,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Downstream;
 use super::calls::{CallRoutes, Caller, Unrelated};
+use crate::approvals::{ConsoleAsks, Subject};
 use crate::config::{AskFallback, RuleDecision};
 
 /// The kinds of request an upstream may send its client.
@@ -157,7 +160,13 @@ pub async fn relay(
                 kind.what(),
                 kind.method()
             );
-            if let Err(why) = ask(&caller, question, gate.ask_fallback, &context.ct).await {
+            let fallback = Fallback {
+                setting: gate.ask_fallback,
+                console: &downstream.console_asks,
+                timeout: Duration::from_millis(gate.ask_timeout_ms),
+                what: format!("{} from `{server}`", kind.method()),
+            };
+            if let Err(why) = ask(&caller, question, fallback, &context.ct).await {
                 return Err(refuse(why));
             }
         }
@@ -187,16 +196,40 @@ fn setting(kind: Kind) -> &'static str {
     }
 }
 
+/// What an `ask` becomes when the client cannot be asked.
+struct Fallback<'a> {
+    setting: AskFallback,
+    /// Where the question waits with `ask_fallback = "console"`.
+    console: &'a ConsoleAsks,
+    timeout: Duration,
+    /// What the console shows as asking (`sampling/createMessage from `srv``).
+    what: String,
+}
+
 /// Asks the caller's person; `Err` says why the request may not go ahead.
 async fn ask(
     caller: &Caller,
     question: String,
-    fallback: AskFallback,
+    fallback: Fallback<'_>,
     cancel: &CancellationToken,
 ) -> Result<(), String> {
     if !Kind::FormElicitation.supported_by(&caller.peer) {
-        return match fallback {
+        return match fallback.setting {
             AskFallback::Allow => Ok(()),
+            AskFallback::Console => {
+                let subject = Subject {
+                    what: fallback.what.clone(),
+                    session: caller.session.to_string(),
+                    profile: String::new(),
+                    reason: question.clone(),
+                    arguments: serde_json::Value::Null,
+                };
+                let held = fallback
+                    .console
+                    .hold(subject, fallback.timeout, cancel)
+                    .await;
+                held.map_err(|unanswered| unanswered.explain(&fallback.what, &question))
+            }
             AskFallback::Deny => Err(
                 "it needs a person's approval, but the client cannot be asked (no elicitation); \
                  [gate] ask_fallback is deny"

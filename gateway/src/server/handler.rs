@@ -23,6 +23,7 @@ use serde_json::json;
 
 use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
+use crate::observe::sessions::Transport;
 use crate::pipeline::{CallRequest, Origin, Session};
 use crate::registry::resource_uri;
 use crate::registry::view::SessionView;
@@ -56,14 +57,17 @@ pub struct GatewayServer {
     /// The profile the transport chose (HTTP path or `--profile`); on streamable HTTP a
     /// token bound to a profile overrides it at `initialize` ([`session_profile`]).
     profile: Option<String>,
+    /// How the client reached the gateway (shown in the console's Sessions page).
+    transport: Transport,
     session: Arc<OnceLock<Arc<Session>>>,
 }
 
 impl GatewayServer {
-    pub fn new(gateway: Arc<Gateway>, profile: Option<String>) -> Self {
+    pub fn new(gateway: Arc<Gateway>, profile: Option<String>, transport: Transport) -> Self {
         Self {
             gateway,
             profile,
+            transport,
             session: Arc::default(),
         }
     }
@@ -85,9 +89,15 @@ impl GatewayServer {
         if let Some(session) = self.session.get() {
             return Ok(session);
         }
-        let session = self.gateway.new_session(profile).ok_or_else(|| {
-            ErrorData::invalid_params(format!("unknown profile `{}`", profile.unwrap_or("")), None)
-        })?;
+        let session = self
+            .gateway
+            .new_session(profile, self.transport)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("unknown profile `{}`", profile.unwrap_or("")),
+                    None,
+                )
+            })?;
         Ok(self.session.get_or_init(|| session))
     }
 
@@ -215,7 +225,12 @@ impl ServerHandler for GatewayServer {
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let profile = session_profile(self.profile.as_deref(), credentials(&context).as_ref());
-        self.session_for(profile.as_deref())?;
+        let session = self.session_for(profile.as_deref())?;
+        self.gateway.sessions.set_client(
+            &session.id,
+            &request.client_info.name,
+            &request.client_info.version,
+        );
         self.negotiate_initialize(&request)
     }
 

@@ -1,6 +1,6 @@
 //! The HTTP listener: the routes (`/mcp`, `/mcp/{profile}`, `/sse`, `/sse/{profile}`,
-//! `/message`, `/healthz`, `/readyz`, `/metrics`), the accept loop that bounds connections,
-//! and the security guard every request passes first.
+//! `/message`, `/healthz`, `/readyz`, `/metrics`, and the operator console at `/ui`), the
+//! accept loop that bounds connections, and the security guard every request passes first.
 //!
 //! - [`connections`]: the accept loop (request-head timeout, connection cap, graceful
 //!   close).
@@ -29,7 +29,7 @@ use security::{SecurityGuard, SecurityLayer};
 /// gets 404.
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
-    let guard = SecurityGuard::new(&config.listen)?;
+    let guard = Arc::new(SecurityGuard::new(&config.listen)?);
     let default = streamable_http::service(&gateway, None, &shutdown);
     let mut router = Router::new()
         .route_service("/mcp", default.clone())
@@ -47,6 +47,9 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         router = router
             .route_service(&format!("/mcp/{name}"), service.clone())
             .route_service(&format!("/mcp/{name}/"), service);
+    }
+    if config.listen.ui_enabled() {
+        router = router.merge(crate::ui::router(gateway.clone(), guard.clone()));
     }
     let router = router
         .merge(sse::service(&gateway, shutdown))

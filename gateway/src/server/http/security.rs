@@ -32,6 +32,11 @@
 //!    `max_body_bytes` and the client gets a 413, not a handler's read error. MCP messages are
 //!    single JSON documents, so buffering costs nothing that streaming would have saved.
 //!
+//! The operator console (`/ui`, when `[listen] ui` is on) is the one exception to step 3:
+//! a browser cannot attach a bearer header to a page load, so the console checks the token
+//! itself, once, at its login, with [`SecurityGuard::verify_token`], and then admits its own
+//! cookie (`crate::ui::auth`). Host, Origin and body size are checked for it all the same.
+//!
 //! Unauthenticated requests never reach the body check: a stranger learns only "401".
 //! On success the request carries its [`Credentials`]: which token was presented and the
 //! profile bound to it, if any. Sessions are bound to the credentials that opened them. `/healthz` is not exempt: it shows each upstream's state and last error,
@@ -133,6 +138,8 @@ pub struct TokenId(u32);
 /// The checks, prepared from a [`ListenConfig`]; shared by every connection.
 pub struct SecurityGuard {
     tokens: Vec<KnownToken>,
+    /// Whether `/ui` is served (and so authenticates by its own cookie).
+    console: bool,
     allowed_hosts: Vec<HostRule>,
     allowed_origins: Vec<OriginRule>,
     max_body_bytes: usize,
@@ -189,6 +196,7 @@ impl SecurityGuard {
         )?;
         Ok(Self {
             tokens,
+            console: config.ui_enabled(),
             allowed_hosts,
             allowed_origins,
             max_body_bytes: config.max_body_bytes,
@@ -201,7 +209,15 @@ impl SecurityGuard {
         let (mut parts, body) = request.into_parts();
         self.check_host(&parts)?;
         self.check_origin(&parts.headers)?;
-        let credentials = self.authenticate(&parts.headers)?;
+        let credentials = if self.console && is_console_path(parts.uri.path()) {
+            // The console admits its own login cookie (or nothing but its login page).
+            Credentials {
+                token: None,
+                profile: None,
+            }
+        } else {
+            self.authenticate(&parts.headers)?
+        };
         let body = self.bounded_body(&parts.headers, body).await?;
         parts.extensions.insert(credentials);
         Ok(Request::from_parts(parts, body))
@@ -255,6 +271,26 @@ impl SecurityGuard {
         let Some(presented) = headers.get(header::AUTHORIZATION).and_then(bearer_token) else {
             return Err(Rejection::MissingToken);
         };
+        self.verify_token(presented).ok_or_else(|| {
+            tracing::warn!("rejected a request: wrong bearer token");
+            Rejection::WrongToken
+        })
+    }
+
+    /// Whether any token is configured (else every request is admitted without one).
+    pub fn tokens_required(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The credentials of a presented token, or `None` when it is none of the configured
+    /// ones; in constant time (see the module doc). With no tokens configured, anything.
+    pub fn verify_token(&self, presented: &[u8]) -> Option<Credentials> {
+        if self.tokens.is_empty() {
+            return Some(Credentials {
+                token: None,
+                profile: None,
+            });
+        }
         let digest = sha256(presented);
         let mut found = Choice::from(0);
         let mut index = 0u32;
@@ -263,15 +299,10 @@ impl SecurityGuard {
             found |= equal;
             index.conditional_assign(&(i as u32), equal);
         }
-        if bool::from(found) {
-            Ok(Credentials {
-                token: Some(TokenId(index)),
-                profile: self.tokens[index as usize].profile.clone(),
-            })
-        } else {
-            tracing::warn!("rejected a request: wrong bearer token");
-            Err(Rejection::WrongToken)
-        }
+        bool::from(found).then(|| Credentials {
+            token: Some(TokenId(index)),
+            profile: self.tokens[index as usize].profile.clone(),
+        })
     }
 
     async fn bounded_body(&self, headers: &HeaderMap, body: Body) -> Result<Body, Rejection> {
@@ -304,6 +335,12 @@ impl SecurityGuard {
         }
         Ok(Body::from(buffer))
     }
+}
+
+/// `/ui` and everything under it.
+fn is_console_path(path: &str) -> bool {
+    path.strip_prefix("/ui")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 fn parse_all<T>(
@@ -436,10 +473,8 @@ pub struct SecurityLayer {
 }
 
 impl SecurityLayer {
-    pub fn new(guard: SecurityGuard) -> Self {
-        Self {
-            guard: Arc::new(guard),
-        }
+    pub fn new(guard: Arc<SecurityGuard>) -> Self {
+        Self { guard }
     }
 }
 
@@ -538,7 +573,9 @@ mod tests {
         Router::new()
             .route("/mcp", post(echo))
             .route("/healthz", get(|| async { "ok" }))
-            .layer(SecurityLayer::new(SecurityGuard::new(config).unwrap()))
+            .layer(SecurityLayer::new(Arc::new(
+                SecurityGuard::new(config).unwrap(),
+            )))
     }
 
     /// A request with the given headers (`None` values are left out).
@@ -671,6 +708,39 @@ mod tests {
             let got = status(&config, request(path, &headers, Body::empty())).await;
             assert_eq!(got, expected, "{path} {authorization:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_console_checks_its_own_login_only_when_it_is_served() {
+        // On (the loopback default), `/ui` passes to the console's own cookie check
+        // (this test app has no console: 404); off, it is guarded like any other path.
+        // Host and Origin are checked either way.
+        let app_with = |ui: Option<bool>| ListenConfig {
+            ui,
+            ..config(&[(TOKEN, None)])
+        };
+        let ui_get = |host: &str, origin: Option<&str>| {
+            request(
+                "/ui/api/servers",
+                &[(header::HOST, Some(host)), (header::ORIGIN, origin)],
+                Body::empty(),
+            )
+        };
+        for (ui, expected) in [
+            (None, StatusCode::NOT_FOUND),
+            (Some(true), StatusCode::NOT_FOUND),
+            (Some(false), StatusCode::UNAUTHORIZED),
+        ] {
+            let got = status(&app_with(ui), ui_get(LOOPBACK, None)).await;
+            assert_eq!(got, expected, "ui = {ui:?}");
+        }
+        let foreign_host = status(&app_with(None), ui_get("evil.example", None)).await;
+        assert_eq!(foreign_host, StatusCode::FORBIDDEN);
+        let foreign_origin = ui_get(LOOPBACK, Some("https://evil.example"));
+        assert_eq!(
+            status(&app_with(None), foreign_origin).await,
+            StatusCode::FORBIDDEN
+        );
     }
 
     #[tokio::test]

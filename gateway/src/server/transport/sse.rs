@@ -50,6 +50,7 @@ use tokio_util::sync::CancellationToken;
 use super::delivered::Delivered;
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
+use crate::observe::sessions::Transport as SessionTransport;
 use crate::server::handler::{GatewayServer, session_profile};
 use crate::server::http::security::Credentials;
 use crate::server::unknown_profile;
@@ -215,7 +216,7 @@ pub fn service(gateway: &Arc<Gateway>, shutdown: CancellationToken) -> Router {
         if !gateway.has_profile(profile.as_deref()) {
             return Err(not_found(profile.as_deref().unwrap_or_default()));
         }
-        let server = GatewayServer::new(gateway.clone(), profile);
+        let server = GatewayServer::new(gateway.clone(), profile, SessionTransport::Sse);
         let transport = Delivered::new(
             Handshake::new(transport, server.supported_protocol_versions()),
             gateway.drain().clone(),

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::delivered::Delivered;
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
 use crate::server::ServeError;
 use crate::server::handler::{GatewayServer, session_profile};
 
@@ -34,7 +35,7 @@ pub async fn serve(
         return Err(ServeError::UnknownProfile(profile.unwrap_or_default()));
     }
     let drain = gateway.drain().clone();
-    let server = GatewayServer::new(gateway, profile);
+    let server = GatewayServer::new(gateway, profile, Transport::Stdio);
     let (stdin, stdout) = streams();
     let transport = Delivered::new(
         Handshake::new(

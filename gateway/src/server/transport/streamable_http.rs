@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
 use crate::server::handler::GatewayServer;
 use crate::server::http::security::Credentials;
 
@@ -51,7 +52,13 @@ pub fn service(
     manager.session_config.completed_cache_ttl = ANSWERED_STREAMS_KEPT;
     let manager = Arc::new(manager);
     let service = StreamableHttpService::new(
-        move || Ok(GatewayServer::new(gateway.clone(), profile.clone())),
+        move || {
+            Ok(GatewayServer::new(
+                gateway.clone(),
+                profile.clone(),
+                Transport::StreamableHttp,
+            ))
+        },
         manager.clone(),
         config,
     );

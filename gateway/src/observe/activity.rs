@@ -1,0 +1,283 @@
+//! The recent calls across every session, kept in memory for the operator console's
+//! Activity page: who called what, what the gate decided, how long it took, how big the
+//! answer was and how it failed, with the pipeline trace of each call.
+//!
+//! [`Activity`] is a result observer, so it sees every call the pipeline runs — clients'
+//! calls, run_code's bound calls and the console's own "try it" — exactly as the session
+//! log does. It keeps the last [`KEPT_CALLS`] finished calls (older ones are in the
+//! session logs) and counts calls per session in the session's own state.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use rmcp::model::CallToolResult;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::approvals::unix_ms;
+use crate::pipeline::trace::gate_parts;
+use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
+use crate::redact::Masked;
+
+/// Finished calls kept in memory.
+pub const KEPT_CALLS: usize = 1000;
+
+/// How much of a result's text the trace keeps.
+const RESULT_PREVIEW_CHARS: usize = 4000;
+
+/// One call, as the console shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    /// Increasing across the process; the console asks for calls after the last it saw.
+    pub seq: u64,
+    /// Unix milliseconds when the call arrived.
+    pub at_ms: u64,
+    pub session: String,
+    pub profile: String,
+    pub tool: String,
+    /// `client`, or `code` for a call made by a run_code program.
+    pub origin: &'static str,
+    /// `allow`, `deny`, `ask` or `pass` (no rule decided); `None` when the call never
+    /// reached the gate (unknown tool).
+    pub gate: Option<&'static str>,
+    pub gate_reason: Option<String>,
+    /// For `ask`: whether the person approved.
+    pub approved: Option<bool>,
+    pub duration_ms: f64,
+    /// Bytes of the result's content and structured value, as JSON.
+    pub result_bytes: usize,
+    pub is_error: bool,
+    /// The gateway's own error code, when the call failed here.
+    pub error_code: Option<&'static str>,
+    pub error_message: Option<String>,
+    /// Arguments with secret-looking fields masked.
+    pub arguments: Value,
+    /// What each stage decided, in order.
+    pub steps: Vec<Value>,
+    /// The start of the result's text, for the trace view.
+    pub result_preview: String,
+}
+
+/// The recorder. Share it with `Arc`.
+#[derive(Default)]
+pub struct Activity {
+    next_seq: AtomicU64,
+    /// Calls in flight, by the address of their invocation (stable for the whole call:
+    /// the pipeline borrows it from `call_started` to `result`).
+    in_flight: Mutex<HashMap<usize, CallRecord>>,
+    finished: Mutex<VecDeque<Arc<CallRecord>>>,
+    /// The newest finished `seq`, so the console can wait for new calls.
+    latest: watch::Sender<u64>,
+}
+
+/// Calls a session has made (kept in the session's own state).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallCount(pub u64);
+
+impl Activity {
+    /// Finished calls with `seq` above `after`, oldest first, at most `limit`.
+    pub fn since(&self, after: u64, limit: usize) -> Vec<Arc<CallRecord>> {
+        let finished = lock(&self.finished);
+        let start = finished.partition_point(|c| c.seq <= after);
+        let from = start.max(finished.len().saturating_sub(limit));
+        finished.range(from..).cloned().collect()
+    }
+
+    /// One finished call by `seq`, while it is still kept.
+    pub fn get(&self, seq: u64) -> Option<Arc<CallRecord>> {
+        let finished = lock(&self.finished);
+        let index = finished.binary_search_by_key(&seq, |c| c.seq).ok()?;
+        finished.get(index).cloned()
+    }
+
+    /// A receiver that changes when a call finishes.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.latest.subscribe()
+    }
+
+    fn key(invocation: &Invocation) -> usize {
+        std::ptr::from_ref(invocation) as usize
+    }
+}
+
+impl ResultObserver for Activity {
+    fn call_started(&self, invocation: &Invocation) {
+        invocation
+            .session
+            .with_state(|count: &mut CallCount| count.0 += 1);
+        let arguments =
+            serde_json::to_value(Masked(&invocation.arguments_value())).unwrap_or_default();
+        let record = CallRecord {
+            seq: 0,
+            at_ms: unix_ms(SystemTime::now()),
+            session: invocation.session.id.clone(),
+            profile: invocation.session.profile.name.clone(),
+            tool: invocation.tool.clone(),
+            origin: match invocation.origin {
+                Origin::Client => "client",
+                Origin::Code { .. } => "code",
+            },
+            gate: None,
+            gate_reason: None,
+            approved: None,
+            duration_ms: 0.0,
+            result_bytes: 0,
+            is_error: false,
+            error_code: None,
+            error_message: None,
+            arguments,
+            steps: Vec::new(),
+            result_preview: String::new(),
+        };
+        lock(&self.in_flight).insert(Self::key(invocation), record);
+    }
+
+    fn step(&self, invocation: &Invocation, step: &Step<'_>) {
+        let mut in_flight = lock(&self.in_flight);
+        let Some(record) = in_flight.get_mut(&Self::key(invocation)) else {
+            return;
+        };
+        match step {
+            Step::Gate(decision) => {
+                let (name, reason) = gate_parts(decision);
+                record.gate = Some(name);
+                record.gate_reason = reason.map(str::to_owned);
+            }
+            Step::Asked(refusal) => record.approved = Some(refusal.is_none()),
+            _ => {}
+        }
+        record.steps.push(step.to_json());
+    }
+
+    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult) {
+        let Some(mut record) = lock(&self.in_flight).remove(&Self::key(invocation)) else {
+            return;
+        };
+        record.duration_ms = invocation.started.elapsed().as_secs_f64() * 1000.0;
+        record.result_bytes =
+            json_len(&result.content) + result.structured_content.as_ref().map_or(0, json_len);
+        record.is_error = result.is_error == Some(true);
+        record.error_code = error.map(|e| e.code.as_str());
+        record.error_message = error.map(|e| e.message.clone());
+        record.result_preview = preview(result);
+        let mut finished = lock(&self.finished);
+        record.seq = self.next_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let seq = record.seq;
+        finished.push_back(Arc::new(record));
+        if finished.len() > KEPT_CALLS {
+            finished.pop_front();
+        }
+        drop(finished);
+        self.latest.send_replace(seq);
+    }
+}
+
+/// The result's text content (and structured value), cut to a preview.
+fn preview(result: &CallToolResult) -> String {
+    let mut text = String::new();
+    for block in &result.content {
+        match block.as_text() {
+            Some(t) => text.push_str(&t.text),
+            None => text.push_str(&serde_json::to_string(block).unwrap_or_default()),
+        }
+        text.push('\n');
+        if text.len() > RESULT_PREVIEW_CHARS {
+            break;
+        }
+    }
+    if let Some(value) = &result.structured_content {
+        text.push_str(&value.to_string());
+    }
+    if text.chars().count() > RESULT_PREVIEW_CHARS {
+        text = text.chars().take(RESULT_PREVIEW_CHARS).collect();
+        text.push_str(" …");
+    }
+    text
+}
+
+/// The length of `value` as JSON, without building the string.
+fn json_len(value: &impl Serialize) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ContentBlock;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::pipeline::{ErrorCode, GateDecision, Session};
+    use crate::registry::profile::Profiles;
+
+    fn invocation(session: &Arc<Session>, tool: &str) -> Invocation {
+        Invocation {
+            session: session.clone(),
+            tool: tool.into(),
+            arguments: json!({"key": "k", "password": "hunter2"})
+                .as_object()
+                .cloned(),
+            target: None,
+            cancel: CancellationToken::new(),
+            caller: None,
+            peer: None,
+            origin: Origin::Client,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    #[test]
+    fn records_each_call_with_its_gate_decision_and_trace() {
+        let profile = Profiles::new(&Config::default()).get(None).unwrap();
+        let session = Arc::new(Session::new("s1".into(), profile, None));
+        let activity = Activity::default();
+
+        let first = invocation(&session, "mcp__kv__get");
+        activity.call_started(&first);
+        activity.step(&first, &Step::Gate(&GateDecision::Allow));
+        activity.result(
+            &first,
+            None,
+            &CallToolResult::success(vec![ContentBlock::text("v")]),
+        );
+
+        let second = invocation(&session, "mcp__kv__delete");
+        activity.call_started(&second);
+        let reason = "deleting".to_owned();
+        activity.step(&second, &Step::Gate(&GateDecision::Deny { reason }));
+        let denied = ToolError::new(ErrorCode::Denied, "no");
+        activity.result(&second, Some(&denied), &denied.to_result());
+
+        let calls = activity.since(0, 10);
+        assert_eq!(calls.len(), 2);
+        assert_eq!((calls[0].seq, calls[0].gate), (1, Some("allow")));
+        assert_eq!(calls[0].arguments["password"], "***", "secrets are masked");
+        assert!(calls[0].result_bytes > 0);
+        assert_eq!(calls[1].gate, Some("deny"));
+        assert_eq!(calls[1].error_code, Some("DENIED"));
+        assert_eq!(calls[1].steps[0]["reason"], "deleting");
+        assert_eq!(activity.since(1, 10).len(), 1, "only calls after seq 1");
+        assert_eq!(activity.get(2).unwrap().tool, "mcp__kv__delete");
+        assert_eq!(session.with_state(|count: &mut CallCount| count.0), 2);
+    }
+}

@@ -1,0 +1,269 @@
+//! Who may use the console: a token entered once, then a cookie.
+//!
+//! The login form posts one of the `[listen] tokens` (checked by the listener's own guard,
+//! in constant time); the console answers with a random login id in an `HttpOnly`,
+//! `SameSite=Strict` cookie scoped to `/ui`, and a CSRF token that the page keeps in memory
+//! and sends as `X-CSRF-Token` with every state-changing request. So a page on another
+//! site can neither read the cookie nor forge a request that carries the CSRF token (and
+//! the guard refuses foreign Origins besides). With no tokens configured (loopback only)
+//! the login needs none.
+//!
+//! A token bound to a profile cannot open the console: the console restarts servers and
+//! answers questions for everyone, which is an operator's business.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::{FromRequestParts, State};
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, header};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::UiState;
+use super::error::UiError;
+use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
+use crate::pipeline::Session;
+use crate::registry::profile::DEFAULT_PROFILE;
+
+/// The cookie's name.
+pub const COOKIE: &str = "mcp_gateway_console";
+
+/// The header that carries the CSRF token.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// How long a login lasts.
+const LOGIN_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// Logins kept at once; the oldest goes first.
+const MAX_LOGINS: usize = 256;
+
+/// One browser's login.
+pub struct Login {
+    pub csrf: String,
+    opened: Instant,
+    /// The console's own sessions ("try it"), one per profile, made on first use.
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Login {
+    /// The console's session with `profile` for this login.
+    pub fn session(&self, gateway: &Gateway, profile: &str) -> Result<Arc<Session>, UiError> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(session) = sessions.get(profile) {
+            return Ok(session.clone());
+        }
+        let name = (profile != DEFAULT_PROFILE).then_some(profile);
+        let session = gateway
+            .new_session(name, Transport::Console)
+            .ok_or_else(|| UiError::UnknownProfile(profile.to_owned()))?;
+        gateway.sessions.set_client(
+            &session.id,
+            "mcp-gateway console",
+            env!("CARGO_PKG_VERSION"),
+        );
+        sessions.insert(profile.to_owned(), session.clone());
+        Ok(session)
+    }
+}
+
+/// The open logins, by the digest of their cookie.
+#[derive(Default)]
+pub struct Logins {
+    by_digest: Mutex<HashMap<[u8; 32], Arc<Login>>>,
+}
+
+impl Logins {
+    /// A new login: its cookie value and its state.
+    fn open(&self) -> (String, Arc<Login>) {
+        let cookie = random_hex();
+        let login = Arc::new(Login {
+            csrf: random_hex(),
+            opened: Instant::now(),
+            sessions: Mutex::default(),
+        });
+        let mut logins = self.lock();
+        logins.retain(|_, l| l.opened.elapsed() < LOGIN_LIFETIME);
+        if logins.len() >= MAX_LOGINS
+            && let Some(oldest) = logins.iter().min_by_key(|(_, l)| l.opened).map(|(k, _)| *k)
+        {
+            logins.remove(&oldest);
+        }
+        logins.insert(digest(&cookie), login.clone());
+        (cookie, login)
+    }
+
+    fn find(&self, cookie: &str) -> Option<Arc<Login>> {
+        let login = self.lock().get(&digest(cookie)).cloned()?;
+        (login.opened.elapsed() < LOGIN_LIFETIME).then_some(login)
+    }
+
+    fn close(&self, cookie: &str) {
+        self.lock().remove(&digest(cookie));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Arc<Login>>> {
+        self.by_digest.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A request from a logged-in browser (any method).
+pub struct Operator(pub Arc<Login>);
+
+impl FromRequestParts<UiState> for Operator {
+    type Rejection = UiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &UiState) -> Result<Self, UiError> {
+        cookie(&parts.headers)
+            .and_then(|value| state.logins.find(value))
+            .map(Operator)
+            .ok_or(UiError::LoginRequired)
+    }
+}
+
+/// A state-changing request from a logged-in browser: the cookie and the CSRF token.
+pub struct OperatorAction(pub Arc<Login>);
+
+impl FromRequestParts<UiState> for OperatorAction {
+    type Rejection = UiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &UiState) -> Result<Self, UiError> {
+        let Operator(login) = Operator::from_request_parts(parts, state).await?;
+        let presented = parts
+            .headers
+            .get(CSRF_HEADER)
+            .map(HeaderValue::as_bytes)
+            .unwrap_or_default();
+        if bool::from(presented.ct_eq(login.csrf.as_bytes())) {
+            Ok(OperatorAction(login))
+        } else {
+            tracing::warn!("console: refused a request with a missing or wrong CSRF token");
+            Err(UiError::BadCsrf)
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LoginRequest {
+    #[serde(default)]
+    token: String,
+}
+
+/// `GET /ui/api/login`: whether a token is needed.
+pub async fn login_info(State(state): State<UiState>) -> Json<serde_json::Value> {
+    Json(json!({"token_required": state.guard.tokens_required()}))
+}
+
+/// `POST /ui/api/login {token}`: checks the token, sets the cookie, returns the CSRF token.
+pub async fn login(
+    State(state): State<UiState>,
+    Json(request): Json<LoginRequest>,
+) -> Result<Response, UiError> {
+    let credentials = state
+        .guard
+        .verify_token(request.token.trim().as_bytes())
+        .ok_or_else(|| {
+            tracing::warn!("console: refused a login with a wrong token");
+            UiError::WrongToken
+        })?;
+    if let Some(profile) = credentials.profile {
+        return Err(UiError::ProfileBoundToken(profile));
+    }
+    let (cookie, login) = state.logins.open();
+    let set_cookie = format!(
+        "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
+        LOGIN_LIFETIME.as_secs()
+    );
+    Ok((
+        [(header::SET_COOKIE, set_cookie)],
+        Json(json!({"csrf": login.csrf})),
+    )
+        .into_response())
+}
+
+/// `GET /ui/api/me`: the CSRF token of the login this cookie belongs to (after a page
+/// reload the page has lost it from memory).
+pub async fn me(Operator(login): Operator) -> Json<serde_json::Value> {
+    Json(json!({"csrf": login.csrf}))
+}
+
+/// `POST /ui/api/logout`: ends the login and clears the cookie.
+pub async fn logout(
+    State(state): State<UiState>,
+    OperatorAction(_): OperatorAction,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(value) = cookie(&headers) {
+        state.logins.close(value);
+    }
+    let clear = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    ([(header::SET_COOKIE, clear)], Json(json!({"ok": true}))).into_response()
+}
+
+/// The console cookie's value, if the request carries one.
+fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .find_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == COOKIE && !value.is_empty()).then_some(value)
+        })
+}
+
+/// 256 random bits as hex (two v4 UUIDs carry 244 random bits from the OS; the digest
+/// spreads them).
+fn random_hex() -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(uuid::Uuid::new_v4().as_bytes());
+    hasher.update(uuid::Uuid::new_v4().as_bytes());
+    let mut hex = String::with_capacity(64);
+    for byte in hasher.finalize() {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+fn digest(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_console_cookie_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; mcp_gateway_console=abc; b=2"),
+        );
+        assert_eq!(cookie(&headers), Some("abc"));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("mcp_gateway_console="),
+        );
+        assert_eq!(cookie(&headers), None);
+    }
+
+    #[test]
+    fn logins_are_found_by_their_cookie_only() {
+        let logins = Logins::default();
+        let (cookie, login) = logins.open();
+        assert_eq!(cookie.len(), 64);
+        assert!(Arc::ptr_eq(&logins.find(&cookie).unwrap(), &login));
+        assert!(logins.find("not-it").is_none());
+        logins.close(&cookie);
+        assert!(logins.find(&cookie).is_none());
+    }
+}

@@ -1,0 +1,77 @@
+//! The console's failures, each with a stable code and one HTTP status, answered as
+//! `{"error": {"code", "message"}}` so the page can show them.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde_json::json;
+
+/// Why a console request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    #[error("log in first: this request carries no valid console cookie")]
+    LoginRequired,
+    #[error("the token is not valid")]
+    WrongToken,
+    #[error(
+        "this token is bound to profile `{0}`; the console needs an operator token (one \
+         without a profile)"
+    )]
+    ProfileBoundToken(String),
+    #[error("missing or wrong CSRF token (X-CSRF-Token)")]
+    BadCsrf,
+    #[error("no server named `{0}` is configured")]
+    UnknownServer(String),
+    #[error("no profile named `{0}`")]
+    UnknownProfile(String),
+    #[error("no call {0} is kept (older calls are in the session logs)")]
+    UnknownCall(u64),
+    #[error("the gateway is stopping: servers are no longer restarted, enabled or disabled")]
+    Draining,
+    /// Restarting a server that is not running (disabled).
+    #[error(transparent)]
+    Restart(#[from] crate::registry::RestartError),
+    #[error(transparent)]
+    Ask(#[from] crate::approvals::AnswerError),
+    #[error("bad request: {0}")]
+    BadRequest(String),
+}
+
+impl UiError {
+    /// A stable code for the page and for tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::LoginRequired => "UI_LOGIN_REQUIRED",
+            Self::WrongToken => "UI_WRONG_TOKEN",
+            Self::ProfileBoundToken(_) => "UI_PROFILE_BOUND_TOKEN",
+            Self::BadCsrf => "UI_BAD_CSRF",
+            Self::UnknownServer(_) => "UI_UNKNOWN_SERVER",
+            Self::UnknownProfile(_) => "UI_UNKNOWN_PROFILE",
+            Self::UnknownCall(_) => "UI_UNKNOWN_CALL",
+            Self::Draining => "UI_DRAINING",
+            Self::Restart(e) => e.code(),
+            Self::Ask(e) => e.code(),
+            Self::BadRequest(_) => "UI_BAD_REQUEST",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::LoginRequired | Self::WrongToken => StatusCode::UNAUTHORIZED,
+            Self::ProfileBoundToken(_) | Self::BadCsrf => StatusCode::FORBIDDEN,
+            Self::UnknownServer(_) | Self::UnknownProfile(_) | Self::UnknownCall(_) => {
+                StatusCode::NOT_FOUND
+            }
+            Self::Restart(_) | Self::Ask(_) => StatusCode::CONFLICT,
+            Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        (self.status(), Json(body)).into_response()
+    }
+}

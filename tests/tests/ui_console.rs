@@ -1,0 +1,105 @@
+//! The operator console (`/ui`) in a real browser: headless Chromium (Debian's
+//! `chromium`, installed by scripts/install-browser) driven by npm `playwright-core`
+//! through `tests/ui/console.mjs`, against the gateway binary with the example `kv` and
+//! `slow` upstreams. The script logs in with the token, watches the servers, kills an
+//! upstream and sees it restart, restarts one from its button while a call is in flight
+//! there (the call still gets its answer), disables and enables it, runs a tool from "try
+//! it" and finds it in the activity feed with its gate decision and in the session logs,
+//! approves and denies questions waiting in the console, waits for the metrics interval
+//! holding its calls, and checks that requests without the cookie, with a wrong CSRF token
+//! or from a foreign Origin are refused. On every page: each control has a label, text
+//! meets WCAG AA contrast, nothing is fetched from another origin, and nothing overflows a
+//! phone's width. Screenshots of every page land in `target/ui-screenshots/`.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use mcp_gateway_tests::*;
+
+const TOKEN: &str = "console-test-token-5d1c";
+
+#[test]
+fn an_operator_drives_the_console_in_a_browser() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} is missing: run scripts/install-browser"
+    );
+    let playwright = repo().join("tests/peers/node_modules/playwright-core");
+    assert!(
+        playwright.exists(),
+        "{} is missing: run scripts/install-test-peers",
+        playwright.display()
+    );
+    let config = format!(
+        "[listen]\ntokens = [{token}]\n\n{kv}{slow}\n\
+         [[policy]]\ntool = \"mcp__kv__set\"\ndecision = \"allow\"\n\n\
+         [[policy]]\ntool = \"mcp__kv__delete\"\ndecision = \"ask\"\nreason = \"deleting needs a person\"\n\n\
+         [gate]\nask_fallback = \"console\"\nask_timeout_ms = 60000\n",
+        token = toml_str(TOKEN),
+        kv = example_server("kv", "kv"),
+        slow = example_server("slow", "slow"),
+    );
+    let workspace = Workspace::new(&config);
+    let mut gateway = workspace.serve_http(&[]);
+    let screenshots = target_dir().join("ui-screenshots");
+    let output = workspace.path("console.out");
+    let mut browser = Command::new("node")
+        .arg(repo().join("tests/ui/console.mjs"))
+        .env("GATEWAY_URL", gateway.url(""))
+        .env("GATEWAY_TOKEN", TOKEN)
+        .env("SCREENSHOTS", &screenshots)
+        .env("CHROMIUM", &chromium)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::create(&output).unwrap()))
+        .stderr(Stdio::from(
+            std::fs::File::create(workspace.path("console.err")).unwrap(),
+        ))
+        .spawn()
+        .expect("node runs");
+    let status = wait_exit(&mut browser, Duration::from_secs(240));
+    if status.is_none() {
+        let _ = browser.kill();
+        let _ = browser.wait();
+    }
+    let steps = std::fs::read_to_string(&output).unwrap_or_default();
+    let errors = std::fs::read_to_string(workspace.path("console.err")).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the console script failed ({status:?}):\n{steps}\n{errors}\n--- gateway log:\n{}",
+        gateway.log_text()
+    );
+    assert!(steps.contains("all console checks passed"), "{steps}");
+    for page in [
+        "login",
+        "servers",
+        "catalog",
+        "activity",
+        "approvals",
+        "sessions",
+        "metrics",
+        "config",
+    ] {
+        assert!(
+            screenshots.join(format!("{page}.png")).is_file(),
+            "no screenshot of {page}"
+        );
+    }
+    // The console's calls went through the session log like any other.
+    let events = workspace.session_events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool/result" && e["tool"] == "mcp__kv__set"),
+        "the try-it call is in a session log"
+    );
+    let children = descendants(gateway.pid());
+    let status = gateway.signal_and_wait(libc::SIGTERM, Duration::from_secs(20));
+    assert!(status.is_some(), "the gateway stops on SIGTERM");
+    assert!(
+        eventually(Duration::from_secs(10), || !children
+            .iter()
+            .any(|&c| alive(c))),
+        "no upstream left behind: {children:?}"
+    );
+}
