@@ -6,7 +6,8 @@
 //! Run with `cargo bench -p mcp-gateway --bench gateway` (it builds the gateway and the
 //! example servers in release first, and refuses a binary older than the sources). Where
 //! the baseline is calls too, it runs in alternating rounds with the measured path.
-//! `BENCH_QUICK=1` cuts repetitions;
+//! `BENCH_QUICK=1` cuts repetitions; `BENCH_GATEWAY=PATH` measures another gateway binary
+//! (an older build, say) with the same command;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
 //! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
 //! redis-server and haproxy from scripts/install-cluster-deps).
@@ -50,6 +51,12 @@ struct Row {
     /// `p50_us / baseline_p50_us`.
     #[serde(skip_serializing_if = "Option::is_none")]
     latency_ratio: Option<f64>,
+    /// 99th percentile latency of the baseline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_p99_us: Option<f64>,
+    /// `p99_us / baseline_p99_us`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    p99_ratio: Option<f64>,
     /// Calls (a run_code run is one call) per second on the measured path.
     #[serde(skip_serializing_if = "Option::is_none")]
     calls_per_s: Option<f64>,
@@ -103,13 +110,17 @@ fn percentile(samples: &mut [Duration], p: f64) -> f64 {
 /// A latency row: the measured samples against the baseline's (none: no baseline).
 fn row(scenario: &str, mut samples: Vec<Duration>, mut baseline: Vec<Duration>) -> Row {
     let p50 = percentile(&mut samples, 0.5);
+    let p99 = percentile(&mut samples, 0.99);
     let base = (!baseline.is_empty()).then(|| percentile(&mut baseline, 0.5));
+    let base_p99 = (!baseline.is_empty()).then(|| percentile(&mut baseline, 0.99));
     Row {
         scenario: scenario.to_owned(),
         p50_us: Some(p50),
-        p99_us: Some(percentile(&mut samples, 0.99)),
+        p99_us: Some(p99),
         baseline_p50_us: base,
         latency_ratio: base.map(|base| p50 / base),
+        baseline_p99_us: base_p99,
+        p99_ratio: base_p99.map(|base| p99 / base),
         ..Row::default()
     }
 }
@@ -206,8 +217,12 @@ fn newest_source(workspace: &Path) -> (std::time::SystemTime, PathBuf) {
     newest
 }
 
+/// The gateway measured: the fresh release build, or the binary `BENCH_GATEWAY` names (to
+/// compare two builds with the same command; it is not checked for staleness).
 fn gateway_bin() -> PathBuf {
-    release_bin("mcp-gateway")
+    std::env::var_os("BENCH_GATEWAY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| release_bin("mcp-gateway"))
 }
 
 fn server(name: &str, bin: &str, env: &str) -> String {
@@ -218,8 +233,23 @@ fn server(name: &str, bin: &str, env: &str) -> String {
 }
 
 fn write_config(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("config.toml");
-    std::fs::write(&path, format!("{text}\n[log]\nsessions_dir = false\n")).unwrap();
+    write_config_as(dir, "config.toml", text, false)
+}
+
+/// `text` as configuration file `name` in `dir`, with session logs written under `dir`
+/// (`logged`) or off.
+fn write_config_as(dir: &Path, name: &str, text: &str, logged: bool) -> PathBuf {
+    let path = dir.join(name);
+    let sessions_dir = if logged {
+        format!("{:?}", dir.join("sessions").to_string_lossy())
+    } else {
+        "false".to_owned()
+    };
+    std::fs::write(
+        &path,
+        format!("{text}\n[log]\nsessions_dir = {sessions_dir}\n"),
+    )
+    .unwrap();
     path
 }
 
@@ -392,35 +422,80 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// kv directly vs through the gateway, over stdio and over streamable HTTP (the gateway's
-/// own upstream connection to kv is stdio in both cases).
+/// kv directly vs through the gateway: over stdio and over streamable HTTP downstream,
+/// the gateway reaching kv over stdio, and over streamable HTTP both ways (kv serving
+/// HTTP is then both the baseline and the gateway's upstream). The session log and
+/// metrics are on, as in a deployment; the stdio and HTTP-over-stdio pairs run again
+/// with the session log off.
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let kv = release_bin("kv");
-    let config = write_config(dir, &server("kv", "kv", ""));
-
-    let direct = stdio_client(&kv, &[]).await;
-    let (via, pid) = stdio_client_with_pid(
-        &gateway_bin(),
-        &[
-            "serve",
-            "--stdio",
-            "--wait-for-upstreams",
-            "--config",
-            &config.to_string_lossy(),
-        ],
-    )
-    .await;
-    compare_forwarding(rows, "stdio", &direct, &via, pid).await;
-    via.cancel().await.unwrap();
-    direct.cancel().await.unwrap();
-
     let kv_http = HttpServer::kv();
-    let direct = kv_http.client().await;
-    let gateway = HttpServer::gateway(&config);
-    let via = gateway.client().await;
-    compare_forwarding(rows, "streamable HTTP", &direct, &via, gateway.pid()).await;
-    via.cancel().await.unwrap();
-    direct.cancel().await.unwrap();
+    for logged in [true, false] {
+        let log = if logged {
+            "session log on"
+        } else {
+            "session log off"
+        };
+        let config = write_config_as(
+            dir,
+            &format!("forwarding-{logged}.toml"),
+            &server("kv", "kv", ""),
+            logged,
+        );
+
+        let direct = stdio_client(&kv, &[]).await;
+        let (via, pid) = stdio_client_with_pid(
+            &gateway_bin(),
+            &[
+                "serve",
+                "--stdio",
+                "--wait-for-upstreams",
+                "--config",
+                &config.to_string_lossy(),
+            ],
+        )
+        .await;
+        compare_forwarding(rows, &format!("stdio, {log}"), "stdio", &direct, &via, pid).await;
+        via.cancel().await.unwrap();
+        direct.cancel().await.unwrap();
+
+        let direct = kv_http.client().await;
+        let gateway = HttpServer::gateway(&config);
+        let via = gateway.client().await;
+        let scenario = format!("streamable HTTP (kv over stdio), {log}");
+        compare_forwarding(
+            rows,
+            &scenario,
+            "streamable HTTP",
+            &direct,
+            &via,
+            gateway.pid(),
+        )
+        .await;
+        via.cancel().await.unwrap();
+        direct.cancel().await.unwrap();
+        if !logged {
+            continue;
+        }
+
+        let remote = format!("[servers.kv]\nurl = \"http://{}/mcp\"\n", kv_http.1);
+        let config = write_config_as(dir, "forwarding-http.toml", &remote, true);
+        let direct = kv_http.client().await;
+        let gateway = HttpServer::gateway(&config);
+        let via = gateway.client().await;
+        let scenario = format!("streamable HTTP (kv over streamable HTTP), {log}");
+        compare_forwarding(
+            rows,
+            &scenario,
+            "streamable HTTP",
+            &direct,
+            &via,
+            gateway.pid(),
+        )
+        .await;
+        via.cancel().await.unwrap();
+        direct.cancel().await.unwrap();
+    }
 }
 
 /// How many alternating rounds the direct and the gateway path take turns in, so both
@@ -428,10 +503,11 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
 const ROUNDS: usize = 20;
 
 /// `get` on kv at concurrency 1 and 32, through the gateway (`via`, process `gateway`) and
-/// directly, in alternating rounds: direct, gateway, direct, gateway, …
+/// directly over `direct_transport`, in alternating rounds: direct, gateway, direct, …
 async fn compare_forwarding(
     rows: &mut Vec<Row>,
-    transport: &str,
+    scenario: &str,
+    direct_transport: &str,
     direct: &Client,
     via: &Client,
     gateway: u32,
@@ -449,23 +525,28 @@ async fn compare_forwarding(
     rows.push(Row {
         gateway_cpu_us_per_call: Some(gateway_cpu / calls),
         ..row(
-            &format!("kv get, {transport}, concurrency 1 (vs direct {transport})"),
+            &format!("kv get, {scenario}, concurrency 1 (vs direct {direct_transport})"),
             samples,
             base,
         )
     });
     let per_round = reps(6400) / ROUNDS;
-    let (mut base_time, mut time) = (0.0, 0.0);
+    let (mut base_time, mut time, mut gateway_cpu) = (0.0, 0.0, 0.0);
     for _ in 0..ROUNDS {
         base_time += throughput(direct, "get", args.clone(), 32, per_round).await;
+        let cpu_before = cpu_us(gateway);
         time += throughput(via, "mcp__kv__get", args.clone(), 32, per_round).await;
+        gateway_cpu += cpu_us(gateway) - cpu_before;
     }
     let total = (per_round / 32 * 32 * ROUNDS) as f64;
-    rows.push(rate_row(
-        &format!("kv get, {transport}, concurrency 32 (vs direct {transport})"),
-        total / time,
-        Some(total / base_time),
-    ));
+    rows.push(Row {
+        gateway_cpu_us_per_call: Some(gateway_cpu / total),
+        ..rate_row(
+            &format!("kv get, {scenario}, concurrency 32 (vs direct {direct_transport})"),
+            total / time,
+            Some(total / base_time),
+        )
+    });
 }
 
 /// Schemas are compiled and the SDK generated once per definition, never per call: the
@@ -1218,9 +1299,9 @@ fn main() {
         }
     });
     println!(
-        "| scenario | p50 µs | p99 µs | baseline p50 µs | latency ratio | calls/s | baseline calls/s | throughput ratio | gateway CPU µs/call | other |"
+        "| scenario | p50 µs | p99 µs | baseline p50 µs | latency ratio | baseline p99 µs | p99 ratio | calls/s | baseline calls/s | throughput ratio | gateway CPU µs/call | other |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in &rows {
         let cell = |value: Option<f64>, decimals: usize| {
             value.map_or(String::new(), |v| format!("{v:.decimals$}"))
@@ -1236,12 +1317,14 @@ fn main() {
             r.workers.map(|n| format!("{n} workers")),
         ];
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
             cell(r.p50_us, 1),
             cell(r.p99_us, 1),
             cell(r.baseline_p50_us, 1),
             cell(r.latency_ratio, 2),
+            cell(r.baseline_p99_us, 1),
+            cell(r.p99_ratio, 2),
             cell(r.calls_per_s, 0),
             cell(r.baseline_calls_per_s, 0),
             cell(r.throughput_ratio, 2),

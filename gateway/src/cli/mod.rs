@@ -206,7 +206,13 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(commands::run(cli.command));
+    // The command runs as a task on the runtime's workers, not on this thread inside
+    // `block_on`: there the HTTP accept loop sat on a thread of its own, and as clients
+    // open a connection per call, every call was accepted here and handed to a worker
+    // (one more thread wake-up per call: the main thread's context switches per call).
+    let result = runtime
+        .block_on(runtime.spawn(commands::run(cli.command)))
+        .unwrap_or_else(|panicked| Err(format!("the command failed: {panicked}")));
     // Children are killed when their handles drop; don't wait for stray tasks.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {

@@ -7,12 +7,16 @@
 //! (the date is the session's start in UTC). Each line carries `ts` (RFC 3339, UTC,
 //! milliseconds) and `type`, then the caller's fields.
 //!
-//! **Crash safety.** Appended lines are written by one background thread, batch by batch
-//! (usually one event per batch; more under a burst), each batch as its own complete zstd
-//! frame with a content checksum, in one `write` call. Concatenated frames are a valid zstd
-//! stream, so `zstdcat session.jsonl.zst` works at any moment. If the gateway dies, what is
-//! lost is what was not written yet — the event of the last few microseconds, or the frame
-//! being written, which is cut short: [`read_events`] skips a cut last frame and `zstdcat`
+//! **Crash safety.** Appended lines are written by one background thread, batch by batch,
+//! each batch as its own complete zstd frame with a content checksum, in one `write` call.
+//! The writer lets a session's events gather for [`GATHER`] after the first one before it
+//! writes them, so a quick call's `tool/call` and `tool/result` (and, under load, many
+//! calls') make one frame and one wake-up of the writer instead of one per event: waking
+//! it, compressing and writing per event cost about as much CPU as the rest of a forwarded
+//! call and competed with the calls for the cores (perf, `cargo bench --bench gateway`).
+//! Concatenated frames are a valid zstd stream, so `zstdcat session.jsonl.zst` works at any
+//! moment. If the gateway dies, what is lost is what was not written yet — the events of
+//! the last few milliseconds, or the frame being written, which is cut short: [`read_events`] skips a cut last frame and `zstdcat`
 //! prints everything before it (then complains). Reopening a log with a cut tail trims it
 //! first, so later events stay readable. Nothing is fsynced: a process crash loses nothing
 //! written, a power cut may lose what the OS had not flushed yet.
@@ -51,6 +55,10 @@ pub const FILE_NAME: &str = "session.jsonl.zst";
 
 /// zstd's default level: a good ratio at a few hundred MB/s.
 const COMPRESSION_LEVEL: i32 = 3;
+
+/// How long the writer thread lets events gather before writing them (see the module
+/// documentation: this bounds what a crash loses).
+pub const GATHER: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Bytes appended but not yet written beyond which `append` writes them itself.
 pub const MAX_PENDING_BYTES: usize = 4 * 1024 * 1024;
@@ -240,7 +248,14 @@ fn hand_to_writer(shared: &Arc<Shared>) -> bool {
         let (sender, receiver) = mpsc::channel::<Arc<Shared>>();
         let spawned = thread::Builder::new()
             .name("session-log-writer".to_owned())
-            .spawn(move || receiver.into_iter().for_each(|shared| shared.flush()));
+            .spawn(move || {
+                while let Ok(first) = receiver.recv() {
+                    // Sessions stay queued while their events gather: no more wake-ups.
+                    thread::sleep(GATHER);
+                    first.flush();
+                    receiver.try_iter().for_each(|shared| shared.flush());
+                }
+            });
         spawned.ok().map(|_| sender)
     });
     writer

@@ -45,8 +45,12 @@ pub fn service(
         state.clone(),
         &uuid::Uuid::new_v4().simple().to_string(),
     ));
-    // Host, Origin and body size are checked by the security layer in front.
+    // Host, Origin and body size are checked by the security layer in front. A request
+    // served without a session (protocol 2026-07-28 on) whose first message is its answer
+    // gets a plain JSON body instead of a one-event stream; rmcp still streams when the
+    // call sends anything first. Sessions opened by `initialize` keep rmcp's streams.
     let mut config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
         .disable_allowed_hosts()
         .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
         .with_cancellation_token(shutdown.child_token());
