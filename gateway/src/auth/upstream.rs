@@ -301,20 +301,24 @@ impl OAuthUpstream {
             .map(|t| (t.secret(), "refresh_token"));
         let access = Some((tokens.access_token().secret(), "access_token"));
         for (token, hint) in refresh.into_iter().chain(access) {
-            let mut form = url::form_urlencoded::Serializer::new(String::new());
-            form.append_pair("token", token)
-                .append_pair("token_type_hint", hint)
-                .append_pair("client_id", &credentials.client_id);
-            if let Some(secret) = &self.settings.client_secret {
-                form.append_pair("client_secret", secret);
-            }
+            // The serializer is not `Send`: it is done with before the request is awaited.
+            let body = {
+                let mut form = url::form_urlencoded::Serializer::new(String::new());
+                form.append_pair("token", token)
+                    .append_pair("token_type_hint", hint)
+                    .append_pair("client_id", &credentials.client_id);
+                if let Some(secret) = &self.settings.client_secret {
+                    form.append_pair("client_secret", secret);
+                }
+                form.finish()
+            };
             let response = reqwest::Client::new()
                 .post(endpoint)
                 .header(
                     http::header::CONTENT_TYPE,
                     "application/x-www-form-urlencoded",
                 )
-                .body(form.finish())
+                .body(body)
                 .timeout(Duration::from_secs(10))
                 .send()
                 .await
