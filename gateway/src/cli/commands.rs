@@ -14,7 +14,7 @@ use crate::gateway::Gateway;
 use crate::observe::session_log;
 use crate::observe::sessions::Transport;
 use crate::pipeline::CallRequest;
-use crate::pipeline::{Origin, Session};
+use crate::pipeline::Session;
 use crate::registry::search::Hit;
 use crate::search_tools::Query;
 use crate::server;
@@ -122,18 +122,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 .new_session(profile.as_deref(), Transport::Cli)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
             let result = gateway
-                .call(
-                    &session,
-                    CallRequest {
-                        name: tool,
-                        arguments: Some(arguments),
-                        cancel: CancellationToken::new(),
-                        peer: None,
-                        caller: None,
-                        origin: Origin::Client,
-                        trace: opentelemetry::Context::new(),
-                    },
-                )
+                .call(&session, CallRequest::operator(tool, Some(arguments)))
                 .await;
             println!(
                 "{}",
@@ -168,15 +157,10 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             let result = gateway
                 .call(
                     &session,
-                    CallRequest {
-                        name: crate::code::tool::RUN_CODE.into(),
-                        arguments: serde_json::json!({"code": program}).as_object().cloned(),
-                        cancel: CancellationToken::new(),
-                        peer: None,
-                        caller: None,
-                        origin: Origin::Client,
-                        trace: opentelemetry::Context::new(),
-                    },
+                    CallRequest::operator(
+                        crate::code::tool::RUN_CODE,
+                        serde_json::json!({"code": program}).as_object().cloned(),
+                    ),
                 )
                 .await;
             for block in &result.content {

@@ -110,6 +110,22 @@ pub struct CallRequest {
     pub trace: Context,
 }
 
+impl CallRequest {
+    /// A call the operator makes from the command line or the console: no MCP client to
+    /// ask or report progress to, nothing to cancel it, a trace of its own.
+    pub fn operator(name: impl Into<String>, arguments: Option<JsonObject>) -> Self {
+        Self {
+            name: name.into(),
+            arguments,
+            cancel: CancellationToken::new(),
+            peer: None,
+            caller: None,
+            origin: Origin::Client,
+            trace: Context::new(),
+        }
+    }
+}
+
 /// A call on its way through the pipeline.
 pub struct Invocation {
     pub session: Arc<Session>,

@@ -270,25 +270,35 @@ async fn keep_subscribed(
     }
 }
 
+impl RedisState {
+    /// Sets one field of a session's record and restarts its TTL, in one transaction.
+    async fn set_session_field(
+        &self,
+        id: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<(), StateError> {
+        let mut connection = self.connection()?;
+        let key = self.key("session", id);
+        let result = redis::pipe()
+            .atomic()
+            .hset(&key, field, value)
+            .ignore()
+            .expire(&key, Self::secs(self.session_ttl) as i64)
+            .ignore()
+            .query_async::<()>(&mut connection)
+            .await;
+        self.observe(result)
+    }
+}
+
 impl SharedState for RedisState {
     fn set_owner<'a>(
         &'a self,
         id: &'a str,
         owner: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), StateError>> {
-        Box::pin(async move {
-            let mut connection = self.connection()?;
-            let key = self.key("session", id);
-            let result = redis::pipe()
-                .atomic()
-                .hset(&key, "owner", owner.unwrap_or(""))
-                .ignore()
-                .expire(&key, Self::secs(self.session_ttl) as i64)
-                .ignore()
-                .query_async::<()>(&mut connection)
-                .await;
-            self.observe(result)
-        })
+        Box::pin(self.set_session_field(id, "owner", owner.unwrap_or("")))
     }
 
     fn set_handshake<'a>(
@@ -296,19 +306,7 @@ impl SharedState for RedisState {
         id: &'a str,
         handshake: &'a str,
     ) -> BoxFuture<'a, Result<(), StateError>> {
-        Box::pin(async move {
-            let mut connection = self.connection()?;
-            let key = self.key("session", id);
-            let result = redis::pipe()
-                .atomic()
-                .hset(&key, "handshake", handshake)
-                .ignore()
-                .expire(&key, Self::secs(self.session_ttl) as i64)
-                .ignore()
-                .query_async::<()>(&mut connection)
-                .await;
-            self.observe(result)
-        })
+        Box::pin(self.set_session_field(id, "handshake", handshake))
     }
 
     fn touch_session<'a>(

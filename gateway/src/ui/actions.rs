@@ -15,13 +15,11 @@ use axum::extract::{Path, State};
 use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::UiState;
 use super::auth::OperatorAction;
 use super::error::UiError;
 use crate::pipeline::CallRequest;
-use crate::pipeline::Origin;
 use crate::registry::profile::DEFAULT_PROFILE;
 
 /// `POST /ui/api/servers/{name}/{restart|disable|enable}`.
@@ -92,18 +90,7 @@ pub async fn call(
     let session = login.session(gateway, profile)?;
     let before = *gateway.activity.watch().borrow();
     let result = gateway
-        .call(
-            &session,
-            CallRequest {
-                name: form.tool,
-                arguments: form.arguments,
-                cancel: CancellationToken::new(),
-                peer: None,
-                caller: None,
-                origin: Origin::Client,
-                trace: opentelemetry::Context::new(),
-            },
-        )
+        .call(&session, CallRequest::operator(form.tool, form.arguments))
         .await;
     // The call's own record: the newest of this session's calls since it began.
     let seq = gateway

@@ -175,7 +175,7 @@ pub fn children() -> Vec<u32> {
 
 /// Wait (bounded) until this process has exactly `n` children; returns the last count.
 pub async fn settle_children(n: usize) -> usize {
-    for _ in 0..200 {
+    for _ in 0..1000 {
         let count = children().len();
         if count == n {
             return count;
