@@ -84,6 +84,7 @@ fn config_check(file: &Path) -> std::process::Output {
         .env("TOKEN", "t")
         .env("GATEWAY_TOKEN", "g")
         .env("CI_TOKEN", "c")
+        .env("REDIS_URL", "redis://127.0.0.1:6379")
         .output()
         .unwrap()
 }

@@ -188,6 +188,7 @@ fn run_cli(
         .env("RUST_LOG", "warn")
         .env("GATEWAY_TOKEN", "fuzz-token")
         .env("CI_TOKEN", "fuzz-ci")
+        .env("REDIS_URL", "redis://127.0.0.1:6379")
         .env("TOKEN", "fuzz")
         .env("K", "k")
         .env_remove("UNSET_FUZZ_VARIABLE")
