@@ -1,7 +1,7 @@
-((hostCall) => {
+((hostCall, pending) => {
   "use strict";
   const freeze = Object.freeze, define = Object.defineProperty, create = Object.create;
-  const isArray = Array.isArray, toText = String;
+  const isArray = Array.isArray, toText = String, ProxyCtor = Proxy;
   const own = (target, key, value) => define(target, key, { value, enumerable: true });
   class ToolCallError extends Error {
     constructor(tool, code, message) {
@@ -102,6 +102,21 @@
     if (known[row[2]] !== true) own(known, row[2], true);
   }
   for (let i = 0; i < table.length; i++) freeze(tools[table[i][0]]);
+  // A pending server's tools are unknown: each one resolves to its structuredContent when
+  // it has one, else to its text.
+  const late = (tool) => freeze(async (args) => {
+    const result = await call(tool, args);
+    return result.structuredContent !== undefined ? result.structuredContent : textOf(result);
+  });
+  const servers = isArray(pending) ? pending : [];
+  for (let i = 0; i < servers.length; i++) {
+    const server = toText(servers[i][0]), prefix = toText(servers[i][1]);
+    if (tools[server] !== undefined) continue;
+    const handler = create(null);
+    // Not `then`: awaiting a namespace must not call a tool.
+    own(handler, "get", (_, key) => typeof key === "string" && key !== "then" ? late(prefix + key) : undefined);
+    own(tools, server, new ProxyCtor(freeze(create(null)), freeze(handler)));
+  }
   freeze(tools);
   freeze(known);
   const callTool = freeze(async (name, args) => {
