@@ -318,7 +318,7 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
     // more be sent (and stored), then kill the replica.
     let session = open_session(backends[0], None);
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "mcp__slow__sleep", "arguments": {"ms": 5000},
+        "name": "mcp__slow__sleep", "arguments": {"ms": 600_000},
         "_meta": {"progressToken": "p7"}}});
     let mut stream = SseResponse::post(backends[0], &session, &call.to_string());
     let seen = std::iter::from_fn(|| stream.next_event())
@@ -349,28 +349,45 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
         .signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
 
     // The missed progress events are replayed by another replica from Redis.
-    let (status, _, body) = http_request(
-        backends[1],
-        "GET",
-        "/mcp",
-        &[
-            ("Accept", "text/event-stream"),
-            ("MCP-Protocol-Version", "2025-06-18"),
-            ("Mcp-Session-Id", &session),
-            ("Last-Event-ID", seen.id.as_deref().unwrap()),
-        ],
-        b"",
-    );
-    assert_eq!(status, 200, "{body}");
-    let replayed: Vec<Value> = sse_events(&body)
-        .into_iter()
-        .filter_map(|event| serde_json::from_str(&event.data).ok())
-        .collect();
+    let resume = || {
+        let (status, _, body) = http_request(
+            backends[1],
+            "GET",
+            "/mcp",
+            &[
+                ("Accept", "text/event-stream"),
+                ("MCP-Protocol-Version", "2025-06-18"),
+                ("Mcp-Session-Id", &session),
+                ("Last-Event-ID", seen.id.as_deref().unwrap()),
+            ],
+            b"",
+        );
+        assert_eq!(status, 200, "{body}");
+        let replayed: Vec<Value> = sse_events(&body)
+            .into_iter()
+            .filter_map(|event| serde_json::from_str(&event.data).ok())
+            .collect();
+        (replayed, body)
+    };
+    let (replayed, body) = resume();
     assert!(
         replayed.iter().any(
             |m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p7"
         ),
         "missed progress replayed: {body}"
+    );
+    // Once the killed replica's lease lapses, the resumed stream ends with an error for
+    // the call it can no longer answer, so the client stops waiting for it.
+    let mut last = body;
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            let (replayed, body) = resume();
+            last = body;
+            replayed
+                .iter()
+                .any(|m| m["id"] == 7 && m["error"]["message"].is_string())
+        }),
+        "the lost call is never answered: {last}"
     );
 
     // The session went on: every call answered once, only those in flight on the killed

@@ -17,6 +17,7 @@ pub struct MemoryState {
     session_ttl: Duration,
     event_ttl: Duration,
     max_events: usize,
+    replica: String,
     inner: Mutex<Inner>,
     /// Published events: in one process, the streams of every path of this listener.
     published: tokio::sync::broadcast::Sender<Published>,
@@ -55,6 +56,7 @@ impl MemoryState {
             session_ttl: config.session_ttl(),
             event_ttl: config.event_ttl(),
             max_events: config.max_events_per_stream.max(1),
+            replica: uuid::Uuid::new_v4().simple().to_string(),
             inner: Mutex::default(),
             published: tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0,
         }
@@ -260,5 +262,14 @@ impl SharedState for MemoryState {
 
     fn is_ready(&self) -> bool {
         true
+    }
+
+    fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>> {
+        // Every stream in this memory is this process's own.
+        Box::pin(ready(Ok(replica == self.replica)))
     }
 }

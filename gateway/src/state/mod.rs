@@ -201,6 +201,13 @@ pub trait SharedState: Send + Sync + 'static {
 
     /// Whether the store answered lately (`/readyz`).
     fn is_ready(&self) -> bool;
+
+    /// This process's name among the replicas, new at every start.
+    fn replica(&self) -> &str;
+
+    /// Whether `replica` still runs. A replica renews a lease while it can reach the
+    /// store; one whose lease lapsed (a few seconds after it died) is gone.
+    fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>>;
 }
 
 /// The shared state `config` asks for: Redis when a URL is set, else this process's
@@ -214,12 +221,12 @@ pub fn open(config: &ClusterConfig) -> Result<Arc<dyn SharedState>, StateError> 
 }
 
 /// Event ids are `<stream>/<sequence>`: the stream is found again from the id alone.
-fn event_id(stream: &str, sequence: u64) -> String {
+pub fn event_id(stream: &str, sequence: u64) -> String {
     format!("{stream}/{sequence}")
 }
 
 /// The stream and sequence number of an event id.
-fn parse_event_id(id: &str) -> Option<(&str, u64)> {
+pub fn parse_event_id(id: &str) -> Option<(&str, u64)> {
     let (stream, sequence) = id.rsplit_once('/')?;
     Some((stream, sequence.parse().ok()?))
 }

@@ -6,6 +6,7 @@
 //! - `window:<id>`: the rate limiter's sorted set of admission times (Redis's clock).
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
 //! - `events:<stream>` (sorted set of `<seq>` → JSON) and `events:<stream>:seq`.
+//! - `replica:<id>`: the lease of a running replica, renewed with every probe.
 //! - the pub/sub channel `published`: events of standalone streams (see
 //!   [`Published`]); each replica keeps one subscription, re-made after Redis returns.
 //!
@@ -14,8 +15,9 @@
 //!
 //! The connection is a [`ConnectionManager`] (it reconnects by itself), opened in the
 //! background: a gateway starts even when Redis is down, reports itself unready, and
-//! becomes ready once Redis answers. A probe every second keeps [`SharedState::is_ready`]
-//! true to what Redis does, and every failed operation marks the state unready at once.
+//! becomes ready once Redis answers. A probe every second, which also renews the
+//! replica's lease, keeps [`SharedState::is_ready`] true to what Redis does, and every
+//! failed operation marks the state unready at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,8 +37,10 @@ use super::{
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often readiness is probed.
+/// How often readiness is probed (and this replica's lease renewed).
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How long a replica counts as running after it last renewed its lease.
+const REPLICA_LEASE: Duration = Duration::from_secs(3);
 
 /// Sliding-window admission: drops what left the window, admits when there is room.
 /// Uses Redis's clock, so replicas with skewed clocks still share one window.
@@ -89,6 +93,7 @@ pub struct RedisState {
     session_ttl: Duration,
     event_ttl: Duration,
     max_events: usize,
+    replica: String,
     connection: Arc<OnceCell<ConnectionManager>>,
     ready: Arc<AtomicBool>,
     admit: Script,
@@ -111,6 +116,8 @@ impl RedisState {
         let stop = tokio_util::sync::CancellationToken::new();
         let published = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
         let channel = format!("{}:published", config.key_prefix);
+        let replica = uuid::Uuid::new_v4().simple().to_string();
+        let lease = format!("{}:replica:{replica}", config.key_prefix);
         tokio::spawn(keep_subscribed(
             client.clone(),
             channel,
@@ -119,6 +126,7 @@ impl RedisState {
         ));
         tokio::spawn(keep_connected(
             client,
+            lease,
             connection.clone(),
             ready.clone(),
             stop.clone(),
@@ -128,6 +136,7 @@ impl RedisState {
             session_ttl: config.session_ttl(),
             event_ttl: config.event_ttl(),
             max_events: config.max_events_per_stream.max(1),
+            replica,
             connection,
             ready,
             admit: Script::new(ADMIT),
@@ -180,9 +189,10 @@ impl RedisState {
     }
 }
 
-/// Connects (retrying every second until it works), then probes with `PING`.
+/// Connects (retrying every second until it works), then probes by renewing `lease`.
 async fn keep_connected(
     client: redis::Client,
+    lease: String,
     connection: Arc<OnceCell<ConnectionManager>>,
     ready: Arc<AtomicBool>,
     stop: tokio_util::sync::CancellationToken,
@@ -198,28 +208,30 @@ async fn keep_connected(
             () = stop.cancelled() => return,
             _ = probe.tick() => {}
         }
-        let Some(manager) = connection.get() else {
-            match client
+        let mut manager = match connection.get() {
+            Some(manager) => manager.clone(),
+            None => match client
                 .get_connection_manager_with_config(config.clone())
                 .await
             {
-                Ok(manager) => {
-                    let _ = connection.set(manager);
-                    ready.store(true, Ordering::Release);
-                    tracing::info!("connected to Redis: shared state is ready");
+                Ok(manager) => connection.get_or_init(|| async { manager }).await.clone(),
+                Err(e) => {
+                    tracing::warn!("cannot reach Redis yet: {e}");
+                    continue;
                 }
-                Err(e) => tracing::warn!("cannot reach Redis yet: {e}"),
-            }
-            continue;
+            },
         };
-        let mut manager = manager.clone();
-        let answered = redis::cmd("PING")
-            .query_async::<String>(&mut manager)
+        let answered = redis::cmd("SET")
+            .arg(&lease)
+            .arg(1)
+            .arg("PX")
+            .arg(REPLICA_LEASE.as_millis() as u64)
+            .query_async::<()>(&mut manager)
             .await
             .is_ok();
         if ready.swap(answered, Ordering::AcqRel) != answered {
             if answered {
-                tracing::info!("Redis answers again: shared state is ready");
+                tracing::info!("Redis answers: shared state is ready");
             } else {
                 tracing::error!("Redis does not answer: new sessions get 503 until it does");
             }
@@ -480,5 +492,20 @@ impl SharedState for RedisState {
 
     fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("EXISTS")
+                .arg(self.key("replica", replica))
+                .query_async::<bool>(&mut connection)
+                .await;
+            self.observe(result)
+        })
     }
 }

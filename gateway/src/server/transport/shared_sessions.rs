@@ -12,6 +12,13 @@
 //! keyed by the id every replica sees), to end the session everywhere on `DELETE`, and
 //! to carry notifications across replicas.
 //!
+//! A request stream resumed on another replica replays what its replica stored. While
+//! that replica runs, the client reconnects until the answer is stored; once it is gone
+//! (its lease in the shared state lapsed) the answer can never come, so the replay ends
+//! with a JSON-RPC error for the request instead of leaving the client to wait forever.
+//! To know which request a stream answers, the first event of each request stream is
+//! followed in the store by a note naming the request (never sent to clients).
+//!
 //! Notifications outside any request (`list_changed`, resource updates, log messages)
 //! go to a session's standalone stream, the client's `GET`, which one replica holds. Any
 //! other replica serving the session stores such an event as usual and also publishes it
@@ -23,7 +30,9 @@
 use std::sync::Arc;
 
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, ErrorData, GetExtensions, RequestId, ServerJsonRpcMessage,
+};
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
@@ -33,7 +42,9 @@ use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
 
-use crate::state::{Published, SharedState, StoredEvent};
+use crate::state::{
+    Published, SharedState, StateError, StoredEvent, event_id as event_id_of, parse_event_id,
+};
 
 /// The suffix of the standalone stream's id in rmcp (`<session>:common`).
 const STANDALONE: &str = ":common";
@@ -48,21 +59,16 @@ pub struct TransportSession(pub SessionId);
 pub struct SharedSessions {
     local: LocalSessionManager,
     state: Arc<dyn SharedState>,
-    replica: String,
 }
 
 impl SharedSessions {
-    /// `replica` tells this process's streams apart from other replicas' (rmcp numbers
-    /// request streams per process).
-    pub fn new(state: Arc<dyn SharedState>, replica: &str) -> Self {
+    pub fn new(state: Arc<dyn SharedState>) -> Self {
         let events = Arc::new(SharedEvents {
             state: state.clone(),
-            replica: replica.to_owned(),
         });
         Self {
             local: LocalSessionManager::default().with_event_store(events),
             state,
-            replica: replica.to_owned(),
         }
     }
 
@@ -122,7 +128,12 @@ impl SessionManager for SharedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.local.create_stream(id, message).await
+        let request = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        let stream = self.local.create_stream(id, message).await?;
+        Ok(noting_request(stream, request, self.state.clone()))
     }
 
     async fn accept_message(
@@ -140,7 +151,7 @@ impl SessionManager for SharedSessions {
         // Subscribed before the local stream opens, so nothing falls in between.
         let published = self.state.published();
         let local = self.local.create_standalone_stream(id).await?;
-        Ok(with_published(local, published, id, &self.replica))
+        Ok(with_published(local, published, id, self.state.replica()))
     }
 
     async fn resume(
@@ -196,16 +207,56 @@ fn with_published(
     .filter_map(ready)
 }
 
-/// A stored event as rmcp sends it (`None` when it is not one this gateway stored).
+/// `stream` (a request stream of this replica), its first event followed in the store by
+/// a note that the stream answers `request`.
+fn noting_request(
+    stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    request: Option<RequestId>,
+    state: Arc<dyn SharedState>,
+) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+    use futures::StreamExt;
+    let mut request = request;
+    stream.inspect(move |event| {
+        let Some(request) = request.take() else {
+            return;
+        };
+        let Some((stream, _)) = event.event_id.as_deref().and_then(parse_event_id) else {
+            return;
+        };
+        let note = serde_json::to_string(&StoredSse {
+            answers: Some(request),
+            ..StoredSse::default()
+        })
+        .expect("a request id serializes");
+        let (state, stream) = (state.clone(), stream.to_owned());
+        tokio::spawn(async move {
+            if let Err(e) = state.append_event(&stream, &note).await {
+                tracing::debug!(%stream, "request stream not noted for resumption: {e}");
+            }
+        });
+    })
+}
+
+/// A stored event as rmcp sends it (`None` for a note, or what this gateway did not store).
 fn sse_message(event: StoredEvent) -> Option<ServerSseMessage> {
     let stored: StoredSse = serde_json::from_str(&event.payload).ok()?;
-    Some(match stored.message {
-        Some(message) => ServerSseMessage::new(event.id, message),
-        None => ServerSseMessage::priming(
+    match stored {
+        StoredSse {
+            answers: Some(_), ..
+        } => None,
+        StoredSse {
+            message: Some(message),
+            ..
+        } => Some(ServerSseMessage::new(event.id, message)),
+        StoredSse {
+            message: None,
+            retry_ms,
+            ..
+        } => Some(ServerSseMessage::priming(
             event.id,
-            std::time::Duration::from_millis(stored.retry_ms.unwrap_or_default()),
-        ),
-    })
+            std::time::Duration::from_millis(retry_ms.unwrap_or_default()),
+        )),
+    }
 }
 
 /// The clients' `initialize` parameters, kept in the shared state.
@@ -237,14 +288,16 @@ impl SessionStore for SharedHandshakes {
 /// SSE events, kept in the shared state for `Last-Event-ID` resumption on any replica.
 struct SharedEvents {
     state: Arc<dyn SharedState>,
-    replica: String,
 }
 
-/// One SSE event as stored: the message (none for a priming event) and the retry hint.
-#[derive(serde::Serialize, serde::Deserialize)]
+/// One SSE event as stored: the message (none for a priming event) and the retry hint;
+/// or, never sent, the note of the request the stream answers.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct StoredSse {
     message: Option<ServerJsonRpcMessage>,
     retry_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    answers: Option<RequestId>,
 }
 
 #[async_trait::async_trait]
@@ -257,15 +310,17 @@ impl EventStore for SharedEvents {
         let stored = StoredSse {
             message: event.message.as_deref().cloned(),
             retry_ms: event.retry.map(|r| r.as_millis() as u64),
+            answers: None,
         };
         let payload = serde_json::to_string(&stored)?;
-        let stream = format!("{}:{stream_id}", self.replica);
+        let replica = self.state.replica();
+        let stream = format!("{replica}:{stream_id}");
         let id = self.state.append_event(&stream, &payload).await?;
         if let Some(session) = stream_id.strip_suffix(STANDALONE)
             && stored.message.is_some()
         {
             let published = Published {
-                origin: self.replica.clone(),
+                origin: replica.to_owned(),
                 session: session.to_owned(),
                 event: StoredEvent {
                     id: id.clone(),
@@ -283,8 +338,64 @@ impl EventStore for SharedEvents {
         &self,
         last_event_id: &str,
     ) -> Result<EventStream, EventStoreError> {
-        let events = self.state.events_after(last_event_id).await?;
-        let messages: Vec<ServerSseMessage> = events.into_iter().filter_map(sse_message).collect();
+        let mut messages: Vec<ServerSseMessage> = self
+            .state
+            .events_after(last_event_id)
+            .await?
+            .into_iter()
+            .filter_map(sse_message)
+            .collect();
+        if let Some(lost) = self.lost_answer(last_event_id).await? {
+            messages.push(lost);
+        }
         Ok(Box::pin(futures::stream::iter(messages)))
+    }
+}
+
+impl SharedEvents {
+    /// For a request stream whose replica is gone before it answered: the answer it can
+    /// no longer send, a JSON-RPC error, stored in the stream so every later resumption
+    /// replays it. `None` for any other stream.
+    async fn lost_answer(&self, event_id: &str) -> Result<Option<ServerSseMessage>, StateError> {
+        let Some((stream, _)) = parse_event_id(event_id) else {
+            return Ok(None);
+        };
+        let origin = stream
+            .split_once(':')
+            .map_or(stream, |(replica, _)| replica);
+        if origin == self.state.replica() || self.state.replica_alive(origin).await? {
+            return Ok(None);
+        }
+        let mut request = None;
+        for event in self.state.events_after(&event_id_of(stream, 0)).await? {
+            let Ok(stored) = serde_json::from_str::<StoredSse>(&event.payload) else {
+                continue;
+            };
+            if matches!(
+                stored.message,
+                Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))
+            ) {
+                return Ok(None);
+            }
+            request = stored.answers.or(request);
+        }
+        let Some(request) = request else {
+            return Ok(None);
+        };
+        let error = ServerJsonRpcMessage::error(
+            ErrorData::internal_error(
+                "the gateway replica serving this request stopped before answering; \
+                 the request may or may not have taken effect",
+                None,
+            ),
+            Some(request),
+        );
+        let payload = serde_json::to_string(&StoredSse {
+            message: Some(error.clone()),
+            ..StoredSse::default()
+        })
+        .expect("a JSON-RPC error serializes");
+        let id = self.state.append_event(stream, &payload).await?;
+        Ok(Some(ServerSseMessage::new(id, error)))
     }
 }

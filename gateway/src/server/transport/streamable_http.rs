@@ -41,10 +41,7 @@ pub fn service(
 ) -> BoundSessions {
     let gateway = gateway.clone();
     let state = gateway.state.clone();
-    let sessions = Arc::new(SharedSessions::new(
-        state.clone(),
-        &uuid::Uuid::new_v4().simple().to_string(),
-    ));
+    let sessions = Arc::new(SharedSessions::new(state.clone()));
     // Host, Origin and body size are checked by the security layer in front. A request
     // served without a session (protocol 2026-07-28 on) whose first message is its answer
     // gets a plain JSON body instead of a one-event stream; rmcp still streams when the
