@@ -169,6 +169,12 @@ where
         "serving MCP over streamable HTTP at /mcp"
     );
     let router = axum::Router::new().nest_service("/mcp", service);
+    // Small responses go out at once, not after the client's delayed ACK (Nagle).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+    });
     match axum::serve(listener, router).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -127,7 +127,14 @@ async fn accept(
     };
     loop {
         match listener.accept().await {
-            Ok((stream, peer)) => return Ok((stream, peer, permit)),
+            Ok((stream, peer)) => {
+                // An answer's headers and events are small writes: send each at once
+                // rather than after the client's delayed ACK (Nagle's algorithm).
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%peer, %error, "TCP_NODELAY not set");
+                }
+                return Ok((stream, peer, permit));
+            }
             Err(error) if is_connection_error(&error) => {
                 tracing::debug!(%error, "a client left before its connection was accepted");
             }
