@@ -973,7 +973,13 @@ async fn code_gateway(dir: &Path) -> (Client, u32) {
     );
     stdio_client_with_pid(
         &gateway_bin(),
-        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+        &[
+            "serve",
+            "--stdio",
+            "--wait-for-upstreams",
+            "--config",
+            &config.to_string_lossy(),
+        ],
     )
     .await
 }

@@ -100,7 +100,13 @@ async fn listing_chars(dir: &Path, gateway: &str, servers: &str) -> (usize, usiz
     let config = write_config(dir, &format!("[gateway]\n{gateway}\n{servers}"));
     let client = stdio_client(
         &release_bin("mcp-gateway"),
-        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+        &[
+            "serve",
+            "--stdio",
+            "--wait-for-upstreams",
+            "--config",
+            &config.to_string_lossy(),
+        ],
     )
     .await;
     let tools = client.peer().list_all_tools().await.unwrap();
@@ -208,7 +214,13 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
     let config = write_config(dir, &format!("[gateway]\ncatalog = \"search\"\n{servers}"));
     let client = stdio_client(
         &release_bin("mcp-gateway"),
-        &["serve", "--stdio", "--config", &config.to_string_lossy()],
+        &[
+            "serve",
+            "--stdio",
+            "--wait-for-upstreams",
+            "--config",
+            &config.to_string_lossy(),
+        ],
     )
     .await;
     let ping = |i: usize| params("search_tools", json!({"query": QUERIES[i % QUERIES.len()]}));
