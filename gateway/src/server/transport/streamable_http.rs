@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use http::{Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode, header};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -146,8 +146,15 @@ impl Service<Request<Body>> for BoundSessions {
                 }
                 None => {}
             }
+            let ends_session = request.method() == Method::DELETE;
             let mut inner = this.inner.clone();
-            let response = inner.call(request).await?.map(Body::new);
+            let mut response = inner.call(request).await?.map(Body::new);
+            if ends_session && response.status() == StatusCode::ACCEPTED {
+                // rmcp says 202; clients expect a DELETE that succeeded to say 200 or 204
+                // (the Python SDK logs any other status as a failed termination).
+                *response.status_mut() = StatusCode::NO_CONTENT;
+                *response.body_mut() = Body::empty();
+            }
             if named.is_none()
                 && let Some(opened) = response.headers().get(HEADER_SESSION_ID)
             {
