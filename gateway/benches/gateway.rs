@@ -258,6 +258,20 @@ async fn stdio_client(program: &Path, args: &[&str]) -> Client {
 }
 
 /// A client of `program` over stdio, and the server's process id.
+/// The gateway under test serving `config` over stdio once its upstreams are up, with
+/// its pid.
+async fn gateway_over_stdio(config: &Path) -> (Client, u32) {
+    let config = config.to_string_lossy();
+    let args = [
+        "serve",
+        "--stdio",
+        "--wait-for-upstreams",
+        "--config",
+        &config,
+    ];
+    stdio_client_with_pid(&gateway_bin(), &args).await
+}
+
 async fn stdio_client_with_pid(program: &Path, args: &[&str]) -> (Client, u32) {
     let mut command = tokio::process::Command::new(program);
     command.args(args).env("RUST_LOG", "error");
@@ -444,17 +458,7 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         );
 
         let direct = stdio_client(&kv, &[]).await;
-        let (via, pid) = stdio_client_with_pid(
-            &gateway_bin(),
-            &[
-                "serve",
-                "--stdio",
-                "--wait-for-upstreams",
-                "--config",
-                &config.to_string_lossy(),
-            ],
-        )
-        .await;
+        let (via, pid) = gateway_over_stdio(&config).await;
         compare_forwarding(rows, &format!("stdio, {log}"), "stdio", &direct, &via, pid).await;
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
@@ -770,17 +774,7 @@ async fn big_list(dir: &Path, rows: &mut Vec<Row>) {
         let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
         directs.push(().serve(transport).await.unwrap());
     }
-    let gateway = stdio_client(
-        &gateway_bin(),
-        &[
-            "serve",
-            "--stdio",
-            "--wait-for-upstreams",
-            "--config",
-            &config.to_string_lossy(),
-        ],
-    )
-    .await;
+    let gateway = gateway_over_stdio(&config).await.0;
     let n = reps(30);
     let (mut base, mut samples) = (Vec::new(), Vec::new());
     for _ in 0..n {
@@ -846,17 +840,7 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
             server("slow", "slow", "")
         ),
     );
-    let gateway = stdio_client(
-        &gateway_bin(),
-        &[
-            "serve",
-            "--stdio",
-            "--wait-for-upstreams",
-            "--config",
-            &config.to_string_lossy(),
-        ],
-    )
-    .await;
+    let gateway = gateway_over_stdio(&config).await.0;
     let run = |code: &str| params("run_code", json!({"code": code}));
     let n = reps(40);
     let mut base = Vec::new();
@@ -971,17 +955,7 @@ async fn code_gateway(dir: &Path) -> (Client, u32) {
         dir,
         &format!("[gateway]\nmode = \"both\"\n{}", server("kv", "kv", "")),
     );
-    stdio_client_with_pid(
-        &gateway_bin(),
-        &[
-            "serve",
-            "--stdio",
-            "--wait-for-upstreams",
-            "--config",
-            &config.to_string_lossy(),
-        ],
-    )
-    .await
+    gateway_over_stdio(&config).await
 }
 
 /// A run of `code` through the gateway; panics on a failed run.
@@ -1126,39 +1100,48 @@ fn worker_pids(gateway: u32) -> Vec<u32> {
         .collect()
 }
 
-/// A `redis-server` on a free loopback port for the cluster scenarios; killed on drop.
-struct BenchRedis(std::process::Child, std::net::SocketAddr);
+/// A service the cluster scenarios need (Redis, HAProxy), listening on `.1`; killed on
+/// drop.
+struct BenchService(std::process::Child, std::net::SocketAddr);
 
-impl BenchRedis {
-    fn start() -> BenchRedis {
-        let address = free_address();
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &address.port().to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+impl BenchService {
+    /// Runs `command` (`what` names it, with where it comes from) and waits until
+    /// `address` accepts connections.
+    fn spawn(
+        mut command: std::process::Command,
+        address: std::net::SocketAddr,
+        what: &str,
+    ) -> BenchService {
+        let child = command
             .stdout(std::process::Stdio::null())
             .spawn()
-            .expect("redis-server (scripts/install-cluster-deps)");
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        // Owned before waiting, so a failed start still kills the child.
+        let service = BenchService(child, address);
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(address).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
+            assert!(Instant::now() < deadline, "{what} did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        BenchRedis(child, address)
+        service
     }
-}
 
-impl Drop for BenchRedis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    /// A `redis-server` on a free loopback port, persisting nothing.
+    fn redis() -> BenchService {
+        let address = free_address();
+        let mut command = std::process::Command::new("redis-server");
+        command
+            .args(["--port", &address.port().to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"]);
+        Self::spawn(
+            command,
+            address,
+            "redis-server (scripts/install-cluster-deps)",
+        )
     }
-}
 
-/// `haproxy` balancing `backends` round robin on a free port; killed on drop.
-struct BenchHaproxy(std::process::Child, std::net::SocketAddr);
-
-impl BenchHaproxy {
-    fn start(dir: &Path, backends: &[std::net::SocketAddr]) -> BenchHaproxy {
+    /// `haproxy` balancing `backends` round robin on a free port.
+    fn haproxy(dir: &Path, backends: &[std::net::SocketAddr]) -> BenchService {
         let address = free_address();
         let servers: String = backends
             .iter()
@@ -1173,23 +1156,13 @@ impl BenchHaproxy {
         );
         let path = dir.join("haproxy.cfg");
         std::fs::write(&path, config).unwrap();
-        let child = std::process::Command::new("haproxy")
-            .arg("-f")
-            .arg(&path)
-            .arg("-db")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("haproxy (scripts/install-cluster-deps)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(address).is_err() {
-            assert!(Instant::now() < deadline, "haproxy did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        BenchHaproxy(child, address)
+        let mut command = std::process::Command::new("haproxy");
+        command.arg("-f").arg(&path).arg("-db");
+        Self::spawn(command, address, "haproxy (scripts/install-cluster-deps)")
     }
 }
 
-impl Drop for BenchHaproxy {
+impl Drop for BenchService {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
@@ -1200,7 +1173,7 @@ impl Drop for BenchHaproxy {
 /// gateway each, kv `get` at concurrency 1), and calls/s at concurrency 32 through three
 /// Redis-backed replicas behind HAProxy vs one of them alone; both in alternating rounds.
 async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
-    let redis = BenchRedis::start();
+    let redis = BenchService::redis();
     let kv = server("kv", "kv", "");
     let memory_gateway = HttpServer::gateway(&write_config(dir, &kv));
     let shared_dir = dir.join("shared");
@@ -1230,7 +1203,7 @@ async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
     drop(memory_gateway);
 
     let backends: Vec<_> = replicas.iter().map(|r| r.1).collect();
-    let haproxy = BenchHaproxy::start(dir, &backends);
+    let haproxy = BenchService::haproxy(dir, &backends);
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
         "http://{}/mcp",
         haproxy.1

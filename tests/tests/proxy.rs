@@ -20,6 +20,24 @@ fn args(base: Vec<String>, extra: &[&str]) -> Vec<String> {
 
 const ROOTS: &str = r#"[{"uri": "file:///srv/proxy-test-root", "name": "proxy test root"}]"#;
 
+/// Two sessions, A and B, each asked once for a sample and each got its own answer
+/// (`ANSWER-OF-A`, `ANSWER-OF-B`), never the other's.
+fn each_got_its_own_sampling(a: &Value, b: &Value) {
+    for (run, mine, theirs) in [
+        (a, "ANSWER-OF-A", "ANSWER-OF-B"),
+        (b, "ANSWER-OF-B", "ANSWER-OF-A"),
+    ] {
+        let text = result_text(action_result(run, 0));
+        assert!(text.contains(mine) && !text.contains(theirs), "{text}");
+        let asked = run["samplings"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{run:#}");
+        let prompt = asked[0]["params"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap();
+        assert!(prompt.contains(mine), "{prompt}");
+    }
+}
+
 #[test]
 fn sampling_elicitation_roots_and_logging_reach_the_python_client() {
     let workspace = Workspace::new(&npm_server(
@@ -205,20 +223,7 @@ fn a_request_goes_only_to_the_client_whose_call_it_belongs_to() {
         })
     };
     let (a, b) = (client("ANSWER-OF-A"), client("ANSWER-OF-B"));
-    let (a, b) = (a.join().unwrap(), b.join().unwrap());
-    for (run, mine, theirs) in [
-        (&a, "ANSWER-OF-A", "ANSWER-OF-B"),
-        (&b, "ANSWER-OF-B", "ANSWER-OF-A"),
-    ] {
-        let text = result_text(action_result(run, 0));
-        assert!(text.contains(mine) && !text.contains(theirs), "{text}");
-        let asked = run["samplings"].as_array().unwrap();
-        assert_eq!(asked.len(), 1, "{run:#}");
-        let prompt = asked[0]["params"]["messages"][0]["content"]["text"]
-            .as_str()
-            .unwrap();
-        assert!(prompt.contains(mine), "{prompt}");
-    }
+    each_got_its_own_sampling(&a.join().unwrap(), &b.join().unwrap());
 }
 
 #[test]
@@ -371,20 +376,7 @@ fn two_sessions_sample_at_once(workspace: &Workspace) {
         "{first:#}"
     );
     let (a, b) = (client("ANSWER-OF-A"), client("ANSWER-OF-B"));
-    let (a, b) = (a.join().unwrap(), b.join().unwrap());
-    for (run, mine, theirs) in [
-        (&a, "ANSWER-OF-A", "ANSWER-OF-B"),
-        (&b, "ANSWER-OF-B", "ANSWER-OF-A"),
-    ] {
-        let text = result_text(action_result(run, 0));
-        assert!(text.contains(mine) && !text.contains(theirs), "{text}");
-        let asked = run["samplings"].as_array().unwrap();
-        assert_eq!(asked.len(), 1, "{run:#}");
-        let prompt = asked[0]["params"]["messages"][0]["content"]["text"]
-            .as_str()
-            .unwrap();
-        assert!(prompt.contains(mine), "{prompt}");
-    }
+    each_got_its_own_sampling(&a.join().unwrap(), &b.join().unwrap());
     assert!(
         gateway
             .log_text()

@@ -19,7 +19,7 @@ use mcp_gateway::registry::search::SearchIndex;
 use rmcp::model::Tool;
 use serde_json::json;
 
-use super::{Row, params, release_bin, reps, row, server, stdio_client, summary_row, write_config};
+use super::{Row, gateway_over_stdio, params, reps, row, server, summary_row, write_config};
 
 /// Words the synthetic catalog's tool names and descriptions are made of.
 const VERBS: [&str; 10] = [
@@ -98,17 +98,7 @@ fn five_servers(dir: &Path) -> String {
 /// The compact JSON size of the gateway's `tools/list` with `gateway` settings.
 async fn listing_chars(dir: &Path, gateway: &str, servers: &str) -> (usize, usize) {
     let config = write_config(dir, &format!("[gateway]\n{gateway}\n{servers}"));
-    let client = stdio_client(
-        &release_bin("mcp-gateway"),
-        &[
-            "serve",
-            "--stdio",
-            "--wait-for-upstreams",
-            "--config",
-            &config.to_string_lossy(),
-        ],
-    )
-    .await;
+    let client = gateway_over_stdio(&config).await.0;
     let tools = client.peer().list_all_tools().await.unwrap();
     client.cancel().await.unwrap();
     (serde_json::to_string(&tools).unwrap().len(), tools.len())
@@ -212,17 +202,7 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
         )));
     }
     let config = write_config(dir, &format!("[gateway]\ncatalog = \"search\"\n{servers}"));
-    let client = stdio_client(
-        &release_bin("mcp-gateway"),
-        &[
-            "serve",
-            "--stdio",
-            "--wait-for-upstreams",
-            "--config",
-            &config.to_string_lossy(),
-        ],
-    )
-    .await;
+    let client = gateway_over_stdio(&config).await.0;
     let ping = |i: usize| params("search_tools", json!({"query": QUERIES[i % QUERIES.len()]}));
     let mut samples = Vec::new();
     let mut baseline = Vec::new();
