@@ -427,11 +427,17 @@ impl Drop for HttpServer {
     }
 }
 
+/// Resident set size of `pid`, in kB.
 fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    proc_kb(pid, "status", "VmRSS:")
+}
+
+/// The `field` (e.g. `VmRSS:`) of `/proc/PID/<file>`, in kB; 0 when the process is gone.
+fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
@@ -1021,12 +1027,7 @@ async fn run_code_compute(dir: &Path, rows: &mut Vec<Row>) {
 /// Proportional set size of `pid` (shared pages split among their sharers), in kB: what a
 /// forked worker really adds, unlike its RSS, which counts the pages it shares.
 fn pss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Pss:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    proc_kb(pid, "smaps_rollup", "Pss:")
 }
 
 /// Memory of run_code: the gateway plus its idle worker (the template of every run), and
