@@ -268,6 +268,10 @@ impl SharedState for MemoryState {
         &self.replica
     }
 
+    fn is_shared(&self) -> bool {
+        false
+    }
+
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>> {
         // Every stream in this memory is this process's own.
         Box::pin(ready(Ok(replica == self.replica)))

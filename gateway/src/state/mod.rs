@@ -205,6 +205,9 @@ pub trait SharedState: Send + Sync + 'static {
     /// This process's name among the replicas, new at every start.
     fn replica(&self) -> &str;
 
+    /// Whether other processes share this state (and so may serve what this one began).
+    fn is_shared(&self) -> bool;
+
     /// Whether `replica` still runs. A replica renews a lease while it can reach the
     /// store; one whose lease lapsed (a few seconds after it died) is gone.
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>>;

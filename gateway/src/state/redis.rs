@@ -498,6 +498,10 @@ impl SharedState for RedisState {
         &self.replica
     }
 
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>> {
         Box::pin(async move {
             let mut connection = self.connection()?;

@@ -128,8 +128,11 @@ impl SessionManager for SharedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // Only another replica ever needs to know which request a stream answers.
         let request = match &message {
-            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            ClientJsonRpcMessage::Request(request) if self.state.is_shared() => {
+                Some(request.id.clone())
+            }
             _ => None,
         };
         let stream = self.local.create_stream(id, message).await?;
