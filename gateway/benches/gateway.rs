@@ -152,7 +152,7 @@ fn target_dir() -> PathBuf {
 
 /// A release binary of the workspace. The first call builds the gateway and the example
 /// servers (cargo does nothing when they are fresh); every call refuses a binary older
-/// than the newest source of the workspace, so a figure never describes old code.
+/// than the newest source it is built from, so a figure never describes old code.
 fn release_bin(name: &str) -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
@@ -175,7 +175,14 @@ fn release_bin(name: &str) -> PathBuf {
     let path = target_dir().join("release").join(name);
     let built = modified(&path).unwrap_or_else(|| panic!("{} is missing", path.display()));
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let (newest, source) = newest_source(&workspace);
+    // The gateway is built from its crate and sdkgen; every other binary is an example,
+    // which cargo leaves alone (and older) when only the gateway changed.
+    let crates: &[&str] = if name == "mcp-gateway" {
+        &["gateway", "sdkgen"]
+    } else {
+        &["examples"]
+    };
+    let (newest, source) = newest_source(&workspace, crates);
     assert!(
         built >= newest,
         "refusing to measure a stale binary: {} is older than {}; run \
@@ -190,12 +197,12 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-/// The most recently modified source a release binary is built from: the crates' `src/`
-/// folders, their manifests and the lock file.
-fn newest_source(workspace: &Path) -> (std::time::SystemTime, PathBuf) {
+/// The most recently modified source of `crates`: their `src/` folders, their manifests,
+/// and the workspace's manifest and lock file.
+fn newest_source(workspace: &Path, crates: &[&str]) -> (std::time::SystemTime, PathBuf) {
     let mut newest = (std::time::UNIX_EPOCH, workspace.join("Cargo.lock"));
     let mut pending = vec![workspace.join("Cargo.lock"), workspace.join("Cargo.toml")];
-    for krate in ["gateway", "examples", "sdkgen"] {
+    for krate in crates {
         pending.push(workspace.join(krate).join("Cargo.toml"));
         pending.push(workspace.join(krate).join("src"));
     }
