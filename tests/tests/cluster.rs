@@ -327,8 +327,10 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
         .find(|event| event.id.is_some())
         .expect("an event with an id");
 
-    // Meanwhile one client session through HAProxy makes 1,000 calls.
-    let args = haproxy.client_args("/mcp");
+    // Meanwhile one client session through HAProxy makes 1,000 calls. The client's
+    // deadline only bounds a hang (a lost call that is never answered), not a pace.
+    let mut args = haproxy.client_args("/mcp");
+    args.extend(["--timeout".into(), "300".into()]);
     let client = std::thread::spawn(move || {
         python_client(
             &args,
