@@ -476,42 +476,16 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
 
-        let direct = kv_http.client().await;
-        let gateway = HttpServer::gateway(&config);
-        let via = gateway.client().await;
         let scenario = format!("streamable HTTP (kv over stdio), {log}");
-        compare_forwarding(
-            rows,
-            &scenario,
-            "streamable HTTP",
-            &direct,
-            &via,
-            gateway.pid(),
-        )
-        .await;
-        via.cancel().await.unwrap();
-        direct.cancel().await.unwrap();
+        compare_over_http(rows, &scenario, &kv_http, &config).await;
         if !logged {
             continue;
         }
 
         let remote = format!("[servers.kv]\nurl = \"http://{}/mcp\"\n", kv_http.1);
         let config = write_config_as(dir, "forwarding-http.toml", &remote, true);
-        let direct = kv_http.client().await;
-        let gateway = HttpServer::gateway(&config);
-        let via = gateway.client().await;
         let scenario = format!("streamable HTTP (kv over streamable HTTP), {log}");
-        compare_forwarding(
-            rows,
-            &scenario,
-            "streamable HTTP",
-            &direct,
-            &via,
-            gateway.pid(),
-        )
-        .await;
-        via.cancel().await.unwrap();
-        direct.cancel().await.unwrap();
+        compare_over_http(rows, &scenario, &kv_http, &config).await;
     }
 }
 
@@ -521,6 +495,30 @@ const ROUNDS: usize = 20;
 
 /// `get` on kv at concurrency 1 and 32, through the gateway (`via`, process `gateway`) and
 /// directly over `direct_transport`, in alternating rounds: direct, gateway, direct, …
+/// kv `get` directly over streamable HTTP vs through a gateway serving `config` over
+/// streamable HTTP.
+async fn compare_over_http(
+    rows: &mut Vec<Row>,
+    scenario: &str,
+    kv_http: &HttpServer,
+    config: &Path,
+) {
+    let direct = kv_http.client().await;
+    let gateway = HttpServer::gateway(config);
+    let via = gateway.client().await;
+    compare_forwarding(
+        rows,
+        scenario,
+        "streamable HTTP",
+        &direct,
+        &via,
+        gateway.pid(),
+    )
+    .await;
+    via.cancel().await.unwrap();
+    direct.cancel().await.unwrap();
+}
+
 async fn compare_forwarding(
     rows: &mut Vec<Row>,
     scenario: &str,
