@@ -99,6 +99,28 @@ impl MemoryState {
         session.last_used = now;
         Some(session)
     }
+
+    /// Appends `payload` to `stream`; the event's id.
+    fn append(&self, stream: &str, payload: String) -> String {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        if inner.streams.len() >= inner.prune_streams_at {
+            let event_ttl = self.event_ttl;
+            inner.streams.retain(|_, s| {
+                s.last_append
+                    .is_some_and(|at| now.duration_since(at) < event_ttl)
+            });
+            inner.prune_streams_at = (inner.streams.len() * 2).max(64);
+        }
+        let entry = inner.streams.entry(stream.to_owned()).or_default();
+        entry.next += 1;
+        entry.last_append = Some(now);
+        entry.events.push_back((entry.next, payload));
+        while entry.events.len() > self.max_events {
+            entry.events.pop_front();
+        }
+        event_id(stream, entry.next)
+    }
 }
 
 impl SharedState for MemoryState {
@@ -201,30 +223,28 @@ impl SharedState for MemoryState {
         Box::pin(ready(Ok(count)))
     }
 
+    fn record_event(&self, stream: &str, payload: String, standalone_of: Option<&str>) -> String {
+        let id = self.append(stream, payload.clone());
+        if let Some(session) = standalone_of {
+            // No receiver is no error: nobody holds a stream to deliver to.
+            let _ = self.published.send(Published {
+                origin: self.replica.clone(),
+                session: session.to_owned(),
+                event: StoredEvent {
+                    id: id.clone(),
+                    payload,
+                },
+            });
+        }
+        id
+    }
+
     fn append_event<'a>(
         &'a self,
         stream: &'a str,
         payload: &'a str,
     ) -> BoxFuture<'a, Result<String, StateError>> {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        if inner.streams.len() >= inner.prune_streams_at {
-            let event_ttl = self.event_ttl;
-            inner.streams.retain(|_, s| {
-                s.last_append
-                    .is_some_and(|at| now.duration_since(at) < event_ttl)
-            });
-            inner.prune_streams_at = (inner.streams.len() * 2).max(64);
-        }
-        let entry = inner.streams.entry(stream.to_owned()).or_default();
-        entry.next += 1;
-        entry.last_append = Some(now);
-        entry.events.push_back((entry.next, payload.to_owned()));
-        while entry.events.len() > self.max_events {
-            entry.events.pop_front();
-        }
-        let id = event_id(stream, entry.next);
-        Box::pin(ready(Ok(id)))
+        Box::pin(ready(Ok(self.append(stream, payload.to_owned()))))
     }
 
     fn events_after<'a>(
@@ -248,12 +268,6 @@ impl SharedState for MemoryState {
             })
             .unwrap_or_default();
         Box::pin(ready(Ok(events)))
-    }
-
-    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>> {
-        // No receiver is no error: nobody holds a stream to deliver to.
-        let _ = self.published.send(event.clone());
-        Box::pin(ready(Ok(())))
     }
 
     fn published(&self) -> tokio::sync::broadcast::Receiver<Published> {

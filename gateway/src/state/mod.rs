@@ -144,7 +144,9 @@ pub trait SharedState: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), StateError>>;
 
     /// The record of session `id`, its lifetime renewed; `None` once the session has
-    /// ended (deleted, or unused for longer than the TTL).
+    /// ended (deleted, or unused for longer than the TTL). A store shared by replicas may
+    /// answer from a copy read less than a second ago: a session ended on another
+    /// replica is then gone here a moment later.
     fn touch_session<'a>(
         &'a self,
         id: &'a str,
@@ -178,7 +180,17 @@ pub trait SharedState: Send + Sync + 'static {
         key: &'a str,
     ) -> BoxFuture<'a, Result<u32, StateError>>;
 
-    /// Appends an event (JSON) to `stream`; its globally unique id.
+    /// Keeps an event (JSON) of `stream`, a stream only this replica writes, and returns
+    /// its globally unique id at once. The store may have it a moment later: events are
+    /// written in the order they were recorded, and [`SharedState::events_after`] on
+    /// this replica waits for those recorded before it. When `standalone_of` names a
+    /// session, the event belongs to that session's standalone stream and is also
+    /// published to every replica's [`SharedState::published`] receivers (at most once:
+    /// a replica not listening then misses it).
+    fn record_event(&self, stream: &str, payload: String, standalone_of: Option<&str>) -> String;
+
+    /// Appends an event (JSON) to `stream` after every event it holds, whichever replica
+    /// recorded them, once it is stored; its globally unique id.
     fn append_event<'a>(
         &'a self,
         stream: &'a str,
@@ -191,10 +203,6 @@ pub trait SharedState: Send + Sync + 'static {
         &'a self,
         event_id: &'a str,
     ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>>;
-
-    /// Sends `event` to every replica's [`SharedState::published`] receivers (this
-    /// one's included). Delivery is at most once: a replica not listening then misses it.
-    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>>;
 
     /// The events replicas publish from now on.
     fn published(&self) -> tokio::sync::broadcast::Receiver<Published>;

@@ -5,19 +5,26 @@
 //!   renewed on use.
 //! - `window:<id>`: the rate limiter's sorted set of admission times (Redis's clock).
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
-//! - `events:<stream>` (sorted set of `<seq>` → JSON) and `events:<stream>:seq`.
+//! - `events:<stream>`: a sorted set of `<seq>:<JSON>` scored `<seq>`.
 //! - `replica:<id>`: the lease of a running replica, renewed with every probe.
-//! - the pub/sub channel `published`: events of standalone streams (see
-//!   [`Published`]); each replica keeps one subscription, re-made after Redis returns.
+//! - the pub/sub channels `published`, events of standalone streams (see
+//!   [`Published`]), and `ended`, ids of sessions just ended; each replica keeps one
+//!   subscription to both, re-made after Redis returns.
 //!
 //! Each operation is one command, one `MULTI` pipeline or one Lua script, so replicas
-//! racing on the same session see the effects of each other's whole steps only.
+//! racing on the same session see the effects of each other's whole steps only. Two
+//! things are kept off the path of a request, each explained in its module: session
+//! records are read again at most once a second ([`recent_sessions`]), and events are
+//! written behind the streams that send them ([`write_behind`]).
 //!
 //! The connection is a [`ConnectionManager`] (it reconnects by itself), opened in the
 //! background: a gateway starts even when Redis is down, reports itself unready, and
 //! becomes ready once Redis answers. A probe every second, which also renews the
 //! replica's lease, keeps [`SharedState::is_ready`] true to what Redis does, and every
 //! failed operation marks the state unready at once.
+
+mod recent_sessions;
+mod write_behind;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +35,8 @@ use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
+use self::recent_sessions::RecentSessions;
+use self::write_behind::{EventWriter, Retention};
 use super::{
     ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
     StoredEvent, event_id, parse_event_id,
@@ -78,13 +87,17 @@ end
 return 1
 ";
 
-/// Appends one event, keeps at most ARGV[2] of them, renews the stream's TTL.
+/// Appends one event after the stream's last, keeps at most ARGV[2] of them, renews the
+/// stream's TTL.
 const APPEND_EVENT: &str = r"
-local seq = redis.call('INCR', KEYS[2])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+local seq = 1
+if last[2] then
+  seq = tonumber(last[2]) + 1
+end
 redis.call('ZADD', KEYS[1], seq, seq .. ':' .. ARGV[1])
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[2]) + 1))
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
 return seq
 ";
 
@@ -102,6 +115,8 @@ pub struct RedisState {
     set_log_level: Script,
     /// Events from the subscription, for [`SharedState::published`].
     published: tokio::sync::broadcast::Sender<Published>,
+    recent: Arc<RecentSessions>,
+    events: EventWriter,
     /// Stops the connector and the probe when the state is dropped.
     _background: tokio_util::sync::DropGuard,
 }
@@ -115,13 +130,14 @@ impl RedisState {
         let ready = Arc::new(AtomicBool::new(false));
         let stop = tokio_util::sync::CancellationToken::new();
         let published = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
-        let channel = format!("{}:published", config.key_prefix);
+        let recent = Arc::new(RecentSessions::default());
         let replica = uuid::Uuid::new_v4().simple().to_string();
         let lease = format!("{}:replica:{replica}", config.key_prefix);
         tokio::spawn(keep_subscribed(
             client.clone(),
-            channel,
+            Channels::of(&config.key_prefix),
             published.clone(),
+            recent.clone(),
             stop.clone(),
         ));
         tokio::spawn(keep_connected(
@@ -137,13 +153,23 @@ impl RedisState {
             event_ttl: config.event_ttl(),
             max_events: config.max_events_per_stream.max(1),
             replica,
-            connection,
-            ready,
+            connection: connection.clone(),
+            ready: ready.clone(),
             admit: Script::new(ADMIT),
             extend_chain: Script::new(EXTEND_CHAIN),
             append_event: Script::new(APPEND_EVENT),
             set_log_level: Script::new(SET_LOG_LEVEL),
             published,
+            recent,
+            events: EventWriter::start(
+                connection.clone(),
+                ready.clone(),
+                Retention {
+                    max_events: config.max_events_per_stream.max(1),
+                    ttl_secs: Self::secs(config.event_ttl()),
+                    channel: Channels::of(&config.key_prefix).published,
+                },
+            ),
             _background: stop.drop_guard(),
         })
     }
@@ -160,32 +186,36 @@ impl RedisState {
             .ok_or_else(|| StateError::Unavailable("not connected to Redis yet".into()))
     }
 
-    /// Records the outcome of one operation in the readiness flag.
     fn observe<T>(&self, result: redis::RedisResult<T>) -> Result<T, StateError> {
-        match result {
-            Ok(value) => {
-                self.ready.store(true, Ordering::Release);
-                Ok(value)
-            }
-            // An answer of the wrong shape is ours to report; anything else means
-            // Redis is not there to ask.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
-                ) =>
-            {
-                Err(StateError::Corrupt(e.to_string()))
-            }
-            Err(e) => {
-                self.ready.store(false, Ordering::Release);
-                Err(StateError::Unavailable(e.to_string()))
-            }
-        }
+        observe(&self.ready, result)
     }
 
     fn secs(duration: Duration) -> u64 {
         duration.as_secs().max(1)
+    }
+}
+
+/// The outcome of one operation, recorded in the readiness flag.
+fn observe<T>(ready: &AtomicBool, result: redis::RedisResult<T>) -> Result<T, StateError> {
+    match result {
+        Ok(value) => {
+            ready.store(true, Ordering::Release);
+            Ok(value)
+        }
+        // An answer of the wrong shape is ours to report; anything else means Redis is
+        // not there to ask.
+        Err(e)
+            if matches!(
+                e.kind(),
+                redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+            ) =>
+        {
+            Err(StateError::Corrupt(e.to_string()))
+        }
+        Err(e) => {
+            ready.store(false, Ordering::Release);
+            Err(StateError::Unavailable(e.to_string()))
+        }
     }
 }
 
@@ -239,19 +269,39 @@ async fn keep_connected(
     }
 }
 
-/// Keeps one subscription to `channel` (re-made a second after it breaks) and passes
-/// what arrives to `published`.
+/// The pub/sub channels every replica listens to.
+struct Channels {
+    /// Events of standalone streams, as [`Published`] JSON.
+    published: String,
+    /// Ids of sessions just ended.
+    ended: String,
+}
+
+impl Channels {
+    fn of(prefix: &str) -> Channels {
+        Channels {
+            published: format!("{prefix}:published"),
+            ended: format!("{prefix}:ended"),
+        }
+    }
+}
+
+/// Keeps one subscription to `channels` (re-made a second after it breaks): passes
+/// published events to `published`, and forgets ended sessions' copies in `recent`.
 async fn keep_subscribed(
     client: redis::Client,
-    channel: String,
+    channels: Channels,
     published: tokio::sync::broadcast::Sender<Published>,
+    recent: Arc<RecentSessions>,
     stop: tokio_util::sync::CancellationToken,
 ) {
     use futures::StreamExt;
     loop {
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
+            pubsub
+                .subscribe(&[&channels.published, &channels.ended])
+                .await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())
         };
         let messages = tokio::select! {
@@ -265,15 +315,20 @@ async fn keep_subscribed(
                     message = messages.next() => message,
                 };
                 let Some(message) = message else { break };
-                match serde_json::from_slice::<Published>(message.get_payload_bytes()) {
+                let payload = message.get_payload_bytes();
+                if message.get_channel_name() == channels.ended {
+                    recent.forget(&String::from_utf8_lossy(payload));
+                    continue;
+                }
+                match serde_json::from_slice::<Published>(payload) {
                     Ok(event) => {
                         let _ = published.send(event);
                     }
-                    Err(e) => tracing::warn!("unreadable event on {channel}: {e}"),
+                    Err(e) => tracing::warn!("unreadable event on {}: {e}", channels.published),
                 }
             },
-            Ok(Err(e)) => tracing::debug!("cannot subscribe to {channel} yet: {e}"),
-            Err(_elapsed) => tracing::debug!("cannot subscribe to {channel} yet: timed out"),
+            Ok(Err(e)) => tracing::debug!("cannot subscribe to Redis's channels yet: {e}"),
+            Err(_elapsed) => tracing::debug!("cannot subscribe to Redis's channels yet: timed out"),
         }
         tokio::select! {
             () = stop.cancelled() => return,
@@ -300,6 +355,7 @@ impl RedisState {
             .ignore()
             .query_async::<()>(&mut connection)
             .await;
+        self.recent.forget(id);
         self.observe(result)
     }
 }
@@ -326,6 +382,11 @@ impl SharedState for RedisState {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<SessionRecord>, StateError>> {
         Box::pin(async move {
+            if self.is_ready()
+                && let Some(record) = self.recent.fresh(id)
+            {
+                return Ok(Some(record));
+            }
             let mut connection = self.connection()?;
             let key = self.key("session", id);
             let result = redis::pipe()
@@ -336,14 +397,13 @@ impl SharedState for RedisState {
                 .query_async::<(std::collections::HashMap<String, String>,)>(&mut connection)
                 .await;
             let (mut fields,) = self.observe(result)?;
-            if fields.is_empty() {
-                return Ok(None);
-            }
-            Ok(Some(SessionRecord {
+            let record = (!fields.is_empty()).then(|| SessionRecord {
                 owner: fields.remove("owner").filter(|o| !o.is_empty()),
                 handshake: fields.remove("handshake"),
                 log_level: fields.remove("log_level"),
-            }))
+            });
+            self.recent.read(id, record.as_ref());
+            Ok(record)
         })
     }
 
@@ -361,6 +421,7 @@ impl SharedState for RedisState {
                 .arg(Self::secs(self.session_ttl))
                 .invoke_async::<i64>(&mut connection)
                 .await;
+            self.recent.forget(id);
             self.observe(result).map(drop)
         })
     }
@@ -373,10 +434,15 @@ impl SharedState for RedisState {
                 self.key("window", id),
                 self.key("chain", id),
             ];
-            let result = redis::cmd("DEL")
-                .arg(&keys[..])
+            // Announced, so other replicas drop their copies of the record now.
+            let result = redis::pipe()
+                .del(&keys[..])
+                .ignore()
+                .publish(Channels::of(&self.prefix).ended, id)
+                .ignore()
                 .query_async::<()>(&mut connection)
                 .await;
+            self.recent.forget(id);
             self.observe(result)
         })
     }
@@ -419,6 +485,25 @@ impl SharedState for RedisState {
         })
     }
 
+    fn record_event(&self, stream: &str, payload: String, standalone_of: Option<&str>) -> String {
+        let sequence = self.events.append(
+            self.key("events", stream),
+            |sequence| format!("{sequence}:{payload}"),
+            |sequence| {
+                let published = Published {
+                    origin: self.replica.clone(),
+                    session: standalone_of?.to_owned(),
+                    event: StoredEvent {
+                        id: event_id(stream, sequence),
+                        payload: payload.clone(),
+                    },
+                };
+                Some(serde_json::to_string(&published).expect("an event serializes"))
+            },
+        );
+        event_id(stream, sequence)
+    }
+
     fn append_event<'a>(
         &'a self,
         stream: &'a str,
@@ -430,7 +515,6 @@ impl SharedState for RedisState {
             let result = self
                 .append_event
                 .key(&events)
-                .key(format!("{events}:seq"))
                 .arg(payload)
                 .arg(self.max_events)
                 .arg(Self::secs(self.event_ttl))
@@ -449,6 +533,7 @@ impl SharedState for RedisState {
             let Some((stream, after)) = parse_event_id(event) else {
                 return Ok(Vec::new());
             };
+            self.events.flushed(RESPONSE_TIMEOUT).await;
             let mut connection = self.connection()?;
             let result = redis::cmd("ZRANGEBYSCORE")
                 .arg(self.key("events", stream))
@@ -469,20 +554,6 @@ impl SharedState for RedisState {
                     })
                 })
                 .collect()
-        })
-    }
-
-    fn publish<'a>(&'a self, event: &'a Published) -> BoxFuture<'a, Result<(), StateError>> {
-        Box::pin(async move {
-            let payload = serde_json::to_string(event)
-                .map_err(|e| StateError::Corrupt(format!("event not serializable: {e}")))?;
-            let mut connection = self.connection()?;
-            let result = redis::cmd("PUBLISH")
-                .arg(format!("{}:published", self.prefix))
-                .arg(payload)
-                .query_async::<i64>(&mut connection)
-                .await;
-            self.observe(result).map(drop)
         })
     }
 

@@ -63,30 +63,33 @@ async fn contract(state: &dyn SharedState) {
     state.set_log_level("stdio-session", "debug").await.unwrap();
     assert_eq!(state.touch_session("stdio-session").await.unwrap(), None);
 
-    // Published events reach subscribers (Redis subscribes in the background: publish
-    // until the subscription is there).
+    // Events of a standalone stream reach subscribers (Redis subscribes in the
+    // background: record until the subscription is there).
     let mut published = state.published();
-    let event = Published {
-        origin: "replica-a".into(),
-        session: "s1".into(),
-        event: StoredEvent {
-            id: "replica-a:s1:common/1".into(),
-            payload: "{}".into(),
-        },
-    };
-    let received = tokio::time::timeout(Duration::from_secs(20), async {
+    let standalone = format!("{}:s1:common", state.replica());
+    let (id, received) = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
-            state.publish(&event).await.unwrap();
+            let id = state.record_event(&standalone, "{}".into(), Some("s1"));
             if let Ok(Ok(received)) =
                 tokio::time::timeout(Duration::from_millis(200), published.recv()).await
             {
-                return received;
+                return (id, received);
             }
         }
     })
     .await
     .expect("a published event never arrived");
-    assert_eq!(received, event);
+    assert_eq!(
+        received,
+        Published {
+            origin: state.replica().to_owned(),
+            session: "s1".into(),
+            event: StoredEvent {
+                id,
+                payload: "{}".into()
+            },
+        }
+    );
 
     // Ending a session forgets its record, its window and its chain.
     state.end_session("s1").await.unwrap();
@@ -94,12 +97,13 @@ async fn contract(state: &dyn SharedState) {
     assert!(state.admit_call("s1", 1, window).await.unwrap());
     assert_eq!(state.extend_chain("s1", "b").await.unwrap(), 1);
 
-    // Events: unique ids, replay after an id, bounded count per stream.
+    // Events: unique ids, replay after an id (of what was recorded just before),
+    // bounded count per stream.
     let mut ids = Vec::new();
     for payload in ["e1", "e2", "e3", "e4"] {
-        ids.push(state.append_event("s2:common", payload).await.unwrap());
+        ids.push(state.record_event("s2:common", payload.into(), None));
     }
-    let other = state.append_event("s2:7", "x").await.unwrap();
+    let other = state.record_event("s2:7", "x".into(), None);
     assert!(!ids.contains(&other));
     let after_second: Vec<_> = state
         .events_after(&ids[1])
@@ -117,6 +121,16 @@ async fn contract(state: &dyn SharedState) {
     );
     let kept = state.events_after(&event_id("s2:common", 0)).await.unwrap();
     assert_eq!(kept.len(), 3, "only the last 3 are kept: {kept:?}");
+    // Another replica appends after whatever the stream holds.
+    let appended = state.append_event("s2:common", "e5").await.unwrap();
+    let after_last: Vec<_> = state
+        .events_after(&ids[3])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.id, e.payload))
+        .collect();
+    assert_eq!(after_last, [(appended, "e5".to_owned())]);
     assert!(state.events_after("no-such-id").await.unwrap().is_empty());
     assert!(state.is_ready());
 }
@@ -166,14 +180,20 @@ async fn redis_state_keeps_the_contract_and_notices_redis_going_away() {
     }
     contract(&state).await;
 
+    // "s2" was read lately and may be answered from this replica's copy; "s9" needs Redis.
     let _ = server.0.kill();
     let _ = server.0.wait();
-    let failed = state.touch_session("s2").await;
+    let failed = state.touch_session("s9").await;
     assert!(
         matches!(failed, Err(StateError::Unavailable(_))),
         "{failed:?}"
     );
     assert!(!state.is_ready());
+    let failed = state.touch_session("s2").await;
+    assert!(
+        matches!(failed, Err(StateError::Unavailable(_))),
+        "an unready state serves no copy: {failed:?}"
+    );
 }
 
 #[test]

@@ -231,12 +231,7 @@ fn noting_request(
             ..StoredSse::default()
         })
         .expect("a request id serializes");
-        let (state, stream) = (state.clone(), stream.to_owned());
-        tokio::spawn(async move {
-            if let Err(e) = state.append_event(&stream, &note).await {
-                tracing::debug!(%stream, "request stream not noted for resumption: {e}");
-            }
-        });
+        state.record_event(stream, note, None);
     })
 }
 
@@ -316,25 +311,12 @@ impl EventStore for SharedEvents {
             answers: None,
         };
         let payload = serde_json::to_string(&stored)?;
-        let replica = self.state.replica();
-        let stream = format!("{replica}:{stream_id}");
-        let id = self.state.append_event(&stream, &payload).await?;
-        if let Some(session) = stream_id.strip_suffix(STANDALONE)
-            && stored.message.is_some()
-        {
-            let published = Published {
-                origin: replica.to_owned(),
-                session: session.to_owned(),
-                event: StoredEvent {
-                    id: id.clone(),
-                    payload,
-                },
-            };
-            if let Err(e) = self.state.publish(&published).await {
-                tracing::warn!(%session, "notification not published to other replicas: {e}");
-            }
-        }
-        Ok(id)
+        let stream = format!("{}:{stream_id}", self.state.replica());
+        // Notifications for the client's `GET`, which another replica may hold.
+        let standalone_of = stream_id
+            .strip_suffix(STANDALONE)
+            .filter(|_| stored.message.is_some());
+        Ok(self.state.record_event(&stream, payload, standalone_of))
     }
 
     async fn replay_events_after(
