@@ -100,8 +100,8 @@ impl MemoryState {
         Some(session)
     }
 
-    /// Appends `payload` to `stream`; the event's id.
-    fn append(&self, stream: &str, payload: String) -> String {
+    /// Appends `payload` to `stream` (nothing for a reserved id); the event's id.
+    fn append(&self, stream: &str, payload: Option<String>) -> String {
         let now = Instant::now();
         let mut inner = self.lock();
         if inner.streams.len() >= inner.prune_streams_at {
@@ -115,7 +115,9 @@ impl MemoryState {
         let entry = inner.streams.entry(stream.to_owned()).or_default();
         entry.next += 1;
         entry.last_append = Some(now);
-        entry.events.push_back((entry.next, payload));
+        if let Some(payload) = payload {
+            entry.events.push_back((entry.next, payload));
+        }
         while entry.events.len() > self.max_events {
             entry.events.pop_front();
         }
@@ -224,7 +226,7 @@ impl SharedState for MemoryState {
     }
 
     fn record_event(&self, stream: &str, payload: String, standalone_of: Option<&str>) -> String {
-        let id = self.append(stream, payload.clone());
+        let id = self.append(stream, Some(payload.clone()));
         if let Some(session) = standalone_of {
             // No receiver is no error: nobody holds a stream to deliver to.
             let _ = self.published.send(Published {
@@ -241,10 +243,18 @@ impl SharedState for MemoryState {
 
     fn append_event<'a>(
         &'a self,
-        stream: &'a str,
+        after: &'a str,
         payload: &'a str,
     ) -> BoxFuture<'a, Result<String, StateError>> {
-        Box::pin(ready(Ok(self.append(stream, payload.to_owned()))))
+        // One counter numbers each stream's events, reserved ones included.
+        let appended = parse_event_id(after)
+            .map(|(stream, _)| self.append(stream, Some(payload.to_owned())))
+            .ok_or_else(|| StateError::Corrupt(format!("event id `{after}`")));
+        Box::pin(ready(appended))
+    }
+
+    fn reserve_event_id(&self, stream: &str) -> String {
+        self.append(stream, None)
     }
 
     fn events_after<'a>(

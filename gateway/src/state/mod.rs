@@ -189,11 +189,17 @@ pub trait SharedState: Send + Sync + 'static {
     /// a replica not listening then misses it).
     fn record_event(&self, stream: &str, payload: String, standalone_of: Option<&str>) -> String;
 
-    /// Appends an event (JSON) to `stream` after every event it holds, whichever replica
-    /// recorded them, once it is stored; its globally unique id.
+    /// An id in `stream` (a stream only this replica writes) for an event with nothing
+    /// to replay, such as an SSE priming event: nothing is stored, and the stream's later
+    /// events sort after it.
+    fn reserve_event_id(&self, stream: &str) -> String;
+
+    /// Appends an event (JSON) to the stream of event `after`, after that event and every
+    /// event the stream holds, whichever replica recorded them, once it is stored; its
+    /// globally unique id.
     fn append_event<'a>(
         &'a self,
-        stream: &'a str,
+        after: &'a str,
         payload: &'a str,
     ) -> BoxFuture<'a, Result<String, StateError>>;
 

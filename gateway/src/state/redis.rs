@@ -87,12 +87,12 @@ end
 return 1
 ";
 
-/// Appends one event after the stream's last, keeps at most ARGV[2] of them, renews the
-/// stream's TTL.
+/// Appends one event after the stream's last and after sequence ARGV[4], keeps at most
+/// ARGV[2] of them, renews the stream's TTL.
 const APPEND_EVENT: &str = r"
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local seq = 1
-if last[2] then
+local seq = tonumber(ARGV[4]) + 1
+if last[2] and tonumber(last[2]) >= seq then
   seq = tonumber(last[2]) + 1
 end
 redis.call('ZADD', KEYS[1], seq, seq .. ':' .. ARGV[1])
@@ -504,12 +504,18 @@ impl SharedState for RedisState {
         event_id(stream, sequence)
     }
 
+    fn reserve_event_id(&self, stream: &str) -> String {
+        event_id(stream, self.events.reserve())
+    }
+
     fn append_event<'a>(
         &'a self,
-        stream: &'a str,
+        after: &'a str,
         payload: &'a str,
     ) -> BoxFuture<'a, Result<String, StateError>> {
         Box::pin(async move {
+            let (stream, after) = parse_event_id(after)
+                .ok_or_else(|| StateError::Corrupt(format!("event id `{after}`")))?;
             let mut connection = self.connection()?;
             let events = self.key("events", stream);
             let result = self
@@ -518,6 +524,7 @@ impl SharedState for RedisState {
                 .arg(payload)
                 .arg(self.max_events)
                 .arg(Self::secs(self.event_ttl))
+                .arg(after)
                 .invoke_async::<u64>(&mut connection)
                 .await;
             let sequence = self.observe(result)?;

@@ -238,23 +238,7 @@ fn noting_request(
 /// A stored event as rmcp sends it (`None` for a note, or what this gateway did not store).
 fn sse_message(event: StoredEvent) -> Option<ServerSseMessage> {
     let stored: StoredSse = serde_json::from_str(&event.payload).ok()?;
-    match stored {
-        StoredSse {
-            answers: Some(_), ..
-        } => None,
-        StoredSse {
-            message: Some(message),
-            ..
-        } => Some(ServerSseMessage::new(event.id, message)),
-        StoredSse {
-            message: None,
-            retry_ms,
-            ..
-        } => Some(ServerSseMessage::priming(
-            event.id,
-            std::time::Duration::from_millis(retry_ms.unwrap_or_default()),
-        )),
-    }
+    Some(ServerSseMessage::new(event.id, stored.message?))
 }
 
 /// The clients' `initialize` parameters, kept in the shared state.
@@ -288,12 +272,12 @@ struct SharedEvents {
     state: Arc<dyn SharedState>,
 }
 
-/// One SSE event as stored: the message (none for a priming event) and the retry hint;
-/// or, never sent, the note of the request the stream answers.
+/// One SSE event as stored: its message; or, never sent, the note of the request the
+/// stream answers. Priming events, which carry no message, are not stored: a replay
+/// after one needs only its place in the stream.
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 struct StoredSse {
     message: Option<ServerJsonRpcMessage>,
-    retry_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     answers: Option<RequestId>,
 }
@@ -305,17 +289,16 @@ impl EventStore for SharedEvents {
         stream_id: &str,
         event: &ServerSseMessage,
     ) -> Result<String, EventStoreError> {
-        let stored = StoredSse {
-            message: event.message.as_deref().cloned(),
-            retry_ms: event.retry.map(|r| r.as_millis() as u64),
-            answers: None,
-        };
-        let payload = serde_json::to_string(&stored)?;
         let stream = format!("{}:{stream_id}", self.state.replica());
+        let Some(message) = event.message.as_deref() else {
+            return Ok(self.state.reserve_event_id(&stream));
+        };
+        let payload = serde_json::to_string(&StoredSse {
+            message: Some(message.clone()),
+            answers: None,
+        })?;
         // Notifications for the client's `GET`, which another replica may hold.
-        let standalone_of = stream_id
-            .strip_suffix(STANDALONE)
-            .filter(|_| stored.message.is_some());
+        let standalone_of = stream_id.strip_suffix(STANDALONE);
         Ok(self.state.record_event(&stream, payload, standalone_of))
     }
 
@@ -380,7 +363,7 @@ impl SharedEvents {
             ..StoredSse::default()
         })
         .expect("a JSON-RPC error serializes");
-        let id = self.state.append_event(stream, &payload).await?;
+        let id = self.state.append_event(event_id, &payload).await?;
         Ok(Some(ServerSseMessage::new(id, error)))
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! Only the replica that opened a stream appends to it while it runs, so the replica
 //! numbers the events itself (one counter for all its streams, which it names) and sends
-//! each event at once; a single task writes them in order, as many per pipeline as have
-//! queued up. What that gives up, and why it is safe:
+//! each event at once; a single task writes them in order, gathering what comes within a
+//! few milliseconds into one pipeline, so a busy replica pays one Redis round trip for
+//! many calls. What that gives up, and why it is safe:
 //! - A client that resumes on *this* replica sees every event recorded before it asked:
 //!   a replay first waits until the writer has flushed them ([`EventWriter::flushed`]).
 //! - A client that resumes on *another* replica a moment after an event was sent may
@@ -18,12 +19,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use tokio::sync::{OnceCell, mpsc, watch};
+use tokio::sync::{Notify, OnceCell, mpsc, watch};
 
 /// The most events queued for writing; beyond it, events are kept for sending only.
 const QUEUE: usize = 16 * 1024;
 /// The most events written in one pipeline.
 const BATCH: usize = 256;
+/// How long the writer lets events gather before it writes them (unless a replay is
+/// waiting for them).
+const GATHER: Duration = Duration::from_millis(5);
 
 /// One event to append: its sequence number and the stream's key, the sorted-set entry,
 /// and what to publish with it, if anything.
@@ -47,6 +51,8 @@ pub struct EventWriter {
     queue: Mutex<Queue>,
     /// The sequence number up to which events were written (or given up on).
     flushed: watch::Receiver<u64>,
+    /// Asks the writer to write what it gathered now.
+    hurry: Arc<Notify>,
 }
 
 struct Queue {
@@ -66,7 +72,15 @@ impl EventWriter {
     ) -> EventWriter {
         let (writes, queued) = mpsc::channel(QUEUE);
         let (flushed_to, flushed) = watch::channel(0);
-        tokio::spawn(write(queued, connection, ready, flushed_to, retention));
+        let hurry = Arc::new(Notify::new());
+        tokio::spawn(write(
+            queued,
+            connection,
+            ready,
+            flushed_to,
+            hurry.clone(),
+            retention,
+        ));
         EventWriter {
             queue: Mutex::new(Queue {
                 last: 0,
@@ -74,7 +88,15 @@ impl EventWriter {
                 writes,
             }),
             flushed,
+            hurry,
         }
+    }
+
+    /// A sequence number for an event that is not stored.
+    pub fn reserve(&self) -> u64 {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.last += 1;
+        queue.last
     }
 
     /// Numbers an event of the sorted set `key` and queues it; its sequence number.
@@ -113,6 +135,9 @@ impl EventWriter {
             .unwrap_or_else(PoisonError::into_inner)
             .last_queued;
         let mut flushed = self.flushed.clone();
+        if *flushed.borrow() < queued {
+            self.hurry.notify_one();
+        }
         let _ = tokio::time::timeout(patience, flushed.wait_for(|done| *done >= queued)).await;
     }
 }
@@ -123,12 +148,22 @@ async fn write(
     connection: Arc<OnceCell<ConnectionManager>>,
     ready: Arc<AtomicBool>,
     flushed: watch::Sender<u64>,
+    hurry: Arc<Notify>,
     retention: Retention,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
     let ttl = retention.ttl_secs as i64;
     let keep = -(retention.max_events as isize) - 1;
     while queued.recv_many(&mut batch, BATCH).await > 0 {
+        tokio::select! {
+            () = tokio::time::sleep(GATHER) => {}
+            () = hurry.notified() => {}
+        }
+        while batch.len() < BATCH
+            && let Ok(write) = queued.try_recv()
+        {
+            batch.push(write);
+        }
         let last = batch.last().map_or(0, |write| write.sequence);
         let mut pipe = redis::pipe();
         for write in batch.drain(..) {
