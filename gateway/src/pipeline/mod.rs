@@ -42,7 +42,8 @@ use federated::FederatedExecutor;
 pub use invocation::{BuiltinTool, CallRequest, Executor, Invocation, Origin, Session, Target};
 pub use outcome::{AdditionalContext, BoxFuture, ContextSource, ToolOutcome};
 pub use stages::{
-    Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, ResultObserver,
+    Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, Prepared,
+    ResultObserver,
 };
 pub use trace::Step;
 
@@ -151,17 +152,20 @@ impl Pipeline {
         for observer in &self.stages.observers {
             observer.call_started(invocation);
         }
-        let pre_aborted = invocation.cancel.is_cancelled();
-        let mut outcome = if pre_aborted {
+        let outcome = if invocation.cancel.is_cancelled() {
             ToolOutcome::failed(aborted_before_dispatch())
         } else {
-            self.execute(invocation, &call).await
-        };
-        if !pre_aborted {
+            // Post-execute stages prepare while the call runs.
+            let prepare = self.stages.post.iter().map(|post| post.prepare(invocation));
+            let (mut outcome, prepared) = futures::join!(
+                self.execute(invocation, &call),
+                futures::future::join_all(prepare)
+            );
             let span = self.settings.tracer.stage("post_execute", &call);
-            self.post_execute(invocation, &mut outcome).await;
+            self.post_execute(invocation, &mut outcome, prepared).await;
             telemetry::end(&span);
-        }
+            outcome
+        };
         let (result, error) = self.in_span("finalize", &call, || self.finalize(outcome));
         for observer in &self.stages.observers {
             observer.result(invocation, error.as_ref(), &result);
@@ -403,9 +407,14 @@ impl Pipeline {
         outcome
     }
 
-    async fn post_execute(&self, invocation: &Invocation, outcome: &mut ToolOutcome) {
-        for post in &self.stages.post {
-            let decision = post.post(invocation, outcome).await;
+    async fn post_execute(
+        &self,
+        invocation: &Invocation,
+        outcome: &mut ToolOutcome,
+        prepared: Vec<Prepared>,
+    ) {
+        for (post, prepared) in self.stages.post.iter().zip(prepared) {
+            let decision = post.post(invocation, outcome, prepared).await;
             if decision != PostDecision::Pass {
                 self.trace(invocation, Step::Post(&decision));
             }

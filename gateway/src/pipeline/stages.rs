@@ -67,12 +67,23 @@ pub enum PostDecision {
 /// tools/post-execute: a waterfall over the outcome; runs for rejected calls too.
 /// Asynchronous for the same reason as [`Guard`].
 pub trait PostExecute: Send + Sync {
+    /// What this stage can work out from the invocation alone, started as the call
+    /// starts, so that a round trip it needs (to the shared state, say) overlaps the call
+    /// instead of following it; handed to [`PostExecute::post`]. Default: nothing.
+    fn prepare<'a>(&'a self, _invocation: &'a Invocation) -> BoxFuture<'a, Prepared> {
+        Box::pin(std::future::ready(None))
+    }
+
     fn post<'a>(
         &'a self,
         invocation: &'a Invocation,
         outcome: &'a ToolOutcome,
+        prepared: Prepared,
     ) -> BoxFuture<'a, PostDecision>;
 }
+
+/// What a [`PostExecute::prepare`] found, for the same stage's `post`.
+pub type Prepared = Option<Box<dyn std::any::Any + Send>>;
 
 /// finalizeContent: runs exactly once per result, failures included; synchronous and
 /// total; may only replace content.

@@ -8,7 +8,8 @@
 //! they neither extend nor reset the chain. Rejected calls count too. The chains live in
 //! the shared state (`crate::state`), so a session's chain is one across replicas; when
 //! the state cannot be reached no reminder is attached (it is advice, never a reason to
-//! fail a call).
+//! fail a call). The chain is extended as the call starts (the stage's `prepare`), so
+//! that with Redis the round trip overlaps the call instead of delaying its answer.
 //!
 //! ```toml
 //! [reminder]
@@ -25,7 +26,8 @@ use serde_json::Value;
 use crate::config::ReminderSettings;
 use crate::config::globs::glob_set;
 use crate::pipeline::{
-    AdditionalContext, BoxFuture, ContextSource, Invocation, PostDecision, PostExecute, ToolOutcome,
+    AdditionalContext, BoxFuture, ContextSource, Invocation, PostDecision, PostExecute, Prepared,
+    ToolOutcome,
 };
 use crate::state::SharedState;
 
@@ -78,33 +80,47 @@ impl RepeatReminder {
     }
 }
 
+/// A call's place in its session's chain, extended as the call starts (the outcome does
+/// not matter: rejected calls count too).
+struct Extended {
+    count: u32,
+    arguments: String,
+}
+
 impl PostExecute for RepeatReminder {
+    fn prepare<'a>(&'a self, invocation: &'a Invocation) -> BoxFuture<'a, Prepared> {
+        Box::pin(async move {
+            if !self.tracks(&invocation.tool) {
+                return None;
+            }
+            let arguments = normalize(&invocation.arguments_value());
+            let key = format!("{}\u{0}{arguments}", invocation.tool);
+            match self.state.extend_chain(&invocation.session.id, &key).await {
+                Ok(count) => Some(Box::new(Extended { count, arguments }) as _),
+                Err(e) => {
+                    tracing::warn!("repeat reminder skipped: {e}");
+                    None
+                }
+            }
+        })
+    }
+
     fn post<'a>(
         &'a self,
         invocation: &'a Invocation,
         _outcome: &'a ToolOutcome,
+        prepared: Prepared,
     ) -> BoxFuture<'a, PostDecision> {
-        Box::pin(async move {
-            if !self.tracks(&invocation.tool) {
-                return PostDecision::Pass;
+        let decision = match prepared.and_then(|p| p.downcast::<Extended>().ok()) {
+            Some(extended) if self.thresholds.contains(&extended.count) => {
+                PostDecision::Attach(vec![AdditionalContext {
+                    source: SOURCE,
+                    text: self.reminder(&invocation.tool, extended.count, &extended.arguments),
+                }])
             }
-            let arguments = normalize(&invocation.arguments_value());
-            let key = format!("{}\u{0}{arguments}", invocation.tool);
-            let count = match self.state.extend_chain(&invocation.session.id, &key).await {
-                Ok(count) => count,
-                Err(e) => {
-                    tracing::warn!("repeat reminder skipped: {e}");
-                    return PostDecision::Pass;
-                }
-            };
-            if !self.thresholds.contains(&count) {
-                return PostDecision::Pass;
-            }
-            PostDecision::Attach(vec![AdditionalContext {
-                source: SOURCE,
-                text: self.reminder(&invocation.tool, count, &arguments),
-            }])
-        })
+            _ => PostDecision::Pass,
+        };
+        Box::pin(std::future::ready(decision))
     }
 }
 
