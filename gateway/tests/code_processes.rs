@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{BINDINGS, FakeBridge, children, run_with, runtime, settle_children};
-use mcp_gateway::code::{CodeBudgets, FailureKind};
+use mcp_gateway::code::{Bindings, CodeBudgets, FailureKind};
 use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -59,9 +59,10 @@ async fn cancellation_mid_run_kills_the_worker_and_cancels_its_calls() {
     let rt = runtime(CodeBudgets::default());
     let bridge = Arc::new(FakeBridge::default());
     let cancel = CancellationToken::new();
+    let bindings = Bindings::Script(BINDINGS.into());
     let run = rt.run(
         "console.log('about to wait'); await tools.t.hang({}); return 'unreachable';",
-        BINDINGS,
+        &bindings,
         Arc::clone(&bridge) as Arc<dyn mcp_gateway::code::ToolBridge>,
         cancel.clone(),
     );

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{FakeBridge, run, run_with, runtime};
-use mcp_gateway::code::{CodeBudgets, FailureKind};
+use mcp_gateway::code::{Bindings, CodeBudgets, FailureKind};
 use serde_json::json;
 
 #[tokio::test]
@@ -471,11 +471,11 @@ async fn each_run_sees_its_own_bindings_whatever_ran_before() {
         }
     };
     let bindings = move |round: usize| {
-        if round.is_multiple_of(2) {
+        Bindings::Script(if round.is_multiple_of(2) {
             common::BINDINGS.to_owned()
         } else {
             fewer.as_str().to_owned()
-        }
+        })
     };
     let bridge = Arc::new(FakeBridge::default());
     for round in 0..6 {

@@ -1,6 +1,8 @@
 //! The JavaScript that makes the declarations callable.
 //!
-//! It is one expression: a function that takes the runtime's `hostCall(federatedName,
+//! It is [`FACTORY`], the same for every catalog, applied to the catalog's tool table
+//! (JSON), so a runtime can compile the factory once and give each run only its table.
+//! The result is a function that takes the runtime's `hostCall(federatedName,
 //! args)` (which resolves to the MCP CallToolResult JSON) and, optionally, `pending`: the
 //! servers whose tools are not known yet (still starting, or down since the host started)
 //! as `[server, name prefix]` pairs, and returns `{ tools, callTool, ToolCallError }`. A
@@ -18,8 +20,9 @@
 use crate::ToolSpec;
 use crate::names::push_string_literal;
 
-/// The factory, before and after the tool table.
-const HEAD: &str = r#"((hostCall, pending) => {
+/// A function from the tool table (`[server, tool, federated name, returns
+/// structuredContent]` rows) to the bindings function.
+pub const FACTORY: &str = r#"((table) => (hostCall, pending) => {
   "use strict";
   const freeze = Object.freeze, define = Object.defineProperty, create = Object.create;
   const isArray = Array.isArray, toText = String, ProxyCtor = Proxy;
@@ -76,11 +79,6 @@ const HEAD: &str = r#"((hostCall, pending) => {
     return result.structuredContent;
   });
   const textual = (tool) => freeze(async (args) => textOf(await call(tool, args)));
-  // [server, tool, federated name, returns structuredContent]
-  const table = [
-"#;
-
-const TAIL: &str = r#"  ];
   const tools = create(null), known = create(null);
   for (let i = 0; i < table.length; i++) {
     const row = table[i];
@@ -115,22 +113,28 @@ const TAIL: &str = r#"  ];
   return freeze({ tools, callTool, ToolCallError });
 })"#;
 
-/// Renders the bindings for `tools`, already sorted by (server, name) and deduplicated.
-pub(crate) fn render(tools: &[&ToolSpec]) -> String {
-    let mut out = String::from(HEAD);
-    for tool in tools {
-        out.push_str("    [");
+/// The tool table of `tools`, already sorted by (server, name) and deduplicated: JSON,
+/// one row per line.
+pub(crate) fn table(tools: &[&ToolSpec]) -> String {
+    let mut out = String::from("[\n");
+    for (i, tool) in tools.iter().enumerate() {
+        out.push_str(if i == 0 { "  [" } else { ",\n  [" });
         push_string_literal(&tool.server, &mut out);
         out.push_str(", ");
         push_string_literal(&tool.name, &mut out);
         out.push_str(", ");
         push_string_literal(&tool.federated_name, &mut out);
         out.push_str(if tool.output_schema.is_some() {
-            ", 1],\n"
+            ", 1]"
         } else {
-            ", 0],\n"
+            ", 0]"
         });
     }
-    out.push_str(TAIL);
+    out.push_str("\n]");
     out
+}
+
+/// The bindings expression for a tool table: [`FACTORY`] applied to it.
+pub(crate) fn render(table: &str) -> String {
+    format!("{FACTORY}({table})")
 }

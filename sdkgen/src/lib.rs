@@ -32,7 +32,8 @@
 //! (`_meta["mcp-gateway/error"].code`, else `TOOL_ERROR`).
 //!
 //! The bindings are one JavaScript expression evaluating to
-//! `(hostCall, pending) => ({ tools, callTool, ToolCallError })`, where
+//! `(hostCall, pending) => ({ tools, callTool, ToolCallError })`: the catalog-independent
+//! [`BINDINGS_FACTORY`] applied to [`Sdk::binding_table`], where
 //! `hostCall(federatedName, args)` resolves to the MCP CallToolResult JSON and the
 //! optional `pending` lists `[server, prefix]` for servers whose tools are not known yet:
 //! `tools.<server>.<any>(args)` calls `prefix + any` for them.
@@ -72,7 +73,8 @@
 //! assert!(sdk.declarations.contains(
 //!     "/** Returns the sum of two numbers @readOnly */\n    \"get-sum\"(args: { a: number; b: number }): Promise<string>;"
 //! ));
-//! assert!(sdk.bindings.starts_with("((hostCall, pending) => {"));
+//! assert!(sdk.bindings.starts_with(sdkgen::BINDINGS_FACTORY));
+//! assert_eq!(sdk.binding_table, "[\n  [\"everything\", \"get-sum\", \"mcp__everything__get-sum\", 0]\n]");
 //! assert_eq!(sdk.tool_count, 1);
 //! assert_eq!(sdk.hash.len(), 64);
 //! ```
@@ -86,6 +88,8 @@
 
 mod bindings;
 mod declarations;
+
+pub use bindings::FACTORY as BINDINGS_FACTORY;
 mod jsdoc;
 mod names;
 mod refs;
@@ -145,9 +149,12 @@ impl Default for Options {
 pub struct Sdk {
     /// TypeScript declarations: what the model reads.
     pub declarations: String,
-    /// One JavaScript expression evaluating to `(hostCall) => ({ tools, callTool,
-    /// ToolCallError })`.
+    /// One JavaScript expression evaluating to `(hostCall, pending) => ({ tools, callTool,
+    /// ToolCallError })`: [`BINDINGS_FACTORY`] applied to `binding_table`.
     pub bindings: String,
+    /// The tools for [`BINDINGS_FACTORY`] (JSON): `[server, tool, federated name,
+    /// 1 when it returns structuredContent else 0]` rows.
+    pub binding_table: String,
     /// Lowercase hex SHA-256 of `declarations` followed by `bindings`.
     pub hash: String,
     /// How many tools the SDK holds (duplicates of a server and name are dropped).
@@ -170,7 +177,8 @@ pub fn generate(tools: &[ToolSpec], options: &Options) -> Sdk {
     sorted.dedup_by(|later, earlier| later.server == earlier.server && later.name == earlier.name);
 
     let declarations = declarations::render(&sorted, options);
-    let bindings = bindings::render(&sorted);
+    let binding_table = bindings::table(&sorted);
+    let bindings = bindings::render(&binding_table);
     let mut hasher = Sha256::new();
     hasher.update(declarations.as_bytes());
     hasher.update(bindings.as_bytes());
@@ -182,6 +190,7 @@ pub fn generate(tools: &[ToolSpec], options: &Options) -> Sdk {
     Sdk {
         declarations,
         bindings,
+        binding_table,
         hash,
         tool_count: sorted.len(),
     }

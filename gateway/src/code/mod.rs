@@ -46,6 +46,7 @@ pub use budgets::CodeBudgets;
 pub use confine::{ConfinementSupport, support as confinement_support};
 pub use outcome::{CodeRunFailure, FailureKind, RunOutcome};
 pub use process::WorkerCommand;
+pub use protocol::Bindings;
 pub use runtime::CodeRuntime;
 pub use strip::strip_types;
 pub use worker::{confinement_probe_main, worker_main};

@@ -40,12 +40,25 @@ pub(crate) enum HostMessage {
     /// The one run of this worker, with its tool bindings and its process limits.
     Run {
         program: String,
-        bindings: String,
+        bindings: Bindings,
         max_output_bytes: usize,
         limits: ProcessLimits,
     },
     /// The result of call `id`.
     Reply { id: u64, result: Value },
+}
+
+/// The tool bindings of a run: what makes `tools`, `callTool` and `ToolCallError`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Bindings {
+    /// sdkgen's tool table (JSON, [`sdkgen::Sdk::binding_table`]) and the servers whose
+    /// tools are not known yet (JSON `[server, prefix]` pairs), for sdkgen's factory,
+    /// which every worker compiles before its run arrives.
+    Table { table: String, pending: String },
+    /// A JavaScript expression evaluating to `(hostCall) => ({ tools, callTool,
+    /// ToolCallError })`, compiled in the run.
+    Script(String),
 }
 
 /// A message from a worker to the host.

@@ -28,7 +28,7 @@ use super::bridge::ToolBridge;
 use super::budgets::CodeBudgets;
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::WorkerProcess;
-use super::protocol::{self, HostMessage, LineReader, WorkerFailure, WorkerMessage};
+use super::protocol::{self, Bindings, HostMessage, LineReader, WorkerFailure, WorkerMessage};
 use super::scheduler::{QueuedCall, Scheduler};
 use super::strip::StrippedProgram;
 
@@ -46,7 +46,7 @@ const LOG_DRAIN: Duration = Duration::from_secs(2);
 /// What one run needs besides its worker.
 pub(crate) struct RunRequest<'a> {
     pub(crate) program: &'a StrippedProgram,
-    pub(crate) bindings: &'a str,
+    pub(crate) bindings: &'a Bindings,
     pub(crate) budgets: &'a CodeBudgets,
     pub(crate) bridge: Arc<dyn ToolBridge>,
     pub(crate) cancel: &'a CancellationToken,
@@ -100,7 +100,7 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
     let (mut inbound, reader) = start_reader(from_worker, max_message);
     let _ = to_worker.send(HostMessage::Run {
         program: request.program.js.clone(),
-        bindings: request.bindings.to_owned(),
+        bindings: request.bindings.clone(),
         max_output_bytes: request.budgets.max_output_bytes,
         limits: request.budgets.process_limits(),
     });

@@ -22,6 +22,7 @@ use super::budgets::CodeBudgets;
 use super::confine;
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::{WorkerCommand, WorkerProcess};
+use super::protocol::Bindings;
 use super::run::{self, Driven, RunRequest};
 use super::strip;
 
@@ -80,13 +81,12 @@ impl CodeRuntime {
         runtime
     }
 
-    /// Run a TypeScript program with the given tool bindings (a JavaScript expression
-    /// `(hostCall) => ({ tools, callTool, ToolCallError })`). Never fails as a call:
+    /// Run a TypeScript program with the given tool bindings. Never fails as a call:
     /// every problem is in the outcome's `failure`.
     pub async fn run(
         &self,
         program_ts: &str,
-        bindings_js: &str,
+        bindings: &Bindings,
         bridge: Arc<dyn ToolBridge>,
         cancel: CancellationToken,
     ) -> RunOutcome {
@@ -104,7 +104,7 @@ impl CodeRuntime {
         };
         let request = RunRequest {
             program: &program,
-            bindings: bindings_js,
+            bindings,
             budgets: &inner.budgets,
             bridge,
             cancel: &cancel,

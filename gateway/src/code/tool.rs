@@ -18,7 +18,7 @@ use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
+use super::{Bindings, CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
 use crate::config::CatalogMode;
 use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
@@ -149,14 +149,9 @@ impl RunCodeTool {
         let session = &invocation.session;
         let sdk = self.sdk(host.as_ref(), session);
         let pending = host.pending_servers(session);
-        let bindings = if pending.is_empty() {
-            std::borrow::Cow::Borrowed(sdk.bindings.as_str())
-        } else {
-            let pending = serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into());
-            std::borrow::Cow::Owned(format!(
-                "((hostCall) => ({})(hostCall, {pending}))",
-                sdk.bindings
-            ))
+        let bindings = Bindings::Table {
+            table: sdk.binding_table.clone(),
+            pending: serde_json::to_string(&pending).unwrap_or_else(|_| "[]".into()),
         };
         let bridge = Arc::new(PipelineBridge {
             host,

@@ -29,7 +29,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
 use super::confine::{self, SyscallFilter};
-use super::protocol::{self, HostMessage, WorkerFailure, WorkerMessage};
+use super::protocol::{self, Bindings, HostMessage, WorkerFailure, WorkerMessage};
 use super::strip::PROGRAM_SCRIPT;
 use super::template::{self, Channel};
 
@@ -99,6 +99,14 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
         eprintln!("code worker: the prelude did not evaluate to a function");
         return ExitCode::FAILURE;
     };
+    let Some(from_table) = runtime
+        .execute_script(BINDINGS_SCRIPT, from_table_source())
+        .ok()
+        .and_then(|value| as_function(&mut runtime, value))
+    else {
+        eprintln!("code worker: sdkgen's bindings factory did not compile");
+        return ExitCode::FAILURE;
+    };
     let forks = template::is_single_threaded();
     link.send(&WorkerMessage::Ready { forks });
     let Some(HostMessage::Run {
@@ -145,7 +153,7 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     );
     let failure = tokio.block_on(async {
         tokio::spawn(read_replies(Arc::clone(&link), channel.into_buffered()));
-        let runner = install_bindings(&mut runtime, &install, &bindings).await;
+        let runner = install_bindings(&mut runtime, &install, &from_table, &bindings).await;
         run_program(&mut runtime, &link, runner, &program).await
     });
     link.finish(&failure)
@@ -243,16 +251,39 @@ async fn run_program(
     }
 }
 
-/// Evaluate the bindings expression and hand it to the prelude's `install`, which
+/// A function `(table, pending)` (both JSON text) to the bindings function `(hostCall) =>
+/// ...`, made with sdkgen's factory. Compiled before the run arrives, so a run with
+/// sdkgen's bindings compiles none of them: the factory is most of their text.
+fn from_table_source() -> String {
+    format!(
+        "((factory, parse) => (table, pending) => {{\n\
+           const bindings = factory(parse(table)), servers = parse(pending);\n\
+           return (hostCall) => bindings(hostCall, servers);\n\
+         }})({}, JSON.parse)",
+        sdkgen::BINDINGS_FACTORY
+    )
+}
+
+/// Make the bindings function and hand it to the prelude's `install`, which
 /// returns the program runner.
 async fn install_bindings(
     runtime: &mut JsRuntime,
     install: &v8::Global<v8::Function>,
-    bindings: &str,
+    from_table: &v8::Global<v8::Function>,
+    bindings: &Bindings,
 ) -> Result<v8::Global<v8::Function>, String> {
-    let factory = runtime
-        .execute_script(BINDINGS_SCRIPT, format!("({bindings}\n)"))
-        .map_err(|error| error.to_string())?;
+    let factory = match bindings {
+        Bindings::Table { table, pending } => {
+            let texts = js_strings(runtime, &[table, pending])?;
+            runtime
+                .call_with_args(from_table, &texts)
+                .await
+                .map_err(|error| error.to_string())?
+        }
+        Bindings::Script(script) => runtime
+            .execute_script(BINDINGS_SCRIPT, format!("({script}\n)"))
+            .map_err(|error| error.to_string())?,
+    };
     // `install` is synchronous, so its call settles without the event loop.
     let runner = runtime
         .call_with_args(install, &[factory])
@@ -271,6 +302,21 @@ fn without_internal_frames(text: &str) -> String {
 
 fn fail(kind: WorkerFailure, message: String) -> WorkerMessage {
     WorkerMessage::Fail { kind, message }
+}
+
+/// `texts` as JavaScript strings.
+fn js_strings(
+    runtime: &mut JsRuntime,
+    texts: &[&str],
+) -> Result<Vec<v8::Global<v8::Value>>, String> {
+    deno_core::scope!(scope, runtime);
+    texts
+        .iter()
+        .map(|text| {
+            let string = v8::String::new(scope, text).ok_or("the tool table is too long")?;
+            Ok(v8::Global::new(scope, v8::Local::<v8::Value>::from(string)))
+        })
+        .collect()
 }
 
 fn as_function(

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use mcp_gateway::code::{CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
+use mcp_gateway::code::{
+    Bindings, CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -133,7 +135,7 @@ pub fn runtime(budgets: CodeBudgets) -> CodeRuntime {
 pub async fn run_with(rt: &CodeRuntime, bridge: &Arc<FakeBridge>, program: &str) -> RunOutcome {
     rt.run(
         program,
-        BINDINGS,
+        &Bindings::Script(BINDINGS.into()),
         Arc::clone(bridge) as Arc<dyn ToolBridge>,
         CancellationToken::new(),
     )

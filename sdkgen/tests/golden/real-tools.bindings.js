@@ -1,4 +1,4 @@
-((hostCall, pending) => {
+((table) => (hostCall, pending) => {
   "use strict";
   const freeze = Object.freeze, define = Object.defineProperty, create = Object.create;
   const isArray = Array.isArray, toText = String, ProxyCtor = Proxy;
@@ -55,45 +55,6 @@
     return result.structuredContent;
   });
   const textual = (tool) => freeze(async (args) => textOf(await call(tool, args)));
-  // [server, tool, federated name, returns structuredContent]
-  const table = [
-    ["everything", "echo", "mcp__everything__echo", 0],
-    ["everything", "get-annotated-message", "mcp__everything__get-annotated-message", 0],
-    ["everything", "get-env", "mcp__everything__get-env", 0],
-    ["everything", "get-resource-links", "mcp__everything__get-resource-links", 0],
-    ["everything", "get-resource-reference", "mcp__everything__get-resource-reference", 0],
-    ["everything", "get-structured-content", "mcp__everything__get-structured-content", 1],
-    ["everything", "get-sum", "mcp__everything__get-sum", 0],
-    ["everything", "get-tiny-image", "mcp__everything__get-tiny-image", 0],
-    ["everything", "gzip-file-as-resource", "mcp__everything__gzip-file-as-resource", 0],
-    ["everything", "simulate-research-query", "mcp__everything__simulate-research-query", 0],
-    ["everything", "toggle-simulated-logging", "mcp__everything__toggle-simulated-logging", 0],
-    ["everything", "toggle-subscriber-updates", "mcp__everything__toggle-subscriber-updates", 0],
-    ["everything", "trigger-long-running-operation", "mcp__everything__trigger-long-running-operation", 0],
-    ["filesystem", "create_directory", "mcp__filesystem__create_directory", 1],
-    ["filesystem", "directory_tree", "mcp__filesystem__directory_tree", 1],
-    ["filesystem", "edit_file", "mcp__filesystem__edit_file", 1],
-    ["filesystem", "get_file_info", "mcp__filesystem__get_file_info", 1],
-    ["filesystem", "list_allowed_directories", "mcp__filesystem__list_allowed_directories", 1],
-    ["filesystem", "list_directory", "mcp__filesystem__list_directory", 1],
-    ["filesystem", "list_directory_with_sizes", "mcp__filesystem__list_directory_with_sizes", 1],
-    ["filesystem", "move_file", "mcp__filesystem__move_file", 1],
-    ["filesystem", "read_file", "mcp__filesystem__read_file", 1],
-    ["filesystem", "read_media_file", "mcp__filesystem__read_media_file", 1],
-    ["filesystem", "read_multiple_files", "mcp__filesystem__read_multiple_files", 1],
-    ["filesystem", "read_text_file", "mcp__filesystem__read_text_file", 1],
-    ["filesystem", "search_files", "mcp__filesystem__search_files", 1],
-    ["filesystem", "write_file", "mcp__filesystem__write_file", 1],
-    ["memory", "add_observations", "mcp__memory__add_observations", 1],
-    ["memory", "create_entities", "mcp__memory__create_entities", 1],
-    ["memory", "create_relations", "mcp__memory__create_relations", 1],
-    ["memory", "delete_entities", "mcp__memory__delete_entities", 1],
-    ["memory", "delete_observations", "mcp__memory__delete_observations", 1],
-    ["memory", "delete_relations", "mcp__memory__delete_relations", 1],
-    ["memory", "open_nodes", "mcp__memory__open_nodes", 1],
-    ["memory", "read_graph", "mcp__memory__read_graph", 1],
-    ["memory", "search_nodes", "mcp__memory__search_nodes", 1],
-  ];
   const tools = create(null), known = create(null);
   for (let i = 0; i < table.length; i++) {
     const row = table[i];
@@ -126,4 +87,41 @@
     return call(name, args);
   });
   return freeze({ tools, callTool, ToolCallError });
-})
+})([
+  ["everything", "echo", "mcp__everything__echo", 0],
+  ["everything", "get-annotated-message", "mcp__everything__get-annotated-message", 0],
+  ["everything", "get-env", "mcp__everything__get-env", 0],
+  ["everything", "get-resource-links", "mcp__everything__get-resource-links", 0],
+  ["everything", "get-resource-reference", "mcp__everything__get-resource-reference", 0],
+  ["everything", "get-structured-content", "mcp__everything__get-structured-content", 1],
+  ["everything", "get-sum", "mcp__everything__get-sum", 0],
+  ["everything", "get-tiny-image", "mcp__everything__get-tiny-image", 0],
+  ["everything", "gzip-file-as-resource", "mcp__everything__gzip-file-as-resource", 0],
+  ["everything", "simulate-research-query", "mcp__everything__simulate-research-query", 0],
+  ["everything", "toggle-simulated-logging", "mcp__everything__toggle-simulated-logging", 0],
+  ["everything", "toggle-subscriber-updates", "mcp__everything__toggle-subscriber-updates", 0],
+  ["everything", "trigger-long-running-operation", "mcp__everything__trigger-long-running-operation", 0],
+  ["filesystem", "create_directory", "mcp__filesystem__create_directory", 1],
+  ["filesystem", "directory_tree", "mcp__filesystem__directory_tree", 1],
+  ["filesystem", "edit_file", "mcp__filesystem__edit_file", 1],
+  ["filesystem", "get_file_info", "mcp__filesystem__get_file_info", 1],
+  ["filesystem", "list_allowed_directories", "mcp__filesystem__list_allowed_directories", 1],
+  ["filesystem", "list_directory", "mcp__filesystem__list_directory", 1],
+  ["filesystem", "list_directory_with_sizes", "mcp__filesystem__list_directory_with_sizes", 1],
+  ["filesystem", "move_file", "mcp__filesystem__move_file", 1],
+  ["filesystem", "read_file", "mcp__filesystem__read_file", 1],
+  ["filesystem", "read_media_file", "mcp__filesystem__read_media_file", 1],
+  ["filesystem", "read_multiple_files", "mcp__filesystem__read_multiple_files", 1],
+  ["filesystem", "read_text_file", "mcp__filesystem__read_text_file", 1],
+  ["filesystem", "search_files", "mcp__filesystem__search_files", 1],
+  ["filesystem", "write_file", "mcp__filesystem__write_file", 1],
+  ["memory", "add_observations", "mcp__memory__add_observations", 1],
+  ["memory", "create_entities", "mcp__memory__create_entities", 1],
+  ["memory", "create_relations", "mcp__memory__create_relations", 1],
+  ["memory", "delete_entities", "mcp__memory__delete_entities", 1],
+  ["memory", "delete_observations", "mcp__memory__delete_observations", 1],
+  ["memory", "delete_relations", "mcp__memory__delete_relations", 1],
+  ["memory", "open_nodes", "mcp__memory__open_nodes", 1],
+  ["memory", "read_graph", "mcp__memory__read_graph", 1],
+  ["memory", "search_nodes", "mcp__memory__search_nodes", 1]
+])
