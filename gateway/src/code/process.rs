@@ -144,6 +144,14 @@ impl WorkerProcess {
                 "the worker's copy {pid} is not a child of the gateway"
             )));
         }
+        // The copy starts in the original's process group and leaves it itself, but it
+        // may not have run yet when the original's run ends and that group is killed.
+        // Moved here, before the run is sent, it cannot go down with the original.
+        // SAFETY: setpgid on our own child, which has not exec'd; a copy that already
+        // left (or died) makes this a harmless no-op or error.
+        unsafe {
+            libc::setpgid(pid, pid);
+        }
         let mut copy = WorkerProcess {
             pid,
             status: (waited == pid).then(|| ExitStatus::from_raw(status)),
