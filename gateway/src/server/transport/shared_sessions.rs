@@ -16,8 +16,10 @@
 //! that replica runs, the client reconnects until the answer is stored; once it is gone
 //! (its lease in the shared state lapsed) the answer can never come, so the replay ends
 //! with a JSON-RPC error for the request instead of leaving the client to wait forever.
-//! To know which request a stream answers, the first event of each request stream is
-//! followed in the store by a note naming the request (never sent to clients).
+//! To know which request a stream answers, every event id a client sees on a request
+//! stream carries the request's id (`<stored id>#<hex of the request id's JSON>`), so the
+//! client's `Last-Event-ID` names it even when its replica died before storing anything
+//! of the stream. A forged tag can only earn its sender an error on its own stream.
 //!
 //! Notifications outside any request (`list_changed`, resource updates, log messages)
 //! go to a session's standalone stream, the client's `GET`, which one replica holds. Any
@@ -136,7 +138,7 @@ impl SessionManager for SharedSessions {
             _ => None,
         };
         let stream = self.local.create_stream(id, message).await?;
-        Ok(noting_request(stream, request, self.state.clone()))
+        Ok(tagged(stream, request))
     }
 
     async fn accept_message(
@@ -210,35 +212,47 @@ fn with_published(
     .filter_map(ready)
 }
 
-/// `stream` (a request stream of this replica), its first event followed in the store by
-/// a note that the stream answers `request`.
-fn noting_request(
+/// `stream` (a request stream of this replica), every event id tagged with `request`.
+fn tagged(
     stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
     request: Option<RequestId>,
-    state: Arc<dyn SharedState>,
 ) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
     use futures::StreamExt;
-    let mut request = request;
-    stream.inspect(move |event| {
-        let Some(request) = request.take() else {
-            return;
-        };
-        let Some((stream, _)) = event.event_id.as_deref().and_then(parse_event_id) else {
-            return;
-        };
-        let note = serde_json::to_string(&StoredSse {
-            answers: Some(request),
-            ..StoredSse::default()
-        })
-        .expect("a request id serializes");
-        state.record_event(stream, note, None);
+    stream.map(move |mut event| {
+        if let Some(request) = &request {
+            event.event_id = event.event_id.map(|id| tag(&id, request));
+        }
+        event
     })
 }
 
-/// A stored event as rmcp sends it (`None` for a note, or what this gateway did not store).
+/// `event_id` tagged with the request its stream answers.
+fn tag(event_id: &str, request: &RequestId) -> String {
+    let json = serde_json::to_string(request).expect("a request id serializes");
+    let mut tagged = format!("{event_id}#");
+    for byte in json.bytes() {
+        tagged.push_str(&format!("{byte:02x}"));
+    }
+    tagged
+}
+
+/// The stored event id and the request of a (possibly tagged) event id.
+fn untag(event_id: &str) -> (&str, Option<RequestId>) {
+    let Some((stored, hex)) = event_id.rsplit_once('#') else {
+        return (event_id, None);
+    };
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    let request = bytes.and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    (stored, request)
+}
+
+/// A stored event as rmcp sends it (`None` for what this gateway did not store).
 fn sse_message(event: StoredEvent) -> Option<ServerSseMessage> {
-    let stored: StoredSse = serde_json::from_str(&event.payload).ok()?;
-    Some(ServerSseMessage::new(event.id, stored.message?))
+    let message: ServerJsonRpcMessage = serde_json::from_str(&event.payload).ok()?;
+    Some(ServerSseMessage::new(event.id, message))
 }
 
 /// The clients' `initialize` parameters, kept in the shared state.
@@ -272,16 +286,6 @@ struct SharedEvents {
     state: Arc<dyn SharedState>,
 }
 
-/// One SSE event as stored: its message; or, never sent, the note of the request the
-/// stream answers. Priming events, which carry no message, are not stored: a replay
-/// after one needs only its place in the stream.
-#[derive(Default, serde::Serialize, serde::Deserialize)]
-struct StoredSse {
-    message: Option<ServerJsonRpcMessage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    answers: Option<RequestId>,
-}
-
 #[async_trait::async_trait]
 impl EventStore for SharedEvents {
     async fn store_event(
@@ -293,10 +297,8 @@ impl EventStore for SharedEvents {
         let Some(message) = event.message.as_deref() else {
             return Ok(self.state.reserve_event_id(&stream));
         };
-        let payload = serde_json::to_string(&StoredSse {
-            message: Some(message.clone()),
-            answers: None,
-        })?;
+        // Priming events carry no message: a replay after one needs only its place.
+        let payload = serde_json::to_string(message)?;
         // Notifications for the client's `GET`, which another replica may hold.
         let standalone_of = stream_id.strip_suffix(STANDALONE);
         Ok(self.state.record_event(&stream, payload, standalone_of))
@@ -306,25 +308,34 @@ impl EventStore for SharedEvents {
         &self,
         last_event_id: &str,
     ) -> Result<EventStream, EventStoreError> {
+        let (stored_id, request) = untag(last_event_id);
         let mut messages: Vec<ServerSseMessage> = self
             .state
-            .events_after(last_event_id)
+            .events_after(stored_id)
             .await?
             .into_iter()
             .filter_map(sse_message)
             .collect();
-        if let Some(lost) = self.lost_answer(last_event_id).await? {
+        if let Some(request) = &request
+            && let Some(lost) = self.lost_answer(stored_id, request).await?
+        {
             messages.push(lost);
         }
-        Ok(Box::pin(futures::stream::iter(messages)))
+        // Still tagged, so a later resumption knows the request too.
+        Ok(Box::pin(tagged(futures::stream::iter(messages), request)))
     }
 }
 
 impl SharedEvents {
-    /// For a request stream whose replica is gone before it answered: the answer it can
-    /// no longer send, a JSON-RPC error, stored in the stream so every later resumption
-    /// replays it. `None` for any other stream.
-    async fn lost_answer(&self, event_id: &str) -> Result<Option<ServerSseMessage>, StateError> {
+    /// For the stream of `event_id`, answering `request`, whose replica is gone before it
+    /// answered: the answer it can no longer send, a JSON-RPC error, stored in the stream
+    /// so every later resumption replays it. `None` while the replica runs, or once the
+    /// stream holds an answer.
+    async fn lost_answer(
+        &self,
+        event_id: &str,
+        request: &RequestId,
+    ) -> Result<Option<ServerSseMessage>, StateError> {
         let Some((stream, _)) = parse_event_id(event_id) else {
             return Ok(None);
         };
@@ -334,36 +345,50 @@ impl SharedEvents {
         if origin == self.state.replica() || self.state.replica_alive(origin).await? {
             return Ok(None);
         }
-        let mut request = None;
-        for event in self.state.events_after(&event_id_of(stream, 0)).await? {
-            let Ok(stored) = serde_json::from_str::<StoredSse>(&event.payload) else {
-                continue;
-            };
-            if matches!(
-                stored.message,
-                Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))
-            ) {
-                return Ok(None);
-            }
-            request = stored.answers.or(request);
-        }
-        let Some(request) = request else {
+        let answered = self
+            .state
+            .events_after(&event_id_of(stream, 0))
+            .await?
+            .into_iter()
+            .filter_map(sse_message)
+            .any(|event| {
+                matches!(
+                    event.message.as_deref(),
+                    Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))
+                )
+            });
+        if answered {
             return Ok(None);
-        };
+        }
         let error = ServerJsonRpcMessage::error(
             ErrorData::internal_error(
                 "the gateway replica serving this request stopped before answering; \
                  the request may or may not have taken effect",
                 None,
             ),
-            Some(request),
+            Some(request.clone()),
         );
-        let payload = serde_json::to_string(&StoredSse {
-            message: Some(error.clone()),
-            ..StoredSse::default()
-        })
-        .expect("a JSON-RPC error serializes");
+        let payload = serde_json::to_string(&error).expect("a JSON-RPC error serializes");
         let id = self.state.append_event(event_id, &payload).await?;
         Ok(Some(ServerSseMessage::new(id, error)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_id_carries_its_request_and_gives_it_back() {
+        for request in [
+            RequestId::Number(7),
+            RequestId::String("a#b/\"c\"\nü".into()),
+        ] {
+            let tagged = tag("replica:stream/3", &request);
+            assert!(tagged.is_ascii() && !tagged.contains('\n'), "{tagged}");
+            assert_eq!(untag(&tagged), ("replica:stream/3", Some(request)));
+        }
+        assert_eq!(untag("replica:stream/3"), ("replica:stream/3", None));
+        assert_eq!(untag("replica:stream/3#zz"), ("replica:stream/3", None));
     }
 }
