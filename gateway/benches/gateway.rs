@@ -1035,20 +1035,27 @@ fn pss_kb(pid: u32) -> u64 {
     proc_kb(pid, "smaps_rollup", "Pss:")
 }
 
-/// Memory of run_code: the gateway plus its idle worker (the template of every run), and
-/// what each concurrent run adds.
+/// Memory of run_code: the gateway plus its idle workers (the template every runner is
+/// copied from, and the runner ready for the next run), and what each concurrent run adds.
+/// RSS counts a page in every process that maps it (the template, the runner and the
+/// gateway share the executable); PSS splits shared pages among their sharers.
 async fn code_memory(dir: &Path, rows: &mut Vec<Row>) {
     let (gateway, pid) = code_gateway(dir).await;
     run_ok(&gateway, "return 1").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let template: Vec<u32> = worker_pids(pid);
-    let template_rss: u64 = template.iter().copied().map(rss_kb).sum();
-    let idle = rss_kb(pid) + template_rss;
+    let idle: Vec<u32> = worker_pids(pid);
+    let sum = |measure: fn(u32) -> u64| -> f64 {
+        (measure(pid) + idle.iter().copied().map(measure).sum::<u64>()) as f64 / 1024.0
+    };
+    let workers_rss: u64 = idle.iter().copied().map(rss_kb).sum();
     rows.push(summary_row(format!(
-        "run_code idle RSS, gateway + template: {:.1} MB (gateway {:.1}, template {:.1})",
-        idle as f64 / 1024.0,
+        "run_code idle, gateway + template + runner ({} workers): RSS {:.1} MB \
+         (gateway {:.1}, workers {:.1}), PSS {:.1} MB",
+        idle.len(),
+        sum(rss_kb),
         rss_kb(pid) as f64 / 1024.0,
-        template_rss as f64 / 1024.0
+        workers_rss as f64 / 1024.0,
+        sum(pss_kb),
     )));
     let gateway = Arc::new(gateway);
     let before = rss_kb(pid);
@@ -1068,7 +1075,7 @@ async fn code_memory(dir: &Path, rows: &mut Vec<Row>) {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let running: Vec<u32> = worker_pids(pid)
         .into_iter()
-        .filter(|worker| !template.contains(worker))
+        .filter(|worker| !idle.contains(worker))
         .collect();
     let count = running.len().max(1) as f64;
     let rss: u64 = running.iter().copied().map(rss_kb).sum();
@@ -1087,7 +1094,7 @@ async fn code_memory(dir: &Path, rows: &mut Vec<Row>) {
     )));
 }
 
-/// The gateway's code workers: those running programs, and a spare if one has started.
+/// The gateway's code workers: those running programs, the template and the runner.
 fn worker_pids(gateway: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()

@@ -24,13 +24,13 @@ async fn wait_for_calls(bridge: &FakeBridge, n: usize) {
 }
 
 #[tokio::test]
-async fn a_spare_worker_is_started_ahead_and_nothing_outlives_shutdown() {
+async fn a_template_and_a_runner_are_started_ahead_and_nothing_outlives_shutdown() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let rt = runtime(CodeBudgets::default());
     assert_eq!(
-        settle_children(1).await,
-        1,
-        "the spare worker was not started"
+        settle_children(2).await,
+        2,
+        "the template and the first runner were not started"
     );
     let bridge = Arc::new(FakeBridge::default());
     for _ in 0..3 {
@@ -38,8 +38,8 @@ async fn a_spare_worker_is_started_ahead_and_nothing_outlives_shutdown() {
             run_with(&rt, &bridge, "return 1").await.result,
             Some(json!(1))
         );
-        // The run's worker is reaped; only the next spare remains.
-        assert_eq!(settle_children(1).await, 1);
+        // The run's worker is reaped; only the template and the next runner remain.
+        assert_eq!(settle_children(2).await, 2);
     }
     rt.shutdown().await;
     assert_eq!(children(), Vec::<u32>::new());
@@ -75,7 +75,11 @@ async fn cancellation_mid_run_kills_the_worker_and_cancels_its_calls() {
     assert_eq!(failure.kind, FailureKind::Aborted);
     assert_eq!(outcome.logs, ["about to wait"]);
     assert!(bridge.records()[0].cancelled);
-    assert_eq!(settle_children(1).await, 1, "only the spare should be left");
+    assert_eq!(
+        settle_children(2).await,
+        2,
+        "only the template and the next runner should be left"
+    );
     rt.shutdown().await;
     assert_eq!(children(), Vec::<u32>::new());
 }
@@ -85,7 +89,7 @@ async fn a_worker_killed_from_outside_is_died_and_the_next_run_works() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let rt = runtime(CodeBudgets::default());
     let bridge = Arc::new(FakeBridge::default());
-    settle_children(1).await;
+    settle_children(2).await;
     let run = run_with(
         &rt,
         &bridge,
@@ -93,7 +97,8 @@ async fn a_worker_killed_from_outside_is_died_and_the_next_run_works() {
     );
     let killer = async {
         wait_for_calls(&bridge, 1).await;
-        // Kill the running worker (no spare is started while a run is going).
+        // Kill the running worker and the template (the next runner is made only once
+        // the run has settled).
         for pid in children() {
             // SAFETY: signalling our own child process.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -105,8 +110,9 @@ async fn a_worker_killed_from_outside_is_died_and_the_next_run_works() {
     assert!(failure.message.contains("signal: 9"), "{}", failure.message);
     assert_eq!(outcome.logs, ["working"]);
     assert!(bridge.records()[0].cancelled);
-    // The spare started after the run dies too: it is noticed and replaced.
-    settle_children(1).await;
+    // A new template and runner are made after the run; killed too, they are noticed
+    // and replaced.
+    settle_children(2).await;
     for pid in children() {
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -161,8 +167,9 @@ async fn budget_kills_leave_no_process_behind() {
             .kind,
         FailureKind::Wall
     );
-    assert_eq!(settle_children(1).await, 1);
+    assert_eq!(settle_children(2).await, 2);
     drop(wall);
-    // Dropping the runtime kills the spare; tokio reaps it in the background.
+    // Dropping the runtime kills the template and the runner; tokio reaps them in the
+    // background.
     assert_eq!(settle_children(0).await, 0);
 }

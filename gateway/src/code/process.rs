@@ -32,7 +32,7 @@ use super::protocol::{self, HostMessage, WorkerMessage};
 
 /// How long a worker may take to say `ready` (an exec'd one loads the engine first).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long an idle worker may take to answer `fork`.
+/// How long a template may take to answer `fork`.
 const FORK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest message a worker may send before its run (`ready`, `forked`).
 const MAX_SETUP_MESSAGE: usize = 4096;
@@ -97,6 +97,7 @@ impl WorkerProcess {
         };
         let init = protocol::encode(&HostMessage::Init {
             heap_bytes: budgets.heap_bytes(),
+            limits: budgets.process_limits(),
         });
         write_all(worker.channel()?, &init).await?;
         Ok(worker)
@@ -118,8 +119,8 @@ impl WorkerProcess {
         }
     }
 
-    /// Ask this idle worker for a copy of itself. The copy, a new child of the gateway,
-    /// is returned before it is ready (see [`WorkerProcess::wait_ready`]).
+    /// Ask this template for a copy of itself. The copy, a new child of the gateway, is
+    /// returned before it is ready (see [`WorkerProcess::wait_ready`]).
     pub(crate) async fn fork(&mut self) -> io::Result<WorkerProcess> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         let channel = self.channel()?;
@@ -144,9 +145,9 @@ impl WorkerProcess {
                 "the worker's copy {pid} is not a child of the gateway"
             )));
         }
-        // The copy starts in the original's process group and leaves it itself, but it
-        // may not have run yet when the original's run ends and that group is killed.
-        // Moved here, before the run is sent, it cannot go down with the original.
+        // The copy starts in the template's process group and leaves it itself, but it
+        // may not have run yet when that group is killed (the template replaced, or the
+        // gateway shutting down). Moved here, it cannot go down with the template.
         // SAFETY: setpgid on our own child, which has not exec'd; a copy that already
         // left (or died) makes this a harmless no-op or error.
         unsafe {

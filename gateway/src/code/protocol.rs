@@ -10,20 +10,22 @@
 //! file descriptor can travel with a message.
 //!
 //! ```text
-//! host → worker   {"t":"init","heap_bytes":N}                once, to a process just exec'd
+//! host → worker   {"t":"init","heap_bytes":N,"limits":{…}}   once, to a process just exec'd
 //! worker → host   {"t":"ready","forks":true}                 runtime created, nothing run yet
-//! host → worker   {"t":"fork"} + a socket (SCM_RIGHTS)       optional: copy yourself first
+//! host → worker   {"t":"fork"} + a socket (SCM_RIGHTS)       a template: make a runner
 //! worker → host   {"t":"forked","pid":N}                     the copy speaks on that socket
-//! host → worker   {"t":"run","program":JS,"bindings":JS,"max_output_bytes":N,"limits":{…}}
+//! host → worker   {"t":"run","program":JS,"bindings":…,"max_output_bytes":N}
 //! worker → host   {"t":"log","text":S}                       as printed
 //! worker → host   {"t":"call","id":N,"tool":S,"args":JSON}   ids 1, 2, 3, …
 //! host → worker   {"t":"reply","id":N,"result":CallToolResult}   at most once per id
 //! worker → host   {"t":"done","result":JSON?} | {"t":"fail","kind":K,"message":S}
 //! ```
 //!
-//! A copy made by `fork` starts by saying `ready` on its own socket. A worker that says
-//! `ready` without `forks` (any program that speaks this protocol) serves one run and is
-//! replaced by a new process.
+//! A worker that says `ready` with `forks` is a template: the host only ever asks it for
+//! copies. A copy made by `fork` confines itself and says `ready` (without `forks`) on its
+//! own socket: it is a runner, waiting for its one run. A worker that says `ready`
+//! without `forks` (a copy, or any program that speaks this protocol) serves one run and
+//! is replaced by a new process.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -33,16 +35,19 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum HostMessage {
-    /// Sent right after exec: the worker creates its runtime with this heap limit.
-    Init { heap_bytes: usize },
+    /// Sent right after exec: the worker creates its runtime with this heap limit, and
+    /// the process that runs (it or a copy) confines itself with these limits.
+    Init {
+        heap_bytes: usize,
+        limits: ProcessLimits,
+    },
     /// Make a copy of yourself, before any run: the message carries the copy's socket.
     Fork,
-    /// The one run of this worker, with its tool bindings and its process limits.
+    /// The one run of this worker, with its tool bindings.
     Run {
         program: String,
         bindings: Bindings,
         max_output_bytes: usize,
-        limits: ProcessLimits,
     },
     /// The result of call `id`.
     Reply { id: u64, result: Value },
@@ -90,7 +95,7 @@ pub(crate) enum WorkerMessage {
 }
 
 /// Limits the run's process puts on itself, after any copy is made and before the
-/// program runs: they are the kernel's backstop behind the host's own budget checks.
+/// program arrives: they are the kernel's backstop behind the host's own budget checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProcessLimits {

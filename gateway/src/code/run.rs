@@ -102,7 +102,6 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
         program: request.program.js.clone(),
         bindings: request.bindings.clone(),
         max_output_bytes: request.budgets.max_output_bytes,
-        limits: request.budgets.process_limits(),
     });
 
     let mut run = RunState::new(request, to_worker, worker.cpu_time());

@@ -1,15 +1,14 @@
 //! The code runtime the gateway holds: one fresh worker process per run, the next one
 //! always ready ahead of time.
 //!
-//! One idle worker (the spare) exists at a time. A run takes it, and first asks it for a
-//! copy of itself (see `template`): the copy, forked before the run's program reaches the
-//! original, becomes the next spare within a millisecond or so. A run that finds the next
-//! spare still being made waits for it rather than starting another. When there is no
-//! spare, or it cannot fork, a worker is exec'd (the engine start costs tens of
-//! milliseconds of CPU); that replacement is started once the run has settled, so it is
-//! not taken from the run it is meant to serve.
-//! Workers are never reused. `shutdown` aborts in-flight runs, kills the spare, and waits
-//! until every worker has been reaped.
+//! Two workers wait between runs: the template, a pristine worker that only makes copies
+//! of itself (see `template`), and the runner, its latest copy, already confined and
+//! waiting for a run. A run takes the runner and asks the template for the next one in
+//! the background; a run that finds the next runner still being made waits for it rather
+//! than making another. A worker is exec'd (the engine start costs tens of milliseconds
+//! of CPU) only when there is no live template: it becomes the template, or, if it cannot
+//! fork, the run's process itself. Workers never run twice. `shutdown` aborts in-flight
+//! runs, kills the waiting workers, and waits until every worker has been reaped.
 
 use std::sync::{Arc, Mutex};
 
@@ -36,16 +35,18 @@ pub struct CodeRuntime {
 struct Inner {
     command: WorkerCommand,
     budgets: CodeBudgets,
-    spare: Mutex<Spare>,
-    /// Signalled when a spare that was starting is ready (or failed).
-    spare_changed: Notify,
+    /// The pristine worker runners are copied from, once one has been exec'd.
+    template: tokio::sync::Mutex<Option<WorkerProcess>>,
+    runner: Mutex<Runner>,
+    /// Signalled when a runner that was being made is ready (or failed).
+    runner_changed: Notify,
     shutdown: CancellationToken,
-    /// Spare-spawning tasks and in-flight runs, so `shutdown` can wait for them.
+    /// Runner-making tasks and in-flight runs, so `shutdown` can wait for them.
     tasks: TaskTracker,
 }
 
 #[derive(Debug)]
-enum Spare {
+enum Runner {
     Empty,
     Starting,
     Ready(Box<WorkerProcess>),
@@ -69,8 +70,9 @@ impl CodeRuntime {
             inner: Arc::new(Inner {
                 command: worker,
                 budgets,
-                spare: Mutex::new(Spare::Empty),
-                spare_changed: Notify::new(),
+                template: tokio::sync::Mutex::new(None),
+                runner: Mutex::new(Runner::Empty),
+                runner_changed: Notify::new(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -115,7 +117,7 @@ impl CodeRuntime {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let worker = match Inner::take_worker(inner).await {
+            let worker = match Inner::take_runner(inner).await {
                 Ok(worker) => worker,
                 Err(error) => {
                     Inner::replenish(inner);
@@ -135,129 +137,137 @@ impl CodeRuntime {
         }
     }
 
-    /// Abort in-flight runs, kill the spare worker, and wait until every worker is reaped.
+    /// Abort in-flight runs, kill the waiting workers, and wait until every worker is
+    /// reaped.
     pub async fn shutdown(&self) {
         let inner = &self.inner;
         inner.shutdown.cancel();
-        let spare = std::mem::replace(&mut *inner.lock_spare(), Spare::Empty);
-        if let Spare::Ready(mut worker) = spare {
+        let runner = std::mem::replace(&mut *inner.lock_runner(), Runner::Empty);
+        if let Runner::Ready(mut worker) = runner {
             let _ = worker.kill_and_reap().await;
         }
         inner.tasks.close();
         inner.tasks.wait().await;
+        if let Some(mut template) = inner.template.lock().await.take() {
+            let _ = template.kill_and_reap().await;
+        }
     }
 }
 
 impl Inner {
-    fn lock_spare(&self) -> std::sync::MutexGuard<'_, Spare> {
-        self.spare
+    fn lock_runner(&self) -> std::sync::MutexGuard<'_, Runner> {
+        self.runner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The spare worker if there is a live one (waiting for it if it is being made,
-    /// which is sooner than starting another), else a new one. A spare that can fork
-    /// leaves a copy of itself behind as the next spare.
-    async fn take_worker(self: &Arc<Self>) -> std::io::Result<WorkerProcess> {
+    /// The waiting runner if there is a live one (waiting for it if it is being made,
+    /// which is sooner than making another), else a new one. Taking the runner starts
+    /// making the next.
+    async fn take_runner(self: &Arc<Self>) -> std::io::Result<WorkerProcess> {
         loop {
-            let changed = self.spare_changed.notified();
+            let changed = self.runner_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            // `None`: a spare is being made; `Some(spare)`: what there is.
             let taken = {
-                let mut spare = self.lock_spare();
-                match std::mem::replace(&mut *spare, Spare::Empty) {
-                    Spare::Ready(mut worker) => {
-                        if worker.has_exited() {
-                            Some(None)
-                        } else {
-                            if worker.forks {
-                                // Its copy is the next spare: later runs wait for it.
-                                *spare = Spare::Starting;
-                            }
-                            Some(Some(worker))
-                        }
-                    }
-                    Spare::Starting => {
-                        *spare = Spare::Starting;
+                let mut runner = self.lock_runner();
+                match std::mem::replace(&mut *runner, Runner::Empty) {
+                    Runner::Ready(mut worker) => Some((!worker.has_exited()).then_some(worker)),
+                    Runner::Empty => Some(None),
+                    Runner::Starting => {
+                        *runner = Runner::Starting;
                         None
                     }
-                    Spare::Empty => Some(None),
                 }
             };
             match taken {
                 None => changed.await,
-                Some(Some(mut worker)) => {
-                    if worker.forks {
-                        self.copy_into_spare(&mut worker).await;
-                    }
+                Some(Some(worker)) => {
                     return Ok(*worker);
                 }
-                Some(None) => return WorkerProcess::spawn(&self.command, &self.budgets).await,
+                Some(None) => return self.make_runner().await,
             }
         }
     }
 
-    /// Ask `worker` (taken for a run, the spare slot marked as being made) for a copy of
-    /// itself, and make the copy the spare once it is ready.
-    async fn copy_into_spare(self: &Arc<Self>, worker: &mut WorkerProcess) {
-        let copy = worker.fork().await;
-        let inner = Arc::clone(self);
-        self.tasks.spawn(async move {
-            let ready = match copy {
-                Ok(mut copy) => match copy.wait_ready().await {
-                    Ok(()) => Ok(copy),
-                    Err(error) => Err(error),
-                },
-                Err(error) => Err(error),
-            };
-            if let Err(error) = &ready {
-                // The next run execs a worker instead.
-                tracing::warn!(%error, "could not copy the idle code worker");
+    /// A new runner: a copy of the template, or a worker exec'd when there is no live
+    /// template (it becomes the template if it can fork).
+    async fn make_runner(&self) -> std::io::Result<WorkerProcess> {
+        let mut template = self.template.lock().await;
+        if let Some(existing) = template.as_mut()
+            && !existing.has_exited()
+        {
+            match existing.fork().await {
+                Ok(copy) => {
+                    drop(template);
+                    return ready(copy).await;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the code template could not fork; starting another");
+                }
             }
-            inner.settle_spare(ready.ok()).await;
-        });
+        }
+        if let Some(mut old) = template.take() {
+            let _ = old.kill_and_reap().await;
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(std::io::Error::other("the code runtime is shut down"));
+        }
+        let mut worker = WorkerProcess::spawn(&self.command, &self.budgets).await?;
+        if !worker.forks {
+            return Ok(worker);
+        }
+        let copy = worker.fork().await;
+        *template = Some(worker);
+        drop(template);
+        ready(copy?).await
     }
 
-    /// End the "being made" state of the spare slot with `worker` (or none), and wake
+    /// End the "being made" state of the runner slot with `worker` (or none), and wake
     /// the runs waiting for it.
-    async fn settle_spare(&self, worker: Option<WorkerProcess>) {
+    async fn settle_runner(&self, worker: Option<WorkerProcess>) {
         let unwanted = {
-            let mut spare = self.lock_spare();
-            *spare = Spare::Empty;
+            let mut runner = self.lock_runner();
+            *runner = Runner::Empty;
             match worker {
                 Some(worker) if !self.shutdown.is_cancelled() => {
-                    *spare = Spare::Ready(Box::new(worker));
+                    *runner = Runner::Ready(Box::new(worker));
                     None
                 }
                 other => other,
             }
         };
-        self.spare_changed.notify_waiters();
+        self.runner_changed.notify_waiters();
         if let Some(mut worker) = unwanted {
             let _ = worker.kill_and_reap().await;
         }
     }
 
-    /// Start the next spare in the background, unless one exists or is starting.
+    /// Make the next runner in the background, unless one exists or is being made.
     fn replenish(self: &Arc<Self>) {
         {
-            let mut spare = self.lock_spare();
-            if !matches!(*spare, Spare::Empty) || self.shutdown.is_cancelled() {
+            let mut runner = self.lock_runner();
+            if !matches!(*runner, Runner::Empty) || self.shutdown.is_cancelled() {
                 return;
             }
-            *spare = Spare::Starting;
+            *runner = Runner::Starting;
         }
         let inner = Arc::clone(self);
         self.tasks.spawn(async move {
-            let spawned = WorkerProcess::spawn(&inner.command, &inner.budgets).await;
-            if let Err(error) = &spawned {
-                // The next run spawns its own worker and tries again.
-                tracing::warn!(%error, "could not start a spare code worker");
+            let made = inner.make_runner().await;
+            if let Err(error) = &made {
+                // The next run makes its own runner and tries again.
+                tracing::warn!(%error, "could not make the next code runner");
             }
-            inner.settle_spare(spawned.ok()).await;
+            inner.settle_runner(made.ok()).await;
         });
     }
+}
+
+/// `copy` once it has confined itself and is waiting for its run.
+async fn ready(mut copy: WorkerProcess) -> std::io::Result<WorkerProcess> {
+    copy.wait_ready().await?;
+    Ok(copy)
 }
 
 fn aborted(message: &str) -> RunOutcome {

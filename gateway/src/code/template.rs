@@ -1,16 +1,16 @@
-//! The warm template, inside a worker process: before its run arrives, a worker is a
-//! pristine runtime (engine loaded, polyfills and prelude compiled, heap collected, no
-//! program ever run in it) and can make copies of itself.
+//! The warm template, inside a worker process: a worker that can fork is a pristine
+//! runtime (engine loaded, polyfills, prelude and sdkgen's bindings factory compiled, heap
+//! collected, no program ever run in it) that makes copies of itself and never runs.
 //!
-//! When the gateway takes the idle worker for a run, it first asks it to `fork`: the
-//! worker clones itself with `CLONE_PARENT`, so the copy is a new child of the *gateway*
-//! (which can wait for it, read its CPU time and kill its process group like any child),
-//! not of the worker that is about to run a program. The copy takes the socket that came
-//! with the request, becomes its own process group, and says `ready`: it is the next idle
-//! worker, and the template of the one after. Only then does the original receive its
-//! run. So each run gets a process that no run has touched (copies are made before the
-//! program arrives, from a process in which no program ever ran), one process is idle at
-//! a time, and the cost of a worker is a fork instead of an engine start.
+//! The gateway keeps one template and, beside it, one runner: a copy, ready for the next
+//! run. When a run takes the runner, the gateway asks the template for the next `fork`:
+//! the template clones itself with `CLONE_PARENT`, so the copy is a new child of the
+//! *gateway* (which can wait for it, read its CPU time and kill its process group like any
+//! child), not of the template. The copy takes the socket that came with the request,
+//! becomes its own process group, confines itself (see `confine`) and says `ready`; then
+//! it waits for its one run. So each run gets a process that no run has touched (copies
+//! come from a process in which no program ever ran), and everything but the program's
+//! own work (the fork, the confinement, the event loop) happens before the run arrives.
 //!
 //! Forking is only sound in a single-threaded process: nothing here starts a thread
 //! before the run (the tokio runtime and the reader of tool results are created by the
@@ -34,13 +34,22 @@ pub(crate) fn is_single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 
-/// Serve `fork` requests until the run arrives; `None` on a broken channel or an
-/// unexpected message. A copy returns from here too, with its own run.
+/// How a worker's time as a template ends.
+pub(crate) enum Became {
+    /// This process is a copy made by `fork`: a runner, to be confined and then given its
+    /// run.
+    Copy,
+    /// The run arrived: a worker that cannot fork serves one run itself.
+    Run(HostMessage),
+}
+
+/// Serve `fork` requests until this process is a copy or its run arrives; `None` on a
+/// broken channel or an unexpected message.
 pub(crate) fn serve_until_run(
     link: &HostLink,
     channel: &mut Channel,
     forks: bool,
-) -> Option<HostMessage> {
+) -> Option<Became> {
     // SAFETY: getppid has no preconditions.
     let gateway = unsafe { libc::getppid() };
     loop {
@@ -51,7 +60,7 @@ pub(crate) fn serve_until_run(
                 match clone_sibling() {
                     Ok(Cloned::Copy) => {
                         become_copy(channel, socket, gateway).ok()?;
-                        link.send(&WorkerMessage::Ready { forks });
+                        return Some(Became::Copy);
                     }
                     Ok(Cloned::Original(pid)) => {
                         drop(socket);
@@ -63,7 +72,7 @@ pub(crate) fn serve_until_run(
                     }
                 }
             }
-            run @ HostMessage::Run { .. } => return Some(run),
+            run @ HostMessage::Run { .. } if !forks => return Some(Became::Run(run)),
             _ => return None,
         }
     }
@@ -172,6 +181,20 @@ impl Channel {
                 return None;
             }
         }
+    }
+
+    /// Whether a message (or the end) is waiting to be read.
+    pub(crate) fn has_input(&self) -> bool {
+        if !self.buffered.is_empty() {
+            return true;
+        }
+        let mut poll = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; a zero timeout never blocks.
+        unsafe { libc::poll(&mut poll, 1, 0) != 0 }
     }
 
     /// What was read past the last message: the start of the run's replies.

@@ -3,8 +3,8 @@
 //! The gateway starts its own binary under a hidden subcommand whose body is
 //! [`worker_main`]. The worker creates its runtime and evaluates `prelude.js` as soon as
 //! it learns the heap limit, says `ready`, and then either makes copies of itself for
-//! later runs (see `template`) or takes its one run: it confines itself (see `confine`),
-//! installs that run's tool bindings and runs the program. The program sees only the
+//! later runs (see `template`) or is to run: it confines itself (see `confine`), waits
+//! for its one run, installs that run's tool bindings and runs the program. The program sees only the
 //! standard globals, `tools`, `callTool`, `ToolCallError`, `console` and
 //! `setTimeout`/`clearTimeout`; its only way out is the bridge ops below, whose call ids
 //! this side assigns. Every terminal event (done, failure, heap exhaustion, a lost host)
@@ -32,6 +32,7 @@ use super::confine::{self, SyscallFilter};
 use super::protocol::{self, Bindings, HostMessage, WorkerFailure, WorkerMessage};
 use super::strip::PROGRAM_SCRIPT;
 use super::template::{self, Channel};
+use super::warm;
 
 const PRELUDE: &str = include_str!("prelude.js");
 const PRELUDE_SCRIPT: &str = "prelude.js";
@@ -73,7 +74,7 @@ fn start(role: Role) -> ExitCode {
 }
 
 fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode {
-    let Some((HostMessage::Init { heap_bytes }, _)) = channel.next_message() else {
+    let Some((HostMessage::Init { heap_bytes, limits }, _)) = channel.next_message() else {
         eprintln!("code worker: expected an init message");
         return ExitCode::FAILURE;
     };
@@ -109,18 +110,13 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     };
     let forks = template::is_single_threaded();
     link.send(&WorkerMessage::Ready { forks });
-    let Some(HostMessage::Run {
-        program,
-        bindings,
-        max_output_bytes,
-        limits,
-    }) = template::serve_until_run(&link, &mut channel, forks)
-    else {
-        eprintln!("code worker: expected a run message");
+    let Some(became) = template::serve_until_run(&link, &mut channel, forks) else {
+        eprintln!("code worker: expected a fork or a run message");
         return ExitCode::FAILURE;
     };
 
     // From here on this process belongs to one run.
+    let shared = matches!(became, template::Became::Copy).then(warm::SharedPages::find);
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -137,6 +133,25 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
             format!("the worker could not confine itself: {error}"),
         ));
     }
+    let run = match became {
+        template::Became::Run(run) => Some(run),
+        template::Became::Copy => {
+            link.send(&WorkerMessage::Ready { forks: false });
+            if let Some(shared) = shared {
+                shared.copy_until(|| channel.has_input());
+            }
+            channel.next_message().map(|(run, _)| run)
+        }
+    };
+    let Some(HostMessage::Run {
+        program,
+        bindings,
+        max_output_bytes,
+    }) = run
+    else {
+        eprintln!("code worker: expected a run message");
+        return ExitCode::FAILURE;
+    };
     if role == Role::ProbeConfinement {
         let refused = confine::try_denied_calls()
             .into_iter()
@@ -442,8 +457,22 @@ impl HostLink {
     /// Report a terminal message and end the process.
     fn finish(&self, message: &WorkerMessage) -> ! {
         self.send(message);
-        // SAFETY: `_exit` ends the process without running anything else.
-        unsafe { libc::_exit(0) }
+        // Wait to be killed rather than exit: tearing down this process's memory takes a
+        // while, and doing it now would compete with the gateway reading the message.
+        // Nothing of the program runs any more; the gateway ends the process once it has
+        // settled the run (its closing the channel also ends it).
+        let mut sink = [0u8; 4096];
+        loop {
+            // SAFETY: a blocking read into a local buffer.
+            let n = unsafe { libc::read(self.channel_fd, sink.as_mut_ptr().cast(), sink.len()) };
+            if n == 0
+                || (n < 0
+                    && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted)
+            {
+                // SAFETY: `_exit` ends the process without running anything else.
+                unsafe { libc::_exit(0) }
+            }
+        }
     }
 
     /// Charge `cost` bytes to the output budget; false if it does not fit.
