@@ -109,6 +109,9 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
         return ExitCode::FAILURE;
     };
     let forks = template::is_single_threaded();
+    if forks {
+        template::shed_startup_memory();
+    }
     link.send(&WorkerMessage::Ready { forks });
     let Some(became) = template::serve_until_run(&link, &mut channel, forks) else {
         eprintln!("code worker: expected a fork or a run message");
