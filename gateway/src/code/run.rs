@@ -28,7 +28,9 @@ use super::bridge::ToolBridge;
 use super::budgets::CodeBudgets;
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::WorkerProcess;
-use super::protocol::{self, Bindings, HostMessage, LineReader, WorkerFailure, WorkerMessage};
+use super::protocol::{
+    self, Bindings, HostMessage, LineError, LineReader, WorkerFailure, WorkerMessage,
+};
 use super::scheduler::{QueuedCall, Scheduler};
 use super::strip::StrippedProgram;
 
@@ -470,7 +472,14 @@ fn start_reader(
                     Ok(message) => Inbound::Message(message),
                     Err(error) => Inbound::Garbage(format!("malformed message: {error}")),
                 },
+                // A worker killed with a message still unread resets the connection:
+                // that is the worker vanishing, not a protocol violation.
                 Ok(None) => break,
+                Err(LineError::Io(error))
+                    if error.kind() == std::io::ErrorKind::ConnectionReset =>
+                {
+                    break;
+                }
                 Err(error) => Inbound::Garbage(error.to_string()),
             };
             let garbage = matches!(inbound, Inbound::Garbage(_));
