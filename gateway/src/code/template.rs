@@ -137,41 +137,6 @@ fn become_copy(channel: &mut Channel, socket: OwnedFd, gateway: libc::pid_t) -> 
     Ok(())
 }
 
-/// Give back what the template holds only for having started: free heap pages, and the
-/// page-table entries of its executable text (the pages stay in the page cache, shared
-/// with the gateway). Copies never inherit the latter anyway (`fork` does not copy the
-/// page tables of file mappings), so this costs runs nothing and keeps the idle template
-/// at the size of its own heap. Only mappings that are executable are dropped: they are
-/// never written, so nothing private is lost.
-pub(crate) fn shed_startup_memory() {
-    // SAFETY: malloc_trim only returns free memory to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return;
-    };
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(range), Some("r-xp")) = (fields.next(), fields.next()) else {
-            continue;
-        };
-        let Some((start, end)) = range.split_once('-').and_then(|(start, end)| {
-            Some((
-                usize::from_str_radix(start, 16).ok()?,
-                usize::from_str_radix(end, 16).ok()?,
-            ))
-        }) else {
-            continue;
-        };
-        // SAFETY: the mapping is read-only executable file text: dropping its page-table
-        // entries changes no contents; the next use faults them back in.
-        unsafe {
-            libc::madvise(start as *mut _, end - start, libc::MADV_DONTNEED);
-        }
-    }
-}
-
 /// Close every descriptor but stdin, stdout, stderr and `keep`.
 pub(crate) fn close_descriptors_except(keep: RawFd) {
     // SAFETY: closing descriptors nothing else in this process uses; `close_range` fails
