@@ -456,7 +456,7 @@ async fn runs_can_be_spawned_onto_other_tasks() {
 }
 
 /// Two sets of bindings (as two profiles, or a catalog before and after a change would
-/// give), alternating, one run after another and several at once, on a multi-threaded
+/// give), in turns, one run after another and several at once, on a multi-threaded
 /// runtime with real worker processes: each run sees exactly its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_run_sees_its_own_bindings_whatever_ran_before() {
@@ -478,7 +478,9 @@ async fn each_run_sees_its_own_bindings_whatever_ran_before() {
         })
     };
     let bridge = Arc::new(FakeBridge::default());
-    for round in 0..6 {
+    // Each set twice in a row: the second run's process made its bindings ahead (those
+    // of the run before), the first's did not.
+    for round in (0..8).map(|run| run / 2) {
         let outcome = rt
             .run(names, &bindings(round), bridge.clone(), Default::default())
             .await;

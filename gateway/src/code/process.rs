@@ -28,7 +28,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::oneshot;
 
 use super::budgets::CodeBudgets;
-use super::protocol::{self, HostMessage, WorkerMessage};
+use super::protocol::{self, Bindings, HostMessage, WorkerMessage};
 
 /// How long a worker may take to say `ready` (an exec'd one loads the engine first).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -54,6 +54,8 @@ pub(crate) struct WorkerProcess {
     pub(crate) channel: Option<UnixStream>,
     /// The worker said it can make copies of itself.
     pub(crate) forks: bool,
+    /// The bindings a copy was asked to make ready before its run.
+    pub(crate) prepared: Option<Bindings>,
 }
 
 impl WorkerProcess {
@@ -94,6 +96,7 @@ impl WorkerProcess {
             status: None,
             channel: Some(UnixStream::from_std(ours)?),
             forks: false,
+            prepared: None,
         };
         let init = protocol::encode(&HostMessage::Init {
             heap_bytes: budgets.heap_bytes(),
@@ -119,13 +122,17 @@ impl WorkerProcess {
         }
     }
 
-    /// Ask this template for a copy of itself. The copy, a new child of the gateway, is
-    /// returned before it is ready (see [`WorkerProcess::wait_ready`]).
-    pub(crate) async fn fork(&mut self) -> io::Result<WorkerProcess> {
+    /// Ask this template for a copy of itself, which makes `bindings` ready ahead. The
+    /// copy, a new child of the gateway, is returned before it is ready (see
+    /// [`WorkerProcess::wait_ready`]).
+    pub(crate) async fn fork(&mut self, bindings: Option<Bindings>) -> io::Result<WorkerProcess> {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         let channel = self.channel()?;
-        let request = protocol::encode(&HostMessage::Fork);
-        send_with_descriptor(channel, &request, theirs.as_raw_fd()).await?;
+        let request = protocol::encode(&HostMessage::Fork {
+            bindings: bindings.clone(),
+        });
+        let sent = send_with_descriptor(channel, &request, theirs.as_raw_fd()).await?;
+        write_all(channel, &request[sent..]).await?;
         drop(theirs);
         let answer = tokio::time::timeout(FORK_TIMEOUT, read_setup_message(channel))
             .await
@@ -158,6 +165,7 @@ impl WorkerProcess {
             status: (waited == pid).then(|| ExitStatus::from_raw(status)),
             channel: None,
             forks: false,
+            prepared: None,
         };
         ours.set_nonblocking(true)?;
         copy.channel = Some(UnixStream::from_std(ours)?);
@@ -272,8 +280,9 @@ async fn write_all(channel: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Send one short message with a descriptor attached (SCM_RIGHTS).
-async fn send_with_descriptor(channel: &UnixStream, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+/// Send the start of a message with a descriptor attached (SCM_RIGHTS); how many bytes
+/// were sent.
+async fn send_with_descriptor(channel: &UnixStream, bytes: &[u8], fd: RawFd) -> io::Result<usize> {
     channel
         .async_io(Interest::WRITABLE, || {
             let mut iov = libc::iovec {
@@ -296,10 +305,10 @@ async fn send_with_descriptor(channel: &UnixStream, bytes: &[u8], fd: RawFd) -> 
                 std::ptr::write_unaligned(libc::CMSG_DATA(message).cast::<RawFd>(), fd);
                 libc::sendmsg(channel.as_raw_fd(), &header, libc::MSG_NOSIGNAL)
             };
-            match sent {
-                n if n < 0 => Err(io::Error::last_os_error()),
-                n if n as usize == bytes.len() => Ok(()),
-                _ => Err(io::Error::other("a short write on the worker's channel")),
+            if sent < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(sent as usize)
             }
         })
         .await

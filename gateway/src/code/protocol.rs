@@ -12,9 +12,9 @@
 //! ```text
 //! host → worker   {"t":"init","heap_bytes":N,"limits":{…}}   once, to a process just exec'd
 //! worker → host   {"t":"ready","forks":true}                 runtime created, nothing run yet
-//! host → worker   {"t":"fork"} + a socket (SCM_RIGHTS)       a template: make a runner
+//! host → worker   {"t":"fork","bindings":…?} + a socket      a template: make a runner
 //! worker → host   {"t":"forked","pid":N}                     the copy speaks on that socket
-//! host → worker   {"t":"run","program":JS,"bindings":…,"max_output_bytes":N}
+//! host → worker   {"t":"run","program":JS,"bindings":…?,"max_output_bytes":N}
 //! worker → host   {"t":"log","text":S}                       as printed
 //! worker → host   {"t":"call","id":N,"tool":S,"args":JSON}   ids 1, 2, 3, …
 //! host → worker   {"t":"reply","id":N,"result":CallToolResult}   at most once per id
@@ -41,12 +41,17 @@ pub(crate) enum HostMessage {
         heap_bytes: usize,
         limits: ProcessLimits,
     },
-    /// Make a copy of yourself, before any run: the message carries the copy's socket.
-    Fork,
-    /// The one run of this worker, with its tool bindings.
+    /// Make a copy of yourself, before any run: the message carries the copy's socket
+    /// (SCM_RIGHTS). The copy makes `bindings` ready ahead, for a run that brings the same.
+    Fork {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bindings: Option<Bindings>,
+    },
+    /// The one run of this worker, with its tool bindings; none: those of its fork.
     Run {
         program: String,
-        bindings: Bindings,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bindings: Option<Bindings>,
         max_output_bytes: usize,
     },
     /// The result of call `id`.
@@ -205,7 +210,10 @@ mod tests {
         assert_eq!(ready, WorkerMessage::Ready { forks: false });
         let forking = String::from_utf8(encode(&WorkerMessage::Ready { forks: true })).unwrap();
         assert_eq!(forking, "{\"t\":\"ready\",\"forks\":true}\n");
-        assert_eq!(encode(&HostMessage::Fork), b"{\"t\":\"fork\"}\n");
+        assert_eq!(
+            encode(&HostMessage::Fork { bindings: None }),
+            b"{\"t\":\"fork\"}\n"
+        );
     }
 
     #[test]

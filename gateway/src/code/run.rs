@@ -98,13 +98,14 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
     };
     let (from_worker, to_worker) = channel.into_split();
     let max_message = protocol::max_message_bytes(request.budgets.max_output_bytes);
-    let (to_worker, writer) = start_writer(to_worker);
-    let (mut inbound, reader) = start_reader(from_worker, max_message);
-    let _ = to_worker.send(HostMessage::Run {
+    let run_message = protocol::encode(&HostMessage::Run {
         program: request.program.js.clone(),
-        bindings: request.bindings.clone(),
+        bindings: (worker.prepared.as_ref() != Some(request.bindings))
+            .then(|| request.bindings.clone()),
         max_output_bytes: request.budgets.max_output_bytes,
     });
+    let (to_worker, writer) = start_writer(to_worker, run_message);
+    let (mut inbound, reader) = start_reader(from_worker, max_message);
 
     let mut run = RunState::new(request, to_worker, worker.cpu_time());
     let settled = run.serve(&mut worker, &mut inbound).await;
@@ -439,16 +440,23 @@ fn died(message: &str) -> CodeRunFailure {
     failure(FailureKind::Died, message)
 }
 
-/// Messages to the worker go through a task, so a worker that stops reading cannot stall
-/// the run loop.
+/// Messages to the worker (`first`, then what is sent later) go through a task, so a
+/// worker that stops reading cannot stall the run loop.
 fn start_writer(
     mut stdin: OwnedWriteHalf,
+    first: Vec<u8>,
 ) -> (
     mpsc::UnboundedSender<HostMessage>,
     tokio::task::JoinHandle<()>,
 ) {
+    // The run message usually fits the socket's buffer: written here, it reaches the
+    // worker without waiting for the writer task to be scheduled.
+    let sent = stdin.try_write(&first).unwrap_or(0);
     let (sender, mut messages) = mpsc::unbounded_channel::<HostMessage>();
     let task = tokio::spawn(async move {
+        if stdin.write_all(&first[sent..]).await.is_err() {
+            return;
+        }
         while let Some(message) = messages.recv().await {
             if stdin.write_all(&protocol::encode(&message)).await.is_err() {
                 break;

@@ -38,6 +38,8 @@ struct Inner {
     /// The pristine worker runners are copied from, once one has been exec'd.
     template: tokio::sync::Mutex<Option<WorkerProcess>>,
     runner: Mutex<Runner>,
+    /// The bindings of the last run: the next runner makes them ready ahead.
+    last_bindings: Mutex<Option<Bindings>>,
     /// Signalled when a runner that was being made is ready (or failed).
     runner_changed: Notify,
     shutdown: CancellationToken,
@@ -72,6 +74,7 @@ impl CodeRuntime {
                 budgets,
                 template: tokio::sync::Mutex::new(None),
                 runner: Mutex::new(Runner::Empty),
+                last_bindings: Mutex::new(None),
                 runner_changed: Notify::new(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
@@ -100,6 +103,7 @@ impl CodeRuntime {
         if cancel.is_cancelled() {
             return aborted("the run was cancelled before it started");
         }
+        inner.remember(bindings);
         let program = match strip::strip(program_ts) {
             Ok(program) => program,
             Err(failure) => return RunOutcome::failed(failure),
@@ -190,14 +194,31 @@ impl Inner {
         }
     }
 
+    /// Keep `bindings` for the next runner to make ready, unless it has them already.
+    fn remember(&self, bindings: &Bindings) {
+        let mut last = self
+            .last_bindings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if last.as_ref() != Some(bindings) {
+            *last = Some(bindings.clone());
+        }
+    }
+
     /// A new runner: a copy of the template, or a worker exec'd when there is no live
-    /// template (it becomes the template if it can fork).
+    /// template (it becomes the template if it can fork). A copy makes the last run's
+    /// bindings ready ahead.
     async fn make_runner(&self) -> std::io::Result<WorkerProcess> {
+        let bindings = self
+            .last_bindings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
         let mut template = self.template.lock().await;
         if let Some(existing) = template.as_mut()
             && !existing.has_exited()
         {
-            match existing.fork().await {
+            match existing.fork(bindings.clone()).await {
                 Ok(copy) => {
                     drop(template);
                     return ready(copy).await;
@@ -217,7 +238,7 @@ impl Inner {
         if !worker.forks {
             return Ok(worker);
         }
-        let copy = worker.fork().await;
+        let copy = worker.fork(bindings).await;
         *template = Some(worker);
         drop(template);
         ready(copy?).await

@@ -22,7 +22,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::protocol::{HostMessage, WorkerMessage};
+use super::protocol::{Bindings, HostMessage, WorkerMessage};
 use super::worker::HostLink;
 
 /// The longest message a pristine worker accepts before its run (the run message
@@ -37,8 +37,8 @@ pub(crate) fn is_single_threaded() -> bool {
 /// How a worker's time as a template ends.
 pub(crate) enum Became {
     /// This process is a copy made by `fork`: a runner, to be confined and then given its
-    /// run.
-    Copy,
+    /// run; with the bindings to make ready ahead.
+    Copy(Option<Bindings>),
     /// The run arrived: a worker that cannot fork serves one run itself.
     Run(HostMessage),
 }
@@ -55,12 +55,12 @@ pub(crate) fn serve_until_run(
     loop {
         let (message, socket) = channel.next_message()?;
         match message {
-            HostMessage::Fork if forks => {
+            HostMessage::Fork { bindings } if forks => {
                 let socket = socket?;
                 match clone_sibling() {
                     Ok(Cloned::Copy) => {
                         become_copy(channel, socket, gateway).ok()?;
-                        return Some(Became::Copy);
+                        return Some(Became::Copy(bindings));
                     }
                     Ok(Cloned::Original(pid)) => {
                         drop(socket);

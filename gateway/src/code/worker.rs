@@ -119,7 +119,7 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     };
 
     // From here on this process belongs to one run.
-    let shared = matches!(became, template::Became::Copy).then(warm::SharedPages::find);
+    let shared = matches!(became, template::Became::Copy(_)).then(warm::SharedPages::find);
     let tokio = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -136,14 +136,17 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
             format!("the worker could not confine itself: {error}"),
         ));
     }
-    let run = match became {
-        template::Became::Run(run) => Some(run),
-        template::Became::Copy => {
+    let (run, prepared) = match became {
+        template::Became::Run(run) => (Some(run), None),
+        template::Became::Copy(bindings) => {
+            let prepared = bindings.map(|bindings| {
+                tokio.block_on(make_bindings(&mut runtime, &from_table, &bindings))
+            });
             link.send(&WorkerMessage::Ready { forks: false });
             if let Some(shared) = shared {
                 shared.copy_until(|| channel.has_input());
             }
-            channel.next_message().map(|(run, _)| run)
+            (channel.next_message().map(|(run, _)| run), prepared)
         }
     };
     let Some(HostMessage::Run {
@@ -171,7 +174,15 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     );
     let failure = tokio.block_on(async {
         tokio::spawn(read_replies(Arc::clone(&link), channel.into_buffered()));
-        let runner = install_bindings(&mut runtime, &install, &from_table, &bindings).await;
+        let made = match (bindings, prepared) {
+            (Some(bindings), _) => make_bindings(&mut runtime, &from_table, &bindings).await,
+            (None, Some(prepared)) => prepared,
+            (None, None) => Err("the run brought no bindings, and none were made ahead".into()),
+        };
+        let runner = match made {
+            Ok(made) => install_bindings(&mut runtime, &install, made).await,
+            Err(error) => Err(error),
+        };
         run_program(&mut runtime, &link, runner, &program).await
     });
     link.finish(&failure)
@@ -282,29 +293,38 @@ fn from_table_source() -> String {
     )
 }
 
-/// Make the bindings function and hand it to the prelude's `install`, which
-/// returns the program runner.
-async fn install_bindings(
+/// The bindings function of `bindings`: `(hostCall) => ({ tools, callTool,
+/// ToolCallError })`. Made with no program in the runtime, so a runner can make it before
+/// its run arrives.
+async fn make_bindings(
     runtime: &mut JsRuntime,
-    install: &v8::Global<v8::Function>,
     from_table: &v8::Global<v8::Function>,
     bindings: &Bindings,
-) -> Result<v8::Global<v8::Function>, String> {
-    let factory = match bindings {
+) -> Result<v8::Global<v8::Value>, String> {
+    match bindings {
         Bindings::Table { table, pending } => {
             let texts = js_strings(runtime, &[table, pending])?;
             runtime
                 .call_with_args(from_table, &texts)
                 .await
-                .map_err(|error| error.to_string())?
+                .map_err(|error| error.to_string())
         }
         Bindings::Script(script) => runtime
             .execute_script(BINDINGS_SCRIPT, format!("({script}\n)"))
-            .map_err(|error| error.to_string())?,
-    };
+            .map_err(|error| error.to_string()),
+    }
+}
+
+/// Hand the bindings function to the prelude's `install`, which returns the program
+/// runner.
+async fn install_bindings(
+    runtime: &mut JsRuntime,
+    install: &v8::Global<v8::Function>,
+    made: v8::Global<v8::Value>,
+) -> Result<v8::Global<v8::Function>, String> {
     // `install` is synchronous, so its call settles without the event loop.
     let runner = runtime
-        .call_with_args(install, &[factory])
+        .call_with_args(install, &[made])
         .await
         .map_err(|error| error.to_string())?;
     as_function(runtime, runner).ok_or_else(|| "install did not return a function".to_owned())
