@@ -1,5 +1,5 @@
 //! Worker processes, seen from the gateway: how they are started (exec'd, or copied from
-//! an idle worker, see `template`), measured, killed and reaped.
+//! the template, see `template`), measured, killed and reaped.
 //!
 //! A worker is exec'd with an empty environment, `/` as its directory, its own process
 //! group, an address-space limit (the heap budget plus headroom), no core files, and a
@@ -10,7 +10,7 @@
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the
 //! process. Tokio may spawn from a blocking-pool thread that exits after a short idle
-//! time, which would kill an idle spare worker; so every worker is exec'd from one
+//! time, which would kill a waiting template or runner; so every worker is exec'd from one
 //! dedicated thread that lives as long as the gateway (copies inherit that parent).
 
 use std::io;
@@ -178,7 +178,7 @@ impl WorkerProcess {
             .ok_or_else(|| io::Error::other("the worker's channel is gone"))
     }
 
-    /// Whether the process has already exited (an idle spare can be killed from outside).
+    /// Whether the process has already exited (a waiting worker can be killed from outside).
     pub(crate) fn has_exited(&mut self) -> bool {
         !matches!(self.try_wait(), Ok(None))
     }

@@ -86,7 +86,7 @@ pub(crate) enum Driven {
     Finished(RunOutcome),
     /// The worker died before the program produced anything (no log, no call, no
     /// outcome): nothing of the program was observed, so it may run again on a fresh
-    /// worker. This is what a spare killed while idle looks like.
+    /// worker. This is what a runner killed while it waited looks like.
     DiedSilently(RunOutcome),
 }
 

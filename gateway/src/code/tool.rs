@@ -107,7 +107,7 @@ impl RunCodeTool {
         })
     }
 
-    /// Kills the spare worker and every run in flight.
+    /// Kills the waiting workers and every run in flight.
     pub async fn shutdown(&self) {
         self.runtime.shutdown().await;
     }
