@@ -3,9 +3,10 @@
 //!
 //! Two workers wait between runs: the template, a pristine worker that only makes copies
 //! of itself (see `template`), and the runner, its latest copy, already confined and
-//! waiting for a run. A run takes the runner and asks the template for the next one in
-//! the background; a run that finds the next runner still being made waits for it rather
-//! than making another. A worker is exec'd (the engine start costs tens of milliseconds
+//! waiting for a run. A run takes the runner; the next one is asked of the template once
+//! the run has settled, so making it does not compete with the run. A run that finds the
+//! next runner still being made waits for it rather than making another; one that finds
+//! none makes its own. A worker is exec'd (the engine start costs tens of milliseconds
 //! of CPU) only when there is no live template: it becomes the template, or, if it cannot
 //! fork, the run's process itself. Workers never run twice. `shutdown` aborts in-flight
 //! runs, kills the waiting workers, and waits until every worker has been reaped.
@@ -166,13 +167,14 @@ impl Inner {
     }
 
     /// The waiting runner if there is a live one (waiting for it if it is being made,
-    /// which is sooner than making another), else a new one. Taking the runner starts
-    /// making the next.
+    /// which is sooner than making another), else a new one.
     async fn take_runner(self: &Arc<Self>) -> std::io::Result<WorkerProcess> {
         loop {
             let changed = self.runner_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            // `None`: a runner is being made; `Some(runner)`: what there is (none if it
+            // died while it waited).
             let taken = {
                 let mut runner = self.lock_runner();
                 match std::mem::replace(&mut *runner, Runner::Empty) {
