@@ -3,7 +3,7 @@
 //! collected, no program ever run in it) that makes copies of itself and never runs.
 //!
 //! The gateway keeps one template and, beside it, one runner: a copy, ready for the next
-//! run. When a run takes the runner, the gateway asks the template for the next `fork`:
+//! run. Once a run has taken the runner and settled, the gateway asks the template to `fork`:
 //! the template clones itself with `CLONE_PARENT`, so the copy is a new child of the
 //! *gateway* (which can wait for it, read its CPU time and kill its process group like any
 //! child), not of the template. The copy takes the socket that came with the request,
