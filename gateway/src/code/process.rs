@@ -165,7 +165,7 @@ impl WorkerProcess {
             status: (waited == pid).then(|| ExitStatus::from_raw(status)),
             channel: None,
             forks: false,
-            prepared: None,
+            prepared: bindings,
         };
         ours.set_nonblocking(true)?;
         copy.channel = Some(UnixStream::from_std(ours)?);

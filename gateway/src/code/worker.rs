@@ -4,12 +4,12 @@
 //! [`worker_main`]. The worker creates its runtime and evaluates `prelude.js` as soon as
 //! it learns the heap limit, says `ready`, and then either makes copies of itself for
 //! later runs (see `template`) or is to run: it confines itself (see `confine`), waits
-//! for its one run, installs that run's tool bindings and runs the program. The program sees only the
-//! standard globals, `tools`, `callTool`, `ToolCallError`, `console` and
+//! for its one run, installs that run's tool bindings and runs the program. The program
+//! sees only the standard globals, `tools`, `callTool`, `ToolCallError`, `console` and
 //! `setTimeout`/`clearTimeout`; its only way out is the bridge ops below, whose call ids
 //! this side assigns. Every terminal event (done, failure, heap exhaustion, a lost host)
-//! ends the process at once with `_exit`, so nothing of the program runs after its
-//! outcome is reported.
+//! stops the program at once: the worker reports it and then only waits to be killed (or
+//! exits on a lost host), so nothing of the program runs after its outcome is reported.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
