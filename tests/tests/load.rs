@@ -198,7 +198,18 @@ async fn every_call_gets_one_answer_under_load_with_crashes() {
         warm.peer().call_tool(params).await.unwrap();
     }
     warm.cancel().await.unwrap();
-    let start = Resources::of(&gateway);
+    // run_code's template and runner start in the background: the starting level is
+    // taken once the gateway's children have stopped changing.
+    let mut start = Resources::of(&gateway);
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = Resources::of(&gateway);
+        if now.children == start.children {
+            start = now;
+            break;
+        }
+        start = now;
+    }
 
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {
