@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod otlp;
+pub mod streamable;
 
 use std::io::Write;
 use std::net::SocketAddr;

@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use mcp_gateway_tests::cluster::{Haproxy, Redis, SseResponse, ready, replicas, sse_events};
+use mcp_gateway_tests::cluster::{Haproxy, Redis, ready, replicas};
+use mcp_gateway_tests::streamable::{INITIALIZE, SseResponse, open_session, post, sse_events};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const LIST_TOOLS: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
 
 /// The replicas' configuration: kv over stdio (one child per replica), the shared
@@ -41,47 +40,6 @@ fn calls_served(gateway: &Gateway, tool: &str) -> u64 {
         .find_map(|line| line.strip_prefix(&series))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0)
-}
-
-/// POSTs one JSON-RPC message to `/mcp` on `address`.
-fn post(
-    address: std::net::SocketAddr,
-    session: Option<&str>,
-    token: Option<&str>,
-    body: &str,
-) -> (u16, Vec<(String, String)>, String) {
-    let bearer = token.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", "2025-06-18"),
-    ];
-    if let Some(session) = session {
-        headers.push(("Mcp-Session-Id", session));
-    }
-    if let Some(bearer) = &bearer {
-        headers.push(("Authorization", bearer));
-    }
-    http_request(address, "POST", "/mcp", &headers, body.as_bytes())
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
-/// Opens a session on `address` (initialize + initialized); its id.
-fn open_session(address: std::net::SocketAddr, token: Option<&str>) -> String {
-    let (status, headers, body) = post(address, None, token, INITIALIZE);
-    assert_eq!(status, 200, "{body}");
-    let session = header(&headers, "mcp-session-id")
-        .expect("a session id")
-        .to_owned();
-    let (status, _, body) = post(address, Some(&session), token, INITIALIZED);
-    assert_eq!(status, 202, "{body}");
-    session
 }
 
 #[test]

@@ -4,10 +4,14 @@
 //! - how well `search_tools` finds the tools for natural-language tasks (recall@5, MRR);
 //! - a native session lists only `search_tools` and the pinned tools, searches, is told
 //!   `list_changed`, finds the tools listed and calls one; hidden tools never show;
+//! - a search answered before the client opened its `GET` stream is announced on it;
 //! - a code-mode session reads a compact index, gets sdkgen's declarations from a search
 //!   (the same text as the full SDK of those tools) and runs a program calling any tool;
 //! - `mcp-gateway search` on the command line.
 
+use std::time::Duration;
+
+use mcp_gateway_tests::streamable::{SseResponse, open_session, post};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -259,6 +263,32 @@ fn a_native_session_searches_is_told_and_calls_what_it_found() {
         "{unstage:?}"
     );
     assert_eq!(error_code(action_result(&run, 7)), Some("TOOL_NOT_FOUND"));
+}
+
+/// A client opens its `GET` stream when it likes: the Python SDK starts it beside its
+/// first requests, so on a busy machine a search can answer first. The tools it found
+/// are then announced as soon as the stream opens.
+#[test]
+fn a_search_answered_before_the_get_stream_opened_is_announced_on_it() {
+    let workspace = Workspace::new(&format!(
+        "[gateway]\ncatalog = \"search\"\n{}",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "search_tools", "arguments": {"query": "read the value stored under a key"}}});
+    let (status, _, body) = post(gateway.address, Some(&session), None, &search.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("mcp__kv__get"), "{body}");
+    let mut stream =
+        SseResponse::get(gateway.address, &session).read_timeout(Duration::from_secs(10));
+    let announced = std::iter::from_fn(|| stream.next_event())
+        .find(|event| event.data.contains("notifications/tools/list_changed"));
+    assert!(announced.is_some(), "no list_changed on the GET stream");
+    let listed = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let (_, _, body) = post(gateway.address, Some(&session), None, &listed.to_string());
+    assert!(body.contains("mcp__kv__get"), "{body}");
 }
 
 #[test]

@@ -28,8 +28,16 @@
 //! session to the stream. A change every replica sees (an upstream's `list_changed`)
 //! can so reach the client once per replica that serves the session: those
 //! notifications only ask the client to list again.
+//!
+//! A client opens its `GET` when it likes, often a moment after its first requests, and
+//! rmcp delivers a standalone notification only to a stream that is open. So the first
+//! `GET` a replica opens for a session begins with what this replica recorded for that
+//! session's standalone stream before it: a tool found by the session's first search is
+//! announced even when the search answered first. (What other replicas published before
+//! that `GET` is not kept for it.)
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use rmcp::model::{
@@ -61,6 +69,8 @@ pub struct TransportSession(pub SessionId);
 pub struct SharedSessions {
     local: LocalSessionManager,
     state: Arc<dyn SharedState>,
+    /// Sessions whose standalone stream this replica has opened.
+    standalone_opened: Mutex<HashSet<SessionId>>,
 }
 
 impl SharedSessions {
@@ -71,6 +81,7 @@ impl SharedSessions {
         Self {
             local: LocalSessionManager::default().with_event_store(events),
             state,
+            standalone_opened: Mutex::default(),
         }
     }
 
@@ -82,6 +93,31 @@ impl SharedSessions {
     /// Whether this process holds session `id` now.
     pub async fn holds(&self, id: &str) -> bool {
         self.local.sessions.read().await.contains_key(id)
+    }
+
+    /// The notifications this replica recorded for session `id`'s standalone stream
+    /// before it opened that stream, when it opens it for the first time.
+    async fn recorded_before_first_get(&self, id: &SessionId) -> Vec<ServerSseMessage> {
+        let first = {
+            let held = self.local.sessions.read().await;
+            let mut opened = self
+                .standalone_opened
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            opened.retain(|session| held.contains_key(session));
+            opened.insert(id.clone())
+        };
+        if !first {
+            return Vec::new();
+        }
+        let stream = format!("{}:{id}{STANDALONE}", self.state.replica());
+        match self.state.events_after(&event_id_of(&stream, 0)).await {
+            Ok(events) => events.into_iter().filter_map(sse_message).collect(),
+            Err(e) => {
+                tracing::warn!(session = %id, "notifications before the first GET not read: {e}");
+                Vec::new()
+            }
+        }
     }
 
     /// Drops this process's worker of a session that ended elsewhere.
@@ -153,9 +189,11 @@ impl SessionManager for SharedSessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        // Subscribed before the local stream opens, so nothing falls in between.
+        // Both subscribed before the stored events are read, so nothing falls in between.
         let published = self.state.published();
         let local = self.local.create_standalone_stream(id).await?;
+        let earlier = self.recorded_before_first_get(id).await;
+        let local = after_earlier(earlier, local);
         Ok(with_published(local, published, id, self.state.replica()))
     }
 
@@ -177,6 +215,22 @@ impl SessionManager for SharedSessions {
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.local.event_store()
     }
+}
+
+/// The `earlier` events, then those of `local` not among them.
+fn after_earlier(
+    earlier: Vec<ServerSseMessage>,
+    local: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+    use futures::StreamExt;
+    use futures::future::ready;
+    let sequence = |event: &ServerSseMessage| {
+        let (_, sequence) = parse_event_id(event.event_id.as_deref()?)?;
+        Some(sequence)
+    };
+    let last = earlier.last().and_then(sequence).unwrap_or(0);
+    let later = local.filter(move |event| ready(sequence(event).is_none_or(|s| s > last)));
+    futures::stream::iter(earlier).chain(later)
 }
 
 /// `local` (this replica's standalone stream of `session`), with the events other

@@ -1,0 +1,181 @@
+//! A client of the streamable HTTP transport at the level of requests and events, for
+//! tests that need what an SDK client hides: when its `GET` opens, a request in the
+//! middle of a stream, a replica chosen per request.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::http_request;
+
+/// An `initialize` request (id 1) of a client named `raw`.
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+/// The `initialized` notification.
+pub const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// POSTs one JSON-RPC message to `/mcp` on `address`.
+pub fn post(
+    address: SocketAddr,
+    session: Option<&str>,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    if let Some(session) = session {
+        headers.push(("Mcp-Session-Id", session));
+    }
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
+    http_request(address, "POST", "/mcp", &headers, body.as_bytes())
+}
+
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Opens a session on `address` (initialize + initialized); its id.
+pub fn open_session(address: SocketAddr, token: Option<&str>) -> String {
+    let (status, headers, body) = post(address, None, token, INITIALIZE);
+    assert_eq!(status, 200, "{body}");
+    let session = header(&headers, "mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    let (status, _, body) = post(address, Some(&session), token, INITIALIZED);
+    assert_eq!(status, 202, "{body}");
+    session
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub data: String,
+}
+
+/// The events in an SSE body (`text/event-stream`), in order.
+pub fn sse_events(body: &str) -> Vec<SseEvent> {
+    body.replace("\r\n", "\n")
+        .split("\n\n")
+        .filter_map(|block| {
+            let mut event = SseEvent {
+                id: None,
+                data: String::new(),
+            };
+            let mut seen = false;
+            for line in block.lines() {
+                if let Some(id) = line.strip_prefix("id:") {
+                    event.id = Some(id.trim().to_owned());
+                    seen = true;
+                } else if let Some(data) = line.strip_prefix("data:") {
+                    event.data.push_str(data.trim_start());
+                    seen = true;
+                }
+            }
+            seen.then_some(event)
+        })
+        .collect()
+}
+
+/// An SSE answer (`POST /mcp`, or the `GET` stream) read as it arrives (HTTP/1.1, chunked), so a test
+/// can act in the middle of a stream.
+pub struct SseResponse {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    pending: String,
+}
+
+impl SseResponse {
+    /// Sends `body` to `/mcp` on `address` in session `session`; fails unless 200.
+    pub fn post(address: SocketAddr, session: &str, body: &str) -> SseResponse {
+        Self::open(
+            address,
+            &format!(
+                "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
+                 Mcp-Session-Id: {session}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    }
+
+    /// Opens session `session`'s standalone stream (`GET /mcp`) on `address`; fails
+    /// unless 200.
+    pub fn get(address: SocketAddr, session: &str) -> SseResponse {
+        Self::open(
+            address,
+            &format!(
+                "GET /mcp HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\
+                 MCP-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: {session}\r\n\r\n"
+            ),
+        )
+    }
+
+    /// Sends `request` and reads the status line and headers.
+    fn open(address: SocketAddr, request: &str) -> SseResponse {
+        use std::io::{BufRead, Write};
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reader = std::io::BufReader::new(stream);
+        let mut status = String::new();
+        reader.read_line(&mut status).unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+        }
+        SseResponse {
+            reader,
+            pending: String::new(),
+        }
+    }
+
+    /// Waits at most `timeout` for each read from now on (30 s by default).
+    pub fn read_timeout(self, timeout: Duration) -> SseResponse {
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(timeout))
+            .unwrap();
+        self
+    }
+
+    /// The next event, or `None` when the stream ended (or a read timed out).
+    pub fn next_event(&mut self) -> Option<SseEvent> {
+        use std::io::{BufRead, Read};
+        loop {
+            let normalized = self.pending.replace("\r\n", "\n");
+            if let Some((block, rest)) = normalized.split_once("\n\n") {
+                let events = sse_events(&format!("{block}\n\n"));
+                self.pending = rest.to_owned();
+                match events.into_iter().next() {
+                    Some(event) => return Some(event),
+                    None => continue,
+                }
+            }
+            let mut size = String::new();
+            if self.reader.read_line(&mut size).ok()? == 0 {
+                return None;
+            }
+            let size = usize::from_str_radix(size.trim(), 16).ok()?;
+            if size == 0 {
+                return None;
+            }
+            let mut chunk = vec![0; size + 2];
+            self.reader.read_exact(&mut chunk).ok()?;
+            self.pending
+                .push_str(&String::from_utf8_lossy(&chunk[..size]));
+        }
+    }
+}
