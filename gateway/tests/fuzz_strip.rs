@@ -415,7 +415,7 @@ fn check(program: &str) -> Result<(), TestCaseError> {
     }
 }
 
-/// [`check_js`] on a thread with a stack as big as the gateway's parser thread: the check
+/// [`check_js`] on a thread with a stack as big as the gateway's stripping stack: the check
 /// parses the output again, and deep output needs as much stack as deep input did.
 fn check_js_on_a_big_stack(js: String) -> Result<(), TestCaseError> {
     std::thread::Builder::new()
@@ -783,7 +783,7 @@ const NEAR_THE_SIZE_CAP: usize = 255 * 1024;
 /// Found by `deep_nesting_never_overflows_the_stack`: 5,000 nested parentheses (10 KB)
 /// overflowed the 2 MiB stack in oxc's parser, which aborts the process; through run_code
 /// this took the whole gateway down (SIGABRT). Fixed: bracket depth is bounded, and
-/// parsing runs on a thread with a stack that fits the largest accepted program.
+/// parsing runs on a stack that fits the largest accepted program.
 #[test]
 fn regression_five_thousand_parentheses() {
     strip_in_child(&format!(
@@ -807,7 +807,7 @@ fn regression_two_thousand_nested_functions() {
 
 /// Found after bracket depth was bounded: type arguments nest with `<`, which the bound
 /// does not count; `Array<Array<…>>` 2,000 deep (12 KB) overflowed (in a release build
-/// from 1,346 deep). Fixed by the big-stack parser thread.
+/// from 1,346 deep). Fixed by stripping on a stack of its own (1 GiB reserved).
 #[test]
 fn regression_two_thousand_nested_type_arguments() {
     strip_in_child(&format!(
@@ -821,7 +821,7 @@ fn regression_two_thousand_nested_type_arguments() {
 /// Found after bracket depth was bounded: nesting without brackets overflowed too:
 /// 30,000 `!` (30 KB), 20,000 `if (a) {} else` (300 KB; now over the size cap), 20,000
 /// `.b` (40 KB), and arrows `()=>` 11,000 deep (43 KB; 2,468 in a release build), whose
-/// brackets balance at every level. Fixed by the big-stack parser thread.
+/// brackets balance at every level. Fixed by stripping on a stack of its own (1 GiB reserved).
 #[test]
 fn regression_nesting_without_brackets() {
     let programs = [

@@ -11,7 +11,6 @@
 //! the same way.
 
 use std::path::{Path, PathBuf};
-use std::sync::{OnceLock, mpsc};
 
 use oxc::allocator::{Allocator, Vec as ArenaVec};
 use oxc::ast::AstKind;
@@ -90,63 +89,34 @@ pub(crate) fn strip(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure>
         ));
     }
     check_nesting(program_ts)?;
-    on_parser_thread(program_ts)
+    on_own_stack(program_ts)
 }
 
-/// A stripping job for the parser thread, and where its answer goes.
-type Job = (
-    String,
-    mpsc::Sender<Result<StrippedProgram, CodeRunFailure>>,
-);
-
-/// Strip on the parser thread. The parser and the transform passes recurse; nesting
+/// Strip on a stack of its own. The parser and the transform passes recurse; nesting
 /// without brackets (`!!!…`, `Array<Array<…>>`) is bounded only by the program's length,
-/// so they run on one long-lived thread whose stack fits the longest program, never on the
-/// caller's (a thread per program would cost its start-up on every run).
-fn on_parser_thread(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
-    static PARSER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
-    let unavailable = |why: &str| {
-        CodeRunFailure::new(
+/// so they run on a stack that fits the longest program, switched to on the caller's
+/// thread for the call (`stacker`): no hop to another thread, and no start-up of one.
+/// A panic (in the parser, or no memory for the stack) is this program's failure.
+fn on_own_stack(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
+    std::panic::catch_unwind(|| {
+        stacker::grow(STRIP_STACK_BYTES, || strip_on_this_stack(program_ts))
+    })
+    .unwrap_or_else(|_| {
+        Err(CodeRunFailure::new(
             FailureKind::Parse,
-            format!("the program could not be parsed: {why}"),
-        )
-    };
-    let parser = PARSER.get_or_init(|| {
-        let (jobs, incoming) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("strip-types".into())
-            .stack_size(STRIP_STACK_BYTES)
-            .spawn(move || {
-                for (program_ts, reply) in incoming {
-                    let stripped = std::panic::catch_unwind(|| strip_on_this_thread(&program_ts))
-                        .unwrap_or_else(|_| Err(unavailable("the parser failed on it")));
-                    let _ = reply.send(stripped);
-                }
-            })
-            .inspect_err(|e| tracing::error!("cannot start the run_code parser thread: {e}"))
-            .ok()
-            .map(|_| jobs)
-    });
-    let Some(parser) = parser else {
-        return Err(unavailable("the parser thread could not start"));
-    };
-    let (reply, answer) = mpsc::channel();
-    parser
-        .send((program_ts.to_owned(), reply))
-        .map_err(|_| unavailable("the parser thread is gone"))?;
-    answer
-        .recv()
-        .map_err(|_| unavailable("the parser thread is gone"))?
+            "the program could not be parsed: the parser failed on it",
+        ))
+    })
 }
 
 /// The longest program accepted (far more than a model writes).
 const MAX_PROGRAM_BYTES: usize = 256 * 1024;
 
-/// Stack for the parser thread: enough for [`MAX_PROGRAM_BYTES`] of nesting (reserved
+/// Stack for stripping: enough for [`MAX_PROGRAM_BYTES`] of nesting (reserved
 /// address space; only what is used is committed).
 const STRIP_STACK_BYTES: usize = 1024 * 1024 * 1024;
 
-fn strip_on_this_thread(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
+fn strip_on_this_stack(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
     let wrapped = format!("{WRAP_PREFIX}{program_ts}{WRAP_SUFFIX}");
     let place = |offset: u32| Place::of_offset(program_ts, offset);
     let allocator = Allocator::default();
