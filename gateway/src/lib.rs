@@ -18,6 +18,7 @@
 //!   which reaches the gateway through one narrow trait.
 //! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
+//! - [`startup_memory`]: memory held only for starting, given back.
 //! - [`auth`]: OAuth at the edges: the listener as a protected resource, the gateway as
 //!   the OAuth client of remote servers.
 //! - [`approvals`]: questions that wait for a person in the console.
@@ -39,6 +40,7 @@ pub mod redact;
 pub mod registry;
 pub mod relay;
 pub mod search_tools;
+pub mod startup_memory;
 pub mod server;
 pub mod state;
 pub mod ui;

@@ -316,6 +316,11 @@ async fn serve(
     } else {
         start(config).await
     };
+    let started = gateway.clone();
+    tokio::spawn(async move {
+        started.registry.first_attempts().await;
+        crate::startup_memory::shed();
+    });
     tokio::spawn(watch_signals(
         gateway.clone(),
         path,

@@ -1,6 +1,6 @@
 //! The memory of the workers that wait between runs.
 //!
-//! The template gives back what it held only for starting (see [`shed_startup_memory`]).
+//! The template gives back what it held only for starting (`crate::startup_memory`).
 //! A runner is a fresh copy of the template: its writable pages are still shared with
 //! the template, so its first write to each would be a copy-on-write fault in the middle
 //! of the run. Measured on a `return 1` run, taking them ahead halved the worker's part of
@@ -26,7 +26,7 @@ impl SharedPages {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
         let mut runs = Vec::new();
-        for (start, end) in mappings("rw-p") {
+        for (start, end) in crate::startup_memory::mappings("rw-p") {
             let mut present = vec![0u8; (end - start).div_ceil(page)];
             // SAFETY: `present` has one byte per page of the mapping.
             if unsafe { libc::mincore(start as *mut _, end - start, present.as_mut_ptr()) } != 0 {
@@ -69,44 +69,4 @@ impl SharedPages {
             }
         }
     }
-}
-
-/// In the template, before its first copy: give back free heap pages, and drop the
-/// page-table entries of the executable text (the pages stay in the page cache, shared
-/// with the gateway). Copies never inherit the latter anyway (`fork` does not copy the
-/// page tables of file mappings), so this costs runs nothing and keeps the idle template
-/// at the size of its own heap. Only executable mappings are dropped: they are never
-/// written, so nothing private is lost.
-pub(crate) fn shed_startup_memory() {
-    // SAFETY: malloc_trim only returns free memory to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-    for (start, end) in mappings("r-xp") {
-        // SAFETY: read-only executable file text: dropping its page-table entries changes
-        // no contents; the next use faults them back in.
-        unsafe {
-            libc::madvise(start as *mut _, end - start, libc::MADV_DONTNEED);
-        }
-    }
-}
-
-/// The (start, end) addresses of this process's mappings with permissions `perms`
-/// (`rw-p`, …), from `/proc/self/maps` (so: before confinement).
-fn mappings(perms: &str) -> Vec<(usize, usize)> {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return Vec::new();
-    };
-    maps.lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let range = fields.next()?;
-            (fields.next()? == perms).then_some(())?;
-            let (start, end) = range.split_once('-')?;
-            Some((
-                usize::from_str_radix(start, 16).ok()?,
-                usize::from_str_radix(end, 16).ok()?,
-            ))
-        })
-        .collect()
 }

@@ -110,7 +110,7 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     };
     let forks = template::is_single_threaded();
     if forks {
-        warm::shed_startup_memory();
+        crate::startup_memory::shed();
     }
     link.send(&WorkerMessage::Ready { forks });
     let Some(became) = template::serve_until_run(&link, &mut channel, forks) else {
