@@ -67,6 +67,7 @@ fn a_token_bound_to_a_profile_is_held_to_it_at_call_time() {
         call("mcp__kv__get", json!({"key": "direct"})),
         run_code("await callTool('mcp__kv__set', { key: 'code', value: 'x' }); return 'set';"),
         run_code("return typeof tools.kv?.set;"),
+        run_code("return await tools.kv.set({ key: 'code', value: 'x' });"),
     ]);
     // At /mcp, at a path whose profile hides nothing, and over legacy SSE at that path.
     for (transport, path) in [
@@ -108,6 +109,16 @@ fn a_token_bound_to_a_profile_is_held_to_it_at_call_time() {
             action_result(&run, 4)["structuredContent"]["result"],
             "undefined",
             "the SDK has no hidden tool: {run:#}"
+        );
+        // The JavaScript error is a bare TypeError; the failure says what is missing.
+        let hidden = result_text(action_result(&run, 5));
+        assert!(
+            hidden.contains("TypeError")
+                && hidden.contains(
+                    "hint: server `kv` offers this session no tool `set` (`tools.kv.set`); \
+                     its tools: get, list"
+                ),
+            "{transport} {path}: {hidden}"
         );
     }
     assert_eq!(

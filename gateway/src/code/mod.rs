@@ -13,8 +13,8 @@
 //! - `runtime`: [`CodeRuntime`], which keeps the next worker ready ahead of time.
 //! - `process`: exec'ing, copying, measuring, killing and reaping worker processes.
 //! - `template`: inside an idle worker: making copies of itself for the next runs.
-//! - `warm`: the memory of waiting workers: the template sheds its start-up memory, a
-//!   runner copies what it shares with the template before its run.
+//! - `warm`: the memory of waiting workers: a runner copies what it shares with the
+//!   template before its run.
 //! - `confine`: the kernel's walls around a run's process (rlimits, no_new_privs,
 //!   Landlock, seccomp).
 //! - `run`: one run seen from the host: budgets, logs, tool calls, settling.
@@ -27,11 +27,13 @@
 //! - `budgets`, `outcome`, `attachments`: limits, results, and images.
 //! - [`tool`]: the reserved `run_code` tool itself, which reaches the gateway only
 //!   through the narrow [`tool::ToolHost`] trait.
+//! - `hints`: what a failed program named that its session lacks.
 
 mod attachments;
 mod bridge;
 mod budgets;
 mod confine;
+mod hints;
 mod outcome;
 mod process;
 mod protocol;

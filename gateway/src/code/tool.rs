@@ -18,7 +18,9 @@ use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Bindings, CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
+use super::{
+    Bindings, CodeBudgets, CodeRuntime, FailureKind, RunOutcome, ToolBridge, WorkerCommand, hints,
+};
 use crate::config::CatalogMode;
 use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
@@ -161,7 +163,18 @@ impl RunCodeTool {
             run: uuid::Uuid::new_v4().simple().to_string(),
             trace,
         });
-        self.runtime.run(program, &bindings, bridge, cancel).await
+        let mut outcome = self.runtime.run(program, &bindings, bridge, cancel).await;
+        if let Some(failure) = &mut outcome.failure
+            && failure.kind == FailureKind::Exception
+            && failure.message.contains("TypeError")
+        {
+            let pending: Vec<String> = pending.into_iter().map(|(server, _)| server).collect();
+            for hint in hints::missing_tools(program, &sdk.binding_table, &pending) {
+                failure.message.push('\n');
+                failure.message.push_str(&hint);
+            }
+        }
+        outcome
     }
 }
 
