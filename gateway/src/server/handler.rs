@@ -172,8 +172,10 @@ impl GatewayServer {
             .sessions
             .join(session.id.as_str().into(), peer.clone());
         let found = Found::of(&session);
+        let mut shown = session
+            .with_state(|initial: &mut ShownAtInitialize| initial.0.take())
+            .unwrap_or_else(|| Visible::of(&gateway, &session));
         tokio::spawn(async move {
-            let mut shown = Visible::of(&gateway, &session);
             // The session ends with its transport; check now and then, so a closed
             // session's state (and its log file) is released without waiting for a change.
             let mut alive_check = tokio::time::interval(SESSION_CHECK);
@@ -213,12 +215,16 @@ impl GatewayServer {
 }
 
 /// What one session sees of the catalog, to tell when it changed.
-#[derive(PartialEq)]
+#[derive(Clone, PartialEq)]
 struct Visible {
     tools: Vec<rmcp::model::Tool>,
     prompts: Vec<String>,
     resources: Vec<String>,
 }
+
+/// What the session could see when it initialized, until its watcher starts from it.
+#[derive(Clone, Default)]
+struct ShownAtInitialize(Option<Visible>);
 
 impl Visible {
     fn of(gateway: &Gateway, session: &Session) -> Visible {
@@ -284,6 +290,10 @@ impl ServerHandler for GatewayServer {
             &request.client_info.version,
         );
         identity::settle(&self.gateway).await;
+        // What the client can list from now on: the watcher tells it of any change since,
+        // however late its task starts (requests do not wait for `initialized` to be handled).
+        let shown = Visible::of(&self.gateway, session);
+        session.with_state(|initial: &mut ShownAtInitialize| initial.0 = Some(shown));
         self.negotiate_initialize(&request)
     }
 
