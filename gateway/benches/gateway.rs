@@ -65,10 +65,11 @@ struct Row {
     /// `calls_per_s / baseline_calls_per_s`.
     #[serde(skip_serializing_if = "Option::is_none")]
     throughput_ratio: Option<f64>,
-    /// CPU the gateway process spent per call (all threads): unlike latency, this hardly
-    /// moves when other processes compete for the cores.
+    /// CPU the process in the middle spent per call (all threads): the gateway, or the
+    /// bare hop of a floor row. Unlike latency, this hardly moves when other processes
+    /// compete for the cores.
     #[serde(skip_serializing_if = "Option::is_none")]
-    gateway_cpu_us_per_call: Option<f64>,
+    hop_cpu_us_per_call: Option<f64>,
     /// Schema compilations and SDK generations the gateway counted during the scenario.
     #[serde(skip_serializing_if = "Option::is_none")]
     schema_compilations: Option<u64>,
@@ -355,6 +356,23 @@ fn free_address() -> std::net::SocketAddr {
         .unwrap()
 }
 
+/// An rmcp client of the streamable HTTP server at `http://{address}/mcp`.
+async fn http_client(address: std::net::SocketAddr) -> Client {
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{address}/mcp"));
+    ().serve(transport).await.unwrap()
+}
+
+/// Whether `program` can be run (from `PATH`).
+fn which(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("-v")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
 /// A server process listening for streamable HTTP at `/mcp`; killed on drop.
 struct HttpServer(std::process::Child, std::net::SocketAddr);
 
@@ -394,11 +412,7 @@ impl HttpServer {
     }
 
     async fn client(&self) -> Client {
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
-            "http://{}/mcp",
-            self.1
-        ));
-        ().serve(transport).await.unwrap()
+        http_client(self.1).await
     }
 
     fn pid(&self) -> u32 {
@@ -454,9 +468,41 @@ fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
 /// HTTP is then both the baseline and the gateway's upstream). The session log and
 /// metrics are on, as in a deployment; the stdio and HTTP-over-stdio pairs run again
 /// with the session log off.
+///
+/// First, the floor of a hop on this machine, against the same baselines: kv behind a
+/// process that only copies lines ([`BARE_RELAY`]), and kv's HTTP behind HAProxy. What
+/// a proxy can reach (CPU per call, calls/s against direct) is bounded by these.
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let kv = release_bin("kv");
     let kv_http = HttpServer::kv();
+    {
+        let direct = stdio_client(&kv, &[]).await;
+        let relay = std::env::current_exe().unwrap();
+        let (via, pid) = stdio_client_with_pid(&relay, &[BARE_RELAY, &kv.to_string_lossy()]).await;
+        let scenario = "stdio, bare line relay (the floor of a hop)";
+        compare_forwarding(rows, scenario, "stdio", &direct, ("get", &via), pid).await;
+        via.cancel().await.unwrap();
+        direct.cancel().await.unwrap();
+    }
+    if which("haproxy") {
+        let haproxy = BenchService::haproxy(dir, &[kv_http.1], "");
+        let direct = kv_http.client().await;
+        let via = http_client(haproxy.1).await;
+        let scenario = "streamable HTTP, HAProxy (the floor of a hop)";
+        compare_forwarding(
+            rows,
+            scenario,
+            "streamable HTTP",
+            &direct,
+            ("get", &via),
+            haproxy.0.id(),
+        )
+        .await;
+        via.cancel().await.unwrap();
+        direct.cancel().await.unwrap();
+    } else {
+        eprintln!("haproxy is missing (scripts/install-cluster-deps): no HTTP floor row");
+    }
     for logged in [true, false] {
         let log = if logged {
             "session log on"
@@ -472,7 +518,8 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
 
         let direct = stdio_client(&kv, &[]).await;
         let (via, pid) = gateway_over_stdio(&config).await;
-        compare_forwarding(rows, &format!("stdio, {log}"), "stdio", &direct, &via, pid).await;
+        let scenario = format!("stdio, {log}");
+        compare_forwarding(rows, &scenario, "stdio", &direct, (KV_GET, &via), pid).await;
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
 
@@ -493,8 +540,6 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
 /// see the same machine (loopback IPC here drifts by 2x over a day).
 const ROUNDS: usize = 20;
 
-/// `get` on kv at concurrency 1 and 32, through the gateway (`via`, process `gateway`) and
-/// directly over `direct_transport`, in alternating rounds: direct, gateway, direct, …
 /// kv `get` directly over streamable HTTP vs through a gateway serving `config` over
 /// streamable HTTP.
 async fn compare_over_http(
@@ -511,7 +556,7 @@ async fn compare_over_http(
         scenario,
         "streamable HTTP",
         &direct,
-        &via,
+        (KV_GET, &via),
         gateway.pid(),
     )
     .await;
@@ -519,26 +564,32 @@ async fn compare_over_http(
     direct.cancel().await.unwrap();
 }
 
+/// kv's `get` as the gateway exports it.
+const KV_GET: &str = "mcp__kv__get";
+
+/// `get` on kv at concurrency 1 and 32, through a hop (`via`, calling the tool by its
+/// name there; process `hop`) and directly over `direct_transport`, in alternating
+/// rounds: direct, hop, direct, …
 async fn compare_forwarding(
     rows: &mut Vec<Row>,
     scenario: &str,
     direct_transport: &str,
     direct: &Client,
-    via: &Client,
-    gateway: u32,
+    (via_tool, via): (&str, &Client),
+    hop: u32,
 ) {
     let args = json!({"key": "k"});
     let per_round = reps(2000) / ROUNDS;
-    let (mut base, mut samples, mut gateway_cpu) = (Vec::new(), Vec::new(), 0.0);
+    let (mut base, mut samples, mut hop_cpu) = (Vec::new(), Vec::new(), 0.0);
     for _ in 0..ROUNDS {
         base.extend(sequential(direct, "get", args.clone(), per_round).await);
-        let cpu_before = cpu_us(gateway);
-        samples.extend(sequential(via, "mcp__kv__get", args.clone(), per_round).await);
-        gateway_cpu += cpu_us(gateway) - cpu_before;
+        let cpu_before = cpu_us(hop);
+        samples.extend(sequential(via, via_tool, args.clone(), per_round).await);
+        hop_cpu += cpu_us(hop) - cpu_before;
     }
     let calls = samples.len() as f64;
     rows.push(Row {
-        gateway_cpu_us_per_call: Some(gateway_cpu / calls),
+        hop_cpu_us_per_call: Some(hop_cpu / calls),
         ..row(
             &format!("kv get, {scenario}, concurrency 1 (vs direct {direct_transport})"),
             samples,
@@ -546,16 +597,16 @@ async fn compare_forwarding(
         )
     });
     let per_round = reps(6400) / ROUNDS;
-    let (mut base_time, mut time, mut gateway_cpu) = (0.0, 0.0, 0.0);
+    let (mut base_time, mut time, mut hop_cpu) = (0.0, 0.0, 0.0);
     for _ in 0..ROUNDS {
         base_time += throughput(direct, "get", args.clone(), 32, per_round).await;
-        let cpu_before = cpu_us(gateway);
-        time += throughput(via, "mcp__kv__get", args.clone(), 32, per_round).await;
-        gateway_cpu += cpu_us(gateway) - cpu_before;
+        let cpu_before = cpu_us(hop);
+        time += throughput(via, via_tool, args.clone(), 32, per_round).await;
+        hop_cpu += cpu_us(hop) - cpu_before;
     }
     let total = (per_round / 32 * 32 * ROUNDS) as f64;
     rows.push(Row {
-        gateway_cpu_us_per_call: Some(gateway_cpu / total),
+        hop_cpu_us_per_call: Some(hop_cpu / total),
         ..rate_row(
             &format!("kv get, {scenario}, concurrency 32 (vs direct {direct_transport})"),
             total / time,
@@ -1153,8 +1204,9 @@ impl BenchService {
         )
     }
 
-    /// `haproxy` balancing `backends` round robin on a free port.
-    fn haproxy(dir: &Path, backends: &[std::net::SocketAddr]) -> BenchService {
+    /// `haproxy` balancing `backends` round robin on a free port, with `options` (lines
+    /// of its `defaults` section) besides plain HTTP mode and timeouts.
+    fn haproxy(dir: &Path, backends: &[std::net::SocketAddr], options: &str) -> BenchService {
         let address = free_address();
         let servers: String = backends
             .iter()
@@ -1163,11 +1215,11 @@ impl BenchService {
             .collect();
         let config = format!(
             "global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 2s\n    \
-             timeout client 60s\n    timeout server 60s\n    option http-server-close\n\
+             timeout client 60s\n    timeout server 60s\n{options}\
              frontend mcp\n    bind {address}\n    default_backend gateways\n\
              backend gateways\n    balance roundrobin\n{servers}"
         );
-        let path = dir.join("haproxy.cfg");
+        let path = dir.join(format!("haproxy-{}.cfg", address.port()));
         std::fs::write(&path, config).unwrap();
         let mut command = std::process::Command::new("haproxy");
         command.arg("-f").arg(&path).arg("-db");
@@ -1216,7 +1268,8 @@ async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
     drop(memory_gateway);
 
     let backends: Vec<_> = replicas.iter().map(|r| r.1).collect();
-    let haproxy = BenchService::haproxy(dir, &backends);
+    // A new server connection per request, so that each request is balanced anew.
+    let haproxy = BenchService::haproxy(dir, &backends, "    option http-server-close\n");
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
         "http://{}/mcp",
         haproxy.1
@@ -1239,12 +1292,46 @@ async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
     alone.cancel().await.unwrap();
 }
 
+/// The first argument that makes this executable the bare relay of the forwarding floor:
+/// it runs the program named by the remaining arguments, copies lines from its own stdin to
+/// the program's stdin and from the program's stdout to its own stdout, on two blocking
+/// threads, and does nothing else: the least any stdio hop costs.
+const BARE_RELAY: &str = "--bare-relay";
+
+fn bare_relay(program: &[std::ffi::OsString]) -> ! {
+    use std::io::{BufRead, Write};
+    let mut child = std::process::Command::new(&program[0])
+        .args(&program[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the relayed program");
+    let copy = |from: &mut dyn BufRead, to: &mut dyn Write| {
+        let mut line = Vec::new();
+        while from.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            if to.write_all(&line).and_then(|()| to.flush()).is_err() {
+                break;
+            }
+            line.clear();
+        }
+    };
+    let mut to_child = child.stdin.take().unwrap();
+    let mut from_child = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || copy(&mut from_child, &mut std::io::stdout().lock()));
+    copy(&mut std::io::stdin().lock(), &mut to_child);
+    drop(to_child);
+    let _ = child.wait();
+    std::process::exit(0)
+}
+
 fn main() {
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let first = args.first().map(|a| a.as_os_str());
+    if first == Some(BARE_RELAY.as_ref()) {
+        bare_relay(&args[1..]);
+    }
     // The pipeline scenario builds a code runtime whose workers run this executable.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == mcp_gateway::code::tool::WORKER_SUBCOMMAND)
-    {
+    if first == Some(mcp_gateway::code::tool::WORKER_SUBCOMMAND.as_ref()) {
         std::process::exit(match mcp_gateway::code::worker_main() {
             code if code == std::process::ExitCode::SUCCESS => 0,
             _ => 1,
@@ -1291,7 +1378,7 @@ fn main() {
         }
     });
     println!(
-        "| scenario | p50 µs | p99 µs | baseline p50 µs | latency ratio | baseline p99 µs | p99 ratio | calls/s | baseline calls/s | throughput ratio | gateway CPU µs/call | other |"
+        "| scenario | p50 µs | p99 µs | baseline p50 µs | latency ratio | baseline p99 µs | p99 ratio | calls/s | baseline calls/s | throughput ratio | hop CPU µs/call | other |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in &rows {
@@ -1320,7 +1407,7 @@ fn main() {
             cell(r.calls_per_s, 0),
             cell(r.baseline_calls_per_s, 0),
             cell(r.throughput_ratio, 2),
-            cell(r.gateway_cpu_us_per_call, 1),
+            cell(r.hop_cpu_us_per_call, 1),
             other.into_iter().flatten().collect::<Vec<_>>().join(", "),
         );
     }
