@@ -4,7 +4,8 @@
 //!
 //! - [`stdio`]: one session over the gateway's stdin and stdout.
 //! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener;
-//!   [`shared_sessions`]: those sessions kept so that any replica can serve them.
+//!   [`shared_sessions`]: those sessions kept so that any replica can serve them;
+//!   [`plain_answers`]: their requests answered as plain JSON when no stream is needed.
 //! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
 //! - [`handshake`]: stdio and SSE sessions survive messages sent before `initialize`.
 //! - [`delivered`]: stdio and SSE sessions tell the shutdown drain which requests still
@@ -12,6 +13,7 @@
 
 pub mod delivered;
 pub mod handshake;
+pub mod plain_answers;
 pub mod shared_sessions;
 pub mod sse;
 pub mod stdio;

@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
+use super::plain_answers;
 use super::shared_sessions::SharedSessions;
 use crate::gateway::Gateway;
 use crate::observe::sessions::Transport;
@@ -45,7 +46,8 @@ pub fn service(
     // Host, Origin and body size are checked by the security layer in front. A request
     // served without a session (protocol 2026-07-28 on) whose first message is its answer
     // gets a plain JSON body instead of a one-event stream; rmcp still streams when the
-    // call sends anything first. Sessions opened by `initialize` keep rmcp's streams.
+    // call sends anything first. In sessions opened by `initialize`, rmcp always streams;
+    // `plain_answers` gives those requests the same plain JSON answers.
     let mut config = StreamableHttpServerConfig::default()
         .with_json_response(true)
         .disable_allowed_hosts()
@@ -147,8 +149,13 @@ impl Service<Request<Body>> for BoundSessions {
                 None => {}
             }
             let ends_session = request.method() == Method::DELETE;
+            let may_be_plain =
+                request.method() == Method::POST && plain_answers::accepts_json(request.headers());
             let mut inner = this.inner.clone();
             let mut response = inner.call(request).await?.map(Body::new);
+            if may_be_plain {
+                response = plain_answers::plain_when_single(response, plain_answers::WAIT).await;
+            }
             if ends_session && response.status() == StatusCode::ACCEPTED {
                 // rmcp says 202; clients expect a DELETE that succeeded to say 200 or 204
                 // (the Python SDK logs any other status as a failed termination).
