@@ -4,6 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use mcp_gateway_tests::streamable::{header, open_session, post, sse_events};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -258,6 +259,53 @@ fn progress_reaches_the_caller() {
         "progress notifications arrived: {run:#}"
     );
     assert_eq!(progress.last().unwrap()["total"], 600.0);
+}
+
+/// Over streamable HTTP, a call whose only message back is its answer gets it as plain
+/// JSON; a call that reports progress first gets an event stream: the progress, then the
+/// answer.
+#[test]
+fn a_quick_answer_comes_as_plain_json_and_progress_as_a_stream() {
+    let workspace = Workspace::new(&format!(
+        "{}{}",
+        example_server("kv", "kv"),
+        example_server("slow", "slow")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "mcp__kv__get", "arguments": {"key": "k"}}});
+    let (status, headers, body) = post(gateway.address, Some(&session), None, &get.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        header(&headers, "content-type"),
+        Some("application/json"),
+        "{headers:?}"
+    );
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["id"], 2, "{body}");
+    assert_eq!(answer["result"]["isError"], false, "{body}");
+
+    let wait = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "mcp__slow__wait", "arguments": {"ms": 300},
+        "_meta": {"progressToken": "p3"}}});
+    let (status, headers, body) = post(gateway.address, Some(&session), None, &wait.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        header(&headers, "content-type").is_some_and(|t| t.starts_with("text/event-stream")),
+        "{headers:?}"
+    );
+    let messages: Vec<Value> = sse_events(&body)
+        .iter()
+        .filter_map(|event| serde_json::from_str(&event.data).ok())
+        .collect();
+    assert_eq!(
+        messages.first().map(|m| &m["method"]),
+        Some(&json!("notifications/progress")),
+        "{body}"
+    );
+    assert_eq!(messages.last().map(|m| &m["id"]), Some(&json!(3)), "{body}");
 }
 
 #[test]
