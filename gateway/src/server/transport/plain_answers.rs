@@ -48,16 +48,20 @@ pub async fn plain_when_single(response: Response<Body>, wait: Duration) -> Resp
     let mut stream = body.into_data_stream();
     let mut read = Vec::new();
     let answer = tokio::time::timeout(wait, async {
-        let mut scanned = 0;
+        // `read[..event]` is made of whole events; `read[event..searched]` holds no event
+        // end, so a large answer arriving in many chunks is searched once, not per chunk.
+        let (mut event, mut searched): (usize, usize) = (0, 0);
         while let Some(Ok(chunk)) = stream.next().await {
             read.extend_from_slice(&chunk);
-            while let Some(end) = find_event_end(&read[scanned..]) {
-                let event = &read[scanned..scanned + end];
-                scanned += end;
-                if let Some(data) = event_data(event) {
+            // An event end is up to three bytes long and may straddle chunks.
+            let mut from = searched.saturating_sub(2).max(event);
+            while let Some(end) = find_event_end(&read[from..]).map(|end| from + end) {
+                if let Some(data) = event_data(&read[event..end]) {
                     return is_answer(&data).then_some(data);
                 }
+                (event, from) = (end, end);
             }
+            searched = read.len();
         }
         None
     })
@@ -139,7 +143,7 @@ mod tests {
             .unwrap()
     }
 
-    async fn text(response: Response<Body>) -> String {
+    async fn text_of(response: Response<Body>) -> String {
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();
@@ -157,7 +161,7 @@ mod tests {
         assert_eq!(plain.headers()[header::CONTENT_TYPE], "application/json");
         assert_eq!(plain.headers()["mcp-session-id"], "s1");
         assert!(plain.headers().get(header::CACHE_CONTROL).is_none());
-        assert_eq!(text(plain).await, ANSWER);
+        assert_eq!(text_of(plain).await, ANSWER);
     }
 
     #[tokio::test]
@@ -168,8 +172,30 @@ mod tests {
         ]);
         let plain = plain_when_single(response, WAIT).await;
         assert_eq!(plain.headers()[header::CONTENT_TYPE], "application/json");
-        let value: serde_json::Value = serde_json::from_str(&text(plain).await).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text_of(plain).await).unwrap();
         assert_eq!(value["error"]["message"], "no");
+    }
+
+    #[tokio::test]
+    async fn events_cut_anywhere_into_small_chunks_are_read_whole() {
+        for ending in ["\n", "\r\n"] {
+            let text = format!(
+                "id: 0/1{ending}data: {ending}{ending}id: 0/2{ending}data: {ANSWER}{ending}{ending}"
+            );
+            for size in [1, 2, 3, 5] {
+                let chunks: Vec<&'static str> = text
+                    .as_bytes()
+                    .chunks(size)
+                    .map(|c| &*String::from_utf8(c.to_vec()).unwrap().leak())
+                    .collect();
+                let plain = plain_when_single(stream_of(&chunks), WAIT).await;
+                assert_eq!(
+                    text_of(plain).await,
+                    ANSWER,
+                    "{ending:?} in chunks of {size}"
+                );
+            }
+        }
     }
 
     #[tokio::test]
@@ -180,7 +206,7 @@ mod tests {
         let response = stream_of(&[PRIMING, progress, rest]);
         let kept = plain_when_single(response, WAIT).await;
         assert_eq!(kept.headers()[header::CONTENT_TYPE], "text/event-stream");
-        assert_eq!(text(kept).await, format!("{PRIMING}{progress}{rest}"));
+        assert_eq!(text_of(kept).await, format!("{PRIMING}{progress}{rest}"));
     }
 
     #[tokio::test]
@@ -199,7 +225,7 @@ mod tests {
             .unbounded_send(Ok(Bytes::from(answer.clone())))
             .unwrap();
         drop(sender);
-        assert_eq!(text(kept).await, format!("{PRIMING}{answer}"));
+        assert_eq!(text_of(kept).await, format!("{PRIMING}{answer}"));
     }
 
     #[test]
