@@ -9,11 +9,13 @@
 //!
 //! **Crash safety.** Appended lines are written by one background thread, batch by batch,
 //! each batch as its own complete zstd frame with a content checksum, in one `write` call.
-//! The writer lets a session's events gather for [`GATHER`] after the first one before it
-//! writes them, so a quick call's `tool/call` and `tool/result` (and, under load, many
-//! calls') make one frame and one wake-up of the writer instead of one per event: waking
-//! it, compressing and writing per event cost about as much CPU as the rest of a forwarded
-//! call and competed with the calls for the cores (perf, `cargo bench --bench gateway`).
+//! The writer lets a session's events gather for up to [`GATHER`] before it writes them, so
+//! a quick call's `tool/call` and `tool/result` (and, under load, many calls') make one
+//! frame and one wake-up of the writer instead of one per event: waking it, compressing and
+//! writing per event cost about as much CPU as the rest of a forwarded call and competed
+//! with the calls for the cores (perf, `cargo bench --bench gateway`). While sessions are
+//! busy it writes in rounds, one every [`GATHER`], and queueing a session costs no wake-up;
+//! it waits on its queue again after a round with nothing to write.
 //! Concatenated frames are a valid zstd stream, so `zstdcat session.jsonl.zst` works at any
 //! moment. If the gateway dies, what is lost is what was not written yet — the events of
 //! the last few milliseconds, or the frame being written, which is cut short: [`read_events`] skips a cut last frame and `zstdcat`
@@ -249,11 +251,19 @@ fn hand_to_writer(shared: &Arc<Shared>) -> bool {
         let spawned = thread::Builder::new()
             .name("session-log-writer".to_owned())
             .spawn(move || {
+                // Rounds (see the module documentation): queueing a session finds the
+                // writer asleep rather than waiting on the channel, so it wakes no one,
+                // and each round costs the writer one sleep.
                 while let Ok(first) = receiver.recv() {
-                    // Sessions stay queued while their events gather: no more wake-ups.
-                    thread::sleep(GATHER);
-                    first.flush();
-                    receiver.try_iter().for_each(|shared| shared.flush());
+                    let mut queued = vec![first];
+                    loop {
+                        thread::sleep(GATHER);
+                        queued.extend(receiver.try_iter());
+                        if queued.is_empty() {
+                            break;
+                        }
+                        queued.drain(..).for_each(|shared| shared.flush());
+                    }
                 }
             });
         spawned.ok().map(|_| sender)
