@@ -356,10 +356,10 @@ fn free_address() -> std::net::SocketAddr {
         .unwrap()
 }
 
-/// An rmcp client of the streamable HTTP server at `http://{address}/mcp`.
-async fn http_client(address: std::net::SocketAddr) -> Client {
+/// An rmcp client of the streamable HTTP server at `http://{address}{path}`.
+async fn http_client(address: std::net::SocketAddr, path: &str) -> Client {
     let transport =
-        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{address}/mcp"));
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{address}{path}"));
     ().serve(transport).await.unwrap()
 }
 
@@ -412,7 +412,7 @@ impl HttpServer {
     }
 
     async fn client(&self) -> Client {
-        http_client(self.1).await
+        http_client(self.1, "/mcp").await
     }
 
     fn pid(&self) -> u32 {
@@ -487,7 +487,7 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     if which("haproxy") {
         let haproxy = BenchService::haproxy(dir, &[kv_http.1], "");
         let direct = kv_http.client().await;
-        let via = http_client(haproxy.1).await;
+        let via = http_client(haproxy.1, "/mcp").await;
         let scenario = "streamable HTTP, HAProxy (the floor of a hop)";
         compare_forwarding(
             rows,
@@ -502,6 +502,25 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         direct.cancel().await.unwrap();
     } else {
         eprintln!("haproxy is missing (scripts/install-cluster-deps): no HTTP floor row");
+    }
+    if which("mcp-proxy") {
+        let proxy = BenchService::mcp_proxy(dir, &kv);
+        let direct = kv_http.client().await;
+        let via = http_client(proxy.1, "/").await;
+        let scenario = "streamable HTTP (kv over stdio), the Rust mcp-proxy";
+        compare_forwarding(
+            rows,
+            scenario,
+            "streamable HTTP",
+            &direct,
+            ("kv/get", &via),
+            proxy.0.id(),
+        )
+        .await;
+        via.cancel().await.unwrap();
+        direct.cancel().await.unwrap();
+    } else {
+        eprintln!("mcp-proxy is missing (`cargo install mcp-proxy`): no row for it");
     }
     for logged in [true, false] {
         let log = if logged {
@@ -1202,6 +1221,24 @@ impl BenchService {
             address,
             "redis-server (scripts/install-cluster-deps)",
         )
+    }
+
+    /// The Rust `mcp-proxy` (`cargo install mcp-proxy`) serving streamable HTTP at `/` on
+    /// a free port, in front of `kv` over stdio, its tools named `kv/<tool>`.
+    fn mcp_proxy(dir: &Path, kv: &Path) -> BenchService {
+        let address = free_address();
+        let config = format!(
+            "[proxy]\nname = \"bench\"\nseparator = \"/\"\n[proxy.listen]\nhost = \"{}\"\n\
+             port = {}\n[[backends]]\nname = \"kv\"\ntransport = \"stdio\"\ncommand = {:?}\n",
+            address.ip(),
+            address.port(),
+            kv.to_string_lossy()
+        );
+        let path = dir.join("mcp-proxy.toml");
+        std::fs::write(&path, config).unwrap();
+        let mut command = std::process::Command::new("mcp-proxy");
+        command.arg("--config").arg(&path).env("RUST_LOG", "error");
+        Self::spawn(command, address, "mcp-proxy (cargo install mcp-proxy)")
     }
 
     /// `haproxy` balancing `backends` round robin on a free port, with `options` (lines
