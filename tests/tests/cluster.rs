@@ -271,6 +271,48 @@ fn without_redis_replicas_answer_503_and_recover_when_it_returns() {
     }
 }
 
+/// On a gateway alone, a quick answer comes as plain JSON; with replicas it does not: a
+/// call's stream starts with an event id at once, before the answer, so a client whose
+/// replica dies mid-call can resume the stream on another replica.
+#[test]
+fn with_replicas_every_call_streams_from_its_first_byte() {
+    let redis = Redis::start();
+    let slow = example_server("slow", "slow");
+    let replicas = replicas(&config(&redis, &slow), 1);
+    let address = replicas[0].1.address;
+    let session = open_session(address, None);
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "mcp__slow__sleep", "arguments": {"ms": 200}}});
+    let (status, headers, body) = http_request(
+        address,
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2025-06-18"),
+            ("Mcp-Session-Id", &session),
+        ],
+        call.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        headers
+            .iter()
+            .any(|(name, value)| name == "content-type" && value.starts_with("text/event-stream")),
+        "{headers:?}\n{body}"
+    );
+    let events = sse_events(&body);
+    let answer = events
+        .iter()
+        .position(|event| event.data.contains(r#""id":3"#))
+        .unwrap_or_else(|| panic!("no answer: {body}"));
+    assert!(
+        events[..answer].iter().any(|event| event.id.is_some()),
+        "no event id to resume from before the answer: {body}"
+    );
+}
+
 #[test]
 fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewhere() {
     let redis = Redis::start();

@@ -11,6 +11,9 @@
 //! unchanged, byte for byte: the events read so far, then the rest as rmcp writes it, so
 //! long calls keep their priming event (for `Last-Event-ID`) and keep-alive comments.
 //!
+//! Replicas sharing state do without it: there a call's stream must start at once, so
+//! that a client whose replica dies can resume it on another (see `BoundSessions`).
+//!
 //! The reading is done here on the raw bytes instead of with an SSE parser, because the
 //! stream must pass through untouched when it is kept.
 

@@ -47,7 +47,8 @@ pub fn service(
     // served without a session (protocol 2026-07-28 on) whose first message is its answer
     // gets a plain JSON body instead of a one-event stream; rmcp still streams when the
     // call sends anything first. In sessions opened by `initialize`, rmcp always streams;
-    // `plain_answers` gives those requests the same plain JSON answers.
+    // `plain_answers` gives those requests the same plain JSON answers on a gateway that
+    // runs alone.
     let mut config = StreamableHttpServerConfig::default()
         .with_json_response(true)
         .disable_allowed_hosts()
@@ -149,8 +150,14 @@ impl Service<Request<Body>> for BoundSessions {
                 None => {}
             }
             let ends_session = request.method() == Method::DELETE;
-            let may_be_plain =
-                request.method() == Method::POST && plain_answers::accepts_json(request.headers());
+            // With replicas, a call's stream must start at once: when its replica dies,
+            // the client resumes it on another from its first event's id (and gets the
+            // call's error there). A plain answer held back until ready has no id to
+            // resume from, and the Python SDK ends the whole session when such a POST
+            // loses its connection.
+            let may_be_plain = !this.state.is_shared()
+                && request.method() == Method::POST
+                && plain_answers::accepts_json(request.headers());
             let mut inner = this.inner.clone();
             let mut response = inner.call(request).await?.map(Body::new);
             if may_be_plain {
