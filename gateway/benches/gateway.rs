@@ -12,6 +12,8 @@
 //! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
 //! redis-server and haproxy from scripts/install-cluster-deps).
 
+#[path = "gateway/relays.rs"]
+mod relays;
 #[path = "gateway/search.rs"]
 mod search;
 
@@ -470,17 +472,28 @@ fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
 /// with the session log off.
 ///
 /// First, the floor of a hop on this machine, against the same baselines: kv behind a
-/// process that only copies lines ([`BARE_RELAY`]), and kv's HTTP behind HAProxy. What
+/// process that only copies lines and behind a tokio relay that only reads and rewrites
+/// them ([`relays`]), and kv's HTTP behind HAProxy. What
 /// a proxy can reach (CPU per call, calls/s against direct) is bounded by these.
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let kv = release_bin("kv");
     let kv_http = HttpServer::kv();
-    {
+    let relay = std::env::current_exe().unwrap();
+    for (flag, scenario, tool) in [
+        (
+            relays::BARE,
+            "stdio, bare line relay (the floor of a hop)",
+            "get",
+        ),
+        (
+            relays::ASYNC,
+            "stdio, tokio JSON relay (the floor of an async hop)",
+            KV_GET,
+        ),
+    ] {
         let direct = stdio_client(&kv, &[]).await;
-        let relay = std::env::current_exe().unwrap();
-        let (via, pid) = stdio_client_with_pid(&relay, &[BARE_RELAY, &kv.to_string_lossy()]).await;
-        let scenario = "stdio, bare line relay (the floor of a hop)";
-        compare_forwarding(rows, scenario, "stdio", &direct, ("get", &via), pid).await;
+        let (via, pid) = stdio_client_with_pid(&relay, &[flag, &kv.to_string_lossy()]).await;
+        compare_forwarding(rows, scenario, "stdio", &direct, (tool, &via), pid).await;
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
     }
@@ -1329,44 +1342,10 @@ async fn cluster(dir: &Path, rows: &mut Vec<Row>) {
     alone.cancel().await.unwrap();
 }
 
-/// The first argument that makes this executable the bare relay of the forwarding floor:
-/// it runs the program named by the remaining arguments, copies lines from its own stdin to
-/// the program's stdin and from the program's stdout to its own stdout, on two blocking
-/// threads, and does nothing else: the least any stdio hop costs.
-const BARE_RELAY: &str = "--bare-relay";
-
-fn bare_relay(program: &[std::ffi::OsString]) -> ! {
-    use std::io::{BufRead, Write};
-    let mut child = std::process::Command::new(&program[0])
-        .args(&program[1..])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("the relayed program");
-    let copy = |from: &mut dyn BufRead, to: &mut dyn Write| {
-        let mut line = Vec::new();
-        while from.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-            if to.write_all(&line).and_then(|()| to.flush()).is_err() {
-                break;
-            }
-            line.clear();
-        }
-    };
-    let mut to_child = child.stdin.take().unwrap();
-    let mut from_child = std::io::BufReader::new(child.stdout.take().unwrap());
-    std::thread::spawn(move || copy(&mut from_child, &mut std::io::stdout().lock()));
-    copy(&mut std::io::stdin().lock(), &mut to_child);
-    drop(to_child);
-    let _ = child.wait();
-    std::process::exit(0)
-}
-
 fn main() {
     let args: Vec<_> = std::env::args_os().skip(1).collect();
+    relays::run_if_named(&args);
     let first = args.first().map(|a| a.as_os_str());
-    if first == Some(BARE_RELAY.as_ref()) {
-        bare_relay(&args[1..]);
-    }
     // The pipeline scenario builds a code runtime whose workers run this executable.
     if first == Some(mcp_gateway::code::tool::WORKER_SUBCOMMAND.as_ref()) {
         std::process::exit(match mcp_gateway::code::worker_main() {
