@@ -499,39 +499,15 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     }
     if which("haproxy") {
         let haproxy = BenchService::haproxy(dir, &[kv_http.1], "");
-        let direct = kv_http.client().await;
-        let via = http_client(haproxy.1, "/mcp").await;
         let scenario = "streamable HTTP, HAProxy (the floor of a hop)";
-        compare_forwarding(
-            rows,
-            scenario,
-            "streamable HTTP",
-            &direct,
-            ("get", &via),
-            haproxy.0.id(),
-        )
-        .await;
-        via.cancel().await.unwrap();
-        direct.cancel().await.unwrap();
+        compare_http_hop(rows, scenario, &kv_http, &haproxy, ("/mcp", "get")).await;
     } else {
         eprintln!("haproxy is missing (scripts/install-cluster-deps): no HTTP floor row");
     }
     if which("mcp-proxy") {
         let proxy = BenchService::mcp_proxy(dir, &kv);
-        let direct = kv_http.client().await;
-        let via = http_client(proxy.1, "/").await;
         let scenario = "streamable HTTP (kv over stdio), the Rust mcp-proxy";
-        compare_forwarding(
-            rows,
-            scenario,
-            "streamable HTTP",
-            &direct,
-            ("kv/get", &via),
-            proxy.0.id(),
-        )
-        .await;
-        via.cancel().await.unwrap();
-        direct.cancel().await.unwrap();
+        compare_http_hop(rows, scenario, &kv_http, &proxy, ("/", "kv/get")).await;
     } else {
         eprintln!("mcp-proxy is missing (`cargo install mcp-proxy`): no row for it");
     }
@@ -566,6 +542,30 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         let scenario = format!("streamable HTTP (kv over streamable HTTP), {log}");
         compare_over_http(rows, &scenario, &kv_http, &config).await;
     }
+}
+
+/// [`compare_forwarding`] of kv's own streamable HTTP against `hop`, a third-party
+/// proxy in front of kv that serves kv's `get` as `(path, tool)`.
+async fn compare_http_hop(
+    rows: &mut Vec<Row>,
+    scenario: &str,
+    kv_http: &HttpServer,
+    hop: &BenchService,
+    (path, tool): (&str, &str),
+) {
+    let direct = kv_http.client().await;
+    let via = http_client(hop.1, path).await;
+    compare_forwarding(
+        rows,
+        scenario,
+        "streamable HTTP",
+        &direct,
+        (tool, &via),
+        hop.0.id(),
+    )
+    .await;
+    via.cancel().await.unwrap();
+    direct.cancel().await.unwrap();
 }
 
 /// How many alternating rounds the direct and the gateway path take turns in, so both
