@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use rmcp::model::CallToolResult;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use crate::approvals::unix_ms;
@@ -54,23 +54,33 @@ pub struct CallRecord {
     pub error_code: Option<&'static str>,
     pub error_message: Option<String>,
     /// Arguments with secret-looking fields masked.
-    pub arguments: Value,
-    /// What each stage decided, in order.
-    pub steps: Vec<Value>,
+    pub arguments: Box<RawValue>,
+    /// What each stage decided, in order: an array of objects.
+    pub steps: Box<RawValue>,
     /// The start of the result's text, for the trace view.
     pub result_preview: String,
 }
 
 /// The recorder. Share it with `Arc`.
+///
+/// A kept call is a handful of allocations (its JSON parts are kept as text, not as
+/// trees of values), because every call makes one and, a thousand calls later, frees it.
 #[derive(Default)]
 pub struct Activity {
     next_seq: AtomicU64,
     /// Calls in flight, by the address of their invocation (stable for the whole call:
     /// the pipeline borrows it from `call_started` to `result`).
-    in_flight: Mutex<HashMap<usize, CallRecord>>,
+    in_flight: Mutex<HashMap<usize, InFlight>>,
     finished: Mutex<VecDeque<Arc<CallRecord>>>,
     /// The newest finished `seq`, so the console can wait for new calls.
     latest: watch::Sender<u64>,
+}
+
+/// A call being recorded: its record, and its steps so far as the text of a JSON array
+/// without its closing bracket.
+struct InFlight {
+    record: CallRecord,
+    steps: Vec<u8>,
 }
 
 /// Calls a session has made (kept in the session's own state).
@@ -108,8 +118,8 @@ impl ResultObserver for Activity {
         invocation
             .session
             .with_state(|count: &mut CallCount| count.0 += 1);
-        let arguments =
-            serde_json::to_value(Masked(&invocation.arguments_value())).unwrap_or_default();
+        let arguments = serde_json::value::to_raw_value(&Masked(&invocation.arguments_value()))
+            .unwrap_or_else(|_| RawValue::NULL.to_owned());
         let record = CallRecord {
             seq: 0,
             at_ms: unix_ms(SystemTime::now()),
@@ -129,15 +139,19 @@ impl ResultObserver for Activity {
             error_code: None,
             error_message: None,
             arguments,
-            steps: Vec::new(),
+            steps: RawValue::NULL.to_owned(),
             result_preview: String::new(),
         };
-        lock(&self.in_flight).insert(Self::key(invocation), record);
+        let call = InFlight {
+            record,
+            steps: b"[".to_vec(),
+        };
+        lock(&self.in_flight).insert(Self::key(invocation), call);
     }
 
     fn step(&self, invocation: &Invocation, step: &Step<'_>) {
         let mut in_flight = lock(&self.in_flight);
-        let Some(record) = in_flight.get_mut(&Self::key(invocation)) else {
+        let Some(InFlight { record, steps }) = in_flight.get_mut(&Self::key(invocation)) else {
             return;
         };
         match step {
@@ -149,13 +163,28 @@ impl ResultObserver for Activity {
             Step::Asked(refusal) => record.approved = Some(refusal.is_none()),
             _ => {}
         }
-        record.steps.push(step.to_json());
+        if steps.len() > 1 {
+            steps.push(b',');
+        }
+        // Writing a `Value` to a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *steps, &step.to_json());
     }
 
     fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult) {
-        let Some(mut record) = lock(&self.in_flight).remove(&Self::key(invocation)) else {
+        let Some(InFlight {
+            mut record,
+            mut steps,
+        }) = lock(&self.in_flight).remove(&Self::key(invocation))
+        else {
             return;
         };
+        steps.push(b']');
+        if let Some(steps) = String::from_utf8(steps)
+            .ok()
+            .and_then(|text| RawValue::from_string(text).ok())
+        {
+            record.steps = steps;
+        }
         record.duration_ms = invocation.started.elapsed().as_secs_f64() * 1000.0;
         record.result_bytes =
             json_len(&result.content) + result.structured_content.as_ref().map_or(0, json_len);
@@ -167,10 +196,14 @@ impl ResultObserver for Activity {
         record.seq = self.next_seq.fetch_add(1, Ordering::Relaxed) + 1;
         let seq = record.seq;
         finished.push_back(Arc::new(record));
-        if finished.len() > KEPT_CALLS {
-            finished.pop_front();
-        }
+        let forgotten = if finished.len() > KEPT_CALLS {
+            finished.pop_front()
+        } else {
+            None
+        };
         drop(finished);
+        // Freed outside the lock: the oldest call is cold in the cache.
+        drop(forgotten);
         self.latest.send_replace(seq);
     }
 }
@@ -222,7 +255,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use rmcp::model::ContentBlock;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use tokio_util::sync::CancellationToken;
 
     use super::*;
@@ -272,11 +305,14 @@ mod tests {
         let calls = activity.since(0, 10);
         assert_eq!(calls.len(), 2);
         assert_eq!((calls[0].seq, calls[0].gate), (1, Some("allow")));
-        assert_eq!(calls[0].arguments["password"], "***", "secrets are masked");
+        let arguments: Value = serde_json::from_str(calls[0].arguments.get()).unwrap();
+        assert_eq!(arguments["password"], "***", "secrets are masked");
         assert!(calls[0].result_bytes > 0);
         assert_eq!(calls[1].gate, Some("deny"));
         assert_eq!(calls[1].error_code, Some("DENIED"));
-        assert_eq!(calls[1].steps[0]["reason"], "deleting");
+        let steps: Value = serde_json::from_str(calls[1].steps.get()).unwrap();
+        assert_eq!(steps[0]["reason"], "deleting");
+        assert_eq!(steps.as_array().map(Vec::len), Some(1));
         assert_eq!(activity.since(1, 10).len(), 1, "only calls after seq 1");
         assert_eq!(activity.get(2).unwrap().tool, "mcp__kv__delete");
         assert_eq!(session.with_state(|count: &mut CallCount| count.0), 2);
