@@ -55,8 +55,9 @@ pub struct CallRecord {
     pub error_message: Option<String>,
     /// Arguments with secret-looking fields masked.
     pub arguments: Box<RawValue>,
-    /// What each stage decided, in order: an array of objects.
-    pub steps: Box<RawValue>,
+    /// What each stage decided, in order: the text of a JSON array of objects.
+    #[serde(serialize_with = "as_json")]
+    pub steps: String,
     /// The start of the result's text, for the trace view.
     pub result_preview: String,
 }
@@ -81,6 +82,13 @@ pub struct Activity {
 struct InFlight {
     record: CallRecord,
     steps: Vec<u8>,
+}
+
+/// Serializes `text`, which is JSON, as that JSON. It is checked here, when the console
+/// reads a call, rather than on every call's path.
+fn as_json<S: serde::Serializer>(text: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    let json: &RawValue = serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
+    json.serialize(serializer)
 }
 
 /// Calls a session has made (kept in the session's own state).
@@ -139,7 +147,7 @@ impl ResultObserver for Activity {
             error_code: None,
             error_message: None,
             arguments,
-            steps: RawValue::NULL.to_owned(),
+            steps: String::new(),
             result_preview: String::new(),
         };
         let call = InFlight {
@@ -179,12 +187,8 @@ impl ResultObserver for Activity {
             return;
         };
         steps.push(b']');
-        if let Some(steps) = String::from_utf8(steps)
-            .ok()
-            .and_then(|text| RawValue::from_string(text).ok())
-        {
-            record.steps = steps;
-        }
+        // serde_json writes UTF-8.
+        record.steps = String::from_utf8(steps).unwrap_or_else(|_| "[]".into());
         record.duration_ms = invocation.started.elapsed().as_secs_f64() * 1000.0;
         record.result_bytes =
             json_len(&result.content) + result.structured_content.as_ref().map_or(0, json_len);
@@ -310,7 +314,7 @@ mod tests {
         assert!(calls[0].result_bytes > 0);
         assert_eq!(calls[1].gate, Some("deny"));
         assert_eq!(calls[1].error_code, Some("DENIED"));
-        let steps: Value = serde_json::from_str(calls[1].steps.get()).unwrap();
+        let steps = &serde_json::to_value(&*calls[1]).unwrap()["steps"];
         assert_eq!(steps[0]["reason"], "deleting");
         assert_eq!(steps.as_array().map(Vec::len), Some(1));
         assert_eq!(activity.since(1, 10).len(), 1, "only calls after seq 1");
