@@ -9,7 +9,7 @@
 //! (a fork) instead of starting the engine (tens of milliseconds). The pieces:
 //!
 //! - `strip`: TypeScript → JavaScript on the host (erasable syntax only), and positions
-//!   mapped back to the model's code.
+//!   mapped back to the model's code; `deep_stack`: the stack it recurses on.
 //! - `runtime`: [`CodeRuntime`], which keeps the next worker ready ahead of time.
 //! - `process`: exec'ing, copying, measuring, killing and reaping worker processes.
 //! - `template`: inside an idle worker: making copies of itself for the next runs.
@@ -33,6 +33,7 @@ mod attachments;
 mod bridge;
 mod budgets;
 mod confine;
+mod deep_stack;
 mod hints;
 mod outcome;
 mod process;

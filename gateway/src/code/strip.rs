@@ -26,6 +26,7 @@ use oxc::semantic::SemanticBuilder;
 use oxc::span::{GetSpan, SourceType, Span};
 use oxc::transformer::{TransformOptions, Transformer};
 
+use super::deep_stack;
 use super::outcome::{CodeRunFailure, FailureKind};
 
 /// The script name the worker gives the stripped program; stack frames naming it are ours.
@@ -94,27 +95,27 @@ pub(crate) fn strip(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure>
 
 /// Strip on a stack of its own. The parser and the transform passes recurse; nesting
 /// without brackets (`!!!…`, `Array<Array<…>>`) is bounded only by the program's length,
-/// so they run on a stack that fits the longest program, switched to on the caller's
-/// thread for the call (`stacker`): no hop to another thread, and no start-up of one.
-/// A panic (in the parser, or no memory for the stack) is this program's failure.
+/// so they run on a stack that fits the longest program ([`deep_stack`]), switched to on
+/// the caller's thread: no hop to another thread. A panic in the parser is this
+/// program's failure.
 fn on_own_stack(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
-    std::panic::catch_unwind(|| {
-        stacker::grow(STRIP_STACK_BYTES, || strip_on_this_stack(program_ts))
-    })
-    .unwrap_or_else(|_| {
-        Err(CodeRunFailure::new(
+    let stripped =
+        std::panic::catch_unwind(|| deep_stack::on_deep_stack(|| strip_on_this_stack(program_ts)));
+    match stripped {
+        Ok(Ok(stripped)) => stripped,
+        Ok(Err(error)) => Err(CodeRunFailure::new(
+            FailureKind::Died,
+            format!("no stack to parse the program on: {error}"),
+        )),
+        Err(_) => Err(CodeRunFailure::new(
             FailureKind::Parse,
             "the program could not be parsed: the parser failed on it",
-        ))
-    })
+        )),
+    }
 }
 
 /// The longest program accepted (far more than a model writes).
 const MAX_PROGRAM_BYTES: usize = 256 * 1024;
-
-/// Stack for stripping: enough for [`MAX_PROGRAM_BYTES`] of nesting (reserved
-/// address space; only what is used is committed).
-const STRIP_STACK_BYTES: usize = 1024 * 1024 * 1024;
 
 fn strip_on_this_stack(program_ts: &str) -> Result<StrippedProgram, CodeRunFailure> {
     let wrapped = format!("{WRAP_PREFIX}{program_ts}{WRAP_SUFFIX}");
