@@ -2,11 +2,12 @@
 // cost is off the run's path. It captures the bridge ops and the builtins it needs in
 // closures, removes `Deno`, `__bootstrap` and every other non-standard global from the
 // program's reach, installs `console` and `setTimeout`/`clearTimeout` (timers run inside
-// the wall budget), and returns `installBindings(bindingsFactory)`, which the worker calls
-// when the run arrives: it installs `tools`, `callTool` and `ToolCallError` and returns
-// the function that runs the program and reports its completion. It runs once per process,
-// in the process that runs the program: copies of an idle worker are made before any
-// bindings exist, so the non-configurable globals it defines never meet another run's.
+// the wall budget), and returns `installBindings(bindingsFactory)`: it installs `tools`,
+// `callTool` and `ToolCallError` and returns the function that runs the program and
+// reports its completion. A runner calls it before its run arrives, with the bindings the
+// last run had, and again if its run brings others: the three stay replaceable until the
+// program starts, and are sealed then. Copies of an idle worker are made before any
+// bindings exist, so a run never meets another run's globals.
 (function prelude() {
   "use strict";
 
@@ -229,13 +230,14 @@
   ];
   const keep = ObjectCtor.create(null);
   for (let i = 0; i < standardGlobals.length; i++) keep[standardGlobals[i]] = true;
-  const install = (name, value) =>
+  const install = (name, value, configurable = false) =>
     defineProperty(globalThis, name, {
       value,
       writable: false,
       enumerable: false,
-      configurable: false,
+      configurable,
     });
+  const bindingNames = ["tools", "callTool", "ToolCallError"];
 
   // --- Running the program -------------------------------------------------------------
 
@@ -245,6 +247,9 @@
   };
 
   const runProgram = async (program) => {
+    for (let i = 0; i < bindingNames.length; i++) {
+      defineProperty(globalThis, bindingNames[i], { configurable: false });
+    }
     let value;
     try {
       value = await program();
@@ -285,10 +290,10 @@
   if (typeof collectGarbage === "function") collectGarbage();
 
   return function installBindings(bindingsFactory) {
-    const { tools, callTool, ToolCallError } = bindingsFactory(hostCall);
-    install("tools", tools);
-    install("callTool", callTool);
-    install("ToolCallError", ToolCallError);
+    const made = bindingsFactory(hostCall);
+    for (let i = 0; i < bindingNames.length; i++) {
+      install(bindingNames[i], made[bindingNames[i]], true);
+    }
     return runProgram;
   };
 })()

@@ -37,6 +37,9 @@ use super::warm;
 const PRELUDE: &str = include_str!("prelude.js");
 const PRELUDE_SCRIPT: &str = "prelude.js";
 const BINDINGS_SCRIPT: &str = "bindings.js";
+const WARM_UP_SCRIPT: &str = "warm-up.js";
+/// What a stripped `return 1` looks like to the engine (see `run_program`).
+const WARM_UP_PROGRAM: &str = "\"use strict\";(async function __program() {\nreturn 1\n}\n)";
 
 /// The body of the hidden `__code-worker` subcommand: speaks the bridge protocol on
 /// stdin/stdout (one socket) and runs one program. Diagnostics go to stderr (the
@@ -140,8 +143,11 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
         template::Became::Run(run) => (Some(run), None),
         template::Became::Copy(bindings) => {
             let prepared = bindings.map(|bindings| {
-                tokio.block_on(make_bindings(&mut runtime, &from_table, &bindings))
+                tokio.block_on(bind(&mut runtime, &from_table, &install, &bindings))
             });
+            // A program of the shape every run's has, compiled and dropped: the parser's
+            // first allocations and page faults in this copy happen now, not in the run.
+            let _ = runtime.execute_script(WARM_UP_SCRIPT, WARM_UP_PROGRAM);
             link.send(&WorkerMessage::Ready { forks: false });
             if let Some(shared) = shared {
                 shared.copy_until(|| channel.has_input());
@@ -174,14 +180,12 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     );
     let failure = tokio.block_on(async {
         tokio::spawn(read_replies(Arc::clone(&link), channel.into_buffered()));
-        let made = match (bindings, prepared) {
-            (Some(bindings), _) => make_bindings(&mut runtime, &from_table, &bindings).await,
+        let runner = match (bindings, prepared) {
+            (Some(bindings), _) => bind(&mut runtime, &from_table, &install, &bindings).await,
             (None, Some(prepared)) => prepared,
-            (None, None) => Err("the run brought no bindings, and none were made ahead".into()),
-        };
-        let runner = match made {
-            Ok(made) => install_bindings(&mut runtime, &install, made).await,
-            Err(error) => Err(error),
+            (None, None) => {
+                Err("the run brought no bindings, and none were installed ahead".into())
+            }
         };
         run_program(&mut runtime, &link, runner, &program).await
     });
@@ -293,9 +297,21 @@ fn from_table_source() -> String {
     )
 }
 
+/// Install `bindings` (`tools`, `callTool`, `ToolCallError`) and return the program
+/// runner. Done with no program in the runtime, so a runner can do it before its run
+/// arrives; the globals stay replaceable until the program starts.
+async fn bind(
+    runtime: &mut JsRuntime,
+    from_table: &v8::Global<v8::Function>,
+    install: &v8::Global<v8::Function>,
+    bindings: &Bindings,
+) -> Result<v8::Global<v8::Function>, String> {
+    let made = make_bindings(runtime, from_table, bindings).await?;
+    install_bindings(runtime, install, made).await
+}
+
 /// The bindings function of `bindings`: `(hostCall) => ({ tools, callTool,
-/// ToolCallError })`. Made with no program in the runtime, so a runner can make it before
-/// its run arrives.
+/// ToolCallError })`.
 async fn make_bindings(
     runtime: &mut JsRuntime,
     from_table: &v8::Global<v8::Function>,
