@@ -190,10 +190,13 @@ impl WorkerProcess {
         Ok(self.status)
     }
 
-    /// CPU time (user + system) the process has used so far.
+    /// CPU time (user + system) the process has used so far; `None` once it is reaped
+    /// (its pid may then be someone else's).
     pub(crate) fn cpu_time(&self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        cpu_time_from_stat(&stat, clock_ticks_per_second())
+        if self.status.is_some() {
+            return None;
+        }
+        process_cpu_time(self.pid)
     }
 
     /// SIGKILL the worker's process group, unless it has already been reaped (its pid
@@ -409,24 +412,24 @@ async fn spawn_from_spawner_thread(command: Command) -> io::Result<libc::pid_t> 
     spawned.await.map_err(|_| gone())?
 }
 
-fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(ticks).ok().filter(|t| *t > 0).unwrap_or(100)
-}
-
-/// utime + stime from the text of `/proc/<pid>/stat`. The command name (field 2) may hold
-/// spaces and parentheses, so fields are counted from the last `)`.
-fn cpu_time_from_stat(stat: &str, ticks_per_second: u64) -> Option<Duration> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_name.split_whitespace();
-    // Fields 3.. follow the name; utime and stime are fields 14 and 15.
-    let utime: u64 = fields.nth(11)?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    let ticks = utime.saturating_add(stime);
-    Some(Duration::from_millis(
-        ticks.saturating_mul(1000) / ticks_per_second,
-    ))
+/// A process's CPU time from its CPU-time clock: one system call, in nanoseconds, where
+/// `/proc/<pid>/stat` takes an open, several reads and counts in ticks of 10 ms.
+fn process_cpu_time(pid: libc::pid_t) -> Option<Duration> {
+    let mut clock: libc::clockid_t = 0;
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: both are out-pointers to locals.
+    let read = unsafe {
+        libc::clock_getcpuclockid(pid, &mut clock) == 0 && libc::clock_gettime(clock, &mut now) == 0
+    };
+    read.then(|| {
+        Duration::new(
+            now.tv_sec.try_into().unwrap_or(0),
+            now.tv_nsec.try_into().unwrap_or(0),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -434,13 +437,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_time_is_read_after_the_command_name() {
-        let stat = "4242 (we (ird) name) R 1 4242 4242 0 -1 4194304 100 0 0 0 150 25 0 0 20 0 1 0";
-        assert_eq!(
-            cpu_time_from_stat(stat, 100),
-            Some(Duration::from_millis(1750))
+    fn a_process_cpu_time_counts_its_work() {
+        let before = process_cpu_time(std::process::id() as libc::pid_t).unwrap();
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_millis(20) {
+            std::hint::black_box(started.elapsed());
+        }
+        let after = process_cpu_time(std::process::id() as libc::pid_t).unwrap();
+        assert!(
+            after - before >= Duration::from_millis(10),
+            "{before:?} → {after:?}"
         );
-        assert_eq!(cpu_time_from_stat("garbage", 100), None);
     }
 
     fn sleeper() -> WorkerCommand {
@@ -456,6 +463,7 @@ mod tests {
             .await
             .unwrap();
         assert!(!worker.has_exited());
+        assert!(worker.cpu_time().is_some(), "a live worker has a CPU time");
         // SAFETY: signalling our own child.
         unsafe { libc::kill(worker.pid, libc::SIGKILL) };
         let mut noticed = false;
@@ -467,6 +475,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(noticed);
+        assert_eq!(worker.cpu_time(), None, "a reaped worker's pid is not read");
     }
 
     #[tokio::test]
@@ -483,11 +492,5 @@ mod tests {
             std::os::unix::process::ExitStatusExt::signal(&status),
             Some(libc::SIGKILL)
         );
-    }
-
-    #[test]
-    fn this_process_has_a_readable_cpu_time() {
-        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-        assert!(cpu_time_from_stat(&stat, clock_ticks_per_second()).is_some());
     }
 }
