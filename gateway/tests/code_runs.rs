@@ -508,3 +508,38 @@ async fn each_run_sees_its_own_bindings_whatever_ran_before() {
     }
     rt.shutdown().await;
 }
+
+/// A runner installs the last run's bindings before its run arrives, replaceable until
+/// the program starts: by then they are sealed, for a run on such a runner (the second
+/// here) as for one that installed its own (the first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_cannot_replace_or_delete_its_tool_bindings() {
+    let rt = runtime(CodeBudgets::default());
+    let bridge = Arc::new(FakeBridge::default());
+    let program = "const before = tools;\n\
+         const attempt = (change: () => unknown) => { try { change(); return 'changed'; } catch (e) { return (e as Error).name; } };\n\
+         return {\n\
+           redefine: attempt(() => Object.defineProperty(globalThis, 'tools', { value: {} })),\n\
+           remove: attempt(() => delete (globalThis as any).callTool),\n\
+           assign: attempt(() => { (globalThis as any).ToolCallError = null; }),\n\
+           configurable: ['tools', 'callTool', 'ToolCallError']\n\
+             .map((name) => Object.getOwnPropertyDescriptor(globalThis, name)!.configurable),\n\
+           same: tools === before && typeof callTool === 'function' && typeof ToolCallError === 'function',\n\
+         };";
+    for round in 0..2 {
+        let outcome = run_with(&rt, &bridge, program).await;
+        assert_eq!(
+            outcome.result,
+            Some(json!({
+                "redefine": "TypeError",
+                "remove": "TypeError",
+                "assign": "TypeError",
+                "configurable": [false, false, false],
+                "same": true,
+            })),
+            "round {round}: {:?}",
+            outcome.failure
+        );
+    }
+    rt.shutdown().await;
+}
