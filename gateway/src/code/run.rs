@@ -110,21 +110,29 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
     let mut run = RunState::new(request, to_worker, worker.cpu_time());
     let settled = run.serve(&mut worker, &mut inbound).await;
 
-    // The end: stop the worker first, so nothing more happens in it.
-    worker.kill();
-    writer.abort();
+    // The end. A worker that reported its outcome only waits to be killed, so it is
+    // stopped off the answer's path: the kill and the closing of its channel wake it,
+    // and its exit competes for a core. Any other worker is stopped first, so nothing
+    // more happens in it.
+    if !run.reported {
+        worker.kill();
+    }
     run.cancel_calls().await;
     if !run.reported {
         // Stopped from here: keep what it printed before the end.
         run.drain_logs(&mut inbound).await;
     }
-    reader.abort();
     let status = if matches!(settled, Settled::Vanished) {
+        writer.abort();
+        reader.abort();
         Some(worker.kill_and_reap().await)
     } else {
         // Nobody needs to wait for the exit; `shutdown` waits for the reaping.
         request.tasks.spawn(async move {
-            let _ = worker.kill_and_reap().await;
+            let reaped = worker.kill_and_reap().await;
+            writer.abort();
+            reader.abort();
+            reaped
         });
         None
     };
