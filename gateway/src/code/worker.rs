@@ -139,20 +139,29 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
             format!("the worker could not confine itself: {error}"),
         ));
     }
-    let (run, prepared) = match became {
-        template::Became::Run(run) => (Some(run), None),
+    let (run, ahead) = match became {
+        template::Became::Run(run) => (Some(run), Ahead::Nothing),
         template::Became::Copy(bindings) => {
-            let prepared = bindings.map(|bindings| {
-                tokio.block_on(bind(&mut runtime, &from_table, &install, &bindings))
-            });
-            // A program of the shape every run's has, compiled and dropped: the parser's
-            // first allocations and page faults in this copy happen now, not in the run.
-            let _ = runtime.execute_script(WARM_UP_SCRIPT, WARM_UP_PROGRAM);
             link.send(&WorkerMessage::Ready { forks: false });
+            // Work for the run done while it has not arrived; runs that come back to back
+            // do not wait for any of it.
+            let ahead =
+                match bindings {
+                    Some(bindings) if !channel.has_input() => Ahead::Installed(
+                        tokio.block_on(bind(&mut runtime, &from_table, &install, &bindings)),
+                    ),
+                    Some(bindings) => Ahead::Deferred(bindings),
+                    None => Ahead::Nothing,
+                };
+            if !channel.has_input() {
+                // A program of the shape every run's has, compiled and dropped: the
+                // parser's first allocations and page faults in this copy happen now.
+                let _ = runtime.execute_script(WARM_UP_SCRIPT, WARM_UP_PROGRAM);
+            }
             if let Some(shared) = shared {
                 shared.copy_until(|| channel.has_input());
             }
-            (channel.next_message().map(|(run, _)| run), prepared)
+            (channel.next_message().map(|(run, _)| run), ahead)
         }
     };
     let Some(HostMessage::Run {
@@ -180,16 +189,27 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     );
     let failure = tokio.block_on(async {
         tokio::spawn(read_replies(Arc::clone(&link), channel.into_buffered()));
-        let runner = match (bindings, prepared) {
-            (Some(bindings), _) => bind(&mut runtime, &from_table, &install, &bindings).await,
-            (None, Some(prepared)) => prepared,
-            (None, None) => {
+        let runner = match (bindings, ahead) {
+            (Some(bindings), _) | (None, Ahead::Deferred(bindings)) => {
+                bind(&mut runtime, &from_table, &install, &bindings).await
+            }
+            (None, Ahead::Installed(runner)) => runner,
+            (None, Ahead::Nothing) => {
                 Err("the run brought no bindings, and none were installed ahead".into())
             }
         };
         run_program(&mut runtime, &link, runner, &program).await
     });
     link.finish(&failure)
+}
+
+/// The last run's bindings, which a runner installs before its run arrives if it can.
+enum Ahead {
+    /// Installed: the program runner, or why installing failed.
+    Installed(Result<v8::Global<v8::Function>, String>),
+    /// The run arrived first; they are installed when it starts, unless it brings others.
+    Deferred(Bindings),
+    Nothing,
 }
 
 /// The engine's entropy source: the kernel's random bytes.
