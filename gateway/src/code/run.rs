@@ -129,10 +129,9 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
     } else {
         // Nobody needs to wait for the exit; `shutdown` waits for the reaping.
         request.tasks.spawn(async move {
-            let reaped = worker.kill_and_reap().await;
+            let _ = worker.kill_and_reap().await;
             writer.abort();
             reader.abort();
-            reaped
         });
         None
     };
