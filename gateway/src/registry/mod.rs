@@ -374,9 +374,17 @@ impl Registry {
     /// Builds a new catalog from every upstream's last known offer and publishes it.
     fn rebuild(&self) {
         let upstreams = self.upstreams();
+        // Whether an offer came from a connection is read with the offer itself: a
+        // connection that lands while this runs is settled in the next catalog, not in this
+        // one, which does not have its names.
         let offers: Vec<_> = upstreams
             .iter()
-            .map(|u| (u.clone(), u.offer(), u.config.name_prefix(&u.name)))
+            .map(|u| {
+                let offer = u.last_offer();
+                let connected = offer.is_some();
+                let prefix = u.config.name_prefix(&u.name);
+                (u.clone(), connected, offer.unwrap_or_default(), prefix)
+            })
             .collect();
         let previous = self.catalog();
         let mut catalog = Catalog::default();
@@ -387,7 +395,7 @@ impl Registry {
             .map(|(name, t)| (name.clone(), (t.server.to_string(), t.original.clone())))
             .collect();
         let (tool_names, collisions) = naming::assign(
-            offers.iter().flat_map(|(u, offer, prefix)| {
+            offers.iter().flat_map(|(u, _, offer, prefix)| {
                 offer.tools.iter().map(move |t| naming::Offered {
                     server: &u.name,
                     name: t.name.as_ref(),
@@ -404,7 +412,7 @@ impl Registry {
             .map(|(name, p)| (name.clone(), (p.server.to_string(), p.original.clone())))
             .collect();
         let (prompt_names, collisions) = naming::assign(
-            offers.iter().flat_map(|(u, offer, prefix)| {
+            offers.iter().flat_map(|(u, _, offer, prefix)| {
                 offer.prompts.iter().map(move |p| naming::Offered {
                     server: &u.name,
                     name: p.name.as_str(),
@@ -415,11 +423,11 @@ impl Registry {
             settled,
         );
         catalog.collisions.extend(collisions);
-        for (upstream, offer, prefix) in &offers {
+        for (upstream, connected, offer, prefix) in &offers {
             catalog
                 .prefixes
                 .insert(upstream.name.clone(), naming::exposed_prefix(prefix));
-            if upstream.has_offered() {
+            if *connected {
                 catalog.settled.insert(upstream.name.clone());
             }
             if upstream.config.rewrite_uris {
@@ -457,7 +465,7 @@ impl Registry {
         }
         let (resources, collisions) = first_owner_keeps(
             &previous.resources,
-            offers.iter().flat_map(|(upstream, offer, _)| {
+            offers.iter().flat_map(|(upstream, _, offer, _)| {
                 offer.resources.iter().map(|resource| {
                     let mut resource = resource.clone();
                     resource.uri = resource_uri::expose(
@@ -475,7 +483,7 @@ impl Registry {
         catalog.collisions.extend(collisions);
         let (templates, collisions) = first_owner_keeps(
             &previous.resource_templates,
-            offers.iter().flat_map(|(upstream, offer, _)| {
+            offers.iter().flat_map(|(upstream, _, offer, _)| {
                 offer.resource_templates.iter().map(|template| {
                     let mut template = template.clone();
                     if upstream.config.rewrite_uris {

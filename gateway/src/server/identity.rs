@@ -60,8 +60,7 @@ pub fn info(gateway: &Gateway, session: Option<&Session>) -> ServerConfig {
     let own_tools = session.is_some_and(|session| {
         session.mode() != Mode::Native || session.profile.catalog == CatalogMode::Search
     });
-    if let Some(upstream) = stood_in_for(gateway).filter(|upstream| upstream.has_offered()) {
-        let offer = upstream.offer();
+    if let Some(offer) = stood_in_for(gateway).and_then(|upstream| upstream.last_offer()) {
         let mut capabilities = offer.capabilities.clone();
         capabilities.experimental = None;
         capabilities.extensions = None;

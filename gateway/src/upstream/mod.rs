@@ -120,12 +120,12 @@ pub struct Upstream {
     pub name: Arc<str>,
     pub config: ServerConfig,
     live: RwLock<Option<Arc<Live>>>,
-    /// What the server offered when last connected; kept while it is down so its tools
-    /// stay known and calls to them fail with UPSTREAM_UNAVAILABLE, not TOOL_NOT_FOUND.
-    last_offer: RwLock<Arc<Offer>>,
-    /// Set once a connection has brought an offer: from then on the names it offers are
-    /// settled (see [`crate::registry::naming`]).
-    offered: std::sync::atomic::AtomicBool,
+    /// What the server offered when last connected, `None` until a connection has brought
+    /// an offer. Kept while it is down so its tools stay known and calls to them fail with
+    /// UPSTREAM_UNAVAILABLE, not TOOL_NOT_FOUND. Once set, the names it offers are settled
+    /// (see [`crate::registry::naming`]): one field, so a reader never sees a settled
+    /// server with the empty offer from before its connection.
+    last_offer: RwLock<Option<Arc<Offer>>>,
     health: Mutex<Health>,
     /// The requests in flight here, and the client call each serves.
     calls: CallRoutes,
@@ -163,7 +163,6 @@ impl Upstream {
             config,
             live: RwLock::new(None),
             last_offer: RwLock::default(),
-            offered: std::sync::atomic::AtomicBool::new(false),
             health: Mutex::new(Health {
                 state: UpstreamState::Starting,
                 restarts: 0,
@@ -247,8 +246,13 @@ impl Upstream {
         update(&mut self.health.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
-    /// What the server offers, or offered when it was last connected.
+    /// What the server offers, or offered when it was last connected; empty before that.
     pub fn offer(&self) -> Arc<Offer> {
+        self.last_offer().unwrap_or_default()
+    }
+
+    /// The offer a connection last brought, `None` if none ever has.
+    pub fn last_offer(&self) -> Option<Arc<Offer>> {
         self.last_offer
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -257,15 +261,13 @@ impl Upstream {
 
     /// Whether a connection has ever brought this instance's offer.
     pub fn has_offered(&self) -> bool {
-        self.offered.load(std::sync::atomic::Ordering::Acquire)
+        self.last_offer().is_some()
     }
 
     fn set_live(&self, live: Option<Arc<Live>>) {
         if let Some(live) = &live {
             *self.last_offer.write().unwrap_or_else(|p| p.into_inner()) =
-                Arc::new(live.offer.clone());
-            self.offered
-                .store(true, std::sync::atomic::Ordering::Release);
+                Some(Arc::new(live.offer.clone()));
         }
         *self.live.write().unwrap_or_else(|p| p.into_inner()) = live;
         let _ = self.changed.send(self.name.clone());
