@@ -173,3 +173,32 @@ async fn budget_kills_leave_no_process_behind() {
     // background.
     assert_eq!(settle_children(0).await, 0);
 }
+
+/// A process's scheduler state from `/proc/PID/stat` (`S` sleeping, `R` running, `Z` dead).
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 1..];
+    after.trim_start().chars().next().unwrap()
+}
+
+#[tokio::test]
+async fn a_runner_told_of_a_run_that_never_came_sleeps_and_serves_the_next() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rt = runtime(CodeBudgets::default());
+    assert_eq!(settle_children(2).await, 2);
+    let waiting = children();
+    let bridge = Arc::new(FakeBridge::default());
+    // The runner hears that a run is coming; then the program does not parse.
+    let failed = run_with(&rt, &bridge, "return (").await;
+    assert_eq!(failed.failure.unwrap().kind, FailureKind::Parse);
+    // Well past its polling: the runner is alive and asleep again, not spinning.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for pid in &waiting {
+        assert_eq!(state(*pid), 'S', "worker {pid}");
+    }
+    assert_eq!(
+        run_with(&rt, &bridge, "return 1").await.result,
+        Some(json!(1))
+    );
+    rt.shutdown().await;
+}

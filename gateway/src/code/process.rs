@@ -178,6 +178,20 @@ impl WorkerProcess {
             .ok_or_else(|| io::Error::other("the worker's channel is gone"))
     }
 
+    /// Tell a waiting runner that its run is being prepared ([`HostMessage::Soon`]).
+    /// Never blocks: the notice goes only into an empty socket buffer, and a runner whose
+    /// channel took part of it is killed, since its stream is no longer whole (its run
+    /// then starts on another).
+    pub(crate) fn announce_run(&mut self) {
+        let notice = protocol::encode(&HostMessage::Soon);
+        let written = self
+            .channel()
+            .and_then(|channel| channel.try_write(&notice));
+        if matches!(written, Ok(n) if n > 0 && n < notice.len()) {
+            self.kill();
+        }
+    }
+
     /// Whether the process has already exited (a waiting worker can be killed from outside).
     pub(crate) fn has_exited(&mut self) -> bool {
         !matches!(self.try_wait(), Ok(None))

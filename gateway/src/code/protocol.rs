@@ -56,6 +56,10 @@ pub(crate) enum HostMessage {
     },
     /// The result of call `id`.
     Reply { id: u64, result: Value },
+    /// To a waiting runner: a run is being prepared for you (its program stripped). Poll
+    /// for it rather than sleep, so that waking this process overlaps the preparation
+    /// instead of following it.
+    Soon,
 }
 
 /// The tool bindings of a run: what makes `tools`, `callTool` and `ToolCallError`.

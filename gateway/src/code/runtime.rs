@@ -105,6 +105,7 @@ impl CodeRuntime {
             return aborted("the run was cancelled before it started");
         }
         inner.remember(bindings);
+        inner.announce_run();
         let program = match strip::strip(program_ts) {
             Ok(program) => program,
             Err(failure) => return RunOutcome::failed(failure),
@@ -193,6 +194,14 @@ impl Inner {
                 }
                 Some(None) => return self.make_runner().await,
             }
+        }
+    }
+
+    /// Tell the waiting runner, if there is one, that a run is being prepared: it wakes
+    /// while the program is stripped.
+    fn announce_run(&self) {
+        if let Runner::Ready(worker) = &mut *self.lock_runner() {
+            worker.announce_run();
         }
     }
 

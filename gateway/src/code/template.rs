@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
 use super::protocol::{Bindings, HostMessage, WorkerMessage};
 use super::worker::HostLink;
@@ -28,6 +29,9 @@ use super::worker::HostLink;
 /// The longest message a pristine worker accepts before its run (the run message
 /// carries the program and the bindings).
 const MAX_SETUP_MESSAGE: usize = 256 << 20;
+/// How long a runner told that its run is coming polls for it before it sleeps again:
+/// far longer than preparing a run takes, short enough to cost little if none comes.
+const SOON_POLL: Duration = Duration::from_millis(2);
 
 /// Whether this process has exactly one thread, so a copy of it is consistent.
 pub(crate) fn is_single_threaded() -> bool {
@@ -166,13 +170,18 @@ impl Channel {
         }
     }
 
-    /// The next message and the descriptor that came with it, if any (blocking).
+    /// The next message and the descriptor that came with it, if any (blocking). A
+    /// [`HostMessage::Soon`] is not returned: it makes the wait for the next one poll for
+    /// a while instead of sleeping.
     pub(crate) fn next_message(&mut self) -> Option<(HostMessage, Option<OwnedFd>)> {
         loop {
             if let Some(end) = memchr::memchr(b'\n', &self.buffered) {
                 let line: Vec<u8> = self.buffered.drain(..=end).collect();
-                let message = serde_json::from_slice(&line).ok()?;
-                return Some((message, self.received.pop_front()));
+                match serde_json::from_slice(&line).ok()? {
+                    HostMessage::Soon => self.poll_for_input(SOON_POLL),
+                    message => return Some((message, self.received.pop_front())),
+                }
+                continue;
             }
             if self.buffered.len() > MAX_SETUP_MESSAGE {
                 return None;
@@ -195,6 +204,14 @@ impl Channel {
         };
         // SAFETY: one valid pollfd; a zero timeout never blocks.
         unsafe { libc::poll(&mut poll, 1, 0) != 0 }
+    }
+
+    /// Spin until input is waiting or `limit` has passed.
+    fn poll_for_input(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while !self.has_input() && Instant::now() < until {
+            std::hint::spin_loop();
+        }
     }
 
     /// What was read past the last message: the start of the run's replies.
