@@ -121,6 +121,18 @@ async fn enum_is_a_parse_failure_before_any_worker_is_used() {
 }
 
 #[tokio::test]
+async fn syntax_only_the_engine_refuses_is_a_parse_failure_at_the_models_place() {
+    // Decorator-style `accessor` fields strip cleanly but QuickJS has no parser for them.
+    let outcome = run("const a = 1;\n  class A { accessor x = 1 }\nreturn a").await;
+    let failure = outcome.failure.unwrap();
+    assert_eq!(failure.kind, FailureKind::Parse);
+    assert_eq!(
+        failure.message,
+        "SyntaxError: Unexpected identifier 'x'\n    at <anonymous> (2:22)"
+    );
+}
+
+#[tokio::test]
 async fn type_only_imports_are_erased_and_value_imports_are_parse_failures() {
     let outcome = run("import type { Row } from './rows';\n\
          export type Id = string;\n\

@@ -37,9 +37,8 @@ use super::warm;
 const PRELUDE: &str = include_str!("prelude.js");
 const PRELUDE_SCRIPT: &str = "prelude.js";
 const BINDINGS_SCRIPT: &str = "bindings.js";
-const WARM_UP_SCRIPT: &str = "warm-up.js";
-/// What a stripped `return 1` looks like to the engine (see `run_program`).
-const WARM_UP_PROGRAM: &str = "\"use strict\";(async function __program() {\nreturn 1\n}\n)";
+/// A stripped `return 1` (see `compile_program`).
+const WARM_UP_PROGRAM: &str = "async function __program() {\nreturn 1\n}\n";
 
 /// The body of the hidden `__code-worker` subcommand: speaks the bridge protocol on
 /// stdin/stdout (one socket) and runs one program. Diagnostics go to stderr (the
@@ -156,7 +155,7 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
             if !channel.has_input() {
                 // A program of the shape every run's has, compiled and dropped: the
                 // parser's first allocations and page faults in this copy happen now.
-                let _ = runtime.execute_script(WARM_UP_SCRIPT, WARM_UP_PROGRAM);
+                let _ = compile_program(&mut runtime, WARM_UP_PROGRAM);
             }
             if let Some(shared) = shared {
                 shared.copy_until(|| channel.has_input());
@@ -274,7 +273,12 @@ async fn run_program(
             );
         }
     };
-    let program = runtime.execute_script(PROGRAM_SCRIPT, format!("\"use strict\";({program})"));
+    let program = match compile_program(runtime, program) {
+        Some(program) => Ok(program),
+        // Compiled again as a script, the slow way, whose syntax errors carry the exact
+        // place.
+        None => runtime.execute_script(PROGRAM_SCRIPT, format!("\"use strict\";({program})")),
+    };
     let program = match program {
         Ok(program) => program,
         Err(error) => return fail(WorkerFailure::Parse, error.to_string()),
@@ -376,6 +380,43 @@ fn without_internal_frames(text: &str) -> String {
 
 fn fail(kind: WorkerFailure, message: String) -> WorkerMessage {
     WorkerMessage::Fail { kind, message }
+}
+
+/// The program's async function, compiled as the body of a function that returns it;
+/// `None` if it does not compile. Not a script: the engine parses a script once to
+/// compile it and again to run it, a function body once. The body's first line is the
+/// wrapper's, so the program has the line numbers it has as a script
+/// (`StrippedProgram::map_positions`).
+fn compile_program(runtime: &mut JsRuntime, program: &str) -> Option<v8::Global<v8::Value>> {
+    deno_core::scope!(scope, runtime);
+    v8::tc_scope!(let scope, scope);
+    let body = v8::String::new(scope, &format!("\"use strict\";return ({program})"))?;
+    let name = v8::String::new(scope, PROGRAM_SCRIPT)?;
+    let origin = v8::ScriptOrigin::new(
+        scope,
+        name.into(),
+        0,
+        0,
+        false,
+        0,
+        None,
+        false,
+        false,
+        false,
+        None,
+    );
+    let mut source = v8::script_compiler::Source::new(body, Some(&origin));
+    let function = v8::script_compiler::compile_function(
+        scope,
+        &mut source,
+        &[],
+        &[],
+        v8::script_compiler::CompileOptions::NoCompileOptions,
+        v8::script_compiler::NoCacheReason::NoReason,
+    );
+    let receiver = v8::undefined(scope).into();
+    let program = function?.call(scope, receiver, &[])?;
+    Some(v8::Global::new(scope, program))
 }
 
 /// `texts` as JavaScript strings.
