@@ -44,6 +44,11 @@ const CALL_DRAIN: Duration = Duration::from_secs(5);
 const MAX_DIAGNOSTIC_BYTES: usize = 4096;
 /// How long to collect the logs still in the pipe after the worker was killed.
 const LOG_DRAIN: Duration = Duration::from_secs(2);
+/// How long the work a finished run leaves behind waits: its worker's exit (tearing down
+/// its memory) and the making of the next runner (a fork, then the runner's
+/// preparation). Started at once, they compete with the answer's way back to the client
+/// for the cores; a few milliseconds covers that way.
+pub(crate) const AFTER_THE_ANSWER: Duration = Duration::from_millis(3);
 
 /// What one run needs besides its worker.
 pub(crate) struct RunRequest<'a> {
@@ -111,9 +116,9 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
     let settled = run.serve(&mut worker, &mut inbound).await;
 
     // The end. A worker that reported its outcome only waits to be killed, so it is
-    // stopped off the answer's path: the kill and the closing of its channel wake it,
-    // and its exit competes for a core. Any other worker is stopped first, so nothing
-    // more happens in it.
+    // stopped once the answer is on its way: the kill and the closing of its channel
+    // wake it, and its exit competes for a core. Any other worker is stopped first, so
+    // nothing more happens in it.
     if !run.reported {
         worker.kill();
     }
@@ -129,6 +134,7 @@ pub(crate) async fn drive(mut worker: WorkerProcess, request: &RunRequest<'_>) -
     } else {
         // Nobody needs to wait for the exit; `shutdown` waits for the reaping.
         request.tasks.spawn(async move {
+            tokio::time::sleep(AFTER_THE_ANSWER).await;
             let _ = worker.kill_and_reap().await;
             writer.abort();
             reader.abort();

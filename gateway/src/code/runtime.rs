@@ -3,8 +3,9 @@
 //!
 //! Two workers wait between runs: the template, a pristine worker that only makes copies
 //! of itself (see `template`), and the runner, its latest copy, already confined and
-//! waiting for a run. A run takes the runner; the next one is asked of the template once
-//! the run has settled, so making it does not compete with the run. A run that finds the
+//! waiting for a run. A run takes the runner; the next one is asked of the template a
+//! moment after the run has settled, so making it competes neither with the run nor with
+//! the answer's way back to the client. A run that finds the
 //! next runner still being made waits for it rather than making another; one that finds
 //! none makes its own. A worker is exec'd (the engine start costs tens of milliseconds
 //! of CPU) only when there is no live template: it becomes the template, or, if it cannot
@@ -134,7 +135,7 @@ impl CodeRuntime {
                 }
             };
             let driven = run::drive(worker, &request).await;
-            Inner::replenish(inner);
+            Inner::replenish_after_the_answer(inner);
             match driven {
                 Driven::Finished(outcome) => return outcome,
                 Driven::DiedSilently(outcome) if attempts > 1 => return outcome,
@@ -273,6 +274,16 @@ impl Inner {
         if let Some(mut worker) = unwanted {
             let _ = worker.kill_and_reap().await;
         }
+    }
+
+    /// [`Self::replenish`] once the run's answer is on its way. A run that comes first
+    /// makes its own runner.
+    fn replenish_after_the_answer(self: &Arc<Self>) {
+        let inner = Arc::clone(self);
+        self.tasks.spawn(async move {
+            tokio::time::sleep(run::AFTER_THE_ANSWER).await;
+            Inner::replenish(&inner);
+        });
     }
 
     /// Make the next runner in the background, unless one exists or is being made.
