@@ -7,7 +7,8 @@
 //! example servers in release first, and refuses a binary older than the sources). Where
 //! the baseline is calls too, it runs in alternating rounds with the measured path.
 //! `BENCH_QUICK=1` cuts repetitions; `BENCH_GATEWAY=PATH` measures another gateway binary
-//! (an older build, say) with the same command;
+//! (an older build, say) with the same command; `BENCH_AGAINST=PATH` adds a row where the
+//! idle run_code calls alternate, one by one, with another gateway binary's;
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
 //! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
 //! redis-server and haproxy from scripts/install-cluster-deps).
@@ -235,6 +236,12 @@ fn gateway_bin() -> PathBuf {
         .unwrap_or_else(|| release_bin("mcp-gateway"))
 }
 
+/// A second gateway binary whose idle run_code calls alternate with the measured one's,
+/// call by call, so that both builds meet the same moments of a noisy host.
+fn against_bin() -> Option<PathBuf> {
+    std::env::var_os("BENCH_AGAINST").map(PathBuf::from)
+}
+
 fn server(name: &str, bin: &str, env: &str) -> String {
     format!(
         "[servers.{name}]\ncommand = {:?}\n{env}",
@@ -271,6 +278,10 @@ async fn stdio_client(program: &Path, args: &[&str]) -> Client {
 /// The gateway under test serving `config` over stdio once its upstreams are up, with
 /// its pid.
 async fn gateway_over_stdio(config: &Path) -> (Client, u32) {
+    gateway_binary_over_stdio(&gateway_bin(), config).await
+}
+
+async fn gateway_binary_over_stdio(binary: &Path, config: &Path) -> (Client, u32) {
     let config = config.to_string_lossy();
     let args = [
         "serve",
@@ -279,7 +290,7 @@ async fn gateway_over_stdio(config: &Path) -> (Client, u32) {
         "--config",
         &config,
     ];
-    stdio_client_with_pid(&gateway_bin(), &args).await
+    stdio_client_with_pid(binary, &args).await
 }
 
 async fn stdio_client_with_pid(program: &Path, args: &[&str]) -> (Client, u32) {
@@ -935,10 +946,15 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
         ),
     );
     let gateway = gateway_over_stdio(&config).await.0;
+    let against = match against_bin() {
+        Some(binary) => Some(gateway_binary_over_stdio(&binary, &config).await.0),
+        None => None,
+    };
     let run = |code: &str| params("run_code", json!({"code": code}));
     let n = reps(40);
     let mut base = Vec::new();
     let mut samples = Vec::new();
+    let mut against_samples = Vec::new();
     for _ in 0..n {
         tokio::time::sleep(Duration::from_millis(150)).await;
         let started = Instant::now();
@@ -953,6 +969,21 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
         let result = gateway.peer().call_tool(run("return 1")).await.unwrap();
         samples.push(started.elapsed());
         assert_ne!(result.is_error, Some(true), "{result:?}");
+        if let Some(against) = &against {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let started = Instant::now();
+            let result = against.peer().call_tool(run("return 1")).await.unwrap();
+            against_samples.push(started.elapsed());
+            assert_ne!(result.is_error, Some(true), "{result:?}");
+        }
+    }
+    if let Some(against) = against {
+        rows.push(row(
+            "run_code `return 1`, idle gaps (vs BENCH_AGAINST's gateway, calls alternating)",
+            samples.clone(),
+            against_samples,
+        ));
+        against.cancel().await.unwrap();
     }
     rows.push(row(
         "run_code `return 1`, idle gaps (vs a kv call through the gateway)",
