@@ -964,17 +964,9 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
             .await
             .unwrap();
         base.push(started.elapsed());
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        let started = Instant::now();
-        let result = gateway.peer().call_tool(run("return 1")).await.unwrap();
-        samples.push(started.elapsed());
-        assert_ne!(result.is_error, Some(true), "{result:?}");
+        samples.push(idle_return_one(&gateway).await);
         if let Some(against) = &against {
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            let started = Instant::now();
-            let result = against.peer().call_tool(run("return 1")).await.unwrap();
-            against_samples.push(started.elapsed());
-            assert_ne!(result.is_error, Some(true), "{result:?}");
+            against_samples.push(idle_return_one(against).await);
         }
     }
     if let Some(against) = against {
@@ -1021,6 +1013,17 @@ async fn run_code(dir: &Path, rows: &mut Vec<Row>) {
     ));
     direct.cancel().await.unwrap();
     gateway.cancel().await.unwrap();
+}
+
+/// One run_code `return 1` after an idle gap: how long it took.
+async fn idle_return_one(gateway: &Client) -> Duration {
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let started = Instant::now();
+    let code = params("run_code", json!({"code": "return 1"}));
+    let result = gateway.peer().call_tool(code).await.unwrap();
+    let took = started.elapsed();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    took
 }
 
 /// Resident memory: idle with 3 upstreams, and per concurrent run_code.
