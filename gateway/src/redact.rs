@@ -4,12 +4,14 @@
 //!
 //! - Values under keys that name secrets ([`SECRET_KEYS`]: `authorization`, `password`,
 //!   `api_key`, `*_token`, ...) become [`MASK`], keeping their shape; [`Masked`] does it
-//!   while serializing, without copying the value.
+//!   while serializing, without copying the value; [`needs_masking`] tells, from JSON
+//!   text, whether there is anything to hide.
 //! - URLs lose what can carry a credential: user info and query ([`urls`]).
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// What replaces a secret value.
 pub const MASK: &str = "***";
@@ -86,6 +88,105 @@ pub fn serialize_field<M: SerializeMap>(
         map.serialize_entry(key, &Redacted(value))
     } else {
         map.serialize_entry(key, &Masked(value))
+    }
+}
+
+/// Whether the JSON `text` needs [`Masked`]: it has a key naming a secret at any depth, or
+/// one of `top_level` at its top. The scan reads the text without building values, so
+/// text that names no secret (nearly all) can be written as it is; text that is not JSON
+/// counts as needing it.
+pub fn needs_masking(text: &str, top_level: &[&str]) -> bool {
+    let mut reader = serde_json::Deserializer::from_str(text);
+    serde::de::DeserializeSeed::deserialize(KeyScan { top_level }, &mut reader)
+        .and_then(|found| reader.end().map(|()| found))
+        .unwrap_or(true)
+}
+
+/// `value` as JSON text with secrets masked, as [`Masked`] writes it; built as values only
+/// when [`needs_masking`] says there is something to hide.
+pub fn masked_json(value: &(impl Serialize + ?Sized)) -> serde_json::Result<Box<RawValue>> {
+    let text = serde_json::to_string(value)?;
+    if !needs_masking(&text, &[]) {
+        return RawValue::from_string(text);
+    }
+    let value: Value = serde_json::from_str(&text)?;
+    serde_json::value::to_raw_value(&Masked(&value))
+}
+
+/// The visitor of [`needs_masking`]: true once a key it looks for was seen.
+struct KeyScan<'a> {
+    /// Keys that count at this level besides secret names (only at the top).
+    top_level: &'a [&'a str],
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeyScan<'_> {
+    type Value = bool;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeyScan<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(item) = items.next_element_seed(KeyScan { top_level: &[] })? {
+            found |= item;
+        }
+        Ok(found)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(KeyName(key)) = map.next_key()? {
+            found |= is_secret_key(&key) || self.top_level.contains(&&*key);
+            found |= map.next_value_seed(KeyScan { top_level: &[] })?;
+        }
+        Ok(found)
+    }
+}
+
+/// A map key, borrowed from the text unless it has escapes.
+struct KeyName<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for KeyName<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = KeyName<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<KeyName<'de>, E> {
+                Ok(KeyName(key.into()))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<KeyName<'de>, E> {
+                Ok(KeyName(key.to_owned().into()))
+            }
+        }
+        deserializer.deserialize_str(Visit)
     }
 }
 
@@ -180,6 +281,23 @@ pub fn urls(text: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn needs_masking_finds_secret_names_at_any_depth_and_the_top_level_keys_asked_for() {
+        let plain = r#"{"tool": "t", "content": [{"type": "text", "text": "password: x"}],
+                        "n": 1.5, "ok": true, "none": null, "keys": {"key": "k"}}"#;
+        assert!(!needs_masking(plain, &["ts"]));
+        assert!(needs_masking(r#"{"a": [{"b": {"apiKey": 1}}]}"#, &[]));
+        assert!(needs_masking(r#"[{"GITHUB_TOKEN": ""}]"#, &[]));
+        // A key written with an escape is the key it spells.
+        assert!(needs_masking(r#"{"pass\u0077ord": "x"}"#, &[]));
+        assert!(needs_masking(r#"{"ts": 1}"#, &["ts"]));
+        assert!(!needs_masking(r#"{"a": {"ts": 1}}"#, &["ts"]));
+        assert!(!needs_masking(r#""a string""#, &["ts"]));
+        // What cannot be read is masked rather than trusted.
+        assert!(needs_masking(r#"{"a": "#, &[]));
+        assert!(needs_masking(r#"{} {"password": 1}"#, &[]));
+    }
 
     #[test]
     fn masking_keeps_the_shape_and_hides_secret_values() {

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::approvals::unix_ms;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
-use crate::redact::Masked;
+use crate::redact;
 
 /// Finished calls kept in memory.
 pub const KEPT_CALLS: usize = 1000;
@@ -126,7 +126,7 @@ impl ResultObserver for Activity {
         invocation
             .session
             .with_state(|count: &mut CallCount| count.0 += 1);
-        let arguments = serde_json::value::to_raw_value(&Masked(&invocation.arguments_value()))
+        let arguments = redact::masked_json(invocation.arguments_or_empty())
             .unwrap_or_else(|_| RawValue::NULL.to_owned());
         let record = CallRecord {
             seq: 0,
@@ -175,7 +175,7 @@ impl ResultObserver for Activity {
             steps.push(b',');
         }
         // Writing a `Value` to a `Vec` cannot fail.
-        let _ = serde_json::to_writer(&mut *steps, &step.to_json());
+        let _ = serde_json::to_writer(&mut *steps, step);
     }
 
     fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult) {

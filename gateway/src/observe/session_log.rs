@@ -171,10 +171,11 @@ impl SessionLog {
         &self.shared.path
     }
 
-    /// Appends one event: `{"ts": ..., "type": kind, ...fields}` with secrets masked. The
-    /// fields of an object are spliced in (their own `ts` or `type` are dropped); any other
-    /// non-null value goes under `"data"`. Never panics and never fails the caller.
-    pub fn append(&self, kind: EventKind, fields: &Value) {
+    /// Appends one event: `{"ts": ..., "type": kind, ...fields}` with secrets masked.
+    /// `fields` is anything that serializes as JSON; the members of an object are spliced in
+    /// (its own `ts` or `type` are dropped); any other non-null value goes under `"data"`.
+    /// Never panics and never fails the caller.
+    pub fn append(&self, kind: EventKind, fields: &(impl Serialize + ?Sized)) {
         let line = match encode_line(kind, fields) {
             Ok(line) => line,
             Err(error) => return self.shared.disable(&error),
@@ -331,19 +332,41 @@ fn complete_frames_len(data: &[u8]) -> usize {
     offset
 }
 
-fn encode_line(kind: EventKind, fields: &Value) -> io::Result<Vec<u8>> {
+/// The event's line. Its fields are serialized once; only fields that name a secret (or
+/// a `ts` or `type` of their own) are read back as values to be masked, the rest is
+/// written as it is (a call's event would otherwise be a tree of values built and freed).
+fn encode_line(kind: EventKind, fields: &(impl Serialize + ?Sized)) -> io::Result<Vec<u8>> {
     let ts = OffsetDateTime::now_utc()
         .format(TS_FORMAT)
         .map_err(io::Error::other)?;
-    let mut line = Vec::with_capacity(256);
-    serde_json::to_writer(
-        &mut line,
-        &EventLine {
+    let fields = serde_json::to_string(fields)?;
+    let mut line = Vec::with_capacity(fields.len() + 64);
+    if redact::needs_masking(&fields, &["ts", "type"]) {
+        let fields: Value = serde_json::from_str(&fields)?;
+        let event = EventLine {
             ts: &ts,
             kind,
-            fields,
-        },
-    )?;
+            fields: &fields,
+        };
+        serde_json::to_writer(&mut line, &event)?;
+    } else {
+        line.extend_from_slice(b"{\"ts\":");
+        serde_json::to_writer(&mut line, &ts)?;
+        line.extend_from_slice(b",\"type\":");
+        serde_json::to_writer(&mut line, kind.as_str())?;
+        match fields.as_str() {
+            "null" | "{}" => {}
+            object if object.starts_with('{') => {
+                line.push(b',');
+                line.extend_from_slice(&object.as_bytes()[1..object.len() - 1]);
+            }
+            data => {
+                line.extend_from_slice(b",\"data\":");
+                line.extend_from_slice(data.as_bytes());
+            }
+        }
+        line.push(b'}');
+    }
     line.push(b'\n');
     Ok(line)
 }
@@ -383,7 +406,8 @@ pub fn read_events(path: &Path) -> io::Result<Vec<Value>> {
         .collect()
 }
 
-/// One event as written: `ts` and `type` first, then the caller's fields, secrets masked.
+/// An event whose fields need masking, written from their values: `ts` and `type` first,
+/// then the fields, secrets masked.
 struct EventLine<'a> {
     ts: &'a str,
     kind: EventKind,

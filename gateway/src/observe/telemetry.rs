@@ -154,17 +154,19 @@ fn traces_url(endpoint: &str) -> String {
 pub struct Tracer(Option<SdkTracer>);
 
 impl Tracer {
-    /// A span named `name` under `parent`, as the context its children start from.
-    pub fn start(
+    /// A span under `parent`, as the context its children start from. `describe` gives
+    /// its name and attributes, and runs only when spans are exported: with tracing off,
+    /// a call's path formats no names.
+    pub fn start<N: Into<Cow<'static, str>>>(
         &self,
-        name: impl Into<Cow<'static, str>>,
         kind: SpanKind,
         parent: &Context,
-        attributes: Vec<KeyValue>,
+        describe: impl FnOnce() -> (N, Vec<KeyValue>),
     ) -> Context {
         match &self.0 {
             None => parent.clone(),
             Some(tracer) => {
+                let (name, attributes) = describe();
                 let span = tracer
                     .span_builder(name)
                     .with_kind(kind)
@@ -176,8 +178,8 @@ impl Tracer {
     }
 
     /// A stage span (internal) under `parent`.
-    pub fn stage(&self, name: impl Into<Cow<'static, str>>, parent: &Context) -> Context {
-        self.start(name, SpanKind::Internal, parent, Vec::new())
+    pub fn stage(&self, name: &'static str, parent: &Context) -> Context {
+        self.start(SpanKind::Internal, parent, || (name, Vec::new()))
     }
 }
 

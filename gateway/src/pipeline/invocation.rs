@@ -1,6 +1,6 @@
 //! One tool call as the pipeline sees it: who asked, for what, and how to reach them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use opentelemetry::Context;
 use rmcp::model::JsonObject;
@@ -152,5 +152,11 @@ impl Invocation {
     /// The arguments as one JSON value (`{}` when none were given).
     pub fn arguments_value(&self) -> Value {
         Value::Object(self.arguments.clone().unwrap_or_default())
+    }
+
+    /// The arguments, borrowed (an empty object when none were given).
+    pub fn arguments_or_empty(&self) -> &JsonObject {
+        static EMPTY: LazyLock<JsonObject> = LazyLock::new(JsonObject::new);
+        self.arguments.as_ref().unwrap_or(&EMPTY)
     }
 }

@@ -232,10 +232,9 @@ impl Pipeline {
         match self.stages.around.get(index) {
             None => Box::pin(self.dispatch(invocation, target, signal, parent)),
             Some(wrapper) => Box::pin(async move {
-                let span = self
-                    .settings
-                    .tracer
-                    .stage(format!("around {}", wrapper.name()), &parent);
+                let span = self.settings.tracer.start(SpanKind::Internal, &parent, || {
+                    (format!("around {}", wrapper.name()), Vec::new())
+                });
                 let next = Next {
                     pipeline: self,
                     index: index + 1,
@@ -252,27 +251,26 @@ impl Pipeline {
 
     /// The span of one call, under the caller's trace context.
     fn call_span(&self, invocation: &Invocation) -> Context {
-        let server = match &invocation.target {
-            Some(Target::Federated(tool)) => tool.server.to_string(),
-            Some(Target::Builtin(_)) => "gateway".to_owned(),
-            None => String::new(),
-        };
-        let mut attributes = vec![
-            KeyValue::new(attribute::METHOD, "tools/call"),
-            KeyValue::new(attribute::TOOL, invocation.tool.clone()),
-            KeyValue::new(attribute::SERVER, server),
-            KeyValue::new(attribute::PROFILE, invocation.session.profile.name.clone()),
-            KeyValue::new(attribute::SESSION, invocation.session.id.clone()),
-        ];
-        if let Origin::Code { run } = &invocation.origin {
-            attributes.push(KeyValue::new(attribute::RUN, run.clone()));
-        }
-        self.settings.tracer.start(
-            format!("tools/call {}", invocation.tool),
-            SpanKind::Server,
-            &invocation.trace,
-            attributes,
-        )
+        self.settings
+            .tracer
+            .start(SpanKind::Server, &invocation.trace, || {
+                let server = match &invocation.target {
+                    Some(Target::Federated(tool)) => tool.server.to_string(),
+                    Some(Target::Builtin(_)) => "gateway".to_owned(),
+                    None => String::new(),
+                };
+                let mut attributes = vec![
+                    KeyValue::new(attribute::METHOD, "tools/call"),
+                    KeyValue::new(attribute::TOOL, invocation.tool.clone()),
+                    KeyValue::new(attribute::SERVER, server),
+                    KeyValue::new(attribute::PROFILE, invocation.session.profile.name.clone()),
+                    KeyValue::new(attribute::SESSION, invocation.session.id.clone()),
+                ];
+                if let Origin::Code { run } = &invocation.origin {
+                    attributes.push(KeyValue::new(attribute::RUN, run.clone()));
+                }
+                (format!("tools/call {}", invocation.tool), attributes)
+            })
     }
 
     /// Runs a synchronous stage in a span of its own under `parent`.
@@ -389,7 +387,7 @@ impl Pipeline {
         let span = self
             .settings
             .tracer
-            .start("dispatch", SpanKind::Client, &parent, Vec::new());
+            .start(SpanKind::Client, &parent, || ("dispatch", Vec::new()));
         let executor: &dyn Executor = match target {
             Target::Federated(_) => &self.federated,
             Target::Builtin(tool) => tool.as_ref(),
