@@ -7,8 +7,10 @@
 //! example servers in release first, and refuses a binary older than the sources). Where
 //! the baseline is calls too, it runs in alternating rounds with the measured path.
 //! `BENCH_QUICK=1` cuts repetitions; `BENCH_GATEWAY=PATH` measures another gateway binary
-//! (an older build, say) with the same command; `BENCH_AGAINST=PATH` adds a row where the
-//! idle run_code calls alternate, one by one, with another gateway binary's;
+//! (an older build, say) with the same command; `BENCH_AGAINST=PATH` adds rows where
+//! another gateway binary is the baseline: its idle run_code calls alternate, one by one,
+//! with the measured one's, and its forwarded calls over stdio, round by round (with the
+//! CPU per call of both);
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
 //! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
 //! redis-server and haproxy from scripts/install-cluster-deps).
@@ -73,6 +75,12 @@ struct Row {
     /// compete for the cores.
     #[serde(skip_serializing_if = "Option::is_none")]
     hop_cpu_us_per_call: Option<f64>,
+    /// The same for the baseline, where the baseline is a hop too (another gateway build).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_hop_cpu_us_per_call: Option<f64>,
+    /// `hop_cpu_us_per_call / baseline_hop_cpu_us_per_call`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hop_cpu_ratio: Option<f64>,
     /// Schema compilations and SDK generations the gateway counted during the scenario.
     #[serde(skip_serializing_if = "Option::is_none")]
     schema_compilations: Option<u64>,
@@ -236,8 +244,9 @@ fn gateway_bin() -> PathBuf {
         .unwrap_or_else(|| release_bin("mcp-gateway"))
 }
 
-/// A second gateway binary whose idle run_code calls alternate with the measured one's,
-/// call by call, so that both builds meet the same moments of a noisy host.
+/// A second gateway binary, the baseline of rows that alternate its calls with the
+/// measured one's (idle run_code calls, forwarded calls over stdio), so that both builds
+/// meet the same moments of a noisy host.
 fn against_bin() -> Option<PathBuf> {
     std::env::var_os("BENCH_AGAINST").map(PathBuf::from)
 }
@@ -504,7 +513,8 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     ] {
         let direct = stdio_client(&kv, &[]).await;
         let (via, pid) = stdio_client_with_pid(&relay, &[flag, &kv.to_string_lossy()]).await;
-        compare_forwarding(rows, scenario, "stdio", &direct, (tool, &via), pid).await;
+        let (baseline, measured) = (KvPath::direct(&direct), KvPath::via(&via, tool, pid));
+        compare_forwarding(rows, scenario, "direct stdio", baseline, measured).await;
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
     }
@@ -535,10 +545,21 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
             logged,
         );
 
+        if let Some(against) = against_bin() {
+            let (other, other_pid) = gateway_binary_over_stdio(&against, &config).await;
+            let (via, pid) = gateway_over_stdio(&config).await;
+            let scenario = format!("stdio, {log}, the gateway");
+            let baseline = KvPath::via(&other, KV_GET, other_pid);
+            let measured = KvPath::via(&via, KV_GET, pid);
+            compare_forwarding(rows, &scenario, "BENCH_AGAINST's", baseline, measured).await;
+            via.cancel().await.unwrap();
+            other.cancel().await.unwrap();
+        }
         let direct = stdio_client(&kv, &[]).await;
         let (via, pid) = gateway_over_stdio(&config).await;
         let scenario = format!("stdio, {log}");
-        compare_forwarding(rows, &scenario, "stdio", &direct, (KV_GET, &via), pid).await;
+        let (baseline, measured) = (KvPath::direct(&direct), KvPath::via(&via, KV_GET, pid));
+        compare_forwarding(rows, &scenario, "direct stdio", baseline, measured).await;
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
 
@@ -566,15 +587,8 @@ async fn compare_http_hop(
 ) {
     let direct = kv_http.client().await;
     let via = http_client(hop.1, path).await;
-    compare_forwarding(
-        rows,
-        scenario,
-        "streamable HTTP",
-        &direct,
-        (tool, &via),
-        hop.0.id(),
-    )
-    .await;
+    let (baseline, measured) = (KvPath::direct(&direct), KvPath::via(&via, tool, hop.0.id()));
+    compare_forwarding(rows, scenario, "direct streamable HTTP", baseline, measured).await;
     via.cancel().await.unwrap();
     direct.cancel().await.unwrap();
 }
@@ -594,15 +608,11 @@ async fn compare_over_http(
     let direct = kv_http.client().await;
     let gateway = HttpServer::gateway(config);
     let via = gateway.client().await;
-    compare_forwarding(
-        rows,
-        scenario,
-        "streamable HTTP",
-        &direct,
-        (KV_GET, &via),
-        gateway.pid(),
-    )
-    .await;
+    let (baseline, measured) = (
+        KvPath::direct(&direct),
+        KvPath::via(&via, KV_GET, gateway.pid()),
+    );
+    compare_forwarding(rows, scenario, "direct streamable HTTP", baseline, measured).await;
     via.cancel().await.unwrap();
     direct.cancel().await.unwrap();
 }
@@ -610,52 +620,96 @@ async fn compare_over_http(
 /// kv's `get` as the gateway exports it.
 const KV_GET: &str = "mcp__kv__get";
 
-/// `get` on kv at concurrency 1 and 32, through a hop (`via`, calling the tool by its
-/// name there; process `hop`) and directly over `direct_transport`, in alternating
-/// rounds: direct, hop, direct, …
+/// One way to call kv's `get`: a client, the tool's name there, and the process in the
+/// middle whose CPU is counted (none when the client talks to kv directly).
+#[derive(Clone, Copy)]
+struct KvPath<'a> {
+    client: &'a Client,
+    tool: &'a str,
+    hop: Option<u32>,
+}
+
+impl<'a> KvPath<'a> {
+    fn direct(client: &'a Client) -> Self {
+        Self {
+            client,
+            tool: "get",
+            hop: None,
+        }
+    }
+
+    fn via(client: &'a Client, tool: &'a str, hop: u32) -> Self {
+        Self {
+            client,
+            tool,
+            hop: Some(hop),
+        }
+    }
+
+    /// Runs `calls` and adds the hop's CPU for them (µs) to `spent`.
+    async fn counted<T>(&self, spent: &mut f64, calls: impl Future<Output = T>) -> T {
+        let before = self.hop.map(cpu_us);
+        let out = calls.await;
+        if let (Some(hop), Some(before)) = (self.hop, before) {
+            *spent += cpu_us(hop) - before;
+        }
+        out
+    }
+}
+
+/// `get` on kv at concurrency 1 and 32 through `measured` against `baseline` (named so in
+/// the rows), in alternating rounds: baseline, measured, baseline, …
 async fn compare_forwarding(
     rows: &mut Vec<Row>,
     scenario: &str,
-    direct_transport: &str,
-    direct: &Client,
-    (via_tool, via): (&str, &Client),
-    hop: u32,
+    baseline_name: &str,
+    baseline: KvPath<'_>,
+    measured: KvPath<'_>,
 ) {
     let args = json!({"key": "k"});
     let per_round = reps(2000) / ROUNDS;
-    let (mut base, mut samples, mut hop_cpu) = (Vec::new(), Vec::new(), 0.0);
+    let (mut base, mut samples) = (Vec::new(), Vec::new());
+    let (mut base_cpu, mut cpu) = (0.0, 0.0);
     for _ in 0..ROUNDS {
-        base.extend(sequential(direct, "get", args.clone(), per_round).await);
-        let cpu_before = cpu_us(hop);
-        samples.extend(sequential(via, via_tool, args.clone(), per_round).await);
-        hop_cpu += cpu_us(hop) - cpu_before;
+        let calls = sequential(baseline.client, baseline.tool, args.clone(), per_round);
+        base.extend(baseline.counted(&mut base_cpu, calls).await);
+        let calls = sequential(measured.client, measured.tool, args.clone(), per_round);
+        samples.extend(measured.counted(&mut cpu, calls).await);
     }
     let calls = samples.len() as f64;
-    rows.push(Row {
-        hop_cpu_us_per_call: Some(hop_cpu / calls),
-        ..row(
-            &format!("kv get, {scenario}, concurrency 1 (vs direct {direct_transport})"),
-            samples,
-            base,
-        )
-    });
+    let latency = row(
+        &format!("kv get, {scenario}, concurrency 1 (vs {baseline_name})"),
+        samples,
+        base,
+    );
+    rows.push(with_cpu(latency, baseline, cpu / calls, base_cpu / calls));
     let per_round = reps(6400) / ROUNDS;
-    let (mut base_time, mut time, mut hop_cpu) = (0.0, 0.0, 0.0);
+    let (mut base_time, mut time) = (0.0, 0.0);
+    let (mut base_cpu, mut cpu) = (0.0, 0.0);
     for _ in 0..ROUNDS {
-        base_time += throughput(direct, "get", args.clone(), 32, per_round).await;
-        let cpu_before = cpu_us(hop);
-        time += throughput(via, via_tool, args.clone(), 32, per_round).await;
-        hop_cpu += cpu_us(hop) - cpu_before;
+        let calls = throughput(baseline.client, baseline.tool, args.clone(), 32, per_round);
+        base_time += baseline.counted(&mut base_cpu, calls).await;
+        let calls = throughput(measured.client, measured.tool, args.clone(), 32, per_round);
+        time += measured.counted(&mut cpu, calls).await;
     }
     let total = (per_round / 32 * 32 * ROUNDS) as f64;
-    rows.push(Row {
-        hop_cpu_us_per_call: Some(hop_cpu / total),
-        ..rate_row(
-            &format!("kv get, {scenario}, concurrency 32 (vs direct {direct_transport})"),
-            total / time,
-            Some(total / base_time),
-        )
-    });
+    let rate = rate_row(
+        &format!("kv get, {scenario}, concurrency 32 (vs {baseline_name})"),
+        total / time,
+        Some(total / base_time),
+    );
+    rows.push(with_cpu(rate, baseline, cpu / total, base_cpu / total));
+}
+
+/// `row` with the hop's CPU per call, and the baseline's where the baseline is a hop.
+fn with_cpu(row: Row, baseline: KvPath<'_>, cpu: f64, base_cpu: f64) -> Row {
+    let base_cpu = baseline.hop.map(|_| base_cpu);
+    Row {
+        hop_cpu_us_per_call: Some(cpu),
+        baseline_hop_cpu_us_per_call: base_cpu,
+        hop_cpu_ratio: base_cpu.map(|base| cpu / base),
+        ..row
+    }
 }
 
 /// Schemas are compiled and the SDK generated once per definition, never per call: the
@@ -1444,6 +1498,11 @@ fn main() {
                 .map(|mb| format!("gateway +{mb:.1} MB per run")),
             r.worker_rss_mb.map(|mb| format!("worker {mb:.1} MB")),
             r.workers.map(|n| format!("{n} workers")),
+            r.baseline_hop_cpu_us_per_call
+                .zip(r.hop_cpu_ratio)
+                .map(|(base, ratio)| {
+                    format!("baseline hop CPU {base:.1} µs/call, ratio {ratio:.2}")
+                }),
         ];
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",

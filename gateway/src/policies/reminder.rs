@@ -21,6 +21,8 @@
 
 use std::sync::Arc;
 
+use rmcp::model::JsonObject;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::config::ReminderSettings;
@@ -93,7 +95,7 @@ impl PostExecute for RepeatReminder {
             if !self.tracks(&invocation.tool) {
                 return None;
             }
-            let arguments = normalize(&invocation.arguments_value());
+            let arguments = normalize(invocation.arguments_or_empty());
             let key = format!("{}\u{0}{arguments}", invocation.tool);
             match self.state.extend_chain(&invocation.session.id, &key).await {
                 Ok(count) => Some(Box::new(Extended { count, arguments }) as _),
@@ -125,24 +127,33 @@ impl PostExecute for RepeatReminder {
 }
 
 /// JSON with object keys sorted at every level, so key order never matters.
-fn normalize(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.clone(), sorted(v)))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
+fn normalize(arguments: &JsonObject) -> String {
+    serde_json::to_string(&SortedMap(arguments)).unwrap_or_default()
+}
+
+/// Serializes a value with the keys of its objects sorted, at every level, without
+/// copying it.
+struct Sorted<'a>(&'a Value);
+
+/// An object with its keys sorted, at every level.
+struct SortedMap<'a>(&'a JsonObject);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(map) => SortedMap(map).serialize(serializer),
+            Value::Array(items) => serializer.collect_seq(items.iter().map(Sorted)),
+            scalar => scalar.serialize(serializer),
         }
     }
-    sorted(value).to_string()
+}
+
+impl Serialize for SortedMap<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut entries: Vec<_> = self.0.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        serializer.collect_map(entries.into_iter().map(|(k, v)| (k, Sorted(v))))
+    }
 }
 
 /// The head of `text`, cut to `max` characters with a marker saying how many were left out.
@@ -163,7 +174,14 @@ mod tests {
     fn normalization_ignores_key_order() {
         let a = serde_json::json!({"b": 1, "a": {"y": 2, "x": [ {"q": 1, "p": 2} ]}});
         let b = serde_json::json!({"a": {"x": [ {"p": 2, "q": 1} ], "y": 2}, "b": 1});
-        assert_eq!(normalize(&a), normalize(&b));
+        let object = |value: serde_json::Value| value.as_object().cloned().unwrap();
+        assert_eq!(normalize(&object(a)), normalize(&object(b)));
+        assert_eq!(
+            normalize(&object(
+                serde_json::json!({"b": [{"d": 1, "c": null}], "a": "x"})
+            )),
+            r#"{"a":"x","b":[{"c":null,"d":1}]}"#
+        );
     }
 
     #[test]
