@@ -92,14 +92,47 @@ pub fn serialize_field<M: SerializeMap>(
 }
 
 /// Whether the JSON `text` needs [`Masked`]: it has a key naming a secret at any depth, or
-/// one of `top_level` at its top. The scan reads the text without building values, so
-/// text that names no secret (nearly all) can be written as it is; text that is not JSON
-/// counts as needing it.
+/// one of `top_level` at its top. The scan reads the text's bytes without building values,
+/// so text that names no secret (nearly all) can be written as it is. `text` is JSON as
+/// serde_json writes it; a key written with an escape counts as needing masking.
 pub fn needs_masking(text: &str, top_level: &[&str]) -> bool {
-    let mut reader = serde_json::Deserializer::from_str(text);
-    serde::de::DeserializeSeed::deserialize(KeyScan { top_level }, &mut reader)
-        .and_then(|found| reader.end().map(|()| found))
-        .unwrap_or(true)
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let start = at + 1;
+                let mut escaped = false;
+                at = start;
+                while let Some(&byte) = bytes.get(at) {
+                    match byte {
+                        b'"' => break,
+                        b'\\' => {
+                            escaped = true;
+                            at += 2;
+                        }
+                        _ => at += 1,
+                    }
+                }
+                let end = at.min(bytes.len());
+                let after = bytes[(end + 1).min(bytes.len())..]
+                    .iter()
+                    .find(|byte| !byte.is_ascii_whitespace());
+                if after == Some(&b':') {
+                    let key = &text[start..end];
+                    if escaped || is_secret_key(key) || (depth == 1 && top_level.contains(&key)) {
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    false
 }
 
 /// `value` as JSON text with secrets masked, as [`Masked`] writes it; built as values only
@@ -111,83 +144,6 @@ pub fn masked_json(value: &(impl Serialize + ?Sized)) -> serde_json::Result<Box<
     }
     let value: Value = serde_json::from_str(&text)?;
     serde_json::value::to_raw_value(&Masked(&value))
-}
-
-/// The visitor of [`needs_masking`]: true once a key it looks for was seen.
-struct KeyScan<'a> {
-    /// Keys that count at this level besides secret names (only at the top).
-    top_level: &'a [&'a str],
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for KeyScan<'_> {
-    type Value = bool;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for KeyScan<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<bool, A::Error> {
-        let mut found = false;
-        while let Some(item) = items.next_element_seed(KeyScan { top_level: &[] })? {
-            found |= item;
-        }
-        Ok(found)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        let mut found = false;
-        while let Some(KeyName(key)) = map.next_key()? {
-            found |= is_secret_key(&key) || self.top_level.contains(&&*key);
-            found |= map.next_value_seed(KeyScan { top_level: &[] })?;
-        }
-        Ok(found)
-    }
-}
-
-/// A map key, borrowed from the text unless it has escapes.
-struct KeyName<'de>(std::borrow::Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for KeyName<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = KeyName<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a key")
-            }
-            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<KeyName<'de>, E> {
-                Ok(KeyName(key.into()))
-            }
-            fn visit_str<E>(self, key: &str) -> Result<KeyName<'de>, E> {
-                Ok(KeyName(key.to_owned().into()))
-            }
-        }
-        deserializer.deserialize_str(Visit)
-    }
 }
 
 /// Serializes a value with the values of secret-named keys redacted, at any depth.
@@ -289,14 +245,73 @@ mod tests {
         assert!(!needs_masking(plain, &["ts"]));
         assert!(needs_masking(r#"{"a": [{"b": {"apiKey": 1}}]}"#, &[]));
         assert!(needs_masking(r#"[{"GITHUB_TOKEN": ""}]"#, &[]));
-        // A key written with an escape is the key it spells.
+        // A key written with an escape may spell anything: it counts.
         assert!(needs_masking(r#"{"pass\u0077ord": "x"}"#, &[]));
         assert!(needs_masking(r#"{"ts": 1}"#, &["ts"]));
         assert!(!needs_masking(r#"{"a": {"ts": 1}}"#, &["ts"]));
+        assert!(!needs_masking(r#"[{"ts": 1}]"#, &["ts"]));
         assert!(!needs_masking(r#""a string""#, &["ts"]));
-        // What cannot be read is masked rather than trusted.
-        assert!(needs_masking(r#"{"a": "#, &[]));
-        assert!(needs_masking(r#"{} {"password": 1}"#, &[]));
+        // Strings that look like keys inside values, and escaped quotes, are values.
+        assert!(!needs_masking(
+            r#"{"a": "\"password\": 1", "b": ["token:"]}"#,
+            &[]
+        ));
+    }
+
+    /// Any JSON value: keys drawn from secret names, reserved names, names that need
+    /// escapes, and arbitrary text.
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let key = prop_oneof![
+            Just("password".to_owned()),
+            Just("apiKey".to_owned()),
+            Just("github_token".to_owned()),
+            Just("ts".to_owned()),
+            Just("key".to_owned()),
+            Just("a\"b\\c".to_owned()),
+            "[a-zA-Z_ .-]{0,12}",
+            ".{0,6}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::from),
+            "[\"\\\\:{}\\[\\],]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::vec((key.clone(), inner), 0..5)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The rule `needs_masking` reads from text, on the value itself.
+    fn needs_masking_by_value(value: &Value, top: bool) -> bool {
+        match value {
+            Value::Object(map) => map.iter().any(|(key, value)| {
+                let escaped = serde_json::to_string(key).unwrap().len() != key.len() + 2;
+                escaped
+                    || is_secret_key(key)
+                    || (top && key == "ts")
+                    || needs_masking_by_value(value, false)
+            }),
+            Value::Array(items) => items.iter().any(|item| needs_masking_by_value(item, false)),
+            _ => false,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn needs_masking_reads_from_text_what_the_value_says(value in json_value()) {
+            let text = serde_json::to_string(&value).unwrap();
+            let pretty = serde_json::to_string_pretty(&value).unwrap();
+            let expected = needs_masking_by_value(&value, true);
+            proptest::prop_assert_eq!(needs_masking(&text, &["ts"]), expected, "{}", text);
+            proptest::prop_assert_eq!(needs_masking(&pretty, &["ts"]), expected, "{}", pretty);
+        }
     }
 
     #[test]
