@@ -174,7 +174,7 @@ impl ResultObserver for Activity {
         if steps.len() > 1 {
             steps.push(b',');
         }
-        // Writing a `Value` to a `Vec` cannot fail.
+        // Writing a step to a `Vec` cannot fail.
         let _ = serde_json::to_writer(&mut *steps, step);
     }
 
