@@ -18,6 +18,7 @@
 //!   which reaches the gateway through one narrow trait.
 //! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`redact`]: the one rule for what is secret and how it is hidden.
+//! - [`lines`]: newline-delimited JSON-RPC over stdio, for either side.
 //! - [`startup_memory`]: memory held only for starting, given back.
 //! - [`auth`]: OAuth at the edges: the listener as a protected resource, the gateway as
 //!   the OAuth client of remote servers.
@@ -33,6 +34,7 @@ pub mod code;
 pub mod config;
 pub mod drain;
 pub mod gateway;
+pub mod lines;
 pub mod observe;
 pub mod pipeline;
 pub mod policies;

@@ -16,15 +16,16 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use super::lines::LineTransport;
+use super::lines::ServerLines;
 use crate::config::Endpoint;
+use crate::lines::LineTransport;
 
 /// The largest message an upstream may send. Results this large are accepted and then cut
 /// to `[gateway] max_result_bytes` by the pipeline; a longer line closes the connection.
 pub const MAX_UPSTREAM_MESSAGE: usize = 128 * 1024 * 1024;
 
 /// The transport to a stdio upstream: newline-delimited JSON-RPC over its pipes.
-pub type ChildTransport = LineTransport<LimitedLines<ChildStdout>, ChildStdin>;
+pub type ChildTransport = LineTransport<ServerLines, LimitedLines<ChildStdout>, ChildStdin>;
 
 /// Why the gateway closed a connection itself, set once when the upstream broke the
 /// protocol; calls that were in flight report it instead of a bare "connection closed".
@@ -192,7 +193,8 @@ pub fn spawn(
         tokio::spawn(forward_stderr(server.to_owned(), stderr));
     }
     let stdout = LimitedLines::new(stdout, max_message_bytes, server, violation);
-    let transport = LineTransport::new(stdout, stdin);
+    // `LimitedLines` refuses a line over its limit first (closing the connection).
+    let transport = LineTransport::new(ServerLines::default(), stdout, stdin, usize::MAX);
     Ok((
         transport,
         ProcessGroup {

@@ -1,22 +1,19 @@
-//! Newline-delimited JSON-RPC to a stdio upstream, decoding each answer as the type of the
+//! What a stdio upstream sends, decoded: the answer to a `tools/call` as the type of the
 //! request it answers.
 //!
-//! rmcp's own line transport decodes every incoming message as its untagged
-//! `ServerResult` union, which tries each result type in turn; a `tools/call` answer is
-//! the sixteenth, so the gateway spent about a sixth of its CPU per forwarded call on
-//! failed attempts (perf, `cargo bench -p mcp-gateway --bench gateway`). This transport
-//! remembers which requests were `tools/call` and decodes their answers directly as
-//! `CallToolResult`. Everything else, and any answer the direct decoding refuses, takes
-//! rmcp's general decoding, so the hint can only make decoding faster, never different.
+//! rmcp decodes every incoming message as its untagged `ServerResult` union, which tries
+//! each result type in turn; a `tools/call` answer is the sixteenth, so the gateway spent
+//! about a sixth of its CPU per forwarded call on failed attempts (perf, `cargo bench -p
+//! mcp-gateway --bench gateway`). [`ServerLines`] remembers which requests were
+//! `tools/call` and decodes their answers directly as `CallToolResult`. Everything else,
+//! and any answer the direct decoding refuses, takes rmcp's general decoding.
 //!
 //! A line that is not a JSON-RPC message is skipped, as rmcp and the other SDKs do
-//! (replying to garbage can start an error storm); a read stopped half-way (it runs inside
-//! the service loop's `select!`) resumes where it stopped. How long a line may be is the
+//! (replying to garbage can start an error storm). How long a line may be is the
 //! reader's business (see `child::LimitedLines`).
 
 use std::collections::HashSet;
-use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, MutexGuard};
 
 use rmcp::RoleClient;
 use rmcp::model::{
@@ -24,56 +21,26 @@ use rmcp::model::{
     ServerResult,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::Transport;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::lines::{Decoded, LineDecoder};
 
 /// Requests awaiting an answer that are remembered at most; past this (an upstream that
 /// never answers cancelled calls, say) the hints are dropped and decoding is general.
 const MAX_REMEMBERED: usize = 4096;
 
-/// The transport over an upstream's stdout (`R`) and stdin (`W`).
-pub struct LineTransport<R, W> {
-    reader: BufReader<R>,
-    /// The line being read; kept across a cancelled read.
-    line: Vec<u8>,
-    writer: Arc<tokio::sync::Mutex<Option<W>>>,
+/// The decoder of an upstream's lines.
+#[derive(Default)]
+pub struct ServerLines {
     /// Ids of `tools/call` requests not answered yet.
-    tool_calls: Arc<Mutex<HashSet<RequestId>>>,
+    tool_calls: Mutex<HashSet<RequestId>>,
 }
 
-impl<R, W> LineTransport<R, W>
-where
-    R: AsyncRead + Send + Unpin,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    pub fn new(reader: R, writer: W) -> Self {
-        Self {
-            reader: BufReader::new(reader),
-            line: Vec::new(),
-            writer: Arc::new(tokio::sync::Mutex::new(Some(writer))),
-            tool_calls: Arc::default(),
-        }
-    }
-
-    /// The message on one line, or `None` for a line to skip.
-    fn decode(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return None;
-        }
-        if let Some(answer) = self.decode_tool_call_answer(line) {
-            return Some(answer);
-        }
-        serde_json::from_slice(line)
-            .inspect_err(|e| tracing::debug!("skipping an upstream line that is not JSON-RPC: {e}"))
-            .ok()
-    }
-
+impl ServerLines {
     /// The answer to a remembered `tools/call`, decoded as its result type.
-    fn decode_tool_call_answer(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+    fn tool_call_answer(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
         /// The members that tell an answer from a request, a notification or an error.
         #[derive(Deserialize)]
         struct Envelope<'a> {
@@ -97,25 +64,18 @@ where
         }))
     }
 
-    fn remembered(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+    fn remembered(&self) -> MutexGuard<'_, HashSet<RequestId>> {
         self.tool_calls
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-impl<R, W> Transport<RoleClient> for LineTransport<R, W>
-where
-    R: AsyncRead + Send + Unpin,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    type Error = io::Error;
+impl LineDecoder for ServerLines {
+    type Role = RoleClient;
 
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        if let JsonRpcMessage::Request(request) = &item
+    fn sending(&self, message: &TxJsonRpcMessage<RoleClient>) {
+        if let JsonRpcMessage::Request(request) = message
             && matches!(request.request, ClientRequest::CallToolRequest(_))
         {
             let mut remembered = self.remembered();
@@ -124,66 +84,38 @@ where
             }
             remembered.insert(request.id.clone());
         }
-        let encoded = serde_json::to_vec(&item).map(|mut bytes| {
-            bytes.push(b'\n');
-            bytes
-        });
-        let writer = Arc::clone(&self.writer);
-        async move {
-            let bytes = encoded.map_err(io::Error::other)?;
-            let mut writer = writer.lock().await;
-            let writer = writer
-                .as_mut()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport closed"))?;
-            writer.write_all(&bytes).await?;
-            writer.flush().await
-        }
     }
 
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        loop {
-            match self.reader.read_until(b'\n', &mut self.line).await {
-                // End of input (a last line without a newline is incomplete), or the
-                // reader refused the stream (see `LimitedLines`).
-                Ok(0) => return None,
-                Ok(_) if !self.line.ends_with(b"\n") => return None,
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::debug!("upstream stdout ended: {error}");
-                    return None;
-                }
-            }
-            let message = self.decode(&self.line);
-            self.line.clear();
-            // Lines already buffered are read without waiting, and rmcp spawns a task per
-            // notification: counting each line against this task's budget makes a flood
-            // yield to those tasks now and then instead of piling them up.
-            tokio::task::consume_budget().await;
-            if message.is_some() {
-                return message;
+    fn decode(&self, line: &[u8]) -> Decoded<RoleClient> {
+        if let Some(answer) = self.tool_call_answer(line) {
+            return Decoded::Message(answer);
+        }
+        match serde_json::from_slice(line) {
+            Ok(message) => Decoded::Message(message),
+            Err(error) => {
+                tracing::debug!("skipping an upstream line that is not JSON-RPC: {error}");
+                Decoded::Skip
             }
         }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        if let Some(mut writer) = self.writer.lock().await.take() {
-            writer.shutdown().await?;
-        }
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lines::LineTransport;
     use rmcp::model::{CallToolRequest, CallToolRequestParams, JsonRpcRequest, NumberOrString};
+    use rmcp::transport::Transport;
+    use tokio::io::AsyncWriteExt;
 
     type Pipe = tokio::io::DuplexStream;
+    type Lines = LineTransport<ServerLines, Pipe, Pipe>;
 
-    fn transport() -> (LineTransport<Pipe, Pipe>, Pipe, Pipe) {
+    fn transport() -> (Lines, Pipe, Pipe) {
         let (ours_in, theirs_out) = tokio::io::duplex(1 << 16);
         let (ours_out, theirs_in) = tokio::io::duplex(1 << 16);
-        (LineTransport::new(ours_in, ours_out), theirs_out, theirs_in)
+        let lines = LineTransport::new(ServerLines::default(), ours_in, ours_out, usize::MAX);
+        (lines, theirs_out, theirs_in)
     }
 
     fn tool_call(id: i64) -> TxJsonRpcMessage<RoleClient> {
@@ -194,7 +126,7 @@ mod tests {
     }
 
     async fn receive_after(
-        transport: &mut LineTransport<Pipe, Pipe>,
+        transport: &mut Lines,
         upstream: &mut Pipe,
         lines: &str,
     ) -> Option<RxJsonRpcMessage<RoleClient>> {
@@ -226,7 +158,7 @@ mod tests {
         let result = call_result(message);
         assert_eq!(result.is_error, Some(false));
         assert_eq!(result.content.len(), 1);
-        assert!(transport.remembered().is_empty());
+        assert!(transport.decoder().remembered().is_empty());
     }
 
     #[tokio::test]
@@ -260,7 +192,7 @@ mod tests {
             ),
             "{listed:?}"
         );
-        assert!(transport.remembered().is_empty());
+        assert!(transport.decoder().remembered().is_empty());
     }
 
     #[tokio::test]

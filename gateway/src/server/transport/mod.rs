@@ -2,7 +2,8 @@
 //! [`super::handler::GatewayServer`] of its own, with the profile that
 //! [`super::handler::session_profile`] chooses.
 //!
-//! - [`stdio`]: one session over the gateway's stdin and stdout.
+//! - [`stdio`]: one session over the gateway's stdin and stdout; [`client_lines`]: what
+//!   its client sends, decoded (a `tools/call` as its own type).
 //! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener;
 //!   [`shared_sessions`]: those sessions kept so that any replica can serve them;
 //!   [`plain_answers`]: their requests answered as plain JSON when no stream is needed.
@@ -11,6 +12,7 @@
 //! - [`delivered`]: stdio and SSE sessions tell the shutdown drain which requests still
 //!   owe their client an answer.
 
+pub mod client_lines;
 pub mod delivered;
 pub mod handshake;
 pub mod plain_answers;

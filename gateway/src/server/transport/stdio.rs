@@ -11,15 +11,16 @@ use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
+use super::client_lines::{ClientLines, MAX_CLIENT_LINE};
 use super::delivered::Delivered;
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
+use crate::lines::LineTransport;
 use crate::observe::sessions::Transport;
 use crate::server::ServeError;
 use crate::server::handler::{GatewayServer, session_profile};
@@ -39,7 +40,7 @@ pub async fn serve(
     let (stdin, stdout) = streams();
     let transport = Delivered::new(
         Handshake::new(
-            AsyncRwTransport::new_server(stdin, stdout),
+            LineTransport::new(ClientLines, stdin, stdout, MAX_CLIENT_LINE),
             server.supported_protocol_versions(),
         ),
         drain,
