@@ -89,7 +89,7 @@ where
                         return false;
                     }
                 };
-                let newline = available.iter().position(|byte| *byte == b'\n');
+                let newline = memchr::memchr(b'\n', available);
                 let taken = newline.map_or(available.len(), |at| at + 1);
                 if !self.dropping && self.line.len() + taken > self.max_line {
                     tracing::warn!(
