@@ -159,8 +159,14 @@ where
         async move { write_line(&writer, &encoded?).await }
     }
 
+    /// Cancel-safe, as the service loop's `select!` needs: it awaits only before a line is
+    /// complete, and a decoded line is returned without awaiting again.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<D::Role>> {
         loop {
+            // Lines already buffered are read without waiting, and rmcp spawns a task per
+            // notification: counting each line against this task's budget makes a flood
+            // yield to those tasks now and then instead of piling them up.
+            tokio::task::consume_budget().await;
             if !self.read_line().await {
                 return None;
             }
@@ -171,22 +177,23 @@ where
                 self.decoder.decode(line)
             };
             self.line.clear();
-            // Lines already buffered are read without waiting, and rmcp spawns a task per
-            // notification: counting each line against this task's budget makes a flood
-            // yield to those tasks now and then instead of piling them up.
-            tokio::task::consume_budget().await;
             match decoded {
                 Decoded::Message(message) => return Some(message),
                 Decoded::Skip => {}
+                // Written by a task of its own, like rmcp's sends: a write cut short by a
+                // cancelled `receive` would leave half a line in the peer's input.
                 Decoded::Answer(answer) => {
-                    let written = match encode::<D::Role>(&answer) {
-                        Ok(line) => write_line(&self.writer, &line).await,
-                        Err(error) => Err(error),
-                    };
-                    if let Err(error) = written {
-                        tracing::debug!("could not answer an invalid line: {error}");
-                        return None;
-                    }
+                    let encoded = encode::<D::Role>(&answer);
+                    let writer = Arc::clone(&self.writer);
+                    tokio::spawn(async move {
+                        let written = match encoded {
+                            Ok(line) => write_line(&writer, &line).await,
+                            Err(error) => Err(error),
+                        };
+                        if let Err(error) = written {
+                            tracing::debug!("could not answer an invalid line: {error}");
+                        }
+                    });
                 }
             }
         }
@@ -204,7 +211,7 @@ where
 mod tests {
     use rmcp::RoleClient;
     use rmcp::model::{JsonRpcMessage, NumberOrString, ServerJsonRpcMessage};
-    use tokio::io::AsyncReadExt;
+    use tokio::io::AsyncBufReadExt;
 
     use super::*;
 
@@ -276,16 +283,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn skipped_lines_are_passed_over_and_answers_go_out_before_reading_on() {
-        let (mut transport, mut peer, mut input) = transport(1 << 20);
+    async fn skipped_lines_are_passed_over_and_answers_go_out() {
+        let (mut transport, mut peer, input) = transport(1 << 20);
         let lines = format!("skip\nanswer me\n{PONG}\n");
         peer.write_all(lines.as_bytes()).await.unwrap();
         assert_eq!(id_of(transport.receive().await), NumberOrString::Number(1));
-        transport.close().await.unwrap();
-        let mut sent = String::new();
-        input.read_to_string(&mut sent).await.unwrap();
+        let mut answer = String::new();
+        let mut input = tokio::io::BufReader::new(input);
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            input.read_line(&mut answer),
+        )
+        .await
+        .expect("the answer is written")
+        .unwrap();
         assert_eq!(
-            sent,
+            answer,
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
         );
         drop(peer);
