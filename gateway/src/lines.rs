@@ -52,6 +52,8 @@ pub struct LineTransport<D, R, W> {
     dropping: bool,
     max_line: usize,
     writer: Arc<tokio::sync::Mutex<Option<W>>>,
+    /// Answers of the transport's own still being written; closing waits for them.
+    answers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl<D, R, W> LineTransport<D, R, W>
@@ -69,6 +71,7 @@ where
             dropping: false,
             max_line,
             writer: Arc::new(tokio::sync::Mutex::new(Some(writer))),
+            answers: Vec::new(),
         }
     }
 
@@ -185,7 +188,8 @@ where
                 Decoded::Answer(answer) => {
                     let encoded = encode::<D::Role>(&answer);
                     let writer = Arc::clone(&self.writer);
-                    tokio::spawn(async move {
+                    self.answers.retain(|answer| !answer.is_finished());
+                    self.answers.push(tokio::spawn(async move {
                         let written = match encoded {
                             Ok(line) => write_line(&writer, &line).await,
                             Err(error) => Err(error),
@@ -193,13 +197,16 @@ where
                         if let Err(error) = written {
                             tracing::debug!("could not answer an invalid line: {error}");
                         }
-                    });
+                    }));
                 }
             }
         }
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
+        for answer in std::mem::take(&mut self.answers) {
+            let _ = answer.await;
+        }
         if let Some(mut writer) = self.writer.lock().await.take() {
             writer.shutdown().await?;
         }
@@ -280,6 +287,23 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(id_of(transport.receive().await), NumberOrString::Number(1));
+    }
+
+    #[tokio::test]
+    async fn an_answer_goes_out_before_the_transport_closes() {
+        let (mut transport, mut peer, mut input) = transport(1 << 20);
+        peer.write_all(b"answer me\n").await.unwrap();
+        drop(peer);
+        assert!(transport.receive().await.is_none());
+        transport.close().await.unwrap();
+        let mut sent = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut input, &mut sent)
+            .await
+            .unwrap();
+        assert_eq!(
+            sent,
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+        );
     }
 
     #[tokio::test]
