@@ -24,12 +24,12 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 pub trait LineDecoder: Send + 'static {
     type Role: ServiceRole;
 
-    /// Told of every message before it is sent.
-    fn sending(&self, _message: &TxJsonRpcMessage<Self::Role>) {}
-
     /// What to do with one line (without its newline, carriage return or byte order mark;
     /// never blank).
     fn decode(&self, line: &[u8]) -> Decoded<Self::Role>;
+
+    /// Told when the peer's output has ended (or failed): nothing more will be decoded.
+    fn ended(&self) {}
 }
 
 /// What a line turned out to be.
@@ -51,7 +51,7 @@ pub struct LineTransport<D, R, W> {
     /// Whether the rest of a line over the limit is being dropped.
     dropping: bool,
     max_line: usize,
-    writer: Arc<tokio::sync::Mutex<Option<W>>>,
+    writer: LineWriter<W>,
     /// Answers of the transport's own still being written; closing waits for them.
     answers: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -62,21 +62,18 @@ where
     R: AsyncRead + Send + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    /// Lines longer than `max_line` bytes are dropped.
-    pub fn new(decoder: D, reader: R, writer: W, max_line: usize) -> Self {
+    /// Lines longer than `max_line` bytes are dropped. `writer` may be shared with
+    /// writers beside the service loop (see `upstream::lane`).
+    pub fn new(decoder: D, reader: R, writer: LineWriter<W>, max_line: usize) -> Self {
         Self {
             decoder,
             reader: BufReader::new(reader),
             line: Vec::new(),
             dropping: false,
             max_line,
-            writer: Arc::new(tokio::sync::Mutex::new(Some(writer))),
+            writer,
             answers: Vec::new(),
         }
-    }
-
-    pub fn decoder(&self) -> &D {
-        &self.decoder
     }
 
     /// Reads until `self.line` holds a whole line (with its newline); false at the end of
@@ -119,22 +116,42 @@ where
 }
 
 /// A message as one line.
-fn encode<R: ServiceRole>(message: &TxJsonRpcMessage<R>) -> io::Result<Vec<u8>> {
+pub fn encode(message: &impl serde::Serialize) -> io::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
     bytes.push(b'\n');
     Ok(bytes)
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(
-    writer: &tokio::sync::Mutex<Option<W>>,
-    bytes: &[u8],
-) -> io::Result<()> {
-    let mut writer = writer.lock().await;
-    let writer = writer
-        .as_mut()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport closed"))?;
-    writer.write_all(bytes).await?;
-    writer.flush().await
+/// The peer's input, written one whole line at a time by whoever holds a clone.
+pub struct LineWriter<W>(Arc<tokio::sync::Mutex<Option<W>>>);
+
+impl<W> Clone for LineWriter<W> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<W: AsyncWrite + Unpin> LineWriter<W> {
+    pub fn new(writer: W) -> Self {
+        Self(Arc::new(tokio::sync::Mutex::new(Some(writer))))
+    }
+
+    /// Writes `line` (which ends in a newline) whole; fails once the transport closed.
+    pub async fn write(&self, line: &[u8]) -> io::Result<()> {
+        let mut writer = self.0.lock().await;
+        let writer = writer
+            .as_mut()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport closed"))?;
+        writer.write_all(line).await?;
+        writer.flush().await
+    }
+
+    async fn shutdown(&self) -> io::Result<()> {
+        match self.0.lock().await.take() {
+            Some(mut writer) => writer.shutdown().await,
+            None => Ok(()),
+        }
+    }
 }
 
 /// `line` without its newline, carriage return and byte order mark.
@@ -156,10 +173,9 @@ where
         &mut self,
         item: TxJsonRpcMessage<D::Role>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.decoder.sending(&item);
-        let encoded = encode::<D::Role>(&item);
-        let writer = Arc::clone(&self.writer);
-        async move { write_line(&writer, &encoded?).await }
+        let encoded = encode(&item);
+        let writer = self.writer.clone();
+        async move { writer.write(&encoded?).await }
     }
 
     /// Cancel-safe, as the service loop's `select!` needs: it awaits only before a line is
@@ -171,6 +187,7 @@ where
             // yield to those tasks now and then instead of piling them up.
             tokio::task::consume_budget().await;
             if !self.read_line().await {
+                self.decoder.ended();
                 return None;
             }
             let line = content(&self.line);
@@ -186,12 +203,12 @@ where
                 // Written by a task of its own, like rmcp's sends: a write cut short by a
                 // cancelled `receive` would leave half a line in the peer's input.
                 Decoded::Answer(answer) => {
-                    let encoded = encode::<D::Role>(&answer);
-                    let writer = Arc::clone(&self.writer);
+                    let encoded = encode(&answer);
+                    let writer = self.writer.clone();
                     self.answers.retain(|answer| !answer.is_finished());
                     self.answers.push(tokio::spawn(async move {
                         let written = match encoded {
-                            Ok(line) => write_line(&writer, &line).await,
+                            Ok(line) => writer.write(&line).await,
                             Err(error) => Err(error),
                         };
                         if let Err(error) = written {
@@ -207,10 +224,7 @@ where
         for answer in std::mem::take(&mut self.answers) {
             let _ = answer.await;
         }
-        if let Some(mut writer) = self.writer.lock().await.take() {
-            writer.shutdown().await?;
-        }
-        Ok(())
+        self.writer.shutdown().await
     }
 }
 
@@ -247,7 +261,7 @@ mod tests {
         let (ours_in, theirs_out) = tokio::io::duplex(1 << 16);
         let (ours_out, theirs_in) = tokio::io::duplex(1 << 16);
         (
-            LineTransport::new(Plain, ours_in, ours_out, max_line),
+            LineTransport::new(Plain, ours_in, LineWriter::new(ours_out), max_line),
             theirs_out,
             theirs_in,
         )

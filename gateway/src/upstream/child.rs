@@ -16,9 +16,10 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
+use super::lane::Lane;
 use super::lines::ServerLines;
 use crate::config::Endpoint;
-use crate::lines::LineTransport;
+use crate::lines::{LineTransport, LineWriter};
 
 /// The largest message an upstream may send. Results this large are accepted and then cut
 /// to `[gateway] max_result_bytes` by the pipeline; a longer line closes the connection.
@@ -144,13 +145,13 @@ impl Drop for ProcessGroup {
 
 /// Spawns `endpoint` (which must be a stdio endpoint) and returns the transport over its
 /// pipes, which closes when a message is longer than `max_message_bytes`, with `violation`
-/// saying so.
+/// saying so, and the lane for its tool calls.
 pub fn spawn(
     server: &str,
     endpoint: &Endpoint,
     max_message_bytes: usize,
     violation: Violation,
-) -> std::io::Result<(ChildTransport, ProcessGroup)> {
+) -> std::io::Result<(ChildTransport, Arc<Lane>, ProcessGroup)> {
     let Endpoint::Stdio {
         command,
         args,
@@ -194,9 +195,17 @@ pub fn spawn(
     }
     let stdout = LimitedLines::new(stdout, max_message_bytes, server, violation);
     // `LimitedLines` refuses a line over its limit first (closing the connection).
-    let transport = LineTransport::new(ServerLines::default(), stdout, stdin, usize::MAX);
+    let stdin = LineWriter::new(stdin);
+    let lane = Arc::new(Lane::new(stdin.clone()));
+    let transport = LineTransport::new(
+        ServerLines::new(Arc::clone(&lane)),
+        stdout,
+        stdin,
+        usize::MAX,
+    );
     Ok((
         transport,
+        lane,
         ProcessGroup {
             pgid: pid as i32,
             _child: child,

@@ -132,9 +132,9 @@ async fn connect_inner(
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
     let endpoint = config.endpoint();
     let signed_out = CancellationToken::new();
-    let (service, group) = match &endpoint {
+    let (service, group, lane) = match &endpoint {
         Endpoint::Stdio { command, .. } => {
-            let (transport, group) = child::spawn(
+            let (transport, lane, group) = child::spawn(
                 name,
                 &endpoint,
                 child::MAX_UPSTREAM_MESSAGE,
@@ -147,6 +147,7 @@ async fn connect_inner(
             (
                 handler.serve(transport).await.map_err(init_error)?,
                 Some(group),
+                Some(lane),
             )
         }
         Endpoint::Remote {
@@ -190,7 +191,7 @@ async fn connect_inner(
                     server: name.to_string(),
                 });
             }
-            (service.map_err(init_error)?, None)
+            (service.map_err(init_error)?, None, None)
         }
         Endpoint::Remote {
             url,
@@ -201,7 +202,11 @@ async fn connect_inner(
             let transport = sse_client::connect(url, headers)
                 .await
                 .map_err(|e| ConnectError::Transport(e.to_string()))?;
-            (handler.serve(transport).await.map_err(init_error)?, None)
+            (
+                handler.serve(transport).await.map_err(init_error)?,
+                None,
+                None,
+            )
         }
     };
     let initialized = service.peer().peer_info().map(|info| (*info).clone());
@@ -213,6 +218,7 @@ async fn connect_inner(
         offer,
         pid: group.as_ref().map(ProcessGroup::pid),
         violation,
+        lane,
     });
     Ok(Connection::new(live, service, group, signed_out))
 }

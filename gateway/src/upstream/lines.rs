@@ -1,94 +1,36 @@
-//! What a stdio upstream sends, decoded: the answer to a `tools/call` as the type of the
-//! request it answers.
-//!
-//! rmcp decodes every incoming message as its untagged `ServerResult` union, which tries
-//! each result type in turn; a `tools/call` answer is the sixteenth, so the gateway spent
-//! about a sixth of its CPU per forwarded call on failed attempts (perf, `cargo bench -p
-//! mcp-gateway --bench gateway`). [`ServerLines`] remembers which requests were
-//! `tools/call` and decodes their answers directly as `CallToolResult`. Everything else,
-//! and any answer the direct decoding refuses, takes rmcp's general decoding.
+//! What a stdio upstream sends, decoded: the answer to a tool call of the lane's goes
+//! straight to its caller (see [`super::lane`]); everything else is rmcp's.
 //!
 //! A line that is not a JSON-RPC message is skipped, as rmcp and the other SDKs do
 //! (replying to garbage can start an error storm). How long a line may be is the
 //! reader's business (see `child::LimitedLines`).
 
-use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Arc;
 
 use rmcp::RoleClient;
-use rmcp::model::{
-    CallToolResult, ClientRequest, JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0, RequestId,
-    ServerResult,
-};
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::value::RawValue;
+use tokio::io::AsyncWrite;
+use tokio::process::ChildStdin;
 
+use super::lane::Lane;
 use crate::lines::{Decoded, LineDecoder};
 
-/// Requests awaiting an answer that are remembered at most; past this (an upstream that
-/// never answers cancelled calls, say) the hints are dropped and decoding is general.
-const MAX_REMEMBERED: usize = 4096;
-
 /// The decoder of an upstream's lines.
-#[derive(Default)]
-pub struct ServerLines {
-    /// Ids of `tools/call` requests not answered yet.
-    tool_calls: Mutex<HashSet<RequestId>>,
+pub struct ServerLines<W = ChildStdin> {
+    lane: Arc<Lane<W>>,
 }
 
-impl ServerLines {
-    /// The answer to a remembered `tools/call`, decoded as its result type.
-    fn tool_call_answer(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
-        /// The members that tell an answer from a request, a notification or an error.
-        #[derive(Deserialize)]
-        struct Envelope<'a> {
-            id: Option<RequestId>,
-            #[serde(borrow)]
-            result: Option<&'a RawValue>,
-            method: Option<IgnoredAny>,
-            error: Option<IgnoredAny>,
-        }
-        let envelope: Envelope = serde_json::from_slice(line).ok()?;
-        let id = envelope.id?;
-        let was_tool_call = self.remembered().remove(&id);
-        if !was_tool_call || envelope.method.is_some() || envelope.error.is_some() {
-            return None;
-        }
-        let result: CallToolResult = serde_json::from_str(envelope.result?.get()).ok()?;
-        Some(JsonRpcMessage::Response(JsonRpcResponse {
-            jsonrpc: JsonRpcVersion2_0,
-            id,
-            result: ServerResult::CallToolResult(result),
-        }))
-    }
-
-    fn remembered(&self) -> MutexGuard<'_, HashSet<RequestId>> {
-        self.tool_calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+impl<W> ServerLines<W> {
+    pub fn new(lane: Arc<Lane<W>>) -> Self {
+        Self { lane }
     }
 }
 
-impl LineDecoder for ServerLines {
+impl<W: AsyncWrite + Send + Unpin + 'static> LineDecoder for ServerLines<W> {
     type Role = RoleClient;
 
-    fn sending(&self, message: &TxJsonRpcMessage<RoleClient>) {
-        if let JsonRpcMessage::Request(request) = message
-            && matches!(request.request, ClientRequest::CallToolRequest(_))
-        {
-            let mut remembered = self.remembered();
-            if remembered.len() >= MAX_REMEMBERED {
-                remembered.clear();
-            }
-            remembered.insert(request.id.clone());
-        }
-    }
-
     fn decode(&self, line: &[u8]) -> Decoded<RoleClient> {
-        if let Some(answer) = self.tool_call_answer(line) {
-            return Decoded::Message(answer);
+        if self.lane.deliver(line) {
+            return Decoded::Skip;
         }
         match serde_json::from_slice(line) {
             Ok(message) => Decoded::Message(message),
@@ -98,31 +40,66 @@ impl LineDecoder for ServerLines {
             }
         }
     }
+
+    fn ended(&self) {
+        self.lane.close();
+    }
+}
+
+/// The service loop ended (the gateway closed the connection, say) without the output
+/// ending first.
+impl<W> Drop for ServerLines<W> {
+    fn drop(&mut self) {
+        self.lane.close();
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::lines::LineTransport;
-    use rmcp::model::{CallToolRequest, CallToolRequestParams, JsonRpcRequest, NumberOrString};
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, JsonRpcMessage, JsonRpcResponse, ServerResult,
+    };
+    use rmcp::service::RxJsonRpcMessage;
     use rmcp::transport::Transport;
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use crate::lines::{LineTransport, LineWriter};
+    use crate::upstream::lane::{Answer, Call};
 
     type Pipe = tokio::io::DuplexStream;
-    type Lines = LineTransport<ServerLines, Pipe, Pipe>;
+    type Lines = LineTransport<ServerLines<Pipe>, Pipe, Pipe>;
 
-    fn transport() -> (Lines, Pipe, Pipe) {
+    /// The transport and lane over pipes: the upstream's output, and its input by lines.
+    fn transport() -> (Lines, Arc<Lane<Pipe>>, Pipe, BufReader<Pipe>) {
         let (ours_in, theirs_out) = tokio::io::duplex(1 << 16);
         let (ours_out, theirs_in) = tokio::io::duplex(1 << 16);
-        let lines = LineTransport::new(ServerLines::default(), ours_in, ours_out, usize::MAX);
-        (lines, theirs_out, theirs_in)
+        let writer = LineWriter::new(ours_out);
+        let lane = Arc::new(Lane::new(writer.clone()));
+        let lines = LineTransport::new(
+            ServerLines::new(Arc::clone(&lane)),
+            ours_in,
+            writer,
+            usize::MAX,
+        );
+        (lines, lane, theirs_out, BufReader::new(theirs_in))
     }
 
-    fn tool_call(id: i64) -> TxJsonRpcMessage<RoleClient> {
-        JsonRpcMessage::Request(JsonRpcRequest::new(
-            NumberOrString::Number(id),
-            ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new("get"))),
-        ))
+    /// A `get` call on the lane, and the id it went out under.
+    async fn call(lane: &Arc<Lane<Pipe>>) -> (Call<Pipe>, i64) {
+        let id = lane.next_id();
+        let request = CallToolRequest::new(CallToolRequestParams::new("get"));
+        let call = lane.send(id.clone(), request).await.unwrap();
+        match id {
+            rmcp::model::NumberOrString::Number(id) => (call, id),
+            other => panic!("a lane id is a number: {other:?}"),
+        }
+    }
+
+    async fn read_line(input: &mut BufReader<Pipe>) -> serde_json::Value {
+        let mut line = String::new();
+        input.read_line(&mut line).await.unwrap();
+        serde_json::from_str(&line).unwrap()
     }
 
     async fn receive_after(
@@ -134,54 +111,54 @@ mod tests {
         transport.receive().await
     }
 
-    fn call_result(message: Option<RxJsonRpcMessage<RoleClient>>) -> CallToolResult {
-        match message {
-            Some(JsonRpcMessage::Response(JsonRpcResponse {
-                result: ServerResult::CallToolResult(result),
-                ..
-            })) => result,
-            other => panic!("not a tool result: {other:?}"),
+    #[tokio::test]
+    async fn a_call_goes_out_as_one_line_under_an_id_rmcp_never_uses() {
+        let (_transport, lane, _upstream, mut input) = transport();
+        let (_first, first) = call(&lane).await;
+        let (_second, second) = call(&lane).await;
+        let sent = read_line(&mut input).await;
+        assert_eq!(sent["method"], "tools/call");
+        assert_eq!(sent["params"]["name"], "get");
+        assert_eq!(sent["id"], first);
+        assert_eq!(read_line(&mut input).await["id"], second);
+        assert!(first > i64::from(u32::MAX) && second == first + 1);
+    }
+
+    #[tokio::test]
+    async fn an_answer_goes_to_its_caller_and_everything_else_to_rmcp() {
+        let (mut transport, lane, mut upstream, _input) = transport();
+        let (mut call, id) = call(&lane).await;
+        // Garbage, the call's answer, then a notification for rmcp.
+        let lines = format!(
+            "not json\n{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}],\"isError\":false}}}}\n{}\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#
+        );
+        let message = receive_after(&mut transport, &mut upstream, &lines).await;
+        assert!(
+            matches!(message, Some(JsonRpcMessage::Notification(_))),
+            "{message:?}"
+        );
+        match call.answer().await {
+            Some(Answer::Result(result)) => {
+                assert_eq!(result.is_error, Some(false));
+                assert_eq!(result.content.len(), 1);
+            }
+            other => panic!("not the tool result: {other:?}"),
         }
     }
 
     #[tokio::test]
-    async fn tool_call_answers_decode_as_tool_results_and_skip_garbage() {
-        let (mut transport, mut upstream, _requests) = transport();
-        transport.send(tool_call(7)).await.unwrap();
-        let answer = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}],"isError":false}}"#;
-        let message = receive_after(
-            &mut transport,
-            &mut upstream,
-            &format!("not json\n\n{answer}\n"),
-        )
-        .await;
-        let result = call_result(message);
-        assert_eq!(result.is_error, Some(false));
-        assert_eq!(result.content.len(), 1);
-        assert!(transport.decoder().remembered().is_empty());
-    }
-
-    #[tokio::test]
-    async fn other_messages_take_the_general_decoding() {
-        let (mut transport, mut upstream, _requests) = transport();
-        transport.send(tool_call(1)).await.unwrap();
-        // An error answer to the tool call, then a notification, then an unrelated result.
-        let lines = concat!(
-            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad"}}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}"#,
-            "\n",
+    async fn error_and_malformed_answers_reach_their_callers_and_other_answers_go_to_rmcp() {
+        let (mut transport, lane, mut upstream, _input) = transport();
+        let (mut refused, refused_id) = call(&lane).await;
+        let (mut odd, odd_id) = call(&lane).await;
+        let lines = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{refused_id},\"error\":{{\"code\":-32602,\"message\":\"bad\"}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{odd_id},\"result\":{{\"content\":7}}}}\n\
+             {}\n",
+            r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}"#
         );
-        let error = receive_after(&mut transport, &mut upstream, lines).await;
-        assert!(matches!(error, Some(JsonRpcMessage::Error(_))), "{error:?}");
-        let notification = transport.receive().await;
-        assert!(matches!(
-            notification,
-            Some(JsonRpcMessage::Notification(_))
-        ));
-        let listed = transport.receive().await;
+        let listed = receive_after(&mut transport, &mut upstream, &lines).await;
         assert!(
             matches!(
                 listed,
@@ -192,47 +169,51 @@ mod tests {
             ),
             "{listed:?}"
         );
-        assert!(transport.decoder().remembered().is_empty());
+        match refused.answer().await {
+            Some(Answer::Error(error)) => assert_eq!(error.message, "bad"),
+            other => panic!("not the error: {other:?}"),
+        }
+        match odd.answer().await {
+            Some(Answer::Malformed(reason)) => assert!(reason.contains("not a tool result")),
+            other => panic!("not refused as malformed: {other:?}"),
+        }
     }
 
     #[tokio::test]
-    async fn an_answer_that_is_no_tool_result_is_decoded_as_it_is() {
-        let (mut transport, mut upstream, _requests) = transport();
-        transport.send(tool_call(3)).await.unwrap();
-        let answer = r#"{"jsonrpc":"2.0","id":3,"result":{}}"#;
-        let message = receive_after(&mut transport, &mut upstream, &format!("{answer}\n")).await;
+    async fn a_cancelled_call_tells_the_upstream_and_its_late_answer_goes_to_rmcp() {
+        let (mut transport, lane, mut upstream, mut input) = transport();
+        let (call, id) = call(&lane).await;
+        call.cancel("the client gave up").await;
+        assert_eq!(read_line(&mut input).await["id"], id);
+        let cancelled = read_line(&mut input).await;
+        assert_eq!(cancelled["method"], "notifications/cancelled");
+        assert_eq!(cancelled["params"]["requestId"], id);
+        assert_eq!(cancelled["params"]["reason"], "the client gave up");
+        // rmcp finds no responder for it and drops it.
+        let late = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}}}}\n");
+        let message = receive_after(&mut transport, &mut upstream, &late).await;
         assert!(
-            matches!(
-                message,
-                Some(JsonRpcMessage::Response(JsonRpcResponse {
-                    result: ServerResult::EmptyResult(_),
-                    ..
-                }))
-            ),
+            matches!(message, Some(JsonRpcMessage::Response(_))),
             "{message:?}"
         );
     }
 
     #[tokio::test]
-    async fn requests_go_out_one_per_line_and_the_end_of_input_ends_receiving() {
-        let (mut transport, upstream, mut requests) = transport();
-        transport.send(tool_call(1)).await.unwrap();
-        transport.send(tool_call(2)).await.unwrap();
-        transport.close().await.unwrap();
-        let mut sent = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut requests, &mut sent)
-            .await
-            .unwrap();
-        let ids: Vec<i64> = sent
-            .lines()
-            .map(|line| {
-                serde_json::from_str::<serde_json::Value>(line).unwrap()["id"]
-                    .as_i64()
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(ids, [1, 2]);
+    async fn calls_in_flight_learn_at_once_that_the_connection_ended() {
+        let (mut transport, lane, upstream, _input) = transport();
+        let (mut waiting, _) = call(&lane).await;
         drop(upstream);
         assert!(transport.receive().await.is_none());
+        assert!(waiting.answer().await.is_none());
+        let request = CallToolRequest::new(CallToolRequestParams::new("get"));
+        assert!(lane.send(lane.next_id(), request).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn closing_the_service_loop_ends_the_calls_in_flight() {
+        let (transport, lane, _upstream, _input) = transport();
+        let (mut waiting, _) = call(&lane).await;
+        drop(transport);
+        assert!(waiting.answer().await.is_none());
     }
 }

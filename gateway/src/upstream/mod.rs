@@ -11,6 +11,7 @@
 pub mod child;
 pub mod client;
 mod connect;
+mod lane;
 mod lines;
 pub mod offer;
 pub mod sse_client;
@@ -22,7 +23,8 @@ use std::time::Duration;
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta, JsonObject,
-    LoggingLevel, ResultType, ServerResult, SetLevelRequestParams,
+    LoggingLevel, ProgressToken, RequestMetaObject, ResultType, ServerResult,
+    SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -113,6 +115,8 @@ pub struct Live {
     pub pid: Option<i32>,
     /// Set when the gateway closed this connection because the server broke the protocol.
     pub violation: child::Violation,
+    /// A stdio connection's tool calls, beside rmcp's service loop.
+    lane: Option<Arc<lane::Lane>>,
 }
 
 /// One configured upstream server.
@@ -381,6 +385,7 @@ impl Upstream {
                             offer,
                             pid: live.pid,
                             violation: live.violation.clone(),
+                            lane: live.lane.clone(),
                         })));
                     }
                     Err(e) => tracing::warn!(server = %self.name, "refresh failed: {e}"),
@@ -426,24 +431,80 @@ impl Upstream {
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request = CallToolRequest::new(params);
         // This call's span as the trace context (`TracedHttp` also puts it in the header),
         // in place of the client's, so the upstream's spans are children of ours.
-        let meta = request.get_meta_mut();
+        let meta = request
+            .extensions
+            .get_or_insert_default::<RequestMetaObject>();
         for (key, value) in telemetry::inject(trace) {
             meta.insert(key.into(), value.into());
         }
-        match self
-            .send(&live, request, cancel, caller, Some(tool))
-            .await?
-        {
-            ServerResult::CallToolResult(mut result) => {
-                // An older upstream leaves `resultType` out, which means "complete"; say so,
-                // as the gateway's own results do (rmcp drops it again for older clients).
-                result.result_type.get_or_insert(ResultType::COMPLETE);
-                Ok(result)
+        let mut result = match &live.lane {
+            Some(lane) => {
+                self.call_on_lane(lane, &live, request, cancel, caller, tool)
+                    .await?
             }
-            other => Err(self.protocol_error(&other)),
+            None => {
+                let request = ClientRequest::CallToolRequest(request);
+                match self
+                    .send(&live, request, cancel, caller, Some(tool))
+                    .await?
+                {
+                    ServerResult::CallToolResult(result) => result,
+                    other => return Err(self.protocol_error(&other)),
+                }
+            }
+        };
+        // An older upstream leaves `resultType` out, which means "complete"; say so, as the
+        // gateway's own results do (rmcp drops it again for older clients).
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result)
+    }
+
+    /// [`Self::send`] for a tool call to a stdio upstream, on its [`lane::Lane`].
+    async fn call_on_lane(
+        &self,
+        lane: &Arc<lane::Lane>,
+        live: &Live,
+        mut request: CallToolRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+        tool: &str,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let _in_flight = self.requests.token();
+        let id = lane.next_id();
+        let token = ProgressToken(id.clone());
+        let meta = request
+            .extensions
+            .get_or_insert_default::<RequestMetaObject>();
+        add_client_meta(caller.as_ref(), meta);
+        meta.set_progress_token(token.clone());
+        let _route = caller.map(|caller| self.calls.enter(id.clone(), token, caller, Some(tool)));
+        let mut call = lane
+            .send(id, request)
+            .await
+            .map_err(|_| self.closed_before_answering(live))?;
+        let answer = tokio::select! {
+            answer = call.answer() => answer,
+            () = cancel.cancelled() => {
+                call.cancel("cancelled by the gateway").await;
+                return Err(UpstreamError::Cancelled {
+                    server: self.name.to_string(),
+                });
+            }
+        };
+        match answer {
+            Some(lane::Answer::Result(result)) => Ok(result),
+            Some(lane::Answer::Error(error)) => Err(UpstreamError::Rejected {
+                server: self.name.to_string(),
+                error: Box::new(error),
+            }),
+            Some(lane::Answer::Malformed(reason)) => Err(UpstreamError::Protocol {
+                server: self.name.to_string(),
+                reason,
+            }),
+            None => Err(self.closed_before_answering(live)),
         }
     }
 
@@ -469,16 +530,10 @@ impl Upstream {
         tool: Option<&str>,
     ) -> Result<ServerResult, UpstreamError> {
         let _in_flight = self.requests.token();
-        // The client's `_meta` goes along (rmcp adds the gateway's progress token), under
-        // what the request carries itself (a call's trace context).
-        let mut options = PeerRequestOptions::no_options();
-        options.meta = caller
-            .as_ref()
-            .and_then(|caller| caller.meta.clone())
-            .map(|mut meta| {
-                meta.extend(request.get_meta().clone());
-                meta
-            });
+        // rmcp adds the gateway's progress token.
+        let mut request = request;
+        add_client_meta(caller.as_ref(), request.get_meta_mut());
+        let options = PeerRequestOptions::no_options();
         let mut handle = live
             .peer
             .send_cancellable_request(request, options)
@@ -499,23 +554,30 @@ impl Upstream {
         match answer {
             Some(Ok(Ok(result))) => Ok(result),
             Some(Ok(Err(e))) => Err(self.service_error(e)),
-            Some(Err(_closed)) => Err(match live.violation.get() {
-                Some(violation) => UpstreamError::Protocol {
-                    server: self.name.to_string(),
-                    reason: violation.to_owned(),
-                },
-                None => match self.retired.get() {
-                    Some(why) => self
-                        .unavailable(format!("{why}; the grace period ended before it answered")),
-                    None => self.unavailable("the connection closed before it answered"),
-                },
-            }),
+            Some(Err(_closed)) => Err(self.closed_before_answering(live)),
             None => {
                 let _ = handle.cancel(Some("cancelled by the gateway".into())).await;
                 Err(UpstreamError::Cancelled {
                     server: self.name.to_string(),
                 })
             }
+        }
+    }
+
+    /// Why a request in flight on `live` got no answer: the protocol violation that made
+    /// the gateway close it, the retirement of the server, or the connection's end.
+    fn closed_before_answering(&self, live: &Live) -> UpstreamError {
+        match live.violation.get() {
+            Some(violation) => UpstreamError::Protocol {
+                server: self.name.to_string(),
+                reason: violation.to_owned(),
+            },
+            None => match self.retired.get() {
+                Some(why) => {
+                    self.unavailable(format!("{why}; the grace period ended before it answered"))
+                }
+                None => self.unavailable("the connection closed before it answered"),
+            },
         }
     }
 
@@ -558,5 +620,14 @@ impl Upstream {
             },
             other => self.unavailable(crate::redact::urls(&other.to_string())),
         }
+    }
+}
+
+/// Puts the client's `_meta` in a request going upstream on its behalf, as the client sent
+/// it, under what the request carries itself (a call's trace context).
+fn add_client_meta(caller: Option<&Caller>, meta: &mut RequestMetaObject) {
+    if let Some(client) = caller.and_then(|caller| caller.meta.as_ref()) {
+        let own = std::mem::replace(meta, client.clone());
+        meta.extend(own);
     }
 }

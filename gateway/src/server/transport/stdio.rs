@@ -20,7 +20,7 @@ use super::client_lines::{ClientLines, MAX_CLIENT_LINE};
 use super::delivered::Delivered;
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
-use crate::lines::LineTransport;
+use crate::lines::{LineTransport, LineWriter};
 use crate::observe::sessions::Transport;
 use crate::server::ServeError;
 use crate::server::handler::{GatewayServer, session_profile};
@@ -40,7 +40,7 @@ pub async fn serve(
     let (stdin, stdout) = streams();
     let transport = Delivered::new(
         Handshake::new(
-            LineTransport::new(ClientLines, stdin, stdout, MAX_CLIENT_LINE),
+            LineTransport::new(ClientLines, stdin, LineWriter::new(stdout), MAX_CLIENT_LINE),
             server.supported_protocol_versions(),
         ),
         drain,

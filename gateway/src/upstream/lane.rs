@@ -1,0 +1,204 @@
+//! Tool calls to a stdio upstream, written and answered beside rmcp's service loop.
+//!
+//! Through rmcp's client, a call goes over a channel to the connection's service loop,
+//! which spawns a task to write it and is woken again when that task ends; the loop then
+//! reads the answer, looks up its responder and hands it over a oneshot. A profile of
+//! forwarding at concurrency 32 put rmcp's loops at a quarter of the gateway's CPU
+//! (`serve_inner`). On the lane the calling task writes its `tools/call` line itself, and
+//! the transport's reader hands the answer straight to it (see `lines::ServerLines`).
+//!
+//! Everything else still goes through rmcp: the upstream's progress, log messages and
+//! requests to the client (routed by [`crate::relay::CallRoutes`], which the caller enters
+//! under the lane's request id and progress token), and every other request. The gateway
+//! opens upstreams with `initialize`, so a request needs no per-request metadata of rmcp's.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequest, CallToolResult, CancelledNotification, CancelledNotificationParam,
+    ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, NumberOrString, RequestId,
+};
+use rmcp::service::TxJsonRpcMessage;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use tokio::io::AsyncWrite;
+use tokio::process::ChildStdin;
+use tokio::sync::oneshot;
+
+use crate::lines::{LineWriter, encode};
+
+/// The lane's first request id. rmcp numbers its own requests and progress tokens with a
+/// `u32` counter from 0, so ids from here on never meet them.
+const FIRST_ID: i64 = 1 << 32;
+
+/// The tool calls in flight on one stdio connection, and the upstream's input.
+pub struct Lane<W = ChildStdin> {
+    writer: LineWriter<W>,
+    pending: Mutex<Pending>,
+    next_id: AtomicI64,
+}
+
+#[derive(Default)]
+struct Pending {
+    calls: HashMap<RequestId, oneshot::Sender<Answer>>,
+    /// Set when the connection ended: no call waits for an answer any more.
+    closed: bool,
+}
+
+/// What the upstream answered.
+#[derive(Debug)]
+pub enum Answer {
+    Result(CallToolResult),
+    Error(ErrorData),
+    /// Neither a tool result nor an error.
+    Malformed(String),
+}
+
+impl<W> Lane<W> {
+    pub fn new(writer: LineWriter<W>) -> Self {
+        Self {
+            writer,
+            pending: Mutex::default(),
+            next_id: AtomicI64::new(FIRST_ID),
+        }
+    }
+
+    /// An id no other request on this connection has; also the call's progress token.
+    pub fn next_id(&self) -> RequestId {
+        NumberOrString::Number(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Hands `line` to its caller when it answers one of the lane's calls; false for any
+    /// other line, which is rmcp's to decode.
+    pub fn deliver(&self, line: &[u8]) -> bool {
+        /// The members that tell an answer from a request or a notification.
+        #[derive(Deserialize)]
+        struct Envelope<'a> {
+            id: Option<RequestId>,
+            #[serde(borrow)]
+            result: Option<&'a RawValue>,
+            #[serde(borrow)]
+            error: Option<&'a RawValue>,
+            method: Option<IgnoredAny>,
+        }
+        if self.lock().calls.is_empty() {
+            return false;
+        }
+        let Ok(Envelope {
+            id: Some(id),
+            result,
+            error,
+            method: None,
+        }) = serde_json::from_slice(line)
+        else {
+            return false;
+        };
+        let Some(caller) = self.lock().calls.remove(&id) else {
+            return false;
+        };
+        let answer = match (result, error) {
+            (Some(result), None) => match serde_json::from_str(result.get()) {
+                Ok(result) => Answer::Result(result),
+                Err(e) => Answer::Malformed(format!("not a tool result: {e}")),
+            },
+            (None, Some(error)) => match serde_json::from_str(error.get()) {
+                Ok(error) => Answer::Error(error),
+                Err(e) => Answer::Malformed(format!("not a JSON-RPC error: {e}")),
+            },
+            _ => Answer::Malformed("an answer with neither a result nor an error".into()),
+        };
+        // The caller may have stopped waiting (cancelled, say): then the answer is dropped.
+        let _ = caller.send(answer);
+        true
+    }
+
+    /// The connection ended: calls still waiting learn it at once, and new ones fail.
+    pub fn close(&self) {
+        let mut pending = self.lock();
+        pending.closed = true;
+        pending.calls.clear();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl<W: AsyncWrite + Send + Unpin> Lane<W> {
+    /// Writes `request` under `id` (from [`Self::next_id`]); its answer comes through the
+    /// returned [`Call`].
+    pub async fn send(
+        self: &Arc<Self>,
+        id: RequestId,
+        request: CallToolRequest,
+    ) -> io::Result<Call<W>> {
+        let message: TxJsonRpcMessage<RoleClient> =
+            JsonRpcMessage::request(ClientRequest::CallToolRequest(request), id.clone());
+        let line = encode(&message)?;
+        let (sender, answer) = oneshot::channel();
+        {
+            let mut pending = self.lock();
+            if pending.closed {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the connection closed",
+                ));
+            }
+            pending.calls.insert(id.clone(), sender);
+        }
+        // Entered before it is written, so the answer cannot come first; dropping the call
+        // (a failed write, say) forgets it.
+        let call = Call {
+            lane: Arc::clone(self),
+            id,
+            answer,
+        };
+        self.writer.write(&line).await?;
+        Ok(call)
+    }
+}
+
+/// One call in flight on the lane; dropping it forgets the call.
+pub struct Call<W = ChildStdin> {
+    lane: Arc<Lane<W>>,
+    id: RequestId,
+    answer: oneshot::Receiver<Answer>,
+}
+
+impl<W: AsyncWrite + Send + Unpin> Call<W> {
+    /// The upstream's answer; `None` when the connection ended first.
+    pub async fn answer(&mut self) -> Option<Answer> {
+        (&mut self.answer).await.ok()
+    }
+
+    /// Tells the upstream the call is cancelled (`notifications/cancelled`); an answer
+    /// that comes anyway is dropped.
+    pub async fn cancel(self, reason: &str) {
+        self.lane.lock().calls.remove(&self.id);
+        let notification: TxJsonRpcMessage<RoleClient> = JsonRpcMessage::notification(
+            ClientNotification::CancelledNotification(CancelledNotification::new(
+                CancelledNotificationParam::new(Some(self.id.clone()), Some(reason.to_owned())),
+            )),
+        );
+        let written = match encode(&notification) {
+            Ok(line) => self.lane.writer.write(&line).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = written {
+            tracing::debug!("could not cancel a tool call upstream: {error}");
+        }
+    }
+}
+
+impl<W> Drop for Call<W> {
+    fn drop(&mut self) {
+        self.lane.lock().calls.remove(&self.id);
+    }
+}
