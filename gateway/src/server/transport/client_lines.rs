@@ -49,14 +49,12 @@ impl ClientLines {
             && envelope.method == Some("tools/call")
             && envelope.result.is_none()
             && envelope.error.is_none();
-        if !is_call {
-            return None;
-        }
+        let id = envelope.id.clone().filter(|_| is_call)?;
         // `method` and `params` are read; `jsonrpc` and `id` were read above.
         let request: CallToolRequest = serde_json::from_slice(line).ok()?;
         Some(JsonRpcMessage::Request(JsonRpcRequest {
             jsonrpc: JsonRpcVersion2_0,
-            id: envelope.id.clone()?,
+            id,
             request: ClientRequest::CallToolRequest(request),
         }))
     }

@@ -14,6 +14,7 @@
 
 pub mod client_lines;
 pub mod delivered;
+pub mod direct_calls;
 pub mod handshake;
 pub mod plain_answers;
 pub mod shared_sessions;

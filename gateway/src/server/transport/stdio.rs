@@ -9,7 +9,7 @@
 
 use std::os::fd::AsFd;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rmcp::{ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client_lines::{ClientLines, MAX_CLIENT_LINE};
 use super::delivered::Delivered;
+use super::direct_calls::{self, DirectCalls};
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter};
@@ -38,17 +39,31 @@ pub async fn serve(
     let drain = gateway.drain().clone();
     let server = GatewayServer::new(gateway, profile, Transport::Stdio);
     let (stdin, stdout) = streams();
+    let stdout = LineWriter::new(stdout);
+    let session = Arc::new(OnceLock::new());
+    let cancelled = shutdown.child_token();
+    let lines = LineTransport::new(ClientLines, stdin, stdout.clone(), MAX_CLIENT_LINE);
     let transport = Delivered::new(
         Handshake::new(
-            LineTransport::new(ClientLines, stdin, LineWriter::new(stdout), MAX_CLIENT_LINE),
+            DirectCalls::new(
+                lines,
+                stdout,
+                Arc::clone(&session),
+                cancelled.clone(),
+                Arc::clone(&drain),
+            ),
             server.supported_protocol_versions(),
         ),
         drain,
     );
     let running = server
-        .serve_with_ct(transport, shutdown.child_token())
+        .serve_with_ct(transport, cancelled)
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let _ = session.set(direct_calls::Session {
+        peer: running.peer().clone(),
+        server: running.service().clone(),
+    });
     let _ = running.waiting().await;
     Ok(())
 }
