@@ -5,9 +5,11 @@
 //! rmcp decodes every incoming message as the untagged union of everything the peer may
 //! send, trying each variant in turn through serde's buffered `Content`; a `tools/call`
 //! request is the fourteenth variant of a client's, its answer the sixteenth of a
-//! server's. Each side here has a [`LineDecoder`] that decodes the messages on the path
-//! of every forwarded call as their own types first, and leaves the rest to rmcp's
-//! general decoding, so a decoder can only make decoding faster, never different.
+//! server's. Each side here has a [`LineDecoder`] for the messages on the path of every
+//! forwarded call: a client's `tools/call` is decoded as its own type, and an upstream's
+//! answer to a call on the lane goes straight to its caller (`upstream::lane`). The rest
+//! is left to rmcp's general decoding. The peer's input ([`LineWriter`]) is shared with
+//! whoever writes beside the service loop, one whole line at a time.
 //!
 //! A read stopped half-way (`receive` runs inside the service loop's `select!`) resumes
 //! where it stopped. A line longer than the transport's limit is dropped as it is read,

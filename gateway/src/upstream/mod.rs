@@ -3,10 +3,10 @@
 //! Each configured server gets one [`Upstream`] and one supervisor task. The supervisor
 //! connects (stdio child, streamable HTTP or legacy SSE, see [`connect`]), reads what the
 //! server offers, and then watches the connection: when it drops, calls in flight fail at
-//! once with UPSTREAM_UNAVAILABLE (rmcp drops their responders; UPSTREAM_ERROR when the
-//! gateway closed it because the server broke the protocol, see [`child::Violation`]), new
-//! calls fail fast, and the supervisor reconnects with capped exponential backoff, forever,
-//! until shutdown.
+//! once with UPSTREAM_UNAVAILABLE (rmcp drops their responders, and a stdio connection's
+//! [`lane`] its calls; UPSTREAM_ERROR when the gateway closed it because the server broke
+//! the protocol, see [`child::Violation`]), new calls fail fast, and the supervisor
+//! reconnects with capped exponential backoff, forever, until shutdown.
 
 pub mod child;
 pub mod client;
