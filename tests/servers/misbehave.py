@@ -24,6 +24,8 @@ Modes:
   unknown-ids    answers every tools/call twice, under a string id and a number id that
                  the client never used, and never under the right one
   silent         never answers tools/call (initialize and tools/list are answered)
+  deaf           on the first tools/call, stops reading its stdin for good, without
+                 answering (logs {"event": "deaf"}): the gateway's writes fill the pipe
   flood          once initialized, sends notifications as fast as the client reads them:
                  progress for unknown tokens, debug log messages and unknown notifications
   flood-list-changed  the same with notifications/tools/list_changed only
@@ -69,6 +71,7 @@ MODES = {
     "mute-on-init",
     "unknown-ids",
     "silent",
+    "deaf",
     "flood",
     "flood-list-changed",
     "huge",
@@ -264,6 +267,10 @@ class Server:
     def call(self, request_id: Any, params: dict[str, Any]) -> None:
         if self.mode == "silent":
             return
+        if self.mode == "deaf":
+            self.record({"event": "deaf"})
+            while True:
+                time.sleep(3600)
         if self.mode == "close-stdout":
             self.close_stdout()
             return

@@ -262,6 +262,35 @@ fn answers_with_unknown_ids_end_in_a_timeout() {
     scenario.stop();
 }
 
+/// An upstream that stops reading its input: the gateway's writes to it fill the pipe and
+/// wait, and each call still ends at its timeout, the other servers unaffected.
+#[test]
+fn an_upstream_that_stops_reading_its_input_times_out_and_blocks_nothing_else() {
+    let scenario = Scenario::start("deaf", &[], "timeout_ms = 1000\n", "");
+    // Larger than a pipe's buffer: its write cannot finish while the upstream is deaf.
+    let large = "x".repeat(1 << 18);
+    let run = scenario.run(json!([
+        call("mcp__bad__echo", json!({"text": "hello?"})),
+        call("mcp__bad__echo", json!({"text": large})),
+        call("mcp__bad__echo", json!({"text": "still there?"})),
+        call("mcp__kv__set", json!({"key": "k", "value": "v"})),
+    ]));
+    for index in 0..3 {
+        assert_eq!(
+            error_code(action_result(&run, index)),
+            Some("TOOL_TIMEOUT"),
+            "call {index}: {run:#}"
+        );
+    }
+    assert_eq!(error_code(action_result(&run, 3)), None, "{run:#}");
+    assert!(
+        scenario.bad_events().iter().any(|e| e["event"] == "deaf"),
+        "the first call made it deaf: {:#?}",
+        scenario.bad_events()
+    );
+    scenario.stop();
+}
+
 #[test]
 fn a_silent_upstream_times_out_and_is_told_to_stop() {
     let scenario = Scenario::start("silent", &[], "timeout_ms = 1000\n", "");

@@ -68,11 +68,6 @@ impl<W> Lane<W> {
         }
     }
 
-    /// An id no other request on this connection has; also the call's progress token.
-    pub fn next_id(&self) -> RequestId {
-        NumberOrString::Number(self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-
     /// Hands `line` to its caller when it answers one of the lane's calls; false for any
     /// other line, which is rmcp's to decode.
     pub fn deliver(&self, line: &[u8]) -> bool {
@@ -131,40 +126,6 @@ impl<W> Lane<W> {
     }
 }
 
-impl<W: AsyncWrite + Send + Unpin> Lane<W> {
-    /// Writes `request` under `id` (from [`Self::next_id`]); its answer comes through the
-    /// returned [`Call`].
-    pub async fn send(
-        self: &Arc<Self>,
-        id: RequestId,
-        request: CallToolRequest,
-    ) -> io::Result<Call<W>> {
-        let message: TxJsonRpcMessage<RoleClient> =
-            JsonRpcMessage::request(ClientRequest::CallToolRequest(request), id.clone());
-        let line = encode(&message)?;
-        let (sender, answer) = oneshot::channel();
-        {
-            let mut pending = self.lock();
-            if pending.closed {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotConnected,
-                    "the connection closed",
-                ));
-            }
-            pending.calls.insert(id.clone(), sender);
-        }
-        // Entered before it is written, so the answer cannot come first; dropping the call
-        // (a failed write, say) forgets it.
-        let call = Call {
-            lane: Arc::clone(self),
-            id,
-            answer,
-        };
-        self.writer.write(&line).await?;
-        Ok(call)
-    }
-}
-
 /// One call in flight on the lane; dropping it forgets the call.
 pub struct Call<W = ChildStdin> {
     lane: Arc<Lane<W>>,
@@ -172,28 +133,71 @@ pub struct Call<W = ChildStdin> {
     answer: oneshot::Receiver<Answer>,
 }
 
-impl<W: AsyncWrite + Send + Unpin> Call<W> {
-    /// The upstream's answer; `None` when the connection ended first.
-    pub async fn answer(&mut self) -> Option<Answer> {
+impl<W> Call<W> {
+    /// Starts a call on `lane`, entered before its request is written so that the answer
+    /// cannot come first; fails once the connection has ended.
+    pub fn start(lane: &Arc<Lane<W>>) -> io::Result<Self> {
+        let id = NumberOrString::Number(lane.next_id.fetch_add(1, Ordering::Relaxed));
+        let (sender, answer) = oneshot::channel();
+        let mut pending = lane.lock();
+        if pending.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection closed",
+            ));
+        }
+        pending.calls.insert(id.clone(), sender);
+        drop(pending);
+        Ok(Call {
+            lane: Arc::clone(lane),
+            id,
+            answer,
+        })
+    }
+
+    /// The call's request id, unique on the connection; also its progress token.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
+    /// Writes `request` under this call's id and waits for the upstream's answer; `None`
+    /// when the connection ended first. Cancel-safe: a request cut short by cancellation
+    /// is finished by the next line written (see [`LineWriter`]).
+    pub async fn exchange(&mut self, request: CallToolRequest) -> Option<Answer> {
+        let message: TxJsonRpcMessage<RoleClient> =
+            JsonRpcMessage::request(ClientRequest::CallToolRequest(request), self.id.clone());
+        let written = match encode(&message) {
+            Ok(line) => self.lane.writer.write(&line).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = written {
+            tracing::debug!("could not write a tool call upstream: {error}");
+            return None;
+        }
         (&mut self.answer).await.ok()
     }
 
-    /// Tells the upstream the call is cancelled (`notifications/cancelled`); an answer
-    /// that comes anyway is dropped.
-    pub async fn cancel(self, reason: &str) {
-        self.lane.lock().calls.remove(&self.id);
+    /// Tells the upstream the call is cancelled (`notifications/cancelled`) without
+    /// waiting for the write (the upstream may not be reading); an answer that comes
+    /// anyway is dropped.
+    pub fn cancel(self, reason: &str) {
         let notification: TxJsonRpcMessage<RoleClient> = JsonRpcMessage::notification(
             ClientNotification::CancelledNotification(CancelledNotification::new(
                 CancelledNotificationParam::new(Some(self.id.clone()), Some(reason.to_owned())),
             )),
         );
-        let written = match encode(&notification) {
-            Ok(line) => self.lane.writer.write(&line).await,
-            Err(error) => Err(error),
-        };
-        if let Err(error) = written {
-            tracing::debug!("could not cancel a tool call upstream: {error}");
-        }
+        let writer = self.lane.writer.clone();
+        tokio::spawn(async move {
+            let written = match encode(&notification) {
+                Ok(line) => writer.write(&line).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = written {
+                tracing::debug!("could not cancel a tool call upstream: {error}");
+            }
+        });
     }
 }
 

@@ -56,12 +56,16 @@ impl<W> Drop for ServerLines<W> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use rmcp::model::{
-        CallToolRequest, CallToolRequestParams, JsonRpcMessage, JsonRpcResponse, ServerResult,
+        CallToolRequest, CallToolRequestParams, JsonRpcMessage, JsonRpcResponse, NumberOrString,
+        ServerResult,
     };
     use rmcp::service::RxJsonRpcMessage;
     use rmcp::transport::Transport;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::task::JoinHandle;
 
     use super::*;
     use crate::lines::{LineTransport, LineWriter};
@@ -85,13 +89,13 @@ mod tests {
         (lines, lane, theirs_out, BufReader::new(theirs_in))
     }
 
-    /// A `get` call on the lane, and the id it went out under.
-    async fn call(lane: &Arc<Lane<Pipe>>) -> (Call<Pipe>, i64) {
-        let id = lane.next_id();
-        let request = CallToolRequest::new(CallToolRequestParams::new("get"));
-        let call = lane.send(id.clone(), request).await.unwrap();
+    fn get() -> CallToolRequest {
+        CallToolRequest::new(CallToolRequestParams::new("get"))
+    }
+
+    fn number(id: &rmcp::model::RequestId) -> i64 {
         match id {
-            rmcp::model::NumberOrString::Number(id) => (call, id),
+            NumberOrString::Number(id) => *id,
             other => panic!("a lane id is a number: {other:?}"),
         }
     }
@@ -100,6 +104,22 @@ mod tests {
         let mut line = String::new();
         input.read_line(&mut line).await.unwrap();
         serde_json::from_str(&line).unwrap()
+    }
+
+    /// A `get` call on the lane, running until its answer, once its request is written.
+    async fn call(
+        lane: &Arc<Lane<Pipe>>,
+        input: &mut BufReader<Pipe>,
+    ) -> (JoinHandle<Option<Answer>>, i64) {
+        let mut call = Call::start(lane).unwrap();
+        let id = number(call.id());
+        let running = tokio::spawn(async move { call.exchange(get()).await });
+        let sent = read_line(input).await;
+        assert_eq!(
+            (&sent["method"], &sent["params"]["name"], &sent["id"]),
+            (&"tools/call".into(), &"get".into(), &id.into())
+        );
+        (running, id)
     }
 
     async fn receive_after(
@@ -112,22 +132,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_call_goes_out_as_one_line_under_an_id_rmcp_never_uses() {
+    async fn calls_go_out_under_ids_rmcp_never_uses() {
         let (_transport, lane, _upstream, mut input) = transport();
-        let (_first, first) = call(&lane).await;
-        let (_second, second) = call(&lane).await;
-        let sent = read_line(&mut input).await;
-        assert_eq!(sent["method"], "tools/call");
-        assert_eq!(sent["params"]["name"], "get");
-        assert_eq!(sent["id"], first);
-        assert_eq!(read_line(&mut input).await["id"], second);
+        let (_first, first) = call(&lane, &mut input).await;
+        let (_second, second) = call(&lane, &mut input).await;
         assert!(first > i64::from(u32::MAX) && second == first + 1);
     }
 
     #[tokio::test]
     async fn an_answer_goes_to_its_caller_and_everything_else_to_rmcp() {
-        let (mut transport, lane, mut upstream, _input) = transport();
-        let (mut call, id) = call(&lane).await;
+        let (mut transport, lane, mut upstream, mut input) = transport();
+        let (running, id) = call(&lane, &mut input).await;
         // Garbage, the call's answer, then a notification for rmcp.
         let lines = format!(
             "not json\n{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}],\"isError\":false}}}}\n{}\n",
@@ -138,7 +153,7 @@ mod tests {
             matches!(message, Some(JsonRpcMessage::Notification(_))),
             "{message:?}"
         );
-        match call.answer().await {
+        match running.await.unwrap() {
             Some(Answer::Result(result)) => {
                 assert_eq!(result.is_error, Some(false));
                 assert_eq!(result.content.len(), 1);
@@ -149,9 +164,9 @@ mod tests {
 
     #[tokio::test]
     async fn error_and_malformed_answers_reach_their_callers_and_other_answers_go_to_rmcp() {
-        let (mut transport, lane, mut upstream, _input) = transport();
-        let (mut refused, refused_id) = call(&lane).await;
-        let (mut odd, odd_id) = call(&lane).await;
+        let (mut transport, lane, mut upstream, mut input) = transport();
+        let (refused, refused_id) = call(&lane, &mut input).await;
+        let (odd, odd_id) = call(&lane, &mut input).await;
         let lines = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{refused_id},\"error\":{{\"code\":-32602,\"message\":\"bad\"}}}}\n\
              {{\"jsonrpc\":\"2.0\",\"id\":{odd_id},\"result\":{{\"content\":7}}}}\n\
@@ -169,11 +184,11 @@ mod tests {
             ),
             "{listed:?}"
         );
-        match refused.answer().await {
+        match refused.await.unwrap() {
             Some(Answer::Error(error)) => assert_eq!(error.message, "bad"),
             other => panic!("not the error: {other:?}"),
         }
-        match odd.answer().await {
+        match odd.await.unwrap() {
             Some(Answer::Malformed(reason)) => assert!(reason.contains("not a tool result")),
             other => panic!("not refused as malformed: {other:?}"),
         }
@@ -182,8 +197,11 @@ mod tests {
     #[tokio::test]
     async fn a_cancelled_call_tells_the_upstream_and_its_late_answer_goes_to_rmcp() {
         let (mut transport, lane, mut upstream, mut input) = transport();
-        let (call, id) = call(&lane).await;
-        call.cancel("the client gave up").await;
+        let mut call = Call::start(&lane).unwrap();
+        let id = number(call.id());
+        let waited = tokio::time::timeout(Duration::from_millis(20), call.exchange(get()));
+        assert!(waited.await.is_err(), "no answer came");
+        call.cancel("the client gave up");
         assert_eq!(read_line(&mut input).await["id"], id);
         let cancelled = read_line(&mut input).await;
         assert_eq!(cancelled["method"], "notifications/cancelled");
@@ -200,20 +218,19 @@ mod tests {
 
     #[tokio::test]
     async fn calls_in_flight_learn_at_once_that_the_connection_ended() {
-        let (mut transport, lane, upstream, _input) = transport();
-        let (mut waiting, _) = call(&lane).await;
+        let (mut transport, lane, upstream, mut input) = transport();
+        let (waiting, _) = call(&lane, &mut input).await;
         drop(upstream);
         assert!(transport.receive().await.is_none());
-        assert!(waiting.answer().await.is_none());
-        let request = CallToolRequest::new(CallToolRequestParams::new("get"));
-        assert!(lane.send(lane.next_id(), request).await.is_err());
+        assert!(waiting.await.unwrap().is_none());
+        assert!(Call::start(&lane).is_err());
     }
 
     #[tokio::test]
     async fn closing_the_service_loop_ends_the_calls_in_flight() {
-        let (transport, lane, _upstream, _input) = transport();
-        let (mut waiting, _) = call(&lane).await;
+        let (transport, lane, _upstream, mut input) = transport();
+        let (waiting, _) = call(&lane, &mut input).await;
         drop(transport);
-        assert!(waiting.answer().await.is_none());
+        assert!(waiting.await.unwrap().is_none());
     }
 }

@@ -473,26 +473,26 @@ impl Upstream {
         tool: &str,
     ) -> Result<CallToolResult, UpstreamError> {
         let _in_flight = self.requests.token();
-        let id = lane.next_id();
-        let token = ProgressToken(id.clone());
+        let mut call = lane::Call::start(lane).map_err(|_| self.closed_before_answering(live))?;
+        let token = ProgressToken(call.id().clone());
         let meta = request
             .extensions
             .get_or_insert_default::<RequestMetaObject>();
         add_client_meta(caller.as_ref(), meta);
         meta.set_progress_token(token.clone());
-        let _route = caller.map(|caller| self.calls.enter(id.clone(), token, caller, Some(tool)));
-        let mut call = lane
-            .send(id, request)
-            .await
-            .map_err(|_| self.closed_before_answering(live))?;
+        let _route = caller.map(|caller| {
+            self.calls
+                .enter(call.id().clone(), token, caller, Some(tool))
+        });
         let answer = tokio::select! {
-            answer = call.answer() => answer,
-            () = cancel.cancelled() => {
-                call.cancel("cancelled by the gateway").await;
-                return Err(UpstreamError::Cancelled {
-                    server: self.name.to_string(),
-                });
-            }
+            answer = call.exchange(request) => Some(answer),
+            () = cancel.cancelled() => None,
+        };
+        let Some(answer) = answer else {
+            call.cancel("cancelled by the gateway");
+            return Err(UpstreamError::Cancelled {
+                server: self.name.to_string(),
+            });
         };
         match answer {
             Some(lane::Answer::Result(result)) => Ok(result),

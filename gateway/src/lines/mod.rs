@@ -16,11 +16,13 @@
 //! so at most the limit is ever buffered.
 
 use std::io;
-use std::sync::Arc;
 
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+
+mod writer;
+pub use writer::LineWriter;
 
 /// What one side makes of the lines its peer sends.
 pub trait LineDecoder: Send + 'static {
@@ -124,38 +126,6 @@ pub fn encode(message: &impl serde::Serialize) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The peer's input, written one whole line at a time by whoever holds a clone.
-pub struct LineWriter<W>(Arc<tokio::sync::Mutex<Option<W>>>);
-
-impl<W> Clone for LineWriter<W> {
-    fn clone(&self) -> Self {
-        Self(Arc::clone(&self.0))
-    }
-}
-
-impl<W: AsyncWrite + Unpin> LineWriter<W> {
-    pub fn new(writer: W) -> Self {
-        Self(Arc::new(tokio::sync::Mutex::new(Some(writer))))
-    }
-
-    /// Writes `line` (which ends in a newline) whole; fails once the transport closed.
-    pub async fn write(&self, line: &[u8]) -> io::Result<()> {
-        let mut writer = self.0.lock().await;
-        let writer = writer
-            .as_mut()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport closed"))?;
-        writer.write_all(line).await?;
-        writer.flush().await
-    }
-
-    async fn shutdown(&self) -> io::Result<()> {
-        match self.0.lock().await.take() {
-            Some(mut writer) => writer.shutdown().await,
-            None => Ok(()),
-        }
-    }
-}
-
 /// `line` without its newline, carriage return and byte order mark.
 fn content(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -234,7 +204,7 @@ where
 mod tests {
     use rmcp::RoleClient;
     use rmcp::model::{JsonRpcMessage, NumberOrString, ServerJsonRpcMessage};
-    use tokio::io::AsyncBufReadExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
     use super::*;
 
