@@ -66,8 +66,9 @@ pub const GATHER: std::time::Duration = std::time::Duration::from_millis(5);
 pub const MAX_PENDING_BYTES: usize = 4 * 1024 * 1024;
 
 const DATE_FORMAT: &[FormatItem<'static>] = format_description!("[year]-[month]-[day]");
-const TS_FORMAT: &[FormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+/// An event's `ts` up to its second; the milliseconds and `Z` follow.
+const TS_SECOND_FORMAT: &[FormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
 
 /// The kinds of events a session log holds; serialized as the `type` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -336,25 +337,54 @@ fn complete_frames_len(data: &[u8]) -> usize {
 /// a `ts` or `type` of their own) are read back as values to be masked, the rest is
 /// written as it is (a call's event would otherwise be a tree of values built and freed).
 fn encode_line(kind: EventKind, fields: &(impl Serialize + ?Sized)) -> io::Result<Vec<u8>> {
-    let ts = OffsetDateTime::now_utc()
-        .format(TS_FORMAT)
-        .map_err(io::Error::other)?;
-    let fields = serde_json::to_string(fields)?;
+    let ts = timestamp()?;
+    FIELDS.with_borrow_mut(|scratch| {
+        scratch.clear();
+        serde_json::to_writer(&mut *scratch, fields)?;
+        // serde_json writes UTF-8 only.
+        let fields = std::str::from_utf8(scratch).map_err(io::Error::other)?;
+        encode_fields(kind, &ts, fields)
+    })
+}
+
+thread_local! {
+    /// The fields' JSON, written here first to be scanned for secrets; reused, so an event
+    /// costs no growing of a fresh buffer.
+    static FIELDS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The unix second last formatted on this thread, and its text: formatting a date is
+    /// most of what a timestamp costs, and it changes once a second.
+    static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
+}
+
+/// Now, as RFC 3339 in UTC with milliseconds: `2025-01-31T23:59:59.123Z`.
+fn timestamp() -> io::Result<String> {
+    let now = OffsetDateTime::now_utc();
+    SECOND.with_borrow_mut(|(second, text)| {
+        if *second != now.unix_timestamp() {
+            *text = now.format(TS_SECOND_FORMAT).map_err(io::Error::other)?;
+            *second = now.unix_timestamp();
+        }
+        Ok(format!("{text}.{:03}Z", now.millisecond()))
+    })
+}
+
+/// The line of an event whose fields serialized as `fields`.
+fn encode_fields(kind: EventKind, ts: &str, fields: &str) -> io::Result<Vec<u8>> {
     let mut line = Vec::with_capacity(fields.len() + 64);
-    if redact::needs_masking(&fields, &["ts", "type"]) {
-        let fields: Value = serde_json::from_str(&fields)?;
+    if redact::needs_masking(fields, &["ts", "type"]) {
+        let fields: Value = serde_json::from_str(fields)?;
         let event = EventLine {
-            ts: &ts,
+            ts,
             kind,
             fields: &fields,
         };
         serde_json::to_writer(&mut line, &event)?;
     } else {
         line.extend_from_slice(b"{\"ts\":");
-        serde_json::to_writer(&mut line, &ts)?;
+        serde_json::to_writer(&mut line, ts)?;
         line.extend_from_slice(b",\"type\":");
         serde_json::to_writer(&mut line, kind.as_str())?;
-        match fields.as_str() {
+        match fields {
             "null" | "{}" => {}
             object if object.starts_with('{') => {
                 line.push(b',');
@@ -523,6 +553,23 @@ mod tests {
                 .map(|c| if c.is_ascii_digit() { 'd' } else { c })
                 .collect();
             assert_eq!(shape, "dddd-dd-ddTdd:dd:dd.dddZ", "{ts}");
+        }
+    }
+
+    #[test]
+    fn timestamps_are_now_in_utc() {
+        for _ in 0..3 {
+            let before = OffsetDateTime::now_utc();
+            let ts = timestamp().unwrap();
+            let parsed =
+                OffsetDateTime::parse(&ts, &time::format_description::well_known::Rfc3339).unwrap();
+            assert!(
+                parsed.unix_timestamp_nanos()
+                    >= before.unix_timestamp_nanos() / 1_000_000 * 1_000_000
+                    && parsed <= OffsetDateTime::now_utc(),
+                "{ts} is not now"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(600));
         }
     }
 
