@@ -471,6 +471,43 @@ fn a_colliding_name_goes_to_the_first_server_by_name_even_when_it_starts_later()
     );
 }
 
+/// server-everything reports its last step just before it answers. Every step reaches the
+/// client, none overtaken by the answer (clients drop progress for an answered request),
+/// whether the client comes over stdio or streamable HTTP.
+#[test]
+fn the_last_progress_step_arrives_before_the_answer() {
+    let workspace = Workspace::new(&npm_server(
+        "everything",
+        "mcp-server-everything",
+        &["stdio"],
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let call = json!({
+        "action": "call_tool",
+        "name": "mcp__everything__trigger-long-running-operation",
+        "arguments": {"duration": 0.2, "steps": 4},
+        "progress": true,
+    });
+    let calls = json!([call, call, call, call, call]);
+    for (transport, connection) in [
+        ("stdio", python_stdio_args(&workspace, &[])),
+        ("http", gateway.client_args("http", "/mcp")),
+    ] {
+        let run = python_client(&connection, &calls);
+        for index in 0..5 {
+            let steps: Vec<&Value> = run["results"][index]["progress"]
+                .as_array()
+                .map(|updates| updates.iter().map(|update| &update["progress"]).collect())
+                .unwrap_or_default();
+            assert_eq!(
+                steps,
+                [1.0, 2.0, 3.0, 4.0],
+                "{transport}, call {index}: {run:#}"
+            );
+        }
+    }
+}
+
 #[test]
 fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
     let events = |workspace: &Workspace| -> Vec<Value> {

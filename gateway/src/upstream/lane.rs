@@ -7,10 +7,15 @@
 //! (`serve_inner`). On the lane the calling task writes its `tools/call` line itself, and
 //! the transport's reader hands the answer straight to it (see `lines::ServerLines`).
 //!
-//! Everything else still goes through rmcp: the upstream's progress, log messages and
-//! requests to the client (routed by [`crate::relay::CallRoutes`], which the caller enters
-//! under the lane's request id and progress token), and every other request. The gateway
-//! opens upstreams with `initialize`, so a request needs no per-request metadata of rmcp's.
+//! The call's progress comes the same way, in order with its answer: the calling task
+//! forwards each progress notification to its client before it takes the answer, so the
+//! last progress is never overtaken by the answer (clients drop progress for a request
+//! that has been answered).
+//!
+//! Everything else still goes through rmcp: the upstream's log messages and requests to
+//! the client (routed by [`crate::relay::CallRoutes`], which the caller enters under the
+//! lane's request id and progress token), and every other request. The gateway opens
+//! upstreams with `initialize`, so a request needs no per-request metadata of rmcp's.
 
 use std::collections::HashMap;
 use std::io;
@@ -20,21 +25,25 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolResult, CancelledNotification, CancelledNotificationParam,
-    ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, NumberOrString, RequestId,
+    ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, NumberOrString,
+    ProgressNotificationParam, RequestId,
 };
 use rmcp::service::TxJsonRpcMessage;
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use tokio::io::AsyncWrite;
 use tokio::process::ChildStdin;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::lines::{LineWriter, encode};
 
 /// The lane's first request id. rmcp numbers its own requests and progress tokens with a
 /// `u32` counter from 0, so ids from here on never meet them.
 const FIRST_ID: i64 = 1 << 32;
+
+/// Progress notifications of one call held for its task at most; more are dropped until it
+/// catches up (an upstream flooding progress must not grow the gateway's memory).
+const MAX_QUEUED_PROGRESS: usize = 64;
 
 /// The tool calls in flight on one stdio connection, and the upstream's input.
 pub struct Lane<W = ChildStdin> {
@@ -45,9 +54,15 @@ pub struct Lane<W = ChildStdin> {
 
 #[derive(Default)]
 struct Pending {
-    calls: HashMap<RequestId, oneshot::Sender<Answer>>,
+    calls: HashMap<RequestId, Waiting>,
     /// Set when the connection ended: no call waits for an answer any more.
     closed: bool,
+}
+
+/// Where a call's progress and answer go.
+struct Waiting {
+    progress: mpsc::Sender<ProgressNotificationParam>,
+    answer: oneshot::Sender<Answer>,
 }
 
 /// What the upstream answered.
@@ -68,8 +83,8 @@ impl<W> Lane<W> {
         }
     }
 
-    /// Hands `line` to its caller when it answers one of the lane's calls; false for any
-    /// other line, which is rmcp's to decode.
+    /// Hands `line` to its caller when it answers one of the lane's calls or reports its
+    /// progress; false for any other line, which is rmcp's to decode.
     pub fn deliver(&self, line: &[u8]) -> bool {
         /// The members that tell an answer from a request or a notification.
         #[derive(Deserialize)]
@@ -79,21 +94,51 @@ impl<W> Lane<W> {
             result: Option<&'a RawValue>,
             #[serde(borrow)]
             error: Option<&'a RawValue>,
-            method: Option<IgnoredAny>,
+            #[serde(borrow)]
+            method: Option<&'a str>,
+            #[serde(borrow)]
+            params: Option<&'a RawValue>,
         }
         if self.lock().calls.is_empty() {
             return false;
         }
-        let Ok(Envelope {
-            id: Some(id),
-            result,
-            error,
-            method: None,
-        }) = serde_json::from_slice(line)
-        else {
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
             return false;
         };
-        let Some(caller) = self.lock().calls.remove(&id) else {
+        match envelope {
+            Envelope {
+                id: None,
+                method: Some("notifications/progress"),
+                params: Some(params),
+                ..
+            } => self.progress(params),
+            Envelope {
+                id: Some(id),
+                method: None,
+                result,
+                error,
+                ..
+            } => self.answer(&id, result, error),
+            _ => false,
+        }
+    }
+
+    fn progress(&self, params: &RawValue) -> bool {
+        let Ok(progress) = serde_json::from_str::<ProgressNotificationParam>(params.get()) else {
+            return false;
+        };
+        let pending = self.lock();
+        let Some(waiting) = pending.calls.get(&progress.progress_token.0) else {
+            return false;
+        };
+        if waiting.progress.try_send(progress).is_err() {
+            tracing::debug!("dropping progress of a tool call that is behind on it");
+        }
+        true
+    }
+
+    fn answer(&self, id: &RequestId, result: Option<&RawValue>, error: Option<&RawValue>) -> bool {
+        let Some(waiting) = self.lock().calls.remove(id) else {
             return false;
         };
         let answer = match (result, error) {
@@ -108,7 +153,7 @@ impl<W> Lane<W> {
             _ => Answer::Malformed("an answer with neither a result nor an error".into()),
         };
         // The caller may have stopped waiting (cancelled, say): then the answer is dropped.
-        let _ = caller.send(answer);
+        let _ = waiting.answer.send(answer);
         true
     }
 
@@ -130,6 +175,7 @@ impl<W> Lane<W> {
 pub struct Call<W = ChildStdin> {
     lane: Arc<Lane<W>>,
     id: RequestId,
+    progress: mpsc::Receiver<ProgressNotificationParam>,
     answer: oneshot::Receiver<Answer>,
 }
 
@@ -138,7 +184,8 @@ impl<W> Call<W> {
     /// cannot come first; fails once the connection has ended.
     pub fn start(lane: &Arc<Lane<W>>) -> io::Result<Self> {
         let id = NumberOrString::Number(lane.next_id.fetch_add(1, Ordering::Relaxed));
-        let (sender, answer) = oneshot::channel();
+        let (progress_sender, progress) = mpsc::channel(MAX_QUEUED_PROGRESS);
+        let (answer_sender, answer) = oneshot::channel();
         let mut pending = lane.lock();
         if pending.closed {
             return Err(io::Error::new(
@@ -146,11 +193,16 @@ impl<W> Call<W> {
                 "the connection closed",
             ));
         }
-        pending.calls.insert(id.clone(), sender);
+        let waiting = Waiting {
+            progress: progress_sender,
+            answer: answer_sender,
+        };
+        pending.calls.insert(id.clone(), waiting);
         drop(pending);
         Ok(Call {
             lane: Arc::clone(lane),
             id,
+            progress,
             answer,
         })
     }
@@ -162,10 +214,18 @@ impl<W> Call<W> {
 }
 
 impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
-    /// Writes `request` under this call's id and waits for the upstream's answer; `None`
-    /// when the connection ended first. Cancel-safe: a request cut short by cancellation
-    /// is finished by the next line written (see [`LineWriter`]).
-    pub async fn exchange(&mut self, request: CallToolRequest) -> Option<Answer> {
+    /// Writes `request` under this call's id and waits for the upstream's answer, handing
+    /// each progress notification that comes before it to `progress` (and awaiting it)
+    /// first; `None` when the connection ended first. Cancel-safe: a request cut short by
+    /// cancellation is finished by the next line written (see [`LineWriter`]).
+    pub async fn exchange<F>(
+        &mut self,
+        request: CallToolRequest,
+        mut progress: impl FnMut(ProgressNotificationParam) -> F,
+    ) -> Option<Answer>
+    where
+        F: Future<Output = ()>,
+    {
         let message: TxJsonRpcMessage<RoleClient> =
             JsonRpcMessage::request(ClientRequest::CallToolRequest(request), self.id.clone());
         let written = match encode(&message) {
@@ -176,7 +236,19 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
             tracing::debug!("could not write a tool call upstream: {error}");
             return None;
         }
-        (&mut self.answer).await.ok()
+        loop {
+            tokio::select! {
+                biased;
+                Some(reported) = self.progress.recv() => progress(reported).await,
+                answer = &mut self.answer => {
+                    // Progress read before the answer is in the queue by now.
+                    while let Ok(reported) = self.progress.try_recv() {
+                        progress(reported).await;
+                    }
+                    return answer.ok();
+                }
+            }
+        }
     }
 
     /// Tells the upstream the call is cancelled (`notifications/cancelled`) without

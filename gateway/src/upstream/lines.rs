@@ -106,14 +106,23 @@ mod tests {
         serde_json::from_str(&line).unwrap()
     }
 
+    /// What a call ended with: the progress it was handed, in order, then its answer.
+    type Ended = (Vec<f64>, Option<Answer>);
+
     /// A `get` call on the lane, running until its answer, once its request is written.
-    async fn call(
-        lane: &Arc<Lane<Pipe>>,
-        input: &mut BufReader<Pipe>,
-    ) -> (JoinHandle<Option<Answer>>, i64) {
+    async fn call(lane: &Arc<Lane<Pipe>>, input: &mut BufReader<Pipe>) -> (JoinHandle<Ended>, i64) {
         let mut call = Call::start(lane).unwrap();
         let id = number(call.id());
-        let running = tokio::spawn(async move { call.exchange(get()).await });
+        let running = tokio::spawn(async move {
+            let mut progress = Vec::new();
+            let answer = call
+                .exchange(get(), |reported| {
+                    progress.push(reported.progress);
+                    async {}
+                })
+                .await;
+            (progress, answer)
+        });
         let sent = read_line(input).await;
         assert_eq!(
             (&sent["method"], &sent["params"]["name"], &sent["id"]),
@@ -153,13 +162,40 @@ mod tests {
             matches!(message, Some(JsonRpcMessage::Notification(_))),
             "{message:?}"
         );
-        match running.await.unwrap() {
+        match running.await.unwrap().1 {
             Some(Answer::Result(result)) => {
                 assert_eq!(result.is_error, Some(false));
                 assert_eq!(result.content.len(), 1);
             }
             other => panic!("not the tool result: {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_calls_progress_reaches_it_in_order_before_its_answer() {
+        let (mut transport, lane, mut upstream, mut input) = transport();
+        let (running, id) = call(&lane, &mut input).await;
+        let progress = |token: i64, step: u32| {
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":{token},\"progress\":{step}}}}}\n"
+            )
+        };
+        // Three steps and the answer back to back, and a step of a token not the lane's.
+        let lines = format!(
+            "{}{}{}{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}}}}\n{}",
+            progress(id, 1),
+            progress(id, 2),
+            progress(id, 3),
+            progress(7, 1),
+        );
+        let message = receive_after(&mut transport, &mut upstream, &lines).await;
+        assert!(
+            matches!(message, Some(JsonRpcMessage::Notification(_))),
+            "the other token's progress is rmcp's: {message:?}"
+        );
+        let (steps, answer) = running.await.unwrap();
+        assert_eq!(steps, [1.0, 2.0, 3.0]);
+        assert!(matches!(answer, Some(Answer::Result(_))), "{answer:?}");
     }
 
     #[tokio::test]
@@ -184,11 +220,11 @@ mod tests {
             ),
             "{listed:?}"
         );
-        match refused.await.unwrap() {
+        match refused.await.unwrap().1 {
             Some(Answer::Error(error)) => assert_eq!(error.message, "bad"),
             other => panic!("not the error: {other:?}"),
         }
-        match odd.await.unwrap() {
+        match odd.await.unwrap().1 {
             Some(Answer::Malformed(reason)) => assert!(reason.contains("not a tool result")),
             other => panic!("not refused as malformed: {other:?}"),
         }
@@ -199,7 +235,8 @@ mod tests {
         let (mut transport, lane, mut upstream, mut input) = transport();
         let mut call = Call::start(&lane).unwrap();
         let id = number(call.id());
-        let waited = tokio::time::timeout(Duration::from_millis(20), call.exchange(get()));
+        let exchange = call.exchange(get(), |_| async {});
+        let waited = tokio::time::timeout(Duration::from_millis(20), exchange);
         assert!(waited.await.is_err(), "no answer came");
         call.cancel("the client gave up");
         assert_eq!(read_line(&mut input).await["id"], id);
@@ -222,7 +259,7 @@ mod tests {
         let (waiting, _) = call(&lane, &mut input).await;
         drop(upstream);
         assert!(transport.receive().await.is_none());
-        assert!(waiting.await.unwrap().is_none());
+        assert!(waiting.await.unwrap().1.is_none());
         assert!(Call::start(&lane).is_err());
     }
 
@@ -231,6 +268,6 @@ mod tests {
         let (transport, lane, _upstream, mut input) = transport();
         let (waiting, _) = call(&lane, &mut input).await;
         drop(transport);
-        assert!(waiting.await.unwrap().is_none());
+        assert!(waiting.await.unwrap().1.is_none());
     }
 }

@@ -23,8 +23,8 @@ use std::time::Duration;
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta, JsonObject,
-    LoggingLevel, ProgressToken, RequestMetaObject, ResultType, ServerResult,
-    SetLevelRequestParams,
+    LoggingLevel, ProgressNotificationParam, ProgressToken, RequestMetaObject, ResultType,
+    ServerResult, SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -480,12 +480,28 @@ impl Upstream {
             .get_or_insert_default::<RequestMetaObject>();
         add_client_meta(caller.as_ref(), meta);
         meta.set_progress_token(token.clone());
+        // Where the call's progress goes: the client's peer, under the client's token.
+        let progress_to = caller
+            .as_ref()
+            .and_then(|caller| Some((caller.peer.clone(), caller.progress_token.clone()?)));
+        let forward = |mut progress: ProgressNotificationParam| {
+            let progress_to = progress_to.clone();
+            async move {
+                let Some((peer, token)) = progress_to else {
+                    return;
+                };
+                progress.progress_token = token;
+                if let Err(e) = peer.notify_progress(progress).await {
+                    tracing::debug!("progress not delivered: {e}");
+                }
+            }
+        };
         let _route = caller.map(|caller| {
             self.calls
                 .enter(call.id().clone(), token, caller, Some(tool))
         });
         let answer = tokio::select! {
-            answer = call.exchange(request) => Some(answer),
+            answer = call.exchange(request, forward) => Some(answer),
             () = cancel.cancelled() => None,
         };
         let Some(answer) = answer else {
