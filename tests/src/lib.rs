@@ -11,10 +11,10 @@ pub mod cluster;
 pub mod otlp;
 pub mod streamable;
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -322,6 +322,24 @@ impl Workspace {
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         (gateway_bin(), args)
+    }
+
+    /// The gateway over stdio, spoken to in raw JSON-RPC lines.
+    pub fn raw_stdio(&self) -> RawStdio {
+        let (command, args) = self.stdio_command(&[]);
+        let mut child = Command::new(command)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        RawStdio {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        }
     }
 
     /// How many downstream sessions have been opened (each gets a session-log folder at
@@ -779,4 +797,58 @@ pub fn health(gateway: &Gateway) -> Value {
     let (status, _, body) = http_get(gateway.address, "/healthz");
     assert_eq!(status, 200, "/healthz: {body}");
     serde_json::from_str(&body).unwrap()
+}
+
+/// `mcp-gateway serve --stdio` written to and read from line by line, for tests of what
+/// crosses the wire itself: lines that are no message, ids, answers that must not come.
+pub struct RawStdio {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl RawStdio {
+    /// Writes `line` and a newline.
+    pub fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("input still open");
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        self.send_line(&message.to_string());
+    }
+
+    /// The next line the gateway writes, as JSON.
+    pub fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+    }
+
+    /// `initialize` (as id 1) and `notifications/initialized`.
+    pub fn initialize(&mut self) {
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        );
+        assert_eq!(self.read()["id"], 1);
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// Closes the gateway's input and returns every message it writes until it exits,
+    /// which it must within 10 s.
+    pub fn close(mut self) -> Vec<Value> {
+        drop(self.stdin.take());
+        let messages = (&mut self.stdout)
+            .lines()
+            .map(|line| serde_json::from_str(&line.unwrap()).unwrap())
+            .collect();
+        assert!(
+            wait_exit(&mut self.child, Duration::from_secs(10)).is_some(),
+            "the gateway did not exit when its input closed"
+        );
+        messages
+    }
 }

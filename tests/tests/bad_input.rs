@@ -1,10 +1,9 @@
 //! Issue 2, bad input: every mistake gets a clear error and loses nothing.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use mcp_gateway_tests::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[test]
 fn a_misspelt_key_is_named_with_its_line() {
@@ -77,44 +76,20 @@ fn a_missing_command_does_not_stop_the_others() {
 #[test]
 fn malformed_json_rpc_on_stdio_gets_an_error_and_the_gateway_lives_on() {
     let workspace = Workspace::new(&example_server("kv", "kv"));
-    let (command, args) = workspace.stdio_command(&[]);
-    let mut child = Command::new(command)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |line: &str| {
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut read = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
-    };
-    send(
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
-    );
-    assert_eq!(read()["id"], 1);
-    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let mut gateway = workspace.raw_stdio();
+    gateway.initialize();
     // Text that is not JSON has no id to answer; like the official SDKs, the gateway
     // skips it (answering could start an error storm) and keeps serving.
-    send("this is not json");
+    gateway.send_line("this is not json");
     // Well-formed JSON that is not a JSON-RPC message gets an Invalid Request error.
-    send(r#"{"jsonrpc":"2.0","id":7,"bogus":true}"#);
-    let error = read();
+    gateway.send_line(r#"{"jsonrpc":"2.0","id":7,"bogus":true}"#);
+    let error = gateway.read();
     assert_eq!(
         error["error"]["code"], -32600,
         "an invalid request error: {error}"
     );
-    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
-    let listed = read();
+    gateway.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    let listed = gateway.read();
     assert_eq!(listed["id"], 2, "{listed}");
     assert!(
         listed["result"]["tools"]
@@ -122,6 +97,5 @@ fn malformed_json_rpc_on_stdio_gets_an_error_and_the_gateway_lives_on() {
             .is_some_and(|t| !t.is_empty()),
         "{listed}"
     );
-    drop(stdin);
-    assert!(wait_exit(&mut child, std::time::Duration::from_secs(10)).is_some());
+    assert!(gateway.close().is_empty(), "nothing more was written");
 }

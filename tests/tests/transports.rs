@@ -1,8 +1,7 @@
 //! Issue 3: legacy SSE both ways, upstream streamable HTTP, a secure listener,
 //! supervision, list_changed, progress and hot reload — all with real processes.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mcp_gateway_tests::streamable::{header, open_session, post, sse_events};
@@ -234,46 +233,25 @@ fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
 fn a_stdio_client_gets_one_answer_per_call_and_none_for_a_cancelled_one() {
     let config = example_server("kv", "kv") + &example_server("slow", "slow");
     let workspace = Workspace::new(&config);
-    let (command, args) = workspace.stdio_command(&[]);
-    let mut child = Command::new(command)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |message: Value| {
-        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
+    let mut gateway = workspace.raw_stdio();
+    gateway.initialize();
     let call = |id: u64, name: &str, arguments: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                "params": {"name": name, "arguments": arguments}})
     };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}}),
-    );
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(call(2, "mcp__slow__wait", json!({"ms": 5000})));
+    gateway.send(&call(2, "mcp__slow__wait", json!({"ms": 5000})));
     for id in 10..42 {
-        send(call(id, "mcp__kv__get", json!({"key": "k"})));
+        gateway.send(&call(id, "mcp__kv__get", json!({"key": "k"})));
     }
-    send(call(3, "mcp__slow__wait", json!({"ms": 300})));
-    send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": 2, "reason": "changed my mind"}}),
+    gateway.send(&call(3, "mcp__slow__wait", json!({"ms": 300})));
+    gateway.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": 2, "reason": "changed my mind"}}),
     );
-    drop(stdin);
-    let answers: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(&line.unwrap()).unwrap())
-        .filter(|message: &Value| message.get("method").is_none())
+    let answers: Vec<Value> = gateway
+        .close()
+        .into_iter()
+        .filter(|message| message.get("method").is_none())
         .collect();
     let mut ids: Vec<u64> = answers.iter().filter_map(|a| a["id"].as_u64()).collect();
     ids.sort_unstable();
@@ -281,7 +259,6 @@ fn a_stdio_client_gets_one_answer_per_call_and_none_for_a_cancelled_one() {
     assert_eq!(ids, expected, "{answers:#?}");
     let slow = answers.iter().find(|a| a["id"] == 3).unwrap();
     assert_eq!(slow["result"]["isError"], false, "{slow}");
-    assert!(wait_exit(&mut child, Duration::from_secs(10)).is_some());
 }
 
 #[test]
