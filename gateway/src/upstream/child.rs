@@ -17,9 +17,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use super::lane::Lane;
-use super::lines::ServerLines;
+use super::lines::{self, ServerLines};
 use crate::config::Endpoint;
-use crate::lines::{LineTransport, LineWriter};
+use crate::lines::LineTransport;
 
 /// The largest message an upstream may send. Results this large are accepted and then cut
 /// to `[gateway] max_result_bytes` by the pipeline; a longer line closes the connection.
@@ -195,14 +195,7 @@ pub fn spawn(
     }
     let stdout = LimitedLines::new(stdout, max_message_bytes, server, violation);
     // `LimitedLines` refuses a line over its limit first (closing the connection).
-    let stdin = LineWriter::new(stdin);
-    let lane = Arc::new(Lane::new(stdin.clone()));
-    let transport = LineTransport::new(
-        ServerLines::new(Arc::clone(&lane)),
-        stdout,
-        stdin,
-        usize::MAX,
-    );
+    let (transport, lane) = lines::transport(stdout, stdin);
     Ok((
         transport,
         lane,

@@ -8,11 +8,29 @@
 use std::sync::Arc;
 
 use rmcp::RoleClient;
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::ChildStdin;
 
 use super::lane::Lane;
-use crate::lines::{Decoded, LineDecoder};
+use crate::lines::{Decoded, LineDecoder, LineTransport, LineWriter};
+
+/// The transport over an upstream's output (`reader`) and input (`writer`), and the lane
+/// its tool calls take. The reader limits line lengths itself.
+pub fn transport<R, W>(reader: R, writer: W) -> (LineTransport<ServerLines<W>, R, W>, Arc<Lane<W>>)
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let writer = LineWriter::new(writer);
+    let lane = Arc::new(Lane::new(writer.clone()));
+    let lines = LineTransport::new(
+        ServerLines::new(Arc::clone(&lane)),
+        reader,
+        writer,
+        usize::MAX,
+    );
+    (lines, lane)
+}
 
 /// The decoder of an upstream's lines.
 pub struct ServerLines<W = ChildStdin> {
@@ -68,7 +86,6 @@ mod tests {
     use tokio::task::JoinHandle;
 
     use super::*;
-    use crate::lines::{LineTransport, LineWriter};
     use crate::upstream::lane::{Answer, Call};
 
     type Pipe = tokio::io::DuplexStream;
@@ -78,14 +95,7 @@ mod tests {
     fn transport() -> (Lines, Arc<Lane<Pipe>>, Pipe, BufReader<Pipe>) {
         let (ours_in, theirs_out) = tokio::io::duplex(1 << 16);
         let (ours_out, theirs_in) = tokio::io::duplex(1 << 16);
-        let writer = LineWriter::new(ours_out);
-        let lane = Arc::new(Lane::new(writer.clone()));
-        let lines = LineTransport::new(
-            ServerLines::new(Arc::clone(&lane)),
-            ours_in,
-            writer,
-            usize::MAX,
-        );
+        let (lines, lane) = super::transport(ours_in, ours_out);
         (lines, lane, theirs_out, BufReader::new(theirs_in))
     }
 
