@@ -38,6 +38,10 @@ use crate::server::handler::GatewayServer;
 /// the client's input ends.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
+/// The calls in flight, each with its cancellation; a call the client cancelled is no
+/// longer here.
+type Calls = Mutex<HashMap<RequestId, CancellationToken>>;
+
 /// What serving a call needs, known once the session is initialized.
 pub struct Session {
     pub peer: Peer<RoleServer>,
@@ -53,8 +57,7 @@ pub struct DirectCalls<T> {
     /// The session's cancellation, which every call's token is a child of.
     session_cancelled: CancellationToken,
     drain: Arc<Drain>,
-    /// The calls in flight; a call the client cancelled is no longer here.
-    calls: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
+    calls: Arc<Calls>,
     tasks: TaskTracker,
 }
 
@@ -145,9 +148,7 @@ impl<T> DirectCalls<T> {
     }
 }
 
-fn lock(
-    calls: &Mutex<HashMap<RequestId, CancellationToken>>,
-) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+fn lock(calls: &Calls) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
     calls
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
