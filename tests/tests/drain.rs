@@ -354,8 +354,11 @@ fn new_sessions_are_refused_while_draining_and_a_second_sigterm_stops_at_once() 
         "still draining: {}",
         gateway.log_text()
     );
+    // The call in flight never finished: its client lost the connection, or got the
+    // error of the upstream stopped under it when the answer made it out first.
     let run = python_client_output(client);
-    assert_eq!(run["ok"], false, "{run:#}");
+    let failed = run["ok"] == false || action_result(&run, 0)["isError"] == true;
+    assert!(failed, "{run:#}");
 }
 
 fn grace_cut(transport: &str) {

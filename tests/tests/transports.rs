@@ -261,6 +261,95 @@ fn a_stdio_client_gets_one_answer_per_call_and_none_for_a_cancelled_one() {
     assert_eq!(slow["result"]["isError"], false, "{slow}");
 }
 
+/// Over streamable HTTP, a call the client cancels is cancelled at the upstream and its
+/// `POST` ends without an answer; ending the session cancels the calls it has in flight.
+/// The session keeps working beside the cancelled call.
+#[test]
+fn an_http_call_cancelled_by_its_client_or_its_session_end_is_cancelled_upstream() {
+    let workspace = Workspace::new("");
+    let events = workspace.path("misbehave-events.jsonl");
+    let config = example_server("kv", "kv") + &misbehaving_server("bad", "silent", &events, &[]);
+    std::fs::write(workspace.config(), config).unwrap();
+    let gateway = workspace.serve_http(&[]);
+    let address = gateway.address;
+    let session = open_session(address, None);
+    let upstream_methods = || -> Vec<String> {
+        misbehave_events(&events)
+            .iter()
+            .filter_map(|event| event["method"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let count = |method: &str| upstream_methods().iter().filter(|m| *m == method).count();
+    let call_silent = |id: u64| {
+        let session = session.clone();
+        std::thread::spawn(move || {
+            let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                              "params": {"name": "mcp__bad__echo", "arguments": {"text": "?"}}});
+            post(address, Some(&session), None, &call.to_string())
+        })
+    };
+
+    let cancelled = call_silent(7);
+    assert!(
+        eventually(Duration::from_secs(10), || count("tools/call") == 1),
+        "the call reached the upstream: {:?}",
+        upstream_methods()
+    );
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 7, "reason": "changed my mind"}});
+    let (status, _, body) = post(address, Some(&session), None, &cancel.to_string());
+    assert_eq!(status, 202, "{body}");
+    let (status, headers, body) = cancelled.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let answered = if header(&headers, "content-type") == Some("application/json") {
+        vec![body.clone()]
+    } else {
+        sse_events(&body)
+            .into_iter()
+            .map(|event| event.data)
+            .collect()
+    };
+    assert!(
+        !answered.iter().any(|data| data.contains(r#""id":7"#)),
+        "a cancelled call got an answer: {body}"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || count("notifications/cancelled")
+            == 1),
+        "the upstream was told: {:?}",
+        upstream_methods()
+    );
+
+    let get = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                     "params": {"name": "mcp__kv__get", "arguments": {"key": "k"}}});
+    let (status, _, body) = post(address, Some(&session), None, &get.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""isError":false"#), "{body}");
+
+    let in_flight = call_silent(9);
+    assert!(
+        eventually(Duration::from_secs(10), || count("tools/call") == 2),
+        "the second call reached the upstream: {:?}",
+        upstream_methods()
+    );
+    let (status, _, body) = http_request(
+        address,
+        "DELETE",
+        "/mcp",
+        &[("Mcp-Session-Id", session.as_str())],
+        b"",
+    );
+    assert!(status == 200 || status == 204, "{status} {body}");
+    let (status, _, body) = in_flight.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        eventually(Duration::from_secs(10), || count("notifications/cancelled")
+            == 2),
+        "the upstream was told the session ended: {:?}",
+        upstream_methods()
+    );
+}
+
 #[test]
 fn list_changed_reaches_the_client() {
     let workspace = Workspace::new(&example_server("dyn", "dynamic"));

@@ -283,7 +283,7 @@ impl ServerHandler for GatewayServer {
         // On streamable HTTP the session is known by the transport's id on every replica
         // (a restored session replays this handshake on another replica under that id).
         let transport = context.extensions.get::<TransportSession>();
-        let session = self.session_for(profile.as_deref(), transport.map(|t| t.0.as_ref()))?;
+        let session = self.session_for(profile.as_deref(), transport.map(|t| t.id.as_ref()))?;
         self.gateway.sessions.set_client(
             &session.id,
             &request.client_info.name,
@@ -294,7 +294,11 @@ impl ServerHandler for GatewayServer {
         // however late its task starts (requests do not wait for `initialized` to be handled).
         let shown = Visible::of(&self.gateway, session);
         session.with_state(|initial: &mut ShownAtInitialize| initial.0 = Some(shown));
-        self.negotiate_initialize(&request)
+        let answer = self.negotiate_initialize(&request)?;
+        if let Some(transport) = transport {
+            transport.initialized(&context.peer, self);
+        }
+        Ok(answer)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -6,7 +6,8 @@
 //! at concurrency 32 (perf, see README's Performance). [`ClientLines`] decodes a line
 //! whose method is `tools/call` directly as a `CallToolRequest` (the same decoding rmcp
 //! ends with for it); every other line, and any `tools/call` that decoding refuses, takes
-//! rmcp's general decoding.
+//! rmcp's general decoding. Streamable HTTP bodies are read with [`decode_tool_call`] too
+//! (see [`super::direct_calls::http`]).
 //!
 //! Lines rmcp cannot decode are treated as the official SDKs treat them: text that is not
 //! JSON is skipped (answering it could start an error storm with a peer that echoes);
@@ -19,7 +20,6 @@ use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0,
     RequestId,
 };
-use rmcp::service::RxJsonRpcMessage;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -42,22 +42,23 @@ struct Envelope<'a> {
     error: Option<IgnoredAny>,
 }
 
-impl ClientLines {
-    /// A `tools/call` request, decoded as its own type.
-    fn tool_call(envelope: &Envelope<'_>, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let is_call = envelope.jsonrpc.is_some()
-            && envelope.method == Some("tools/call")
-            && envelope.result.is_none()
-            && envelope.error.is_none();
-        let id = envelope.id.clone().filter(|_| is_call)?;
-        // `method` and `params` are read; `jsonrpc` and `id` were read above.
-        let request: CallToolRequest = serde_json::from_slice(line).ok()?;
-        Some(JsonRpcMessage::Request(JsonRpcRequest {
-            jsonrpc: JsonRpcVersion2_0,
-            id,
-            request: ClientRequest::CallToolRequest(request),
-        }))
-    }
+/// The `tools/call` request `message` is, decoded as its own type, with its id; `None` for
+/// any other message (streamable HTTP reads its bodies with it too).
+pub fn decode_tool_call(message: &[u8]) -> Option<(RequestId, ClientRequest)> {
+    let envelope = serde_json::from_slice::<Envelope>(message).ok()?;
+    tool_call(&envelope, message)
+}
+
+/// A `tools/call` request, decoded as its own type.
+fn tool_call(envelope: &Envelope<'_>, message: &[u8]) -> Option<(RequestId, ClientRequest)> {
+    let is_call = envelope.jsonrpc.is_some()
+        && envelope.method == Some("tools/call")
+        && envelope.result.is_none()
+        && envelope.error.is_none();
+    let id = envelope.id.clone().filter(|_| is_call)?;
+    // `method` and `params` are read; `jsonrpc` and `id` were read above.
+    let request: CallToolRequest = serde_json::from_slice(message).ok()?;
+    Some((id, ClientRequest::CallToolRequest(request)))
 }
 
 impl LineDecoder for ClientLines {
@@ -65,8 +66,12 @@ impl LineDecoder for ClientLines {
 
     fn decode(&self, line: &[u8]) -> Decoded<RoleServer> {
         let envelope = serde_json::from_slice::<Envelope>(line).ok();
-        if let Some(call) = envelope.as_ref().and_then(|e| Self::tool_call(e, line)) {
-            return Decoded::Message(call);
+        if let Some((id, request)) = envelope.as_ref().and_then(|e| tool_call(e, line)) {
+            return Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
+                jsonrpc: JsonRpcVersion2_0,
+                id,
+                request,
+            }));
         }
         match serde_json::from_slice(line) {
             Ok(message) => Decoded::Message(message),

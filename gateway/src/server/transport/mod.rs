@@ -7,6 +7,8 @@
 //! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener;
 //!   [`shared_sessions`]: those sessions kept so that any replica can serve them;
 //!   [`plain_answers`]: their requests answered as plain JSON when no stream is needed.
+//! - [`direct_calls`]: stdio and streamable HTTP tool calls served beside rmcp's service
+//!   loop and session worker.
 //! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
 //! - [`handshake`]: stdio and SSE sessions survive messages sent before `initialize`.
 //! - [`delivered`]: stdio and SSE sessions tell the shutdown drain which requests still

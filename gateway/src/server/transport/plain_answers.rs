@@ -11,6 +11,9 @@
 //! unchanged, byte for byte: the events read so far, then the rest as rmcp writes it, so
 //! long calls keep their priming event (for `Last-Event-ID`) and keep-alive comments.
 //!
+//! A `tools/call` that can need no stream does not reach rmcp at all on a gateway that
+//! runs alone ([`super::direct_calls::http`]); this is for every other request.
+//!
 //! Replicas sharing state do without it: there a call's stream must start at once, so
 //! that a client whose replica dies can resume it on another (see `BoundSessions`).
 //!

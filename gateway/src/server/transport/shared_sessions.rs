@@ -51,7 +51,10 @@ use rmcp::transport::streamable_http_server::session::{
     EventStore, EventStoreError, EventStream, RestoreOutcome, ServerSseMessage, SessionId,
     SessionState, SessionStore, SessionStoreError,
 };
+use rmcp::{Peer, RoleServer};
 
+use super::direct_calls::{self, http::DirectSessions};
+use crate::server::handler::GatewayServer;
 use crate::state::{
     Published, SharedState, StateError, StoredEvent, event_id as event_id_of, parse_event_id,
 };
@@ -59,10 +62,24 @@ use crate::state::{
 /// The suffix of the standalone stream's id in rmcp (`<session>:common`).
 const STANDALONE: &str = ":common";
 
-/// The streamable HTTP session id a handler serves, put into the `initialize` request's
+/// The streamable HTTP session a handler serves, put into the `initialize` request's
 /// extensions (fresh or restored).
-#[derive(Debug, Clone)]
-pub struct TransportSession(pub SessionId);
+#[derive(Clone)]
+pub struct TransportSession {
+    pub id: SessionId,
+    /// Where the session's tool calls may be served directly, on a gateway that runs alone.
+    direct: Option<Arc<DirectSessions>>,
+}
+
+impl TransportSession {
+    /// Offers the session's tool calls to be served directly, once `server` answers its
+    /// `initialize` (see [`super::direct_calls::http`]).
+    pub fn initialized(&self, peer: &Peer<RoleServer>, server: &GatewayServer) {
+        if let Some(direct) = &self.direct {
+            direct.open(self.id.clone(), peer, server);
+        }
+    }
+}
 
 /// rmcp's local session manager, its event store the shared state, its sessions ended
 /// in the shared state too.
@@ -71,6 +88,8 @@ pub struct SharedSessions {
     state: Arc<dyn SharedState>,
     /// Sessions whose standalone stream this replica has opened.
     standalone_opened: Mutex<HashSet<SessionId>>,
+    /// Sessions whose tool calls are served directly; `None` with replicas.
+    direct: Option<Arc<DirectSessions>>,
 }
 
 impl SharedSessions {
@@ -80,6 +99,7 @@ impl SharedSessions {
         });
         Self {
             local: LocalSessionManager::default().with_event_store(events),
+            direct: (!state.is_shared()).then(Arc::default),
             state,
             standalone_opened: Mutex::default(),
         }
@@ -120,6 +140,25 @@ impl SharedSessions {
         }
     }
 
+    /// Session `id`, when its tool calls may be served directly. Since those calls never
+    /// reach rmcp's session worker, which ends a session it has not heard of for a while,
+    /// the worker is told now and then that the session is in use.
+    pub fn direct(self: &Arc<Self>, id: &str) -> Option<Arc<direct_calls::Session>> {
+        let (session, keep_alive) = self.direct.as_ref()?.get(id)?;
+        if keep_alive {
+            let this = Arc::clone(self);
+            let id = SessionId::from(id);
+            tokio::spawn(async move {
+                let worker = this.local.sessions.read().await.get(&id).cloned();
+                if let Some(worker) = worker {
+                    // Closing a request stream that never existed is an event and no more.
+                    let _ = worker.close_request_wise_channel(u64::MAX).await;
+                }
+            });
+        }
+        Some(session)
+    }
+
     /// Drops this process's worker of a session that ended elsewhere.
     pub async fn forget(&self, id: &str) {
         let _ = self.local.close_session(&SessionId::from(id)).await;
@@ -142,10 +181,10 @@ impl SessionManager for SharedSessions {
         if let ClientJsonRpcMessage::Request(request) = &mut message
             && matches!(request.request, ClientRequest::InitializeRequest(_))
         {
-            request
-                .request
-                .extensions_mut()
-                .insert(TransportSession(id.clone()));
+            request.request.extensions_mut().insert(TransportSession {
+                id: id.clone(),
+                direct: self.direct.clone(),
+            });
         }
         self.local.initialize_session(id, message).await
     }
@@ -155,6 +194,9 @@ impl SessionManager for SharedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        if let Some(direct) = &self.direct {
+            direct.end(id);
+        }
         if let Err(e) = self.state.end_session(id).await {
             tracing::warn!(session = %id, "session not ended in the shared state: {e}");
         }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client_lines::{ClientLines, MAX_CLIENT_LINE};
 use super::delivered::Delivered;
-use super::direct_calls::{self, DirectCalls};
+use super::direct_calls::{self, stdio::DirectCalls};
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter};
@@ -45,25 +45,20 @@ pub async fn serve(
     let lines = LineTransport::new(ClientLines, stdin, stdout.clone(), MAX_CLIENT_LINE);
     let transport = Delivered::new(
         Handshake::new(
-            DirectCalls::new(
-                lines,
-                stdout,
-                Arc::clone(&session),
-                cancelled.clone(),
-                Arc::clone(&drain),
-            ),
+            DirectCalls::new(lines, stdout, Arc::clone(&session), Arc::clone(&drain)),
             server.supported_protocol_versions(),
         ),
         drain,
     );
     let running = server
-        .serve_with_ct(transport, cancelled)
+        .serve_with_ct(transport, cancelled.clone())
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let _ = session.set(direct_calls::Session {
-        peer: running.peer().clone(),
-        server: running.service().clone(),
-    });
+    let _ = session.set(Arc::new(direct_calls::Session::new(
+        running.peer().clone(),
+        running.service().clone(),
+        cancelled,
+    )));
     let _ = running.waiting().await;
     Ok(())
 }

@@ -24,8 +24,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-use super::plain_answers;
 use super::shared_sessions::SharedSessions;
+use super::{direct_calls, plain_answers};
 use crate::gateway::Gateway;
 use crate::observe::sessions::Transport;
 use crate::server::handler::GatewayServer;
@@ -149,6 +149,17 @@ impl Service<Request<Body>> for BoundSessions {
                 }
                 None => {}
             }
+            let direct = named
+                .as_deref()
+                .filter(|_| request.method() == Method::POST)
+                .and_then(|session| this.sessions.direct(session));
+            let request = match direct {
+                Some(session) => match direct_calls::http::serve(&session, request).await {
+                    Ok(answered) => return Ok(answered),
+                    Err(request) => request,
+                },
+                None => request,
+            };
             let ends_session = request.method() == Method::DELETE;
             // With replicas, a call's stream must start at once: when its replica dies,
             // the client resumes it on another from its first event's id (and gets the

@@ -1,63 +1,40 @@
-//! A stdio client's `tools/call` requests, served beside rmcp's service loop.
-//!
-//! rmcp's loop spawns a task per request, takes its answer back over a channel, spawns
-//! another task to write it, and is woken once more when that task ends. With the same
-//! loop on the upstream side, rmcp's loops were a quarter of the gateway's CPU forwarding
-//! calls at concurrency 32 (`serve_inner`, see README's Performance). [`DirectCalls`]
-//! takes a `tools/call` off the transport before rmcp sees it, runs it in a task of its own
-//! through the handler rmcp would call (`Service::handle_request`, which shapes the result
-//! for the session's protocol as it does for rmcp), and writes the answer itself.
+//! A stdio client's `tools/call` requests, taken off the line transport before rmcp sees
+//! them and answered on the client's output by the task that serves them.
 //!
 //! It serves a call only once the session is initialized (rmcp serves the handshake), and
 //! only when the request names no protocol version of its own (2026-07-28 per-request
-//! metadata, which rmcp's loop scopes to the handler's task). rmcp's rules hold: a call
-//! the client cancels gets no answer, the session's cancellation cancels its calls, and
-//! closing waits a while for calls in flight. The drain waits for each answer to be
-//! written, as [`super::delivered`] makes it do for rmcp's.
+//! metadata, which rmcp's loop scopes to the handler's task). Closing waits a while for
+//! calls in flight, as rmcp's loop waits for its handlers when the client's input ends.
+//! The drain waits for each answer to be written, as [`super::super::delivered`] makes it
+//! do for rmcp's.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use rmcp::RoleServer;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions, GetMeta,
-    JsonRpcMessage, JsonRpcRequest, RequestId, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, GetMeta, JsonRpcMessage,
+    JsonRpcRequest, RequestId, ServerJsonRpcMessage,
 };
-use rmcp::service::RequestContext;
 use rmcp::transport::Transport;
-use rmcp::{Peer, RoleServer, Service};
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::stdio::Writer;
+use super::Session;
 use crate::drain::Drain;
 use crate::lines::{LineWriter, encode};
-use crate::server::handler::GatewayServer;
+use crate::server::transport::stdio::Writer;
 
 /// How long closing waits for calls in flight, as rmcp's loop waits for its handlers when
 /// the client's input ends.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
-/// The calls in flight, each with its cancellation; a call the client cancelled is no
-/// longer here.
-type Calls = Mutex<HashMap<RequestId, CancellationToken>>;
-
-/// What serving a call needs, known once the session is initialized.
-pub struct Session {
-    pub peer: Peer<RoleServer>,
-    pub server: GatewayServer,
-}
-
-/// A server transport that serves `tools/call` itself once [`Session`] is set.
+/// A server transport that serves `tools/call` itself once its [`Session`] is set.
 pub struct DirectCalls<T> {
     inner: T,
     /// The client's input, shared with `inner`.
     writer: LineWriter<Writer>,
-    session: Arc<OnceLock<Session>>,
-    /// The session's cancellation, which every call's token is a child of.
-    session_cancelled: CancellationToken,
+    session: Arc<OnceLock<Arc<Session>>>,
     drain: Arc<Drain>,
-    calls: Arc<Calls>,
     tasks: TaskTracker,
 }
 
@@ -65,17 +42,14 @@ impl<T> DirectCalls<T> {
     pub fn new(
         inner: T,
         writer: LineWriter<Writer>,
-        session: Arc<OnceLock<Session>>,
-        session_cancelled: CancellationToken,
+        session: Arc<OnceLock<Arc<Session>>>,
         drain: Arc<Drain>,
     ) -> Self {
         Self {
             inner,
             writer,
             session,
-            session_cancelled,
             drain,
-            calls: Arc::default(),
             tasks: TaskTracker::new(),
         }
     }
@@ -102,9 +76,9 @@ impl<T> DirectCalls<T> {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
                     && let Some(id) = &cancelled.params.request_id
-                    && let Some(call) = lock(&self.calls).remove(id)
+                    && let Some(session) = self.session.get()
                 {
-                    call.cancel();
+                    session.cancel(id);
                 }
                 // rmcp's handler hears of it too, as it does of any notification.
                 Some(JsonRpcMessage::Notification(notification))
@@ -113,27 +87,13 @@ impl<T> DirectCalls<T> {
         }
     }
 
-    fn serve(&self, session: &Session, id: RequestId, mut request: ClientRequest) {
-        let call = self.session_cancelled.child_token();
-        lock(&self.calls).insert(id.clone(), call.clone());
-        let mut context = RequestContext::new(id.clone(), session.peer.clone());
-        context.ct = call.child_token();
-        context.meta = std::mem::take(request.get_meta_mut());
-        context.extensions = std::mem::take(request.extensions_mut());
-        let server = session.server.clone();
+    fn serve(&self, session: &Arc<Session>, id: RequestId, request: ClientRequest) {
+        let answer = session.call(id, request);
         let writer = self.writer.clone();
-        let calls = Arc::clone(&self.calls);
         let delivery = self.drain.delivery();
         self.tasks.spawn(async move {
-            let result = server.handle_request(request, context).await;
-            let Some(call) = lock(&calls).remove(&id) else {
-                tracing::debug!(%id, "dropping the answer to a call the client cancelled");
+            let Some(answer) = answer.await else {
                 return;
-            };
-            call.cancel();
-            let answer: ServerJsonRpcMessage = match result {
-                Ok(result) => JsonRpcMessage::response(result, id),
-                Err(error) => JsonRpcMessage::error(error, Some(id)),
             };
             let written = match encode(&answer) {
                 Ok(line) => writer.write(&line).await,
@@ -146,12 +106,6 @@ impl<T> DirectCalls<T> {
             drop(delivery);
         });
     }
-}
-
-fn lock(calls: &Calls) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
-    calls
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<T: Transport<RoleServer>> Transport<RoleServer> for DirectCalls<T> {

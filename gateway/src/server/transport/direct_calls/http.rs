@@ -1,0 +1,299 @@
+//! Streamable HTTP `POST`s of one `tools/call` that needs no stream, answered with a plain
+//! JSON body by the task that serves them. Through rmcp, such a call is read as the
+//! union of every client message, handed to the session's worker, then to its service
+//! loop, its answer handed back the same way and written as a one-event SSE stream,
+//! which [`crate::server::transport::plain_answers`] then reads back into plain JSON.
+//!
+//! A call is served here only when nothing but its answer can go to the client while it
+//! runs, since there is no stream to carry anything else:
+//! - the session's client declared none of sampling, elicitation and roots, the requests
+//!   the gateway relays from upstreams (and asks through) on a call's own stream;
+//! - the request carries no progress token;
+//! - it names no protocol version of its own: no `_meta` version, and no
+//!   `MCP-Protocol-Version` header of 2026-07-28 or later (whose standard headers rmcp
+//!   checks against the body), nor one rmcp does not know (which it refuses);
+//! - its headers are the plain ones rmcp accepts: a JSON body, and an `Accept` naming
+//!   both JSON and event streams without parameters;
+//! - the gateway runs alone: replicas stream every call (see `BoundSessions`), so only
+//!   sessions opened on a gateway without shared state are registered here.
+//!
+//! Everything else reaches rmcp unchanged, body and all. A `notifications/cancelled`
+//! naming one of these calls cancels it, and reaches rmcp too, as any notification does.
+//! A call runs in a task of its own, so a client that leaves does not cut it short (as it
+//! does not under rmcp); the drain counts its answer until the response body is written,
+//! as for every `POST` (`server::http::draining`).
+//!
+//! rmcp's session worker ends a session after five minutes without an event, and calls
+//! served here are none; [`DirectSessions::get`] says when the worker is due to be told
+//! the session is in use, at most once a minute.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use rmcp::model::{
+    CancelledNotificationParam, ClientRequest, GetExtensions, GetMeta, ProtocolVersion,
+};
+use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
+use rmcp::transport::streamable_http_server::session::SessionId;
+use rmcp::{Peer, RoleServer};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::Session;
+use crate::server::handler::GatewayServer;
+use crate::server::transport::client_lines::decode_tool_call;
+
+/// How often, at most, rmcp's worker hears that a session is in use.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(60);
+
+/// The sessions of this process whose calls may be served here.
+#[derive(Default)]
+pub struct DirectSessions {
+    sessions: Mutex<HashMap<SessionId, Registered>>,
+}
+
+struct Registered {
+    session: Arc<Session>,
+    kept_alive: Instant,
+}
+
+impl DirectSessions {
+    /// Registers session `id` once it is initialized, when its client can be sent nothing
+    /// but answers during a call.
+    pub fn open(&self, id: SessionId, peer: &Peer<RoleServer>, server: &GatewayServer) {
+        let takes_requests = peer.peer_info().is_none_or(|info| {
+            let capabilities = &info.capabilities;
+            capabilities.sampling.is_some()
+                || capabilities.elicitation.is_some()
+                || capabilities.roots.is_some()
+        });
+        if takes_requests {
+            return;
+        }
+        let session = Session::new(peer.clone(), server.clone(), CancellationToken::new());
+        self.lock().insert(
+            id,
+            Registered {
+                session: Arc::new(session),
+                kept_alive: Instant::now(),
+            },
+        );
+    }
+
+    /// Session `id`, and whether rmcp's worker is due to hear it is in use.
+    pub fn get(&self, id: &str) -> Option<(Arc<Session>, bool)> {
+        let mut sessions = self.lock();
+        let registered = sessions.get_mut(id)?;
+        let now = Instant::now();
+        let due = now.duration_since(registered.kept_alive) >= KEEP_ALIVE_EVERY;
+        if due {
+            registered.kept_alive = now;
+        }
+        Some((Arc::clone(&registered.session), due))
+    }
+
+    /// Forgets session `id` and cancels its calls: it has ended.
+    pub fn end(&self, id: &SessionId) {
+        if let Some(registered) = self.lock().remove(id) {
+            registered.session.end();
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Registered>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The response to `request`, a `POST` to `session`, when it is a call served here;
+/// otherwise `request` for rmcp, as it came.
+pub async fn serve(
+    session: &Arc<Session>,
+    request: Request<Body>,
+) -> Result<Response<Body>, Request<Body>> {
+    if !plain_headers(request.headers()) {
+        return Err(request);
+    }
+    let (parts, body) = request.into_parts();
+    // The security layer has bounded the body already.
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::debug!("could not read a request body: {error}");
+            return Ok(status(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: unreadable body",
+            ));
+        }
+    };
+    match decode_tool_call(&body) {
+        Some((id, mut call)) if needs_no_stream(&call) => {
+            // As rmcp does: the handler reads credentials and trace headers from them.
+            call.extensions_mut().insert(parts);
+            let answer = tokio::spawn(session.call(id, call)).await;
+            return Ok(match answer {
+                Ok(Some(answer)) => match serde_json::to_vec(&answer) {
+                    Ok(json) => {
+                        let mut response = Response::new(Body::from(json));
+                        response.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        );
+                        response
+                    }
+                    Err(error) => {
+                        tracing::error!("could not encode a tool call's answer: {error}");
+                        status(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+                    }
+                },
+                // Cancelled by the client: a stream that ends without an answer.
+                Ok(None) => {
+                    let mut response = Response::new(Body::empty());
+                    response.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("text/event-stream"),
+                    );
+                    response
+                }
+                Err(error) => {
+                    tracing::error!("a tool call's task failed: {error}");
+                    status(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+                }
+            });
+        }
+        _ => {
+            if let Some(id) = cancelled_call(&body) {
+                session.cancel(&id);
+            }
+        }
+    }
+    Err(Request::from_parts(parts, Body::from(body)))
+}
+
+/// Whether a request with `headers` is one rmcp would accept as it is, and whose protocol
+/// version asks for no check of its own.
+fn plain_headers(headers: &HeaderMap) -> bool {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split(';').next().unwrap_or_default();
+            essence.trim().eq_ignore_ascii_case("application/json")
+        });
+    let accepted: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .collect();
+    let accepts = |media: &str| accepted.iter().any(|a| a.eq_ignore_ascii_case(media));
+    let version_is_plain = match headers.get(HEADER_MCP_PROTOCOL_VERSION) {
+        None => true,
+        Some(version) => version.to_str().is_ok_and(|version| {
+            version < ProtocolVersion::STANDARD_HEADERS.as_str()
+                && ProtocolVersion::KNOWN_VERSIONS
+                    .iter()
+                    .any(|known| known.as_str() == version)
+        }),
+    };
+    is_json && accepts("application/json") && accepts("text/event-stream") && version_is_plain
+}
+
+/// Whether `call` can be answered with nothing sent before its answer.
+fn needs_no_stream(call: &ClientRequest) -> bool {
+    let meta = call.get_meta();
+    meta.get_progress_token().is_none() && meta.protocol_version().is_none()
+}
+
+/// The request a `notifications/cancelled` in `body` cancels.
+fn cancelled_call(body: &[u8]) -> Option<rmcp::model::RequestId> {
+    #[derive(Deserialize)]
+    struct Cancelled {
+        method: String,
+        params: CancelledNotificationParam,
+    }
+    let cancelled: Cancelled = serde_json::from_slice(body).ok()?;
+    (cancelled.method == "notifications/cancelled")
+        .then_some(cancelled.params.request_id)
+        .flatten()
+}
+
+fn status(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    const JSON: (&str, &str) = ("content-type", "application/json");
+    const BOTH: (&str, &str) = ("accept", "application/json, text/event-stream");
+
+    #[test]
+    fn only_plain_requests_of_versions_before_standard_headers_are_served_here() {
+        for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+            let plain = headers(&[JSON, BOTH, ("mcp-protocol-version", version)]);
+            assert!(plain_headers(&plain), "{version}");
+        }
+        assert!(plain_headers(&headers(&[
+            ("content-type", "application/json; charset=utf-8"),
+            ("accept", "text/event-stream"),
+            ("accept", "application/json"),
+        ])));
+        for (what, refused) in [
+            (
+                "2026-07-28",
+                headers(&[JSON, BOTH, ("mcp-protocol-version", "2026-07-28")]),
+            ),
+            (
+                "unknown version",
+                headers(&[JSON, BOTH, ("mcp-protocol-version", "1999-01-01")]),
+            ),
+            ("no content type", headers(&[BOTH])),
+            (
+                "text body",
+                headers(&[("content-type", "text/plain"), BOTH]),
+            ),
+            (
+                "JSON only",
+                headers(&[JSON, ("accept", "application/json")]),
+            ),
+            (
+                "weighted",
+                headers(&[JSON, ("accept", "application/json;q=0, text/event-stream")]),
+            ),
+        ] {
+            assert!(!plain_headers(&refused), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_cancellation_names_its_request() {
+        let cancel =
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#;
+        assert_eq!(
+            cancelled_call(cancel),
+            Some(rmcp::model::RequestId::Number(7))
+        );
+        let other =
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"requestId":7}}"#;
+        assert_eq!(cancelled_call(other), None);
+        let call = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}"#;
+        assert_eq!(cancelled_call(call), None);
+    }
+}
