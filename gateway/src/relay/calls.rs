@@ -14,9 +14,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rmcp::model::{ProgressToken, RequestId, RequestMetaObject};
+use rmcp::model::{ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject};
 use rmcp::service::{InboundStreamOrigin, RequestContext};
 use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
 
 use super::turns::Turns;
 
@@ -37,7 +38,15 @@ pub struct Caller {
     pub meta: Option<RequestMetaObject>,
     /// The client session, to tell callers apart and for its log level.
     pub session: Arc<str>,
+    /// Where the call's progress goes when its transport carries it itself.
+    pub progress_sink: Option<ProgressSink>,
 }
+
+/// The progress of a call whose transport delivers it itself rather than through the
+/// client's peer: a streamable HTTP call served beside rmcp's session worker
+/// (`server::transport::direct_calls::http`), put into the call's extensions.
+#[derive(Clone)]
+pub struct ProgressSink(pub mpsc::Sender<ProgressNotificationParam>);
 
 impl Caller {
     /// The caller of `context`'s request, in `session`.
@@ -51,6 +60,23 @@ impl Caller {
             progress_token,
             meta: (!meta.is_empty()).then_some(meta),
             session: session.into(),
+            progress_sink: context.extensions.get::<ProgressSink>().cloned(),
+        }
+    }
+
+    /// Sends the client `progress` from upstream under the client's own token, when it
+    /// asked for progress.
+    pub async fn notify_progress(&self, mut progress: ProgressNotificationParam) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        progress.progress_token = token.clone();
+        let delivered = match &self.progress_sink {
+            Some(sink) => sink.0.send(progress).await.is_ok(),
+            None => self.peer.notify_progress(progress).await.is_ok(),
+        };
+        if !delivered {
+            tracing::debug!(session = %self.session, "progress not delivered: the client left");
         }
     }
 
@@ -60,6 +86,7 @@ impl Caller {
         Caller {
             progress_token: None,
             meta: None,
+            progress_sink: None,
             ..self.clone()
         }
     }

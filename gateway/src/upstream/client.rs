@@ -150,16 +150,8 @@ impl ClientHandler for UpstreamClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let Some(caller) = self.calls.progress_caller(&params.progress_token) else {
-            return;
-        };
-        let Some(token) = caller.progress_token else {
-            return;
-        };
-        let mut forwarded = params;
-        forwarded.progress_token = token;
-        if let Err(e) = caller.peer.notify_progress(forwarded).await {
-            tracing::debug!(server = %self.server, "progress not delivered: {e}");
+        if let Some(caller) = self.calls.progress_caller(&params.progress_token) {
+            caller.notify_progress(params).await;
         }
     }
 

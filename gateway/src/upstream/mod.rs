@@ -480,19 +480,17 @@ impl Upstream {
             .get_or_insert_default::<RequestMetaObject>();
         add_client_meta(caller.as_ref(), meta);
         meta.set_progress_token(token.clone());
-        // Where the call's progress goes: the client's peer, under the client's token.
+        // Where the call's progress goes: to the client, when it asked for progress.
         let progress_to = caller
             .as_ref()
-            .and_then(|caller| Some((caller.peer.clone(), caller.progress_token.clone()?)));
-        let forward = |mut progress: ProgressNotificationParam| {
+            .filter(|caller| caller.progress_token.is_some())
+            .cloned()
+            .map(Arc::new);
+        let forward = |progress: ProgressNotificationParam| {
             let progress_to = progress_to.clone();
             async move {
-                let Some((peer, token)) = progress_to else {
-                    return;
-                };
-                progress.progress_token = token;
-                if let Err(e) = peer.notify_progress(progress).await {
-                    tracing::debug!("progress not delivered: {e}");
+                if let Some(caller) = progress_to {
+                    caller.notify_progress(progress).await;
                 }
             }
         };

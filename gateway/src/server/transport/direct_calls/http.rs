@@ -1,53 +1,68 @@
-//! Streamable HTTP `POST`s of one `tools/call` that needs no stream, answered with a plain
-//! JSON body by the task that serves them. Through rmcp, such a call is read as the
-//! union of every client message, handed to the session's worker, then to its service
-//! loop, its answer handed back the same way and written as a one-event SSE stream,
-//! which [`crate::server::transport::plain_answers`] then reads back into plain JSON.
+//! Streamable HTTP `POST`s of one `tools/call`, served by the task that answers them.
+//! Through rmcp, such a call is read as the union of every client message, handed to the
+//! session's worker, then to its service loop, its answer handed back the same way and
+//! written as an SSE stream, which [`crate::server::transport::plain_answers`] then reads
+//! back into plain JSON.
 //!
-//! A call is served here only when nothing but its answer can go to the client while it
-//! runs, since there is no stream to carry anything else:
+//! The answer goes out as a plain JSON body when nothing comes before it within
+//! [`WAIT`]; otherwise the `POST` is answered with an event stream: the call's progress
+//! steps (from the upstream, through [`ProgressSink`]), keep-alive comments while the call
+//! is silent, then the answer. A call is served here only when nothing else can need its
+//! stream:
 //! - the session's client declared none of sampling, elicitation and roots, the requests
 //!   the gateway relays from upstreams (and asks through) on a call's own stream;
-//! - the request carries no progress token;
-//! - it names no protocol version of its own: no `_meta` version, and no
+//! - the request names no protocol version of its own: no `_meta` version, and no
 //!   `MCP-Protocol-Version` header of 2026-07-28 or later (whose standard headers rmcp
 //!   checks against the body), nor one rmcp does not know (which it refuses);
 //! - its headers are the plain ones rmcp accepts: a JSON body, and an `Accept` naming
 //!   both JSON and event streams without parameters;
-//! - the gateway runs alone: replicas stream every call (see `BoundSessions`), so only
-//!   sessions opened on a gateway without shared state are registered here.
+//! - the gateway runs alone: replicas stream every call from its first byte, resumable
+//!   on another replica (see `BoundSessions`), so only sessions opened on a gateway
+//!   without shared state are registered here.
 //!
-//! Everything else reaches rmcp unchanged, body and all. A `notifications/cancelled`
-//! naming one of these calls cancels it, and reaches rmcp too, as any notification does.
-//! A call runs in a task of its own, so a client that leaves does not cut it short (as it
-//! does not under rmcp); the drain counts its answer until the response body is written,
-//! as for every `POST` (`server::http::draining`).
+//! Everything else reaches rmcp unchanged, body and all. These streams carry no event
+//! ids: a client that loses one mid-call cannot resume it (rmcp's can be, within a
+//! minute, from the same process). A `notifications/cancelled` naming one of these calls
+//! cancels it (and reaches rmcp too, as any notification does); the `POST` then ends
+//! without an answer. A call runs in a task of its own, so a client that leaves does not
+//! cut it short (as it does not under rmcp); the drain counts its answer until the
+//! response body is written, as for every `POST` (`server::http::draining`).
 //!
 //! rmcp's session worker ends a session after five minutes without an event, and calls
 //! served here are none; [`DirectSessions::get`] says when the worker is due to be told
 //! the session is in use, at most once a minute.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use rmcp::model::{
-    CancelledNotificationParam, ClientRequest, GetExtensions, GetMeta, ProtocolVersion,
+    CancelledNotificationParam, GetExtensions, GetMeta, ProgressNotification,
+    ProgressNotificationParam, ProtocolVersion, ServerJsonRpcMessage, ServerNotification,
 };
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_server::session::SessionId;
 use rmcp::{Peer, RoleServer};
 use serde::Deserialize;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Session;
+use crate::relay::calls::ProgressSink;
 use crate::server::handler::GatewayServer;
 use crate::server::transport::client_lines::decode_tool_call;
+use crate::server::transport::plain_answers::WAIT;
 
 /// How often, at most, rmcp's worker hears that a session is in use.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(60);
+
+/// How many progress steps (or events) may wait for the client before the call waits.
+const PROGRESS_QUEUE: usize = 16;
 
 /// The sessions of this process whose calls may be served here.
 #[derive(Default)]
@@ -131,39 +146,15 @@ pub async fn serve(
         }
     };
     match decode_tool_call(&body) {
-        Some((id, mut call)) if needs_no_stream(&call) => {
+        Some((id, mut call)) if call.get_meta().protocol_version().is_none() => {
             // As rmcp does: the handler reads credentials and trace headers from them.
             call.extensions_mut().insert(parts);
-            let answer = tokio::spawn(session.call(id, call)).await;
-            return Ok(match answer {
-                Ok(Some(answer)) => match serde_json::to_vec(&answer) {
-                    Ok(json) => {
-                        let mut response = Response::new(Body::from(json));
-                        response.headers_mut().insert(
-                            header::CONTENT_TYPE,
-                            HeaderValue::from_static("application/json"),
-                        );
-                        response
-                    }
-                    Err(error) => {
-                        tracing::error!("could not encode a tool call's answer: {error}");
-                        status(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
-                    }
-                },
-                // Cancelled by the client: a stream that ends without an answer.
-                Ok(None) => {
-                    let mut response = Response::new(Body::empty());
-                    response.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("text/event-stream"),
-                    );
-                    response
-                }
-                Err(error) => {
-                    tracing::error!("a tool call's task failed: {error}");
-                    status(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
-                }
-            });
+            let (sink, progress) = mpsc::channel(PROGRESS_QUEUE);
+            if call.get_meta().get_progress_token().is_some() {
+                call.extensions_mut().insert(ProgressSink(sink));
+            }
+            let answer = tokio::spawn(session.call(id, call));
+            return Ok(respond(answer, progress).await);
         }
         _ => {
             if let Some(id) = cancelled_call(&body) {
@@ -172,6 +163,115 @@ pub async fn serve(
         }
     }
     Err(Request::from_parts(parts, Body::from(body)))
+}
+
+/// What a call has to say next.
+enum Next {
+    Progress(ProgressNotificationParam),
+    /// Its answer, `None` when the client cancelled it.
+    Answer(Option<Box<ServerJsonRpcMessage>>),
+    /// Nothing for a while.
+    Silence,
+}
+
+/// The response to a call: its answer as plain JSON when nothing comes before it within
+/// [`WAIT`], otherwise an event stream.
+async fn respond(mut answer: Answering, mut progress: Progress) -> Response<Body> {
+    let first = next(&mut answer, &mut progress, tokio::time::sleep(WAIT)).await;
+    if let Next::Answer(Some(message)) = &first
+        && progress.is_empty()
+    {
+        return match serde_json::to_vec(message) {
+            Ok(json) => with_type(Body::from(json), "application/json"),
+            Err(error) => {
+                tracing::error!("could not encode a tool call's answer: {error}");
+                status(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
+            }
+        };
+    }
+    let (events, body) = mpsc::channel(PROGRESS_QUEUE);
+    tokio::spawn(write_events(first, answer, progress, events));
+    let mut response = with_type(
+        Body::from_stream(ReceiverStream::new(body)),
+        "text/event-stream",
+    );
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+type Answering = JoinHandle<Option<ServerJsonRpcMessage>>;
+type Progress = mpsc::Receiver<ProgressNotificationParam>;
+
+/// Waits for the call's next step, its answer, or `silence` to pass. Steps queued before
+/// the answer come first.
+async fn next(answer: &mut Answering, progress: &mut Progress, silence: impl Future) -> Next {
+    tokio::select! {
+        biased;
+        Some(step) = progress.recv() => Next::Progress(step),
+        done = answer => Next::Answer(done.unwrap_or_else(|error| {
+            tracing::error!("a tool call's task failed: {error}");
+            None
+        }).map(Box::new)),
+        _ = silence => Next::Silence,
+    }
+}
+
+/// Writes the call's events from `first` on to `events`: progress, keep-alive comments,
+/// then the answer, if there is one. Stops early when the client has gone (the call runs
+/// on in its own task).
+async fn write_events(
+    first: Next,
+    mut answer: Answering,
+    mut progress: Progress,
+    events: mpsc::Sender<Result<Bytes, Infallible>>,
+) {
+    let mut step = first;
+    loop {
+        let (event, last) = match step {
+            Next::Progress(params) => (progress_event(params), false),
+            Next::Silence => (Bytes::from_static(b": keep-alive\n\n"), false),
+            Next::Answer(message) => {
+                // Steps still queued were sent before the answer.
+                while let Ok(params) = progress.try_recv() {
+                    if events.send(Ok(progress_event(params))).await.is_err() {
+                        return;
+                    }
+                }
+                match message {
+                    Some(message) => (sse_event(&message), true),
+                    None => return,
+                }
+            }
+        };
+        if events.send(Ok(event)).await.is_err() || last {
+            return;
+        }
+        step = next(&mut answer, &mut progress, tokio::time::sleep(WAIT)).await;
+    }
+}
+
+fn progress_event(params: ProgressNotificationParam) -> Bytes {
+    let notification = ServerNotification::ProgressNotification(ProgressNotification::new(params));
+    sse_event(&ServerJsonRpcMessage::notification(notification))
+}
+
+/// `message` as one server-sent event.
+fn sse_event(message: &ServerJsonRpcMessage) -> Bytes {
+    let json = serde_json::to_string(message).unwrap_or_else(|error| {
+        tracing::error!("could not encode a message for the client: {error}");
+        String::new()
+    });
+    Bytes::from(format!("event: message\ndata: {json}\n\n"))
+}
+
+fn with_type(body: Body, content_type: &'static str) -> Response<Body> {
+    let mut response = Response::new(body);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }
 
 /// Whether a request with `headers` is one rmcp would accept as it is, and whose protocol
@@ -202,12 +302,6 @@ fn plain_headers(headers: &HeaderMap) -> bool {
         }),
     };
     is_json && accepts("application/json") && accepts("text/event-stream") && version_is_plain
-}
-
-/// Whether `call` can be answered with nothing sent before its answer.
-fn needs_no_stream(call: &ClientRequest) -> bool {
-    let meta = call.get_meta();
-    meta.get_progress_token().is_none() && meta.protocol_version().is_none()
 }
 
 /// The request a `notifications/cancelled` in `body` cancels.
