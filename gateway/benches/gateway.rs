@@ -9,8 +9,8 @@
 //! `BENCH_QUICK=1` cuts repetitions; `BENCH_GATEWAY=PATH` measures another gateway binary
 //! (an older build, say) with the same command; `BENCH_AGAINST=PATH` adds rows where
 //! another gateway binary is the baseline: its idle run_code calls alternate, one by one,
-//! with the measured one's, and its forwarded calls over stdio, round by round (with the
-//! CPU per call of both);
+//! with the measured one's, and its forwarded calls over stdio and over streamable HTTP,
+//! round by round (with the CPU per call of both);
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
 //! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
 //! redis-server and haproxy from scripts/install-cluster-deps).
@@ -401,8 +401,13 @@ struct HttpServer(std::process::Child, std::net::SocketAddr);
 impl HttpServer {
     /// `mcp-gateway serve` on `config`.
     fn gateway(config: &Path) -> HttpServer {
+        HttpServer::gateway_binary(&gateway_bin(), config)
+    }
+
+    /// The gateway `binary` (another build, say) serving `config` over streamable HTTP.
+    fn gateway_binary(binary: &Path, config: &Path) -> HttpServer {
         let address = free_address();
-        let mut command = std::process::Command::new(gateway_bin());
+        let mut command = std::process::Command::new(binary);
         command
             .args([
                 "serve",
@@ -554,6 +559,18 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
             compare_forwarding(rows, &scenario, "BENCH_AGAINST's", baseline, measured).await;
             via.cancel().await.unwrap();
             other.cancel().await.unwrap();
+
+            let (other, gateway) = (
+                HttpServer::gateway_binary(&against, &config),
+                HttpServer::gateway(&config),
+            );
+            let (other_client, via) = (other.client().await, gateway.client().await);
+            let scenario = format!("streamable HTTP (kv over stdio), {log}, the gateway");
+            let baseline = KvPath::via(&other_client, KV_GET, other.pid());
+            let measured = KvPath::via(&via, KV_GET, gateway.pid());
+            compare_forwarding(rows, &scenario, "BENCH_AGAINST's", baseline, measured).await;
+            via.cancel().await.unwrap();
+            other_client.cancel().await.unwrap();
         }
         let direct = stdio_client(&kv, &[]).await;
         let (via, pid) = gateway_over_stdio(&config).await;

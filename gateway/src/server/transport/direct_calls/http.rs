@@ -76,8 +76,8 @@ struct Registered {
 }
 
 impl DirectSessions {
-    /// Registers session `id` once it is initialized, when its client can be sent nothing
-    /// but answers during a call.
+    /// Registers session `id` at its `initialize`, when its client can be sent nothing
+    /// but progress and answers during a call.
     pub fn open(&self, id: SessionId, peer: &Peer<RoleServer>, server: &GatewayServer) {
         let takes_requests = peer.peer_info().is_none_or(|info| {
             let capabilities = &info.capabilities;
