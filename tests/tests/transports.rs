@@ -385,6 +385,57 @@ fn progress_reaches_the_caller() {
     assert_eq!(progress.last().unwrap()["total"], 600.0);
 }
 
+/// Over streamable HTTP, a call silent for longer than 15 s is answered on an event stream
+/// that carries keep-alive comments until the answer (so intermediaries see no longer
+/// silence), while the session's other calls are answered beside it.
+#[test]
+fn a_long_silent_call_keeps_its_stream_alive_until_the_answer() {
+    let workspace = Workspace::new(&format!(
+        "{}{}",
+        example_server("kv", "kv"),
+        example_server("slow", "slow")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let address = gateway.address;
+    let session = open_session(address, None);
+    let long = {
+        let session = session.clone();
+        std::thread::spawn(move || {
+            let wait = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "mcp__slow__wait", "arguments": {"ms": 16_500}}});
+            post(address, Some(&session), None, &wait.to_string())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let get = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "mcp__kv__get", "arguments": {"key": "k"}}});
+    let (status, headers, body) = post(address, Some(&session), None, &get.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    assert!(body.contains(r#""id":3"#), "{body}");
+
+    let (status, headers, body) = long.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        header(&headers, "content-type").is_some_and(|t| t.starts_with("text/event-stream")),
+        "{headers:?}"
+    );
+    let comment = body
+        .find("\n:")
+        .or_else(|| body.starts_with(':').then_some(0));
+    let answer = body.find(r#""id":2"#);
+    assert!(
+        comment.is_some() && answer.is_some() && comment < answer,
+        "a keep-alive comment, then the answer: {body}"
+    );
+    let messages: Vec<Value> = sse_events(&body)
+        .iter()
+        .filter_map(|event| serde_json::from_str(&event.data).ok())
+        .collect();
+    assert_eq!(messages.len(), 1, "{body}");
+    assert_eq!(messages[0]["result"]["isError"], false, "{body}");
+}
+
 /// Over streamable HTTP, a call whose only message back is its answer gets it as plain
 /// JSON; a call that reports progress first gets an event stream: the progress, then the
 /// answer.

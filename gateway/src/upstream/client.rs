@@ -24,7 +24,7 @@ use rmcp::model::{
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 use crate::relay::{self, CallRoutes, Downstream};
 
@@ -37,12 +37,19 @@ pub enum UpstreamEvent {
     ResourceUpdated(String),
 }
 
+/// How many of an upstream's log messages may be on their way to clients at once; more
+/// are dropped (still logged here). rmcp hands each notification to a task of its own
+/// as fast as the upstream writes them, and clients that read their streams slower
+/// would otherwise keep every one of those tasks, and their messages, alive.
+const LOG_MESSAGES_IN_FLIGHT: usize = 64;
+
 /// The rmcp client handler for one upstream connection.
 pub struct UpstreamClient {
     server: Arc<str>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     calls: CallRoutes,
     downstream: Arc<Downstream>,
+    log_messages: Semaphore,
 }
 
 impl UpstreamClient {
@@ -57,6 +64,7 @@ impl UpstreamClient {
             events,
             calls,
             downstream,
+            log_messages: Semaphore::new(LOG_MESSAGES_IN_FLIGHT),
         }
     }
 
@@ -161,6 +169,10 @@ impl ClientHandler for UpstreamClient {
         context: NotificationContext<RoleClient>,
     ) {
         log_locally(&self.server, &params);
+        let Ok(_in_flight) = self.log_messages.try_acquire() else {
+            tracing::debug!(server = %self.server, "log message not relayed: clients lag behind");
+            return;
+        };
         let caller = self
             .calls
             .caller_of(context.extensions.get::<InboundStreamOrigin>())
