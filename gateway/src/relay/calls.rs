@@ -28,8 +28,9 @@ pub(super) const PROGRESS_TOKEN: &str = "progressToken";
 #[derive(Clone)]
 pub struct Caller {
     pub peer: Peer<RoleServer>,
-    /// The client's request the upstream call serves, if any. On streamable HTTP,
-    /// requests to the client ride this request's response stream.
+    /// The client's request the upstream call serves, if any, when rmcp carries its
+    /// stream. On streamable HTTP, requests to the client ride this request's response
+    /// stream.
     pub request: Option<RequestId>,
     /// The token the client chose when it asked for progress.
     pub progress_token: Option<ProgressToken>,
@@ -38,15 +39,16 @@ pub struct Caller {
     pub meta: Option<RequestMetaObject>,
     /// The client session, to tell callers apart and for its log level.
     pub session: Arc<str>,
-    /// Where the call's progress goes when its transport carries it itself.
-    pub progress_sink: Option<ProgressSink>,
+    /// The call's own stream, when its transport carries it instead of rmcp.
+    pub own_stream: Option<OwnStream>,
 }
 
-/// The progress of a call whose transport delivers it itself rather than through the
-/// client's peer: a streamable HTTP call served beside rmcp's session worker
-/// (`server::transport::direct_calls::http`), put into the call's extensions.
+/// The stream of a call whose transport carries it itself, put into the call's
+/// extensions: a streamable HTTP call served beside rmcp's session worker
+/// (`server::transport::direct_calls::http`). Its progress goes here; requests to its
+/// client cannot ride it (rmcp sends them on the session's standalone stream).
 #[derive(Clone)]
-pub struct ProgressSink(pub mpsc::Sender<ProgressNotificationParam>);
+pub struct OwnStream(pub mpsc::Sender<ProgressNotificationParam>);
 
 impl Caller {
     /// The caller of `context`'s request, in `session`.
@@ -54,13 +56,14 @@ impl Caller {
         let mut meta = context.meta.clone();
         let progress_token = meta.get_progress_token();
         meta.remove(PROGRESS_TOKEN);
+        let own_stream = context.extensions.get::<OwnStream>().cloned();
         Caller {
             peer: context.peer.clone(),
-            request: Some(context.id.clone()),
+            request: own_stream.is_none().then(|| context.id.clone()),
             progress_token,
             meta: (!meta.is_empty()).then_some(meta),
             session: session.into(),
-            progress_sink: context.extensions.get::<ProgressSink>().cloned(),
+            own_stream,
         }
     }
 
@@ -71,8 +74,8 @@ impl Caller {
             return;
         };
         progress.progress_token = token.clone();
-        let delivered = match &self.progress_sink {
-            Some(sink) => sink.0.send(progress).await.is_ok(),
+        let delivered = match &self.own_stream {
+            Some(stream) => stream.0.send(progress).await.is_ok(),
             None => self.peer.notify_progress(progress).await.is_ok(),
         };
         if !delivered {
@@ -86,7 +89,6 @@ impl Caller {
         Caller {
             progress_token: None,
             meta: None,
-            progress_sink: None,
             ..self.clone()
         }
     }

@@ -135,7 +135,7 @@ pub async fn relay(
                 progress_token: None,
                 meta: None,
                 session,
-                progress_sink: None,
+                own_stream: None,
             },
             None if kind == Kind::Ping => return Ok(ClientResult::empty(())),
             None => return Err(refuse(Unrelated::NoCall.to_string())),

@@ -6,7 +6,7 @@
 //!
 //! The answer goes out as a plain JSON body when nothing comes before it within
 //! [`WAIT`]; otherwise the `POST` is answered with an event stream: the call's progress
-//! steps (from the upstream, through [`ProgressSink`]), keep-alive comments while the call
+//! steps (from the upstream, through [`OwnStream`]), keep-alive comments while the call
 //! is silent, then the answer. A call is served here only when nothing else can need its
 //! stream:
 //! - the session's client declared none of sampling, elicitation and roots, the requests
@@ -53,7 +53,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Session;
-use crate::relay::calls::ProgressSink;
+use crate::relay::calls::OwnStream;
 use crate::server::handler::GatewayServer;
 use crate::server::transport::client_lines::decode_tool_call;
 use crate::server::transport::plain_answers::WAIT;
@@ -149,10 +149,8 @@ pub async fn serve(
         Some((id, mut call)) if call.get_meta().protocol_version().is_none() => {
             // As rmcp does: the handler reads credentials and trace headers from them.
             call.extensions_mut().insert(parts);
-            let (sink, progress) = mpsc::channel(PROGRESS_QUEUE);
-            if call.get_meta().get_progress_token().is_some() {
-                call.extensions_mut().insert(ProgressSink(sink));
-            }
+            let (stream, progress) = mpsc::channel(PROGRESS_QUEUE);
+            call.extensions_mut().insert(OwnStream(stream));
             let answer = tokio::spawn(session.call(id, call));
             return Ok(respond(answer, progress).await);
         }
