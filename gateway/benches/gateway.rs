@@ -837,7 +837,6 @@ fn invocation(session: &Arc<Session>, tool: &str, arguments: Value, target: Targ
         target: Some(target),
         cancel: CancellationToken::new(),
         caller: None,
-        peer: None,
         origin: Origin::Client,
         started: Instant::now(),
         trace: opentelemetry::Context::new(),

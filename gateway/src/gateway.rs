@@ -395,7 +395,6 @@ impl Gateway {
             arguments: request.arguments,
             cancel,
             caller: request.caller,
-            peer: request.peer,
             origin: request.origin,
             started: std::time::Instant::now(),
             trace: request.trace,

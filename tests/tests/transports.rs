@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mcp_gateway_tests::streamable::{header, open_session, post, sse_events};
+use mcp_gateway_tests::streamable::{SseResponse, header, open_session, post, sse_events};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -434,6 +434,79 @@ fn a_long_silent_call_keeps_its_stream_alive_until_the_answer() {
         .collect();
     assert_eq!(messages.len(), 1, "{body}");
     assert_eq!(messages[0]["result"]["isError"], false, "{body}");
+}
+
+/// Over streamable HTTP, what the gateway asks a client during a call rides that call's
+/// stream: an upstream's sampling request (with a progress token the client reports
+/// under) and the gate's `ask`. The client answers each in a POST of its own, and the
+/// call's answer follows on the same stream; the client never opened its `GET` stream.
+#[test]
+fn requests_during_an_http_call_ride_its_stream_and_their_answers_come_back() {
+    let workspace = Workspace::new(&format!(
+        "{}{}\n[[policy]]\ntool = \"mcp__kv__set\"\ndecision = \"ask\"\nreason = \"writes need a person\"\n",
+        example_server("kv", "kv"),
+        example_server("slow", "slow")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let address = gateway.address;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"sampling": {}, "elicitation": {}},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let (status, headers, body) = post(address, None, None, &initialize.to_string());
+    assert_eq!(status, 200, "{body}");
+    let session = header(&headers, "mcp-session-id").unwrap().to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = post(address, Some(&session), None, &initialized.to_string());
+    assert_eq!(status, 202);
+    let message = |stream: &mut SseResponse| -> Value {
+        let event = stream.next_event().expect("an event on the call's stream");
+        serde_json::from_str(&event.data).unwrap()
+    };
+    let answer = |id: &Value, result: Value| {
+        let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        let (status, _, body) = post(address, Some(&session), None, &answer.to_string());
+        assert_eq!(status, 202, "{body}");
+    };
+
+    let ask = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "mcp__slow__ask", "arguments": {"prompt": "p"}}});
+    let mut stream = SseResponse::post(address, &session, &ask.to_string());
+    let sampling = message(&mut stream);
+    assert_eq!(sampling["method"], "sampling/createMessage", "{sampling}");
+    let token = &sampling["params"]["_meta"]["progressToken"];
+    assert!(!token.is_null(), "{sampling}");
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                          "params": {"progressToken": token, "progress": 0.5}});
+    let (status, _, _) = post(address, Some(&session), None, &progress.to_string());
+    assert_eq!(status, 202);
+    std::thread::sleep(Duration::from_millis(300));
+    answer(
+        &sampling["id"],
+        json!({"role": "assistant", "model": "m",
+               "content": {"type": "text", "text": "SAMPLED-ON-THE-CALL-STREAM"}}),
+    );
+    let result = message(&mut stream);
+    assert_eq!(result["id"], 2, "{result}");
+    let asked = &result["result"]["structuredContent"];
+    assert_eq!(asked["answer"], "SAMPLED-ON-THE-CALL-STREAM", "{result}");
+    assert_eq!(asked["progress"], json!([0.5]), "{result}");
+
+    let set = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "mcp__kv__set", "arguments": {"key": "k", "value": "v"}}});
+    let mut stream = SseResponse::post(address, &session, &set.to_string());
+    let question = message(&mut stream);
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let asked = question["params"]["message"].as_str().unwrap();
+    assert!(asked.contains("writes need a person"), "{question}");
+    answer(&question["id"], json!({"action": "decline"}));
+    let result = message(&mut stream);
+    assert_eq!(result["id"], 3, "{result}");
+    assert_eq!(error_code(&result["result"]), Some("DENIED"), "{result}");
+    assert!(
+        result_text(&result["result"]).contains("not approved"),
+        "{result}"
+    );
 }
 
 /// Over streamable HTTP, a call whose only message back is its answer gets it as plain

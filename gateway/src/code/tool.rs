@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::future::BoxFuture;
 use opentelemetry::Context;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject, Tool, ToolAnnotations};
-use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -158,7 +157,6 @@ impl RunCodeTool {
         let bridge = Arc::new(PipelineBridge {
             host,
             session: session.clone(),
-            peer: invocation.peer.clone(),
             caller: invocation.caller.as_ref().map(Caller::nested),
             run: uuid::Uuid::new_v4().simple().to_string(),
             trace,
@@ -307,7 +305,6 @@ fn render(outcome: RunOutcome) -> Result<CallToolResult, ToolError> {
 struct PipelineBridge {
     host: Arc<dyn ToolHost>,
     session: Arc<Session>,
-    peer: Option<Peer<RoleServer>>,
     /// The client call that started the run: upstreams' requests during the program's
     /// calls go to it.
     caller: Option<Caller>,
@@ -341,7 +338,6 @@ impl ToolBridge for PipelineBridge {
                 }
             },
             cancel,
-            peer: self.peer.clone(),
             caller: self.caller.clone(),
             origin: Origin::Code {
                 run: self.run.clone(),

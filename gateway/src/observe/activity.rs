@@ -277,7 +277,6 @@ mod tests {
             target: None,
             cancel: CancellationToken::new(),
             caller: None,
-            peer: None,
             origin: Origin::Client,
             started: std::time::Instant::now(),
             trace: opentelemetry::Context::new(),

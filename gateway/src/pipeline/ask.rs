@@ -14,6 +14,7 @@ use super::error::{ErrorCode, ToolError};
 use super::invocation::Invocation;
 use crate::approvals::{Subject, Unanswered};
 use crate::config::AskFallback;
+use crate::relay::requests::elicit;
 
 /// How much of the arguments the question quotes.
 const ARGUMENTS_SUMMARY_CHARS: usize = 300;
@@ -25,11 +26,13 @@ pub async fn ask(
     settings: &PipelineSettings,
 ) -> Result<(), ToolError> {
     let denied = |message: String| Err(ToolError::new(ErrorCode::Denied, message));
-    let peer = invocation.peer.as_ref().filter(|peer| {
-        peer.peer_info()
+    let caller = invocation.caller.as_ref().filter(|caller| {
+        caller
+            .peer
+            .peer_info()
             .is_some_and(|info| info.capabilities.elicitation.is_some())
     });
-    let Some(peer) = peer else {
+    let Some(caller) = caller else {
         return match settings.ask_fallback {
             AskFallback::Allow => Ok(()),
             AskFallback::Console => {
@@ -64,20 +67,21 @@ pub async fn ask(
         message: question(invocation, reason),
         requested_schema: ElicitationSchema::new(BTreeMap::new()),
     };
-    let answer = tokio::select! {
-        answer = peer.create_elicitation(params) => answer,
-        () = invocation.cancel.cancelled() => {
-            return Err(ToolError::new(ErrorCode::AbortedBeforeDispatch, "cancelled while waiting for approval"));
-        }
-    };
+    let answer = elicit(caller, params, &invocation.cancel).await;
+    if invocation.cancel.is_cancelled() {
+        return Err(ToolError::new(
+            ErrorCode::AbortedBeforeDispatch,
+            "cancelled while waiting for approval",
+        ));
+    }
     match answer {
         Ok(result) if result.action == ElicitationAction::Accept => Ok(()),
         Ok(result) => denied(format!(
             "`{}` was not approved ({:?}): {reason}",
             invocation.tool, result.action
         )),
-        Err(e) => denied(format!(
-            "`{}` needs approval ({reason}), but asking failed: {e}",
+        Err(why) => denied(format!(
+            "`{}` needs approval ({reason}), but {why}",
             invocation.tool
         )),
     }

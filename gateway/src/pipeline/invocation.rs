@@ -4,7 +4,6 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use opentelemetry::Context;
 use rmcp::model::JsonObject;
-use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -102,7 +101,6 @@ pub struct CallRequest {
     pub name: String,
     pub arguments: Option<JsonObject>,
     pub cancel: CancellationToken,
-    pub peer: Option<Peer<RoleServer>>,
     /// The client call this one serves, for what the upstream sends back during it.
     pub caller: Option<Caller>,
     pub origin: Origin,
@@ -118,7 +116,6 @@ impl CallRequest {
             name: name.into(),
             arguments,
             cancel: CancellationToken::new(),
-            peer: None,
             caller: None,
             origin: Origin::Client,
             trace: Context::new(),
@@ -139,8 +136,6 @@ pub struct Invocation {
     /// The client call behind this one: where the upstream's progress, requests and log
     /// messages go while it runs.
     pub caller: Option<Caller>,
-    /// The client that made the call, for elicitation (`ask`).
-    pub peer: Option<Peer<RoleServer>>,
     pub origin: Origin,
     /// When the call arrived (latency metrics).
     pub started: std::time::Instant,

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::model::{ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject};
 use rmcp::service::{InboundStreamOrigin, RequestContext};
 use rmcp::{Peer, RoleServer};
-use tokio::sync::mpsc;
 
+use super::own_stream::OwnStream;
 use super::turns::Turns;
 
 /// The `_meta` key of a request's progress token.
@@ -39,16 +39,10 @@ pub struct Caller {
     pub meta: Option<RequestMetaObject>,
     /// The client session, to tell callers apart and for its log level.
     pub session: Arc<str>,
-    /// The call's own stream, when its transport carries it instead of rmcp.
+    /// The call's own stream, when its transport carries it instead of rmcp: its
+    /// progress and requests to its client ride it.
     pub own_stream: Option<OwnStream>,
 }
-
-/// The stream of a call whose transport carries it itself, put into the call's
-/// extensions: a streamable HTTP call served beside rmcp's session worker
-/// (`server::transport::direct_calls::http`). Its progress goes here; requests to its
-/// client cannot ride it (rmcp sends them on the session's standalone stream).
-#[derive(Clone)]
-pub struct OwnStream(pub mpsc::Sender<ProgressNotificationParam>);
 
 impl Caller {
     /// The caller of `context`'s request, in `session`.
@@ -75,7 +69,7 @@ impl Caller {
         };
         progress.progress_token = token.clone();
         let delivered = match &self.own_stream {
-            Some(stream) => stream.0.send(progress).await.is_ok(),
+            Some(stream) => stream.notify_progress(progress).await,
             None => self.peer.notify_progress(progress).await.is_ok(),
         };
         if !delivered {

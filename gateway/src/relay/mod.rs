@@ -6,6 +6,9 @@
 //! calling client can answer. This module relates that traffic to the client call it
 //! belongs to and carries it there and back:
 //! - [`calls`]: per upstream, the requests in flight and the client [`Caller`] each serves;
+//! - [`own_stream`]: a call's own response stream, when its transport serves it beside
+//!   rmcp: its progress and requests to its client ride it, and the client's answers
+//!   come back to it;
 //! - [`turns`]: per upstream, the turns taken between sessions by calls of tools that ask
 //!   their client, where nothing on the wire tells whose call a request belongs to;
 //! - [`requests`]: relaying an upstream's request to its caller, under the gate's
@@ -22,6 +25,7 @@
 //! ```
 
 pub mod calls;
+pub mod own_stream;
 pub mod progress;
 pub mod requests;
 pub mod sessions;

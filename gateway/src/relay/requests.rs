@@ -14,17 +14,19 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    GetExtensions, RequestMetaObject, ServerRequest,
+    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, GetExtensions, ProgressToken, RequestMetaObject, ServerRequest,
 };
 use rmcp::service::{
-    InboundStreamOrigin, OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError,
+    InboundStreamOrigin, OriginatingRequestId, PeerRequestOptions, RequestContext, RequestHandle,
+    ServiceError,
 };
 use rmcp::{ErrorData, Peer, RoleClient, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use super::Downstream;
 use super::calls::{CallRoutes, Caller, PROGRESS_TOKEN, Unrelated};
+use super::own_stream::OwnRequest;
 use super::progress::RelayedProgress;
 use crate::approvals::{ConsoleAsks, Subject};
 use crate::config::{AskFallback, RuleDecision};
@@ -251,22 +253,31 @@ async fn ask(
             ),
         };
     }
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(
-        ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: question,
-            requested_schema: ElicitationSchema::new(BTreeMap::new()),
-        },
-    ));
-    match send(caller, request, cancel, None).await {
-        Ok(ClientResult::ElicitResult(answer)) if answer.action == ElicitationAction::Accept => {
-            Ok(())
-        }
-        Ok(ClientResult::ElicitResult(answer)) => Err(format!(
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question,
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    };
+    match elicit(caller, params, cancel).await? {
+        answer if answer.action == ElicitationAction::Accept => Ok(()),
+        answer => Err(format!(
             "the person did not approve it ({:?})",
             answer.action
         )),
-        Ok(_) => Err("the client answered the approval question with something else".into()),
+    }
+}
+
+/// Asks the caller's client `params` through elicitation, on the stream of the caller's
+/// request, until `cancel`; `Err` says why there is no answer.
+pub async fn elicit(
+    caller: &Caller,
+    params: ElicitRequestParams,
+    cancel: &CancellationToken,
+) -> Result<ElicitResult, String> {
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    match send(caller, request, cancel, None).await {
+        Ok(ClientResult::ElicitResult(answer)) => Ok(answer),
+        Ok(_) => Err("the client answered the question with something else".into()),
         Err(Failure::Client(error)) => Err(format!("asking failed: {}", error.message)),
         Err(Failure::NoAnswer(why)) => Err(why),
     }
@@ -283,49 +294,44 @@ struct Asker {
 /// Sends `request` to the caller's client and waits for the answer, or until `cancel`
 /// (the upstream cancelled its request), which cancels it at the client too.
 ///
-/// The request is marked as belonging to the caller's own request, so on streamable HTTP
-/// it rides that request's response stream. It is sent from a task of its own: rmcp
-/// would otherwise mark it with the upstream request being handled here. For a relayed
-/// request, the upstream's `_meta` goes along (rmcp gives it a progress token of the
-/// gateway's, mapped back to the upstream's while the request is in flight).
+/// The request rides the caller's own request's stream: the call's own stream, or, when
+/// rmcp carries the call, the request is marked as belonging to it. It is sent from a
+/// task of its own: rmcp would otherwise mark it with the upstream request being handled
+/// here. For a relayed request, the upstream's `_meta` goes along (the request carries a
+/// progress token of the gateway's, mapped back to the upstream's while it is in flight).
 async fn send(
     caller: &Caller,
-    mut request: ServerRequest,
+    request: ServerRequest,
     cancel: &CancellationToken,
     asker: Option<Asker>,
 ) -> Result<ClientResult, Failure> {
-    if let Some(origin) = &caller.request {
-        request
-            .extensions_mut()
-            .insert(OriginatingRequestId(origin.clone()));
-    }
-    let mut options = PeerRequestOptions::no_options();
+    let mut meta = None;
     let mut wants_progress = None;
     if let Some(asker) = asker {
-        let mut meta = asker.meta;
-        let token = meta.get_progress_token();
-        meta.remove(PROGRESS_TOKEN);
-        options.meta = (!meta.is_empty()).then_some(meta);
+        let mut asked = asker.meta;
+        let token = asked.get_progress_token();
+        asked.remove(PROGRESS_TOKEN);
+        meta = (!asked.is_empty()).then_some(asked);
         wants_progress = token.map(|token| (asker.upstream, token, asker.progress));
     }
-    let peer = caller.peer.clone();
-    let session = caller.session.clone();
+    let caller = caller.clone();
     let cancel = cancel.clone();
     let sent = tokio::spawn(async move {
-        let mut handle = peer.send_cancellable_request(request, options).await?;
+        let mut sent = Sent::open(&caller, request, meta).await?;
         let _progress = match wants_progress {
             Some((upstream, theirs, routes)) => Some(
                 routes
-                    .enter(session, handle.progress_token.clone(), upstream, theirs)
+                    .enter(caller.session, sent.progress_token(), upstream, theirs)
                     .await,
             ),
             None => None,
         };
         tokio::select! {
-            answer = &mut handle.rx => answer.map_err(|_| ServiceError::TransportClosed)?,
+            answer = sent.answer() => answer,
             () = cancel.cancelled() => {
-                let _ = handle.cancel(Some("cancelled by the server".into())).await;
-                Err(ServiceError::Cancelled { reason: Some("cancelled by the server".into()) })
+                let reason = "cancelled by the server";
+                sent.cancel(reason).await;
+                Err(ServiceError::Cancelled { reason: Some(reason.into()) })
             }
         }
     });
@@ -336,5 +342,61 @@ async fn send(
             "the client did not answer: {error}"
         ))),
         Err(join) => Err(Failure::NoAnswer(format!("relaying failed: {join}"))),
+    }
+}
+
+/// A request sent to a client, waiting for its answer: on the call's own stream, or
+/// through rmcp.
+enum Sent {
+    Own(OwnRequest),
+    Rmcp(RequestHandle<RoleServer>),
+}
+
+impl Sent {
+    async fn open(
+        caller: &Caller,
+        mut request: ServerRequest,
+        meta: Option<RequestMetaObject>,
+    ) -> Result<Sent, ServiceError> {
+        if let Some(stream) = &caller.own_stream {
+            return stream.request(request, meta).await.map(Sent::Own);
+        }
+        if let Some(origin) = &caller.request {
+            request
+                .extensions_mut()
+                .insert(OriginatingRequestId(origin.clone()));
+        }
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = meta;
+        let handle = caller
+            .peer
+            .send_cancellable_request(request, options)
+            .await?;
+        Ok(Sent::Rmcp(handle))
+    }
+
+    fn progress_token(&self) -> ProgressToken {
+        match self {
+            Sent::Own(request) => request.progress_token.clone(),
+            Sent::Rmcp(handle) => handle.progress_token.clone(),
+        }
+    }
+
+    async fn answer(&mut self) -> Result<ClientResult, ServiceError> {
+        match self {
+            Sent::Own(request) => request.answer().await,
+            Sent::Rmcp(handle) => (&mut handle.rx)
+                .await
+                .map_err(|_| ServiceError::TransportClosed)?,
+        }
+    }
+
+    async fn cancel(self, reason: &str) {
+        match self {
+            Sent::Own(request) => request.cancel(reason).await,
+            Sent::Rmcp(handle) => {
+                let _ = handle.cancel(Some(reason.into())).await;
+            }
+        }
     }
 }

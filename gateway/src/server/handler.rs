@@ -375,7 +375,6 @@ impl ServerHandler for GatewayServer {
                     name: request.name.to_string(),
                     arguments: request.arguments,
                     cancel: context.ct.clone(),
-                    peer: Some(context.peer.clone()),
                     caller: Some(caller),
                     origin: Origin::Client,
                     trace: caller_trace(&context),

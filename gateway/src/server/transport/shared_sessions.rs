@@ -53,7 +53,7 @@ use rmcp::transport::streamable_http_server::session::{
 };
 use rmcp::{Peer, RoleServer};
 
-use super::direct_calls::{self, http::DirectSessions};
+use super::direct_calls::http::{DirectSessions, HttpSession};
 use crate::server::handler::GatewayServer;
 use crate::state::{
     Published, SharedState, StateError, StoredEvent, event_id as event_id_of, parse_event_id,
@@ -143,7 +143,7 @@ impl SharedSessions {
     /// Session `id`, when its tool calls may be served directly. Since those calls never
     /// reach rmcp's session worker, which ends a session it has not heard of for a while,
     /// the worker is told now and then that the session is in use.
-    pub fn direct(self: &Arc<Self>, id: &str) -> Option<Arc<direct_calls::Session>> {
+    pub fn direct(self: &Arc<Self>, id: &str) -> Option<Arc<HttpSession>> {
         let (session, keep_alive) = self.direct.as_ref()?.get(id)?;
         if keep_alive {
             let this = Arc::clone(self);

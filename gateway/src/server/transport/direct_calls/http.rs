@@ -5,12 +5,14 @@
 //! back into plain JSON.
 //!
 //! The answer goes out as a plain JSON body when nothing comes before it within
-//! [`WAIT`]; otherwise the `POST` is answered with an event stream: the call's progress
-//! steps (from the upstream, through [`OwnStream`]), keep-alive comments while the call
-//! is silent, then the answer. A call is served here only when nothing else can need its
-//! stream:
-//! - the session's client declared none of sampling, elicitation and roots, the requests
-//!   the gateway relays from upstreams (and asks through) on a call's own stream;
+//! [`WAIT`]; otherwise the `POST` is answered with an event stream: what the gateway
+//! sends the client during the call (through its [`OwnStream`]: progress steps, and
+//! requests relayed from upstreams or the gate's `ask`), keep-alive comments while the
+//! call is silent, then the answer. The client's answers to those requests come in
+//! `POST`s of their own, taken here too. A call is served here only when its session and
+//! its request leave nothing to rmcp:
+//! - the session did not open on protocol 2026-07-28 or later, where a server sends its
+//!   client no requests;
 //! - the request names no protocol version of its own: no `_meta` version, and no
 //!   `MCP-Protocol-Version` header of 2026-07-28 or later (whose standard headers rmcp
 //!   checks against the body), nor one rmcp does not know (which it refuses);
@@ -40,8 +42,8 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use rmcp::model::{
-    CancelledNotificationParam, GetExtensions, GetMeta, ProgressNotification,
-    ProgressNotificationParam, ProtocolVersion, ServerJsonRpcMessage, ServerNotification,
+    CancelledNotificationParam, ClientJsonRpcMessage, GetExtensions, GetMeta, ProtocolVersion,
+    ServerJsonRpcMessage,
 };
 use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_server::session::SessionId;
@@ -53,7 +55,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::Session;
-use crate::relay::calls::OwnStream;
+use crate::relay::own_stream::{ClientRequests, OwnStream};
 use crate::server::handler::GatewayServer;
 use crate::server::transport::client_lines::decode_tool_call;
 use crate::server::transport::plain_answers::WAIT;
@@ -61,8 +63,8 @@ use crate::server::transport::plain_answers::WAIT;
 /// How often, at most, rmcp's worker hears that a session is in use.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(60);
 
-/// How many progress steps (or events) may wait for the client before the call waits.
-const PROGRESS_QUEUE: usize = 16;
+/// How many messages (or events) may wait for the client before the call waits.
+const MESSAGE_QUEUE: usize = 16;
 
 /// The sessions of this process whose calls may be served here.
 #[derive(Default)]
@@ -71,24 +73,31 @@ pub struct DirectSessions {
 }
 
 struct Registered {
-    session: Arc<Session>,
+    session: Arc<HttpSession>,
     kept_alive: Instant,
 }
 
+/// A session served here: its calls, and the requests they sent its client.
+pub struct HttpSession {
+    calls: Arc<Session>,
+    requests: Arc<ClientRequests>,
+}
+
 impl DirectSessions {
-    /// Registers session `id` at its `initialize`, when its client can be sent nothing
-    /// but progress and answers during a call.
+    /// Registers session `id` at its `initialize`, unless it opened on a protocol whose
+    /// calls rmcp alone serves.
     pub fn open(&self, id: SessionId, peer: &Peer<RoleServer>, server: &GatewayServer) {
-        let takes_requests = peer.peer_info().is_none_or(|info| {
-            let capabilities = &info.capabilities;
-            capabilities.sampling.is_some()
-                || capabilities.elicitation.is_some()
-                || capabilities.roots.is_some()
-        });
-        if takes_requests {
+        let before_2026 = peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28);
+        if !before_2026 {
             return;
         }
-        let session = Session::new(peer.clone(), server.clone(), CancellationToken::new());
+        let calls = Session::new(peer.clone(), server.clone(), CancellationToken::new());
+        let session = HttpSession {
+            calls: Arc::new(calls),
+            requests: Arc::default(),
+        };
         self.lock().insert(
             id,
             Registered {
@@ -99,7 +108,7 @@ impl DirectSessions {
     }
 
     /// Session `id`, and whether rmcp's worker is due to hear it is in use.
-    pub fn get(&self, id: &str) -> Option<(Arc<Session>, bool)> {
+    pub fn get(&self, id: &str) -> Option<(Arc<HttpSession>, bool)> {
         let mut sessions = self.lock();
         let registered = sessions.get_mut(id)?;
         let now = Instant::now();
@@ -110,10 +119,11 @@ impl DirectSessions {
         Some((Arc::clone(&registered.session), due))
     }
 
-    /// Forgets session `id` and cancels its calls: it has ended.
+    /// Forgets session `id`, cancels its calls and their requests: it has ended.
     pub fn end(&self, id: &SessionId) {
         if let Some(registered) = self.lock().remove(id) {
-            registered.session.end();
+            registered.session.calls.end();
+            registered.session.requests.end();
         }
     }
 
@@ -124,10 +134,10 @@ impl DirectSessions {
     }
 }
 
-/// The response to `request`, a `POST` to `session`, when it is a call served here;
-/// otherwise `request` for rmcp, as it came.
+/// The response to `request`, a `POST` to `session`, when it is a call served here or an
+/// answer to a request one of them sent; otherwise `request` for rmcp, as it came.
 pub async fn serve(
-    session: &Arc<Session>,
+    session: &HttpSession,
     request: Request<Body>,
 ) -> Result<Response<Body>, Request<Body>> {
     if !plain_headers(request.headers()) {
@@ -149,23 +159,31 @@ pub async fn serve(
         Some((id, mut call)) if call.get_meta().protocol_version().is_none() => {
             // As rmcp does: the handler reads credentials and trace headers from them.
             call.extensions_mut().insert(parts);
-            let (stream, progress) = mpsc::channel(PROGRESS_QUEUE);
-            call.extensions_mut().insert(OwnStream(stream));
-            let answer = tokio::spawn(session.call(id, call));
-            return Ok(respond(answer, progress).await);
+            let (stream, messages) = mpsc::channel(MESSAGE_QUEUE);
+            let stream = OwnStream::new(stream, Arc::clone(&session.requests));
+            call.extensions_mut().insert(stream);
+            let answer = tokio::spawn(session.calls.call(id, call));
+            return Ok(respond(answer, messages).await);
         }
-        _ => {
-            if let Some(id) = cancelled_call(&body) {
-                session.cancel(&id);
+        _ if session.requests.any_waiting() => {
+            if let Ok(message) = serde_json::from_slice::<ClientJsonRpcMessage>(&body)
+                && session.requests.answer(message)
+            {
+                return Ok(status(StatusCode::ACCEPTED, ""));
             }
         }
+        _ => {}
+    }
+    if let Some(id) = cancelled_call(&body) {
+        session.calls.cancel(&id);
     }
     Err(Request::from_parts(parts, Body::from(body)))
 }
 
 /// What a call has to say next.
 enum Next {
-    Progress(ProgressNotificationParam),
+    /// A message for the client during the call.
+    Message(Box<ServerJsonRpcMessage>),
     /// Its answer, `None` when the client cancelled it.
     Answer(Option<Box<ServerJsonRpcMessage>>),
     /// Nothing for a while.
@@ -174,10 +192,10 @@ enum Next {
 
 /// The response to a call: its answer as plain JSON when nothing comes before it within
 /// [`WAIT`], otherwise an event stream.
-async fn respond(mut answer: Answering, mut progress: Progress) -> Response<Body> {
-    let first = next(&mut answer, &mut progress, tokio::time::sleep(WAIT)).await;
+async fn respond(mut answer: Answering, mut messages: Messages) -> Response<Body> {
+    let first = next(&mut answer, &mut messages, tokio::time::sleep(WAIT)).await;
     if let Next::Answer(Some(message)) = &first
-        && progress.is_empty()
+        && messages.is_empty()
     {
         return match serde_json::to_vec(message) {
             Ok(json) => with_type(Body::from(json), "application/json"),
@@ -187,8 +205,8 @@ async fn respond(mut answer: Answering, mut progress: Progress) -> Response<Body
             }
         };
     }
-    let (events, body) = mpsc::channel(PROGRESS_QUEUE);
-    tokio::spawn(write_events(first, answer, progress, events));
+    let (events, body) = mpsc::channel(MESSAGE_QUEUE);
+    tokio::spawn(write_events(first, answer, messages, events));
     let mut response = with_type(
         Body::from_stream(ReceiverStream::new(body)),
         "text/event-stream",
@@ -200,14 +218,14 @@ async fn respond(mut answer: Answering, mut progress: Progress) -> Response<Body
 }
 
 type Answering = JoinHandle<Option<ServerJsonRpcMessage>>;
-type Progress = mpsc::Receiver<ProgressNotificationParam>;
+type Messages = mpsc::Receiver<ServerJsonRpcMessage>;
 
-/// Waits for the call's next step, its answer, or `silence` to pass. Steps queued before
-/// the answer come first.
-async fn next(answer: &mut Answering, progress: &mut Progress, silence: impl Future) -> Next {
+/// Waits for the call's next message, its answer, or `silence` to pass. Messages queued
+/// before the answer come first.
+async fn next(answer: &mut Answering, messages: &mut Messages, silence: impl Future) -> Next {
     tokio::select! {
         biased;
-        Some(step) = progress.recv() => Next::Progress(step),
+        Some(message) = messages.recv() => Next::Message(Box::new(message)),
         done = answer => Next::Answer(done.unwrap_or_else(|error| {
             tracing::error!("a tool call's task failed: {error}");
             None
@@ -216,24 +234,24 @@ async fn next(answer: &mut Answering, progress: &mut Progress, silence: impl Fut
     }
 }
 
-/// Writes the call's events from `first` on to `events`: progress, keep-alive comments,
-/// then the answer, if there is one. Stops early when the client has gone (the call runs
-/// on in its own task).
+/// Writes the call's events from `first` on to `events`: its messages, keep-alive
+/// comments, then the answer, if there is one. Stops early when the client has gone (the
+/// call runs on in its own task).
 async fn write_events(
     first: Next,
     mut answer: Answering,
-    mut progress: Progress,
+    mut messages: Messages,
     events: mpsc::Sender<Result<Bytes, Infallible>>,
 ) {
     let mut step = first;
     loop {
         let (event, last) = match step {
-            Next::Progress(params) => (progress_event(params), false),
+            Next::Message(message) => (sse_event(&message), false),
             Next::Silence => (Bytes::from_static(b": keep-alive\n\n"), false),
             Next::Answer(message) => {
-                // Steps still queued were sent before the answer.
-                while let Ok(params) = progress.try_recv() {
-                    if events.send(Ok(progress_event(params))).await.is_err() {
+                // Messages still queued were sent before the answer.
+                while let Ok(message) = messages.try_recv() {
+                    if events.send(Ok(sse_event(&message))).await.is_err() {
                         return;
                     }
                 }
@@ -246,13 +264,8 @@ async fn write_events(
         if events.send(Ok(event)).await.is_err() || last {
             return;
         }
-        step = next(&mut answer, &mut progress, tokio::time::sleep(WAIT)).await;
+        step = next(&mut answer, &mut messages, tokio::time::sleep(WAIT)).await;
     }
-}
-
-fn progress_event(params: ProgressNotificationParam) -> Bytes {
-    let notification = ServerNotification::ProgressNotification(ProgressNotification::new(params));
-    sse_event(&ServerJsonRpcMessage::notification(notification))
 }
 
 /// `message` as one server-sent event.

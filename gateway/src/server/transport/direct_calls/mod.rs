@@ -11,8 +11,8 @@
 //! does for rmcp) and hands back the answer for its transport to deliver:
 //!
 //! - [`stdio`]: a stdio client's calls, taken off the line transport before rmcp sees them;
-//! - [`http`]: a streamable HTTP `POST` of one `tools/call` that needs no stream, answered
-//!   with a plain JSON body without reaching rmcp's session worker.
+//! - [`http`]: a streamable HTTP `POST` of one `tools/call`, answered with plain JSON or
+//!   an event stream of its own without reaching rmcp's session worker.
 //!
 //! rmcp's rules hold: a call the client cancels gets no answer, the session's
 //! cancellation cancels its calls.
