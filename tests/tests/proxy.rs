@@ -473,28 +473,38 @@ fn a_colliding_name_goes_to_the_first_server_by_name_even_when_it_starts_later()
 
 /// server-everything reports its last step just before it answers. Every step reaches the
 /// client, none overtaken by the answer (clients drop progress for an answered request),
-/// whether the client comes over stdio or streamable HTTP.
+/// whether the client comes over stdio or streamable HTTP, and whether the upstream is a
+/// child or listens on streamable HTTP or legacy SSE.
 #[test]
 fn the_last_progress_step_arrives_before_the_answer() {
-    let workspace = Workspace::new(&npm_server(
-        "everything",
-        "mcp-server-everything",
-        &["stdio"],
+    let http = ListeningServer::everything("streamableHttp");
+    let sse = ListeningServer::everything("sse");
+    let workspace = Workspace::new(&format!(
+        "{}{}[servers.sse]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n",
+        npm_server("everything", "mcp-server-everything", &["stdio"]),
+        http.server_config("http", ""),
+        sse.address
     ));
     let gateway = workspace.serve_http(&[]);
-    let call = json!({
-        "action": "call_tool",
-        "name": "mcp__everything__trigger-long-running-operation",
-        "arguments": {"duration": 0.2, "steps": 4},
-        "progress": true,
-    });
-    let calls = json!([call, call, call, call, call]);
+    let call = |server: &str| {
+        json!({
+            "action": "call_tool",
+            "name": format!("mcp__{server}__trigger-long-running-operation"),
+            "arguments": {"duration": 0.2, "steps": 4},
+            "progress": true,
+        })
+    };
+    let calls: Vec<Value> = ["everything", "http", "sse"]
+        .iter()
+        .flat_map(|server| std::iter::repeat_n(call(server), 5))
+        .collect();
+    let calls = Value::from(calls);
     for (transport, connection) in [
         ("stdio", python_stdio_args(&workspace, &[])),
         ("http", gateway.client_args("http", "/mcp")),
     ] {
         let run = python_client(&connection, &calls);
-        for index in 0..5 {
+        for index in 0..15 {
             let steps: Vec<&Value> = run["results"][index]["progress"]
                 .as_array()
                 .map(|updates| updates.iter().map(|update| &update["progress"]).collect())

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::model::{ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject};
 use rmcp::service::{InboundStreamOrigin, RequestContext};
 use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
 
 use super::own_stream::OwnStream;
 use super::turns::Turns;
@@ -102,11 +103,18 @@ struct Calls {
     by_progress: HashMap<ProgressToken, RequestId>,
 }
 
-/// One request in flight: whom it serves, and the tool it calls, if it is a tool call.
+/// One request in flight: whom it serves, the tool it calls, if it is a tool call, and
+/// where its progress waits for the task that awaits its answer, when that task forwards
+/// it (see [`CallRoutes::enter_in_order`]).
 struct Route {
     caller: Caller,
     tool: Option<String>,
+    progress: Option<mpsc::Sender<ProgressNotificationParam>>,
 }
+
+/// Progress notifications of one call held for its task at most; more are dropped until it
+/// catches up (an upstream flooding progress must not grow the gateway's memory).
+pub const MAX_QUEUED_PROGRESS: usize = 64;
 
 /// Why an upstream's request could not be related to a client call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,15 +154,65 @@ impl CallRoutes {
         caller: Caller,
         tool: Option<&str>,
     ) -> CallGuard {
+        self.insert(id, token, caller, tool, None)
+    }
+
+    /// [`Self::enter`], with the request's progress queued for the returned receiver
+    /// instead of forwarded as it comes: by [`Self::queue_progress`], which the upstream's
+    /// transport calls in the order of its messages, so the task that awaits the answer
+    /// can forward all progress before it (see [`answer_after_progress`]).
+    pub fn enter_in_order(
+        &self,
+        id: RequestId,
+        token: ProgressToken,
+        caller: Caller,
+        tool: Option<&str>,
+    ) -> (CallGuard, mpsc::Receiver<ProgressNotificationParam>) {
+        let (sender, receiver) = mpsc::channel(MAX_QUEUED_PROGRESS);
+        (self.insert(id, token, caller, tool, Some(sender)), receiver)
+    }
+
+    fn insert(
+        &self,
+        id: RequestId,
+        token: ProgressToken,
+        caller: Caller,
+        tool: Option<&str>,
+        progress: Option<mpsc::Sender<ProgressNotificationParam>>,
+    ) -> CallGuard {
         let mut calls = self.lock();
         calls.by_progress.insert(token.clone(), id.clone());
         let tool = tool.map(str::to_owned);
-        calls.by_request.insert(id.clone(), Route { caller, tool });
+        let route = Route {
+            caller,
+            tool,
+            progress,
+        };
+        calls.by_request.insert(id.clone(), route);
         CallGuard {
             routes: self.clone(),
             id,
             token,
         }
+    }
+
+    /// Queues `progress` for the task of the request entered in order under its token;
+    /// false when no such request is in flight (the progress then goes the usual way,
+    /// [`Self::progress_caller`]).
+    pub fn queue_progress(&self, progress: &ProgressNotificationParam) -> bool {
+        let calls = self.lock();
+        let queue = calls
+            .by_progress
+            .get(&progress.progress_token)
+            .and_then(|id| calls.by_request.get(id))
+            .and_then(|route| route.progress.as_ref());
+        let Some(queue) = queue else {
+            return false;
+        };
+        if queue.try_send(progress.clone()).is_err() {
+            tracing::debug!("dropping progress of a request that is behind on it");
+        }
+        true
     }
 
     /// The caller that wants the progress reported under the gateway's `token`.
@@ -245,6 +303,33 @@ enum Attributed {
 
 fn strip(attributed: Result<(Caller, Attributed), Unrelated>) -> Result<Caller, Unrelated> {
     attributed.map(|(caller, _)| caller)
+}
+
+/// Waits for `answer`, handing each progress notification queued before it to `forward`
+/// first (and awaiting it), so the last progress is never overtaken by the answer
+/// (clients drop progress for a request that has been answered).
+pub async fn answer_after_progress<T, F>(
+    answer: impl Future<Output = T>,
+    queue: &mut mpsc::Receiver<ProgressNotificationParam>,
+    mut forward: impl FnMut(ProgressNotificationParam) -> F,
+) -> T
+where
+    F: Future<Output = ()>,
+{
+    let mut answer = std::pin::pin!(answer);
+    loop {
+        tokio::select! {
+            biased;
+            Some(progress) = queue.recv() => forward(progress).await,
+            answer = &mut answer => {
+                // Progress read before the answer is in the queue by now.
+                while let Ok(progress) = queue.try_recv() {
+                    forward(progress).await;
+                }
+                return answer;
+            }
+        }
+    }
 }
 
 /// Removes a request's route when the request ends.

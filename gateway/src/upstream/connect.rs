@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::child::{self, ProcessGroup, Violation};
 use super::client::{UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
+use super::progress_in_order::ProgressInOrder;
 use super::traced_http::TracedHttp;
 use super::{Live, sse_client};
 use crate::auth::{
@@ -126,7 +127,7 @@ async fn connect_inner(
     calls: CallRoutes,
     downstream: Arc<Downstream>,
 ) -> Result<Connection, ConnectError> {
-    let handler = UpstreamClient::new(name.clone(), events, calls, downstream);
+    let handler = UpstreamClient::new(name.clone(), events, calls.clone(), downstream);
     let violation = Violation::default();
     let init_error =
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
@@ -145,7 +146,10 @@ async fn connect_inner(
                 source,
             })?;
             (
-                handler.serve(transport).await.map_err(init_error)?,
+                handler
+                    .serve(ProgressInOrder::new(transport, calls.clone()))
+                    .await
+                    .map_err(init_error)?,
                 Some(group),
                 Some(lane),
             )
@@ -176,14 +180,18 @@ async fn connect_inner(
                         TracedHttp(client),
                         transport_config,
                     );
-                    handler.serve(transport).await
+                    handler
+                        .serve(ProgressInOrder::new(transport, calls.clone()))
+                        .await
                 }
                 None => {
                     let transport = StreamableHttpClientTransport::with_client(
                         TracedHttp(reqwest::Client::new()),
                         transport_config,
                     );
-                    handler.serve(transport).await
+                    handler
+                        .serve(ProgressInOrder::new(transport, calls.clone()))
+                        .await
                 }
             };
             if signed_out.is_cancelled() {
@@ -203,7 +211,10 @@ async fn connect_inner(
                 .await
                 .map_err(|e| ConnectError::Transport(e.to_string()))?;
             (
-                handler.serve(transport).await.map_err(init_error)?,
+                handler
+                    .serve(ProgressInOrder::new(transport, calls.clone()))
+                    .await
+                    .map_err(init_error)?,
                 None,
                 None,
             )

@@ -36,14 +36,11 @@ use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::lines::{LineWriter, encode};
+use crate::relay::calls::{MAX_QUEUED_PROGRESS, answer_after_progress};
 
 /// The lane's first request id. rmcp numbers its own requests and progress tokens with a
 /// `u32` counter from 0, so ids from here on never meet them.
 const FIRST_ID: i64 = 1 << 32;
-
-/// Progress notifications of one call held for its task at most; more are dropped until it
-/// catches up (an upstream flooding progress must not grow the gateway's memory).
-const MAX_QUEUED_PROGRESS: usize = 64;
 
 /// The tool calls in flight on one stdio connection, and the upstream's input.
 pub struct Lane<W = ChildStdin> {
@@ -221,7 +218,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
     pub async fn exchange<F>(
         &mut self,
         request: CallToolRequest,
-        mut progress: impl FnMut(ProgressNotificationParam) -> F,
+        progress: impl FnMut(ProgressNotificationParam) -> F,
     ) -> Option<Answer>
     where
         F: Future<Output = ()>,
@@ -236,19 +233,9 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
             tracing::debug!("could not write a tool call upstream: {error}");
             return None;
         }
-        loop {
-            tokio::select! {
-                biased;
-                Some(reported) = self.progress.recv() => progress(reported).await,
-                answer = &mut self.answer => {
-                    // Progress read before the answer is in the queue by now.
-                    while let Ok(reported) = self.progress.try_recv() {
-                        progress(reported).await;
-                    }
-                    return answer.ok();
-                }
-            }
-        }
+        answer_after_progress(&mut self.answer, &mut self.progress, progress)
+            .await
+            .ok()
     }
 
     /// Tells the upstream the call is cancelled (`notifications/cancelled`) without

@@ -14,6 +14,7 @@ mod connect;
 mod lane;
 mod lines;
 pub mod offer;
+mod progress_in_order;
 pub mod sse_client;
 mod traced_http;
 
@@ -23,8 +24,8 @@ use std::time::Duration;
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta, JsonObject,
-    LoggingLevel, ProgressNotificationParam, ProgressToken, RequestMetaObject, ResultType,
-    ServerResult, SetLevelRequestParams,
+    LoggingLevel, ProgressToken, RequestMetaObject, ResultType, ServerResult,
+    SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -38,6 +39,7 @@ use crate::auth::store::TokenStore;
 use crate::config::ServerConfig;
 use crate::observe::telemetry;
 use crate::registry::resource_uri;
+use crate::relay::calls::answer_after_progress;
 use crate::relay::{CallRoutes, Caller, Downstream};
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
@@ -480,24 +482,16 @@ impl Upstream {
             .get_or_insert_default::<RequestMetaObject>();
         add_client_meta(caller.as_ref(), meta);
         meta.set_progress_token(token.clone());
-        // Where the call's progress goes: to the client, when it asked for progress.
-        let progress_to = caller
-            .as_ref()
-            .filter(|caller| caller.progress_token.is_some())
-            .cloned()
-            .map(Arc::new);
-        let forward = |progress: ProgressNotificationParam| {
-            let progress_to = progress_to.clone();
-            async move {
-                if let Some(caller) = progress_to {
-                    caller.notify_progress(progress).await;
-                }
-            }
-        };
-        let _route = caller.map(|caller| {
+        let _route = caller.clone().map(|caller| {
             self.calls
                 .enter(call.id().clone(), token, caller, Some(tool))
         });
+        // The call's progress goes to the client, when it asked for progress.
+        let forward = async |progress| {
+            if let Some(caller) = &caller {
+                caller.notify_progress(progress).await;
+            }
+        };
         let answer = tokio::select! {
             answer = call.exchange(request, forward) => Some(answer),
             () = cancel.cancelled() => None,
@@ -553,17 +547,25 @@ impl Upstream {
             .send_cancellable_request(request, options)
             .await
             .map_err(|e| self.service_error(e))?;
-        let _route = caller.map(|caller| {
-            self.calls.enter(
-                handle.id.clone(),
-                handle.progress_token.clone(),
-                caller,
-                tool,
-            )
-        });
-        let answer = tokio::select! {
-            answer = &mut handle.rx => Some(answer),
-            () = cancel.cancelled() => None,
+        let answer = match caller {
+            Some(caller) => {
+                let (_route, mut progress) = self.calls.enter_in_order(
+                    handle.id.clone(),
+                    handle.progress_token.clone(),
+                    caller.clone(),
+                    tool,
+                );
+                let forward = |progress| caller.notify_progress(progress);
+                let answer = answer_after_progress(&mut handle.rx, &mut progress, forward);
+                tokio::select! {
+                    answer = answer => Some(answer),
+                    () = cancel.cancelled() => None,
+                }
+            }
+            None => tokio::select! {
+                answer = &mut handle.rx => Some(answer),
+                () = cancel.cancelled() => None,
+            },
         };
         match answer {
             Some(Ok(Ok(result))) => Ok(result),
