@@ -296,7 +296,7 @@ impl ServerHandler for GatewayServer {
         session.with_state(|initial: &mut ShownAtInitialize| initial.0 = Some(shown));
         let answer = self.negotiate_initialize(&request)?;
         if let Some(transport) = transport {
-            transport.initialized(&context.peer, self);
+            transport.initialized(&context.peer, self, &answer.protocol_version);
         }
         Ok(answer)
     }

@@ -41,7 +41,8 @@ use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorData, GetExtensions, RequestId, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientRequest, ErrorData, GetExtensions, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage,
 };
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::{
@@ -73,10 +74,15 @@ pub struct TransportSession {
 
 impl TransportSession {
     /// Offers the session's tool calls to be served directly, once `server` answers its
-    /// `initialize` (see [`super::direct_calls::http`]).
-    pub fn initialized(&self, peer: &Peer<RoleServer>, server: &GatewayServer) {
+    /// `initialize` with `version` (see [`super::direct_calls::http`]).
+    pub fn initialized(
+        &self,
+        peer: &Peer<RoleServer>,
+        server: &GatewayServer,
+        version: &ProtocolVersion,
+    ) {
         if let Some(direct) = &self.direct {
-            direct.open(self.id.clone(), peer, server);
+            direct.open(self.id.clone(), peer, server, version);
         }
     }
 }

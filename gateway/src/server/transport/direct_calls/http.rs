@@ -84,13 +84,17 @@ pub struct HttpSession {
 }
 
 impl DirectSessions {
-    /// Registers session `id` at its `initialize`, unless it opened on a protocol whose
-    /// calls rmcp alone serves.
-    pub fn open(&self, id: SessionId, peer: &Peer<RoleServer>, server: &GatewayServer) {
-        let before_2026 = peer
-            .peer_info()
-            .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28);
-        if !before_2026 {
+    /// Registers session `id` at its `initialize`, unless it opened on a protocol
+    /// `version` whose calls rmcp alone serves (the version negotiated, not the one the
+    /// client asked for: rmcp's client asks for its latest).
+    pub fn open(
+        &self,
+        id: SessionId,
+        peer: &Peer<RoleServer>,
+        server: &GatewayServer,
+        version: &ProtocolVersion,
+    ) {
+        if *version >= ProtocolVersion::V_2026_07_28 {
             return;
         }
         let calls = Session::new(peer.clone(), server.clone(), CancellationToken::new());
