@@ -10,7 +10,9 @@
 //!   answered `202 Accepted`; the answer to a request arrives on the stream.
 //!
 //! Each session is handed to the gateway as an [`SseServerTransport`], an rmcp
-//! `Transport<RoleServer>`, through the callback given to [`router`]. The session ends
+//! `Transport<RoleServer>`, through the callback given to [`router`]; the gateway serves
+//! its tool calls beside rmcp's loop, answering them on the session's [`SseOutput`]
+//! (see [`super::direct_calls::transport`]). The session ends
 //! and its id is forgotten when the client drops the stream, when the gateway closes the
 //! transport, on shutdown, or when the client stops reading: the per-session queue is
 //! bounded, and a queue that stays full for [`SseServerConfig::stall_timeout`] drops the
@@ -28,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use axum::Extension;
@@ -48,6 +50,7 @@ use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio_util::sync::CancellationToken;
 
 use super::delivered::Delivered;
+use super::direct_calls::{self, transport::DirectCalls};
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
 use crate::observe::sessions::Transport as SessionTransport;
@@ -130,17 +133,63 @@ impl SseSessionError {
 /// One SSE session seen from the gateway: client messages come from `POST /message`,
 /// server messages go to the session's event stream.
 pub struct SseServerTransport {
-    session_id: String,
     incoming: mpsc::Receiver<ClientJsonRpcMessage>,
-    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
-    closed: CancellationToken,
-    stall_timeout: Duration,
+    output: SseOutput,
 }
 
 impl SseServerTransport {
     /// The id announced to the client in the `endpoint` event.
     pub fn session_id(&self) -> &str {
-        &self.session_id
+        &self.output.session_id
+    }
+
+    /// The session's event stream, for messages sent beside the transport.
+    pub fn output(&self) -> SseOutput {
+        self.output.clone()
+    }
+}
+
+/// Where a session's server messages go: its event stream, through a queue that may stay
+/// full for `stall_timeout` at most before the session is dropped.
+#[derive(Clone)]
+pub struct SseOutput {
+    session_id: String,
+    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
+    closed: CancellationToken,
+    stall_timeout: Duration,
+}
+
+impl SseOutput {
+    async fn send(&self, item: ServerJsonRpcMessage) -> Result<(), SseSessionError> {
+        let session_id = || self.session_id.clone();
+        let sent = tokio::select! {
+            biased;
+            _ = self.closed.cancelled() => return Err(SseSessionError::Closed { session_id: session_id() }),
+            sent = self.outgoing.send_timeout(item, self.stall_timeout) => sent,
+        };
+        match sent {
+            Ok(()) => Ok(()),
+            Err(SendTimeoutError::Closed(_)) => Err(SseSessionError::Closed {
+                session_id: session_id(),
+            }),
+            Err(SendTimeoutError::Timeout(_)) => {
+                let error = SseSessionError::SlowClient {
+                    session_id: session_id(),
+                    waited: self.stall_timeout,
+                };
+                tracing::warn!(code = error.code(), "{error}");
+                self.closed.cancel();
+                Err(error)
+            }
+        }
+    }
+}
+
+impl direct_calls::transport::Output for SseOutput {
+    async fn send(&self, message: ServerJsonRpcMessage) -> std::io::Result<()> {
+        SseOutput::send(self, message)
+            .await
+            .map_err(std::io::Error::other)
     }
 }
 
@@ -148,7 +197,7 @@ impl SseServerTransport {
 /// ended) still ends the session: the queue map holds senders that would keep it open.
 impl Drop for SseServerTransport {
     fn drop(&mut self) {
-        self.closed.cancel();
+        self.output.closed.cancel();
     }
 }
 
@@ -159,39 +208,20 @@ impl Transport<RoleServer> for SseServerTransport {
         &mut self,
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let outgoing = self.outgoing.clone();
-        let closed = self.closed.clone();
-        let session_id = self.session_id.clone();
-        let waited = self.stall_timeout;
-        async move {
-            let sent = tokio::select! {
-                biased;
-                _ = closed.cancelled() => return Err(SseSessionError::Closed { session_id }),
-                sent = outgoing.send_timeout(item, waited) => sent,
-            };
-            match sent {
-                Ok(()) => Ok(()),
-                Err(SendTimeoutError::Closed(_)) => Err(SseSessionError::Closed { session_id }),
-                Err(SendTimeoutError::Timeout(_)) => {
-                    let error = SseSessionError::SlowClient { session_id, waited };
-                    tracing::warn!(code = error.code(), "{error}");
-                    closed.cancel();
-                    Err(error)
-                }
-            }
-        }
+        let output = self.output.clone();
+        async move { output.send(item).await }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         tokio::select! {
             biased;
-            _ = self.closed.cancelled() => None,
+            _ = self.output.closed.cancelled() => None,
             message = self.incoming.recv() => message,
         }
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.closed.cancel();
+        self.output.closed.cancel();
         Ok(())
     }
 }
@@ -217,14 +247,27 @@ pub fn service(gateway: &Arc<Gateway>, shutdown: CancellationToken) -> Router {
             return Err(not_found(profile.as_deref().unwrap_or_default()));
         }
         let server = GatewayServer::new(gateway.clone(), profile, SessionTransport::Sse);
+        let drain = gateway.drain().clone();
+        let session = Arc::new(OnceLock::new());
+        let output = transport.output();
+        let calls = DirectCalls::new(transport, output, Arc::clone(&session), drain.clone());
         let transport = Delivered::new(
-            Handshake::new(transport, server.supported_protocol_versions()),
-            gateway.drain().clone(),
+            Handshake::new(calls, server.supported_protocol_versions()),
+            drain,
         );
+        let cancelled = CancellationToken::new();
         tokio::spawn(async move {
-            if let Ok(running) = rmcp::ServiceExt::serve(server, transport).await {
+            let served = rmcp::ServiceExt::serve_with_ct(server, transport, cancelled.clone());
+            if let Ok(running) = served.await {
+                let _ = session.set(Arc::new(direct_calls::Session::new(
+                    running.peer().clone(),
+                    running.service().clone(),
+                    cancelled.clone(),
+                )));
                 let _ = running.waiting().await;
             }
+            // The session ended: its calls still running are cancelled.
+            cancelled.cancel();
         });
         Ok(())
     });
@@ -311,11 +354,13 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
         closed.clone(),
     ));
     let transport = SseServerTransport {
-        session_id: session_id.clone(),
         incoming: incoming_rx,
-        outgoing: outgoing_tx,
-        closed: closed.clone(),
-        stall_timeout: state.config.stall_timeout,
+        output: SseOutput {
+            session_id: session_id.clone(),
+            outgoing: outgoing_tx,
+            closed: closed.clone(),
+            stall_timeout: state.config.stall_timeout,
+        },
     };
     let (parts, _body) = request.into_parts();
     let session_request = SseSessionRequest {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client_lines::{ClientLines, MAX_CLIENT_LINE};
 use super::delivered::Delivered;
-use super::direct_calls::{self, stdio::DirectCalls};
+use super::direct_calls::{self, transport::DirectCalls};
 use super::handshake::Handshake;
 use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter};

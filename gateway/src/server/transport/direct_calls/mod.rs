@@ -10,7 +10,8 @@
 //! (`Service::handle_request`, which shapes the result for the session's protocol as it
 //! does for rmcp) and hands back the answer for its transport to deliver:
 //!
-//! - [`stdio`]: a stdio client's calls, taken off the line transport before rmcp sees them;
+//! - [`transport`]: the calls of a stdio or legacy SSE client, taken off its transport
+//!   before rmcp sees them;
 //! - [`http`]: a streamable HTTP `POST` of one `tools/call`, answered with plain JSON or
 //!   an event stream of its own without reaching rmcp's session worker.
 //!
@@ -18,7 +19,7 @@
 //! cancellation cancels its calls.
 
 pub mod http;
-pub mod stdio;
+pub mod transport;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

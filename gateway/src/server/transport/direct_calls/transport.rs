@@ -1,5 +1,6 @@
-//! A stdio client's `tools/call` requests, taken off the line transport before rmcp sees
-//! them and answered on the client's output by the task that serves them.
+//! A client's `tools/call` requests, taken off a transport of whole messages (stdio's
+//! lines, legacy SSE's `POST`s) before rmcp sees them, and answered on the session's
+//! [`Output`] by the task that serves them.
 //!
 //! It serves a call only once the session is initialized (rmcp serves the handshake), and
 //! only when the request names no protocol version of its own (2026-07-28 per-request
@@ -8,6 +9,7 @@
 //! The drain waits for each answer to be written, as [`super::super::delivered`] makes it
 //! do for rmcp's.
 
+use std::io;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -28,26 +30,39 @@ use crate::server::transport::stdio::Writer;
 /// the client's input ends.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
+/// Where a session's messages to its client go, shared with its transport: a call
+/// served here writes its answer there itself.
+pub trait Output: Clone + Send + Sync + 'static {
+    fn send(&self, message: ServerJsonRpcMessage) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+/// A stdio client's input.
+impl Output for LineWriter<Writer> {
+    async fn send(&self, message: ServerJsonRpcMessage) -> io::Result<()> {
+        self.write(&encode(&message)?).await
+    }
+}
+
 /// A server transport that serves `tools/call` itself once its [`Session`] is set.
-pub struct DirectCalls<T> {
+pub struct DirectCalls<T, O> {
     inner: T,
-    /// The client's input, shared with `inner`.
-    writer: LineWriter<Writer>,
+    output: O,
     session: Arc<OnceLock<Arc<Session>>>,
     drain: Arc<Drain>,
     tasks: TaskTracker,
 }
 
-impl<T> DirectCalls<T> {
+impl<T, O: Output> DirectCalls<T, O> {
+    /// `inner`, with its calls answered on `output` once `session` is set.
     pub fn new(
         inner: T,
-        writer: LineWriter<Writer>,
+        output: O,
         session: Arc<OnceLock<Arc<Session>>>,
         drain: Arc<Drain>,
     ) -> Self {
         Self {
             inner,
-            writer,
+            output,
             session,
             drain,
             tasks: TaskTracker::new(),
@@ -89,17 +104,13 @@ impl<T> DirectCalls<T> {
 
     fn serve(&self, session: &Arc<Session>, id: RequestId, request: ClientRequest) {
         let answer = session.call(id, request);
-        let writer = self.writer.clone();
+        let output = self.output.clone();
         let delivery = self.drain.delivery();
         self.tasks.spawn(async move {
             let Some(answer) = answer.await else {
                 return;
             };
-            let written = match encode(&answer) {
-                Ok(line) => writer.write(&line).await,
-                Err(error) => Err(error),
-            };
-            if let Err(error) = written {
+            if let Err(error) = output.send(answer).await {
                 tracing::debug!("could not answer a tool call: {error}");
             }
             // Only now has the answer gone out.
@@ -108,7 +119,7 @@ impl<T> DirectCalls<T> {
     }
 }
 
-impl<T: Transport<RoleServer>> Transport<RoleServer> for DirectCalls<T> {
+impl<T: Transport<RoleServer>, O: Output> Transport<RoleServer> for DirectCalls<T, O> {
     type Error = T::Error;
 
     fn send(
@@ -134,7 +145,7 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for DirectCalls<T> {
             .await
             .is_err()
         {
-            tracing::warn!("closing a stdio session with tool calls still running");
+            tracing::warn!("closing a session with tool calls still running");
         }
         self.inner.close().await
     }
