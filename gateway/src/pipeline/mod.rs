@@ -360,7 +360,9 @@ impl Pipeline {
             GateDecision::Pass | GateDecision::Allow => Ok(()),
             GateDecision::Deny { reason } => Err(ToolError::new(ErrorCode::Denied, reason)),
             GateDecision::Ask { reason } => {
-                let asked = ask::ask(invocation, &reason, &self.settings).await;
+                // Boxed: asking is rare and its future large; inline, every call's future
+                // would carry it.
+                let asked = Box::pin(ask::ask(invocation, &reason, &self.settings)).await;
                 self.trace(invocation, Step::Asked(asked.as_ref().err()));
                 asked
             }

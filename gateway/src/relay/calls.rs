@@ -71,7 +71,9 @@ impl Caller {
         progress.progress_token = token.clone();
         let delivered = match &self.own_stream {
             Some(stream) => stream.notify_progress(progress).await,
-            None => self.peer.notify_progress(progress).await.is_ok(),
+            // Boxed: rmcp's send is a future of 2 KB, which every tool call's future
+            // would carry (and its task copy) for a step that most calls never send.
+            None => Box::pin(self.peer.notify_progress(progress)).await.is_ok(),
         };
         if !delivered {
             tracing::debug!(session = %self.session, "progress not delivered: the client left");

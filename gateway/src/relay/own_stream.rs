@@ -46,10 +46,16 @@ impl OwnStream {
 
     /// Sends `progress` to the client; false when the call's stream has gone.
     pub async fn notify_progress(&self, progress: ProgressNotificationParam) -> bool {
+        // The message is made once there is room for it: a future that held it while
+        // waiting would be a few times its size, and every tool call's future carries
+        // this one.
+        let Ok(permit) = self.messages.reserve().await else {
+            return false;
+        };
         let notification =
             ServerNotification::ProgressNotification(ProgressNotification::new(progress));
-        self.send(ServerJsonRpcMessage::notification(notification))
-            .await
+        permit.send(ServerJsonRpcMessage::notification(notification));
+        true
     }
 
     /// Sends `request` to the client, with `meta` added to its own, and waits for the

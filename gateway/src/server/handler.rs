@@ -593,10 +593,10 @@ impl GatewayServer {
             .require_live()
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let caller = Caller::of(context, &session.id);
-        match upstream
-            .request(&live, request, &context.ct, Some(caller))
-            .await
-        {
+        // Boxed: rmcp's dispatch of a request is a future as large as its largest
+        // handler's, so an upstream request inline here would make every tool call's
+        // future (moved whole into its task) twice as large.
+        match Box::pin(upstream.request(&live, request, &context.ct, Some(caller))).await {
             Ok(result) => Ok(result),
             Err(UpstreamError::Rejected { error, .. }) => Err(*error),
             Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),

@@ -223,9 +223,12 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
     where
         F: Future<Output = ()>,
     {
-        let message: TxJsonRpcMessage<RoleClient> =
-            JsonRpcMessage::request(ClientRequest::CallToolRequest(request), self.id.clone());
-        let written = match encode(&message) {
+        // Encoded in one statement, so that the call's future never holds the message.
+        let line = encode(&TxJsonRpcMessage::<RoleClient>::request(
+            ClientRequest::CallToolRequest(request),
+            self.id.clone(),
+        ));
+        let written = match line {
             Ok(line) => self.lane.writer.write(&line).await,
             Err(error) => Err(error),
         };

@@ -449,10 +449,9 @@ impl Upstream {
             }
             None => {
                 let request = ClientRequest::CallToolRequest(request);
-                match self
-                    .send(&live, request, cancel, caller, Some(tool))
-                    .await?
-                {
+                // Boxed: rmcp's request future is large, and every call on a lane would
+                // carry its size too.
+                match Box::pin(self.send(&live, request, cancel, caller, Some(tool))).await? {
                     ServerResult::CallToolResult(result) => result,
                     other => return Err(self.protocol_error(&other)),
                 }

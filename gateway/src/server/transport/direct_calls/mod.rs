@@ -77,7 +77,9 @@ impl Session {
         context.extensions = std::mem::take(request.extensions_mut());
         let session = Arc::clone(self);
         async move {
-            let result = session.server.handle_request(request, context).await;
+            // Boxed: rmcp's dispatch is a future of a few KB, which spawning would copy
+            // several times over.
+            let result = Box::pin(session.server.handle_request(request, context)).await;
             let Some(call) = session.calls().remove(&id) else {
                 tracing::debug!(%id, "dropping the answer to a call the client cancelled");
                 return None;
