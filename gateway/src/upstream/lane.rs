@@ -24,12 +24,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolResult, CancelledNotification, CancelledNotificationParam,
-    ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, NumberOrString,
-    ProgressNotificationParam, RequestId,
+    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CallToolResult,
+    CancelledNotification, CancelledNotificationParam, ClientNotification, ErrorData,
+    JsonRpcMessage, JsonRpcVersion2_0, NumberOrString, ProgressNotificationParam, RequestId,
+    RequestMetaObject,
 };
 use rmcp::service::TxJsonRpcMessage;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::io::AsyncWrite;
 use tokio::process::ChildStdin;
@@ -168,6 +169,33 @@ impl<W> Lane<W> {
     }
 }
 
+/// `request` under `id`, as one line. rmcp writes a request's `_meta` (which it keeps in
+/// the request's extensions) by turning the params into a `serde_json::Value` to merge it
+/// in, arguments and all; here the `_meta` moves into the params, which are written as
+/// they are. A test holds the two equal.
+fn tool_call_line(id: &RequestId, mut request: CallToolRequest) -> io::Result<Vec<u8>> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        jsonrpc: JsonRpcVersion2_0,
+        id: &'a RequestId,
+        method: CallToolRequestMethod,
+        params: &'a CallToolRequestParams,
+    }
+    if let Some(meta) = request.extensions.remove::<RequestMetaObject>() {
+        match &mut request.params.meta {
+            // As rmcp merges them: the extensions' entries win.
+            Some(own) => own.extend(meta),
+            None => request.params.meta = Some(meta),
+        }
+    }
+    encode(&Line {
+        jsonrpc: JsonRpcVersion2_0,
+        id,
+        method: CallToolRequestMethod,
+        params: &request.params,
+    })
+}
+
 /// One call in flight on the lane; dropping it forgets the call.
 pub struct Call<W = ChildStdin> {
     lane: Arc<Lane<W>>,
@@ -223,12 +251,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
     where
         F: Future<Output = ()>,
     {
-        // Encoded in one statement, so that the call's future never holds the message.
-        let line = encode(&TxJsonRpcMessage::<RoleClient>::request(
-            ClientRequest::CallToolRequest(request),
-            self.id.clone(),
-        ));
-        let written = match line {
+        let written = match tool_call_line(&self.id, request) {
             Ok(line) => self.lane.writer.write(&line).await,
             Err(error) => Err(error),
         };
@@ -266,5 +289,68 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
 impl<W> Drop for Call<W> {
     fn drop(&mut self) {
         self.lane.lock().calls.remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ClientRequest, ProgressToken};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// The line rmcp would write for `request` under `id`.
+    fn rmcp_line(id: &RequestId, request: CallToolRequest) -> Value {
+        let message: TxJsonRpcMessage<RoleClient> =
+            JsonRpcMessage::request(ClientRequest::CallToolRequest(request), id.clone());
+        serde_json::to_value(message).unwrap()
+    }
+
+    fn lane_line(id: &RequestId, request: CallToolRequest) -> Value {
+        let line = tool_call_line(id, request).unwrap();
+        assert_eq!(line.last(), Some(&b'\n'));
+        serde_json::from_slice(&line).unwrap()
+    }
+
+    fn request(arguments: Value) -> CallToolRequest {
+        let mut params = CallToolRequestParams::new("get");
+        params.arguments = arguments.as_object().cloned();
+        CallToolRequest::new(params)
+    }
+
+    #[test]
+    fn a_tool_call_line_is_what_rmcp_writes() {
+        let id = RequestId::Number(FIRST_ID + 7);
+        let arguments = json!({"key": "k", "nested": {"list": [1, "two", null]}});
+
+        let bare = request(arguments.clone());
+        assert_eq!(lane_line(&id, bare.clone()), rmcp_line(&id, bare));
+
+        let mut with_meta = request(arguments.clone());
+        let meta = with_meta
+            .extensions
+            .get_or_insert_default::<RequestMetaObject>();
+        meta.set_progress_token(ProgressToken(id.clone()));
+        meta.insert("traceparent".into(), json!("00-abc-def-01"));
+        let line = lane_line(&id, with_meta.clone());
+        assert_eq!(
+            line["params"]["_meta"]["progressToken"],
+            json!(FIRST_ID + 7)
+        );
+        assert_eq!(line, rmcp_line(&id, with_meta.clone()));
+
+        // `_meta` in both places: one `_meta`, the extensions' entries winning.
+        let mut both = with_meta;
+        let mut own = RequestMetaObject::default();
+        own.insert("traceparent".into(), json!("00-own-01"));
+        own.insert("mine".into(), json!(true));
+        both.params.meta = Some(own);
+        let line = lane_line(&id, both.clone());
+        assert_eq!(
+            line["params"]["_meta"]["traceparent"],
+            json!("00-abc-def-01")
+        );
+        assert_eq!(line["params"]["_meta"]["mine"], json!(true));
+        assert_eq!(line, rmcp_line(&id, both));
     }
 }
