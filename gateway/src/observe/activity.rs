@@ -214,25 +214,80 @@ impl ResultObserver for Activity {
 
 /// The result's text content (and structured value), cut to a preview.
 fn preview(result: &CallToolResult) -> String {
-    let mut text = String::new();
+    let mut preview = Preview::new(RESULT_PREVIEW_CHARS);
     for block in &result.content {
         match block.as_text() {
-            Some(t) => text.push_str(&t.text),
-            None => text.push_str(&serde_json::to_string(block).unwrap_or_default()),
+            Some(t) => preview.push(&t.text),
+            None => preview.push_json(block),
         }
-        text.push('\n');
-        if text.len() > RESULT_PREVIEW_CHARS {
-            break;
-        }
+        preview.push("\n");
     }
     if let Some(value) = &result.structured_content {
-        text.push_str(&value.to_string());
+        preview.push_json(value);
     }
-    if text.chars().count() > RESULT_PREVIEW_CHARS {
-        text = text.chars().take(RESULT_PREVIEW_CHARS).collect();
-        text.push_str(" …");
+    preview.finish()
+}
+
+/// Text cut to a number of characters as it is written: what is past the cut is never
+/// copied, counted or serialized (results can be megabytes, and every call has one).
+struct Preview {
+    text: String,
+    /// Characters still to take.
+    left: usize,
+    cut: bool,
+}
+
+impl Preview {
+    fn new(chars: usize) -> Self {
+        Self {
+            text: String::new(),
+            left: chars,
+            cut: false,
+        }
     }
-    text
+
+    fn push(&mut self, part: &str) {
+        if self.cut {
+            return;
+        }
+        match part.char_indices().nth(self.left) {
+            Some((end, _)) => {
+                self.text.push_str(&part[..end]);
+                self.cut = true;
+            }
+            None => {
+                self.text.push_str(part);
+                self.left -= part.chars().count();
+            }
+        }
+    }
+
+    fn push_json(&mut self, value: &impl Serialize) {
+        // Serializing stops with an error at the cut.
+        let _ = serde_json::to_writer(&mut *self, value);
+    }
+
+    fn finish(mut self) -> String {
+        if self.cut {
+            self.text.push_str(" …");
+        }
+        self.text
+    }
+}
+
+/// serde_json writes whole UTF-8 runs of its output, so each write is text.
+impl std::io::Write for Preview {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.cut {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        self.push(&String::from_utf8_lossy(bytes));
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The length of `value` as JSON, without building the string.
@@ -319,5 +374,41 @@ mod tests {
         assert_eq!(activity.since(1, 10).len(), 1, "only calls after seq 1");
         assert_eq!(activity.get(2).unwrap().tool, "mcp__kv__delete");
         assert_eq!(session.with_state(|count: &mut CallCount| count.0), 2);
+    }
+
+    #[test]
+    fn a_preview_is_cut_at_its_length_whatever_comes_after() {
+        let long = "é".repeat(RESULT_PREVIEW_CHARS + 10);
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text(long.clone()),
+            ContentBlock::text("never shown"),
+        ]);
+        result.structured_content = Some(json!({"never": "shown"}));
+        let cut = preview(&result);
+        assert_eq!(cut, format!("{} …", &long[..2 * RESULT_PREVIEW_CHARS]));
+
+        let mut short = CallToolResult::success(vec![
+            ContentBlock::text("a"),
+            ContentBlock::image("aGk=", "image/png"),
+        ]);
+        short.structured_content = Some(json!({"n": 1}));
+        assert_eq!(
+            preview(&short),
+            format!(
+                "a\n{}\n{{\"n\":1}}",
+                serde_json::to_string(&short.content[1]).unwrap()
+            )
+        );
+
+        let mut at_the_edge = CallToolResult::success(vec![ContentBlock::text("x")]);
+        let fits = "y".repeat(RESULT_PREVIEW_CHARS - 2);
+        at_the_edge.structured_content = Some(json!(fits));
+        let edge = preview(&at_the_edge);
+        assert_eq!(
+            edge.chars().count(),
+            RESULT_PREVIEW_CHARS + 2,
+            "cut inside the JSON"
+        );
+        assert!(edge.ends_with("y …"), "{edge}");
     }
 }
