@@ -84,6 +84,16 @@ impl<W> Lane<W> {
     /// Hands `line` to its caller when it answers one of the lane's calls or reports its
     /// progress; false for any other line, which is rmcp's to decode.
     pub fn deliver(&self, line: &[u8]) -> bool {
+        /// A tool result and nothing else, as most lines are while calls are in flight:
+        /// decoded in one pass. Anything else takes the path below.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct ToolResult {
+            #[allow(dead_code, reason = "required, never read")]
+            jsonrpc: JsonRpcVersion2_0,
+            id: RequestId,
+            result: CallToolResult,
+        }
         /// The members that tell an answer from a request or a notification.
         #[derive(Deserialize)]
         struct Envelope<'a> {
@@ -99,6 +109,9 @@ impl<W> Lane<W> {
         }
         if self.lock().calls.is_empty() {
             return false;
+        }
+        if let Ok(ToolResult { id, result, .. }) = serde_json::from_slice(line) {
+            return self.answer(&id, || Answer::Result(result));
         }
         let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
             return false;
@@ -116,7 +129,7 @@ impl<W> Lane<W> {
                 result,
                 error,
                 ..
-            } => self.answer(&id, result, error),
+            } => self.answer(&id, || decode_answer(result, error)),
             _ => false,
         }
     }
@@ -135,23 +148,13 @@ impl<W> Lane<W> {
         true
     }
 
-    fn answer(&self, id: &RequestId, result: Option<&RawValue>, error: Option<&RawValue>) -> bool {
+    /// Hands the call `id` its answer, decoded only when the call is one of the lane's.
+    fn answer(&self, id: &RequestId, answer: impl FnOnce() -> Answer) -> bool {
         let Some(waiting) = self.lock().calls.remove(id) else {
             return false;
         };
-        let answer = match (result, error) {
-            (Some(result), None) => match serde_json::from_str(result.get()) {
-                Ok(result) => Answer::Result(result),
-                Err(e) => Answer::Malformed(format!("not a tool result: {e}")),
-            },
-            (None, Some(error)) => match serde_json::from_str(error.get()) {
-                Ok(error) => Answer::Error(error),
-                Err(e) => Answer::Malformed(format!("not a JSON-RPC error: {e}")),
-            },
-            _ => Answer::Malformed("an answer with neither a result nor an error".into()),
-        };
         // The caller may have stopped waiting (cancelled, say): then the answer is dropped.
-        let _ = waiting.answer.send(answer);
+        let _ = waiting.answer.send(answer());
         true
     }
 
@@ -166,6 +169,21 @@ impl<W> Lane<W> {
         self.pending
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What an answer's `result` or `error` member holds.
+fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> Answer {
+    match (result, error) {
+        (Some(result), None) => match serde_json::from_str(result.get()) {
+            Ok(result) => Answer::Result(result),
+            Err(e) => Answer::Malformed(format!("not a tool result: {e}")),
+        },
+        (None, Some(error)) => match serde_json::from_str(error.get()) {
+            Ok(error) => Answer::Error(error),
+            Err(e) => Answer::Malformed(format!("not a JSON-RPC error: {e}")),
+        },
+        _ => Answer::Malformed("an answer with neither a result nor an error".into()),
     }
 }
 
