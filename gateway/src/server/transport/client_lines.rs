@@ -4,9 +4,10 @@
 //! notification and result, and a `tools/call` is the fourteenth request it tries, each
 //! attempt through serde's buffered `Content`: 7% of the gateway's CPU forwarding calls
 //! at concurrency 32 (perf, see README's Performance). [`ClientLines`] decodes a line
-//! whose method is `tools/call` directly as a `CallToolRequest` (the same decoding rmcp
-//! ends with for it); every other line, and any `tools/call` that decoding refuses, takes
-//! rmcp's general decoding. Streamable HTTP bodies are read with [`decode_tool_call`] too
+//! that is a plain `tools/call` request in one pass, into what rmcp's decoding ends with
+//! for it; a line with more members than that takes a second pass as a `CallToolRequest`,
+//! and every other line, and any `tools/call` that decoding refuses, rmcp's general
+//! decoding. Streamable HTTP bodies are read with [`decode_tool_call`] too
 //! (see [`super::direct_calls::http`]).
 //!
 //! Lines rmcp cannot decode are treated as the official SDKs treat them: text that is not
@@ -17,8 +18,8 @@
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequest, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0,
-    RequestId,
+    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientRequest, ErrorData,
+    JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
 };
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -45,8 +46,34 @@ struct Envelope<'a> {
 /// The `tools/call` request `message` is, decoded as its own type, with its id; `None` for
 /// any other message (streamable HTTP reads its bodies with it too).
 pub fn decode_tool_call(message: &[u8]) -> Option<(RequestId, ClientRequest)> {
-    let envelope = serde_json::from_slice::<Envelope>(message).ok()?;
-    tool_call(&envelope, message)
+    plain_tool_call(message).or_else(|| {
+        let envelope = serde_json::from_slice::<Envelope>(message).ok()?;
+        tool_call(&envelope, message)
+    })
+}
+
+/// A `tools/call` request with the four members of one and no others, as clients send
+/// them, decoded in one pass. rmcp's own decoding of a request reads its params through
+/// serde's buffered `Content` to take out their `_meta`, which it keeps in the request's
+/// extensions; this puts it there too.
+fn plain_tool_call(message: &[u8]) -> Option<(RequestId, ClientRequest)> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct PlainToolCall {
+        #[allow(dead_code, reason = "required, never read")]
+        jsonrpc: JsonRpcVersion2_0,
+        id: RequestId,
+        #[allow(dead_code, reason = "required, never read")]
+        method: CallToolRequestMethod,
+        params: CallToolRequestParams,
+    }
+    let PlainToolCall { id, mut params, .. } = serde_json::from_slice(message).ok()?;
+    let meta = params.meta.take();
+    let mut request = CallToolRequest::new(params);
+    if let Some(meta) = meta {
+        request.extensions.insert(meta);
+    }
+    Some((id, ClientRequest::CallToolRequest(request)))
 }
 
 /// A `tools/call` request, decoded as its own type.
@@ -65,6 +92,13 @@ impl LineDecoder for ClientLines {
     type Role = RoleServer;
 
     fn decode(&self, line: &[u8]) -> Decoded<RoleServer> {
+        if let Some((id, request)) = plain_tool_call(line) {
+            return Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
+                jsonrpc: JsonRpcVersion2_0,
+                id,
+                request,
+            }));
+        }
         let envelope = serde_json::from_slice::<Envelope>(line).ok();
         if let Some((id, request)) = envelope.as_ref().and_then(|e| tool_call(e, line)) {
             return Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
@@ -99,7 +133,7 @@ impl LineDecoder for ClientLines {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::ClientJsonRpcMessage;
+    use rmcp::model::{ClientJsonRpcMessage, RequestMetaObject};
 
     use super::*;
 
@@ -127,20 +161,31 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp__kv__get","arguments":{"key":"k"}}}"#,
             r#"{"params":{"_meta":{"progressToken":"p1","traceparent":"00-x"},"name":"t"},"id":"a-1","method":"tools/call","jsonrpc":"2.0"}"#,
             r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{},"requestState":"s"}}"#,
+            // Members past the four of a request: the second pass.
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"_meta":{"progressToken":1},"name":"t"},"extra":true}"#,
         ];
+        fn call_of(message: ClientJsonRpcMessage) -> CallToolRequest {
+            match message {
+                JsonRpcMessage::Request(JsonRpcRequest {
+                    request: ClientRequest::CallToolRequest(call),
+                    ..
+                }) => call,
+                other => panic!("not a tool call: {other:?}"),
+            }
+        }
         for line in lines {
             let ours = message(line);
-            assert!(
-                matches!(
-                    &ours,
-                    JsonRpcMessage::Request(JsonRpcRequest {
-                        request: ClientRequest::CallToolRequest(_),
-                        ..
-                    })
-                ),
-                "{ours:?}"
-            );
             assert_eq!(serde_json::to_value(&ours).unwrap(), as_rmcp_decodes(line));
+            // The handler reads `_meta` from the extensions, where rmcp puts it.
+            let (ours, theirs) = (call_of(ours), call_of(serde_json::from_str(line).unwrap()));
+            assert_eq!(ours.params, theirs.params, "{line}");
+            let meta = |call: &CallToolRequest| call.extensions.get::<RequestMetaObject>().cloned();
+            assert_eq!(meta(&ours), meta(&theirs), "{line}");
+            let Some((_, ClientRequest::CallToolRequest(read))) = decode_tool_call(line.as_bytes())
+            else {
+                panic!("not read as a tool call: {line}");
+            };
+            assert_eq!(meta(&read), meta(&theirs), "{line}");
         }
     }
 
