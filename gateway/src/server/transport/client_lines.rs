@@ -92,15 +92,13 @@ impl LineDecoder for ClientLines {
     type Role = RoleServer;
 
     fn decode(&self, line: &[u8]) -> Decoded<RoleServer> {
-        if let Some((id, request)) = plain_tool_call(line) {
-            return Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
-                jsonrpc: JsonRpcVersion2_0,
-                id,
-                request,
-            }));
-        }
-        let envelope = serde_json::from_slice::<Envelope>(line).ok();
-        if let Some((id, request)) = envelope.as_ref().and_then(|e| tool_call(e, line)) {
+        // Read only when the line is not a plain tool call; the error below needs it.
+        let mut envelope = None;
+        let call = plain_tool_call(line).or_else(|| {
+            envelope = serde_json::from_slice::<Envelope>(line).ok();
+            envelope.as_ref().and_then(|e| tool_call(e, line))
+        });
+        if let Some((id, request)) = call {
             return Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
                 jsonrpc: JsonRpcVersion2_0,
                 id,
