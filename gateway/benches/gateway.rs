@@ -1341,12 +1341,15 @@ impl BenchService {
     }
 
     /// The Rust `mcp-proxy` (`cargo install mcp-proxy`) serving streamable HTTP at `/` on
-    /// a free port, in front of `kv` over stdio, its tools named `kv/<tool>`.
+    /// a free port, in front of `kv` over stdio, its tools named `kv/<tool>`. Its log level
+    /// is set: without an `[observability]` section, 0.6.0 logs every message at debug
+    /// level (its `Default` leaves the level empty, not its documented `info`).
     fn mcp_proxy(dir: &Path, kv: &Path) -> BenchService {
         let address = free_address();
         let config = format!(
             "[proxy]\nname = \"bench\"\nseparator = \"/\"\n[proxy.listen]\nhost = \"{}\"\n\
-             port = {}\n[[backends]]\nname = \"kv\"\ntransport = \"stdio\"\ncommand = {:?}\n",
+             port = {}\n[observability]\nlog_level = \"info\"\n\
+             [[backends]]\nname = \"kv\"\ntransport = \"stdio\"\ncommand = {:?}\n",
             address.ip(),
             address.port(),
             kv.to_string_lossy()
