@@ -1357,7 +1357,7 @@ impl BenchService {
         let path = dir.join("mcp-proxy.toml");
         std::fs::write(&path, config).unwrap();
         let mut command = std::process::Command::new("mcp-proxy");
-        command.arg("--config").arg(&path).env("RUST_LOG", "error");
+        command.arg("--config").arg(&path);
         Self::spawn(command, address, "mcp-proxy (cargo install mcp-proxy)")
     }
 
