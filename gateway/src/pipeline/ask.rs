@@ -26,12 +26,10 @@ pub async fn ask(
     settings: &PipelineSettings,
 ) -> Result<(), ToolError> {
     let denied = |message: String| Err(ToolError::new(ErrorCode::Denied, message));
-    let caller = invocation.caller.as_ref().filter(|caller| {
-        caller
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some())
-    });
+    let caller = invocation
+        .caller
+        .as_ref()
+        .filter(|caller| caller.link.capabilities().elicitation.is_some());
     let Some(caller) = caller else {
         return match settings.ask_fallback {
             AskFallback::Allow => Ok(()),

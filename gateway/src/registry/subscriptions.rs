@@ -5,12 +5,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::ResourceUpdatedNotificationParam;
-use rmcp::{Peer, RoleServer};
+use rmcp::model::{
+    ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+};
 use tokio::sync::mpsc;
 
-/// A subscribed session: its id and the peer to notify.
-type Subscriber = (String, Peer<RoleServer>);
+use crate::relay::ClientLink;
+
+/// A subscribed session: its id and the way to notify it.
+type Subscriber = (String, ClientLink);
 
 /// Gateway URI → the sessions subscribed to it.
 #[derive(Default)]
@@ -35,11 +38,11 @@ impl Subscriptions {
         subscriptions
     }
 
-    pub fn subscribe(&self, uri: &str, session: &str, peer: Peer<RoleServer>) {
+    pub fn subscribe(&self, uri: &str, session: &str, link: ClientLink) {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
         let subscribers = by_uri.entry(uri.to_owned()).or_default();
         if !subscribers.iter().any(|(id, _)| id == session) {
-            subscribers.push((session.to_owned(), peer));
+            subscribers.push((session.to_owned(), link));
         }
     }
 
@@ -58,17 +61,18 @@ impl Subscriptions {
     }
 
     async fn deliver(&self, uri: &str) {
-        let peers: Vec<_> = self
+        let links: Vec<_> = self
             .by_uri
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(uri)
-            .map(|s| s.iter().map(|(_, peer)| peer.clone()).collect())
+            .map(|s| s.iter().map(|(_, link)| link.clone()).collect())
             .unwrap_or_default();
-        for peer in peers {
-            let _ = peer
-                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                .await;
+        for link in links {
+            let updated = ServerNotification::ResourceUpdatedNotification(
+                ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri)),
+            );
+            link.notify(updated).await;
         }
     }
 }

@@ -14,12 +14,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rmcp::model::{ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject};
-use rmcp::service::{InboundStreamOrigin, RequestContext};
-use rmcp::{Peer, RoleServer};
+use rmcp::model::{
+    ProgressNotification, ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject,
+    ServerNotification,
+};
+use rmcp::service::InboundStreamOrigin;
 use tokio::sync::mpsc;
 
-use super::own_stream::OwnStream;
+use super::link::ClientLink;
 use super::turns::Turns;
 
 /// The `_meta` key of a request's progress token.
@@ -28,11 +30,8 @@ pub(super) const PROGRESS_TOKEN: &str = "progressToken";
 /// The client side of one call: where the upstream's requests and notifications go.
 #[derive(Clone)]
 pub struct Caller {
-    pub peer: Peer<RoleServer>,
-    /// The client's request the upstream call serves, if any, when rmcp carries its
-    /// stream. On streamable HTTP, requests to the client ride this request's response
-    /// stream.
-    pub request: Option<RequestId>,
+    /// The way to the client, for the span of its request.
+    pub link: ClientLink,
     /// The token the client chose when it asked for progress.
     pub progress_token: Option<ProgressToken>,
     /// The `_meta` of the client's request, without its progress token: passed on to the
@@ -40,25 +39,19 @@ pub struct Caller {
     pub meta: Option<RequestMetaObject>,
     /// The client session, to tell callers apart and for its log level.
     pub session: Arc<str>,
-    /// The call's own stream, when its transport carries it instead of rmcp: its
-    /// progress and requests to its client ride it.
-    pub own_stream: Option<OwnStream>,
 }
 
 impl Caller {
-    /// The caller of `context`'s request, in `session`.
-    pub fn of(context: &RequestContext<RoleServer>, session: &str) -> Caller {
-        let mut meta = context.meta.clone();
+    /// The caller of a request whose `_meta` is `meta`, reached through `link`, in
+    /// `session`.
+    pub fn new(link: ClientLink, mut meta: RequestMetaObject, session: &str) -> Caller {
         let progress_token = meta.get_progress_token();
         meta.remove(PROGRESS_TOKEN);
-        let own_stream = context.extensions.get::<OwnStream>().cloned();
         Caller {
-            peer: context.peer.clone(),
-            request: own_stream.is_none().then(|| context.id.clone()),
+            link,
             progress_token,
             meta: (!meta.is_empty()).then_some(meta),
             session: session.into(),
-            own_stream,
         }
     }
 
@@ -69,13 +62,9 @@ impl Caller {
             return;
         };
         progress.progress_token = token.clone();
-        let delivered = match &self.own_stream {
-            Some(stream) => stream.notify_progress(progress).await,
-            // Boxed: rmcp's send is a future of 2 KB, which every tool call's future
-            // would carry (and its task copy) for a step that most calls never send.
-            None => Box::pin(self.peer.notify_progress(progress)).await.is_ok(),
-        };
-        if !delivered {
+        let notification =
+            ServerNotification::ProgressNotification(ProgressNotification::new(progress));
+        if !self.link.notify(notification).await {
             tracing::debug!(session = %self.session, "progress not delivered: the client left");
         }
     }

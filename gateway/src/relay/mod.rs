@@ -6,9 +6,10 @@
 //! calling client can answer. This module relates that traffic to the client call it
 //! belongs to and carries it there and back:
 //! - [`calls`]: per upstream, the requests in flight and the client [`Caller`] each serves;
-//! - [`own_stream`]: a call's own response stream, when its transport serves it beside
-//!   rmcp: its progress and requests to its client ride it, and the client's answers
-//!   come back to it;
+//! - [`link`]: the way to the client behind one request, on every transport: what the
+//!   gateway sends it rides the request's stream, and the client's answers come back;
+//! - [`inputs`]: for a client on protocol 2026-07-28 or later, which takes no requests,
+//!   what the call needs from it, asked for in the call's result instead;
 //! - [`turns`]: per upstream, the turns taken between sessions by calls of tools that ask
 //!   their client, where nothing on the wire tells whose call a request belongs to;
 //! - [`requests`]: relaying an upstream's request to its caller, under the gate's
@@ -25,7 +26,8 @@
 //! ```
 
 pub mod calls;
-pub mod own_stream;
+pub mod inputs;
+pub mod link;
 pub mod progress;
 pub mod requests;
 pub mod sessions;
@@ -34,6 +36,7 @@ pub mod turns;
 use std::sync::{Arc, RwLock};
 
 pub use calls::{CallGuard, CallRoutes, Caller};
+pub use link::{ClientLink, ClientRequests};
 pub use sessions::Sessions;
 
 use crate::approvals::ConsoleAsks;

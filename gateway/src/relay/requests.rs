@@ -14,19 +14,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, GetExtensions, ProgressToken, RequestMetaObject, ServerRequest,
+    ClientCapabilities, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, InputRequest, InputRequests, InputResponses,
+    RequestMetaObject, ServerRequest,
 };
-use rmcp::service::{
-    InboundStreamOrigin, OriginatingRequestId, PeerRequestOptions, RequestContext, RequestHandle,
-    ServiceError,
-};
-use rmcp::{ErrorData, Peer, RoleClient, RoleServer};
+use rmcp::service::{InboundStreamOrigin, RequestContext, ServiceError};
+use rmcp::{ErrorData, Peer, RoleClient};
 use tokio_util::sync::CancellationToken;
 
 use super::Downstream;
 use super::calls::{CallRoutes, Caller, PROGRESS_TOKEN, Unrelated};
-use super::own_stream::OwnRequest;
 use super::progress::RelayedProgress;
 use crate::approvals::{ConsoleAsks, Subject};
 use crate::config::{AskFallback, RuleDecision};
@@ -78,11 +75,7 @@ impl Kind {
     }
 
     /// Whether the client declared the capability this request needs.
-    fn supported_by(self, client: &Peer<RoleServer>) -> bool {
-        let Some(info) = client.peer_info() else {
-            return false;
-        };
-        let capabilities = &info.capabilities;
+    fn supported_by(self, capabilities: &ClientCapabilities) -> bool {
         match self {
             Kind::Sampling => capabilities.sampling.is_some(),
             // An empty `elicitation` object declares form mode (the 2025-06-18 shape).
@@ -110,16 +103,6 @@ pub async fn relay(
     context: &RequestContext<RoleClient>,
 ) -> Result<ClientResult, ErrorData> {
     let kind = Kind::of(&request);
-    let refuse = |why: String| {
-        tracing::debug!(server, "{} not relayed: {why}", kind.what());
-        ErrorData::invalid_request(
-            format!(
-                "mcp-gateway cannot relay {} from `{server}`: {why}",
-                kind.what()
-            ),
-            None,
-        )
-    };
     let origin = context.extensions.get::<InboundStreamOrigin>();
     // A ping says nothing about the tool that sent it: no call learns from it.
     let attributed = if kind == Kind::Ping {
@@ -130,25 +113,87 @@ pub async fn relay(
     let caller = match attributed {
         Ok(caller) => caller,
         // A request outside any call goes to the one client that can take it, if only one can.
-        Err(Unrelated::NoCall) => match downstream.sessions.sole(|peer| kind.supported_by(peer)) {
-            Some((session, peer)) => Caller {
-                peer,
-                request: None,
+        Err(Unrelated::NoCall) => match downstream
+            .sessions
+            .sole(|link| kind.supported_by(link.capabilities()))
+        {
+            Some((session, link)) => Caller {
+                link,
                 progress_token: None,
                 meta: None,
                 session,
-                own_stream: None,
             },
             None if kind == Kind::Ping => return Ok(ClientResult::empty(())),
-            None => return Err(refuse(Unrelated::NoCall.to_string())),
+            None => return Err(refusal(server, kind, &Unrelated::NoCall.to_string())),
         },
         Err(unrelated) if kind == Kind::Ping => {
             tracing::trace!(server, "ping answered by the gateway: {unrelated}");
             return Ok(ClientResult::empty(()));
         }
-        Err(unrelated) => return Err(refuse(unrelated.to_string())),
+        Err(unrelated) => return Err(refusal(server, kind, &unrelated.to_string())),
     };
-    if !kind.supported_by(&caller.peer) {
+    let asker = Asker {
+        upstream: context.peer.clone(),
+        meta: context.meta.clone(),
+        progress: downstream.relayed_progress.clone(),
+    };
+    ask_client(
+        server,
+        downstream,
+        &caller,
+        request,
+        Some(asker),
+        &context.ct,
+    )
+    .await
+}
+
+/// Asks `caller`'s client the questions of an upstream's `InputRequiredResult` (protocol
+/// 2026-07-28), each as the request it stands for, under the same gate as a relayed
+/// request; the answers by the questions' keys. The questions are asked at once, so a
+/// client on 2026-07-28 gets them in one result.
+pub async fn fulfil(
+    server: &str,
+    downstream: &Downstream,
+    caller: &Caller,
+    questions: InputRequests,
+    cancel: &CancellationToken,
+) -> Result<InputResponses, ErrorData> {
+    let asked = questions.into_iter().map(|(key, question)| async move {
+        let request = match question {
+            InputRequest::CreateMessage(request) => ServerRequest::CreateMessageRequest(request),
+            InputRequest::Elicitation(request) => ServerRequest::ElicitRequest(request),
+            InputRequest::ListRoots(request) => ServerRequest::ListRootsRequest(request),
+            _ => {
+                return Err(ErrorData::invalid_request(
+                    format!("`{server}` asked for input of an unknown kind"),
+                    None,
+                ));
+            }
+        };
+        let answer = ask_client(server, downstream, caller, request, None, cancel).await?;
+        let answer = serde_json::to_value(answer)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok((key, answer))
+    });
+    futures::future::try_join_all(asked)
+        .await
+        .map(|answers| answers.into_iter().collect())
+}
+
+/// Puts `request` from `server` to `caller`'s client, under the gate: the client's answer,
+/// or an error saying why there is none.
+async fn ask_client(
+    server: &str,
+    downstream: &Downstream,
+    caller: &Caller,
+    request: ServerRequest,
+    asker: Option<Asker>,
+    cancel: &CancellationToken,
+) -> Result<ClientResult, ErrorData> {
+    let kind = Kind::of(&request);
+    let refuse = |why: String| refusal(server, kind, &why);
+    if !kind.supported_by(caller.link.capabilities()) {
         return Err(refuse(format!(
             "the client did not declare the {} capability",
             kind.what()
@@ -177,23 +222,30 @@ pub async fn relay(
                 timeout: Duration::from_millis(gate.ask_timeout_ms),
                 what: format!("{} from `{server}`", kind.method()),
             };
-            if let Err(why) = ask(&caller, question, fallback, &context.ct).await {
+            if let Err(why) = ask(caller, question, fallback, cancel).await {
                 return Err(refuse(why));
             }
         }
     }
     // The client's own error, if it answers with one, reaches the upstream unchanged.
-    let asker = Asker {
-        upstream: context.peer.clone(),
-        meta: context.meta.clone(),
-        progress: downstream.relayed_progress.clone(),
-    };
-    send(&caller, request, &context.ct, Some(asker))
+    send(caller, request, cancel, asker)
         .await
         .map_err(|failure| match failure {
             Failure::Client(error) => error,
             Failure::NoAnswer(why) => refuse(why),
         })
+}
+
+/// The error an upstream gets for a request of `kind` that is not relayed, and why.
+fn refusal(server: &str, kind: Kind, why: &str) -> ErrorData {
+    tracing::debug!(server, "{} not relayed: {why}", kind.what());
+    ErrorData::invalid_request(
+        format!(
+            "mcp-gateway cannot relay {} from `{server}`: {why}",
+            kind.what()
+        ),
+        None,
+    )
 }
 
 /// Why a relayed request has no result.
@@ -229,7 +281,7 @@ async fn ask(
     fallback: Fallback<'_>,
     cancel: &CancellationToken,
 ) -> Result<(), String> {
-    if !Kind::FormElicitation.supported_by(&caller.peer) {
+    if !Kind::FormElicitation.supported_by(caller.link.capabilities()) {
         return match fallback.setting {
             AskFallback::Allow => Ok(()),
             AskFallback::Console => {
@@ -294,11 +346,12 @@ struct Asker {
 /// Sends `request` to the caller's client and waits for the answer, or until `cancel`
 /// (the upstream cancelled its request), which cancels it at the client too.
 ///
-/// The request rides the caller's own request's stream: the call's own stream, or, when
-/// rmcp carries the call, the request is marked as belonging to it. It is sent from a
-/// task of its own: rmcp would otherwise mark it with the upstream request being handled
-/// here. For a relayed request, the upstream's `_meta` goes along (the request carries a
-/// progress token of the gateway's, mapped back to the upstream's while it is in flight).
+/// The request goes through the caller's link: on the stream of the caller's own request,
+/// or, for a client on 2026-07-28, as input its call's result asks for. It is sent from a
+/// task of its own, so the upstream's handling of its request does not wait on the
+/// client's stream. For a relayed request, the upstream's `_meta` goes along (the request
+/// carries a progress token of the gateway's, mapped back to the upstream's while it is
+/// in flight).
 async fn send(
     caller: &Caller,
     request: ServerRequest,
@@ -317,11 +370,16 @@ async fn send(
     let caller = caller.clone();
     let cancel = cancel.clone();
     let sent = tokio::spawn(async move {
-        let mut sent = Sent::open(&caller, request, meta).await?;
+        let mut sent = caller.link.request(request, meta).await?;
         let _progress = match wants_progress {
             Some((upstream, theirs, routes)) => Some(
                 routes
-                    .enter(caller.session, sent.progress_token(), upstream, theirs)
+                    .enter(
+                        caller.session,
+                        sent.progress_token.clone(),
+                        upstream,
+                        theirs,
+                    )
                     .await,
             ),
             None => None,
@@ -342,61 +400,5 @@ async fn send(
             "the client did not answer: {error}"
         ))),
         Err(join) => Err(Failure::NoAnswer(format!("relaying failed: {join}"))),
-    }
-}
-
-/// A request sent to a client, waiting for its answer: on the call's own stream, or
-/// through rmcp.
-enum Sent {
-    Own(OwnRequest),
-    Rmcp(RequestHandle<RoleServer>),
-}
-
-impl Sent {
-    async fn open(
-        caller: &Caller,
-        mut request: ServerRequest,
-        meta: Option<RequestMetaObject>,
-    ) -> Result<Sent, ServiceError> {
-        if let Some(stream) = &caller.own_stream {
-            return stream.request(request, meta).await.map(Sent::Own);
-        }
-        if let Some(origin) = &caller.request {
-            request
-                .extensions_mut()
-                .insert(OriginatingRequestId(origin.clone()));
-        }
-        let mut options = PeerRequestOptions::no_options();
-        options.meta = meta;
-        let handle = caller
-            .peer
-            .send_cancellable_request(request, options)
-            .await?;
-        Ok(Sent::Rmcp(handle))
-    }
-
-    fn progress_token(&self) -> ProgressToken {
-        match self {
-            Sent::Own(request) => request.progress_token.clone(),
-            Sent::Rmcp(handle) => handle.progress_token.clone(),
-        }
-    }
-
-    async fn answer(&mut self) -> Result<ClientResult, ServiceError> {
-        match self {
-            Sent::Own(request) => request.answer().await,
-            Sent::Rmcp(handle) => (&mut handle.rx)
-                .await
-                .map_err(|_| ServiceError::TransportClosed)?,
-        }
-    }
-
-    async fn cancel(self, reason: &str) {
-        match self {
-            Sent::Own(request) => request.cancel(reason).await,
-            Sent::Rmcp(handle) => {
-                let _ = handle.cancel(Some(reason.into())).await;
-            }
-        }
     }
 }

@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-use rmcp::{Peer, RoleServer};
 
 use super::calls::Caller;
+use super::link::ClientLink;
 
 /// Lower is more verbose; a message passes a level when its rank is at least the level's.
 pub fn rank(level: LoggingLevel) -> u8 {
@@ -35,7 +35,8 @@ pub fn rank(level: LoggingLevel) -> u8 {
 
 /// One client session as the relay sees it.
 struct Listener {
-    peer: Peer<RoleServer>,
+    /// The way to the client outside any request.
+    link: ClientLink,
     /// `None` until the session sends `logging/setLevel`.
     level: Option<LoggingLevel>,
 }
@@ -48,10 +49,10 @@ pub struct Sessions {
 
 impl Sessions {
     /// Adds a session whose client has initialized.
-    pub fn join(&self, session: Arc<str>, peer: Peer<RoleServer>) {
+    pub fn join(&self, session: Arc<str>, link: ClientLink) {
         self.lock()
             .entry(session)
-            .or_insert(Listener { peer, level: None });
+            .or_insert(Listener { link, level: None });
     }
 
     /// Forgets a session that ended.
@@ -63,28 +64,25 @@ impl Sessions {
     pub fn set_level(
         &self,
         session: &Arc<str>,
-        peer: Peer<RoleServer>,
+        link: ClientLink,
         level: LoggingLevel,
     ) -> LoggingLevel {
         let mut sessions = self.lock();
         sessions
             .entry(session.clone())
-            .or_insert(Listener { peer, level: None })
+            .or_insert(Listener { link, level: None })
             .level = Some(level);
         lowest(&sessions).unwrap_or(level)
     }
 
     /// The one open session whose client `can` do something, when there is exactly one.
-    pub fn sole(
-        &self,
-        can: impl Fn(&Peer<RoleServer>) -> bool,
-    ) -> Option<(Arc<str>, Peer<RoleServer>)> {
+    pub fn sole(&self, can: impl Fn(&ClientLink) -> bool) -> Option<(Arc<str>, ClientLink)> {
         let sessions = self.lock();
         let mut able = sessions
             .iter()
-            .filter(|(_, listener)| !listener.peer.is_transport_closed() && can(&listener.peer));
+            .filter(|(_, listener)| !listener.link.is_closed() && can(&listener.link));
         match (able.next(), able.next()) {
-            (Some((id, listener)), None) => Some((id.clone(), listener.peer.clone())),
+            (Some((id, listener)), None) => Some((id.clone(), listener.link.clone())),
             _ => None,
         }
     }
@@ -94,13 +92,13 @@ impl Sessions {
         lowest(&self.lock())
     }
 
-    /// The peers `message` goes to: the calling session's during a call, else every
+    /// The links `message` goes to: the calling session's during a call, else every
     /// session whose level admits it.
     pub fn recipients(
         &self,
         message: &LoggingMessageNotificationParam,
         caller: Option<&Caller>,
-    ) -> Vec<Peer<RoleServer>> {
+    ) -> Vec<ClientLink> {
         let admits = |level: Option<LoggingLevel>| {
             level.is_none_or(|level| rank(message.level) >= rank(level))
         };
@@ -108,7 +106,7 @@ impl Sessions {
         if let Some(caller) = caller {
             let level = sessions.get(&caller.session).and_then(|l| l.level);
             return if admits(level) {
-                vec![caller.peer.clone()]
+                vec![caller.link.clone()]
             } else {
                 Vec::new()
             };
@@ -116,8 +114,8 @@ impl Sessions {
         sessions
             .values()
             .filter(|listener| listener.level.is_some() && admits(listener.level))
-            .filter(|listener| !listener.peer.is_transport_closed())
-            .map(|listener| listener.peer.clone())
+            .filter(|listener| !listener.link.is_closed())
+            .map(|listener| listener.link.clone())
             .collect()
     }
 

@@ -1,19 +1,30 @@
 //! The downstream side: one MCP server, reached over stdio, streamable HTTP (`/mcp`) or
 //! legacy SSE (`/sse`).
 //!
-//! Laid out as rmcp lays out its own: the protocol handler apart from the ways to reach it.
-//! - [`handler`]: the MCP server of one session, whatever the transport.
-//! - [`identity`]: who the gateway says it is at `initialize` (itself, or the one server
-//!   it stands in for).
+//! The protocol apart from the ways to reach it:
+//! - [`core`]: the one message path: every message of every client, whatever the
+//!   transport and protocol revision, decoded once and served by its session.
+//! - [`identity`]: who the gateway says it is at `initialize` and `server/discover`
+//!   (itself, or the one server it stands in for).
 //! - [`transport`]: stdio, streamable HTTP and legacy SSE, each wired the same way (a
-//!   session per client, its profile chosen by [`handler::session_profile`]), plus the
-//!   handshake that lets stdio and SSE survive early messages.
+//!   session per client, its profile chosen by [`session_profile`]).
 //! - [`http`]: the HTTP listener: routes, connections and the security guard.
 
-pub mod handler;
+pub mod core;
 pub mod http;
 pub mod identity;
 pub mod transport;
+
+use http::security::Credentials;
+
+/// The profile a session gets, on every transport: a token bound to a profile wins over
+/// the profile the transport chose (the HTTP path, or `--profile` on stdio); `None` is the
+/// default profile.
+pub fn session_profile(chosen: Option<&str>, credentials: Option<&Credentials>) -> Option<String> {
+    credentials
+        .and_then(|credentials| credentials.profile.clone())
+        .or_else(|| chosen.map(str::to_owned))
+}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]

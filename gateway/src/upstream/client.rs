@@ -18,7 +18,7 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, CustomNotification, ElicitRequest,
     ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
-    Implementation, ListRootsRequest, ListRootsResult, LoggingLevel,
+    Implementation, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotification,
     LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam,
     ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, UrlElicitationCapability,
 };
@@ -178,13 +178,16 @@ impl ClientHandler for UpstreamClient {
             .caller_of(context.extensions.get::<InboundStreamOrigin>())
             .ok();
         let message = relay::sessions::tagged(&self.server, params);
-        for peer in self
+        for link in self
             .downstream
             .sessions
             .recipients(&message, caller.as_ref())
         {
-            if let Err(e) = peer.notify_logging_message(message.clone()).await {
-                tracing::debug!(server = %self.server, "log message not delivered: {e}");
+            let notification = ServerNotification::LoggingMessageNotification(
+                LoggingMessageNotification::new(message.clone()),
+            );
+            if !link.notify(notification).await {
+                tracing::debug!(server = %self.server, "log message not delivered: the client left");
             }
         }
     }
@@ -206,8 +209,8 @@ impl ClientHandler for UpstreamClient {
             return;
         };
         let forwarded = ServerNotification::CustomNotification(notification);
-        if let Err(e) = caller.peer.send_notification(forwarded).await {
-            tracing::debug!(server = %self.server, "elicitation completion not delivered: {e}");
+        if !caller.link.notify(forwarded).await {
+            tracing::debug!(server = %self.server, "elicitation completion not delivered");
         }
     }
 

@@ -26,8 +26,8 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CallToolResult,
     CancelledNotification, CancelledNotificationParam, ClientNotification, ErrorData,
-    JsonRpcMessage, JsonRpcVersion2_0, NumberOrString, ProgressNotificationParam, RequestId,
-    RequestMetaObject,
+    InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
+    ProgressNotificationParam, RequestId, RequestMetaObject,
 };
 use rmcp::service::TxJsonRpcMessage;
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,8 @@ struct Waiting {
 #[derive(Debug)]
 pub enum Answer {
     Result(CallToolResult),
+    /// The server needs input from the client first (protocol 2026-07-28).
+    InputRequired(InputRequiredResult),
     Error(ErrorData),
     /// Neither a tool result nor an error.
     Malformed(String),
@@ -177,7 +179,10 @@ fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> Answer 
     match (result, error) {
         (Some(result), None) => match serde_json::from_str(result.get()) {
             Ok(result) => Answer::Result(result),
-            Err(e) => Answer::Malformed(format!("not a tool result: {e}")),
+            Err(e) => match serde_json::from_str(result.get()) {
+                Ok(asked) => Answer::InputRequired(asked),
+                Err(_) => Answer::Malformed(format!("not a tool result: {e}")),
+            },
         },
         (None, Some(error)) => match serde_json::from_str(error.get()) {
             Ok(error) => Answer::Error(error),

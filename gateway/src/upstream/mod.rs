@@ -23,9 +23,9 @@ use std::time::Duration;
 
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta, JsonObject,
-    LoggingLevel, ProgressToken, RequestMetaObject, ResultType, ServerResult,
-    SetLevelRequestParams,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta,
+    InputRequiredResult, InputResponses, JsonObject, LoggingLevel, ProgressToken,
+    RequestMetaObject, ResultType, ServerResult, SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -40,7 +40,7 @@ use crate::config::ServerConfig;
 use crate::observe::telemetry;
 use crate::registry::resource_uri;
 use crate::relay::calls::answer_after_progress;
-use crate::relay::{CallRoutes, Caller, Downstream};
+use crate::relay::{self, CallRoutes, Caller, Downstream};
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
 pub use offer::Offer;
@@ -109,6 +109,9 @@ pub struct Health {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<SignInStatus>,
 }
+
+/// How many times one call may ask its client for input before the gateway gives up on it.
+pub const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
 
 /// A live connection: the peer to send requests to, and what the server offers.
 pub struct Live {
@@ -409,7 +412,10 @@ impl Upstream {
     }
 
     /// Calls `tool` (the upstream's own name). Cancelling `cancel` sends
-    /// `notifications/cancelled` for this request to this upstream only.
+    /// `notifications/cancelled` for this request to this upstream only. An upstream on
+    /// protocol 2026-07-28 may answer that it needs input first (`InputRequiredResult`):
+    /// the caller's client is asked ([`relay::requests::fulfil`]) and the call retried
+    /// with the answers, up to [`MAX_INPUT_ROUNDS`] times.
     pub async fn call_tool(
         &self,
         tool: &str,
@@ -433,34 +439,93 @@ impl Upstream {
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let mut request = CallToolRequest::new(params);
-        // This call's span as the trace context (`TracedHttp` also puts it in the header),
-        // in place of the client's, so the upstream's spans are children of ours.
-        let meta = request
-            .extensions
-            .get_or_insert_default::<RequestMetaObject>();
-        for (key, value) in telemetry::inject(trace) {
-            meta.insert(key.into(), value.into());
-        }
-        let mut result = match &live.lane {
-            Some(lane) => {
-                self.call_on_lane(lane, &live, request, cancel, caller, tool)
-                    .await?
+        for _round in 0..=MAX_INPUT_ROUNDS {
+            let mut request = CallToolRequest::new(params.clone());
+            // This call's span as the trace context (`TracedHttp` also puts it in the
+            // header), in place of the client's, so the upstream's spans are children of
+            // ours.
+            let meta = request
+                .extensions
+                .get_or_insert_default::<RequestMetaObject>();
+            for (key, value) in telemetry::inject(trace) {
+                meta.insert(key.into(), value.into());
             }
-            None => {
-                let request = ClientRequest::CallToolRequest(request);
-                // Boxed: rmcp's request future is large, and every call on a lane would
-                // carry its size too.
-                match Box::pin(self.send(&live, request, cancel, caller, Some(tool))).await? {
-                    ServerResult::CallToolResult(result) => result,
-                    other => return Err(self.protocol_error(&other)),
+            let answer = match &live.lane {
+                Some(lane) => {
+                    self.call_on_lane(lane, &live, request, cancel, caller.clone(), tool)
+                        .await?
+                }
+                None => {
+                    let request = ClientRequest::CallToolRequest(request);
+                    // Boxed: rmcp's request future is large, and every call on a lane
+                    // would carry its size too.
+                    match Box::pin(self.send(&live, request, cancel, caller.clone(), Some(tool)))
+                        .await?
+                    {
+                        ServerResult::CallToolResult(result) => lane::Answer::Result(result),
+                        ServerResult::InputRequiredResult(asked) => {
+                            lane::Answer::InputRequired(asked)
+                        }
+                        other => return Err(self.protocol_error(&other)),
+                    }
+                }
+            };
+            match answer {
+                lane::Answer::Result(mut result) => {
+                    // An older upstream leaves `resultType` out, which means "complete";
+                    // say so, as the gateway's own results do.
+                    result.result_type.get_or_insert(ResultType::COMPLETE);
+                    return Ok(result);
+                }
+                lane::Answer::InputRequired(asked) => {
+                    let answers = self.input_for(caller.as_ref(), &asked, cancel).await?;
+                    params.input_responses = Some(answers);
+                    params.request_state = asked.request_state;
+                }
+                lane::Answer::Error(error) => {
+                    return Err(UpstreamError::Rejected {
+                        server: self.name.to_string(),
+                        error: Box::new(error),
+                    });
+                }
+                lane::Answer::Malformed(reason) => {
+                    return Err(UpstreamError::Protocol {
+                        server: self.name.to_string(),
+                        reason,
+                    });
                 }
             }
+        }
+        Err(self.too_many_rounds())
+    }
+
+    /// The answers of the caller's client to the questions of `asked`.
+    async fn input_for(
+        &self,
+        caller: Option<&Caller>,
+        asked: &InputRequiredResult,
+        cancel: &CancellationToken,
+    ) -> Result<InputResponses, UpstreamError> {
+        let Some(caller) = caller else {
+            return Err(UpstreamError::Protocol {
+                server: self.name.to_string(),
+                reason: "it asked for input, and this call has no client to ask".into(),
+            });
         };
-        // An older upstream leaves `resultType` out, which means "complete"; say so, as the
-        // gateway's own results do (rmcp drops it again for older clients).
-        result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result)
+        let questions = asked.input_requests.clone().unwrap_or_default();
+        relay::requests::fulfil(&self.name, &self.downstream, caller, questions, cancel)
+            .await
+            .map_err(|error| UpstreamError::Rejected {
+                server: self.name.to_string(),
+                error: Box::new(error),
+            })
+    }
+
+    fn too_many_rounds(&self) -> UpstreamError {
+        UpstreamError::Protocol {
+            server: self.name.to_string(),
+            reason: format!("it asked for input more than {MAX_INPUT_ROUNDS} times in one call"),
+        }
     }
 
     /// [`Self::send`] for a tool call to a stdio upstream, on its [`lane::Lane`].
@@ -472,7 +537,7 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
         tool: &str,
-    ) -> Result<CallToolResult, UpstreamError> {
+    ) -> Result<lane::Answer, UpstreamError> {
         let _in_flight = self.requests.token();
         let mut call = lane::Call::start(lane).map_err(|_| self.closed_before_answering(live))?;
         let token = ProgressToken(call.id().clone());
@@ -501,30 +566,41 @@ impl Upstream {
                 server: self.name.to_string(),
             });
         };
-        match answer {
-            Some(lane::Answer::Result(result)) => Ok(result),
-            Some(lane::Answer::Error(error)) => Err(UpstreamError::Rejected {
-                server: self.name.to_string(),
-                error: Box::new(error),
-            }),
-            Some(lane::Answer::Malformed(reason)) => Err(UpstreamError::Protocol {
-                server: self.name.to_string(),
-                reason,
-            }),
-            None => Err(self.closed_before_answering(live)),
-        }
+        answer.ok_or_else(|| self.closed_before_answering(live))
     }
 
     /// Sends any request to this upstream, cancellable; while it is in flight, what the
-    /// upstream sends back (progress, requests, log messages) goes to `caller`.
+    /// upstream sends back (progress, requests, log messages) goes to `caller`. Input the
+    /// upstream asks for (`InputRequiredResult`, on `prompts/get` and `resources/read`) is
+    /// asked of the caller's client and the request retried, as for tool calls.
     pub async fn request(
         &self,
         live: &Live,
-        request: ClientRequest,
+        mut request: ClientRequest,
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<ServerResult, UpstreamError> {
-        self.send(live, request, cancel, caller, None).await
+        for _round in 0..=MAX_INPUT_ROUNDS {
+            let answer = self
+                .send(live, request.clone(), cancel, caller.clone(), None)
+                .await?;
+            let ServerResult::InputRequiredResult(asked) = answer else {
+                return Ok(answer);
+            };
+            let answers = self.input_for(caller.as_ref(), &asked, cancel).await?;
+            match &mut request {
+                ClientRequest::GetPromptRequest(get) => {
+                    get.params.input_responses = Some(answers);
+                    get.params.request_state = asked.request_state;
+                }
+                ClientRequest::ReadResourceRequest(read) => {
+                    read.params.input_responses = Some(answers);
+                    read.params.request_state = asked.request_state;
+                }
+                _ => return Err(self.protocol_error(&ServerResult::InputRequiredResult(asked))),
+            }
+        }
+        Err(self.too_many_rounds())
     }
 
     /// [`Self::request`], for a call of `tool` when it is a tool call.

@@ -1,13 +1,11 @@
 //! The HTTP listener's part of the drain (see [`crate::drain`]): while the gateway stops,
-//! new sessions are refused with `503` and `Retry-After` while open sessions carry on, and
-//! every request answered on its own response (a streamable HTTP `POST`) counts as
-//! undelivered until that response's body has been written.
+//! new sessions are refused with `503` and `Retry-After` while open sessions carry on; and
+//! a response body that carries an answer holds the answer's [`Delivery`] until hyper is
+//! done with it ([`Held`]), so the drain waits for it to be written.
 //!
 //! A new session is a `GET /sse[/{profile}]`, or a `POST /mcp[/{profile}]` that names no
-//! `Mcp-Session-Id` (an `initialize`, or the `server/discover` some clients send first).
-//! `GET` streams are not counted: they last as long as their session, and what a legacy
-//! SSE stream owes is counted by its session's transport
-//! ([`crate::server::transport::delivered`]).
+//! `Mcp-Session-Id` (an `initialize`, or a request of protocol 2026-07-28, which has no
+//! session).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,21 +21,12 @@ use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 
 use crate::drain::{Delivery, Drain, RETRY_AFTER_SECS};
 
-/// The middleware: refuses new sessions during a drain and counts `POST` answers.
+/// The middleware: refuses new sessions during a drain.
 pub async fn guard(State(drain): State<Arc<Drain>>, request: Request, next: Next) -> Response {
     if drain.is_draining() && opens_session(&request) {
         return refusal();
     }
-    if request.method() == Method::GET {
-        return next.run(request).await;
-    }
-    let delivery = drain.delivery();
-    next.run(request).await.map(|body| {
-        Body::new(Tracked {
-            inner: body,
-            _delivery: delivery,
-        })
-    })
+    next.run(request).await
 }
 
 /// Whether `request` would open a new MCP session.
@@ -62,13 +51,23 @@ fn refusal() -> Response {
         .into_response()
 }
 
-/// A response body that holds its request's [`Delivery`] until hyper is done with it.
-struct Tracked {
+/// A response body that holds its answer's [`Delivery`] until hyper is done with it.
+pub struct Held {
     inner: Body,
     _delivery: Delivery,
 }
 
-impl HttpBody for Tracked {
+impl Held {
+    /// `body`, counted as undelivered until it is written or dropped.
+    pub fn body(inner: Body, delivery: Delivery) -> Body {
+        Body::new(Held {
+            inner,
+            _delivery: delivery,
+        })
+    }
+}
+
+impl HttpBody for Held {
     type Data = Bytes;
     type Error = axum::Error;
 

@@ -23,7 +23,8 @@ use axum::response::IntoResponse;
 use axum::routing::{any, get};
 use tokio_util::sync::CancellationToken;
 
-use super::transport::{sse, streamable_http};
+use super::transport::sse;
+use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
@@ -34,24 +35,24 @@ use security::{SecurityGuard, SecurityLayer};
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
     let guard = Arc::new(SecurityGuard::new(&config.listen)?);
-    let default = streamable_http::service(&gateway, None, &shutdown);
+    let default = StreamableHttp::new(&gateway, None, shutdown.clone());
     let mut router = Router::new();
     if let Some(oauth) = guard.resource_server() {
         router = metadata_routes(router, oauth);
     }
     let mut router = router
-        .route_service("/mcp", default.clone())
-        .route_service("/mcp/", default)
+        .route("/mcp", mcp(default.clone()))
+        .route("/mcp/", mcp(default))
         .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(health::healthz))
         .route(security::READINESS_PATH, get(health::readyz))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
-        let service = streamable_http::service(&gateway, Some(name.clone()), &shutdown);
+        let endpoint = StreamableHttp::new(&gateway, Some(name.clone()), shutdown.clone());
         router = router
-            .route_service(&format!("/mcp/{name}"), service.clone())
-            .route_service(&format!("/mcp/{name}/"), service);
+            .route(&format!("/mcp/{name}"), mcp(endpoint.clone()))
+            .route(&format!("/mcp/{name}/"), mcp(endpoint));
     }
     if config.listen.ui_enabled() {
         router = router.merge(crate::ui::router(gateway.clone(), guard.clone()));
@@ -68,6 +69,13 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         ))
         .layer(SecurityLayer::new(guard));
     Ok(router)
+}
+
+/// The streamable HTTP route of `endpoint`, for any method.
+fn mcp<S: Clone + Send + Sync + 'static>(
+    endpoint: StreamableHttp,
+) -> axum::routing::MethodRouter<S> {
+    any(StreamableHttp::handle).with_state(endpoint)
 }
 
 /// `[listen.oauth]`'s protected resource metadata (RFC 9728), at the well-known path alone

@@ -1,25 +1,14 @@
-//! The ways a client reaches the gateway. Each transport hands every new client to a
-//! [`super::handler::GatewayServer`] of its own, with the profile that
-//! [`super::handler::session_profile`] chooses.
+//! The ways a client reaches the gateway. Each reads the client's messages, hands them to
+//! the session core ([`super::core`]) and carries what it answers back; none serves a
+//! method itself.
 //!
-//! - [`stdio`]: one session over the gateway's stdin and stdout; [`client_lines`]: what
-//!   its client sends, decoded (a `tools/call` as its own type).
-//! - [`streamable_http`]: rmcp's streamable HTTP service, sessions bound to their opener;
-//!   [`shared_sessions`]: those sessions kept so that any replica can serve them;
-//!   [`plain_answers`]: their requests answered as plain JSON when no stream is needed.
-//! - [`direct_calls`]: stdio and streamable HTTP tool calls served beside rmcp's service
-//!   loop and session worker.
+//! - [`stdio`]: one session over the gateway's stdin and stdout.
+//! - [`streamable_http`]: `POST`/`GET`/`DELETE` on `/mcp`, sessions bound to their opener
+//!   and shared by replicas, and the stateless requests of protocol 2026-07-28;
+//!   [`http_events`]: its event streams, resumable on any replica.
 //! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
-//! - [`handshake`]: stdio and SSE sessions survive messages sent before `initialize`.
-//! - [`delivered`]: stdio and SSE sessions tell the shutdown drain which requests still
-//!   owe their client an answer.
 
-pub mod client_lines;
-pub mod delivered;
-pub mod direct_calls;
-pub mod handshake;
-pub mod plain_answers;
-pub mod shared_sessions;
+pub mod http_events;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;

@@ -9,14 +9,13 @@
 //! - `POST /message?sessionId=<id>` carries one client message (or a batch) and is
 //!   answered `202 Accepted`; the answer to a request arrives on the stream.
 //!
-//! Each session is handed to the gateway as an [`SseServerTransport`], an rmcp
-//! `Transport<RoleServer>`, through the callback given to [`router`]; the gateway serves
-//! its tool calls beside rmcp's loop, answering them on the session's [`SseOutput`]
-//! (see [`super::direct_calls::transport`]). The session ends
-//! and its id is forgotten when the client drops the stream, when the gateway closes the
-//! transport, on shutdown, or when the client stops reading: the per-session queue is
-//! bounded, and a queue that stays full for [`SseServerConfig::stall_timeout`] drops the
-//! session with a log line instead of growing.
+//! Each stream is a [`ClientSession`] of the session core: every message a `POST` carries
+//! goes to it (notifications and `initialize` in order, other requests side by side), and
+//! every message to the client, answers included, joins the stream's queue. The session
+//! ends and its id is forgotten when the client drops the stream, on shutdown, or when the
+//! client stops reading: the per-session queue is bounded, and an answer that finds it
+//! full for [`SseServerConfig::stall_timeout`] drops the session with a log line instead
+//! of growing it.
 //!
 //! A session belongs to the credentials of the `GET` that opened it (see
 //! [`crate::server::http::security::Credentials`]): a `POST` that presents another token, or another
@@ -30,7 +29,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Extension;
@@ -42,21 +41,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId, ServerJsonRpcMessage};
-use rmcp::transport::Transport;
-use rmcp::{RoleServer, ServerHandler};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio_util::sync::CancellationToken;
 
-use super::delivered::Delivered;
-use super::direct_calls::{self, transport::DirectCalls};
-use super::handshake::Handshake;
 use crate::gateway::Gateway;
 use crate::observe::sessions::Transport as SessionTransport;
-use crate::server::handler::{GatewayServer, session_profile};
+use crate::server::core::{ClientSession, Scope};
 use crate::server::http::security::Credentials;
-use crate::server::unknown_profile;
+use crate::server::{session_profile, unknown_profile};
 
 /// The query parameter that names the session in `POST /message`.
 const SESSION_QUERY: &str = "sessionId";
@@ -83,29 +79,6 @@ impl Default for SseServerConfig {
     }
 }
 
-/// What the `GET` that opened a session carried, for the gateway to pick a profile and
-/// check credentials.
-#[derive(Debug)]
-pub struct SseSessionRequest {
-    /// The id announced in the `endpoint` event.
-    pub session_id: String,
-    /// `Some` when the stream was opened at `/sse/{profile}`.
-    pub profile: Option<String>,
-    /// Method, URI, headers and extensions of the `GET`.
-    pub parts: http::request::Parts,
-}
-
-/// A refusal of a new session by the gateway: sent instead of the event stream.
-#[derive(Debug, Clone)]
-pub struct SseRejection {
-    pub status: StatusCode,
-    pub message: String,
-}
-
-/// Called once per new session; the gateway typically spawns `handler.serve(transport)`.
-pub type SessionHandler =
-    Arc<dyn Fn(SseServerTransport, SseSessionRequest) -> Result<(), SseRejection> + Send + Sync>;
-
 /// Why a session could not take a server message.
 #[derive(Debug, thiserror::Error)]
 pub enum SseSessionError {
@@ -130,29 +103,10 @@ impl SseSessionError {
     }
 }
 
-/// One SSE session seen from the gateway: client messages come from `POST /message`,
-/// server messages go to the session's event stream.
-pub struct SseServerTransport {
-    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
-    output: SseOutput,
-}
-
-impl SseServerTransport {
-    /// The id announced to the client in the `endpoint` event.
-    pub fn session_id(&self) -> &str {
-        &self.output.session_id
-    }
-
-    /// The session's event stream, for messages sent beside the transport.
-    pub fn output(&self) -> SseOutput {
-        self.output.clone()
-    }
-}
-
-/// Where a session's server messages go: its event stream, through a queue that may stay
-/// full for `stall_timeout` at most before the session is dropped.
+/// Where a session's answers go: its event stream, through a queue that may stay full for
+/// `stall_timeout` at most before the session is dropped.
 #[derive(Clone)]
-pub struct SseOutput {
+struct SseOutput {
     session_id: String,
     outgoing: mpsc::Sender<ServerJsonRpcMessage>,
     closed: CancellationToken,
@@ -185,107 +139,17 @@ impl SseOutput {
     }
 }
 
-impl direct_calls::transport::Output for SseOutput {
-    async fn send(&self, message: ServerJsonRpcMessage) -> std::io::Result<()> {
-        SseOutput::send(self, message)
-            .await
-            .map_err(std::io::Error::other)
-    }
-}
-
-/// A transport dropped without `close` (the gateway gave up on the session, or its service
-/// ended) still ends the session: the queue map holds senders that would keep it open.
-impl Drop for SseServerTransport {
-    fn drop(&mut self) {
-        self.output.closed.cancel();
-    }
-}
-
-impl Transport<RoleServer> for SseServerTransport {
-    type Error = SseSessionError;
-
-    fn send(
-        &mut self,
-        item: ServerJsonRpcMessage,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let output = self.output.clone();
-        async move { output.send(item).await }
-    }
-
-    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
-        tokio::select! {
-            biased;
-            _ = self.output.closed.cancelled() => None,
-            message = self.incoming.recv() => message,
-        }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        self.output.closed.cancel();
-        Ok(())
-    }
-}
-
-/// The gateway's SSE routes: every new stream becomes a session of its own, with the
-/// profile [`session_profile`] chooses. A path must name a profile that exists, even when a
-/// bound token overrides it; otherwise the stream is refused with 404.
+/// The gateway's SSE routes, `GET /sse`, `GET /sse/{profile}` and `POST /message`: every
+/// new stream becomes a session of its own, with the profile [`session_profile`] chooses.
+/// A path must name a profile that exists, even when a bound token overrides it;
+/// otherwise the stream is refused with 404. Cancelling `shutdown` ends every session and
+/// refuses new ones.
 pub fn service(gateway: &Arc<Gateway>, shutdown: CancellationToken) -> Router {
-    let gateway = gateway.clone();
-    let on_session: SessionHandler = Arc::new(move |transport, request| {
-        let not_found = |name: &str| SseRejection {
-            status: StatusCode::NOT_FOUND,
-            message: unknown_profile(name),
-        };
-        if let Some(named) = &request.profile
-            && !gateway.has_profile(Some(named))
-        {
-            return Err(not_found(named));
-        }
-        let credentials = request.parts.extensions.get::<Credentials>();
-        let profile = session_profile(request.profile.as_deref(), credentials);
-        if !gateway.has_profile(profile.as_deref()) {
-            return Err(not_found(profile.as_deref().unwrap_or_default()));
-        }
-        let server = GatewayServer::new(gateway.clone(), profile, SessionTransport::Sse);
-        let drain = gateway.drain().clone();
-        let session = Arc::new(OnceLock::new());
-        let output = transport.output();
-        let calls = DirectCalls::new(transport, output, Arc::clone(&session), drain.clone());
-        let transport = Delivered::new(
-            Handshake::new(calls, server.supported_protocol_versions()),
-            drain,
-        );
-        let cancelled = CancellationToken::new();
-        tokio::spawn(async move {
-            let served = rmcp::ServiceExt::serve_with_ct(server, transport, cancelled.clone());
-            if let Ok(running) = served.await {
-                let _ = session.set(Arc::new(direct_calls::Session::new(
-                    running.peer().clone(),
-                    running.service().clone(),
-                    cancelled.clone(),
-                )));
-                let _ = running.waiting().await;
-            }
-            // The session ended: its calls still running are cancelled.
-            cancelled.cancel();
-        });
-        Ok(())
-    });
-    router(SseServerConfig::default(), on_session, shutdown)
-}
-
-/// The routes `GET /sse`, `GET /sse/{profile}` and `POST /message`, ready to merge into
-/// the gateway's listener. Cancelling `shutdown` ends every session and refuses new ones.
-pub fn router(
-    config: SseServerConfig,
-    on_session: SessionHandler,
-    shutdown: CancellationToken,
-) -> Router {
     let state = SseState {
+        gateway: gateway.clone(),
         sessions: Arc::default(),
-        on_session,
         shutdown,
-        config,
+        config: SseServerConfig::default(),
     };
     Router::new()
         .route("/sse", get(open_default))
@@ -294,22 +158,21 @@ pub fn router(
         .with_state(state)
 }
 
-/// The client side of one session, as `POST /message` needs it.
+/// One session, as `POST /message` needs it.
 #[derive(Clone)]
 struct SessionEntry {
     /// The credentials of the `GET` that opened the session; every `POST` must match them.
     opener: Option<Credentials>,
-    incoming: mpsc::Sender<ClientJsonRpcMessage>,
-    outgoing: mpsc::Sender<ServerJsonRpcMessage>,
-    closed: CancellationToken,
+    session: Arc<ClientSession>,
+    output: SseOutput,
 }
 
 type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
 
 #[derive(Clone)]
 struct SseState {
+    gateway: Arc<Gateway>,
     sessions: Sessions,
-    on_session: SessionHandler,
     shutdown: CancellationToken,
     config: SseServerConfig,
 }
@@ -333,18 +196,40 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
             "the gateway is shutting down".into(),
         );
     }
+    if let Some(named) = &profile
+        && !state.gateway.has_profile(Some(named))
+    {
+        return text(StatusCode::NOT_FOUND, unknown_profile(named));
+    }
+    let opener = request.extensions().get::<Credentials>().cloned();
+    let profile = session_profile(profile.as_deref(), opener.as_ref());
     let session_id = uuid::Uuid::new_v4().simple().to_string();
-    let capacity = state.config.queue_capacity.max(1);
-    let (incoming_tx, incoming_rx) = mpsc::channel(capacity);
-    let (outgoing_tx, outgoing_rx) = mpsc::channel(capacity);
+    let (outgoing_tx, outgoing_rx) = mpsc::channel(state.config.queue_capacity.max(1));
+    let Some(session) = ClientSession::open(
+        state.gateway.clone(),
+        profile.as_deref(),
+        SessionTransport::Sse,
+        Some(&session_id),
+        outgoing_tx.clone(),
+    ) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            unknown_profile(profile.as_deref().unwrap_or_default()),
+        );
+    };
     let closed = state.shutdown.child_token();
+    let output = SseOutput {
+        session_id: session_id.clone(),
+        outgoing: outgoing_tx,
+        closed: closed.clone(),
+        stall_timeout: state.config.stall_timeout,
+    };
     lock(&state.sessions).insert(
         session_id.clone(),
         SessionEntry {
-            opener: request.extensions().get::<Credentials>().cloned(),
-            incoming: incoming_tx,
-            outgoing: outgoing_tx.clone(),
-            closed: closed.clone(),
+            opener,
+            session,
+            output,
         },
     );
     // The one place a session is forgotten: whoever ends it only cancels `closed`.
@@ -353,25 +238,6 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
         session_id.clone(),
         closed.clone(),
     ));
-    let transport = SseServerTransport {
-        incoming: incoming_rx,
-        output: SseOutput {
-            session_id: session_id.clone(),
-            outgoing: outgoing_tx,
-            closed: closed.clone(),
-            stall_timeout: state.config.stall_timeout,
-        },
-    };
-    let (parts, _body) = request.into_parts();
-    let session_request = SseSessionRequest {
-        session_id: session_id.clone(),
-        profile,
-        parts,
-    };
-    if let Err(rejection) = (state.on_session)(transport, session_request) {
-        closed.cancel();
-        return text(rejection.status, rejection.message);
-    }
     tracing::debug!(%session_id, "SSE session opened");
     let stream = event_stream(
         format!("/message?{SESSION_QUERY}={session_id}"),
@@ -385,7 +251,9 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
 
 async fn forget_when_closed(sessions: Sessions, session_id: String, closed: CancellationToken) {
     closed.cancelled().await;
-    lock(&sessions).remove(&session_id);
+    if let Some(entry) = lock(&sessions).remove(&session_id) {
+        entry.session.end();
+    }
     tracing::debug!(%session_id, "SSE session closed");
 }
 
@@ -449,7 +317,7 @@ async fn accept_message(
         );
     };
     let entry = lock(&state.sessions).get(session_id).cloned();
-    let Some(entry) = entry.filter(|entry| !entry.closed.is_cancelled()) else {
+    let Some(entry) = entry.filter(|entry| !entry.output.closed.is_cancelled()) else {
         return unknown_session(session_id);
     };
     if credentials.map(|Extension(credentials)| credentials) != entry.opener {
@@ -471,7 +339,7 @@ async fn accept_message(
                     Some(id),
                 );
                 // Best effort: the 400 below is the answer the sender relies on.
-                if entry.outgoing.try_send(reply).is_err() {
+                if entry.output.outgoing.try_send(reply).is_err() {
                     tracing::debug!(%session_id, "no room to report a malformed message");
                 }
             }
@@ -482,24 +350,31 @@ async fn accept_message(
         }
     };
     for message in messages {
-        let sent = tokio::select! {
-            biased;
-            _ = entry.closed.cancelled() => return unknown_session(session_id),
-            sent = entry.incoming.send_timeout(message, state.config.stall_timeout) => sent,
-        };
-        match sent {
-            Ok(()) => {}
-            Err(SendTimeoutError::Closed(_)) => return unknown_session(session_id),
-            Err(SendTimeoutError::Timeout(_)) => {
-                tracing::warn!(%session_id, "SSE session is not taking client messages");
-                return text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("SSE session {session_id} is not taking messages; retry later"),
-                );
-            }
+        if entry.output.closed.is_cancelled() {
+            return unknown_session(session_id);
+        }
+        // Notifications and `initialize` are served before the next message, so that
+        // what the client sends after them finds the session as they left it; other
+        // requests run side by side.
+        let in_order = !matches!(&message, JsonRpcMessage::Request(request)
+            if !matches!(request.request, ClientRequest::InitializeRequest(_)));
+        let served = serve_one(entry.clone(), message);
+        if in_order {
+            served.await;
+        } else {
+            tokio::spawn(served);
         }
     }
     text(StatusCode::ACCEPTED, "Accepted".into())
+}
+
+/// Serves `message` and queues its answer, if it has one, on the session's stream.
+async fn serve_one(entry: SessionEntry, message: ClientJsonRpcMessage) {
+    if let Some(served) = entry.session.receive(message, Scope::default()).await
+        && let Err(e) = entry.output.send(served.message).await
+    {
+        tracing::debug!(code = e.code(), "an answer not delivered: {e}");
+    }
 }
 
 /// One JSON-RPC message, or a batch of them (allowed by the 2024-11-05 protocol).

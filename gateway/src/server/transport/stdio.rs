@@ -1,4 +1,11 @@
-//! One session over the gateway's own stdin and stdout, as async streams.
+//! One session over the gateway's own stdin and stdout: each line the client writes is a
+//! message for the session core, each message to the client a line.
+//!
+//! Lines are read in order and served concurrently: a request runs in a task of its own,
+//! and its answer joins the one queue of messages to the client (its progress, requests
+//! and notifications come before it on the same queue), which a single writer empties in
+//! order. The session ends when the client closes stdin or the gateway stops; what is
+//! queued by then is still written.
 //!
 //! `tokio::io::stdin()`/`stdout()` hand every read and write to the blocking thread
 //! pool, which costs two thread hops per message on a path where latency is the product.
@@ -9,22 +16,25 @@
 
 use std::os::fd::AsFd;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::time::Duration;
 
-use rmcp::{ServerHandler, ServiceExt};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::Transport as _;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::client_lines::{ClientLines, MAX_CLIENT_LINE};
-use super::delivered::Delivered;
-use super::direct_calls::{self, transport::DirectCalls};
-use super::handshake::Handshake;
 use crate::gateway::Gateway;
-use crate::lines::{LineTransport, LineWriter};
+use crate::lines::{LineTransport, LineWriter, encode};
 use crate::observe::sessions::Transport;
-use crate::server::ServeError;
-use crate::server::handler::{GatewayServer, session_profile};
+use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
+use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope};
+use crate::server::{ServeError, session_profile};
+
+/// How long the messages queued when the session ends may take to be written.
+const FLUSH: Duration = Duration::from_secs(5);
 
 /// Serves one session over stdin/stdout until the client closes stdin or `shutdown`.
 pub async fn serve(
@@ -33,34 +43,67 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     let profile = session_profile(profile.as_deref(), None);
-    if !gateway.has_profile(profile.as_deref()) {
-        return Err(ServeError::UnknownProfile(profile.unwrap_or_default()));
-    }
-    let drain = gateway.drain().clone();
-    let server = GatewayServer::new(gateway, profile, Transport::Stdio);
+    let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
+    let session = ClientSession::open(
+        gateway,
+        profile.as_deref(),
+        Transport::Stdio,
+        None,
+        outbox.clone(),
+    )
+    .ok_or_else(|| ServeError::UnknownProfile(profile.clone().unwrap_or_default()))?;
     let (stdin, stdout) = streams();
     let stdout = LineWriter::new(stdout);
-    let session = Arc::new(OnceLock::new());
-    let cancelled = shutdown.child_token();
-    let lines = LineTransport::new(ClientLines, stdin, stdout.clone(), MAX_CLIENT_LINE);
-    let transport = Delivered::new(
-        Handshake::new(
-            DirectCalls::new(lines, stdout, Arc::clone(&session), Arc::clone(&drain)),
-            server.supported_protocol_versions(),
-        ),
-        drain,
-    );
-    let running = server
-        .serve_with_ct(transport, cancelled.clone())
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let _ = session.set(Arc::new(direct_calls::Session::new(
-        running.peer().clone(),
-        running.service().clone(),
-        cancelled,
-    )));
-    let _ = running.waiting().await;
+    let writing = tokio::spawn(write(queued, stdout.clone()));
+    let mut lines = LineTransport::new(ClientLines, stdin, stdout, MAX_CLIENT_LINE);
+    loop {
+        let message = tokio::select! {
+            message = lines.receive() => message,
+            () = shutdown.cancelled() => None,
+        };
+        let Some(message) = message else { break };
+        // Notifications and `initialize` are served before the next line is read, so
+        // that what the client sends after them finds the session as they left it; other
+        // requests run side by side.
+        let in_order = !matches!(&message, JsonRpcMessage::Request(request)
+            if !matches!(request.request, ClientRequest::InitializeRequest(_)));
+        let served = serve_one(session.clone(), outbox.clone(), message);
+        if in_order {
+            served.await;
+        } else {
+            tokio::spawn(served);
+        }
+    }
+    session.end();
+    drop((session, outbox));
+    let _ = tokio::time::timeout(FLUSH, writing).await;
     Ok(())
+}
+
+/// Serves `message` and queues its answer, if it has one. Queued is delivered: the writer
+/// writes everything queued before it ends.
+async fn serve_one(
+    session: Arc<ClientSession>,
+    outbox: mpsc::Sender<ServerJsonRpcMessage>,
+    message: ClientJsonRpcMessage,
+) {
+    if let Some(served) = session.receive(message, Scope::default()).await {
+        let _ = outbox.send(served.message).await;
+    }
+}
+
+/// Writes the queued messages in order, one line each, until every sender is gone.
+async fn write(mut queued: mpsc::Receiver<ServerJsonRpcMessage>, stdout: LineWriter<Writer>) {
+    while let Some(message) = queued.recv().await {
+        let written = match encode(&message) {
+            Ok(line) => stdout.write(&line).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            tracing::debug!("stdout closed: {e}");
+            break;
+        }
+    }
 }
 
 pub type Reader = Pin<Box<dyn AsyncRead + Send>>;

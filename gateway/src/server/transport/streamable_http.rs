@@ -1,214 +1,706 @@
-//! Streamable HTTP sessions bound to the credentials that opened them, because a session id
-//! alone must not let one token act in another token's session: call its tools, cancel
-//! its calls, read its event stream or end it.
+//! Streamable HTTP (`/mcp`, `/mcp/{profile}`): each `POST` carries one client message for
+//! the session core, and the answer to a request comes back on that `POST`.
 //!
-//! [`BoundSessions`] sits in front of rmcp's streamable HTTP service. When an `initialize`
-//! opens a session it records the opener's identity in the session's shared record
-//! (`crate::state`); every later request naming that id in `Mcp-Session-Id` — a `POST` of
-//! any message, the `GET` stream, the `DELETE` — must carry the same credentials or gets
-//! `403` without reaching the session, whichever replica it reaches. Reading the record
-//! also renews its lifetime; a session whose record is gone (ended by `DELETE` on any
-//! replica, or unused past `[cluster] session_ttl_secs`) is dropped here too, and rmcp
-//! answers 404. While the shared state cannot be reached, requests get `503`.
+//! Two kinds of client meet here:
+//! - up to 2025-11-25 a client opens a session with `initialize`, and names it in
+//!   `Mcp-Session-Id` from then on; it may `GET` the session's standalone stream (what the
+//!   gateway sends it outside any request) and `DELETE` the session;
+//! - from 2026-07-28 on a client sends requests that carry their own context and no
+//!   session id. They are served by one session per client credentials and profile, kept
+//!   for the purpose, which holds nothing a replica must share: any replica serves any of
+//!   them.
+//!
+//! A session belongs to the credentials that opened it: the opener's identity is
+//! recorded in the session's shared record (`crate::state`), and every later request
+//! naming the session must carry the same credentials or gets `403`, whichever replica it
+//! reaches. Reading the record renews it; a session whose record is gone (ended by
+//! `DELETE` on any replica, or unused past `[cluster] session_ttl_secs`) gets `404`. A
+//! replica that does not hold a session re-creates it from the record (the client's
+//! `initialize` is kept there). While the shared state cannot be reached, requests get
+//! `503`.
+//!
+//! An answer that comes before anything else was sent during its request is a plain JSON
+//! body; otherwise the `POST` is answered with an event stream (progress, log messages,
+//! requests to the client, then the answer), each event recorded so that the client can
+//! resume with `Last-Event-ID` on any replica ([`super::http_events`]). With replicas
+//! every request streams from its first byte, so that even a request whose replica dies
+//! before it sent anything can be resumed elsewhere.
 
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use axum::body::Body;
-use http::{Method, Request, Response, StatusCode, header};
-use rmcp::transport::common::http_header::HEADER_SESSION_ID;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio_util::sync::CancellationToken;
-use tower::Service;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use rmcp::model::{
+    ClientConfig, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, GetMeta,
+    JsonRpcMessage, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+};
+use rmcp::transport::common::http_header::{
+    HEADER_LAST_EVENT_ID, HEADER_MCP_PROTOCOL_VERSION, HEADER_SESSION_ID,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::shared_sessions::SharedSessions;
-use super::{direct_calls, plain_answers};
+use super::http_events::{self, Event, Recorder, ResumeError};
+use crate::drain::Delivery;
 use crate::gateway::Gateway;
 use crate::observe::sessions::Transport;
-use crate::server::handler::GatewayServer;
+use crate::server::core::decode::decode_message;
+use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served};
+use crate::server::http::draining::Held;
 use crate::server::http::security::Credentials;
+use crate::server::session_profile;
 use crate::state::{SharedState, StateError};
 
-/// The streamable HTTP service for one path (`/mcp` or `/mcp/{profile}`), its sessions
-/// bound to their openers and kept in the shared state. A token bound to a profile
-/// overrides `profile` at `initialize`.
-pub fn service(
-    gateway: &Arc<Gateway>,
-    profile: Option<String>,
-    shutdown: &CancellationToken,
-) -> BoundSessions {
-    let gateway = gateway.clone();
-    let state = gateway.state.clone();
-    let sessions = Arc::new(SharedSessions::new(state.clone()));
-    // Host, Origin and body size are checked by the security layer in front. A request
-    // served without a session (protocol 2026-07-28 on) whose first message is its answer
-    // gets a plain JSON body instead of a one-event stream; rmcp still streams when the
-    // call sends anything first. In sessions opened by `initialize`, rmcp always streams;
-    // `plain_answers` gives those requests the same plain JSON answers on a gateway that
-    // runs alone.
-    let mut config = StreamableHttpServerConfig::default()
-        .with_json_response(true)
-        .disable_allowed_hosts()
-        .with_max_request_body_bytes(gateway.config().listen.max_body_bytes)
-        .with_cancellation_token(shutdown.child_token());
-    config.session_store = Some(sessions.store());
-    let service = StreamableHttpService::new(
-        move || {
-            Ok(GatewayServer::new(
-                gateway.clone(),
-                profile.clone(),
-                Transport::StreamableHttp,
-            ))
-        },
-        sessions.clone(),
-        config,
-    );
-    BoundSessions::new(service, sessions, state)
-}
+/// How long an answer may keep its request waiting with nothing sent before the request
+/// is answered with a stream, whose keep-alive comments keep intermediaries patient.
+const PLAIN_WAIT: Duration = Duration::from_secs(15);
 
-/// rmcp's streamable HTTP service with every session bound to its opener's credentials.
+/// Interval between keep-alive comments on a silent stream.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The streamable HTTP endpoint for one path (`/mcp` or `/mcp/{profile}`); a token bound
+/// to a profile overrides `profile` for the sessions it opens.
 #[derive(Clone)]
-pub struct BoundSessions {
-    inner: StreamableHttpService<GatewayServer, SharedSessions>,
-    sessions: Arc<SharedSessions>,
+pub struct StreamableHttp(Arc<Endpoint>);
+
+struct Endpoint {
+    gateway: Arc<Gateway>,
+    profile: Option<String>,
     state: Arc<dyn SharedState>,
+    /// The sessions this replica holds, by id.
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// The sessions that serve requests of 2026-07-28, by client identity and profile.
+    stateless: Mutex<HashMap<StatelessKey, Arc<ClientSession>>>,
+    shutdown: CancellationToken,
 }
 
-impl BoundSessions {
-    /// `inner` must be served by `sessions`, whose sessions are the ones bound.
+/// Whose requests of 2026-07-28 a session serves: the client's identity and profile.
+type StatelessKey = (Option<String>, Option<String>);
+
+/// A session opened by `initialize`, as this replica holds it.
+struct HttpSession {
+    core: Arc<ClientSession>,
+    /// What the gateway sends the client outside any request, until a `GET` takes it.
+    outbox: Mutex<Option<mpsc::Receiver<ServerJsonRpcMessage>>>,
+}
+
+impl StreamableHttp {
     pub fn new(
-        inner: StreamableHttpService<GatewayServer, SharedSessions>,
-        sessions: Arc<SharedSessions>,
-        state: Arc<dyn SharedState>,
+        gateway: &Arc<Gateway>,
+        profile: Option<String>,
+        shutdown: CancellationToken,
     ) -> Self {
-        Self {
-            inner,
-            sessions,
-            state,
-        }
+        Self(Arc::new(Endpoint {
+            state: gateway.state.clone(),
+            gateway: gateway.clone(),
+            profile,
+            sessions: Mutex::default(),
+            stateless: Mutex::default(),
+            shutdown,
+        }))
     }
 
-    /// `None` when `identity` may use `session` (or rmcp should answer it: an unknown
-    /// session is its 404); otherwise the response that refuses it.
-    async fn refuse(&self, session: &str, identity: Option<&str>) -> Option<Response<Body>> {
-        match self.state.touch_session(session).await {
-            Err(e) => Some(unavailable(&e)),
-            Ok(None) => {
-                if self.sessions.holds(session).await {
-                    // Ended on another replica, or expired: end it here too.
-                    self.sessions.forget(session).await;
-                }
-                None
+    /// Serves one HTTP request.
+    pub async fn handle(State(this): State<Self>, request: Request) -> Response {
+        let endpoint = &this.0;
+        let (parts, body) = request.into_parts();
+        match parts.method {
+            Method::POST => {
+                let body = match axum::body::to_bytes(body, usize::MAX).await {
+                    Ok(body) => body,
+                    Err(e) => {
+                        return text(StatusCode::BAD_REQUEST, format!("unreadable body: {e}"));
+                    }
+                };
+                endpoint.post(parts, body).await
             }
-            Ok(Some(record)) if record.owner.as_deref() != identity => {
-                tracing::warn!(
-                    %session,
-                    "refused a request for a session opened with other credentials"
+            Method::GET => endpoint.get(parts).await,
+            Method::DELETE => endpoint.delete(parts).await,
+            _ => {
+                let mut response = text(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "Method Not Allowed: use POST, GET or DELETE".into(),
                 );
-                Some(forbidden(session))
+                response
+                    .headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+                response
             }
-            Ok(Some(_)) => None,
         }
     }
 }
 
-impl Service<Request<Body>> for BoundSessions {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // rmcp's service is always ready; each call works on a clone.
-        Poll::Ready(Ok(()))
+impl Endpoint {
+    async fn post(self: &Arc<Self>, parts: http::request::Parts, body: Bytes) -> Response {
+        let message = match decode_message(&body) {
+            Ok(message) => message,
+            Err(error) => return rpc_error(StatusCode::BAD_REQUEST, error, None),
+        };
+        let parts = Arc::new(parts);
+        match session_id(&parts.headers) {
+            Some(id) => match self.session(&parts, &id).await {
+                Ok(session) => self.deliver(&session.core, message, parts, false).await,
+                Err(refused) => refused,
+            },
+            None => match message {
+                JsonRpcMessage::Request(request)
+                    if matches!(request.request, ClientRequest::InitializeRequest(_)) =>
+                {
+                    self.open(parts, request.id, request.request).await
+                }
+                JsonRpcMessage::Request(request)
+                    if speaks_2026(&parts.headers, &request.request) =>
+                {
+                    if let Err(mismatch) = headers_match(&parts.headers, &request.request) {
+                        return rpc_error(StatusCode::BAD_REQUEST, mismatch, Some(request.id));
+                    }
+                    let session = self.stateless_session(&parts);
+                    self.deliver(&session, JsonRpcMessage::Request(request), parts, true)
+                        .await
+                }
+                JsonRpcMessage::Request(request) => rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    ErrorData::invalid_request(
+                        "Bad Request: no Mcp-Session-Id; send initialize first, or give the \
+                         request its own context in _meta (protocol 2026-07-28)",
+                        None,
+                    ),
+                    Some(request.id),
+                ),
+                _ => text(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: no Mcp-Session-Id for a notification or answer".into(),
+                ),
+            },
+        }
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move {
-            let identity = request
-                .extensions()
-                .get::<Credentials>()
-                .and_then(Credentials::identity);
-            let named = request
-                .headers()
-                .get(HEADER_SESSION_ID)
-                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
-            match &named {
-                Some(session) => {
-                    if let Some(refused) = this.refuse(session, identity.as_deref()).await {
-                        return Ok(refused);
+    /// Opens a session with the client's `initialize`.
+    async fn open(
+        self: &Arc<Self>,
+        parts: Arc<http::request::Parts>,
+        id: RequestId,
+        request: ClientRequest,
+    ) -> Response {
+        if !self.state.is_ready() {
+            return unavailable(&StateError::Unavailable("no answer from Redis".into()));
+        }
+        let credentials = parts.extensions.get::<Credentials>();
+        let identity = credentials.and_then(Credentials::identity);
+        let profile = session_profile(self.profile.as_deref(), credentials);
+        let session_id = uuid::Uuid::new_v4().simple().to_string();
+        let Some(session) = self.hold(&session_id, profile.as_deref()) else {
+            return text(
+                StatusCode::NOT_FOUND,
+                crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
+            );
+        };
+        if let Err(e) = self.state.set_owner(&session_id, identity.as_deref()).await {
+            // Without its owner on record the session could not be checked on another
+            // replica: end it rather than hand it out.
+            self.forget(&session_id);
+            return unavailable(&e);
+        }
+        let handshake = match &request {
+            ClientRequest::InitializeRequest(initialize) => {
+                serde_json::to_string(&initialize.params).unwrap_or_default()
+            }
+            _ => String::new(),
+        };
+        let scope = Scope {
+            http: Some(parts),
+            ..Scope::default()
+        };
+        let Some(served) = session.core.serve(id, request, scope).await else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        if let Err(e) = self.state.set_handshake(&session_id, &handshake).await {
+            tracing::warn!(session = %session_id, "handshake not shared: {e}");
+        }
+        let mut response = plain(served);
+        if let Ok(value) = HeaderValue::from_str(&session_id) {
+            response.headers_mut().insert(HEADER_SESSION_ID, value);
+        }
+        response
+    }
+
+    /// Holds a new session under `id` on this replica; `None` for an unknown profile.
+    fn hold(&self, id: &str, profile: Option<&str>) -> Option<Arc<HttpSession>> {
+        let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
+        let core = ClientSession::open(
+            self.gateway.clone(),
+            profile,
+            Transport::StreamableHttp,
+            Some(id),
+            outbox,
+        )?;
+        let session = Arc::new(HttpSession {
+            core,
+            outbox: Mutex::new(Some(queued)),
+        });
+        self.sessions().insert(id.to_owned(), session.clone());
+        Some(session)
+    }
+
+    /// The session `id` names, for a request with these credentials: held here, or
+    /// re-created from its shared record; otherwise the response that refuses it.
+    async fn session(
+        self: &Arc<Self>,
+        parts: &http::request::Parts,
+        id: &str,
+    ) -> Result<Arc<HttpSession>, Response> {
+        let identity = parts
+            .extensions
+            .get::<Credentials>()
+            .and_then(Credentials::identity);
+        let record = match self.state.touch_session(id).await {
+            Err(e) => return Err(unavailable(&e)),
+            Ok(None) => {
+                // Ended on another replica, or expired: end it here too.
+                self.forget(id);
+                return Err(text(
+                    StatusCode::NOT_FOUND,
+                    format!("Not Found: session `{id}` has ended; open a new one with initialize"),
+                ));
+            }
+            Ok(Some(record)) => record,
+        };
+        if record.owner != identity {
+            tracing::warn!(session = %id, "refused a request for a session opened with other credentials");
+            return Err(text(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Forbidden: session `{id}` was opened with other credentials; open your \
+                     own with an initialize request"
+                ),
+            ));
+        }
+        if let Some(session) = self.sessions().get(id) {
+            return Ok(session.clone());
+        }
+        // Opened on another replica: taken over here with the client's handshake.
+        let client: Option<ClientConfig> = record
+            .handshake
+            .as_deref()
+            .and_then(|handshake| serde_json::from_str(handshake).ok());
+        let Some(client) = client else {
+            return Err(text(
+                StatusCode::NOT_FOUND,
+                format!("Not Found: session `{id}` never initialized; open a new one"),
+            ));
+        };
+        let credentials = parts.extensions.get::<Credentials>();
+        let profile = session_profile(self.profile.as_deref(), credentials);
+        let session = self.hold(id, profile.as_deref()).ok_or_else(|| {
+            text(
+                StatusCode::NOT_FOUND,
+                crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
+            )
+        })?;
+        session.core.restore(client).await;
+        Ok(session)
+    }
+
+    /// The session serving this client's requests of 2026-07-28.
+    fn stateless_session(&self, parts: &http::request::Parts) -> Arc<ClientSession> {
+        let credentials = parts.extensions.get::<Credentials>();
+        let profile = session_profile(self.profile.as_deref(), credentials);
+        let key = (credentials.and_then(Credentials::identity), profile.clone());
+        let mut stateless = self
+            .stateless
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(session) = stateless.get(&key) {
+            return session.clone();
+        }
+        // Nothing is sent outside a request's own stream: the outbox leads nowhere.
+        let (outbox, _) = mpsc::channel(1);
+        let id = format!("stateless-{}", uuid::Uuid::new_v4().simple());
+        let session = ClientSession::open(
+            self.gateway.clone(),
+            profile.as_deref(),
+            Transport::StreamableHttp,
+            Some(&id),
+            outbox,
+        )
+        .expect("the endpoint's profile exists");
+        stateless.insert(key, session.clone());
+        session
+    }
+
+    /// Hands `message` to `session`: a request's answer as plain JSON or a stream, other
+    /// messages `202 Accepted`. A `stateless` request (2026-07-28) ends when its client
+    /// stops waiting; a session's request goes on, and its stream can be resumed.
+    async fn deliver(
+        self: &Arc<Self>,
+        session: &Arc<ClientSession>,
+        message: ClientJsonRpcMessage,
+        parts: Arc<http::request::Parts>,
+        stateless: bool,
+    ) -> Response {
+        let JsonRpcMessage::Request(request) = message else {
+            let scope = Scope {
+                http: Some(parts),
+                ..Scope::default()
+            };
+            session.receive(message, scope).await;
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let listens = matches!(
+            request.request,
+            ClientRequest::SubscriptionsListenRequest(_)
+        );
+        let may_be_plain =
+            !listens && !self.state.is_shared() && accepts(&parts.headers, "application/json");
+        let (stream, mut sent) = mpsc::channel(STREAM_CAPACITY);
+        let gone = CancellationToken::new();
+        let guard = gone.clone().drop_guard();
+        let scope = Scope {
+            stream: Some(stream),
+            cancel: stateless.then_some(gone),
+            http: Some(parts),
+        };
+        let id = request.id.clone();
+        let serving = {
+            let session = session.clone();
+            let id = id.clone();
+            tokio::spawn(async move { session.serve(id, request.request, scope).await })
+        };
+        let mut answer: Answer = Box::pin(async move { serving.await.ok().flatten() });
+        let mut first = None;
+        if may_be_plain {
+            tokio::select! {
+                served = &mut answer => {
+                    if sent.is_empty() {
+                        guard.disarm();
+                        return match served {
+                            Some(served) => plain(served),
+                            None => StatusCode::ACCEPTED.into_response(),
+                        };
+                    }
+                    // Something was sent first: it all goes as a stream.
+                    answer = Box::pin(futures::future::ready(served));
+                }
+                message = sent.recv() => first = message,
+                () = tokio::time::sleep(PLAIN_WAIT) => {}
+            }
+        }
+        let recorder = Recorder::request(self.state.clone(), session.id(), &id);
+        let priming = self.state.is_shared().then(|| recorder.priming());
+        let messages = RequestStream {
+            pending: first.into_iter().map(Outgoing::Message).collect(),
+            sent: Some(sent),
+            answer: Some(answer),
+        }
+        .into_stream()
+        .map(move |outgoing| match outgoing {
+            Outgoing::Message(message) => (recorder.record(message), None),
+            Outgoing::Answer(message, delivery) => (recorder.record(message), Some(delivery)),
+        });
+        let events = futures::stream::iter(priming.map(|event| (event, None))).chain(messages);
+        sse(events, guard)
+    }
+
+    async fn get(self: &Arc<Self>, parts: http::request::Parts) -> Response {
+        let Some(id) = session_id(&parts.headers) else {
+            return text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Method Not Allowed: a GET needs the Mcp-Session-Id of a session (protocol \
+                 2026-07-28 listens with subscriptions/listen instead)"
+                    .into(),
+            );
+        };
+        let session = match self.session(&parts, &id).await {
+            Ok(session) => session,
+            Err(refused) => return refused,
+        };
+        if let Some(last) = parts.headers.get(HEADER_LAST_EVENT_ID) {
+            let last = String::from_utf8_lossy(last.as_bytes()).into_owned();
+            return match http_events::resume(&self.state, &id, &last).await {
+                Ok(events) => sse(
+                    futures::stream::iter(events.into_iter().map(|event| (event, None))),
+                    CancellationToken::new().drop_guard(),
+                ),
+                Err(ResumeError::NotYours) => text(
+                    StatusCode::BAD_REQUEST,
+                    format!("Bad Request: Last-Event-ID `{last}` names no stream of this session"),
+                ),
+                Err(ResumeError::State(e)) => unavailable(&e),
+            };
+        }
+        let Some(queued) = session
+            .outbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+        else {
+            return text(
+                StatusCode::CONFLICT,
+                "Conflict: this session's stream is already open".into(),
+            );
+        };
+        let recorder = Recorder::standalone(self.state.clone(), &id);
+        let published = self.state.published();
+        let local = StandaloneStream {
+            queued: Some(queued),
+            session: session.clone(),
+        }
+        .into_stream()
+        .map(move |message| recorder.record(message));
+        let shutdown = self.shutdown.clone();
+        let local = local.take_until(async move { shutdown.cancelled().await });
+        let events = http_events::with_published(local, published, &id, self.state.replica());
+        sse(
+            events.map(|event| (event, None)),
+            CancellationToken::new().drop_guard(),
+        )
+    }
+
+    async fn delete(self: &Arc<Self>, parts: http::request::Parts) -> Response {
+        let Some(id) = session_id(&parts.headers) else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: DELETE needs the Mcp-Session-Id of the session to end".into(),
+            );
+        };
+        if let Err(refused) = self.session(&parts, &id).await {
+            return refused;
+        }
+        if let Err(e) = self.state.end_session(&id).await {
+            tracing::warn!(session = %id, "session not ended in the shared state: {e}");
+        }
+        self.forget(&id);
+        StatusCode::NO_CONTENT.into_response()
+    }
+
+    /// Ends this replica's part of session `id`.
+    fn forget(&self, id: &str) {
+        if let Some(session) = self.sessions().remove(id) {
+            session.core.end();
+        }
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<HttpSession>>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The answer a request's stream ends with, once it comes.
+type Answer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
+
+/// What a request's stream carries.
+enum Outgoing {
+    Message(ServerJsonRpcMessage),
+    Answer(ServerJsonRpcMessage, Delivery),
+}
+
+/// A request's stream: what is sent during the request, then its answer, and nothing
+/// after it (a call parked for input may still hold the stream's sender).
+struct RequestStream {
+    pending: VecDeque<Outgoing>,
+    sent: Option<mpsc::Receiver<ServerJsonRpcMessage>>,
+    answer: Option<Answer>,
+}
+
+impl RequestStream {
+    fn into_stream(self) -> impl Stream<Item = Outgoing> + Send + 'static {
+        futures::stream::unfold(self, |mut this| async move {
+            loop {
+                if let Some(next) = this.pending.pop_front() {
+                    return Some((next, this));
+                }
+                let answer = this.answer.as_mut()?;
+                let received = async {
+                    match this.sent.as_mut() {
+                        Some(sent) => sent.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    message = received => match message {
+                        Some(message) => this.pending.push_back(Outgoing::Message(message)),
+                        None => this.sent = None,
+                    },
+                    served = answer => {
+                        this.answer = None;
+                        if let Some(sent) = this.sent.as_mut() {
+                            while let Ok(message) = sent.try_recv() {
+                                this.pending.push_back(Outgoing::Message(message));
+                            }
+                        }
+                        if let Some(served) = served {
+                            let (message, delivery) = served.into_parts();
+                            this.pending.push_back(Outgoing::Answer(message, delivery));
+                        }
                     }
                 }
-                None if !this.state.is_ready() => {
-                    return Ok(unavailable(&StateError::Unavailable(
-                        "no answer from Redis".into(),
-                    )));
-                }
-                None => {}
             }
-            let direct = named
-                .as_deref()
-                .filter(|_| request.method() == Method::POST)
-                .and_then(|session| this.sessions.direct(session));
-            let request = match direct {
-                Some(session) => match direct_calls::http::serve(&session, request).await {
-                    Ok(answered) => return Ok(answered),
-                    Err(request) => request,
-                },
-                None => request,
-            };
-            let ends_session = request.method() == Method::DELETE;
-            // With replicas, a call's stream must start at once: when its replica dies,
-            // the client resumes it on another from its first event's id (and gets the
-            // call's error there). A plain answer held back until ready has no id to
-            // resume from, and the Python SDK ends the whole session when such a POST
-            // loses its connection.
-            let may_be_plain = !this.state.is_shared()
-                && request.method() == Method::POST
-                && plain_answers::accepts_json(request.headers());
-            let mut inner = this.inner.clone();
-            let mut response = inner.call(request).await?.map(Body::new);
-            if may_be_plain {
-                response = plain_answers::plain_when_single(response, plain_answers::WAIT).await;
-            }
-            if ends_session && response.status() == StatusCode::ACCEPTED {
-                // rmcp says 202; clients expect a DELETE that succeeded to say 200 or 204
-                // (the Python SDK logs any other status as a failed termination).
-                *response.status_mut() = StatusCode::NO_CONTENT;
-                *response.body_mut() = Body::empty();
-            }
-            if named.is_none()
-                && let Some(opened) = response.headers().get(HEADER_SESSION_ID)
-            {
-                let opened = String::from_utf8_lossy(opened.as_bytes()).into_owned();
-                if let Err(e) = this.state.set_owner(&opened, identity.as_deref()).await {
-                    // Without its owner on record the session could not be checked on
-                    // another replica: end it rather than hand it out.
-                    this.sessions.forget(&opened).await;
-                    return Ok(unavailable(&e));
-                }
-            }
-            Ok(response)
         })
     }
 }
 
-fn forbidden(session: &str) -> Response<Body> {
-    text_response(
-        StatusCode::FORBIDDEN,
-        format!(
-            "Forbidden: session `{session}` was opened with other credentials; open your own \
-             with an initialize request"
-        ),
-    )
+/// The messages of a session's standalone stream, given back to the session when the
+/// client's `GET` ends, for its next `GET`.
+struct StandaloneStream {
+    queued: Option<mpsc::Receiver<ServerJsonRpcMessage>>,
+    session: Arc<HttpSession>,
+}
+
+impl StandaloneStream {
+    fn into_stream(self) -> impl Stream<Item = ServerJsonRpcMessage> + Send + 'static {
+        futures::stream::unfold(self, |mut this| async move {
+            let message = this.queued.as_mut()?.recv().await?;
+            Some((message, this))
+        })
+    }
+}
+
+impl Drop for StandaloneStream {
+    fn drop(&mut self) {
+        if let Some(queued) = self.queued.take() {
+            *self
+                .session
+                .outbox
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(queued);
+        }
+    }
+}
+
+/// `events` as an SSE response; each answer's delivery is held until its event is
+/// written. Dropping the response (the client went away) drops `guard`.
+fn sse(
+    events: impl Stream<Item = (Event, Option<Delivery>)> + Send + 'static,
+    guard: DropGuard,
+) -> Response {
+    let events = events.map(move |(event, delivery)| {
+        let _ = &guard;
+        drop(delivery);
+        let mut sse = SseEvent::default().id(event.id);
+        if let Some(message) = event.message {
+            match serde_json::to_string(&message) {
+                Ok(json) => sse = sse.event("message").data(json),
+                Err(e) => tracing::error!("cannot encode a server message: {e}"),
+            }
+        } else {
+            sse = sse.data("");
+        }
+        Ok::<_, Infallible>(sse)
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// A served request's answer as a plain JSON body; a stateless request's error carries
+/// the HTTP status its code calls for.
+fn plain(served: Served) -> Response {
+    let status = if served.stateless {
+        status_of(&served.message)
+    } else {
+        StatusCode::OK
+    };
+    let (message, delivery) = served.into_parts();
+    let body = serde_json::to_vec(&message).unwrap_or_default();
+    let mut response = Response::new(Held::body(Body::from(body), delivery));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The HTTP status of a stateless answer: its error's, or 200.
+fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
+    let JsonRpcMessage::Error(error) = message else {
+        return StatusCode::OK;
+    };
+    match error.error.code {
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        ErrorCode::INVALID_PARAMS
+        | ErrorCode::INVALID_REQUEST
+        | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::HEADER_MISMATCH
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// Whether a request without a session speaks 2026-07-28: its `MCP-Protocol-Version`
+/// header or its `_meta` names that revision or a later one.
+fn speaks_2026(headers: &HeaderMap, request: &ClientRequest) -> bool {
+    let modern = |version: &str| version >= ProtocolVersion::V_2026_07_28.as_str();
+    header_version(headers).is_some_and(modern)
+        || request
+            .get_meta()
+            .protocol_version()
+            .is_some_and(|version| modern(version.as_str()))
+        || matches!(request, ClientRequest::DiscoverRequest(_))
+}
+
+/// A stateless request's `MCP-Protocol-Version` header must name the version its
+/// `_meta` names.
+fn headers_match(headers: &HeaderMap, request: &ClientRequest) -> Result<(), ErrorData> {
+    let meta = request.get_meta().protocol_version();
+    match (header_version(headers), meta) {
+        (Some(header), Some(meta)) if header == meta.as_str() => Ok(()),
+        (_, None) => Ok(()),
+        (header, Some(meta)) => Err(ErrorData::header_mismatch(
+            format!(
+                "the MCP-Protocol-Version header ({}) does not match the request's _meta ({meta})",
+                header.unwrap_or("absent")
+            ),
+            None,
+        )),
+    }
+}
+
+fn header_version(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(HEADER_MCP_PROTOCOL_VERSION)
+        .and_then(|value| value.to_str().ok())
+}
+
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(HEADER_SESSION_ID)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+}
+
+/// Whether a request's `Accept` header takes `media`.
+fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|accepted| accepted.split(';').next().unwrap_or("").trim())
+        .any(|accepted| accepted.eq_ignore_ascii_case(media) || accepted == "*/*")
+}
+
+/// A JSON-RPC error as the whole response.
+fn rpc_error(status: StatusCode, error: ErrorData, id: Option<RequestId>) -> Response {
+    let message = ServerJsonRpcMessage::error(error, id);
+    let mut response = axum::Json(message).into_response();
+    *response.status_mut() = status;
+    response
 }
 
 /// 503 for a request that needs the shared state while it cannot be reached.
-fn unavailable(error: &StateError) -> Response<Body> {
-    text_response(
+fn unavailable(error: &StateError) -> Response {
+    text(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
             "Service Unavailable: sessions are kept in Redis ([cluster] redis_url), which does \
@@ -218,12 +710,12 @@ fn unavailable(error: &StateError) -> Response<Body> {
     )
 }
 
-fn text_response(status: StatusCode, text: String) -> Response<Body> {
+fn text(status: StatusCode, text: String) -> Response {
     let mut response = Response::new(Body::from(text));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
 }

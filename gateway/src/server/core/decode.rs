@@ -1,4 +1,5 @@
-//! What a stdio client sends, decoded: a `tools/call` request as its own type.
+//! What a client sends, decoded once, whatever the transport: a `tools/call` request as
+//! its own type.
 //!
 //! rmcp decodes each incoming message as the untagged union of every client request,
 //! notification and result, and a `tools/call` is the fourteenth request it tries, each
@@ -7,8 +8,8 @@
 //! that is a plain `tools/call` request in one pass, into what rmcp's decoding ends with
 //! for it; a line with more members than that takes a second pass as a `CallToolRequest`,
 //! and every other line, and any `tools/call` that decoding refuses, rmcp's general
-//! decoding. Streamable HTTP bodies are read with [`decode_tool_call`] too
-//! (see [`super::direct_calls::http`]).
+//! decoding. stdio lines are decoded by [`ClientLines`], streamable HTTP bodies by
+//! [`decode_message`].
 //!
 //! Lines rmcp cannot decode are treated as the official SDKs treat them: text that is not
 //! JSON is skipped (answering it could start an error storm with a peer that echoes);
@@ -18,8 +19,8 @@
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientRequest, ErrorData,
-    JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
+    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage,
+    ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
 };
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -43,13 +44,23 @@ struct Envelope<'a> {
     error: Option<IgnoredAny>,
 }
 
-/// The `tools/call` request `message` is, decoded as its own type, with its id; `None` for
-/// any other message (streamable HTTP reads its bodies with it too).
-pub fn decode_tool_call(message: &[u8]) -> Option<(RequestId, ClientRequest)> {
-    plain_tool_call(message).or_else(|| {
-        let envelope = serde_json::from_slice::<Envelope>(message).ok()?;
-        tool_call(&envelope, message)
-    })
+/// The message an HTTP body holds; an error to answer with when it holds none (a parse
+/// error for what is not JSON, an invalid request for JSON that is no message, a batch
+/// among them: batches are gone since protocol 2025-06-18).
+pub fn decode_message(body: &[u8]) -> Result<ClientJsonRpcMessage, ErrorData> {
+    match ClientLines.decode(body) {
+        Decoded::Message(message) => Ok(message),
+        Decoded::Skip => Err(ErrorData::new(
+            rmcp::model::ErrorCode::PARSE_ERROR,
+            "Parse error: the body is not a JSON-RPC message",
+            None,
+        )),
+        Decoded::Answer(_) => Err(ErrorData::invalid_request(
+            "Invalid request: the body is JSON but no JSON-RPC message of MCP (one message \
+             per POST; batches are not supported)",
+            None,
+        )),
+    }
 }
 
 /// A `tools/call` request with the four members of one and no others, as clients send
@@ -179,7 +190,10 @@ mod tests {
             assert_eq!(ours.params, theirs.params, "{line}");
             let meta = |call: &CallToolRequest| call.extensions.get::<RequestMetaObject>().cloned();
             assert_eq!(meta(&ours), meta(&theirs), "{line}");
-            let Some((_, ClientRequest::CallToolRequest(read))) = decode_tool_call(line.as_bytes())
+            let Ok(JsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::CallToolRequest(read),
+                ..
+            })) = decode_message(line.as_bytes())
             else {
                 panic!("not read as a tool call: {line}");
             };

@@ -1,12 +1,16 @@
-//! A call's own stream: the response stream of a call whose transport serves it beside
-//! rmcp, a streamable HTTP `POST` (`server::transport::direct_calls::http`).
+//! How the gateway reaches the client behind one request: the stream its messages to that
+//! client ride, the requests it sent the client and awaits answers to, and what the
+//! client said it can do.
 //!
-//! What the gateway sends the client during such a call rides that stream, as the spec
-//! has it for any request's stream: the call's progress, and the requests the gateway
-//! sends the client on the call's behalf (an upstream's sampling, elicitation, roots or
-//! ping, relayed; the gate's `ask`). The client answers a request in a `POST` of its own,
-//! which the transport hands to [`ClientRequests::answer`] before rmcp sees it: rmcp's
-//! session worker never heard of these requests.
+//! Every transport hands each request it reads a [`ClientLink`]: stdio and legacy SSE the
+//! session's one stream, streamable HTTP the request's own response stream. What the link
+//! does with a request to the client (an upstream's sampling, elicitation or roots, or the
+//! gate's `ask`) depends on the protocol revision the request speaks:
+//! - before 2026-07-28 the request is sent on the stream, and the client's answer comes
+//!   back in a message of its own, which the transport hands to [`ClientRequests::answer`];
+//! - from 2026-07-28 on a server sends no requests: the request goes to the request's
+//!   [`Inputs`], which answers the client with an `InputRequiredResult` and brings the
+//!   client's answer back when it retries (see [`super::inputs`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -14,73 +18,133 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientResult, GetMeta,
-    JsonRpcError, JsonRpcMessage, NumberOrString, ProgressNotification, ProgressNotificationParam,
+    CancelledNotification, CancelledNotificationParam, ClientCapabilities, ClientConfig,
+    ClientJsonRpcMessage, ClientResult, GetMeta, JsonRpcError, JsonRpcMessage, NumberOrString,
     ProgressToken, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification,
     ServerRequest,
 };
 use rmcp::service::ServiceError;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
-/// The first id of the requests sent on calls' own streams. rmcp numbers the requests it
-/// sends the same client from 0 with a `u32` counter, so ids from here on never meet
-/// them. A request's progress token is its id.
+use super::inputs::Inputs;
+
+/// The first id of the requests the gateway sends a client, far from any id a test or a
+/// person would pick. A request's progress token is its id.
 const FIRST_ID: i64 = 1 << 40;
 
-/// The stream of one call, put into the call's extensions by its transport.
+/// The way to one client for the span of one request (or of a session, for what the
+/// gateway sends outside any request).
 #[derive(Clone)]
-pub struct OwnStream {
+pub struct ClientLink {
     messages: mpsc::Sender<ServerJsonRpcMessage>,
     requests: Arc<ClientRequests>,
+    client: Arc<ClientConfig>,
+    /// Set for a request of protocol 2026-07-28 or later: requests to the client become
+    /// input it is asked for in the result.
+    inputs: Option<Arc<Inputs>>,
+    /// Cancelled when the client's session (or, for a stateless request, its stream) ends.
+    closed: CancellationToken,
 }
 
-impl OwnStream {
-    /// The stream whose messages go to `messages`, for a call of the session whose
-    /// requests to its client wait in `requests`.
+impl ClientLink {
+    /// A link whose messages go to `messages`, for a client that declared `client`, whose
+    /// requests wait in `requests` until the client answers them.
     pub fn new(
         messages: mpsc::Sender<ServerJsonRpcMessage>,
         requests: Arc<ClientRequests>,
+        client: Arc<ClientConfig>,
+        closed: CancellationToken,
     ) -> Self {
-        Self { messages, requests }
+        Self {
+            messages,
+            requests,
+            client,
+            inputs: None,
+            closed,
+        }
     }
 
-    /// Sends `progress` to the client; false when the call's stream has gone.
-    pub async fn notify_progress(&self, progress: ProgressNotificationParam) -> bool {
+    /// The same link with its messages going to `messages` instead (a request's own
+    /// response stream).
+    pub fn on_stream(&self, messages: mpsc::Sender<ServerJsonRpcMessage>) -> Self {
+        Self {
+            messages,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the client takes no requests (protocol 2026-07-28): what it is asked goes
+    /// in its request's result.
+    pub fn is_stateless(&self) -> bool {
+        self.inputs.is_some()
+    }
+
+    /// The same link, asking the client for input in results instead of requests.
+    pub fn with_inputs(mut self, inputs: Arc<Inputs>) -> Self {
+        self.inputs = Some(inputs);
+        self
+    }
+
+    /// What the client declared: its protocol version, capabilities and name.
+    pub fn client(&self) -> &Arc<ClientConfig> {
+        &self.client
+    }
+
+    /// The client's capabilities.
+    pub fn capabilities(&self) -> &ClientCapabilities {
+        &self.client.capabilities
+    }
+
+    /// Whether the client went away.
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled() || self.messages.is_closed()
+    }
+
+    /// Sends `notification` to the client; false when its stream has gone.
+    pub async fn notify(&self, notification: ServerNotification) -> bool {
         // The message is made once there is room for it: a future that held it while
         // waiting would be a few times its size, and every tool call's future carries
         // this one.
         let Ok(permit) = self.messages.reserve().await else {
             return false;
         };
-        let notification =
-            ServerNotification::ProgressNotification(ProgressNotification::new(progress));
         permit.send(ServerJsonRpcMessage::notification(notification));
         true
     }
 
     /// Sends `request` to the client, with `meta` added to its own, and waits for the
-    /// answer through the returned [`OwnRequest`].
+    /// answer through the returned [`PendingRequest`].
     pub async fn request(
         &self,
         mut request: ServerRequest,
         meta: Option<RequestMetaObject>,
-    ) -> Result<OwnRequest, ServiceError> {
+    ) -> Result<PendingRequest, ServiceError> {
+        if let Some(meta) = meta {
+            request.get_meta_mut().extend(meta);
+        }
         let number = self.requests.next.fetch_add(1, Ordering::Relaxed);
         let id = RequestId::Number(number);
         let progress_token = ProgressToken(NumberOrString::Number(number));
-        if let Some(meta) = meta {
-            request.get_meta_mut().extend(meta);
+        if let Some(inputs) = &self.inputs {
+            let answer = inputs.ask(request).map_err(ServiceError::McpError)?;
+            return Ok(PendingRequest {
+                progress_token,
+                answer,
+                id,
+                link: self.clone(),
+            });
         }
         request
             .get_meta_mut()
             .set_progress_token(progress_token.clone());
         let (answer_sender, answer) = oneshot::channel();
         self.requests.lock().insert(id.clone(), answer_sender);
-        let pending = OwnRequest {
+        let pending = PendingRequest {
             progress_token,
             answer,
             id: id.clone(),
-            stream: self.clone(),
+            link: self.clone(),
         };
         if !self.send(JsonRpcMessage::request(request, id)).await {
             return Err(ServiceError::TransportClosed);
@@ -93,16 +157,16 @@ impl OwnStream {
     }
 }
 
-/// A request sent to the client on a call's stream; dropping it forgets the request.
-pub struct OwnRequest {
+/// A request sent to the client; dropping it forgets the request.
+pub struct PendingRequest {
     /// The token under which the client may report progress about it.
     pub progress_token: ProgressToken,
     answer: oneshot::Receiver<Result<ClientResult, ErrorData>>,
     id: RequestId,
-    stream: OwnStream,
+    link: ClientLink,
 }
 
-impl OwnRequest {
+impl PendingRequest {
     /// The client's answer; `TransportClosed` when its session ended first.
     pub async fn answer(&mut self) -> Result<ClientResult, ServiceError> {
         match (&mut self.answer).await {
@@ -112,29 +176,34 @@ impl OwnRequest {
         }
     }
 
-    /// Tells the client the request is cancelled, on the call's stream when it is still
-    /// there.
+    /// Tells the client the request is cancelled, on its stream when it is still there
+    /// (a request asked for as input is simply no longer waited for).
     pub async fn cancel(self, reason: &str) {
+        if self.link.inputs.is_some() {
+            return;
+        }
         let notification = ServerNotification::CancelledNotification(CancelledNotification::new(
             CancelledNotificationParam::new(Some(self.id.clone()), Some(reason.to_owned())),
         ));
-        self.stream
+        self.link
             .send(ServerJsonRpcMessage::notification(notification))
             .await;
     }
 }
 
-impl Drop for OwnRequest {
+impl Drop for PendingRequest {
     fn drop(&mut self) {
-        self.stream.requests.lock().remove(&self.id);
+        self.link.requests.lock().remove(&self.id);
     }
 }
 
-/// The requests a session's calls sent its client on their own streams, waiting for an
-/// answer.
+/// A waiting request's answer: the client's result or its error.
+type Answer = oneshot::Sender<Result<ClientResult, ErrorData>>;
+
+/// The requests the gateway sent one client session, waiting for an answer.
 pub struct ClientRequests {
     next: AtomicI64,
-    waiting: Mutex<HashMap<RequestId, oneshot::Sender<Result<ClientResult, ErrorData>>>>,
+    waiting: Mutex<HashMap<RequestId, Answer>>,
 }
 
 impl Default for ClientRequests {
@@ -176,9 +245,7 @@ impl ClientRequests {
         self.lock().clear();
     }
 
-    fn lock(
-        &self,
-    ) -> MutexGuard<'_, HashMap<RequestId, oneshot::Sender<Result<ClientResult, ErrorData>>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Answer>> {
         self.waiting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -187,20 +254,30 @@ impl ClientRequests {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::PingRequest;
+    use rmcp::model::{Implementation, PingRequest};
 
     use super::*;
 
-    fn stream() -> (OwnStream, mpsc::Receiver<ServerJsonRpcMessage>) {
+    fn link() -> (ClientLink, mpsc::Receiver<ServerJsonRpcMessage>) {
         let (messages, sent) = mpsc::channel(4);
-        (OwnStream::new(messages, Arc::default()), sent)
+        let client = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("test", "1"),
+        );
+        let link = ClientLink::new(
+            messages,
+            Arc::default(),
+            Arc::new(client),
+            CancellationToken::new(),
+        );
+        (link, sent)
     }
 
     #[tokio::test]
     async fn a_request_rides_the_stream_and_gets_the_answer_posted_for_it() {
-        let (stream, mut sent) = stream();
+        let (link, mut sent) = link();
         let request = ServerRequest::PingRequest(PingRequest::default());
-        let mut pending = stream.request(request, None).await.unwrap();
+        let mut pending = link.request(request, None).await.unwrap();
         let Some(JsonRpcMessage::Request(request)) = sent.recv().await else {
             panic!("no request on the stream");
         };
@@ -210,34 +287,34 @@ mod tests {
         );
         let empty = |id| ClientJsonRpcMessage::response(ClientResult::empty(()), id);
         assert!(
-            !stream.requests.answer(empty(RequestId::Number(1))),
-            "rmcp's id"
+            !link.requests.answer(empty(RequestId::Number(1))),
+            "not ours"
         );
-        assert!(stream.requests.answer(empty(request.id.clone())));
+        assert!(link.requests.answer(empty(request.id.clone())));
         assert!(matches!(
             pending.answer().await,
             Ok(ClientResult::EmptyResult(_))
         ));
-        assert!(!stream.requests.answer(empty(request.id)), "answered once");
+        assert!(!link.requests.answer(empty(request.id)), "answered once");
     }
 
     #[tokio::test]
     async fn a_client_error_is_its_answer_and_a_session_end_leaves_none() {
-        let (stream, mut sent) = stream();
+        let (link, mut sent) = link();
         let ping = || ServerRequest::PingRequest(PingRequest::default());
-        let mut refused = stream.request(ping(), None).await.unwrap();
-        let mut orphaned = stream.request(ping(), None).await.unwrap();
+        let mut refused = link.request(ping(), None).await.unwrap();
+        let mut orphaned = link.request(ping(), None).await.unwrap();
         let Some(JsonRpcMessage::Request(first)) = sent.recv().await else {
             panic!("no request on the stream");
         };
         let error = ErrorData::invalid_request("no", None);
         let refusal = ClientJsonRpcMessage::error(error, Some(first.id));
-        assert!(stream.requests.answer(refusal));
+        assert!(link.requests.answer(refusal));
         assert!(matches!(
             refused.answer().await,
             Err(ServiceError::McpError(error)) if error.message == "no"
         ));
-        stream.requests.end();
+        link.requests.end();
         assert!(matches!(
             orphaned.answer().await,
             Err(ServiceError::TransportClosed)
@@ -246,9 +323,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_request_is_forgotten_and_its_client_told() {
-        let (stream, mut sent) = stream();
+        let (link, mut sent) = link();
         let ping = ServerRequest::PingRequest(PingRequest::default());
-        let pending = stream.request(ping, None).await.unwrap();
+        let pending = link.request(ping, None).await.unwrap();
         sent.recv().await.unwrap();
         pending.cancel("enough").await;
         let Some(JsonRpcMessage::Notification(notification)) = sent.recv().await else {
@@ -258,6 +335,6 @@ mod tests {
             notification.notification,
             ServerNotification::CancelledNotification(_)
         ));
-        assert!(!stream.requests.any_waiting());
+        assert!(!link.requests.any_waiting());
     }
 }

@@ -1,0 +1,489 @@
+//! The gateway's MCP methods: one route per method, whatever the transport and protocol
+//! revision. Lists show what the session may see (through its [`SessionView`], never by
+//! checking the profile by hand), `tools/call` goes to the gateway's pipeline, and
+//! prompts, resources and completions to the upstream that owns them. No policy lives
+//! here.
+
+#![allow(
+    deprecated,
+    reason = "logging/setLevel and resources/subscribe are what pre-2026 clients use"
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, ClientRequest, CompleteRequest, CompleteRequestParams, DiscoverResult,
+    ErrorCode, GetPromptRequest, GetPromptRequestParams, InitializeRequestParams,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
+    Reference, RequestId, RequestMetaObject, ServerResult, SetLevelRequestParams, SubscribeRequest,
+    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::ClientSession;
+use super::revision::{self, Revision};
+use super::watch;
+use crate::gateway::Gateway;
+use crate::observe::session_log::EventKind;
+use crate::observe::telemetry;
+use crate::pipeline::{CallRequest, Origin, Session};
+use crate::registry::resource_uri;
+use crate::registry::view::SessionView;
+use crate::relay::{Caller, ClientLink};
+use crate::server::identity;
+use crate::upstream::UpstreamError;
+
+/// How long `logging/setLevel` waits for the upstreams to take a new level.
+const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
+
+/// Items per page of the gateway's own lists.
+const PAGE_SIZE: usize = 500;
+
+/// One request being served, with everything its method may need.
+pub(super) struct Call {
+    pub session: Arc<ClientSession>,
+    pub id: RequestId,
+    pub meta: RequestMetaObject,
+    pub revision: Revision,
+    /// The way to the client during this request.
+    pub link: ClientLink,
+    pub cancel: CancellationToken,
+    pub http: Option<Arc<http::request::Parts>>,
+}
+
+impl Call {
+    /// Serves `request` by its method.
+    pub async fn serve(self, request: ClientRequest) -> Result<ServerResult, ErrorData> {
+        let stateless = self.revision.is_stateless();
+        let initialized = !matches!(self.revision, Revision::Handshake);
+        match request {
+            ClientRequest::InitializeRequest(request) if !stateless => {
+                self.initialize(request.params).await
+            }
+            ClientRequest::DiscoverRequest(_) => Ok(self.discover()),
+            ClientRequest::PingRequest(_) if !stateless => Ok(ServerResult::empty(())),
+            request if !initialized => Err(ErrorData::invalid_request(
+                format!(
+                    "`{}` before initialize: send initialize first, or give the request its \
+                     own context in _meta (protocol 2026-07-28)",
+                    request.method()
+                ),
+                None,
+            )),
+            ClientRequest::ListToolsRequest(request) => self.list_tools(request.params),
+            ClientRequest::CallToolRequest(request) => Ok(self.call_tool(request.params).await),
+            ClientRequest::ListPromptsRequest(request) => self.list_prompts(request.params),
+            ClientRequest::GetPromptRequest(request) => self.get_prompt(request.params).await,
+            ClientRequest::ListResourcesRequest(request) => self.list_resources(request.params),
+            ClientRequest::ListResourceTemplatesRequest(request) => {
+                self.list_resource_templates(request.params)
+            }
+            ClientRequest::ReadResourceRequest(request) => self.read_resource(request.params).await,
+            ClientRequest::CompleteRequest(request) => self.complete(request.params).await,
+            ClientRequest::SetLevelRequest(request) if !stateless => {
+                self.set_level(request.params).await
+            }
+            ClientRequest::SubscribeRequest(request) if !stateless => {
+                self.subscribe(request.params).await
+            }
+            ClientRequest::UnsubscribeRequest(request) if !stateless => {
+                self.unsubscribe(request.params).await
+            }
+            ClientRequest::SubscriptionsListenRequest(request) if stateless => {
+                watch::listen(self, request.params.notifications).await
+            }
+            request => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {}", request.method()),
+                None,
+            )),
+        }
+    }
+
+    fn gateway(&self) -> &Arc<Gateway> {
+        &self.session.gateway
+    }
+
+    fn pipeline_session(&self) -> &Arc<Session> {
+        &self.session.session
+    }
+
+    fn view(&self) -> SessionView {
+        self.gateway().view(self.pipeline_session())
+    }
+
+    /// The caller of this request, for what the upstream sends back during it.
+    fn caller(&self) -> Caller {
+        Caller::new(self.link.clone(), self.meta.clone(), self.session.id())
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+    ) -> Result<ServerResult, ErrorData> {
+        let gateway = self.gateway();
+        let session = self.pipeline_session();
+        gateway.sessions.set_client(
+            &session.id,
+            &request.client_info.name,
+            &request.client_info.version,
+        );
+        identity::settle(gateway).await;
+        let mut client = request;
+        client.protocol_version = revision::negotiate(&client.protocol_version);
+        // What the client can list from now on: the watcher tells it of any change since.
+        watch::shown_at_initialize(gateway, session);
+        let mut answer = identity::info(gateway, Some(session));
+        answer.protocol_version = client.protocol_version.clone();
+        let _ = self.session.client.set(Arc::new(client));
+        Ok(ServerResult::InitializeResult(answer))
+    }
+
+    fn discover(&self) -> ServerResult {
+        let info = identity::info(self.gateway(), Some(self.pipeline_session()));
+        ServerResult::DiscoverResult(DiscoverResult::from_server_info(
+            revision::supported().to_vec(),
+            info,
+        ))
+    }
+
+    fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ServerResult, ErrorData> {
+        let tools = self.gateway().visible_tools(self.pipeline_session());
+        let (tools, next) = page(&tools, cursor(&request))?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next;
+        Ok(ServerResult::ListToolsResult(result))
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams) -> ServerResult {
+        let result = self
+            .gateway()
+            .call(
+                self.pipeline_session(),
+                CallRequest {
+                    name: request.name.to_string(),
+                    arguments: request.arguments,
+                    cancel: self.cancel.clone(),
+                    caller: Some(self.caller()),
+                    origin: Origin::Client,
+                    trace: self.trace(),
+                },
+            )
+            .await;
+        ServerResult::CallToolResult(result)
+    }
+
+    fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ServerResult, ErrorData> {
+        let prompts: Vec<_> = self
+            .view()
+            .prompts()
+            .map(|p| p.definition.clone())
+            .collect();
+        let (prompts, next) = page(&prompts, cursor(&request))?;
+        let mut result = ListPromptsResult::with_all_items(prompts);
+        result.next_cursor = next;
+        Ok(ServerResult::ListPromptsResult(result))
+    }
+
+    async fn get_prompt(&self, request: GetPromptRequestParams) -> Result<ServerResult, ErrorData> {
+        let view = self.view();
+        let prompt = view.prompt(&request.name).ok_or_else(|| {
+            ErrorData::invalid_params(format!("no prompt named `{}`", request.name), None)
+        })?;
+        log_event(
+            self.pipeline_session(),
+            EventKind::PromptsGet,
+            json!({"prompt": request.name, "arguments": request.arguments}),
+        );
+        let mut params = request;
+        params.name = prompt.original.clone();
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match self.forward(&prompt.server, request).await? {
+            result @ (ServerResult::GetPromptResult(_) | ServerResult::InputRequiredResult(_)) => {
+                Ok(result)
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ServerResult, ErrorData> {
+        let resources: Vec<_> = self.view().resources().cloned().collect();
+        let (resources, next) = page(&resources, cursor(&request))?;
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next;
+        Ok(ServerResult::ListResourcesResult(result))
+    }
+
+    fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ServerResult, ErrorData> {
+        let templates: Vec<_> = self.view().resource_templates().cloned().collect();
+        let (templates, next) = page(&templates, cursor(&request))?;
+        let mut result = ListResourceTemplatesResult::with_all_items(templates);
+        result.next_cursor = next;
+        Ok(ServerResult::ListResourceTemplatesResult(result))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+    ) -> Result<ServerResult, ErrorData> {
+        let (server, original) = self.owner_of(&self.view(), &request.uri)?;
+        log_event(
+            self.pipeline_session(),
+            EventKind::ResourcesRead,
+            json!({"uri": request.uri}),
+        );
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+        match self.forward(&server, request).await? {
+            ServerResult::ReadResourceResult(mut result) => {
+                if self
+                    .gateway()
+                    .registry
+                    .catalog()
+                    .rewriting
+                    .contains(&server)
+                {
+                    for contents in &mut result.contents {
+                        resource_uri::rewrite_contents(&server, contents);
+                    }
+                }
+                Ok(ServerResult::ReadResourceResult(result))
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn subscribe(&self, request: SubscribeRequestParams) -> Result<ServerResult, ErrorData> {
+        let (server, original) = self.owner_of(&self.view(), &request.uri)?;
+        let link = self.session.link(self.link.client().clone());
+        self.gateway()
+            .subscriptions
+            .subscribe(&request.uri, self.session.id(), link);
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
+        self.forward(&server, request).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+    ) -> Result<ServerResult, ErrorData> {
+        let (server, original) = self.owner_of(&self.view(), &request.uri)?;
+        if !self
+            .gateway()
+            .subscriptions
+            .unsubscribe(&request.uri, self.session.id())
+        {
+            return Ok(ServerResult::empty(()));
+        }
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
+        self.forward(&server, request).await
+    }
+
+    async fn complete(&self, request: CompleteRequestParams) -> Result<ServerResult, ErrorData> {
+        let view = self.view();
+        let mut params = request;
+        let server = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let federated = view.prompt(&prompt.name).ok_or_else(|| {
+                    ErrorData::invalid_params(format!("no prompt named `{}`", prompt.name), None)
+                })?;
+                prompt.name = federated.original.clone();
+                federated.server.clone()
+            }
+            Reference::Resource(template) => {
+                let (server, original) = self.owner_of(&view, &template.uri)?;
+                template.uri = original;
+                server
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "unsupported completion reference",
+                    None,
+                ));
+            }
+        };
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
+        match self.forward(&server, request).await? {
+            result @ ServerResult::CompleteResult(_) => Ok(result),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// This session's level; upstreams are told the lowest level any session wants.
+    async fn set_level(&self, request: SetLevelRequestParams) -> Result<ServerResult, ErrorData> {
+        let link = self.session.link(self.link.client().clone());
+        adopt_level(&self.session, link, request.level).await;
+        // Kept with the session's shared record, for a replica that takes it over.
+        let state = &self.gateway().state;
+        if let Ok(serde_json::Value::String(level)) = serde_json::to_value(request.level)
+            && let Err(e) = state.set_log_level(self.session.id(), &level).await
+        {
+            tracing::warn!(session = %self.session.id(), "log level not shared: {e}");
+        }
+        Ok(ServerResult::empty(()))
+    }
+
+    /// The visible server that owns a resource URI a client sent, and the URI as that
+    /// server knows it.
+    fn owner_of(&self, view: &SessionView, uri: &str) -> Result<(Arc<str>, String), ErrorData> {
+        let not_found = || ErrorData::resource_not_found(format!("no resource `{uri}`"), None);
+        let (server, original) = self
+            .gateway()
+            .registry
+            .catalog()
+            .resource_owner(uri)
+            .ok_or_else(not_found)?;
+        if !view.sees_server(&server) {
+            return Err(not_found());
+        }
+        Ok((server, original))
+    }
+
+    /// Sends a request to the upstream `server`, cancelled with the client's request;
+    /// what the upstream sends back meanwhile goes to this client.
+    async fn forward(
+        &self,
+        server: &str,
+        request: ClientRequest,
+    ) -> Result<ServerResult, ErrorData> {
+        let upstream = self.gateway().registry.upstream(server).ok_or_else(|| {
+            ErrorData::internal_error(format!("upstream `{server}` was removed"), None)
+        })?;
+        let live = upstream
+            .require_live()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let caller = Some(self.caller());
+        match Box::pin(upstream.request(&live, request, &self.cancel, caller)).await {
+            Ok(result) => Ok(result),
+            Err(UpstreamError::Rejected { error, .. }) => Err(*error),
+            Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
+        }
+    }
+
+    /// The trace context the client sent with this call: `_meta.traceparent` when present,
+    /// else the HTTP request's `traceparent` header.
+    fn trace(&self) -> opentelemetry::Context {
+        if let Some(traceparent) = self.meta.get_traceparent() {
+            return telemetry::extract(Some(traceparent), self.meta.get_tracestate());
+        }
+        let header = |name: &str| {
+            self.http
+                .as_ref()
+                .and_then(|parts| parts.headers.get(name))
+                .and_then(|value| value.to_str().ok())
+        };
+        telemetry::extract(
+            header(telemetry::TRACEPARENT),
+            header(telemetry::TRACESTATE),
+        )
+    }
+}
+
+/// Makes `level` the session's log level; when that changes the lowest level any session
+/// wants, every upstream is told before this returns (or was given time).
+async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLevel) {
+    let gateway = &session.gateway;
+    let sessions = &gateway.registry.downstream().sessions;
+    let before = sessions.lowest();
+    let lowest = sessions.set_level(&session.id().into(), link, level);
+    if before != Some(lowest) {
+        // Answered once the upstreams have the level (or were given time to take it), so
+        // the client's next call already logs at it.
+        let told = gateway
+            .registry
+            .upstreams()
+            .into_iter()
+            .map(|upstream| async move {
+                upstream.set_log_level(lowest).await;
+            });
+        let _ = tokio::time::timeout(SET_LEVEL_WAIT, futures::future::join_all(told)).await;
+    }
+}
+
+/// A session another replica opened (streamable HTTP, restored here) keeps the log level
+/// its client set there.
+pub(super) async fn resume_log_level(session: &ClientSession) {
+    let Some(client) = session.client.get() else {
+        return;
+    };
+    let level = match session.gateway.state.touch_session(session.id()).await {
+        Ok(Some(record)) => record.log_level,
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(session = %session.id(), "shared log level not read: {e}");
+            None
+        }
+    };
+    let level = level.and_then(|level| serde_json::from_value(level.into()).ok());
+    if let Some(level) = level {
+        adopt_level(session, session.link(client.clone()), level).await;
+    }
+}
+
+/// The client's roots changed: every upstream may have asked for them, so each is told.
+pub(super) async fn roots_changed(gateway: &Gateway) {
+    for upstream in gateway.registry.upstreams() {
+        if let Some(live) = upstream.live()
+            && let Err(e) = live.peer.notify_roots_list_changed().await
+        {
+            tracing::debug!(server = %upstream.name, "roots/list_changed not delivered: {e}");
+        }
+    }
+}
+
+/// One page of `items` after `cursor` (an index), and the next cursor.
+fn page<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .map_err(|_| ErrorData::invalid_params(format!("bad cursor `{c}`"), None))?,
+    };
+    let end = (start + PAGE_SIZE).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items.get(start..end).unwrap_or_default().to_vec(), next))
+}
+
+fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref().and_then(|r| r.cursor.as_deref())
+}
+
+fn unexpected(got: &ServerResult) -> ErrorData {
+    ErrorData::internal_error(
+        format!("unexpected upstream response: {got:?}")
+            .chars()
+            .take(200)
+            .collect::<String>(),
+        None,
+    )
+}
+
+fn log_event(session: &Session, kind: EventKind, event: serde_json::Value) {
+    if let Some(log) = &session.log {
+        log.append(kind, &event);
+    }
+}

@@ -1,0 +1,407 @@
+//! The one message path: every message a client sends, over stdio, legacy SSE or
+//! streamable HTTP, at protocol 2025-11-25 (or earlier) or 2026-07-28, is served here.
+//!
+//! A transport reads a message, decodes it once ([`decode`]) and hands it to the
+//! [`ClientSession`] it belongs to, with a [`Scope`]: the request's own response stream
+//! when the transport has one, its HTTP head when there was one, and its cancellation.
+//! The session decides the request's protocol revision ([`revision`]), serves it
+//! ([`methods`]: one route per method, `tools/call` among them, whatever the transport
+//! and revision), and hands back the answer ([`Served`]) for the transport to deliver.
+//! Meanwhile the session holds what every transport needs the same way:
+//! - the calls in flight, each with its cancellation (`notifications/cancelled`, the
+//!   client leaving, the session ending);
+//! - the drain's count of answers not yet delivered: a [`Served`] counts until the
+//!   transport drops it, after writing it;
+//! - the requests sent to the client ([`ClientRequests`]), whose answers come back here;
+//! - for a client on 2026-07-28, which takes no requests, the calls parked while it
+//!   answers the input it was asked for ([`parked`]);
+//! - the catalog watch that tells an initialized client what changed ([`watch`]).
+
+pub mod decode;
+mod methods;
+mod parked;
+pub mod revision;
+mod watch;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientConfig, ClientJsonRpcMessage, ClientNotification, ClientRequest, GetMeta,
+    InputRequiredResult, JsonRpcMessage, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerResult,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use self::parked::{Parked, ParkedCall};
+use self::revision::Revision;
+use crate::drain::Delivery;
+use crate::gateway::Gateway;
+use crate::observe::sessions::Transport;
+use crate::pipeline::Session;
+use crate::relay::inputs::Inputs;
+use crate::relay::{ClientLink, ClientRequests};
+
+/// How many messages to a client may wait on one of its streams.
+pub const STREAM_CAPACITY: usize = 64;
+
+/// One client session: the requests of a client that initialized, or the stateless
+/// requests (2026-07-28) that one client sends on one transport.
+pub struct ClientSession {
+    gateway: Arc<Gateway>,
+    session: Arc<Session>,
+    transport: Transport,
+    /// Messages to the client outside any request's stream.
+    outbox: mpsc::Sender<ServerJsonRpcMessage>,
+    requests: Arc<ClientRequests>,
+    /// The client's `initialize`, once it came.
+    client: OnceLock<Arc<ClientConfig>>,
+    /// The calls in flight that the client may cancel by id, each with its cancellation.
+    calls: Mutex<HashMap<RequestId, CancellationToken>>,
+    parked: Parked,
+    /// Cancelled when the session ends: every call and request of it with it.
+    closed: CancellationToken,
+}
+
+/// What the transport knows of one request beyond the message.
+#[derive(Default)]
+pub struct Scope {
+    /// The request's own response stream (streamable HTTP); without one, what the gateway
+    /// sends the client during the request goes to the session's outbox.
+    pub stream: Option<mpsc::Sender<ServerJsonRpcMessage>>,
+    /// The HTTP request's head, when there was one: its credentials and trace headers.
+    pub http: Option<Arc<http::request::Parts>>,
+    /// Cancelled when the client stops waiting for the answer (its connection closed);
+    /// without it, the client cancels by id with `notifications/cancelled`.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// A request's answer on its way to the client; the drain counts it as owed until the
+/// transport drops it, having written it.
+pub struct Served {
+    pub message: ServerJsonRpcMessage,
+    /// Whether the request spoke 2026-07-28 or later (its HTTP status follows its error).
+    pub stateless: bool,
+    _delivery: Delivery,
+}
+
+impl Served {
+    /// The answer, and what counts it as undelivered until dropped.
+    pub fn into_parts(self) -> (ServerJsonRpcMessage, Delivery) {
+        (self.message, self._delivery)
+    }
+}
+
+impl ClientSession {
+    /// A session with `profile` (`None`: the default), under the transport's session `id`
+    /// when it has one, whose messages outside requests go to `outbox`. `None` when the
+    /// profile does not exist.
+    pub fn open(
+        gateway: Arc<Gateway>,
+        profile: Option<&str>,
+        transport: Transport,
+        id: Option<&str>,
+        outbox: mpsc::Sender<ServerJsonRpcMessage>,
+    ) -> Option<Arc<Self>> {
+        let session = gateway.new_session_under(profile, transport, id)?;
+        Some(Arc::new(Self {
+            gateway,
+            session,
+            transport,
+            outbox,
+            requests: Arc::default(),
+            client: OnceLock::new(),
+            calls: Mutex::default(),
+            parked: Parked::default(),
+            closed: CancellationToken::new(),
+        }))
+    }
+
+    /// The session's id (the transport's, when it has one).
+    pub fn id(&self) -> &str {
+        &self.session.id
+    }
+
+    /// How the client reached the gateway.
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// Whether the client has initialized.
+    pub fn initialized(&self) -> bool {
+        self.client.get().is_some()
+    }
+
+    /// Serves any message the client sent: a request's answer, or `None` (notifications,
+    /// answers to the gateway's requests, and requests the client cancelled).
+    pub async fn receive(
+        self: &Arc<Self>,
+        message: ClientJsonRpcMessage,
+        scope: Scope,
+    ) -> Option<Served> {
+        match message {
+            JsonRpcMessage::Request(request) => {
+                self.serve(request.id, request.request, scope).await
+            }
+            JsonRpcMessage::Notification(notification) => {
+                self.notified(notification.notification).await;
+                None
+            }
+            answer => {
+                if !self.requests.answer(answer) {
+                    tracing::debug!(session = %self.id(), "an answer to no request of ours");
+                }
+                None
+            }
+        }
+    }
+
+    /// Serves one request: its answer, or `None` when the client cancelled it.
+    pub async fn serve(
+        self: &Arc<Self>,
+        id: RequestId,
+        mut request: ClientRequest,
+        scope: Scope,
+    ) -> Option<Served> {
+        let delivery = self.gateway.drain().delivery();
+        let meta = std::mem::take(request.get_meta_mut());
+        let revision = match Revision::of(&request, &meta, self.client.get()) {
+            Ok(revision) => revision,
+            Err(error) => {
+                return Some(Served {
+                    message: JsonRpcMessage::error(error, Some(id)),
+                    stateless: true,
+                    _delivery: delivery,
+                });
+            }
+        };
+        let stateless = revision.is_stateless();
+        let cancel = self.closed.child_token();
+        // A client that can cancel by id has its call entered under it.
+        let by_id = match &scope.cancel {
+            Some(client) => {
+                let call = cancel.clone();
+                let client = client.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = client.cancelled() => call.cancel(),
+                        () = call.cancelled() => {}
+                    }
+                });
+                false
+            }
+            None => {
+                self.calls().insert(id.clone(), cancel.clone());
+                true
+            }
+        };
+        let answer = self
+            .answer(id.clone(), request, meta, &revision, scope, cancel.clone())
+            .await;
+        if by_id && self.calls().remove(&id).is_none() {
+            tracing::debug!(%id, "dropping the answer to a request the client cancelled");
+            return None;
+        }
+        // The request is over: anything still running for it stops.
+        cancel.cancel();
+        let message = match answer {
+            Ok(result) => JsonRpcMessage::response(revision.shape(result), id),
+            Err(error) => JsonRpcMessage::error(revision.shape_error(error), Some(id)),
+        };
+        Some(Served {
+            message,
+            stateless,
+            _delivery: delivery,
+        })
+    }
+
+    /// The result of `request`. A stateless request runs in a task of its own, so that
+    /// it can wait, parked, while its client answers what it was asked.
+    async fn answer(
+        self: &Arc<Self>,
+        id: RequestId,
+        request: ClientRequest,
+        meta: RequestMetaObject,
+        revision: &Revision,
+        scope: Scope,
+        cancel: CancellationToken,
+    ) -> Result<ServerResult, ErrorData> {
+        let stream = scope.stream.clone().unwrap_or_else(|| self.outbox.clone());
+        let client = revision.client().cloned().unwrap_or_default();
+        let link = ClientLink::new(stream, self.requests.clone(), client, self.closed.clone());
+        let call = methods::Call {
+            session: self.clone(),
+            id,
+            meta,
+            revision: revision.clone(),
+            link,
+            cancel: cancel.clone(),
+            http: scope.http,
+        };
+        if !revision.is_stateless() {
+            return call.serve(request).await;
+        }
+        let state = request_state(&request).map(str::to_owned);
+        let parked = match state {
+            Some(state) => {
+                let parked = self.parked.take(&state).ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        "requestState names no request waiting for input: it was answered \
+                         already, waited too long, or was altered",
+                        None,
+                    )
+                })?;
+                if let Some(responses) = input_responses(&request) {
+                    parked.inputs.answer(responses);
+                }
+                parked
+            }
+            None => {
+                let inputs = Arc::new(Inputs::default());
+                let mut call = call;
+                call.link = call.link.with_inputs(inputs.clone());
+                let call_cancel = call.cancel.clone();
+                ParkedCall {
+                    inputs,
+                    task: tokio::spawn(call.serve(request)),
+                    cancel: call_cancel,
+                }
+            }
+        };
+        self.await_or_park(parked, &cancel).await
+    }
+
+    /// Waits for a stateless call's answer; when it asks its client for input first,
+    /// parks it and answers with the questions.
+    async fn await_or_park(
+        &self,
+        mut call: ParkedCall,
+        request: &CancellationToken,
+    ) -> Result<ServerResult, ErrorData> {
+        tokio::select! {
+            biased;
+            answer = &mut call.task => return joined(answer),
+            () = call.inputs.asked() => {}
+            () = request.cancelled() => {
+                call.cancel.cancel();
+                return joined(call.task.await);
+            }
+        }
+        let questions = call.inputs.questions();
+        let state = self.parked.park(call);
+        Ok(ServerResult::InputRequiredResult(InputRequiredResult::new(
+            Some(questions),
+            Some(state),
+        )))
+    }
+
+    /// A notification from the client.
+    async fn notified(self: &Arc<Self>, notification: ClientNotification) {
+        match notification {
+            ClientNotification::CancelledNotification(cancelled) => {
+                if let Some(id) = cancelled.params.request_id
+                    && let Some(call) = self.calls().remove(&id)
+                {
+                    call.cancel();
+                }
+            }
+            ClientNotification::InitializedNotification(_) => {
+                if let Some(client) = self.client.get() {
+                    self.start(client.clone()).await;
+                }
+            }
+            ClientNotification::ProgressNotification(progress) => {
+                let relayed = &self.gateway.registry.downstream().relayed_progress;
+                relayed.report(&self.session.id, progress.params).await;
+            }
+            ClientNotification::RootsListChangedNotification(_) => {
+                methods::roots_changed(&self.gateway).await;
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes over a session that another replica opened, whose client initialized as
+    /// `client` there.
+    pub async fn restore(self: &Arc<Self>, client: ClientConfig) {
+        let client = Arc::new(client);
+        if self.client.set(client.clone()).is_ok() {
+            self.start(client).await;
+        }
+    }
+
+    /// The client's session has begun: it is told of catalog changes from now on, at the
+    /// log level it set (on any replica).
+    async fn start(self: &Arc<Self>, client: Arc<ClientConfig>) {
+        watch::catalog(self.clone(), self.link(client));
+        methods::resume_log_level(self).await;
+    }
+
+    /// The way to the client outside any request.
+    fn link(&self, client: Arc<ClientConfig>) -> ClientLink {
+        ClientLink::new(
+            self.outbox.clone(),
+            self.requests.clone(),
+            client,
+            self.closed.clone(),
+        )
+    }
+
+    /// Ends the session: its calls are cancelled, its requests to the client and parked
+    /// calls forgotten.
+    pub fn end(&self) {
+        self.closed.cancel();
+        self.requests.end();
+        self.parked.cancel_all();
+        self.gateway
+            .registry
+            .downstream()
+            .sessions
+            .leave(&self.session.id);
+    }
+
+    /// Whether the session has ended.
+    pub fn is_ended(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    fn calls(&self) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for ClientSession {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// The `requestState` a retried request carries.
+fn request_state(request: &ClientRequest) -> Option<&str> {
+    match request {
+        ClientRequest::CallToolRequest(call) => call.params.request_state.as_deref(),
+        ClientRequest::GetPromptRequest(get) => get.params.request_state.as_deref(),
+        ClientRequest::ReadResourceRequest(read) => read.params.request_state.as_deref(),
+        _ => None,
+    }
+}
+
+/// The answers a retried request carries.
+fn input_responses(request: &ClientRequest) -> Option<rmcp::model::InputResponses> {
+    match request {
+        ClientRequest::CallToolRequest(call) => call.params.input_responses.clone(),
+        ClientRequest::GetPromptRequest(get) => get.params.input_responses.clone(),
+        ClientRequest::ReadResourceRequest(read) => read.params.input_responses.clone(),
+        _ => None,
+    }
+}
+
+fn joined(
+    answer: Result<Result<ServerResult, ErrorData>, tokio::task::JoinError>,
+) -> Result<ServerResult, ErrorData> {
+    answer.unwrap_or_else(|e| Err(ErrorData::internal_error(e.to_string(), None)))
+}

@@ -1,0 +1,220 @@
+//! What a client is told when what it can see changes: its tools (the catalog, or the
+//! tools its `search_tools` found), prompts or resources.
+//!
+//! A client that initialized (2025-11-25 and earlier) is told on the session's stream
+//! from its `notifications/initialized` on ([`catalog`]). A client on 2026-07-28 has no
+//! session: it opens a `subscriptions/listen` request, whose stream begins with
+//! `notifications/subscriptions/acknowledged` and then carries the changes it asked for,
+//! each marked with the subscription's id ([`listen`]).
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    NotificationMetaObject, PromptListChangedNotification, RequestId,
+    ResourceListChangedNotification, ServerNotification, ServerResult, SubscriptionFilter,
+    SubscriptionsAcknowledgedNotification, SubscriptionsAcknowledgedNotificationParams,
+    SubscriptionsListenResult, ToolListChangedNotification,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::ClientSession;
+use super::methods::Call;
+use crate::gateway::Gateway;
+use crate::pipeline::Session;
+use crate::registry::Catalog;
+use crate::relay::ClientLink;
+use crate::search_tools::Found;
+
+/// What one session sees of the catalog, to tell when it changed.
+#[derive(Clone, PartialEq)]
+struct Visible {
+    tools: Vec<rmcp::model::Tool>,
+    prompts: Vec<String>,
+    resources: Vec<String>,
+}
+
+/// What the session could see when it initialized, until its watcher starts from it.
+#[derive(Clone, Default)]
+struct ShownAtInitialize(Option<Visible>);
+
+impl Visible {
+    fn of(gateway: &Gateway, session: &Session) -> Visible {
+        let view = gateway.view(session);
+        Visible {
+            tools: gateway.visible_tools(session),
+            prompts: view.prompts().map(|p| p.definition.name.clone()).collect(),
+            resources: view
+                .resources()
+                .map(|r| r.uri.clone())
+                .chain(view.resource_templates().map(|t| t.uri_template.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Which lists changed.
+struct Changed {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+}
+
+/// Changes to what one session sees, as they happen.
+struct Watch {
+    gateway: Arc<Gateway>,
+    session: Arc<Session>,
+    catalog: tokio::sync::watch::Receiver<Arc<Catalog>>,
+    found: Found,
+    shown: Visible,
+}
+
+impl Watch {
+    fn new(gateway: Arc<Gateway>, session: Arc<Session>, shown: Visible) -> Self {
+        Watch {
+            catalog: gateway.registry.watch(),
+            found: Found::of(&session),
+            gateway,
+            session,
+            shown,
+        }
+    }
+
+    /// The next change, or `None` once `until` is cancelled or the gateway stops.
+    async fn next(&mut self, until: &CancellationToken) -> Option<Changed> {
+        loop {
+            tokio::select! {
+                changed = self.catalog.changed() => changed.ok()?,
+                () = self.found.changed() => {}
+                () = self.gateway.shutdown.cancelled() => return None,
+                () = until.cancelled() => return None,
+            }
+            let now = Visible::of(&self.gateway, &self.session);
+            let changed = Changed {
+                tools: now.tools != self.shown.tools,
+                prompts: now.prompts != self.shown.prompts,
+                resources: now.resources != self.shown.resources,
+            };
+            self.shown = now;
+            if changed.tools || changed.prompts || changed.resources {
+                return Some(changed);
+            }
+        }
+    }
+}
+
+/// Remembers what `session` can list now that its client initialized: the watcher
+/// tells it of any change since, however late it starts.
+pub(super) fn shown_at_initialize(gateway: &Gateway, session: &Session) {
+    let shown = Visible::of(gateway, session);
+    session.with_state(|initial: &mut ShownAtInitialize| initial.0 = Some(shown));
+}
+
+/// Tells an initialized client, through `link`, of every change to what it sees, until
+/// its session ends.
+pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
+    let gateway = session.gateway.clone();
+    let pipeline = session.session.clone();
+    let relay = &gateway.registry.downstream().sessions;
+    relay.join(pipeline.id.as_str().into(), link.clone());
+    let shown = pipeline
+        .with_state(|initial: &mut ShownAtInitialize| initial.0.take())
+        .unwrap_or_else(|| Visible::of(&gateway, &pipeline));
+    let until = session.closed.clone();
+    // The task holds no strong reference to the session, which ends when its transport
+    // lets go of it.
+    drop(session);
+    tokio::spawn(async move {
+        let mut watch = Watch::new(gateway, pipeline, shown);
+        while let Some(changed) = watch.next(&until).await {
+            if !send(&link, &changed, None).await {
+                break;
+            }
+        }
+    });
+}
+
+/// Serves `subscriptions/listen`: acknowledges what of `requested` the gateway can
+/// deliver, then carries those changes on the request's stream until the client closes
+/// it.
+pub(super) async fn listen(
+    call: Call,
+    requested: SubscriptionFilter,
+) -> Result<ServerResult, ErrorData> {
+    let gateway = &call.session.gateway;
+    let mut offered = SubscriptionFilter::new();
+    offered.tools_list_changed = Some(true);
+    offered.prompts_list_changed = Some(true);
+    offered.resources_list_changed = Some(true);
+    let accepted = requested.intersection(&offered);
+    let mut acknowledged = SubscriptionsAcknowledgedNotification::new(
+        SubscriptionsAcknowledgedNotificationParams::new(accepted.clone()),
+    );
+    acknowledged.extensions.insert(subscription(&call.id));
+    let notification = ServerNotification::SubscriptionsAcknowledgedNotification(acknowledged);
+    if !call.link.notify(notification).await {
+        return Err(ErrorData::internal_error(
+            "the subscription's stream closed",
+            None,
+        ));
+    }
+    let session = call.session.session.clone();
+    let shown = Visible::of(gateway, &session);
+    let mut watch = Watch::new(gateway.clone(), session, shown);
+    while let Some(mut changed) = watch.next(&call.cancel).await {
+        changed.tools &= accepted.tools_list_changed == Some(true);
+        changed.prompts &= accepted.prompts_list_changed == Some(true);
+        changed.resources &= accepted.resources_list_changed == Some(true);
+        if !send(&call.link, &changed, Some(&call.id)).await {
+            break;
+        }
+    }
+    Ok(ServerResult::SubscriptionsListenResult(
+        SubscriptionsListenResult::complete(call.id.clone()),
+    ))
+}
+
+/// The `_meta` that marks a notification as one of subscription `id`.
+fn subscription(id: &RequestId) -> NotificationMetaObject {
+    let mut meta = NotificationMetaObject::new();
+    meta.set_subscription_id(id.clone());
+    meta
+}
+
+/// Sends the notifications of `changed` through `link`, marked as the subscription's
+/// when there is one; false when the client is gone.
+async fn send(link: &ClientLink, changed: &Changed, subscription_id: Option<&RequestId>) -> bool {
+    let mark = |extensions: &mut rmcp::model::Extensions| {
+        if let Some(id) = subscription_id {
+            extensions.insert(subscription(id));
+        }
+    };
+    let mut notifications = Vec::new();
+    if changed.tools {
+        let mut notification = ToolListChangedNotification::default();
+        mark(&mut notification.extensions);
+        notifications.push(ServerNotification::ToolListChangedNotification(
+            notification,
+        ));
+    }
+    if changed.prompts {
+        let mut notification = PromptListChangedNotification::default();
+        mark(&mut notification.extensions);
+        notifications.push(ServerNotification::PromptListChangedNotification(
+            notification,
+        ));
+    }
+    if changed.resources {
+        let mut notification = ResourceListChangedNotification::default();
+        mark(&mut notification.extensions);
+        notifications.push(ServerNotification::ResourceListChangedNotification(
+            notification,
+        ));
+    }
+    for notification in notifications {
+        if !link.notify(notification).await {
+            return false;
+        }
+    }
+    true
+}
