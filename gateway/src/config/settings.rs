@@ -173,6 +173,28 @@ pub struct ServerConfig {
     /// then by template match).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub rewrite_uris: bool,
+    /// The protocol revision the gateway speaks to this server. Default `2025-11-25`.
+    #[serde(default, skip_serializing_if = "UpstreamProtocol::is_default")]
+    pub protocol: UpstreamProtocol,
+}
+
+/// How the gateway speaks to an upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpstreamProtocol {
+    /// A session opened with `initialize`; what every server of 2025 speaks.
+    #[default]
+    #[serde(rename = "2025-11-25")]
+    Session,
+    /// `server/discover`, then requests that carry their own context: for a server of
+    /// 2026-07-28 only, or one whose tools answer `InputRequiredResult`.
+    #[serde(rename = "2026-07-28")]
+    Stateless,
+}
+
+impl UpstreamProtocol {
+    fn is_default(&self) -> bool {
+        *self == UpstreamProtocol::default()
+    }
 }
 
 /// Prefixes stay short enough that a name keeps room for its own part and a hash suffix.
@@ -240,6 +262,7 @@ impl ServerConfig {
             oauth: None,
             prefix: None,
             rewrite_uris: true,
+            protocol: UpstreamProtocol::default(),
         }
     }
 

@@ -11,12 +11,17 @@
 //! asking their client, and their calls take turns between sessions from then on (see
 //! [`super::turns`]), so the next such request has one session to go to.
 
+#![allow(
+    deprecated,
+    reason = "log levels are what clients of both revisions still name"
+)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::model::{
-    ProgressNotification, ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject,
-    ServerNotification,
+    LoggingLevel, ProgressNotification, ProgressNotificationParam, ProgressToken, RequestId,
+    RequestMetaObject, ServerNotification,
 };
 use rmcp::service::InboundStreamOrigin;
 use tokio::sync::mpsc;
@@ -39,19 +44,36 @@ pub struct Caller {
     pub meta: Option<RequestMetaObject>,
     /// The client session, to tell callers apart and for its log level.
     pub session: Arc<str>,
+    /// For a client on protocol 2026-07-28, the level of log messages its request asked
+    /// for; it gets none without one.
+    pub log_level: Option<LoggingLevel>,
 }
+
+/// The keys of a request's `_meta` that describe the client's own connection (protocol
+/// 2026-07-28): never passed on, since the gateway's connection to an upstream has its own.
+const CONNECTION_KEYS: [&str; 4] = [
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/clientCapabilities",
+    "io.modelcontextprotocol/logLevel",
+];
 
 impl Caller {
     /// The caller of a request whose `_meta` is `meta`, reached through `link`, in
     /// `session`.
     pub fn new(link: ClientLink, mut meta: RequestMetaObject, session: &str) -> Caller {
         let progress_token = meta.get_progress_token();
+        let log_level = meta.log_level();
         meta.remove(PROGRESS_TOKEN);
+        for key in CONNECTION_KEYS {
+            meta.remove(key);
+        }
         Caller {
             link,
             progress_token,
             meta: (!meta.is_empty()).then_some(meta),
             session: session.into(),
+            log_level,
         }
     }
 

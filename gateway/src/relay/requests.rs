@@ -122,6 +122,7 @@ pub async fn relay(
                 progress_token: None,
                 meta: None,
                 session,
+                log_level: None,
             },
             None if kind == Kind::Ping => return Ok(ClientResult::empty(())),
             None => return Err(refusal(server, kind, &Unrelated::NoCall.to_string())),

@@ -104,7 +104,15 @@ impl Sessions {
         };
         let sessions = self.lock();
         if let Some(caller) = caller {
-            let level = sessions.get(&caller.session).and_then(|l| l.level);
+            // A client on 2026-07-28 names its level in each request, or wants none.
+            let level = if caller.link.is_stateless() {
+                let Some(level) = caller.log_level else {
+                    return Vec::new();
+                };
+                Some(level)
+            } else {
+                sessions.get(&caller.session).and_then(|l| l.level)
+            };
             return if admits(level) {
                 vec![caller.link.clone()]
             } else {

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::service::{RunningService, RunningServiceCancellationToken, ServiceExt};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, RunningService, RunningServiceCancellationToken,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::sync::mpsc;
@@ -22,7 +25,7 @@ use crate::auth::{
     self,
     upstream::{AuthorizedClientError, OAuthUpstream},
 };
-use crate::config::{Endpoint, RemoteTransport, ServerConfig};
+use crate::config::{Endpoint, RemoteTransport, ServerConfig, UpstreamProtocol};
 use crate::relay::{CallRoutes, Downstream};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
@@ -120,6 +123,16 @@ pub async fn connect(
     .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
 }
 
+/// How the gateway begins its conversation with a server that speaks `protocol`.
+fn lifecycle(protocol: UpstreamProtocol) -> ClientLifecycleMode {
+    match protocol {
+        UpstreamProtocol::Session => ClientLifecycleMode::Initialize,
+        UpstreamProtocol::Stateless => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    }
+}
+
 async fn connect_inner(
     name: &Arc<str>,
     config: &ServerConfig,
@@ -132,6 +145,7 @@ async fn connect_inner(
     let init_error =
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
     let endpoint = config.endpoint();
+    let lifecycle = lifecycle(config.protocol);
     let signed_out = CancellationToken::new();
     let (service, group, lane) = match &endpoint {
         Endpoint::Stdio { command, .. } => {
@@ -147,11 +161,16 @@ async fn connect_inner(
             })?;
             (
                 handler
-                    .serve(ProgressInOrder::new(transport, calls.clone()))
+                    .serve_with_lifecycle(
+                        ProgressInOrder::new(transport, calls.clone()),
+                        lifecycle.clone(),
+                    )
                     .await
                     .map_err(init_error)?,
                 Some(group),
-                Some(lane),
+                // The lane writes requests as a session's, without the context each request
+                // of a stateless server carries.
+                (config.protocol == UpstreamProtocol::Session).then_some(lane),
             )
         }
         Endpoint::Remote {
@@ -181,7 +200,10 @@ async fn connect_inner(
                         transport_config,
                     );
                     handler
-                        .serve(ProgressInOrder::new(transport, calls.clone()))
+                        .serve_with_lifecycle(
+                            ProgressInOrder::new(transport, calls.clone()),
+                            lifecycle.clone(),
+                        )
                         .await
                 }
                 None => {
@@ -190,7 +212,10 @@ async fn connect_inner(
                         transport_config,
                     );
                     handler
-                        .serve(ProgressInOrder::new(transport, calls.clone()))
+                        .serve_with_lifecycle(
+                            ProgressInOrder::new(transport, calls.clone()),
+                            lifecycle.clone(),
+                        )
                         .await
                 }
             };
@@ -212,7 +237,10 @@ async fn connect_inner(
                 .map_err(|e| ConnectError::Transport(e.to_string()))?;
             (
                 handler
-                    .serve(ProgressInOrder::new(transport, calls.clone()))
+                    .serve_with_lifecycle(
+                        ProgressInOrder::new(transport, calls.clone()),
+                        lifecycle.clone(),
+                    )
                     .await
                     .map_err(init_error)?,
                 None,

@@ -262,6 +262,9 @@ impl ClientSession {
                 let inputs = Arc::new(Inputs::default());
                 let mut call = call;
                 call.link = call.link.with_inputs(inputs.clone());
+                // The call outlives this request when it waits for input: it is cancelled
+                // by the request only while the request waits for it.
+                call.cancel = self.closed.child_token();
                 let call_cancel = call.cancel.clone();
                 ParkedCall {
                     inputs,

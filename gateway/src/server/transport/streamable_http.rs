@@ -88,8 +88,77 @@ type StatelessKey = (Option<String>, Option<String>);
 /// A session opened by `initialize`, as this replica holds it.
 struct HttpSession {
     core: Arc<ClientSession>,
-    /// What the gateway sends the client outside any request, until a `GET` takes it.
-    outbox: Mutex<Option<mpsc::Receiver<ServerJsonRpcMessage>>>,
+    /// What the gateway sends the client outside any request.
+    standalone: Arc<Standalone>,
+}
+
+/// A session's standalone stream on this replica: every message to it is recorded (and so
+/// published to the other replicas) as it is sent, then goes to the client's `GET` when
+/// one is open here, or waits for the next one.
+#[derive(Default)]
+struct Standalone {
+    open: Mutex<StandaloneState>,
+}
+
+#[derive(Default)]
+struct StandaloneState {
+    /// The open `GET`'s events.
+    get: Option<mpsc::Sender<Event>>,
+    /// Events recorded while no `GET` was open, the newest [`STREAM_CAPACITY`] of them.
+    waiting: VecDeque<Event>,
+}
+
+impl Standalone {
+    /// Records each message the session's outbox receives, until the session ends.
+    async fn pump(
+        self: Arc<Self>,
+        mut outbox: mpsc::Receiver<ServerJsonRpcMessage>,
+        recorder: Recorder,
+    ) {
+        while let Some(message) = outbox.recv().await {
+            let event = recorder.record(message);
+            let mut open = self.lock();
+            let event = match &open.get {
+                Some(get) => match get.try_send(event) {
+                    Ok(()) => continue,
+                    Err(mpsc::error::TrySendError::Full(event)) => {
+                        tracing::debug!("a standalone stream is behind; its event waits");
+                        event
+                    }
+                    Err(mpsc::error::TrySendError::Closed(event)) => {
+                        open.get = None;
+                        event
+                    }
+                },
+                None => event,
+            };
+            if open.waiting.len() == STREAM_CAPACITY {
+                open.waiting.pop_front();
+            }
+            open.waiting.push_back(event);
+        }
+    }
+
+    /// The events of a new `GET`: what waited for it, then what comes; `None` while
+    /// another `GET` is open.
+    fn attach(&self) -> Option<mpsc::Receiver<Event>> {
+        let mut open = self.lock();
+        if open.get.as_ref().is_some_and(|get| !get.is_closed()) {
+            return None;
+        }
+        let (get, events) = mpsc::channel(STREAM_CAPACITY.max(open.waiting.len()));
+        for event in open.waiting.drain(..) {
+            let _ = get.try_send(event);
+        }
+        open.get = Some(get);
+        Some(events)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, StandaloneState> {
+        self.open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl StreamableHttp {
@@ -242,10 +311,10 @@ impl Endpoint {
             Some(id),
             outbox,
         )?;
-        let session = Arc::new(HttpSession {
-            core,
-            outbox: Mutex::new(Some(queued)),
-        });
+        let standalone = Arc::<Standalone>::default();
+        let recorder = Recorder::standalone(self.state.clone(), id);
+        tokio::spawn(standalone.clone().pump(queued, recorder));
+        let session = Arc::new(HttpSession { core, standalone });
         self.sessions().insert(id.to_owned(), session.clone());
         Some(session)
     }
@@ -436,27 +505,16 @@ impl Endpoint {
                 Err(ResumeError::State(e)) => unavailable(&e),
             };
         }
-        let Some(queued) = session
-            .outbox
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take()
-        else {
+        let Some(events) = session.standalone.attach() else {
             return text(
                 StatusCode::CONFLICT,
                 "Conflict: this session's stream is already open".into(),
             );
         };
-        let recorder = Recorder::standalone(self.state.clone(), &id);
         let published = self.state.published();
-        let local = StandaloneStream {
-            queued: Some(queued),
-            session: session.clone(),
-        }
-        .into_stream()
-        .map(move |message| recorder.record(message));
         let shutdown = self.shutdown.clone();
-        let local = local.take_until(async move { shutdown.cancelled().await });
+        let local = tokio_stream::wrappers::ReceiverStream::new(events)
+            .take_until(async move { shutdown.cancelled().await });
         let events = http_events::with_published(local, published, &id, self.state.replica());
         sse(
             events.map(|event| (event, None)),
@@ -547,34 +605,6 @@ impl RequestStream {
                 }
             }
         })
-    }
-}
-
-/// The messages of a session's standalone stream, given back to the session when the
-/// client's `GET` ends, for its next `GET`.
-struct StandaloneStream {
-    queued: Option<mpsc::Receiver<ServerJsonRpcMessage>>,
-    session: Arc<HttpSession>,
-}
-
-impl StandaloneStream {
-    fn into_stream(self) -> impl Stream<Item = ServerJsonRpcMessage> + Send + 'static {
-        futures::stream::unfold(self, |mut this| async move {
-            let message = this.queued.as_mut()?.recv().await?;
-            Some((message, this))
-        })
-    }
-}
-
-impl Drop for StandaloneStream {
-    fn drop(&mut self) {
-        if let Some(queued) = self.queued.take() {
-            *self
-                .session
-                .outbox
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(queued);
-        }
     }
 }
 
