@@ -44,6 +44,13 @@ failure). Actions:
    "timeout_ms"?: int (default 5000)}      until `count` notifications of `method` arrived
   {"action": "wait_tool", "name": str, "timeout_ms"?: int (default 5000)}
                  lists tools every 100 ms until `name` is listed; result = that listing
+  {"action": "listen", "tools_list_changed"?: bool, "prompts_list_changed"?: bool,
+   "resources_list_changed"?: bool, "then": [action, ...], "events"?: int (default 1),
+   "timeout_ms"?: int (default 5000)}
+                 (2026-07-28 only) opens subscriptions/listen, runs `then` while it is
+                 open, and waits for `events` change events; result = {"honored": <the
+                 filter the server acknowledged>, "events": [event class names],
+                 "then": entries}
   {"action": "parallel", "actions": [action, ...], "concurrency"?: int,
    "tolerate_failures"?: bool}     run concurrently (at most `concurrency` at once, default
                                    all); result = entries; with tolerate_failures, failed
@@ -378,6 +385,26 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
                     return listed
                 await anyio.sleep(0.1)
         raise ActionFailed(f"{name} was not listed within {timeout_ms} ms", listed)
+    if kind == "listen":
+        wanted = action.get("events", 1)
+        timeout_ms = action.get("timeout_ms", 5000)
+        async with client.listen(
+            tools_list_changed=bool(action.get("tools_list_changed")),
+            prompts_list_changed=bool(action.get("prompts_list_changed")),
+            resources_list_changed=bool(action.get("resources_list_changed")),
+        ) as subscription:
+            then = [await run_action(client, recorder, sub) for sub in action.get("then", [])]
+            events: list[str] = []
+            with anyio.move_on_after(timeout_ms / 1000):
+                async for event in subscription:
+                    events.append(type(event).__name__)
+                    if len(events) >= wanted:
+                        break
+            honored = dump(subscription.honored) if subscription.honored is not None else None
+            result = {"honored": honored, "events": events, "then": then}
+        if len(events) < wanted:
+            raise ActionFailed(f"{len(events)} of {wanted} events within {timeout_ms} ms", result)
+        return result
     if kind == "parallel":
         actions = require(action, "actions", list)
         entries: list[dict[str, Any] | None] = [None] * len(actions)
@@ -528,7 +555,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
     parser.add_argument("--sample-delay-ms", type=int, default=0,
                         help="wait this long before answering a sampling request")
     parser.add_argument("--roots", help="declare roots and list these (a JSON array of {uri, name?})")
-    parser.add_argument("--mode", choices=["auto", "legacy"], default="auto")
+    parser.add_argument("--mode", choices=["auto", "legacy"], default="legacy")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run")
     opts = parser.parse_args(argv)
     if opts.script is not None and opts.script_file is not None:

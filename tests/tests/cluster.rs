@@ -80,6 +80,50 @@ fn one_session_through_three_replicas_gets_every_call_answered_once() {
     );
 }
 
+/// A client of protocol 2026-07-28 has no session: its requests go to whichever replica
+/// the balancer picks, each answered there, and nothing of it is kept in Redis.
+#[test]
+fn stateless_requests_are_served_by_any_replica_with_no_session_in_redis() {
+    let redis = Redis::start();
+    let replicas = replicas(&config(&redis, ""), 3);
+    let backends: Vec<_> = replicas.iter().map(|(_, g)| g.address).collect();
+    let haproxy = Haproxy::start(replicas[0].0.dir.path(), &backends);
+    let mut args = haproxy.client_args("/mcp");
+    args.extend(["--mode".into(), "auto".into()]);
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "list_tools"},
+            {"action": "parallel", "concurrency": 8, "actions": sets(300)},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(run["server"]["protocol_version"], "2026-07-28", "{run:#}");
+    let entries = run["results"][1]["result"].as_array().unwrap();
+    for (i, entry) in entries.iter().enumerate() {
+        assert_eq!(
+            entry["result"]["structuredContent"],
+            json!({"key": format!("k{i}"), "value": format!("v{i}")}),
+        );
+    }
+    let served: Vec<u64> = replicas
+        .iter()
+        .map(|(_, g)| calls_served(g, "mcp__kv__set"))
+        .collect();
+    assert_eq!(served.iter().sum::<u64>(), 300, "{served:?}");
+    assert!(
+        served.iter().all(|&n| n > 0),
+        "a replica served none: {served:?}"
+    );
+    let keys = std::process::Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &redis.address.port().to_string()])
+        .args(["--scan", "--pattern", "*session*"])
+        .output()
+        .unwrap();
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(keys.trim().is_empty(), "session records in Redis: {keys}");
+}
+
 #[test]
 fn a_rate_limit_holds_across_replicas() {
     let redis = Redis::start();

@@ -158,63 +158,65 @@ impl ClientSession {
         }
     }
 
-    /// Serves one request: its answer, or `None` when the client cancelled it.
-    pub async fn serve(
+    /// Takes one request: the returned future serves it, to its answer, or `None` when
+    /// the client cancelled it. The request is entered (and can be cancelled) as soon as
+    /// it is taken, so a transport can take requests in order and serve them side by side.
+    pub fn serve(
         self: &Arc<Self>,
         id: RequestId,
         mut request: ClientRequest,
         scope: Scope,
-    ) -> Option<Served> {
+    ) -> impl Future<Output = Option<Served>> + Send + 'static {
         let delivery = self.gateway.drain().delivery();
         let meta = std::mem::take(request.get_meta_mut());
-        let revision = match Revision::of(&request, &meta, self.client.get()) {
-            Ok(revision) => revision,
-            Err(error) => {
-                return Some(Served {
-                    message: JsonRpcMessage::error(error, Some(id)),
-                    stateless: true,
-                    _delivery: delivery,
-                });
-            }
-        };
-        let stateless = revision.is_stateless();
+        let revision = Revision::of(&request, &meta, self.client.get());
         let cancel = self.closed.child_token();
         // A client that can cancel by id has its call entered under it.
-        let by_id = match &scope.cancel {
-            Some(client) => {
-                let call = cancel.clone();
-                let client = client.clone();
+        let by_id = scope.cancel.is_none() && revision.is_ok();
+        if by_id {
+            self.calls().insert(id.clone(), cancel.clone());
+        }
+        let this = self.clone();
+        async move {
+            let revision = match revision {
+                Ok(revision) => revision,
+                Err(error) => {
+                    return Some(Served {
+                        message: JsonRpcMessage::error(error, Some(id)),
+                        stateless: true,
+                        _delivery: delivery,
+                    });
+                }
+            };
+            if let Some(client) = &scope.cancel {
+                let (call, client) = (cancel.clone(), client.clone());
                 tokio::spawn(async move {
                     tokio::select! {
                         () = client.cancelled() => call.cancel(),
                         () = call.cancelled() => {}
                     }
                 });
-                false
             }
-            None => {
-                self.calls().insert(id.clone(), cancel.clone());
-                true
+            let stateless = revision.is_stateless();
+            let answer = this
+                .answer(id.clone(), request, meta, &revision, scope, cancel.clone())
+                .await;
+            if by_id && this.calls().remove(&id).is_none() {
+                tracing::debug!(%id, "dropping the answer to a request the client cancelled");
+                return None;
             }
-        };
-        let answer = self
-            .answer(id.clone(), request, meta, &revision, scope, cancel.clone())
-            .await;
-        if by_id && self.calls().remove(&id).is_none() {
-            tracing::debug!(%id, "dropping the answer to a request the client cancelled");
-            return None;
+            // The request is over: anything still running for it stops.
+            cancel.cancel();
+            let message = match answer {
+                Ok(result) => JsonRpcMessage::response(revision.shape(result), id),
+                Err(error) => JsonRpcMessage::error(revision.shape_error(error), Some(id)),
+            };
+            Some(Served {
+                message,
+                stateless,
+                _delivery: delivery,
+            })
         }
-        // The request is over: anything still running for it stops.
-        cancel.cancel();
-        let message = match answer {
-            Ok(result) => JsonRpcMessage::response(revision.shape(result), id),
-            Err(error) => JsonRpcMessage::error(revision.shape_error(error), Some(id)),
-        };
-        Some(Served {
-            message,
-            stateless,
-            _delivery: delivery,
-        })
     }
 
     /// The result of `request`. A stateless request runs in a task of its own, so that

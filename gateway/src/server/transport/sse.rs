@@ -353,28 +353,31 @@ async fn accept_message(
         if entry.output.closed.is_cancelled() {
             return unknown_session(session_id);
         }
-        // Notifications and `initialize` are served before the next message, so that
-        // what the client sends after them finds the session as they left it; other
-        // requests run side by side.
-        let in_order = !matches!(&message, JsonRpcMessage::Request(request)
-            if !matches!(request.request, ClientRequest::InitializeRequest(_)));
-        let served = serve_one(entry.clone(), message);
+        let JsonRpcMessage::Request(request) = message else {
+            entry.session.receive(message, Scope::default()).await;
+            continue;
+        };
+        // `initialize` is served before the next message, so that what the client sends
+        // after it finds the session open; other requests run side by side.
+        let in_order = matches!(request.request, ClientRequest::InitializeRequest(_));
+        let served = entry
+            .session
+            .serve(request.id, request.request, Scope::default());
+        let output = entry.output.clone();
+        let answered = async move {
+            if let Some(served) = served.await
+                && let Err(e) = output.send(served.message).await
+            {
+                tracing::debug!(code = e.code(), "an answer not delivered: {e}");
+            }
+        };
         if in_order {
-            served.await;
+            answered.await;
         } else {
-            tokio::spawn(served);
+            tokio::spawn(answered);
         }
     }
     text(StatusCode::ACCEPTED, "Accepted".into())
-}
-
-/// Serves `message` and queues its answer, if it has one, on the session's stream.
-async fn serve_one(entry: SessionEntry, message: ClientJsonRpcMessage) {
-    if let Some(served) = entry.session.receive(message, Scope::default()).await
-        && let Err(e) = entry.output.send(served.message).await
-    {
-        tracing::debug!(code = e.code(), "an answer not delivered: {e}");
-    }
 }
 
 /// One JSON-RPC message, or a batch of them (allowed by the 2024-11-05 protocol).

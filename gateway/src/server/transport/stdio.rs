@@ -19,12 +19,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport as _;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter, encode};
@@ -56,40 +57,44 @@ pub async fn serve(
     let stdout = LineWriter::new(stdout);
     let writing = tokio::spawn(write(queued, stdout.clone()));
     let mut lines = LineTransport::new(ClientLines, stdin, stdout, MAX_CLIENT_LINE);
+    let requests = TaskTracker::new();
     loop {
         let message = tokio::select! {
             message = lines.receive() => message,
             () = shutdown.cancelled() => None,
         };
         let Some(message) = message else { break };
-        // Notifications and `initialize` are served before the next line is read, so
-        // that what the client sends after them finds the session as they left it; other
-        // requests run side by side.
-        let in_order = !matches!(&message, JsonRpcMessage::Request(request)
-            if !matches!(request.request, ClientRequest::InitializeRequest(_)));
-        let served = serve_one(session.clone(), outbox.clone(), message);
+        let JsonRpcMessage::Request(request) = message else {
+            session.receive(message, Scope::default()).await;
+            continue;
+        };
+        // `initialize` is served before the next line is read, so that what the client
+        // sends after it finds the session open; other requests run side by side.
+        let in_order = matches!(request.request, ClientRequest::InitializeRequest(_));
+        let served = session.serve(request.id, request.request, Scope::default());
+        let outbox = outbox.clone();
+        let answered = async move {
+            // Queued is delivered: the writer writes everything queued before it ends.
+            if let Some(served) = served.await {
+                let _ = outbox.send(served.message).await;
+            }
+        };
         if in_order {
-            served.await;
+            answered.await;
         } else {
-            tokio::spawn(served);
+            requests.spawn(answered);
         }
+    }
+    // A client that closed its input still gets the answers to its calls in flight.
+    requests.close();
+    tokio::select! {
+        () = requests.wait() => {}
+        () = shutdown.cancelled() => {}
     }
     session.end();
     drop((session, outbox));
     let _ = tokio::time::timeout(FLUSH, writing).await;
     Ok(())
-}
-
-/// Serves `message` and queues its answer, if it has one. Queued is delivered: the writer
-/// writes everything queued before it ends.
-async fn serve_one(
-    session: Arc<ClientSession>,
-    outbox: mpsc::Sender<ServerJsonRpcMessage>,
-    message: ClientJsonRpcMessage,
-) {
-    if let Some(served) = session.receive(message, Scope::default()).await {
-        let _ = outbox.send(served.message).await;
-    }
 }
 
 /// Writes the queued messages in order, one line each, until every sender is gone.

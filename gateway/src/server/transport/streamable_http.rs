@@ -228,8 +228,8 @@ impl Endpoint {
                 JsonRpcMessage::Request(request)
                     if speaks_2026(&parts.headers, &request.request) =>
                 {
-                    if let Err(mismatch) = headers_match(&parts.headers, &request.request) {
-                        return rpc_error(StatusCode::BAD_REQUEST, mismatch, Some(request.id));
+                    if let Err(refused) = stateless_context(&parts.headers, &request.request) {
+                        return rpc_error(StatusCode::BAD_REQUEST, refused, Some(request.id));
                     }
                     let session = self.stateless_session(&parts);
                     self.deliver(&session, JsonRpcMessage::Request(request), parts, true)
@@ -392,7 +392,7 @@ impl Endpoint {
         }
         // Nothing is sent outside a request's own stream: the outbox leads nowhere.
         let (outbox, _) = mpsc::channel(1);
-        let id = format!("stateless-{}", uuid::Uuid::new_v4().simple());
+        let id = stateless_id(&key);
         let session = ClientSession::open(
             self.gateway.clone(),
             profile.as_deref(),
@@ -438,28 +438,29 @@ impl Endpoint {
             http: Some(parts),
         };
         let id = request.id.clone();
-        let serving = {
-            let session = session.clone();
-            let id = id.clone();
-            tokio::spawn(async move { session.serve(id, request.request, scope).await })
-        };
+        let serving = tokio::spawn(session.serve(id.clone(), request.request, scope));
         let mut answer: Answer = Box::pin(async move { serving.await.ok().flatten() });
         let mut first = None;
+        let mut silent = false;
         if may_be_plain {
             tokio::select! {
+                biased;
                 served = &mut answer => {
                     if sent.is_empty() {
-                        guard.disarm();
                         return match served {
-                            Some(served) => plain(served),
-                            None => StatusCode::ACCEPTED.into_response(),
+                            Some(served) => {
+                                guard.disarm();
+                                plain(served)
+                            }
+                            // Cancelled by its client: the stream ends with no answer.
+                            None => sse(futures::stream::empty(), guard),
                         };
                     }
                     // Something was sent first: it all goes as a stream.
                     answer = Box::pin(futures::future::ready(served));
                 }
-                message = sent.recv() => first = message,
-                () = tokio::time::sleep(PLAIN_WAIT) => {}
+                Some(message) = sent.recv() => first = Some(message),
+                () = tokio::time::sleep(PLAIN_WAIT) => silent = true,
             }
         }
         let recorder = Recorder::request(self.state.clone(), session.id(), &id);
@@ -471,11 +472,14 @@ impl Endpoint {
         }
         .into_stream()
         .map(move |outgoing| match outgoing {
-            Outgoing::Message(message) => (recorder.record(message), None),
-            Outgoing::Answer(message, delivery) => (recorder.record(message), Some(delivery)),
+            Outgoing::Message(message) => Some((recorder.record(message), None)),
+            Outgoing::Answer(message, delivery) => Some((recorder.record(message), Some(delivery))),
         });
-        let events = futures::stream::iter(priming.map(|event| (event, None))).chain(messages);
-        sse(events, guard)
+        // A request silent for so long begins its stream with a keep-alive comment.
+        let opening = priming
+            .map(|event| Some((event, None)))
+            .or_else(|| silent.then_some(None));
+        sse(futures::stream::iter(opening).chain(messages), guard)
     }
 
     async fn get(self: &Arc<Self>, parts: http::request::Parts) -> Response {
@@ -495,7 +499,7 @@ impl Endpoint {
             let last = String::from_utf8_lossy(last.as_bytes()).into_owned();
             return match http_events::resume(&self.state, &id, &last).await {
                 Ok(events) => sse(
-                    futures::stream::iter(events.into_iter().map(|event| (event, None))),
+                    futures::stream::iter(events.into_iter().map(|event| Some((event, None)))),
                     CancellationToken::new().drop_guard(),
                 ),
                 Err(ResumeError::NotYours) => text(
@@ -517,7 +521,7 @@ impl Endpoint {
             .take_until(async move { shutdown.cancelled().await });
         let events = http_events::with_published(local, published, &id, self.state.replica());
         sse(
-            events.map(|event| (event, None)),
+            events.map(|event| Some((event, None))),
             CancellationToken::new().drop_guard(),
         )
     }
@@ -608,14 +612,18 @@ impl RequestStream {
     }
 }
 
-/// `events` as an SSE response; each answer's delivery is held until its event is
-/// written. Dropping the response (the client went away) drops `guard`.
+/// `events` as an SSE response (`None`: a keep-alive comment); each answer's delivery is
+/// held until its event is written. Dropping the response (the client went away) drops
+/// `guard`.
 fn sse(
-    events: impl Stream<Item = (Event, Option<Delivery>)> + Send + 'static,
+    events: impl Stream<Item = Option<(Event, Option<Delivery>)>> + Send + 'static,
     guard: DropGuard,
 ) -> Response {
-    let events = events.map(move |(event, delivery)| {
+    let events = events.map(move |item| {
         let _ = &guard;
+        let Some((event, delivery)) = item else {
+            return Ok(SseEvent::default().comment(""));
+        };
         drop(delivery);
         let mut sse = SseEvent::default().id(event.id);
         if let Some(message) = event.message {
@@ -680,11 +688,21 @@ fn speaks_2026(headers: &HeaderMap, request: &ClientRequest) -> bool {
         || matches!(request, ClientRequest::DiscoverRequest(_))
 }
 
-/// A stateless request's `MCP-Protocol-Version` header must name the version its
-/// `_meta` names.
-fn headers_match(headers: &HeaderMap, request: &ClientRequest) -> Result<(), ErrorData> {
-    let meta = request.get_meta().protocol_version();
-    match (header_version(headers), meta) {
+/// A stateless request carries its context in `_meta`, and its `MCP-Protocol-Version`
+/// header names the version its `_meta` names.
+fn stateless_context(headers: &HeaderMap, request: &ClientRequest) -> Result<(), ErrorData> {
+    let meta = request.get_meta();
+    let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
+    if !missing.is_empty() {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "request _meta is missing or has malformed required fields: {}",
+                missing.join(", ")
+            ),
+            None,
+        ));
+    }
+    match (header_version(headers), meta.protocol_version()) {
         (Some(header), Some(meta)) if header == meta.as_str() => Ok(()),
         (_, None) => Ok(()),
         (header, Some(meta)) => Err(ErrorData::header_mismatch(
@@ -701,6 +719,24 @@ fn header_version(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|value| value.to_str().ok())
+}
+
+/// The id of the session serving `key`'s stateless requests: the same on every replica,
+/// so that what is shared per session (the rate limiter's window, the reminder's chain)
+/// is shared by them, and telling nothing of the credentials.
+fn stateless_id((identity, profile): &StatelessKey) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    for part in [identity, profile] {
+        hash.update(part.as_deref().unwrap_or("").as_bytes());
+        hash.update([0]);
+    }
+    let digest = hash.finalize();
+    let hex: String = digest[..12]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("stateless-{hex}")
 }
 
 fn session_id(headers: &HeaderMap) -> Option<String> {

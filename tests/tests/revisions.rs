@@ -1,0 +1,221 @@
+//! Both protocol revisions on each side of the gateway, and the bridge between them, with
+//! the official Python SDK on both ends.
+//!
+//! The upstream is `tests/servers/asks.py`, whose tools elicit, sample and list roots: at
+//! 2025-11-25 it sends those requests mid-call; at 2026-07-28 it answers
+//! `InputRequiredResult` and resumes on the client's retry. The gateway speaks to it at
+//! either revision (`protocol` in its `[servers]` entry), and the client speaks to the
+//! gateway at either (`--mode legacy`: `initialize`; `--mode auto`: `server/discover`, then
+//! stateless requests). Every one of the four pairs must get every answer, over stdio and
+//! streamable HTTP: a client of 2026-07-28 in front of a server of 2025-11-25 is asked in an
+//! `InputRequiredResult` for what the server requested; a client of 2025-11-25 in front of
+//! a server of 2026-07-28 gets the server's questions as requests of their own.
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+/// The gateway's configuration with `asks.py` spoken to at `protocol`.
+fn config(protocol: &str) -> String {
+    format!(
+        "[servers.asks]\ncommand = {}\nargs = [{}]\nprotocol = {}\n",
+        toml_str(python().to_string_lossy()),
+        toml_str(repo().join("tests/servers/asks.py").to_string_lossy()),
+        toml_str(protocol),
+    )
+}
+
+/// What the client answers when asked, and what each tool then returns.
+const CLIENT_ANSWERS: [&str; 6] = [
+    "--elicit",
+    "accept",
+    "--elicit-content",
+    r#"{"name":"Ada"}"#,
+    "--sample",
+    "MCP is a protocol",
+];
+
+fn script() -> Value {
+    json!([
+        {"action": "call_tool", "name": "mcp__asks__greet"},
+        {"action": "call_tool", "name": "mcp__asks__summarize"},
+        {"action": "call_tool", "name": "mcp__asks__count_roots"},
+    ])
+}
+
+/// Runs the three tools from a client in `mode` over `transport_args`, and checks every
+/// answer and the revision the client spoke.
+fn every_question_is_answered(mut args: Vec<String>, mode: &str, revision: &str) {
+    args.extend(["--mode".into(), mode.into()]);
+    args.extend(CLIENT_ANSWERS.iter().map(|arg| arg.to_string()));
+    args.extend(["--roots".into(), r#"[{"uri":"file:///srv/a"}]"#.into()]);
+    let run = python_client(&args, &script());
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(run["server"]["protocol_version"], revision, "{run:#}");
+    let texts: Vec<String> = (0..3)
+        .map(|i| result_text(action_result(&run, i)))
+        .collect();
+    assert_eq!(
+        texts,
+        ["Hello, Ada!", "MCP is a protocol", "1 roots: file:///srv/a"],
+        "{run:#}"
+    );
+}
+
+/// Every pair of revisions over stdio.
+#[test]
+fn every_pair_of_revisions_bridges_over_stdio() {
+    for upstream in ["2025-11-25", "2026-07-28"] {
+        let workspace = Workspace::new(&config(upstream));
+        for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+            let args = python_stdio_args(&workspace, &[]);
+            every_question_is_answered(args, mode, revision);
+        }
+    }
+}
+
+/// Every pair of revisions over streamable HTTP; the client of 2026-07-28 sends no
+/// session id, and its questions come back in results of requests of their own.
+#[test]
+fn every_pair_of_revisions_bridges_over_streamable_http() {
+    for upstream in ["2025-11-25", "2026-07-28"] {
+        let workspace = Workspace::new(&config(upstream));
+        let gateway = workspace.serve_http(&[]);
+        for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+            let args = gateway.client_args("http", "/mcp");
+            every_question_is_answered(args, mode, revision);
+        }
+    }
+}
+
+/// A request of 2026-07-28 carries its own context: without it, or with an unknown
+/// version, it is refused with the status and code the revision gives; the methods of
+/// the session lifecycle are gone; `server/discover` says what the gateway speaks.
+#[test]
+fn a_stateless_request_is_checked_as_its_revision_requires() {
+    let workspace = Workspace::new(&example_server("kv", "kv"));
+    let gateway = workspace.serve_http(&[]);
+    let post = |body: Value, version: &str| {
+        let (status, _, text) = http_request(
+            gateway.address,
+            "POST",
+            "/mcp",
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json, text/event-stream"),
+                ("MCP-Protocol-Version", version),
+            ],
+            body.to_string().as_bytes(),
+        );
+        let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, answer, text)
+    };
+    let meta = |version: &str| {
+        json!({"io.modelcontextprotocol/protocolVersion": version,
+               "io.modelcontextprotocol/clientCapabilities": {}})
+    };
+    let (status, answer, text) = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+               "params": {"_meta": meta("2026-07-28")}}),
+        "2026-07-28",
+    );
+    assert_eq!(status, 200, "{text}");
+    let versions = &answer["result"]["supportedVersions"];
+    assert!(
+        versions.as_array().unwrap().contains(&json!("2026-07-28"))
+            && versions.as_array().unwrap().contains(&json!("2025-11-25")),
+        "{text}"
+    );
+
+    let (status, answer, text) = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "mcp__kv__set", "arguments": {"key": "k", "value": "v"},
+                          "_meta": meta("2026-07-28")}}),
+        "2026-07-28",
+    );
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["value"], "v",
+        "{text}"
+    );
+    assert_eq!(answer["result"]["resultType"], "complete", "{text}");
+
+    let (status, answer, text) = post(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}),
+        "2026-07-28",
+    );
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (400, json!(-32602)),
+        "{text}"
+    );
+
+    let (status, answer, text) = post(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list",
+               "params": {"_meta": meta("2099-01-01")}}),
+        "2099-01-01",
+    );
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (400, json!(-32022)),
+        "{text}"
+    );
+
+    let (status, answer, text) = post(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list",
+               "params": {"_meta": meta("2026-07-28")}}),
+        "2025-11-25",
+    );
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (400, json!(-32020)),
+        "{text}"
+    );
+
+    let (status, answer, text) = post(
+        json!({"jsonrpc": "2.0", "id": 6, "method": "ping",
+               "params": {"_meta": meta("2026-07-28")}}),
+        "2026-07-28",
+    );
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (404, json!(-32601)),
+        "{text}"
+    );
+    assert_eq!(answer["id"], 6, "{text}");
+}
+
+/// What a client sees changes, and it is told: a client of 2025-11-25 by
+/// `notifications/tools/list_changed` on its session, a client of 2026-07-28 on the
+/// `subscriptions/listen` stream it opened. Here the change is the tools a search found,
+/// which join the searching session's list.
+#[test]
+fn list_changed_reaches_clients_of_both_revisions() {
+    let config = format!(
+        "[gateway]\ncatalog = \"search\"\n{}",
+        example_server("kv", "kv")
+    );
+    let workspace = Workspace::new(&config);
+    let gateway = workspace.serve_http(&[]);
+    let search = json!({"action": "call_tool", "name": "search_tools",
+                        "arguments": {"query": "read the value stored under a key"}});
+
+    let mut legacy = gateway.client_args("http", "/mcp");
+    legacy.extend(["--mode".into(), "legacy".into()]);
+    let run = python_client(
+        &legacy,
+        &json!([search, {"action": "wait_notification",
+                         "method": "notifications/tools/list_changed"}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+
+    let mut modern = gateway.client_args("http", "/mcp");
+    modern.extend(["--mode".into(), "auto".into()]);
+    let run = python_client(
+        &modern,
+        &json!([{"action": "listen", "tools_list_changed": true, "then": [search],
+                 "timeout_ms": 10000}]),
+    );
+    let listened = action_result(&run, 0);
+    assert_eq!(listened["honored"]["toolsListChanged"], true, "{run:#}");
+    assert_eq!(listened["events"], json!(["ToolsListChanged"]), "{run:#}");
+}
