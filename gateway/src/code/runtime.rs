@@ -63,7 +63,7 @@ impl CodeRuntime {
         let support = confine::support();
         let missing = support.missing();
         if missing.is_empty() {
-            tracing::info!(?support, "run_code processes are confined by the kernel");
+            tracing::debug!(?support, "run_code processes are confined by the kernel");
         } else {
             tracing::warn!(
                 ?missing,
