@@ -20,6 +20,9 @@ pub const TEST_IMAGE: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADU
 /// A minimal WAV file.
 pub const TEST_AUDIO: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
+/// The tool with an argument mirrored in a header ([`header_parameter_tool`]).
+pub const HEADER_PARAMETER_TOOL: &str = "test_header_parameter";
+
 pub const TEMPLATE_PREFIX: &str = "test://template/";
 pub const TEMPLATE_SUFFIX: &str = "/data";
 
@@ -133,7 +136,21 @@ fn per_request_tools() -> Vec<Value> {
     rounds::listed()
         .chain(diagnostics)
         .map(|(name, description)| no_arguments(name, description))
+        .chain([header_parameter_tool()])
         .collect()
+}
+
+/// SEP-2243: a tool whose argument a client also sends as the `Mcp-Param-Region` header,
+/// so intermediaries can route on it without reading the body (rmcp checks that the two
+/// agree, given the tool's schema).
+fn header_parameter_tool() -> Value {
+    json!({
+        "name": HEADER_PARAMETER_TOOL,
+        "description": "Diagnostic: its region argument travels in the Mcp-Param-Region header too",
+        "inputSchema": {"type": "object", "properties": {
+            "region": {"type": "string", "description": "Where to route", "x-mcp-header": "Region"}
+        }, "required": ["region"]}
+    })
 }
 
 /// The form `test_elicitation` asks for.
@@ -241,7 +258,7 @@ mod tests {
     fn definitions_decode() {
         let count = |listing: Value| decode::<Vec<Tool>>(listing).expect("tools").len();
         assert_eq!(count(tools(Lifecycle::Handshake)), 14);
-        assert_eq!(count(tools(Lifecycle::PerRequest)), 14 + 13);
+        assert_eq!(count(tools(Lifecycle::PerRequest)), 14 + 14);
         assert_eq!(
             decode::<Vec<Resource>>(resources())
                 .expect("resources")

@@ -26,8 +26,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::fixtures::{
-    TEMPLATE_PREFIX, TEMPLATE_SUFFIX, TEST_AUDIO, TEST_IMAGE, complete_result, decode,
-    defaults_form, enums_form, prompts, resources, simple_form, tools,
+    HEADER_PARAMETER_TOOL, TEMPLATE_PREFIX, TEMPLATE_SUFFIX, TEST_AUDIO, TEST_IMAGE,
+    complete_result, decode, defaults_form, enums_form, prompts, resources, simple_form, tools,
 };
 use crate::lifecycle::Lifecycle;
 use crate::list_changes::{ListChange, ListChanges};
@@ -230,6 +230,10 @@ impl Conformance {
                 self.narrate(context).await;
                 Ok(text_result("Logging evaluated"))
             }
+            HEADER_PARAMETER_TOOL => Ok(text_result(format!(
+                "Routed to region {}",
+                argument(request, "region")
+            ))),
             "test_trigger_tool_change" => announce(ListChange::Tools),
             "test_trigger_prompt_change" => announce(ListChange::Prompts),
             _ => return None,
@@ -378,6 +382,12 @@ impl ServerHandler for Conformance {
     }
 
     every_item!(list_tools -> ListToolsResult of Tool = tools);
+
+    /// rmcp checks `Mcp-Param-*` headers against the called tool's schema, found here.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let listed: Vec<Tool> = decode(tools(Lifecycle::PerRequest)).ok()?;
+        listed.into_iter().find(|tool| tool.name == name)
+    }
 
     async fn call_tool(
         &self,
