@@ -48,7 +48,8 @@ pub struct Ask {
 /// What a round of a round-trip tool comes to.
 pub type Tool = fn(&Round) -> Result<Outcome, ErrorData>;
 
-/// The multi round-trip tools: name, description (as `tools/list` shows it), what it does.
+/// The multi round-trip tools, and the probe of a capability the client may not have
+/// declared: name, description (as `tools/list` shows it), what a round comes to.
 const TOOLS: &[(&str, &str, Tool)] = &[
     (
         "test_missing_capability",
@@ -123,12 +124,10 @@ impl<'a> Round<'a> {
         capabilities: ClientCapabilities,
         sealer: &'a Sealer,
     ) -> Result<Self, ErrorData> {
-        let state = match state {
-            None => None,
-            Some(sealed) => Some(sealer.open(sealed).ok_or_else(|| {
-                ErrorData::invalid_params("requestState failed its integrity check", None)
-            })?),
-        };
+        let refused = || ErrorData::invalid_params("requestState failed its integrity check", None);
+        let state = state
+            .map(|sealed| sealer.open(sealed).ok_or_else(refused))
+            .transpose()?;
         Ok(Self {
             responses: responses.unwrap_or_default(),
             state,
