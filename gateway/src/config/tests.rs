@@ -61,6 +61,7 @@ fn client_json_files_are_read() {
             command: "npx".into(),
             args: vec!["-y".into(), "x".into()],
             env: Default::default(),
+            inherit_env: Vec::new(),
             cwd: None
         }
     );
@@ -161,4 +162,31 @@ fn cwd_on_a_url_server_is_refused() {
     .to_string();
     assert!(err.contains("servers.r.cwd"), "{err}");
     assert!(err.contains("only to a `command` server"), "{err}");
+}
+
+#[test]
+fn inherit_env_names_variables_of_command_servers_only() {
+    let config = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\ninherit_env = [\"AWS_PROFILE\"]\n",
+    )
+    .unwrap();
+    assert!(matches!(
+        config.servers["kv"].endpoint(),
+        Endpoint::Stdio { inherit_env, .. } if inherit_env == ["AWS_PROFILE"]
+    ));
+    let remote = load_text(
+        "c.toml",
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\ninherit_env = [\"HOME\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(remote.contains("servers.r.inherit_env"), "{remote}");
+    let bad = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\ninherit_env = [\"A=B\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(bad.contains("not an environment variable name"), "{bad}");
 }
