@@ -359,6 +359,81 @@ fn config_dump_masks_every_secret() {
     assert!(leaked.is_empty(), "secrets are printed: {leaked:?}");
 }
 
+/// A console login with `token`, the gateway named `host`: the status, the error code (if
+/// refused) and the login cookie (`name=value`, if admitted).
+fn console_login(gateway: &Gateway, token: &str, host: &str) -> (u16, Value, Option<String>) {
+    let body = json!({"token": token}).to_string();
+    let (status, headers, answer) = http_request(
+        gateway.address,
+        "POST",
+        "/ui/api/login",
+        &[("Content-Type", "application/json"), ("Host", host)],
+        body.as_bytes(),
+    );
+    let code = serde_json::from_str::<Value>(&answer).unwrap_or_default()["error"]["code"].clone();
+    let cookie = headers
+        .iter()
+        .find(|(name, _)| name == "set-cookie")
+        .and_then(|(_, value)| value.split(';').next())
+        .map(str::to_owned);
+    (status, code, cookie)
+}
+
+#[test]
+fn credentials_in_the_redis_and_collector_urls_are_masked_in_the_dump_and_the_console() {
+    // Nothing listens at either address: the gateway serves without Redis or a collector.
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [{}]\n\
+         [cluster]\nredis_url = \"redis://gateway:redis-hunter2@127.0.0.1:1/0\"\n\
+         [telemetry]\notlp_endpoint = \"http://collector:otlp-hunter2@127.0.0.1:1/?api_key=hunter2-query\"\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN),
+    ));
+    let output = workspace.cli(&["config", "dump"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let gateway = workspace.serve_http(&[]);
+    let (status, _, cookie) = console_login(&gateway, ADMIN, &gateway.address.to_string());
+    assert_eq!(status, 200);
+    let cookie = cookie.expect("the login sets a cookie");
+    let (status, _, body) = http_request(
+        gateway.address,
+        "GET",
+        "/ui/api/config",
+        &[("Cookie", cookie.as_str())],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    let console: Value = serde_json::from_str(&body).unwrap();
+    let dumps = [
+        (
+            "config dump",
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        ),
+        (
+            "/ui/api/config",
+            console["toml"].as_str().unwrap().to_owned(),
+        ),
+    ];
+    for (shown_by, dump) in dumps {
+        assert!(
+            !dump.contains("hunter2"),
+            "{shown_by} prints a secret: {dump}"
+        );
+        assert!(
+            dump.contains("redis://***@127.0.0.1:1/0"),
+            "{shown_by} keeps the Redis host: {dump}"
+        );
+        assert!(
+            dump.contains("http://***@127.0.0.1:1/?***"),
+            "{shown_by} keeps the collector's host: {dump}"
+        );
+    }
+}
+
 /// Arguments with secrets under the names a user expects masked, at every depth.
 fn secret_arguments() -> Value {
     json!({

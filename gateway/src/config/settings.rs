@@ -396,12 +396,11 @@ impl ServerConfig {
         Ok(())
     }
 
+    /// `env` and `headers` values as `***` (their URL is masked with every other URL of
+    /// the configuration, see [`super::Config::dump_masked`]).
     pub(super) fn mask_secrets(&mut self) {
         for value in self.env.values_mut().chain(self.headers.values_mut()) {
             *value = crate::redact::MASK.into();
-        }
-        if let Some(url) = &mut self.url {
-            *url = crate::redact::urls(url);
         }
     }
 }

@@ -190,3 +190,24 @@ fn inherit_env_names_variables_of_command_servers_only() {
     .to_string();
     assert!(bad.contains("not an environment variable name"), "{bad}");
 }
+
+#[test]
+fn dump_masks_the_credentials_of_every_url() {
+    let config = load_text(
+        "c.toml",
+        "[cluster]\nredis_url = \"redis://gateway:redis-hunter2@127.0.0.1:6379/0\"\n\
+         [telemetry]\notlp_endpoint = \"http://collector:otlp-hunter2@127.0.0.1:4318/?api_key=key-hunter2\"\n\
+         [listen.oauth]\njwks_url = \"https://idp.example/jwks?access_token=jwks-hunter2\"\n\
+         audience = \"https://gateway.example/mcp\"\n",
+    )
+    .unwrap();
+    let dump = config.dump_masked();
+    assert!(!dump.contains("hunter2"), "{dump}");
+    assert!(dump.contains("redis://***@127.0.0.1:6379/0"), "{dump}");
+    assert!(dump.contains("http://***@127.0.0.1:4318/?***"), "{dump}");
+    assert!(dump.contains("https://idp.example/jwks?***"), "{dump}");
+    assert!(
+        Config::from_toml(&dump).is_ok(),
+        "the dump is still TOML: {dump}"
+    );
+}
