@@ -209,6 +209,15 @@ fn bad_tokens_are_refused_with_401_and_a_token_without_a_mapped_scope_with_403()
             idp.forge(&json!({"aud": aud, "scope": "mcp:read"}), "stranger", None),
             "key",
         ),
+        (
+            "nobody's",
+            idp.forge(
+                &json!({"aud": aud, "scope": "mcp:read", "sub": null}),
+                "k1",
+                None,
+            ),
+            "sub or client_id",
+        ),
         ("alg none", unsigned, "well-formed"),
         ("not a JWT", "garbage".to_owned(), "well-formed"),
     ];

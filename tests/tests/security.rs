@@ -800,3 +800,32 @@ fn one_session_cannot_reach_another_sessions_calls() {
         "slow saw no cancellation of A's call: {slow_events}"
     );
 }
+
+#[test]
+fn console_logins_stop_being_checked_after_ten_wrong_tokens() {
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [{}]\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN)
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let host = gateway.address.to_string();
+    for attempt in 0..10 {
+        let guess = format!("guess-number-{attempt:04}-of-many");
+        let (status, code, _) = console_login(&gateway, &guess, &host);
+        assert_eq!(
+            (status, code),
+            (401, json!("UI_WRONG_TOKEN")),
+            "attempt {attempt}"
+        );
+    }
+    // Even the right token now waits for the minute to end.
+    let (status, code, _) = console_login(&gateway, ADMIN, &host);
+    assert_eq!((status, code), (429, json!("UI_TOO_MANY_LOGINS")));
+    // MCP clients are not concerned.
+    let run = python_client(
+        &client_args(&gateway, "http", "/mcp", ADMIN),
+        &json!([{"action": "list_tools"}]),
+    );
+    action_result(&run, 0);
+}

@@ -191,7 +191,8 @@ impl ResourceConfigError {
 /// Who a verified token speaks for, and what it grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
-    /// `sub`, else `client_id` (a machine's own token), else empty.
+    /// `sub`, else `client_id` (a machine's own token). A token with neither is refused:
+    /// sessions belong to their subject, and tokens without one would all share one.
     pub subject: String,
     /// The profile its first mapped scope picks, if `scopes` is configured.
     pub profile: Option<String>,
@@ -335,7 +336,7 @@ impl ResourceServer {
         }
         let claims = outcome?.claims;
         let profile = self.profile_for(&claims.scopes())?;
-        let subject = claims.sub.or(claims.client_id).unwrap_or_default();
+        let subject = claims.subject()?;
         Ok(Grant { subject, profile })
     }
 
@@ -478,6 +479,15 @@ enum ScopeClaim {
 }
 
 impl Claims {
+    /// Whom the token speaks for: `sub`, else `client_id`; neither (or empty) is refused.
+    fn subject(self) -> Result<String, TokenRejection> {
+        [self.sub, self.client_id]
+            .into_iter()
+            .flatten()
+            .find(|subject| !subject.is_empty())
+            .ok_or_else(|| TokenRejection::MissingClaim("sub or client_id".into()))
+    }
+
     fn scopes(&self) -> Vec<&str> {
         [&self.scope, &self.scp]
             .into_iter()
@@ -608,5 +618,25 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(claims.scopes(), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_token_speaks_for_its_subject_else_its_client_and_never_for_nobody() {
+        let subject =
+            |claims: serde_json::Value| serde_json::from_value::<Claims>(claims).unwrap().subject();
+        let both = serde_json::json!({"sub": "alice", "client_id": "ide"});
+        assert_eq!(subject(both), Ok("alice".to_owned()));
+        let machine = serde_json::json!({"client_id": "ci"});
+        assert_eq!(subject(machine), Ok("ci".to_owned()));
+        for nobody in [
+            serde_json::json!({}),
+            serde_json::json!({"sub": null}),
+            serde_json::json!({"sub": "", "client_id": ""}),
+        ] {
+            assert_eq!(
+                subject(nobody),
+                Err(TokenRejection::MissingClaim("sub or client_id".into()))
+            );
+        }
     }
 }

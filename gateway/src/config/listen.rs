@@ -6,7 +6,8 @@
 //! ```toml
 //! [listen]
 //! address = "127.0.0.1:8765"             # default; a non-loopback address needs tokens
-//! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens; empty (the default) = no auth
+//! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens, 16 characters at least; empty
+//!                                        # (the default) = no auth
 //! # tokens = [{ token = "${CI_TOKEN}", profile = "ci" }]   # a token bound to a profile
 //! allowed_origins = ["https://app.example:8443"]  # loopback origins are always accepted
 //! allowed_hosts = ["gateway.lan"]        # Host names accepted besides loopback ones
@@ -34,7 +35,8 @@ pub struct ListenConfig {
     /// tokens is refused by [`crate::server::http::security::check_bind`].
     #[serde(default = "default_address")]
     pub address: SocketAddr,
-    /// Bearer tokens accepted on every route. Default: none, which means no authentication
+    /// Bearer tokens accepted on every route, each at least [`MIN_TOKEN_LENGTH`] (16)
+    /// characters once `${VAR}` is expanded. Default: none, which means no authentication
     /// (acceptable only on loopback).
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
@@ -166,7 +168,7 @@ impl<'de> Deserialize<'de> for TokenConfig {
             }
 
             fn visit_str<E: de::Error>(self, token: &str) -> Result<TokenConfig, E> {
-                validate_token(token).map_err(E::custom)?;
+                validate_token_text(token).map_err(E::custom)?;
                 Ok(TokenConfig {
                     token: token.to_owned(),
                     profile: None,
@@ -175,7 +177,7 @@ impl<'de> Deserialize<'de> for TokenConfig {
 
             fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<TokenConfig, A::Error> {
                 let bound = Bound::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                validate_token(&bound.token).map_err(de::Error::custom)?;
+                validate_token_text(&bound.token).map_err(de::Error::custom)?;
                 Ok(TokenConfig {
                     token: bound.token,
                     profile: Some(bound.profile),
@@ -187,8 +189,22 @@ impl<'de> Deserialize<'de> for TokenConfig {
     }
 }
 
-/// Why a token cannot be used, or `Ok` when it can.
+/// The fewest characters a bearer token may have: a short token can be guessed.
+pub const MIN_TOKEN_LENGTH: usize = 16;
+
+/// Why a token (with its `${VAR}` references expanded) cannot be used, or `Ok` when it can.
 pub(crate) fn validate_token(token: &str) -> Result<(), &'static str> {
+    validate_token_text(token)?;
+    if token.len() < MIN_TOKEN_LENGTH {
+        return Err(
+            "a bearer token must have at least 16 characters (make one with `openssl rand -hex 32`)",
+        );
+    }
+    Ok(())
+}
+
+/// What can be checked of a token as written, before `${VAR}` expansion.
+fn validate_token_text(token: &str) -> Result<(), &'static str> {
     if token.is_empty() {
         return Err("empty bearer token (is the environment variable it comes from set?)");
     }

@@ -89,8 +89,9 @@ impl Config {
                 .map_err(|(field, message)| (at(&field), message))?;
         }
         for (index, entry) in self.listen.tokens.iter_mut().enumerate() {
-            entry.token = env::expand(&entry.token)
-                .map_err(|e| (format!("listen.tokens[{index}]"), e.to_string()))?;
+            let key = || format!("listen.tokens[{index}]");
+            entry.token = env::expand(&entry.token).map_err(|e| (key(), e.to_string()))?;
+            listen::validate_token(&entry.token).map_err(|reason| (key(), reason.to_owned()))?;
         }
         if let Some(endpoint) = &mut self.telemetry.otlp_endpoint {
             let key = || "telemetry.otlp_endpoint".to_owned();

@@ -81,7 +81,7 @@ fn client_json_files_are_read() {
 #[test]
 fn dump_masks_secrets() {
     // SAFETY: tests in this module do not read this variable concurrently.
-    unsafe { std::env::set_var("MCP_GATEWAY_TEST_TOKEN", "hunter2") };
+    unsafe { std::env::set_var("MCP_GATEWAY_TEST_TOKEN", "hunter2-long-enough-token") };
     let config = load_text(
         "c.toml",
         "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_GATEWAY_TEST_TOKEN}\" }\n[listen]\ntokens = [\"${MCP_GATEWAY_TEST_TOKEN}\"]\n",
@@ -89,7 +89,7 @@ fn dump_masks_secrets() {
     .unwrap();
     assert_eq!(
         config.servers["r"].headers["Authorization"],
-        "Bearer hunter2"
+        "Bearer hunter2-long-enough-token"
     );
     let dump = config.dump_masked();
     assert!(!dump.contains("hunter2"), "{dump}");
@@ -210,4 +210,27 @@ fn dump_masks_the_credentials_of_every_url() {
         Config::from_toml(&dump).is_ok(),
         "the dump is still TOML: {dump}"
     );
+}
+
+#[test]
+fn tokens_shorter_than_sixteen_characters_are_refused_once_expanded() {
+    // SAFETY: tests in this module do not read this variable concurrently.
+    unsafe { std::env::set_var("MCP_GATEWAY_TEST_SHORT_TOKEN", "x") };
+    for tokens in [
+        "[\"${MCP_GATEWAY_TEST_SHORT_TOKEN}\"]",
+        "[\"fifteen-chars-x\"]",
+        "[\"sixteen-chars-ok\", { token = \"short\", profile = \"p\" }]",
+    ] {
+        let error = load_text(
+            "c.toml",
+            &format!("[listen]\ntokens = {tokens}\n[profiles.p]\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("listen.tokens[") && error.contains("at least 16 characters"),
+            "{tokens}: {error}"
+        );
+    }
+    assert!(load_text("c.toml", "[listen]\ntokens = [\"sixteen-chars-ok\"]\n").is_ok());
 }

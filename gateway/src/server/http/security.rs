@@ -80,7 +80,10 @@ pub enum SecurityError {
     NonLoopbackWithoutTokens { address: SocketAddr },
     #[error("[listen] tokens: entry {index}: {reason}")]
     InvalidToken { index: usize, reason: &'static str },
-    #[error("[listen] tokens: entry {index} repeats entry {first}; each token must be unique")]
+    #[error(
+        "[listen] tokens: entry {index} repeats entry {first} (or shares its identity, the start \
+         of its SHA-256); each token must be unique"
+    )]
     DuplicateToken { index: usize, first: usize },
     #[error("[listen] allowed_hosts: {value:?} is not a host name or host:port")]
     InvalidAllowedHost { value: String },
@@ -154,22 +157,35 @@ impl Credentials {
         }
     }
 
-    /// How a session's owner is recorded in the shared state: the token's place in
-    /// `[listen] tokens` (replicas share the configuration) or the identity provider's
-    /// subject, never the token itself.
+    /// How a session's owner is recorded in the shared state and shown in logs: the
+    /// token's [`TokenId`] or the identity provider's subject, never the token itself.
     pub fn identity(&self) -> Option<String> {
         match (&self.token, &self.subject) {
-            (Some(token), _) => Some(format!("token:{}", token.0)),
+            (Some(token), _) => Some(format!("token:{token}")),
             (None, Some(subject)) => Some(format!("subject:{subject}")),
             (None, None) => None,
         }
     }
 }
 
-/// One of the configured tokens, by its place in `[listen] tokens`: tells tokens apart
-/// without keeping or comparing the secret.
+/// One of the configured tokens, named by the first 32 bits of its SHA-256 (as 8 hex
+/// digits, `token:1a2b3c4d` in logs and session records): the same whatever the token's
+/// place in `[listen] tokens` and on every replica, and an operator can tell which token
+/// it is (`printf %s "$TOKEN" | sha256sum | cut -c1-8`) without it ever being shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TokenId(u32);
+pub struct TokenId([u8; 4]);
+
+impl TokenId {
+    fn of(digest: &[u8; 32]) -> Self {
+        Self([digest[0], digest[1], digest[2], digest[3]])
+    }
+}
+
+impl std::fmt::Display for TokenId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+    }
+}
 
 /// The checks, prepared from a [`ListenConfig`]; shared by every connection.
 pub struct SecurityGuard {
@@ -184,6 +200,7 @@ pub struct SecurityGuard {
 
 struct KnownToken {
     digest: [u8; 32],
+    id: TokenId,
     profile: Option<String>,
 }
 
@@ -215,11 +232,13 @@ impl SecurityGuard {
             validate_token(&entry.token)
                 .map_err(|reason| SecurityError::InvalidToken { index, reason })?;
             let digest = sha256(entry.token.as_bytes());
-            if let Some(first) = tokens.iter().position(|known| known.digest == digest) {
+            let id = TokenId::of(&digest);
+            if let Some(first) = tokens.iter().position(|known| known.id == id) {
                 return Err(SecurityError::DuplicateToken { index, first });
             }
             tokens.push(KnownToken {
                 digest,
+                id,
                 profile: entry.profile.clone(),
             });
         }
@@ -368,10 +387,13 @@ impl SecurityGuard {
             found |= equal;
             index.conditional_assign(&(i as u32), equal);
         }
-        bool::from(found).then(|| Credentials {
-            token: Some(TokenId(index)),
-            subject: None,
-            profile: self.tokens[index as usize].profile.clone(),
+        bool::from(found).then(|| {
+            let known = &self.tokens[index as usize];
+            Credentials {
+                token: Some(known.id),
+                subject: None,
+                profile: known.profile.clone(),
+            }
         })
     }
 
@@ -637,7 +659,9 @@ mod tests {
     };
     use tower::ServiceExt;
 
-    const TOKEN: &str = "s3cret-token";
+    const TOKEN: &str = "s3cret-token-for-unit-tests";
+    const OTHER: &str = "other-token-for-unit-tests";
+    const ADMIN: &str = "admin-token-for-unit-tests";
     const LOOPBACK: &str = "127.0.0.1:8765";
 
     fn config(tokens: &[(&str, Option<&str>)]) -> ListenConfig {
@@ -658,8 +682,8 @@ mod tests {
 
     async fn echo(Extension(credentials): Extension<Credentials>, body: Bytes) -> String {
         format!(
-            "token={:?} profile={:?} bytes={}",
-            credentials.token.map(|id| id.0),
+            "identity={:?} profile={:?} bytes={}",
+            credentials.identity(),
             credentials.profile,
             body.len()
         )
@@ -721,7 +745,7 @@ mod tests {
         let (status, _, body) =
             send(&config(&[]), post_mcp(LOOPBACK, None, Body::from("{}"))).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(body, "token=None profile=None bytes=2");
+        assert_eq!(body, "identity=None profile=None bytes=2");
     }
 
     #[tokio::test]
@@ -740,7 +764,7 @@ mod tests {
         let long = format!("Bearer {TOKEN}-and-more");
         let basic = format!("Basic {TOKEN}");
         for wrong in [
-            "Bearer s3cret-tokeN",
+            "Bearer s3cret-token-for-unit-testS",
             &long,
             "Bearer s",
             "Bearer ",
@@ -761,20 +785,20 @@ mod tests {
 
     #[tokio::test]
     async fn right_token_is_admitted_with_its_profile() {
-        let config = config(&[
-            ("other-token", Some("ci")),
-            (TOKEN, None),
-            ("admin", Some("admin")),
-        ]);
+        let config = config(&[(OTHER, Some("ci")), (TOKEN, None), (ADMIN, Some("admin"))]);
+        // Identities are the first 32 bits of each token's SHA-256.
         for (authorization, expected) in [
-            ("Bearer s3cret-token", "token=Some(1) profile=None bytes=2"),
             (
-                "bearer  admin",
-                "token=Some(2) profile=Some(\"admin\") bytes=2",
+                "Bearer s3cret-token-for-unit-tests",
+                "identity=Some(\"token:986d13ea\") profile=None bytes=2",
             ),
             (
-                "BEARER other-token",
-                "token=Some(0) profile=Some(\"ci\") bytes=2",
+                "bearer  admin-token-for-unit-tests",
+                "identity=Some(\"token:49d0ebae\") profile=Some(\"admin\") bytes=2",
+            ),
+            (
+                "BEARER other-token-for-unit-tests",
+                "identity=Some(\"token:62f1e48e\") profile=Some(\"ci\") bytes=2",
             ),
         ] {
             let request = post_mcp(LOOPBACK, Some(authorization), Body::from("{}"));
@@ -804,6 +828,22 @@ mod tests {
             let got = status(&config, request(path, &headers, Body::empty())).await;
             assert_eq!(got, expected, "{path} {authorization:?}");
         }
+    }
+
+    #[test]
+    fn a_tokens_identity_stays_when_the_list_changes_around_it() {
+        let identity = |tokens: &[(&str, Option<&str>)]| {
+            SecurityGuard::new(&config(tokens))
+                .unwrap()
+                .verify_token(TOKEN.as_bytes())
+                .and_then(|credentials| credentials.identity())
+        };
+        let alone = identity(&[(TOKEN, None)]);
+        assert_eq!(alone.as_deref(), Some("token:986d13ea"));
+        assert_eq!(
+            identity(&[(OTHER, None), (ADMIN, None), (TOKEN, None)]),
+            alone
+        );
     }
 
     #[tokio::test]
@@ -893,7 +933,8 @@ mod tests {
 
     #[tokio::test]
     async fn host_is_checked_before_the_token() {
-        let request = post_mcp("evil.example", Some("Bearer s3cret-token"), Body::empty());
+        let bearer = format!("Bearer {TOKEN}");
+        let request = post_mcp("evil.example", Some(&bearer), Body::empty());
         assert_eq!(
             status(&config(&[(TOKEN, None)]), request).await,
             StatusCode::FORBIDDEN
@@ -921,7 +962,7 @@ mod tests {
         .await;
         assert_eq!(
             (status, body.as_str()),
-            (StatusCode::OK, "token=None profile=None bytes=64")
+            (StatusCode::OK, "identity=None profile=None bytes=64")
         );
     }
 
@@ -941,7 +982,7 @@ mod tests {
         let (status, _, body) = send(&config(&[]), post_mcp(LOOPBACK, None, chunked(6))).await;
         assert_eq!(
             (status, body.as_str()),
-            (StatusCode::OK, "token=None profile=None bytes=60")
+            (StatusCode::OK, "identity=None profile=None bytes=60")
         );
     }
 
@@ -996,7 +1037,7 @@ mod tests {
         let config: ListenConfig = toml::from_str(
             r#"
             address = "0.0.0.0:9000"
-            tokens = ["plain-token", { token = "bound-token", profile = "ci" }]
+            tokens = ["plain-token-of-16+", { token = "bound-token-of-16+", profile = "ci" }]
             allowed_origins = ["http://localhost:3000"]
             allowed_hosts = ["gateway.lan"]
             max_body_bytes = 1024
@@ -1008,14 +1049,14 @@ mod tests {
                 config.tokens[0].token.as_str(),
                 config.tokens[0].profile.as_deref()
             ),
-            ("plain-token", None)
+            ("plain-token-of-16+", None)
         );
         assert_eq!(
             (
                 config.tokens[1].token.as_str(),
                 config.tokens[1].profile.as_deref()
             ),
-            ("bound-token", Some("ci"))
+            ("bound-token-of-16+", Some("ci"))
         );
         let shown = format!("{config:?} {}", serde_json::to_string(&config).unwrap());
         assert!(
@@ -1044,8 +1085,10 @@ mod tests {
         );
 
         let code = |config: &ListenConfig| SecurityGuard::new(config).err().unwrap().code();
-        let mut config = config(&[("same", None), ("same", Some("ci"))]);
+        let mut config = config(&[(TOKEN, None), (TOKEN, Some("ci"))]);
         assert_eq!(code(&config), "LISTEN_DUPLICATE_TOKEN");
+        config = self::config(&[("fifteen-chars-x", None)]);
+        assert_eq!(code(&config), "LISTEN_INVALID_TOKEN");
         config.tokens.clear();
         config.allowed_hosts = vec!["bad host/x".to_owned()];
         assert_eq!(code(&config), "LISTEN_INVALID_ALLOWED_HOST");
