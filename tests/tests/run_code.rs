@@ -171,6 +171,41 @@ fn a_gate_denied_call_is_a_tool_call_error_in_the_program() {
 }
 
 #[test]
+fn a_program_cannot_call_run_code() {
+    // `callTool` knows only the session's tools, but a server that has not come up keeps a
+    // namespace in which every name is a call: with the upstream's own names (`prefix =
+    // ""`), `tools.ghost.run_code` is a call of `run_code`.
+    let workspace =
+        workspace("[servers.ghost]\ncommand = \"/nonexistent/mcp-server\"\nprefix = \"\"\n");
+    let program = r#"
+        const attempts = {};
+        for (const [way, attempt] of [
+          ["callTool", () => callTool("run_code", { code: "return 'nested';" })],
+          ["namespace", () => tools.ghost.run_code({ code: "return 'nested';" })],
+        ]) {
+          try {
+            attempts[way] = { nested: await attempt() };
+          } catch (e) {
+            attempts[way] = { code: e.code, message: e.message };
+          }
+        }
+        return attempts;
+    "#;
+    let run = python_client(&python_stdio_args(&workspace, &[]), &json!([run(program)]));
+    let attempts = &structured(&run, 0)["result"];
+    assert_eq!(attempts["callTool"]["code"], "TOOL_NOT_FOUND", "{run:#}");
+    let namespace = &attempts["namespace"];
+    assert_eq!(namespace["code"], "DENIED", "{run:#}");
+    assert!(
+        namespace["message"]
+            .as_str()
+            .unwrap()
+            .contains("run_code cannot be called from a run_code program"),
+        "{run:#}"
+    );
+}
+
+#[test]
 fn read_only_calls_overlap_and_exclusive_ones_are_barriers() {
     let workspace = workspace("[code]\nmax_parallel_sub_calls = 3\n");
     let program = r#"

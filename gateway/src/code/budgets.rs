@@ -1,5 +1,5 @@
-//! The limits of one run (`[code]` in the configuration), and the process limits derived
-//! from them.
+//! The limits run_code works within (`[code]` in the configuration): each run's budgets,
+//! how many runs there may be at once, and the process limits derived from them.
 //!
 //! ```toml
 //! [code]
@@ -8,6 +8,7 @@
 //! max_output_bytes = 67108864    # logs plus result (64 MiB)
 //! heap_mb = 512                  # the engine's heap limit
 //! max_parallel_sub_calls = 10    # concurrency-safe tool calls in flight (1 = serial)
+//! max_concurrent_runs = 8        # programs running at once, gateway-wide
 //! ```
 
 use std::time::Duration;
@@ -21,7 +22,8 @@ use super::protocol::ProcessLimits;
 /// own heap limit is what a program normally hits.
 const ADDRESS_SPACE_HEADROOM: u64 = 1 << 30;
 
-/// Budgets for one run. Zero values are raised to the smallest useful value (1).
+/// `[code]`: budgets for one run, and how many runs at once. Zero values are raised to the
+/// smallest useful value (1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CodeBudgets {
@@ -35,6 +37,10 @@ pub struct CodeBudgets {
     pub heap_mb: usize,
     /// Concurrency-safe tool calls that may run at once. Default 10; 1 = serial.
     pub max_parallel_sub_calls: usize,
+    /// Programs that may run at once in the whole gateway, each in a worker process of its
+    /// own; a run beyond them fails at once (`busy`) rather than start another process.
+    /// Default 8.
+    pub max_concurrent_runs: usize,
 }
 
 impl Default for CodeBudgets {
@@ -45,6 +51,7 @@ impl Default for CodeBudgets {
             max_output_bytes: 64 << 20,
             heap_mb: 512,
             max_parallel_sub_calls: 10,
+            max_concurrent_runs: 8,
         }
     }
 }
@@ -60,6 +67,10 @@ impl CodeBudgets {
 
     pub(crate) fn parallel_calls(&self) -> usize {
         self.max_parallel_sub_calls.max(1)
+    }
+
+    pub(crate) fn concurrent_runs(&self) -> usize {
+        self.max_concurrent_runs.max(1)
     }
 
     /// The engine heap limit in bytes.
@@ -95,6 +106,7 @@ mod tests {
         assert_eq!(budgets.max_output_bytes, 67_108_864);
         assert_eq!(budgets.heap_mb, 512);
         assert_eq!(budgets.max_parallel_sub_calls, 10);
+        assert_eq!(budgets.max_concurrent_runs, 8);
     }
 
     #[test]
@@ -113,9 +125,11 @@ mod tests {
             max_output_bytes: 0,
             heap_mb: 0,
             max_parallel_sub_calls: 0,
+            max_concurrent_runs: 0,
         };
         assert_eq!(budgets.compute(), Duration::from_millis(1));
         assert_eq!(budgets.parallel_calls(), 1);
+        assert_eq!(budgets.concurrent_runs(), 1);
         assert_eq!(budgets.heap_bytes(), 1 << 20);
         assert!(budgets.address_space_bytes() > budgets.heap_bytes() as u64);
     }

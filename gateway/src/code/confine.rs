@@ -3,11 +3,11 @@
 //!
 //! A run's process confines itself after any copy of it has been made and before the
 //! program runs (see `template`): resource limits (CPU time, address space, no core
-//! files), `no_new_privs`, a Landlock ruleset that grants no file access, no network and
-//! no signals outside itself, and a seccomp filter that allows only the system calls the
-//! runtime needs once it is running: its socket to the gateway, memory, futexes, clocks,
-//! its event loop and exit. Everything else (`open`, `socket`, `connect`, `execve`,
-//! `clone`, `ptrace`, `kill`, …) fails with `EPERM`.
+//! files, no new processes), `no_new_privs`, a Landlock ruleset that grants no file
+//! access, no network and no signals outside itself, and a seccomp filter that allows only
+//! the system calls the runtime needs once it is running: its socket to the gateway,
+//! memory, futexes, clocks, its event loop and exit. Everything else (`open`, `socket`,
+//! `connect`, `execve`, `clone`, `ptrace`, `kill`, …) fails with `EPERM`.
 //!
 //! Kernels differ: Landlock may be missing or older, seccomp may be compiled out. What
 //! this kernel offers is detected once ([`support`]), logged when the code runtime starts
@@ -136,6 +136,9 @@ pub(crate) fn confine(limits: ProcessLimits, filter: &SyscallFilter) -> Result<(
     set_limit(libc::RLIMIT_CORE, 0)?;
     set_limit(libc::RLIMIT_CPU, limits.cpu_seconds)?;
     set_limit(libc::RLIMIT_AS, limits.address_space_bytes)?;
+    // No new processes or threads (the seccomp filter refuses `clone` too; this holds where
+    // seccomp is missing). Privileged users are exempt from this one.
+    set_limit(libc::RLIMIT_NPROC, 0)?;
     // SAFETY: affects only the calling process.
     if support().no_new_privs && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0
     {

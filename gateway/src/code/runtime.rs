@@ -11,10 +11,14 @@
 //! of CPU) only when there is no live template: it becomes the template, or, if it cannot
 //! fork, the run's process itself. Workers never run twice. `shutdown` aborts in-flight
 //! runs, kills the waiting workers, and waits until every worker has been reaped.
+//!
+//! Runs hold one of `[code] max_concurrent_runs` permits, taken without waiting: a run
+//! that finds none fails `busy` at once, so the number of worker processes stays bounded
+//! (the runs', plus the two that wait) however many programs clients send.
 
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -44,6 +48,8 @@ struct Inner {
     last_bindings: Mutex<Option<Bindings>>,
     /// Signalled when a runner that was being made is ready (or failed).
     runner_changed: Notify,
+    /// One permit per run that may be in flight (`max_concurrent_runs`).
+    runs: Arc<Semaphore>,
     shutdown: CancellationToken,
     /// Runner-making tasks and in-flight runs, so `shutdown` can wait for them.
     tasks: TaskTracker,
@@ -73,11 +79,12 @@ impl CodeRuntime {
         let runtime = Self {
             inner: Arc::new(Inner {
                 command: worker,
-                budgets,
                 template: tokio::sync::Mutex::new(None),
                 runner: Mutex::new(Runner::Empty),
                 last_bindings: Mutex::new(None),
                 runner_changed: Notify::new(),
+                runs: Arc::new(Semaphore::new(budgets.concurrent_runs())),
+                budgets,
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -105,6 +112,16 @@ impl CodeRuntime {
         if cancel.is_cancelled() {
             return aborted("the run was cancelled before it started");
         }
+        let Ok(_permit) = inner.runs.clone().try_acquire_owned() else {
+            return RunOutcome::failed(CodeRunFailure::new(
+                FailureKind::Busy,
+                format!(
+                    "{} programs are running already, the most [code] max_concurrent_runs \
+                     allows; run this one when one of them has finished",
+                    inner.budgets.concurrent_runs()
+                ),
+            ));
+        };
         inner.remember(bindings);
         inner.announce_run();
         let program = match strip::strip(program_ts) {

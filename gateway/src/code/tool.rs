@@ -6,7 +6,8 @@
 //! catalog or the profile changes: never per call.
 //!
 //! The tool reaches the gateway only through [`ToolHost`]: what a session may see, and a
-//! way to call a tool as that session.
+//! way to call a tool as that session. A program cannot call `run_code` itself (DENIED):
+//! nested runs would hold worker processes while waiting for others.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -213,6 +214,13 @@ impl Executor for RunCodeTool {
         trace: &'a Context,
     ) -> PipelineFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
+            if let Origin::Code { .. } = invocation.origin {
+                return Err(ToolError::new(
+                    ErrorCode::Denied,
+                    "run_code cannot be called from a run_code program: call the tools \
+                     themselves (`tools.<server>.<tool>(args)`), in parallel with Promise.all",
+                ));
+            }
             let Some(host) = self.host.upgrade() else {
                 return Err(ToolError::new(
                     ErrorCode::UpstreamUnavailable,
