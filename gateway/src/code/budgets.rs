@@ -1,5 +1,6 @@
 //! The limits run_code works within (`[code]` in the configuration): each run's budgets,
-//! how many runs there may be at once, and the process limits derived from them.
+//! how many runs there may be at once, the kernel confinement it insists on, and the
+//! process limits derived from them.
 //!
 //! ```toml
 //! [code]
@@ -9,6 +10,7 @@
 //! heap_mb = 512                  # the engine's heap limit
 //! max_parallel_sub_calls = 10    # concurrency-safe tool calls in flight (1 = serial)
 //! max_concurrent_runs = 8        # programs running at once, gateway-wide
+//! require_confinement = true     # no run_code without seccomp and Landlock
 //! ```
 
 use std::time::Duration;
@@ -22,8 +24,8 @@ use super::protocol::ProcessLimits;
 /// own heap limit is what a program normally hits.
 const ADDRESS_SPACE_HEADROOM: u64 = 1 << 30;
 
-/// `[code]`: budgets for one run, and how many runs at once. Zero values are raised to the
-/// smallest useful value (1).
+/// `[code]`: budgets for one run, how many runs at once, and whether runs need the
+/// kernel's confinement. Zero values are raised to the smallest useful value (1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CodeBudgets {
@@ -41,6 +43,11 @@ pub struct CodeBudgets {
     /// own; a run beyond them fails at once (`busy`) rather than start another process.
     /// Default 8.
     pub max_concurrent_runs: usize,
+    /// Whether run_code starts only on a kernel with seccomp and Landlock (and
+    /// `no_new_privs`), the walls that keep a program that escapes the engine from the
+    /// gateway user's files and network. Default true; false runs programs with whatever
+    /// the kernel offers (resource limits at least), saying what is missing.
+    pub require_confinement: bool,
 }
 
 impl Default for CodeBudgets {
@@ -52,6 +59,7 @@ impl Default for CodeBudgets {
             heap_mb: 512,
             max_parallel_sub_calls: 10,
             max_concurrent_runs: 8,
+            require_confinement: true,
         }
     }
 }
@@ -107,6 +115,7 @@ mod tests {
         assert_eq!(budgets.heap_mb, 512);
         assert_eq!(budgets.max_parallel_sub_calls, 10);
         assert_eq!(budgets.max_concurrent_runs, 8);
+        assert!(budgets.require_confinement);
     }
 
     #[test]
@@ -126,6 +135,7 @@ mod tests {
             heap_mb: 0,
             max_parallel_sub_calls: 0,
             max_concurrent_runs: 0,
+            require_confinement: true,
         };
         assert_eq!(budgets.compute(), Duration::from_millis(1));
         assert_eq!(budgets.parallel_calls(), 1);

@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::bridge::ToolBridge;
 use super::budgets::CodeBudgets;
-use super::confine;
+use super::confine::{self, ConfinementMissing};
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::{WorkerCommand, WorkerProcess};
 use super::protocol::Bindings;
@@ -64,9 +64,11 @@ enum Runner {
 
 impl CodeRuntime {
     /// A runtime whose workers are started with `worker`. When called inside a tokio
-    /// runtime, the first worker starts right away; otherwise with the first run.
-    pub fn new(worker: WorkerCommand, budgets: CodeBudgets) -> Self {
+    /// runtime, the first worker starts right away; otherwise with the first run. Refused
+    /// when `budgets` require a confinement this kernel cannot give.
+    pub fn new(worker: WorkerCommand, budgets: CodeBudgets) -> Result<Self, ConfinementMissing> {
         let support = confine::support();
+        confine::require(support, budgets.require_confinement)?;
         let missing = support.missing();
         if missing.is_empty() {
             tracing::debug!(?support, "run_code processes are confined by the kernel");
@@ -92,7 +94,7 @@ impl CodeRuntime {
         if tokio::runtime::Handle::try_current().is_ok() {
             Inner::replenish(&runtime.inner);
         }
-        runtime
+        Ok(runtime)
     }
 
     /// Run a TypeScript program with the given tool bindings. Never fails as a call:
