@@ -829,3 +829,117 @@ fn console_logins_stop_being_checked_after_ten_wrong_tokens() {
     );
     action_result(&run, 0);
 }
+
+#[test]
+fn behind_a_proxy_loopback_proves_nothing_and_every_request_needs_a_token() {
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\nbehind_proxy = true\ntokens = [{}]\nallowed_hosts = [\"mcp.example.com\"]\nui = true\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN)
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let bearer = format!("Bearer {ADMIN}");
+    let healthz = |host: &str| {
+        http_request(
+            gateway.address,
+            "GET",
+            "/healthz",
+            &[("Host", host), ("Authorization", bearer.as_str())],
+            b"",
+        )
+        .0
+    };
+    // What a proxy on this machine passes on from anyone: loopback names.
+    for loopback in ["localhost", "127.0.0.1", &gateway.address.to_string()] {
+        assert_eq!(healthz(loopback), 403, "{loopback}");
+    }
+    assert_eq!(healthz("mcp.example.com"), 200);
+    // The console asks for a token, and takes only the right one.
+    let (status, _, answer) = http_request(
+        gateway.address,
+        "GET",
+        "/ui/api/login",
+        &[("Host", "mcp.example.com")],
+        b"",
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&answer).unwrap()["token_required"],
+        true
+    );
+    assert_eq!(
+        console_login(&gateway, "", "mcp.example.com").0,
+        401,
+        "no token, no console"
+    );
+    assert_eq!(console_login(&gateway, ADMIN, "mcp.example.com").0, 200);
+}
+
+#[test]
+fn behind_a_proxy_without_tokens_the_gateway_does_not_start() {
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\nbehind_proxy = true\nallowed_hosts = [\"mcp.example.com\"]\n",
+        example_server("kv", "kv"),
+    ));
+    for command in [
+        &["config", "check"][..],
+        &["serve", "--listen", "127.0.0.1:0"],
+    ] {
+        let output = workspace.cli(command);
+        assert!(!output.status.success(), "{command:?} succeeded");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("behind_proxy = true needs tokens"),
+            "{command:?}: {stderr}"
+        );
+    }
+}
+
+/// `config check` of `text` with the deploy examples' secrets in the environment.
+fn check_deploy_config(text: &str, token: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, text).unwrap();
+    std::process::Command::new(gateway_bin())
+        .args(["config", "check", "--config"])
+        .arg(&file)
+        .env("GATEWAY_TOKEN", token)
+        .env("REDIS_URL", "redis://127.0.0.1:6379/0")
+        .output()
+        .unwrap()
+}
+
+/// The `config.toml: |` block of the Kubernetes ConfigMap, unindented.
+fn kubernetes_config() -> String {
+    let yaml = std::fs::read_to_string(repo().join("deploy/kubernetes/gateway.yaml")).unwrap();
+    let block = yaml
+        .split_once("  config.toml: |\n")
+        .expect("the ConfigMap holds config.toml")
+        .1;
+    block
+        .lines()
+        .take_while(|line| line.is_empty() || line.starts_with("    "))
+        .map(|line| line.strip_prefix("    ").unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_deploy_examples_run_behind_a_proxy_with_tokens() {
+    let systemd = std::fs::read_to_string(repo().join("deploy/systemd/config.toml")).unwrap();
+    for (example, text) in [("systemd", systemd), ("kubernetes", kubernetes_config())] {
+        assert!(text.contains("behind_proxy = true"), "{example}: {text}");
+        assert!(
+            text.contains("tokens = [\"${GATEWAY_TOKEN}\"]"),
+            "{example}: {text}"
+        );
+        let good = check_deploy_config(&text, "a3f9c1d27e8b4f6a0c5d9e2b7a1f4c8d");
+        assert!(
+            good.status.success(),
+            "{example}: {}",
+            String::from_utf8_lossy(&good.stderr)
+        );
+        let short = check_deploy_config(&text, "short");
+        assert!(!short.status.success(), "{example} takes a short token");
+    }
+}

@@ -15,6 +15,7 @@
 //! header_timeout_ms = 10000              # default 10 s to send a request head, then closed
 //! max_connections = 512                  # default; further clients wait to be accepted
 //! ui = true                              # the operator console at /ui; default: on loopback
+//! behind_proxy = false                   # true: requests come through a reverse proxy
 //! [listen.oauth]                         # also accept an identity provider's JWT access tokens
 //! issuer = "https://login.example.com"   # see `auth::resource` for every field
 //! audience = "https://gateway.example/mcp"
@@ -61,9 +62,18 @@ pub struct ListenConfig {
     #[serde(default = "default_max_connections")]
     pub max_connections: NonZeroUsize,
     /// Whether the operator console is served at `/ui`. Default: on when `address` is a
-    /// loopback address, off otherwise (see [`Self::ui_enabled`]).
+    /// loopback address and not [`Self::behind_proxy`], off otherwise (see
+    /// [`Self::ui_enabled`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<bool>,
+    /// Whether clients reach the gateway through a reverse proxy (HAProxy, nginx, an
+    /// ingress) on this machine or network. Then a loopback peer is the proxy, not a local
+    /// user: loopback Host names and Origins are not accepted by themselves (only
+    /// `allowed_hosts` and `allowed_origins`, the public names, which must be set), tokens
+    /// are required whatever the address (for the console too), and the console is off
+    /// unless `ui = true`. Default false.
+    #[serde(default)]
+    pub behind_proxy: bool,
     /// `[listen.oauth]`: accept an identity provider's access tokens besides `tokens`.
     /// Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,10 +86,46 @@ impl ListenConfig {
         Duration::from_millis(self.header_timeout_ms.get())
     }
 
-    /// Whether `/ui` is served: `ui` when set, else whether the listener is loopback-only.
+    /// Whether `/ui` is served: `ui` when set, else whether the listener is loopback-only
+    /// and not behind a proxy.
     pub fn ui_enabled(&self) -> bool {
-        self.ui.unwrap_or_else(|| self.address.ip().is_loopback())
+        self.ui
+            .unwrap_or_else(|| self.address.ip().is_loopback() && !self.behind_proxy)
     }
+
+    /// Whether any bearer token is configured, static or `[listen.oauth]`.
+    pub fn has_tokens(&self) -> bool {
+        !self.tokens.is_empty() || self.oauth.is_some()
+    }
+
+    /// What keeps this section from being served behind a proxy, when `behind_proxy` is
+    /// set; `None` when nothing does.
+    pub fn proxy_problem(&self) -> Option<ProxyProblem> {
+        if !self.behind_proxy {
+            None
+        } else if !self.has_tokens() {
+            Some(ProxyProblem::NoTokens)
+        } else if self.allowed_hosts.is_empty() {
+            Some(ProxyProblem::NoPublicHosts)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why `behind_proxy = true` cannot be served as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyProblem {
+    #[error(
+        "behind_proxy = true needs tokens (or [listen.oauth]): behind a proxy every request \
+         comes from the proxy, so none can be trusted as a local user's"
+    )]
+    NoTokens,
+    #[error(
+        "behind_proxy = true needs allowed_hosts: the public host names clients reach the \
+         gateway by (loopback names are not accepted behind a proxy)"
+    )]
+    NoPublicHosts,
 }
 
 fn default_address() -> SocketAddr {
@@ -109,6 +155,7 @@ impl Default for ListenConfig {
             header_timeout_ms: default_header_timeout_ms(),
             max_connections: default_max_connections(),
             ui: None,
+            behind_proxy: false,
             oauth: None,
         }
     }
@@ -238,12 +285,33 @@ mod tests {
     }
 
     #[test]
+    fn behind_a_proxy_tokens_and_public_host_names_are_needed() {
+        let parse = |text: &str| toml::from_str::<ListenConfig>(text).unwrap();
+        assert!(!parse("").behind_proxy, "off by default");
+        assert_eq!(parse("").proxy_problem(), None);
+        let proxied = "behind_proxy = true\n";
+        assert_eq!(parse(proxied).proxy_problem(), Some(ProxyProblem::NoTokens));
+        let tokens = "tokens = [\"a-token-of-sixteen\"]\n";
+        assert_eq!(
+            parse(&format!("{proxied}{tokens}")).proxy_problem(),
+            Some(ProxyProblem::NoPublicHosts)
+        );
+        let hosts = "allowed_hosts = [\"gateway.example\"]\n";
+        assert_eq!(
+            parse(&format!("{proxied}{tokens}{hosts}")).proxy_problem(),
+            None
+        );
+    }
+
+    #[test]
     fn the_console_is_off_off_loopback_unless_enabled() {
         let wide: ListenConfig = toml::from_str("address = \"0.0.0.0:8765\"").unwrap();
         assert!(!wide.ui_enabled());
         let enabled: ListenConfig =
             toml::from_str("address = \"0.0.0.0:8765\"\nui = true").unwrap();
         assert!(enabled.ui_enabled());
+        let proxied: ListenConfig = toml::from_str("behind_proxy = true").unwrap();
+        assert!(!proxied.ui_enabled(), "off behind a proxy");
         let disabled: ListenConfig = toml::from_str("ui = false").unwrap();
         assert!(!disabled.ui_enabled());
     }

@@ -122,6 +122,9 @@ impl Config {
                     .map_err(|e| (format!("profiles.{name}"), e.to_string()))?;
             }
         }
+        if let Some(problem) = self.listen.proxy_problem() {
+            return Err(("listen.behind_proxy".into(), problem.to_string()));
+        }
         for entry in &self.listen.tokens {
             if let Some(profile) = &entry.profile
                 && !self.profiles.contains_key(profile)

@@ -22,6 +22,12 @@
 //!    not): a loopback origin or an entry of `allowed_origins`. This stops a foreign web page
 //!    from posting to the gateway. The guard answers no CORS preflight on purpose: allowing
 //!    cross-origin reads from browsers would widen access, not narrow it.
+//!
+//! With `[listen] behind_proxy = true`, a reverse proxy passes every client's request on
+//! from its own (often loopback) address, with whatever Host and Origin the client sent:
+//! loopback names prove nothing then, and only `allowed_hosts` and `allowed_origins` pass
+//! steps 1 and 2. Such a listener must have tokens (see [`ListenConfig::proxy_problem`]),
+//! so step 3 always applies, and the console always asks for one.
 //! 3. **Bearer token** (401 with `WWW-Authenticate: Bearer`), when tokens or `[listen.oauth]`
 //!    are configured. Tokens are compared as SHA-256 digests with `subtle`, against every
 //!    configured token without an early exit, so the time taken reveals neither a prefix,
@@ -67,7 +73,7 @@ use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
 use crate::auth::resource::{ResourceConfigError, ResourceServer, TokenRejection};
-use crate::config::listen::{ListenConfig, validate_token};
+use crate::config::listen::{ListenConfig, ProxyProblem, validate_token};
 
 /// A configuration the guard cannot work with, found at start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +100,8 @@ pub enum SecurityError {
     InvalidAllowedOrigin { value: String },
     #[error("[listen] max_body_bytes must be at least 1")]
     ZeroBodyLimit,
+    #[error("[listen] {0}")]
+    BehindProxy(ProxyProblem),
     #[error(transparent)]
     OAuth(#[from] ResourceConfigError),
 }
@@ -108,6 +116,8 @@ impl SecurityError {
             Self::InvalidAllowedHost { .. } => "LISTEN_INVALID_ALLOWED_HOST",
             Self::InvalidAllowedOrigin { .. } => "LISTEN_INVALID_ALLOWED_ORIGIN",
             Self::ZeroBodyLimit => "LISTEN_ZERO_BODY_LIMIT",
+            Self::BehindProxy(ProxyProblem::NoTokens) => "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS",
+            Self::BehindProxy(ProxyProblem::NoPublicHosts) => "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS",
             Self::OAuth(error) => error.code(),
         }
     }
@@ -193,6 +203,8 @@ pub struct SecurityGuard {
     oauth: Option<Arc<ResourceServer>>,
     /// Whether `/ui` is served (and so authenticates by its own cookie).
     console: bool,
+    /// Whether loopback Host names and Origins pass by themselves: not behind a proxy.
+    trust_loopback: bool,
     allowed_hosts: Vec<HostRule>,
     allowed_origins: Vec<OriginRule>,
     max_body_bytes: usize,
@@ -227,6 +239,9 @@ impl SecurityGuard {
         if config.max_body_bytes == 0 {
             return Err(SecurityError::ZeroBodyLimit);
         }
+        if let Some(problem) = config.proxy_problem() {
+            return Err(SecurityError::BehindProxy(problem));
+        }
         let mut tokens: Vec<KnownToken> = Vec::with_capacity(config.tokens.len());
         for (index, entry) in config.tokens.iter().enumerate() {
             validate_token(&entry.token)
@@ -260,6 +275,7 @@ impl SecurityGuard {
             tokens,
             oauth,
             console: config.ui_enabled(),
+            trust_loopback: !config.behind_proxy,
             allowed_hosts,
             allowed_origins,
             max_body_bytes: config.max_body_bytes,
@@ -306,7 +322,7 @@ impl SecurityGuard {
             None => parts.uri.authority().map(Authority::as_str),
         };
         let allowed = raw.and_then(parse_authority).is_some_and(|host| {
-            LOOPBACK_NAMES.contains(&host.host.as_str())
+            (self.trust_loopback && LOOPBACK_NAMES.contains(&host.host.as_str()))
                 || self.allowed_hosts.iter().any(|rule| {
                     rule.host == host.host && rule.port.is_none_or(|port| host.port == Some(port))
                 })
@@ -325,8 +341,9 @@ impl SecurityGuard {
         };
         let origin = value.to_str().ok().and_then(parse_origin);
         let allowed = origin.is_some_and(|origin| {
-            let loopback = matches!(&origin, OriginRule::Tuple { host, .. }
-                if LOOPBACK_NAMES.contains(&host.as_str()));
+            let loopback = self.trust_loopback
+                && matches!(&origin, OriginRule::Tuple { host, .. }
+                    if LOOPBACK_NAMES.contains(&host.as_str()));
             loopback || self.allowed_origins.contains(&origin)
         });
         if allowed {
@@ -537,13 +554,15 @@ impl Rejection {
         let (status, message, challenge) = match self {
             Self::ForeignHost => (
                 StatusCode::FORBIDDEN,
-                "Forbidden: the Host header is neither loopback nor in [listen] allowed_hosts"
+                "Forbidden: the Host header is not one this gateway serves (loopback, unless \
+                 behind_proxy, or [listen] allowed_hosts)"
                     .into(),
                 None,
             ),
             Self::ForeignOrigin => (
                 StatusCode::FORBIDDEN,
-                "Forbidden: the Origin header is neither loopback nor in [listen] allowed_origins"
+                "Forbidden: the Origin header is not one this gateway serves (loopback, unless \
+                 behind_proxy, or [listen] allowed_origins)"
                     .into(),
                 None,
             ),
@@ -811,6 +830,22 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_tokens_identity_stays_when_the_list_changes_around_it() {
+        let identity = |tokens: &[(&str, Option<&str>)]| {
+            SecurityGuard::new(&config(tokens))
+                .unwrap()
+                .verify_token(TOKEN.as_bytes())
+                .and_then(|credentials| credentials.identity())
+        };
+        let alone = identity(&[(TOKEN, None)]);
+        assert_eq!(alone.as_deref(), Some("token:986d13ea"));
+        assert_eq!(
+            identity(&[(OTHER, None), (ADMIN, None), (TOKEN, None)]),
+            alone
+        );
+    }
+
     #[tokio::test]
     async fn healthz_and_unknown_routes_are_guarded_like_every_route() {
         let config = config(&[(TOKEN, None)]);
@@ -828,22 +863,6 @@ mod tests {
             let got = status(&config, request(path, &headers, Body::empty())).await;
             assert_eq!(got, expected, "{path} {authorization:?}");
         }
-    }
-
-    #[test]
-    fn a_tokens_identity_stays_when_the_list_changes_around_it() {
-        let identity = |tokens: &[(&str, Option<&str>)]| {
-            SecurityGuard::new(&config(tokens))
-                .unwrap()
-                .verify_token(TOKEN.as_bytes())
-                .and_then(|credentials| credentials.identity())
-        };
-        let alone = identity(&[(TOKEN, None)]);
-        assert_eq!(alone.as_deref(), Some("token:986d13ea"));
-        assert_eq!(
-            identity(&[(OTHER, None), (ADMIN, None), (TOKEN, None)]),
-            alone
-        );
     }
 
     #[tokio::test]
@@ -929,6 +948,75 @@ mod tests {
             .await;
             assert_eq!(got, expected, "{host:?}");
         }
+    }
+
+    /// [`config`] with `behind_proxy = true`, public name `gateway.lan`.
+    fn behind_proxy(tokens: &[(&str, Option<&str>)]) -> ListenConfig {
+        ListenConfig {
+            behind_proxy: true,
+            ..config(tokens)
+        }
+    }
+
+    #[tokio::test]
+    async fn behind_a_proxy_loopback_names_pass_no_check() {
+        let config = behind_proxy(&[(TOKEN, None)]);
+        let bearer = format!("Bearer {TOKEN}");
+        let with = |host: &str, origin: Option<&str>| {
+            let headers = [
+                (header::HOST, Some(host)),
+                (header::ORIGIN, origin),
+                (header::AUTHORIZATION, Some(bearer.as_str())),
+            ];
+            request("/mcp", &headers, Body::from("{}"))
+        };
+        for (host, origin, expected) in [
+            ("localhost", None, StatusCode::FORBIDDEN),
+            (LOOPBACK, None, StatusCode::FORBIDDEN),
+            ("[::1]:8765", None, StatusCode::FORBIDDEN),
+            (
+                "gateway.lan",
+                Some("http://localhost:3000"),
+                StatusCode::FORBIDDEN,
+            ),
+            ("gateway.lan", Some("https://app.example"), StatusCode::OK),
+            ("gateway.lan:443", None, StatusCode::OK),
+        ] {
+            let got = status(&config, with(host, origin)).await;
+            assert_eq!(got, expected, "{host} {origin:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn behind_a_proxy_the_console_is_off_unless_asked_for_and_tokens_are_needed() {
+        let ui_get = || {
+            request(
+                "/ui/api/servers",
+                &[(header::HOST, Some("gateway.lan"))],
+                Body::empty(),
+            )
+        };
+        // Off by default: `/ui` is guarded like any path (401 without a token).
+        let off = behind_proxy(&[(TOKEN, None)]);
+        assert!(!off.ui_enabled());
+        assert_eq!(status(&off, ui_get()).await, StatusCode::UNAUTHORIZED);
+        let on = ListenConfig {
+            ui: Some(true),
+            ..behind_proxy(&[(TOKEN, None)])
+        };
+        let guard = SecurityGuard::new(&on).unwrap();
+        assert!(guard.tokens_required(), "the console asks for a token");
+        assert!(guard.verify_token(b"").is_none());
+        let code = |config: &ListenConfig| SecurityGuard::new(config).err().unwrap().code();
+        assert_eq!(
+            code(&behind_proxy(&[])),
+            "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS"
+        );
+        let nameless = ListenConfig {
+            allowed_hosts: Vec::new(),
+            ..behind_proxy(&[(TOKEN, None)])
+        };
+        assert_eq!(code(&nameless), "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS");
     }
 
     #[tokio::test]
