@@ -9,13 +9,14 @@
 //! ([`StdinClosed`]), so a long call can stop at once and the process exits promptly.
 //!
 //! `kv` can also serve streamable HTTP ([`serve_http`]), so the benchmark can compare the
-//! gateway over HTTP with a direct HTTP baseline.
+//! gateway over HTTP with a direct HTTP baseline; `conformance` serves only HTTP.
 //!
-//! The examples are classic session servers: they answer the pre-`initialize`
+//! `kv`, `slow` and `dynamic` are classic session servers: they answer the pre-`initialize`
 //! `server/discover` probe with a JSON-RPC error ([`refuse_discover`]), so every client
 //! (the official Python SDK probes first; rmcp's default client does not) falls back to
 //! the `initialize` handshake and talks to them in the one lifecycle the gateway tests
-//! are about.
+//! are about. `conformance` serves both lifecycles, since the conformance suite checks
+//! each protocol revision in its own.
 
 use std::{
     pin::Pin,

@@ -6,7 +6,9 @@
 //!   `api_key`, `*_token`, ...) become [`MASK`], keeping their shape; [`Masked`] does it
 //!   while serializing, without copying the value; [`needs_masking`] tells, from JSON
 //!   text, whether there is anything to hide.
-//! - URLs lose what can carry a credential: user info and query ([`urls`]).
+//! - URLs of any scheme (`https`, `redis`, …) lose what can carry a credential: user info,
+//!   query and fragment ([`urls`]). `config dump` and the console's configuration page pass
+//!   every string of the configuration through it.
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
@@ -199,38 +201,59 @@ impl Serialize for Redacted<'_> {
     }
 }
 
-/// `text` with the secrets that URLs can carry (user info, query strings) masked, for
-/// logs, `/healthz` and `config dump`: `https://u:p@h/x?key=s` → `https://***@h/x?***`.
+/// `text` with the secrets that URLs can carry masked, for logs, `/healthz`, `config dump`
+/// and the console: in every `scheme://` URL (`http`, `https`, `redis`, `rediss`, any
+/// other), the user info (`user:password@`, `:password@`) and everything after `?` or `#`
+/// (API keys and tokens travel in query strings and fragments):
+/// `https://u:p@h/x?key=s` → `https://***@h/x?***`, `redis://:p@h:6379/0` →
+/// `redis://***@h:6379/0`.
 pub fn urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find("http://").or_else(|| rest.find("https://")) {
-        let at = [rest.find("http://"), rest.find("https://")]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(at);
-        out.push_str(&rest[..at]);
-        let url_len = rest[at..]
+    while let Some((start, after_scheme)) = next_url(rest) {
+        out.push_str(&rest[..start]);
+        let url_len = rest[after_scheme..]
             .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '>' | ','))
-            .unwrap_or(rest.len() - at);
-        let url = &rest[at..at + url_len];
-        let (scheme, tail) = url.split_once("://").unwrap_or(("", url));
-        let host_end = tail.find('/').unwrap_or(tail.len());
-        let (authority, path) = tail.split_at(host_end);
-        let authority = match authority.rsplit_once('@') {
-            Some((_, host)) => format!("***@{host}"),
-            None => authority.to_owned(),
-        };
-        let path = match path.split_once('?') {
-            Some((path, _)) => format!("{path}?***"),
-            None => path.to_owned(),
-        };
-        out.push_str(&format!("{scheme}://{authority}{path}"));
-        rest = &rest[at + url_len..];
+            .map_or(rest.len(), |end| after_scheme + end);
+        out.push_str(&rest[start..after_scheme]);
+        out.push_str(&without_credentials(&rest[after_scheme..url_len]));
+        rest = &rest[url_len..];
     }
     out.push_str(rest);
     out
+}
+
+/// Where the next URL in `text` starts, and where its part after `://` does: a scheme is
+/// a letter and then letters, digits, `+`, `-` or `.` (RFC 3986 section 3.1).
+fn next_url(text: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(found) = text[from..].find("://") {
+        let separator = from + found;
+        let scheme_start = text[..separator]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |before| before + 1);
+        let scheme = &text[scheme_start..separator];
+        if scheme.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return Some((scheme_start, separator + 3));
+        }
+        from = separator + 3;
+    }
+    None
+}
+
+/// A URL's part after `://` with its user info, query and fragment masked.
+fn without_credentials(tail: &str) -> String {
+    let authority_end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
+    let (authority, after) = tail.split_at(authority_end);
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{MASK}@{host}"),
+        None => authority.to_owned(),
+    };
+    let path = match after.find(['?', '#']) {
+        Some(at) => format!("{}{}{MASK}", &after[..at], &after[at..=at]),
+        None => after.to_owned(),
+    };
+    host + &path
 }
 
 #[cfg(test)]
@@ -387,5 +410,26 @@ mod tests {
             "GET https://***@h.example/mcp?*** failed (http://127.0.0.1:9/sse)"
         );
         assert_eq!(urls("no url here"), "no url here");
+    }
+
+    #[test]
+    fn every_scheme_loses_its_user_info_query_and_fragment() {
+        for (url, shown) in [
+            (
+                "redis://gw:hunter2@cache:6379/0",
+                "redis://***@cache:6379/0",
+            ),
+            ("rediss://:hunter2@cache", "rediss://***@cache"),
+            ("http://u:hunter2@h?token=x", "http://***@h?***"),
+            ("https://h/cb#access_token=hunter2", "https://h/cb#***"),
+            ("svc+grpc.x://a@b/c", "svc+grpc.x://***@b/c"),
+            ("redis://cache:6379/0", "redis://cache:6379/0"),
+        ] {
+            assert_eq!(urls(url), shown, "{url}");
+        }
+        assert_eq!(
+            urls("a :// b, then (redis://:hunter2@r) and 1://x"),
+            "a :// b, then (redis://***@r) and 1://x"
+        );
     }
 }

@@ -122,6 +122,7 @@ fn fake_worker(script: &str) -> CodeRuntime {
             ..CodeBudgets::default()
         },
     )
+    .expect("this kernel confines runs")
 }
 
 async fn fake_run(script: &str) -> (mcp_gateway::code::RunOutcome, Arc<FakeBridge>) {

@@ -68,51 +68,95 @@ async fn a_run_sees_nothing_an_earlier_run_left_behind() {
     rt.shutdown().await;
 }
 
-/// A runtime whose workers, once confined, try each forbidden system call and complete
-/// with what each returned, instead of running the program.
-fn probing_runtime() -> CodeRuntime {
+/// A runtime whose workers, once confined, report their walls (see `code::probe`) instead
+/// of running the program; with `args`, e.g. the threaded probe.
+fn probing_runtime(args: &[&str], budgets: CodeBudgets) -> CodeRuntime {
+    let mut all = vec!["__code-confinement-probe".to_owned()];
+    all.extend(args.iter().map(|arg| (*arg).to_owned()));
     CodeRuntime::new(
         WorkerCommand {
             program: env!("CARGO_BIN_EXE_mcp-gateway").into(),
-            args: vec!["__code-confinement-probe".to_owned()],
+            args: all,
         },
-        CodeBudgets::default(),
+        budgets,
     )
+    .expect("this kernel confines runs")
+}
+
+/// The probe's report of one run.
+async fn probe(rt: &CodeRuntime) -> Value {
+    let outcome = run_with(rt, &Arc::new(FakeBridge::default()), "return 1").await;
+    outcome
+        .result
+        .unwrap_or_else(|| panic!("the probe did not report: {:?}", outcome.failure))
+}
+
+/// Every call the probe tried was refused with EPERM.
+fn assert_all_refused(calls: &Value, whose: &str) {
+    let mut expected = vec![
+        "openat", "socket", "connect", "execve", "ptrace", "clone", "kill",
+    ];
+    if cfg!(target_arch = "x86_64") {
+        expected.push("open");
+    }
+    for call in expected {
+        assert_eq!(calls[call], json!(libc::EPERM), "{whose}: {call}: {calls}");
+    }
+}
+
+/// The kernel features these tests check; a kernel without them fails them.
+fn assert_the_kernel_confines() {
+    let support = mcp_gateway::code::confinement_support();
+    assert!(
+        support.seccomp && support.no_new_privs && support.landlock_abi.is_some(),
+        "this kernel lacks the confinement these tests check (seccomp, no_new_privs and \
+         Landlock): {support:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_forbidden_system_call_is_refused_in_a_runs_process() {
-    let support = mcp_gateway::code::confinement_support();
-    let rt = probing_runtime();
-    let bridge = Arc::new(FakeBridge::default());
+    assert_the_kernel_confines();
+    let rt = probing_runtime(&[], CodeBudgets::default());
     // The first run takes the exec'd worker, the later ones its copies.
     for round in 0..3 {
-        let outcome = run_with(&rt, &bridge, "return 1").await;
-        let refused = outcome
-            .result
-            .unwrap_or_else(|| panic!("round {round}: {:?}", outcome.failure));
-        let mut calls = vec![
-            "openat", "socket", "connect", "execve", "ptrace", "clone", "kill",
-        ];
-        if cfg!(target_arch = "x86_64") {
-            calls.push("open");
-        }
-        for call in calls {
-            let errno = &refused[call];
-            if support.seccomp {
-                assert_eq!(
-                    *errno,
-                    json!(libc::EPERM),
-                    "round {round}: {call}: {refused}"
-                );
-            } else if support.landlock_abi.is_some() && ["open", "openat", "execve"].contains(&call)
-            {
-                assert!(
-                    errno.is_number(),
-                    "round {round}: {call} was allowed: {refused}"
-                );
-            }
-        }
+        let report = probe(&rt).await;
+        assert_all_refused(&report["calls"], &format!("round {round}"));
+        assert_eq!(report["other_thread_calls"], Value::Null);
     }
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_a_second_thread_is_confined_on_every_thread() {
+    assert_the_kernel_confines();
+    // The worker cannot fork, so it runs itself: the fallback for engines with threads.
+    let rt = probing_runtime(&[mcp_gateway::code::THREADED_PROBE], CodeBudgets::default());
+    for round in 0..2 {
+        let report = probe(&rt).await;
+        assert_all_refused(&report["calls"], &format!("round {round}, running thread"));
+        assert_all_refused(
+            &report["other_thread_calls"],
+            &format!("round {round}, the other thread"),
+        );
+    }
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_process_cannot_map_more_memory_than_its_address_space_limit() {
+    let budgets = CodeBudgets {
+        heap_mb: 64,
+        ..CodeBudgets::default()
+    };
+    let rt = probing_runtime(&[], budgets);
+    let report = probe(&rt).await;
+    // The heap plus 1 GiB of headroom, which the probe tries to map at once.
+    let address_space = (64u64 << 20) + (1 << 30);
+    assert_eq!(
+        report["map_past_address_space"],
+        json!(libc::ENOMEM),
+        "{address_space} bytes of memory could be mapped"
+    );
     rt.shutdown().await;
 }

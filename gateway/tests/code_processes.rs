@@ -84,6 +84,96 @@ async fn cancellation_mid_run_kills_the_worker_and_cancels_its_calls() {
     assert_eq!(children(), Vec::<u32>::new());
 }
 
+/// The soft limits of process `pid` (`/proc/PID/limits`), by name: `"Max cpu time"` →
+/// `"3"`.
+fn limits(pid: u32) -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            // `Max cpu time              3                    3                    seconds`
+            let (name, values) = line.split_at_checked(26)?;
+            let soft = values.split_whitespace().next()?;
+            Some((name.trim().to_owned(), soft.to_owned()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_waiting_runner_is_already_held_to_its_limits() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rt = runtime(CodeBudgets {
+        compute_ms: 1500,
+        heap_mb: 64,
+        ..CodeBudgets::default()
+    });
+    assert_eq!(settle_children(2).await, 2);
+    // The runner confines itself before it says it is ready; the template never does.
+    let mut runner = None;
+    for _ in 0..500 {
+        runner = children().into_iter().find(|&pid| {
+            limits(pid)
+                .get("Max cpu time")
+                .is_some_and(|cpu| cpu != "unlimited")
+        });
+        if runner.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let runner = runner.expect("no confined runner among the children");
+    let limits = limits(runner);
+    let limit = |name: &str| limits.get(name).map(String::as_str);
+    // The compute budget rounded up to seconds, plus one.
+    assert_eq!(limit("Max cpu time"), Some("3"), "{limits:?}");
+    // The heap plus 1 GiB of headroom.
+    let address_space = ((64u64 << 20) + (1 << 30)).to_string();
+    assert_eq!(limit("Max address space"), Some(address_space.as_str()));
+    assert_eq!(limit("Max processes"), Some("0"), "{limits:?}");
+    assert_eq!(limit("Max core file size"), Some("0"), "{limits:?}");
+    rt.shutdown().await;
+}
+
+#[tokio::test]
+async fn runs_beyond_the_concurrency_cap_fail_busy_at_once_and_start_no_process() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let rt = runtime(CodeBudgets {
+        max_concurrent_runs: 1,
+        ..CodeBudgets::default()
+    });
+    let bridge = Arc::new(FakeBridge::default());
+    let cancel = CancellationToken::new();
+    let bindings = Bindings::Script(BINDINGS.into());
+    let hanging = rt.run(
+        "await tools.t.hang({});",
+        &bindings,
+        Arc::clone(&bridge) as Arc<dyn mcp_gateway::code::ToolBridge>,
+        cancel.clone(),
+    );
+    let second = async {
+        wait_for_calls(&bridge, 1).await;
+        let workers = children().len();
+        let refused = run_with(&rt, &bridge, "return 'second';").await;
+        let after = children().len();
+        cancel.cancel();
+        (refused, workers, after)
+    };
+    let (first, (refused, workers, after)) = tokio::join!(hanging, second);
+    assert_eq!(first.failure.unwrap().kind, FailureKind::Aborted);
+    let failure = refused.failure.unwrap();
+    assert_eq!(failure.kind, FailureKind::Busy, "{}", failure.message);
+    assert!(
+        failure.message.contains("max_concurrent_runs"),
+        "{}",
+        failure.message
+    );
+    assert!(after <= workers, "a refused run started a process");
+    // With the slot free again, a run works.
+    let third = run_with(&rt, &bridge, "return 'third';").await;
+    assert_eq!(third.result, Some(json!("third")), "{:?}", third.failure);
+    rt.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_worker_killed_from_outside_is_died_and_the_next_run_works() {
     let _serial = ONE_AT_A_TIME.lock().await;

@@ -103,7 +103,8 @@ async fn enum_is_a_parse_failure_before_any_worker_is_used() {
             args: vec![],
         },
         CodeBudgets::default(),
-    );
+    )
+    .expect("this kernel confines runs");
     let outcome = run_with(
         &rt,
         &Arc::new(FakeBridge::default()),
@@ -356,6 +357,30 @@ async fn a_memory_bomb_hits_the_heap_limit() {
     .await;
     let failure = outcome.failure.unwrap();
     assert_eq!(failure.kind, FailureKind::Heap, "{}", failure.message);
+    rt.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_typed_array_past_the_heap_limit_is_refused() {
+    let rt = runtime(CodeBudgets {
+        heap_mb: 64,
+        ..CodeBudgets::default()
+    });
+    let outcome = run_with(
+        &rt,
+        &Arc::new(FakeBridge::default()),
+        "const bytes = new Uint8Array(200 * 1024 * 1024);\n\
+         for (let i = 0; i < bytes.length; i += 4096) bytes[i] = 1;\n\
+         return bytes.length;",
+    )
+    .await;
+    let failure = outcome.failure.expect("200 MiB fit in a 64 MiB heap");
+    assert!(
+        failure.message.contains("out of memory"),
+        "{:?}: {}",
+        failure.kind,
+        failure.message
+    );
     rt.shutdown().await;
 }
 

@@ -41,7 +41,7 @@ fn config_dump_masks_secrets() {
     let output = Command::new(gateway_bin())
         .args(["config", "dump", "--config"])
         .arg(workspace.config())
-        .env("MCP_GATEWAY_TEST_SECRET", "hunter2-secret")
+        .env("MCP_GATEWAY_TEST_SECRET", "hunter2-secret-of-16+")
         .output()
         .unwrap();
     assert!(

@@ -24,12 +24,17 @@ struct Setup {
 /// kv behind a gateway that takes the provider's tokens: `mcp:admin` gets every tool,
 /// `mcp:read` only kv get and list.
 fn setup() -> Setup {
+    setup_with("")
+}
+
+/// [`setup`] with `oauth` added to `[listen.oauth]`.
+fn setup_with(oauth: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let idp = IdentityProvider::start(dir.path(), "k1", 300);
     let address: SocketAddr = free_address();
     let resource = format!("http://{address}/mcp");
     let workspace = Workspace::new(&format!(
-        "{}[listen]\ntokens = [{}]\n[listen.oauth]\nissuer = {}\naudience = {}\nleeway_secs = 0\n\
+        "{}[listen]\ntokens = [{}]\n[listen.oauth]\nissuer = {}\naudience = {}\nleeway_secs = 0\n{oauth}\
          [listen.oauth.scopes]\n\"mcp:admin\" = \"admin\"\n\"mcp:read\" = \"reader\"\n\
          [profiles.admin]\nallow = [\"*\"]\n\
          [profiles.reader]\nallow = [\"mcp__kv__get\", \"mcp__kv__list\"]\n",
@@ -204,6 +209,15 @@ fn bad_tokens_are_refused_with_401_and_a_token_without_a_mapped_scope_with_403()
             idp.forge(&json!({"aud": aud, "scope": "mcp:read"}), "stranger", None),
             "key",
         ),
+        (
+            "nobody's",
+            idp.forge(
+                &json!({"aud": aud, "scope": "mcp:read", "sub": null}),
+                "k1",
+                None,
+            ),
+            "sub or client_id",
+        ),
         ("alg none", unsigned, "well-formed"),
         ("not a JWT", "garbage".to_owned(), "well-formed"),
     ];
@@ -286,6 +300,25 @@ fn a_key_rotation_is_picked_up() {
         200,
         "old key still published"
     );
+}
+
+#[test]
+fn keys_older_than_the_bound_are_not_used_while_the_provider_is_down() {
+    let Setup {
+        idp,
+        gateway,
+        resource,
+        ..
+    } = setup_with("jwks_max_age_secs = 2\n");
+    let token = idp.machine_token(&resource, "mcp:read");
+    assert_eq!(initialize(&gateway, Some(&token)).0, 200);
+    drop(idp);
+    // The keys fetched for the first request serve while they are younger than the bound.
+    assert_eq!(initialize(&gateway, Some(&token)).0, 200, "kept keys");
+    std::thread::sleep(Duration::from_millis(2200));
+    let (status, _, body) = initialize(&gateway, Some(&token));
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("keys cannot be fetched"), "{body}");
 }
 
 /// The `kid` of a JWT's header.

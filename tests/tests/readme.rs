@@ -1,20 +1,24 @@
-//! README.md's code blocks, run or parsed, so the README cannot drift from the product.
+//! The code blocks of README.md and of every page in docs/, run or parsed, so the
+//! documentation cannot drift from the product.
 //!
-//! TOML blocks load as our configuration and JSON blocks as a client's server file (both
-//! through `mcp-gateway config check`), the Python block runs with the official SDK against
-//! a real gateway, the TypeScript block runs as run_code (`mcp-gateway run`), the shell
-//! block names scripts that exist and parse, and every command of the command-line table
-//! has the flags the table gives it (and `--config`, which the README says every command
-//! takes). A block in a language not handled here fails the test, so a new kind of block
-//! gets a check too.
+//! The same rules hold in every file: TOML blocks load as our configuration and JSON blocks
+//! as a client's server file (both through `mcp-gateway config check`), Python blocks run
+//! with the official SDK against a real gateway, TypeScript blocks run as run_code
+//! (`mcp-gateway run`), and shell blocks name scripts that exist and parse, or `cargo`
+//! commands whose packages, benches and tests exist. Every command of a command-line table
+//! has the flags the table gives it (and `--config`, which the documentation says every
+//! command takes). A block in a language not handled here fails the test, so a new kind of
+//! block gets a check too.
 
 use std::path::Path;
 use std::process::Command;
 
 use mcp_gateway_tests::*;
 
-/// One fenced block of README.md.
+/// One fenced block of a documentation file.
 struct Block {
+    /// The file, relative to the repository (`README.md`, `docs/run-code.md`).
+    file: String,
     /// The info string after the opening fence (`toml`, `sh`, …); empty for a diagram.
     lang: String,
     text: String,
@@ -22,32 +26,59 @@ struct Block {
     line: usize,
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(repo().join("README.md")).unwrap()
+impl Block {
+    /// Where the block starts, for messages: `docs/oauth.md line 12`.
+    fn place(&self) -> String {
+        format!("{} line {}", self.file, self.line)
+    }
+}
+
+/// README.md and every Markdown page under docs/, as (path relative to the repository,
+/// text); the pages in name order.
+fn documents() -> Vec<(String, String)> {
+    let read = |file: &str| std::fs::read_to_string(repo().join(file)).unwrap();
+    let mut pages: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    pages.sort();
+    assert!(!pages.is_empty(), "docs/ has no Markdown page");
+    std::iter::once("README.md".to_owned())
+        .chain(pages)
+        .map(|file| {
+            let text = read(&file);
+            (file, text)
+        })
+        .collect()
 }
 
 fn blocks() -> Vec<Block> {
     let mut blocks = Vec::new();
-    let mut open: Option<Block> = None;
-    for (index, line) in readme().lines().enumerate() {
-        match (open.take(), line.strip_prefix("```")) {
-            (None, Some(lang)) => {
-                open = Some(Block {
-                    lang: lang.trim().to_owned(),
-                    text: String::new(),
-                    line: index + 1,
-                });
+    for (file, text) in documents() {
+        let mut open: Option<Block> = None;
+        for (index, line) in text.lines().enumerate() {
+            match (open.take(), line.strip_prefix("```")) {
+                (None, Some(lang)) => {
+                    open = Some(Block {
+                        file: file.clone(),
+                        lang: lang.trim().to_owned(),
+                        text: String::new(),
+                        line: index + 1,
+                    });
+                }
+                (Some(block), Some(_)) => blocks.push(block),
+                (Some(mut block), None) => {
+                    block.text.push_str(line);
+                    block.text.push('\n');
+                    open = Some(block);
+                }
+                (None, None) => {}
             }
-            (Some(block), Some(_)) => blocks.push(block),
-            (Some(mut block), None) => {
-                block.text.push_str(line);
-                block.text.push('\n');
-                open = Some(block);
-            }
-            (None, None) => {}
         }
+        assert!(open.is_none(), "{file} has an unclosed code block");
     }
-    assert!(open.is_none(), "README.md has an unclosed code block");
     blocks
 }
 
@@ -55,7 +86,7 @@ fn blocks_in(lang: &str) -> Vec<Block> {
     let found: Vec<Block> = blocks().into_iter().filter(|b| b.lang == lang).collect();
     assert!(
         !found.is_empty(),
-        "README.md has no `{lang}` block any more"
+        "the documentation has no `{lang}` block any more"
     );
     found
 }
@@ -68,8 +99,8 @@ fn every_block_is_in_a_checked_language() {
     for block in blocks() {
         assert!(
             CHECKED.contains(&block.lang.as_str()),
-            "README.md line {}: a `{}` block that no test checks",
-            block.line,
+            "{}: a `{}` block that no test checks",
+            block.place(),
             block.lang
         );
     }
@@ -82,8 +113,8 @@ fn config_check(file: &Path) -> std::process::Output {
         .arg(file)
         .env("K", "k")
         .env("TOKEN", "t")
-        .env("GATEWAY_TOKEN", "g")
-        .env("CI_TOKEN", "c")
+        .env("GATEWAY_TOKEN", "gateway-token-of-16+")
+        .env("CI_TOKEN", "ci-token-of-16+chars")
         .env("REDIS_URL", "redis://127.0.0.1:6379")
         .output()
         .unwrap()
@@ -94,8 +125,8 @@ fn succeeded(block: &Block, output: &std::process::Output) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
-        "README.md line {}: {stdout}\n{}",
-        block.line,
+        "{}: {stdout}\n{}",
+        block.place(),
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
@@ -108,7 +139,8 @@ fn accepted_configurations(lang: &str, ext: &str) -> Vec<String> {
     blocks_in(lang)
         .into_iter()
         .map(|block| {
-            let file = dir.path().join(format!("line-{}.{ext}", block.line));
+            let name = block.file.replace('/', "-");
+            let file = dir.path().join(format!("{name}-{}.{ext}", block.line));
             std::fs::write(&file, &block.text).unwrap();
             succeeded(&block, &config_check(&file))
         })
@@ -158,7 +190,11 @@ fn the_typescript_block_runs_as_run_code() {
         npm_server("everything", "mcp-server-everything", &["stdio"])
     ));
     for block in blocks_in("ts") {
-        let file = workspace.path(&format!("line-{}.ts", block.line));
+        let file = workspace.path(&format!(
+            "{}-{}.ts",
+            block.file.replace('/', "-"),
+            block.line
+        ));
         std::fs::write(&file, &block.text).unwrap();
         let output = workspace.cli(&["run", &file.to_string_lossy()]);
         let stdout = succeeded(&block, &output);
@@ -170,33 +206,104 @@ fn the_typescript_block_runs_as_run_code() {
 fn shell_blocks_run_scripts_that_exist_and_parse() {
     for block in blocks_in("sh") {
         for line in block.text.lines() {
-            let command = line.split('#').next().unwrap().trim();
-            let Some(program) = command.split_whitespace().next() else {
-                continue;
-            };
-            let path = repo().join(program);
-            let mode = std::fs::metadata(&path)
-                .unwrap_or_else(|e| panic!("README.md line {}: {program}: {e}", block.line));
+            let command = line.split('#').next().unwrap();
+            // Leading `NAME=value` words set the environment; the program follows them.
+            let words: Vec<&str> = command
+                .split_whitespace()
+                .skip_while(|w| w.split_once('=').is_some_and(|(name, _)| is_env_name(name)))
+                .collect();
+            match words.first() {
+                None => {}
+                Some(&"cargo") => check_cargo(&block, &words),
+                Some(program) => check_script(&block, program),
+            }
+        }
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+}
+
+/// A script of the repository: it exists, is executable and parses.
+fn check_script(block: &Block, program: &str) {
+    let path = repo().join(program);
+    let mode =
+        std::fs::metadata(&path).unwrap_or_else(|e| panic!("{}: {program}: {e}", block.place()));
+    assert!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o111 != 0,
+        "{}: {program} is not executable",
+        block.place()
+    );
+    let syntax = Command::new("bash").arg("-n").arg(&path).output().unwrap();
+    assert!(
+        syntax.status.success(),
+        "{}: {program}: {}",
+        block.place(),
+        String::from_utf8_lossy(&syntax.stderr)
+    );
+}
+
+/// A `cargo` command: the packages it names (`-p`) are the workspace's, and the benches
+/// and tests it names (`--bench`, `--test`) are files of those packages.
+fn check_cargo(block: &Block, words: &[&str]) {
+    let packages = values_of(words, "-p");
+    assert!(
+        !packages.is_empty(),
+        "{}: {words:?} names no package",
+        block.place()
+    );
+    let folders: Vec<std::path::PathBuf> = packages
+        .iter()
+        .map(|package| {
+            package_folder(package)
+                .unwrap_or_else(|| panic!("{}: no workspace package {package}", block.place()))
+        })
+        .collect();
+    for (flag, folder) in [("--bench", "benches"), ("--test", "tests")] {
+        for target in values_of(words, flag) {
             assert!(
-                std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o111 != 0,
-                "{program} is not executable"
-            );
-            let syntax = Command::new("bash").arg("-n").arg(&path).output().unwrap();
-            assert!(
-                syntax.status.success(),
-                "{program}: {}",
-                String::from_utf8_lossy(&syntax.stderr)
+                folders
+                    .iter()
+                    .any(|package| package.join(folder).join(format!("{target}.rs")).is_file()),
+                "{}: no {flag} {target} in {packages:?}",
+                block.place()
             );
         }
     }
 }
 
-/// The commands of the "Command line" table: each backquoted command of a row's first cell
-/// (`config dump` stands for `mcp-gateway config dump`).
+/// The words that follow `flag` in `words`.
+fn values_of<'a>(words: &[&'a str], flag: &str) -> Vec<&'a str> {
+    words
+        .windows(2)
+        .filter(|pair| pair[0] == flag)
+        .map(|pair| pair[1])
+        .collect()
+}
+
+/// The folder of the workspace member whose `Cargo.toml` names `package`.
+fn package_folder(package: &str) -> Option<std::path::PathBuf> {
+    let wanted = format!("name = \"{package}\"");
+    ["gateway", "sdkgen", "examples", "tests"]
+        .into_iter()
+        .map(|member| repo().join(member))
+        .find(|folder| {
+            std::fs::read_to_string(folder.join("Cargo.toml"))
+                .is_ok_and(|manifest| manifest.lines().any(|line| line.trim() == wanted))
+        })
+}
+
+/// The commands of the command-line tables, in every document: each backquoted command of
+/// a row's first cell (`config dump` stands for `mcp-gateway config dump`).
 fn table_commands() -> Vec<String> {
-    let readme = readme();
+    let documents = documents();
     let mut commands = Vec::new();
-    for row in readme.lines().filter(|l| l.starts_with("| `mcp-gateway ")) {
+    let rows = documents
+        .iter()
+        .flat_map(|(_, text)| text.lines())
+        .filter(|l| l.starts_with("| `mcp-gateway "));
+    for row in rows {
         let first_cell = row[1..].split(" | ").next().unwrap();
         for (index, span) in first_cell.split('`').enumerate() {
             if index % 2 == 1 {

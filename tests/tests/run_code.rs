@@ -171,6 +171,41 @@ fn a_gate_denied_call_is_a_tool_call_error_in_the_program() {
 }
 
 #[test]
+fn a_program_cannot_call_run_code() {
+    // `callTool` knows only the session's tools, but a server that has not come up keeps a
+    // namespace in which every name is a call: with the upstream's own names (`prefix =
+    // ""`), `tools.ghost.run_code` is a call of `run_code`.
+    let workspace =
+        workspace("[servers.ghost]\ncommand = \"/nonexistent/mcp-server\"\nprefix = \"\"\n");
+    let program = r#"
+        const attempts = {};
+        for (const [way, attempt] of [
+          ["callTool", () => callTool("run_code", { code: "return 'nested';" })],
+          ["namespace", () => tools.ghost.run_code({ code: "return 'nested';" })],
+        ]) {
+          try {
+            attempts[way] = { nested: await attempt() };
+          } catch (e) {
+            attempts[way] = { code: e.code, message: e.message };
+          }
+        }
+        return attempts;
+    "#;
+    let run = python_client(&python_stdio_args(&workspace, &[]), &json!([run(program)]));
+    let attempts = &structured(&run, 0)["result"];
+    assert_eq!(attempts["callTool"]["code"], "TOOL_NOT_FOUND", "{run:#}");
+    let namespace = &attempts["namespace"];
+    assert_eq!(namespace["code"], "DENIED", "{run:#}");
+    assert!(
+        namespace["message"]
+            .as_str()
+            .unwrap()
+            .contains("run_code cannot be called from a run_code program"),
+        "{run:#}"
+    );
+}
+
+#[test]
 fn read_only_calls_overlap_and_exclusive_ones_are_barriers() {
     let workspace = workspace("[code]\nmax_parallel_sub_calls = 3\n");
     let program = r#"
@@ -382,27 +417,26 @@ fn healthz_and_the_start_up_log_say_how_runs_are_confined() {
     ));
     let gateway = workspace.serve_http(&[]);
     let confinement = &health(&gateway)["code_confinement"];
+    // run_code requires seccomp and Landlock by default: a kernel without them fails here.
     assert_eq!(confinement["rlimits"], true, "{confinement:#}");
     assert_eq!(confinement["no_new_privs"], true, "{confinement:#}");
-    assert!(confinement["seccomp"].is_boolean(), "{confinement:#}");
-    assert!(
-        confinement["landlock_abi"].is_null() || confinement["landlock_abi"].is_u64(),
-        "{confinement:#}"
-    );
-    let complete = confinement["seccomp"] == true
-        && confinement["landlock_abi"]
-            .as_u64()
-            .is_some_and(|abi| abi >= 6);
-    let said = if complete {
-        "run_code processes are confined by the kernel"
-    } else {
-        "this kernel lacks some of run_code's process confinement"
+    assert_eq!(confinement["seccomp"], true, "{confinement:#}");
+    let abi = confinement["landlock_abi"].as_u64();
+    assert!(abi.is_some(), "{confinement:#}");
+    // Landlock before ABI 6 lacks network and signal scoping, which the log names.
+    let partial = "this kernel lacks some of run_code's process confinement";
+    let said = |text: &str| {
+        eventually(Duration::from_secs(10), || {
+            gateway.log_text().contains(text)
+        })
     };
-    assert!(
-        eventually(Duration::from_secs(10), || gateway
-            .log_text()
-            .contains(said)),
-        "{}",
-        gateway.log_text()
-    );
+    if abi.is_some_and(|abi| abi < 6) {
+        assert!(said(partial), "{}", gateway.log_text());
+    } else {
+        assert!(
+            !gateway.log_text().contains(partial),
+            "{}",
+            gateway.log_text()
+        );
+    }
 }

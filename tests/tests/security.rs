@@ -359,6 +359,81 @@ fn config_dump_masks_every_secret() {
     assert!(leaked.is_empty(), "secrets are printed: {leaked:?}");
 }
 
+/// A console login with `token`, the gateway named `host`: the status, the error code (if
+/// refused) and the login cookie (`name=value`, if admitted).
+fn console_login(gateway: &Gateway, token: &str, host: &str) -> (u16, Value, Option<String>) {
+    let body = json!({"token": token}).to_string();
+    let (status, headers, answer) = http_request(
+        gateway.address,
+        "POST",
+        "/ui/api/login",
+        &[("Content-Type", "application/json"), ("Host", host)],
+        body.as_bytes(),
+    );
+    let code = serde_json::from_str::<Value>(&answer).unwrap_or_default()["error"]["code"].clone();
+    let cookie = headers
+        .iter()
+        .find(|(name, _)| name == "set-cookie")
+        .and_then(|(_, value)| value.split(';').next())
+        .map(str::to_owned);
+    (status, code, cookie)
+}
+
+#[test]
+fn credentials_in_the_redis_and_collector_urls_are_masked_in_the_dump_and_the_console() {
+    // Nothing listens at either address: the gateway serves without Redis or a collector.
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [{}]\n\
+         [cluster]\nredis_url = \"redis://gateway:redis-hunter2@127.0.0.1:1/0\"\n\
+         [telemetry]\notlp_endpoint = \"http://collector:otlp-hunter2@127.0.0.1:1/?api_key=hunter2-query\"\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN),
+    ));
+    let output = workspace.cli(&["config", "dump"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let gateway = workspace.serve_http(&[]);
+    let (status, _, cookie) = console_login(&gateway, ADMIN, &gateway.address.to_string());
+    assert_eq!(status, 200);
+    let cookie = cookie.expect("the login sets a cookie");
+    let (status, _, body) = http_request(
+        gateway.address,
+        "GET",
+        "/ui/api/config",
+        &[("Cookie", cookie.as_str())],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    let console: Value = serde_json::from_str(&body).unwrap();
+    let dumps = [
+        (
+            "config dump",
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        ),
+        (
+            "/ui/api/config",
+            console["toml"].as_str().unwrap().to_owned(),
+        ),
+    ];
+    for (shown_by, dump) in dumps {
+        assert!(
+            !dump.contains("hunter2"),
+            "{shown_by} prints a secret: {dump}"
+        );
+        assert!(
+            dump.contains("redis://***@127.0.0.1:1/0"),
+            "{shown_by} keeps the Redis host: {dump}"
+        );
+        assert!(
+            dump.contains("http://***@127.0.0.1:1/?***"),
+            "{shown_by} keeps the collector's host: {dump}"
+        );
+    }
+}
+
 /// Arguments with secrets under the names a user expects masked, at every depth.
 fn secret_arguments() -> Value {
     json!({
@@ -724,4 +799,147 @@ fn one_session_cannot_reach_another_sessions_calls() {
             .any(|l| l.contains("cancel-target") && l.contains("\"cancelled\"")),
         "slow saw no cancellation of A's call: {slow_events}"
     );
+}
+
+#[test]
+fn console_logins_stop_being_checked_after_ten_wrong_tokens() {
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [{}]\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN)
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let host = gateway.address.to_string();
+    for attempt in 0..10 {
+        let guess = format!("guess-number-{attempt:04}-of-many");
+        let (status, code, _) = console_login(&gateway, &guess, &host);
+        assert_eq!(
+            (status, code),
+            (401, json!("UI_WRONG_TOKEN")),
+            "attempt {attempt}"
+        );
+    }
+    // Even the right token now waits for the minute to end.
+    let (status, code, _) = console_login(&gateway, ADMIN, &host);
+    assert_eq!((status, code), (429, json!("UI_TOO_MANY_LOGINS")));
+    // MCP clients are not concerned.
+    let run = python_client(
+        &client_args(&gateway, "http", "/mcp", ADMIN),
+        &json!([{"action": "list_tools"}]),
+    );
+    action_result(&run, 0);
+}
+
+#[test]
+fn behind_a_proxy_loopback_proves_nothing_and_every_request_needs_a_token() {
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\nbehind_proxy = true\ntokens = [{}]\nallowed_hosts = [\"mcp.example.com\"]\nui = true\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN)
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let bearer = format!("Bearer {ADMIN}");
+    let healthz = |host: &str| {
+        http_request(
+            gateway.address,
+            "GET",
+            "/healthz",
+            &[("Host", host), ("Authorization", bearer.as_str())],
+            b"",
+        )
+        .0
+    };
+    // What a proxy on this machine passes on from anyone: loopback names.
+    for loopback in ["localhost", "127.0.0.1", &gateway.address.to_string()] {
+        assert_eq!(healthz(loopback), 403, "{loopback}");
+    }
+    assert_eq!(healthz("mcp.example.com"), 200);
+    // The console asks for a token, and takes only the right one.
+    let (status, _, answer) = http_request(
+        gateway.address,
+        "GET",
+        "/ui/api/login",
+        &[("Host", "mcp.example.com")],
+        b"",
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&answer).unwrap()["token_required"],
+        true
+    );
+    assert_eq!(
+        console_login(&gateway, "", "mcp.example.com").0,
+        401,
+        "no token, no console"
+    );
+    assert_eq!(console_login(&gateway, ADMIN, "mcp.example.com").0, 200);
+}
+
+#[test]
+fn behind_a_proxy_without_tokens_the_gateway_does_not_start() {
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\nbehind_proxy = true\nallowed_hosts = [\"mcp.example.com\"]\n",
+        example_server("kv", "kv"),
+    ));
+    for command in [
+        &["config", "check"][..],
+        &["serve", "--listen", "127.0.0.1:0"],
+    ] {
+        let output = workspace.cli(command);
+        assert!(!output.status.success(), "{command:?} succeeded");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("behind_proxy = true needs tokens"),
+            "{command:?}: {stderr}"
+        );
+    }
+}
+
+/// `config check` of `text` with the deploy examples' secrets in the environment.
+fn check_deploy_config(text: &str, token: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, text).unwrap();
+    std::process::Command::new(gateway_bin())
+        .args(["config", "check", "--config"])
+        .arg(&file)
+        .env("GATEWAY_TOKEN", token)
+        .env("REDIS_URL", "redis://127.0.0.1:6379/0")
+        .output()
+        .unwrap()
+}
+
+/// The `config.toml: |` block of the Kubernetes ConfigMap, unindented.
+fn kubernetes_config() -> String {
+    let yaml = std::fs::read_to_string(repo().join("deploy/kubernetes/gateway.yaml")).unwrap();
+    let block = yaml
+        .split_once("  config.toml: |\n")
+        .expect("the ConfigMap holds config.toml")
+        .1;
+    block
+        .lines()
+        .take_while(|line| line.is_empty() || line.starts_with("    "))
+        .map(|line| line.strip_prefix("    ").unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_deploy_examples_run_behind_a_proxy_with_tokens() {
+    let systemd = std::fs::read_to_string(repo().join("deploy/systemd/config.toml")).unwrap();
+    for (example, text) in [("systemd", systemd), ("kubernetes", kubernetes_config())] {
+        assert!(text.contains("behind_proxy = true"), "{example}: {text}");
+        assert!(
+            text.contains("tokens = [\"${GATEWAY_TOKEN}\"]"),
+            "{example}: {text}"
+        );
+        let good = check_deploy_config(&text, "a3f9c1d27e8b4f6a0c5d9e2b7a1f4c8d");
+        assert!(
+            good.status.success(),
+            "{example}: {}",
+            String::from_utf8_lossy(&good.stderr)
+        );
+        let short = check_deploy_config(&text, "short");
+        assert!(!short.status.success(), "{example} takes a short token");
+    }
 }

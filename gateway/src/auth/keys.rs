@@ -3,11 +3,16 @@
 //! use and kept.
 //!
 //! Identity providers rotate keys by publishing the new one and signing with it soon after,
-//! so a token whose `kid` is not in the cached set makes the set be fetched again, once, and
-//! the set is also renewed after [`MAX_AGE`] so a withdrawn key stops being trusted. A
-//! stranger sending made-up key ids must not turn the gateway into a fetch loop against the
-//! provider: fetches are one at a time and at most one per [`REFETCH_COOLDOWN`]; a key id
-//! still unknown after that is refused, not waited for.
+//! so a token whose `kid` is not in the cached set makes the set be fetched again, once. A
+//! provider withdraws a key (compromised, retired) by no longer publishing it, so the set is
+//! also fetched again once it is [`KeyAges::refresh_after`] old, and a key is trusted only
+//! as long as the provider published it recently: when the set cannot be fetched again,
+//! the keys kept serve until they are [`KeyAges::max_age`] old (`[listen.oauth]
+//! jwks_max_age_secs`), and then no token can be checked (the listener answers 503) until
+//! the provider answers again. A stranger sending made-up key ids must not turn the gateway
+//! into a fetch loop against the provider: fetches are one at a time and at most one per
+//! [`REFETCH_COOLDOWN`], failed ones included; a key id still unknown after that is
+//! refused, not waited for.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -16,8 +21,9 @@ use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 
-/// A cached set older than this is fetched again before use.
-pub const MAX_AGE: Duration = Duration::from_secs(300);
+/// A cached set older than this is fetched again before use (sooner when the age bound
+/// asks for it, see [`KeyAges`]).
+const REFRESH_AFTER: Duration = Duration::from_secs(300);
 /// Two fetches are at least this far apart, whatever the tokens ask for.
 pub const REFETCH_COOLDOWN: Duration = Duration::from_secs(1);
 /// How long one metadata or JWKS request may take.
@@ -30,6 +36,23 @@ const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 pub enum KeyOrigin {
     Jwks(String),
     Issuer(String),
+}
+
+/// How old the cached keys may grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyAges {
+    /// Keys fetched longer ago than this are never used: when the set cannot be fetched
+    /// again, tokens are refused as [`KeyError::Unavailable`].
+    pub max_age: Duration,
+}
+
+impl KeyAges {
+    /// When a set is fetched again before use: after five minutes, or after half the
+    /// maximum age when that is sooner, so a provider that does not answer for a while
+    /// still leaves the kept keys some time to serve.
+    pub fn refresh_after(&self) -> Duration {
+        REFRESH_AFTER.min(self.max_age / 2)
+    }
 }
 
 /// Why no key could be had for a token.
@@ -46,6 +69,7 @@ pub enum KeyError {
 /// The signing keys of one identity provider, fetched on demand and cached.
 pub struct KeySource {
     origin: KeyOrigin,
+    ages: KeyAges,
     http: reqwest::Client,
     cached: RwLock<Arc<Cached>>,
     /// Held while fetching, so fetches never overlap; the JWKS URL once discovered.
@@ -55,16 +79,20 @@ pub struct KeySource {
 #[derive(Default)]
 struct Cached {
     keys: Vec<Jwk>,
+    /// When the provider last published `keys`: their age.
     fetched_at: Option<Instant>,
+    /// When a fetch was last tried, whether it succeeded or not.
+    attempted_at: Option<Instant>,
 }
 
 impl Cached {
-    fn fresh(&self) -> bool {
-        self.fetched_at.is_some_and(|at| at.elapsed() < MAX_AGE)
+    /// Whether the keys are younger than `age`.
+    fn younger_than(&self, age: Duration) -> bool {
+        self.fetched_at.is_some_and(|at| at.elapsed() < age)
     }
 
-    fn recently_fetched(&self) -> bool {
-        self.fetched_at
+    fn recently_attempted(&self) -> bool {
+        self.attempted_at
             .is_some_and(|at| at.elapsed() < REFETCH_COOLDOWN)
     }
 
@@ -103,13 +131,14 @@ fn fits(jwk: &Jwk, alg: Algorithm) -> bool {
 }
 
 impl KeySource {
-    pub fn new(origin: KeyOrigin) -> Self {
+    pub fn new(origin: KeyOrigin, ages: KeyAges) -> Self {
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .build()
             .unwrap_or_default();
         Self {
             origin,
+            ages,
             http,
             cached: RwLock::new(Arc::default()),
             fetching: tokio::sync::Mutex::new(None),
@@ -117,20 +146,28 @@ impl KeySource {
     }
 
     /// The keys that may verify a token signed with `alg` under key id `kid` (every fitting
-    /// key when the token names none). Fetches the set when it is missing or old, or when
-    /// `kid` is unknown and the last fetch is past the cooldown.
+    /// key when the token names none). Fetches the set when it is missing or due for a
+    /// refresh, or when `kid` is unknown and the last fetch is past the cooldown; keys past
+    /// the maximum age are never returned.
     pub async fn keys_for(
         &self,
         kid: Option<&str>,
         alg: Algorithm,
     ) -> Result<Vec<DecodingKey>, KeyError> {
         let cached = self.snapshot();
-        let usable = cached.fresh() && !cached.candidates(kid, alg).is_empty();
+        let usable = cached.younger_than(self.ages.refresh_after())
+            && !cached.candidates(kid, alg).is_empty();
         let cached = if usable {
             cached
         } else {
             self.refresh(&cached).await?
         };
+        if !cached.younger_than(self.ages.max_age) {
+            return Err(KeyError::Unavailable(format!(
+                "no key set was fetched in the last {} s (jwks_max_age_secs)",
+                self.ages.max_age.as_secs()
+            )));
+        }
         let candidates = cached.candidates(kid, alg);
         if candidates.is_empty() {
             return Err(match kid {
@@ -151,12 +188,13 @@ impl KeySource {
             .clone()
     }
 
-    /// Fetches the set again unless another caller did since `seen`, or the last fetch is
-    /// within the cooldown. A failed fetch keeps the old keys when there are some.
+    /// Fetches the set again unless another caller did since `seen`, or the last attempt
+    /// is within the cooldown. A failed fetch keeps the old keys, whose age goes on (the
+    /// caller refuses them past the maximum); with none to keep, it is the error.
     async fn refresh(&self, seen: &Arc<Cached>) -> Result<Arc<Cached>, KeyError> {
         let mut jwks_url = self.fetching.lock().await;
         let current = self.snapshot();
-        if !Arc::ptr_eq(&current, seen) || current.recently_fetched() {
+        if !Arc::ptr_eq(&current, seen) || current.recently_attempted() {
             return Ok(current);
         }
         let known = jwks_url.clone();
@@ -170,18 +208,31 @@ impl KeySource {
             }
         };
         let fetched = self.fetch_keys(&url).await;
-        let next = match fetched {
-            Ok(keys) => Cached {
-                keys,
-                fetched_at: Some(Instant::now()),
-            },
-            Err(error) if current.keys.is_empty() => return Err(error),
-            Err(error) => {
-                tracing::warn!(%error, "kept the identity provider's previous keys");
+        let now = Some(Instant::now());
+        let (next, outcome) = match fetched {
+            Ok(keys) => (
                 Cached {
-                    keys: current.keys.clone(),
-                    fetched_at: Some(Instant::now()),
+                    keys,
+                    fetched_at: now,
+                    attempted_at: now,
+                },
+                Ok(()),
+            ),
+            Err(error) => {
+                let kept = current.younger_than(self.ages.max_age);
+                if kept {
+                    tracing::warn!(%error, "kept the identity provider's previous keys");
                 }
+                let next = Cached {
+                    keys: if kept {
+                        current.keys.clone()
+                    } else {
+                        Vec::new()
+                    },
+                    fetched_at: current.fetched_at.filter(|_| kept),
+                    attempted_at: now,
+                };
+                (next, if kept { Ok(()) } else { Err(error) })
             }
         };
         let next = Arc::new(next);
@@ -189,7 +240,7 @@ impl KeySource {
             .cached
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = next.clone();
-        Ok(next)
+        outcome.map(|()| next)
     }
 
     async fn fetch_keys(&self, url: &str) -> Result<Vec<Jwk>, KeyError> {
@@ -282,6 +333,8 @@ async fn fetch_json<T: serde::de::DeserializeOwned>(
 
 #[cfg(test)]
 mod tests {
+    use axum::response::IntoResponse;
+
     use super::*;
 
     #[test]
@@ -321,11 +374,127 @@ mod tests {
         assert!(!fits(&oct, Algorithm::HS256));
         let cached = Cached {
             keys: vec![rsa, rsa_enc, oct],
-            fetched_at: None,
+            ..Cached::default()
         };
         assert_eq!(cached.candidates(Some("r"), Algorithm::RS256).len(), 1);
         assert_eq!(cached.candidates(None, Algorithm::RS256).len(), 1);
         assert!(cached.candidates(Some("x"), Algorithm::RS256).is_empty());
         assert!(cached.candidates(Some("s"), Algorithm::HS256).is_empty());
+    }
+
+    /// A JWKS endpoint on 127.0.0.1:0 whose answer the test sets: a key set, or 503.
+    struct Provider {
+        published: Arc<std::sync::Mutex<Option<serde_json::Value>>>,
+        url: String,
+    }
+
+    impl Provider {
+        async fn start() -> Provider {
+            let published = Arc::new(std::sync::Mutex::new(None::<serde_json::Value>));
+            let answer = published.clone();
+            let app = axum::Router::new().route(
+                "/jwks",
+                axum::routing::get(move || {
+                    let set = answer.lock().unwrap().clone();
+                    async move {
+                        match set {
+                            Some(set) => axum::Json(set).into_response(),
+                            None => http::StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                        }
+                    }
+                }),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            Provider { published, url }
+        }
+
+        /// Publishes RSA keys with these ids; `None`: the endpoint answers 503.
+        fn publish(&self, kids: Option<&[&str]>) {
+            let set = kids.map(|kids| {
+                let keys: Vec<_> = kids
+                    .iter()
+                    .map(|kid| serde_json::json!({"kty": "RSA", "kid": kid, "n": "AQAB", "e": "AQAB"}))
+                    .collect();
+                serde_json::json!({ "keys": keys })
+            });
+            *self.published.lock().unwrap() = set;
+        }
+
+        fn source(&self, max_age: Duration) -> KeySource {
+            KeySource::new(KeyOrigin::Jwks(self.url.clone()), KeyAges { max_age })
+        }
+    }
+
+    /// Past the refetch cooldown, and past `age`.
+    async fn wait_past(age: Duration) {
+        tokio::time::sleep(age.max(REFETCH_COOLDOWN) + Duration::from_millis(100)).await;
+    }
+
+    #[test]
+    fn sets_are_refreshed_every_five_minutes_or_at_half_the_maximum_age() {
+        let refresh = |secs| {
+            KeyAges {
+                max_age: Duration::from_secs(secs),
+            }
+            .refresh_after()
+        };
+        assert_eq!(refresh(3600), Duration::from_secs(300));
+        assert_eq!(refresh(120), Duration::from_secs(60));
+    }
+
+    #[tokio::test]
+    async fn a_key_withdrawn_from_the_set_stops_being_trusted_at_the_refetch() {
+        let provider = Provider::start().await;
+        provider.publish(Some(&["old", "new"]));
+        let max_age = Duration::from_secs(2);
+        let keys = provider.source(max_age);
+        assert_eq!(
+            keys.keys_for(Some("old"), Algorithm::RS256)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        provider.publish(Some(&["new"]));
+        // Half the maximum age: the set is due for a refresh.
+        wait_past(Duration::from_secs(1)).await;
+        assert!(matches!(
+            keys.keys_for(Some("old"), Algorithm::RS256).await,
+            Err(KeyError::UnknownKey(kid)) if kid == "old"
+        ));
+        assert_eq!(
+            keys.keys_for(Some("new"), Algorithm::RS256)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn kept_keys_serve_while_the_set_cannot_be_fetched_until_they_are_too_old() {
+        let provider = Provider::start().await;
+        provider.publish(Some(&["k1"]));
+        let max_age = Duration::from_secs(2);
+        let keys = provider.source(max_age);
+        assert!(keys.keys_for(Some("k1"), Algorithm::RS256).await.is_ok());
+        provider.publish(None);
+        // Due for a refresh, which fails: the keys are younger than the bound and serve.
+        wait_past(Duration::from_secs(1)).await;
+        assert!(keys.keys_for(Some("k1"), Algorithm::RS256).await.is_ok());
+        // Older than the bound: no key, however often asked.
+        wait_past(Duration::from_secs(1)).await;
+        for _ in 0..2 {
+            assert!(matches!(
+                keys.keys_for(Some("k1"), Algorithm::RS256).await,
+                Err(KeyError::Unavailable(_))
+            ));
+        }
+        // The provider answers again: so do the keys.
+        provider.publish(Some(&["k1"]));
+        wait_past(REFETCH_COOLDOWN).await;
+        assert!(keys.keys_for(Some("k1"), Algorithm::RS256).await.is_ok());
     }
 }

@@ -9,6 +9,7 @@
 //! # resource = "https://gateway.example/mcp" # published identifier, default: audience
 //! algorithms = ["RS256"]                    # default; never `none` nor a shared secret (HS*)
 //! leeway_secs = 30                          # clock skew allowed on exp and nbf, default 30
+//! jwks_max_age_secs = 3600                  # keys older than this are not used, default 1 h
 //! [listen.oauth.scopes]                     # scope = profile its tokens get; first listed wins
 //! "mcp:admin" = "admin"
 //! "mcp:read" = "readonly"
@@ -25,11 +26,13 @@
 //! only to admit the request: nothing the client sends is ever forwarded upstream.
 
 use std::fmt;
+use std::num::NonZeroU64;
+use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, Validation, decode, decode_header, errors::ErrorKind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser::SerializeMap};
 
-use super::keys::{KeyError, KeyOrigin, KeySource};
+use super::keys::{KeyAges, KeyError, KeyOrigin, KeySource};
 
 /// Where clients find the protected resource metadata (RFC 9728 section 3).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
@@ -58,6 +61,13 @@ pub struct ResourceConfig {
     /// Seconds of clock skew allowed when checking `exp` and `nbf`. Default 30.
     #[serde(default = "default_leeway_secs")]
     pub leeway_secs: u64,
+    /// How old the provider's keys may be, in seconds since the JWKS last answered: the
+    /// set is fetched again every five minutes (or after half this, when sooner), and when
+    /// it cannot be, the keys kept serve until they are this old; then every token is
+    /// refused with 503 until the provider answers. Bounds how long a key the provider
+    /// withdrew stays trusted while it cannot be asked. Default 3600 (an hour).
+    #[serde(default = "default_jwks_max_age_secs")]
+    pub jwks_max_age_secs: NonZeroU64,
     /// Scopes mapped to profiles, in order. Empty (the default): any valid token is
     /// admitted, with the profile of the path it uses.
     #[serde(default, skip_serializing_if = "ScopeProfiles::is_empty")]
@@ -70,6 +80,10 @@ fn default_algorithms() -> Vec<SigningAlgorithm> {
 
 fn default_leeway_secs() -> u64 {
     30
+}
+
+fn default_jwks_max_age_secs() -> NonZeroU64 {
+    NonZeroU64::new(3600).expect("not zero")
 }
 
 /// A public-key JWS algorithm (RFC 7518); the names are the JOSE ones.
@@ -177,7 +191,8 @@ impl ResourceConfigError {
 /// Who a verified token speaks for, and what it grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
-    /// `sub`, else `client_id` (a machine's own token), else empty.
+    /// `sub`, else `client_id` (a machine's own token). A token with neither is refused:
+    /// sessions belong to their subject, and tokens without one would all share one.
     pub subject: String,
     /// The profile its first mapped scope picks, if `scopes` is configured.
     pub profile: Option<String>,
@@ -285,7 +300,12 @@ impl ResourceServer {
         Ok(Self {
             config: config.clone(),
             resource,
-            keys: KeySource::new(origin),
+            keys: KeySource::new(
+                origin,
+                KeyAges {
+                    max_age: Duration::from_secs(config.jwks_max_age_secs.get()),
+                },
+            ),
             validation,
         })
     }
@@ -316,7 +336,7 @@ impl ResourceServer {
         }
         let claims = outcome?.claims;
         let profile = self.profile_for(&claims.scopes())?;
-        let subject = claims.sub.or(claims.client_id).unwrap_or_default();
+        let subject = claims.subject()?;
         Ok(Grant { subject, profile })
     }
 
@@ -459,6 +479,15 @@ enum ScopeClaim {
 }
 
 impl Claims {
+    /// Whom the token speaks for: `sub`, else `client_id`; neither (or empty) is refused.
+    fn subject(self) -> Result<String, TokenRejection> {
+        [self.sub, self.client_id]
+            .into_iter()
+            .flatten()
+            .find(|subject| !subject.is_empty())
+            .ok_or_else(|| TokenRejection::MissingClaim("sub or client_id".into()))
+    }
+
     fn scopes(&self) -> Vec<&str> {
         [&self.scope, &self.scp]
             .into_iter()
@@ -489,6 +518,7 @@ mod tests {
         let config = config(BASE);
         assert_eq!(config.algorithms, [SigningAlgorithm::RS256]);
         assert_eq!(config.leeway_secs, 30);
+        assert_eq!(config.jwks_max_age_secs.get(), 3600);
         assert!(config.scopes.is_empty() && config.jwks_url.is_none());
     }
 
@@ -588,5 +618,25 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(claims.scopes(), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_token_speaks_for_its_subject_else_its_client_and_never_for_nobody() {
+        let subject =
+            |claims: serde_json::Value| serde_json::from_value::<Claims>(claims).unwrap().subject();
+        let both = serde_json::json!({"sub": "alice", "client_id": "ide"});
+        assert_eq!(subject(both), Ok("alice".to_owned()));
+        let machine = serde_json::json!({"client_id": "ci"});
+        assert_eq!(subject(machine), Ok("ci".to_owned()));
+        for nobody in [
+            serde_json::json!({}),
+            serde_json::json!({"sub": null}),
+            serde_json::json!({"sub": "", "client_id": ""}),
+        ] {
+            assert_eq!(
+                subject(nobody),
+                Err(TokenRejection::MissingClaim("sub or client_id".into()))
+            );
+        }
     }
 }

@@ -3,23 +3,36 @@
 //! `~/.local/share/mcp-gateway/oauth/NAME.json`), readable by its owner only (mode 0600),
 //! written whole through a temporary file so a crash never leaves half a token.
 //!
+//! Tokens are written where no one else can reach them, or not at all: without a data
+//! directory (no `XDG_DATA_HOME`, no home) there is no fallback to a shared folder such as
+//! `/tmp`; the token folder must be a real folder (not a symbolic link) of the gateway's
+//! user, and is made private (0700); the temporary file gets a name no one can guess and is
+//! created new (`O_EXCL`), never through a symbolic link (`O_NOFOLLOW`), so a link or file
+//! planted in the folder cannot redirect or catch a token.
+//!
 //! `auth login` writes it, the serving gateway reads it and writes refreshed tokens back,
 //! `auth logout` removes it. A file made for another URL is ignored: tokens are only ever
 //! sent to the server they were issued for. Nothing here logs or displays a token.
 
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
 
-/// The folder holding every server's token file.
-pub fn default_dir() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("mcp-gateway")
-        .join("oauth")
+/// There is no data directory to keep tokens in.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "no data directory to keep OAuth tokens in: set XDG_DATA_HOME or HOME (tokens are never \
+     kept in a shared folder such as /tmp)"
+)]
+pub struct NoDataDir;
+
+/// The folder holding every server's token file, under the user's data directory.
+pub fn default_dir() -> Result<PathBuf, NoDataDir> {
+    let data = dirs::data_dir().ok_or(NoDataDir)?;
+    Ok(data.join("mcp-gateway").join("oauth"))
 }
 
 /// What one file holds.
@@ -69,24 +82,18 @@ impl TokenStore {
 
     fn write(&self, file: &TokenFile) -> Result<(), AuthError> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|e| store_error(dir, e))?;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        private_dir(dir).map_err(|e| store_error(dir, e))?;
         let bytes = serde_json::to_vec_pretty(file)
             .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
         let temporary = self
             .path
-            .with_extension(format!("json.{}", std::process::id()));
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temporary)
-            .map_err(|e| store_error(&temporary, e))?;
-        out.write_all(&bytes)
-            .and_then(|()| out.sync_all())
-            .map_err(|e| store_error(&temporary, e))?;
-        std::fs::rename(&temporary, &self.path).map_err(|e| store_error(&self.path, e))
+            .with_extension(format!("json.{}.tmp", uuid::Uuid::new_v4().simple()));
+        let written =
+            write_new(&temporary, &bytes).and_then(|()| std::fs::rename(&temporary, &self.path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        written.map_err(|e| store_error(&self.path, e))
     }
 
     /// The credentials, when this server is signed in.
@@ -158,6 +165,42 @@ impl CredentialStore for TokenStore {
     }
 }
 
+/// Makes `dir` (and its parents) if missing, and checks that it is a real folder of this
+/// user, not a symbolic link to somewhere else or someone else's folder; then makes it
+/// private (0700).
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => return Err(error),
+        _ => {}
+    }
+    let found = std::fs::symlink_metadata(dir)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !found.file_type().is_dir() || found.uid() != me {
+        return Err(std::io::Error::other(
+            "the token folder is not a folder of the gateway's user (a symbolic link, a file, \
+             or another user's): refusing to write tokens there",
+        ));
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Writes `bytes` to a new private file at `path`: never one that exists, never through a
+/// symbolic link.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)?;
+    out.write_all(bytes)?;
+    out.sync_all()
+}
+
 fn store_error(path: &Path, error: std::io::Error) -> AuthError {
     AuthError::CredentialStoreError(format!("{}: {error}", path.display()))
 }
@@ -219,6 +262,64 @@ mod tests {
         granted.granted_scopes.push("admin".into());
         store.save(granted).await.unwrap();
         assert!(store.wanted_scopes().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_link_planted_in_the_token_folder_catches_no_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        let folder = dir.path().join("oauth");
+        std::fs::create_dir(&folder).unwrap();
+        // At the temporary file's name as it was guessable (the process id).
+        let planted = format!("t.json.{}", std::process::id());
+        std::os::unix::fs::symlink(&victim, folder.join(&planted)).unwrap();
+        let store = TokenStore::new(&folder, "t", "https://t.example/mcp");
+        store.save(credentials("c1")).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        assert_eq!(store.load().await.unwrap().unwrap().client_id, "c1");
+        let mut names: Vec<_> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["t.json", planted.as_str()],
+            "no temporary file is left"
+        );
+    }
+
+    #[test]
+    fn a_new_file_is_never_one_that_exists_nor_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        for path in [&victim, &link, &dangling] {
+            assert!(write_new(path, b"token").is_err(), "{}", path.display());
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        assert!(!dir.path().join("nowhere").exists());
+    }
+
+    #[tokio::test]
+    async fn a_token_folder_that_is_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let folder = dir.path().join("oauth");
+        std::os::unix::fs::symlink(&elsewhere, &folder).unwrap();
+        let store = TokenStore::new(&folder, "t", "https://t.example/mcp");
+        let error = store.save(credentials("c1")).await.unwrap_err();
+        assert!(
+            error.to_string().contains("refusing to write tokens"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 
     #[test]

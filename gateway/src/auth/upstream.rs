@@ -203,9 +203,13 @@ impl OAuthUpstream {
             .await
             .map_err(|(_, error)| error)?;
 
+        let authorization_url = session.get_authorization_url();
+        let state = query_value(authorization_url, "state").ok_or_else(|| {
+            AuthError::AuthorizationFailed("the authorization request carries no state".into())
+        })?;
         let (sender, receiver) = oneshot::channel();
-        let callback = tokio::spawn(serve_callback(listener, sender));
-        let outcome = match open(browser, session.get_authorization_url(), &self.name) {
+        let callback = tokio::spawn(serve_callback(listener, state, sender));
+        let outcome = match open(browser, authorization_url, &self.name) {
             Err(error) => Err(error),
             Ok(opener) => tokio::select! {
                 received = tokio::time::timeout(LOGIN_TIMEOUT, receiver) => match received {
@@ -423,20 +427,39 @@ async fn failure(opener: Option<tokio::process::Child>) -> std::process::ExitSta
     std::future::pending().await
 }
 
-/// Answers the browser's return to the loopback redirect URI and passes on its full URL.
-async fn serve_callback(listener: tokio::net::TcpListener, sender: oneshot::Sender<String>) {
+/// Answers the browser's return to the loopback redirect URI and passes on its full URL,
+/// once one comes back with this sign-in's `state`. The state is checked first, before
+/// anything else in the URL is believed: a request without it (another local program, a
+/// web page aiming at the port) gets 400 and neither ends the sign-in nor, with an
+/// `error=`, makes it fail.
+async fn serve_callback(
+    listener: tokio::net::TcpListener,
+    state: String,
+    sender: oneshot::Sender<String>,
+) {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
     let sender = std::sync::Arc::new(std::sync::Mutex::new(Some(sender)));
     let app = axum::Router::new().route(
         "/callback",
         axum::routing::get(move |uri: http::Uri| {
             let sender = sender.clone();
+            let url = format!("http://127.0.0.1:{port}{uri}");
+            let ours = query_value(&url, "state").as_deref() == Some(state.as_str());
             async move {
-                let url = format!("http://127.0.0.1:{port}{uri}");
+                if !ours {
+                    tracing::warn!("sign-in: ignored a callback without this sign-in's state");
+                    return (
+                        http::StatusCode::BAD_REQUEST,
+                        "This is not the sign-in `mcp-gateway auth login` is waiting for.",
+                    );
+                }
                 if let Some(sender) = sender.lock().unwrap_or_else(|p| p.into_inner()).take() {
                     let _ = sender.send(url);
                 }
-                "Signed in: you can close this page and return to the terminal."
+                (
+                    http::StatusCode::OK,
+                    "Signed in: you can close this page and return to the terminal.",
+                )
             }
         }),
     );
@@ -449,4 +472,38 @@ fn query_value(url: &str, key: &str) -> Option<String> {
         .query_pairs()
         .find(|(name, _)| name == key)
         .map(|(_, value)| value.into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `GET path` on `port`; the status.
+    async fn get(port: u16, path: &str) -> u16 {
+        reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    #[tokio::test]
+    async fn only_a_callback_with_the_sign_ins_state_is_taken_whatever_else_it_says() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (sender, mut receiver) = oneshot::channel();
+        let server = tokio::spawn(serve_callback(listener, "s-42".into(), sender));
+        for foreign in [
+            "/callback?error=access_denied",
+            "/callback?error=access_denied&state=s-41",
+            "/callback?code=stolen&state=",
+        ] {
+            assert_eq!(get(port, foreign).await, 400, "{foreign}");
+        }
+        assert!(receiver.try_recv().is_err(), "a foreign callback was taken");
+        assert_eq!(get(port, "/callback?code=c&state=s-42").await, 200);
+        let url = receiver.await.unwrap();
+        assert_eq!(query_value(&url, "code").as_deref(), Some("c"));
+        server.abort();
+    }
 }

@@ -27,11 +27,12 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
         }
         AuthAction::Status { config } => {
             let config = super::commands::load(&config)?;
+            let dir = token_dir()?;
             for (name, server) in &config.servers {
                 let (Some(settings), Some(url)) = (&server.oauth, &server.url) else {
                     continue;
                 };
-                let upstream = OAuthUpstream::new(name, url, settings, &store::default_dir());
+                let upstream = OAuthUpstream::new(name, url, settings, &dir);
                 let status = SignInStatus::read(name, settings.grant, &upstream.store);
                 println!("{name}\t{}", status.line());
             }
@@ -59,14 +60,14 @@ fn oauth_upstream(config: &Config, server: &str) -> Result<OAuthUpstream, String
         .get(server)
         .ok_or_else(|| format!("no server `{server}` in {}", config.source.display()))?;
     match (&entry.oauth, &entry.url) {
-        (Some(settings), Some(url)) => Ok(OAuthUpstream::new(
-            server,
-            url,
-            settings,
-            &store::default_dir(),
-        )),
+        (Some(settings), Some(url)) => Ok(OAuthUpstream::new(server, url, settings, &token_dir()?)),
         _ => Err(format!(
             "server `{server}` does not sign in with OAuth (no [servers.{server}.oauth])"
         )),
     }
+}
+
+/// Where the token files are, or why there is no such place.
+fn token_dir() -> Result<std::path::PathBuf, String> {
+    store::default_dir().map_err(|error| error.to_string())
 }

@@ -2,6 +2,11 @@
 //! `config check|dump`, `status`, `log tail`, `auth login|status|logout`; every command
 //! reads `--config`.
 //! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
+//! By default they are quiet: the gateway's own lines at info (where it listens, each
+//! upstream ready with its tool count), everything else only from warn up, so neither the
+//! libraries' info lines (rmcp's dump of every peer's `initialize`) nor what upstreams
+//! write to their stderr (target `upstream`) crowd a first run. `-v`, `-vv` and
+//! `RUST_LOG` show more.
 
 mod auth;
 mod commands;
@@ -224,9 +229,13 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The default filter: `-v` and `-vv` open everything up (debug, trace), without them the
+/// gateway's own info lines and everyone's warnings; `RUST_LOG` replaces it outright.
+const QUIET: &str = "warn,mcp_gateway=info";
+
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "info",
+        0 => QUIET,
         1 => "debug",
         _ => "trace",
     };

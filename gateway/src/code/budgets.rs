@@ -1,5 +1,6 @@
-//! The limits of one run (`[code]` in the configuration), and the process limits derived
-//! from them.
+//! The limits run_code works within (`[code]` in the configuration): each run's budgets,
+//! how many runs there may be at once, the kernel confinement it insists on, and the
+//! process limits derived from them.
 //!
 //! ```toml
 //! [code]
@@ -8,6 +9,8 @@
 //! max_output_bytes = 67108864    # logs plus result (64 MiB)
 //! heap_mb = 512                  # the engine's heap limit
 //! max_parallel_sub_calls = 10    # concurrency-safe tool calls in flight (1 = serial)
+//! max_concurrent_runs = 8        # programs running at once, gateway-wide
+//! require_confinement = true     # no run_code without seccomp and Landlock
 //! ```
 
 use std::time::Duration;
@@ -21,7 +24,8 @@ use super::protocol::ProcessLimits;
 /// own heap limit is what a program normally hits.
 const ADDRESS_SPACE_HEADROOM: u64 = 1 << 30;
 
-/// Budgets for one run. Zero values are raised to the smallest useful value (1).
+/// `[code]`: budgets for one run, how many runs at once, and whether runs need the
+/// kernel's confinement. Zero values are raised to the smallest useful value (1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CodeBudgets {
@@ -35,6 +39,15 @@ pub struct CodeBudgets {
     pub heap_mb: usize,
     /// Concurrency-safe tool calls that may run at once. Default 10; 1 = serial.
     pub max_parallel_sub_calls: usize,
+    /// Programs that may run at once in the whole gateway, each in a worker process of its
+    /// own; a run beyond them fails at once (`busy`) rather than start another process.
+    /// Default 8.
+    pub max_concurrent_runs: usize,
+    /// Whether run_code starts only on a kernel with seccomp and Landlock (and
+    /// `no_new_privs`), the walls that keep a program that escapes the engine from the
+    /// gateway user's files and network. Default true; false runs programs with whatever
+    /// the kernel offers (resource limits at least), saying what is missing.
+    pub require_confinement: bool,
 }
 
 impl Default for CodeBudgets {
@@ -45,6 +58,8 @@ impl Default for CodeBudgets {
             max_output_bytes: 64 << 20,
             heap_mb: 512,
             max_parallel_sub_calls: 10,
+            max_concurrent_runs: 8,
+            require_confinement: true,
         }
     }
 }
@@ -60,6 +75,10 @@ impl CodeBudgets {
 
     pub(crate) fn parallel_calls(&self) -> usize {
         self.max_parallel_sub_calls.max(1)
+    }
+
+    pub(crate) fn concurrent_runs(&self) -> usize {
+        self.max_concurrent_runs.max(1)
     }
 
     /// The engine heap limit in bytes.
@@ -95,6 +114,8 @@ mod tests {
         assert_eq!(budgets.max_output_bytes, 67_108_864);
         assert_eq!(budgets.heap_mb, 512);
         assert_eq!(budgets.max_parallel_sub_calls, 10);
+        assert_eq!(budgets.max_concurrent_runs, 8);
+        assert!(budgets.require_confinement);
     }
 
     #[test]
@@ -113,9 +134,12 @@ mod tests {
             max_output_bytes: 0,
             heap_mb: 0,
             max_parallel_sub_calls: 0,
+            max_concurrent_runs: 0,
+            require_confinement: true,
         };
         assert_eq!(budgets.compute(), Duration::from_millis(1));
         assert_eq!(budgets.parallel_calls(), 1);
+        assert_eq!(budgets.concurrent_runs(), 1);
         assert_eq!(budgets.heap_bytes(), 1 << 20);
         assert!(budgets.address_space_bytes() > budgets.heap_bytes() as u64);
     }

@@ -3,15 +3,23 @@
 //!
 //! A run's process confines itself after any copy of it has been made and before the
 //! program runs (see `template`): resource limits (CPU time, address space, no core
-//! files), `no_new_privs`, a Landlock ruleset that grants no file access, no network and
-//! no signals outside itself, and a seccomp filter that allows only the system calls the
-//! runtime needs once it is running: its socket to the gateway, memory, futexes, clocks,
-//! its event loop and exit. Everything else (`open`, `socket`, `connect`, `execve`,
-//! `clone`, `ptrace`, `kill`, …) fails with `EPERM`.
+//! files, no new processes), `no_new_privs`, a Landlock ruleset that grants no file
+//! access, no network and no signals outside itself, and a seccomp filter that allows only
+//! the system calls the runtime needs once it is running: its socket to the gateway,
+//! memory, futexes, clocks, its event loop and exit. Everything else (`open`, `socket`,
+//! `connect`, `execve`, `clone`, `ptrace`, `kill`, …) fails with `EPERM`.
+//!
+//! The seccomp filter is installed on every thread of the process at once (`TSYNC`): a
+//! worker that cannot fork (it found itself with more than one thread) runs its program
+//! itself, and a thread the filter missed would be a way out. Landlock applies to the
+//! calling thread only (the kernel has no way to extend it to others yet); seccomp already
+//! refuses every other thread the calls Landlock would, `open` and `socket` among them.
 //!
 //! Kernels differ: Landlock may be missing or older, seccomp may be compiled out. What
 //! this kernel offers is detected once ([`support`]), logged when the code runtime starts
-//! and shown in `/healthz`; a missing feature is skipped and the rest still applies.
+//! and shown in `/healthz`. By default (`[code] require_confinement = true`) run_code does
+//! not start without seccomp and Landlock ([`require`]); with `false`, a missing feature is
+//! skipped and the rest still applies.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -57,6 +65,38 @@ impl ConfinementSupport {
             missing.push("seccomp");
         }
         missing
+    }
+}
+
+/// This kernel lacks what `[code] require_confinement` asks for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "run_code is off: it runs programs only inside the kernel's process confinement, and \
+     this kernel lacks {}. Use Linux 5.13 or later with seccomp and Landlock enabled (Landlock \
+     is in the `lsm=` boot parameter), or set [code] require_confinement = false to run \
+     programs with resource limits only",
+    .missing.join(" and ")
+)]
+pub struct ConfinementMissing {
+    pub missing: Vec<&'static str>,
+}
+
+/// `Ok` when runs may start on a kernel with `support`: always when confinement is not
+/// `required`, else only with seccomp filters, `no_new_privs` and Landlock.
+pub fn require(support: &ConfinementSupport, required: bool) -> Result<(), ConfinementMissing> {
+    let missing: Vec<&'static str> = [
+        ("seccomp", support.seccomp),
+        ("no_new_privs", support.no_new_privs),
+        ("Landlock", support.landlock_abi.is_some()),
+    ]
+    .into_iter()
+    .filter(|(_, present)| required && !present)
+    .map(|(feature, _)| feature)
+    .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfinementMissing { missing })
     }
 }
 
@@ -131,11 +171,15 @@ impl SyscallFilter {
     }
 }
 
-/// Confine the calling process (single-threaded) for the rest of its life.
+/// Confine the calling process for the rest of its life: its limits, its every thread's
+/// system calls, and the calling thread's file and network access.
 pub(crate) fn confine(limits: ProcessLimits, filter: &SyscallFilter) -> Result<(), ConfineError> {
     set_limit(libc::RLIMIT_CORE, 0)?;
     set_limit(libc::RLIMIT_CPU, limits.cpu_seconds)?;
     set_limit(libc::RLIMIT_AS, limits.address_space_bytes)?;
+    // No new processes or threads (the seccomp filter refuses `clone` too; this holds where
+    // seccomp is missing). Privileged users are exempt from this one.
+    set_limit(libc::RLIMIT_NPROC, 0)?;
     // SAFETY: affects only the calling process.
     if support().no_new_privs && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0
     {
@@ -153,7 +197,7 @@ pub(crate) fn confine(limits: ProcessLimits, filter: &SyscallFilter) -> Result<(
         }
     }
     if let Some(program) = &filter.0 {
-        seccompiler::apply_filter(program)?;
+        seccompiler::apply_filter_all_threads(program)?;
     }
     Ok(())
 }
@@ -215,89 +259,6 @@ fn allowed_syscalls() -> Vec<i64> {
     allowed
 }
 
-/// The calls a confined process must be refused, each tried for real: the test-only
-/// probe (`__code-confinement-probe`) prints what each returned.
-pub(crate) fn try_denied_calls() -> Vec<(&'static str, Option<i32>)> {
-    fn outcome(result: libc::c_long) -> Option<i32> {
-        // `None`: the call succeeded. Otherwise the errno it failed with.
-        (result < 0).then(|| io::Error::last_os_error().raw_os_error().unwrap_or(0))
-    }
-    let path = c"/etc/passwd";
-    let mut results = Vec::new();
-    // SAFETY: each call is made with valid arguments; any descriptor or process it
-    // creates is closed or ended right away.
-    unsafe {
-        #[cfg(target_arch = "x86_64")]
-        results.push((
-            "open",
-            outcome(libc::syscall(libc::SYS_open, path.as_ptr(), libc::O_RDONLY)),
-        ));
-        results.push((
-            "openat",
-            outcome(libc::syscall(
-                libc::SYS_openat,
-                libc::AT_FDCWD,
-                path.as_ptr(),
-                libc::O_RDONLY,
-            )),
-        ));
-        let socket = libc::syscall(libc::SYS_socket, libc::AF_INET, libc::SOCK_STREAM, 0);
-        results.push(("socket", outcome(socket)));
-        let address = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: 80u16.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        // On the descriptor the process already has (its socket to the gateway).
-        results.push((
-            "connect",
-            outcome(libc::syscall(
-                libc::SYS_connect,
-                0,
-                &address as *const libc::sockaddr_in,
-                std::mem::size_of::<libc::sockaddr_in>(),
-            )),
-        ));
-        let argv = [c"/bin/true".as_ptr(), std::ptr::null()];
-        let envp = [std::ptr::null::<libc::c_char>()];
-        results.push((
-            "execve",
-            outcome(libc::syscall(
-                libc::SYS_execve,
-                argv[0],
-                argv.as_ptr(),
-                envp.as_ptr(),
-            )),
-        ));
-        results.push((
-            "ptrace",
-            outcome(libc::syscall(
-                libc::SYS_ptrace,
-                libc::PTRACE_TRACEME,
-                0,
-                0,
-                0,
-            )),
-        ));
-        let clone = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0);
-        if clone == 0 {
-            libc::_exit(0);
-        }
-        results.push(("clone", outcome(clone)));
-        results.push((
-            "kill",
-            outcome(libc::syscall(libc::SYS_kill, libc::getppid(), 0)),
-        ));
-        if socket >= 0 {
-            libc::close(socket as libc::c_int);
-        }
-    }
-    results
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +266,31 @@ mod tests {
     #[test]
     fn the_filter_compiles_for_this_machine() {
         assert!(SyscallFilter::compile().is_ok());
+    }
+
+    fn kernel(seccomp: bool, landlock_abi: Option<i32>) -> ConfinementSupport {
+        ConfinementSupport {
+            no_new_privs: true,
+            landlock_abi,
+            seccomp,
+            rlimits: true,
+        }
+    }
+
+    #[test]
+    fn required_confinement_needs_seccomp_and_landlock_and_says_what_is_missing() {
+        assert_eq!(require(&kernel(true, Some(1)), true), Ok(()));
+        let bare = require(&kernel(false, None), true).unwrap_err();
+        assert_eq!(bare.missing, ["seccomp", "Landlock"]);
+        let message = bare.to_string();
+        for part in ["lacks seccomp and Landlock", "require_confinement = false"] {
+            assert!(message.contains(part), "{part:?} not in {message}");
+        }
+        assert_eq!(
+            require(&kernel(true, None), true).unwrap_err().missing,
+            ["Landlock"]
+        );
+        assert_eq!(require(&kernel(false, None), false), Ok(()));
     }
 
     #[test]

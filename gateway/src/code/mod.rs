@@ -21,8 +21,9 @@
 //! - `scheduler`: which tool calls may run at once.
 //! - `protocol`: the newline-delimited JSON spoken over the worker's pipes.
 //! - `worker`: inside the worker process ([`worker_main`]); `prelude.js` is the
-//!   program's world. [`confinement_probe_main`] is the same worker, reporting which
-//!   forbidden system calls it was refused instead of running the program (for tests).
+//!   program's world.
+//! - `probe`: [`confinement_probe_main`], the same worker reporting its walls (the calls
+//!   it was refused, its limits) instead of running the program (for tests).
 //! - `bridge`: [`ToolBridge`], how the gateway serves the program's tool calls.
 //! - `budgets`, `outcome`, `attachments`: limits, results, and images.
 //! - [`tool`]: the reserved `run_code` tool itself, which reaches the gateway only
@@ -36,6 +37,7 @@ mod confine;
 mod deep_stack;
 mod hints;
 mod outcome;
+mod probe;
 mod process;
 mod protocol;
 mod run;
@@ -49,10 +51,11 @@ mod worker;
 
 pub use bridge::ToolBridge;
 pub use budgets::CodeBudgets;
-pub use confine::{ConfinementSupport, support as confinement_support};
+pub use confine::{ConfinementMissing, ConfinementSupport, support as confinement_support};
 pub use outcome::{CodeRunFailure, FailureKind, RunOutcome};
+pub use probe::{THREADED_PROBE, confinement_probe_main};
 pub use process::WorkerCommand;
 pub use protocol::Bindings;
 pub use runtime::CodeRuntime;
 pub use strip::strip_types;
-pub use worker::{confinement_probe_main, worker_main};
+pub use worker::worker_main;

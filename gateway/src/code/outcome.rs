@@ -23,6 +23,8 @@ pub enum FailureKind {
     Heap,
     /// The caller cancelled the run, or the runtime shut down.
     Aborted,
+    /// `max_concurrent_runs` programs were running already: the run never started.
+    Busy,
     /// The worker process died or broke the bridge protocol.
     Died,
 }
@@ -38,6 +40,7 @@ impl FailureKind {
             FailureKind::Output => "output",
             FailureKind::Heap => "heap",
             FailureKind::Aborted => "aborted",
+            FailureKind::Busy => "busy",
             FailureKind::Died => "died",
         }
     }
@@ -104,6 +107,7 @@ mod tests {
             FailureKind::Output,
             FailureKind::Heap,
             FailureKind::Aborted,
+            FailureKind::Busy,
             FailureKind::Died,
         ]
         .into_iter()
@@ -119,6 +123,7 @@ mod tests {
                 "output",
                 "heap",
                 "aborted",
+                "busy",
                 "died"
             ]
         );

@@ -11,16 +11,20 @@
 //! of CPU) only when there is no live template: it becomes the template, or, if it cannot
 //! fork, the run's process itself. Workers never run twice. `shutdown` aborts in-flight
 //! runs, kills the waiting workers, and waits until every worker has been reaped.
+//!
+//! Runs hold one of `[code] max_concurrent_runs` permits, taken without waiting: a run
+//! that finds none fails `busy` at once, so the number of worker processes stays bounded
+//! (the runs', plus the two that wait) however many programs clients send.
 
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::ToolBridge;
 use super::budgets::CodeBudgets;
-use super::confine;
+use super::confine::{self, ConfinementMissing};
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::{WorkerCommand, WorkerProcess};
 use super::protocol::Bindings;
@@ -44,6 +48,8 @@ struct Inner {
     last_bindings: Mutex<Option<Bindings>>,
     /// Signalled when a runner that was being made is ready (or failed).
     runner_changed: Notify,
+    /// One permit per run that may be in flight (`max_concurrent_runs`).
+    runs: Arc<Semaphore>,
     shutdown: CancellationToken,
     /// Runner-making tasks and in-flight runs, so `shutdown` can wait for them.
     tasks: TaskTracker,
@@ -58,12 +64,14 @@ enum Runner {
 
 impl CodeRuntime {
     /// A runtime whose workers are started with `worker`. When called inside a tokio
-    /// runtime, the first worker starts right away; otherwise with the first run.
-    pub fn new(worker: WorkerCommand, budgets: CodeBudgets) -> Self {
+    /// runtime, the first worker starts right away; otherwise with the first run. Refused
+    /// when `budgets` require a confinement this kernel cannot give.
+    pub fn new(worker: WorkerCommand, budgets: CodeBudgets) -> Result<Self, ConfinementMissing> {
         let support = confine::support();
+        confine::require(support, budgets.require_confinement)?;
         let missing = support.missing();
         if missing.is_empty() {
-            tracing::info!(?support, "run_code processes are confined by the kernel");
+            tracing::debug!(?support, "run_code processes are confined by the kernel");
         } else {
             tracing::warn!(
                 ?missing,
@@ -73,11 +81,12 @@ impl CodeRuntime {
         let runtime = Self {
             inner: Arc::new(Inner {
                 command: worker,
-                budgets,
                 template: tokio::sync::Mutex::new(None),
                 runner: Mutex::new(Runner::Empty),
                 last_bindings: Mutex::new(None),
                 runner_changed: Notify::new(),
+                runs: Arc::new(Semaphore::new(budgets.concurrent_runs())),
+                budgets,
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -85,7 +94,7 @@ impl CodeRuntime {
         if tokio::runtime::Handle::try_current().is_ok() {
             Inner::replenish(&runtime.inner);
         }
-        runtime
+        Ok(runtime)
     }
 
     /// Run a TypeScript program with the given tool bindings. Never fails as a call:
@@ -105,6 +114,16 @@ impl CodeRuntime {
         if cancel.is_cancelled() {
             return aborted("the run was cancelled before it started");
         }
+        let Ok(_permit) = inner.runs.clone().try_acquire_owned() else {
+            return RunOutcome::failed(CodeRunFailure::new(
+                FailureKind::Busy,
+                format!(
+                    "{} programs are running already, the most [code] max_concurrent_runs \
+                     allows; run this one when one of them has finished",
+                    inner.budgets.concurrent_runs()
+                ),
+            ));
+        };
         inner.remember(bindings);
         inner.announce_run();
         let program = match strip::strip(program_ts) {

@@ -6,7 +6,8 @@
 //! catalog or the profile changes: never per call.
 //!
 //! The tool reaches the gateway only through [`ToolHost`]: what a session may see, and a
-//! way to call a tool as that session.
+//! way to call a tool as that session. A program cannot call `run_code` itself (DENIED):
+//! nested runs would hold worker processes while waiting for others.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -54,6 +55,15 @@ a tool with an output schema returns its structured value, others return their t
 `console.log` output is returned in `logs`. No file, network or environment access. \
 Types only: no `enum` or `namespace`.";
 
+/// Why `run_code` cannot be offered.
+#[derive(Debug, thiserror::Error)]
+pub enum RunCodeUnavailable {
+    #[error("cannot find the gateway's own executable, which runs the workers: {0}")]
+    NoExecutable(std::io::Error),
+    #[error(transparent)]
+    Unconfined(#[from] super::ConfinementMissing),
+}
+
 /// What `run_code` needs of the gateway, and nothing more.
 pub trait ToolHost: Send + Sync {
     /// What `session` may see now: the tools a program of that session can call.
@@ -96,14 +106,14 @@ pub struct RunCodeTool {
 
 impl RunCodeTool {
     /// Starts the code runtime (its first worker is spawned ahead of time).
-    pub fn new(host: Weak<dyn ToolHost>, budgets: CodeBudgets) -> std::io::Result<Self> {
+    pub fn new(host: Weak<dyn ToolHost>, budgets: CodeBudgets) -> Result<Self, RunCodeUnavailable> {
         let worker = WorkerCommand {
-            program: std::env::current_exe()?,
+            program: std::env::current_exe().map_err(RunCodeUnavailable::NoExecutable)?,
             args: vec![WORKER_SUBCOMMAND.to_owned()],
         };
         Ok(Self {
             host,
-            runtime: CodeRuntime::new(worker, budgets),
+            runtime: CodeRuntime::new(worker, budgets)?,
             sdks: Mutex::default(),
         })
     }
@@ -213,6 +223,13 @@ impl Executor for RunCodeTool {
         trace: &'a Context,
     ) -> PipelineFuture<'a, Result<CallToolResult, ToolError>> {
         Box::pin(async move {
+            if let Origin::Code { .. } = invocation.origin {
+                return Err(ToolError::new(
+                    ErrorCode::Denied,
+                    "run_code cannot be called from a run_code program: call the tools \
+                     themselves (`tools.<server>.<tool>(args)`), in parallel with Promise.all",
+                ));
+            }
             let Some(host) = self.host.upgrade() else {
                 return Err(ToolError::new(
                     ErrorCode::UpstreamUnavailable,

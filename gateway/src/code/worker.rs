@@ -29,6 +29,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
 use super::confine::{self, SyscallFilter};
+use super::probe::{self, OtherThread};
 use super::protocol::{self, Bindings, HostMessage, WorkerFailure, WorkerMessage};
 use super::strip::PROGRAM_SCRIPT;
 use super::template::{self, Channel};
@@ -50,22 +51,16 @@ pub fn worker_main() -> ExitCode {
     start(Role::RunProgram)
 }
 
-/// The body of the hidden `__code-confinement-probe` subcommand, for tests: a worker in
-/// every way (it forks, and confines itself before its run), except that instead of
-/// running the program it tries each system call a run must be refused and completes
-/// with `{call: errno}` (`null` where a call succeeded).
-pub fn confinement_probe_main() -> ExitCode {
-    start(Role::ProbeConfinement)
-}
-
 /// What a worker does with its run once it is confined.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
+pub(crate) enum Role {
     RunProgram,
-    ProbeConfinement,
+    /// Report the walls instead of running (see `probe`), trying the calls from the
+    /// other thread too when there is one.
+    ProbeConfinement(Option<OtherThread>),
 }
 
-fn start(role: Role) -> ExitCode {
+/// Take over stdio as the bridge and serve as a worker in `role`.
+pub(crate) fn start(role: Role) -> ExitCode {
     match HostLink::from_stdio() {
         Ok((link, channel)) => run_worker(Arc::new(link), channel, role),
         Err(error) => {
@@ -172,13 +167,9 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
         eprintln!("code worker: expected a run message");
         return ExitCode::FAILURE;
     };
-    if role == Role::ProbeConfinement {
-        let refused = confine::try_denied_calls()
-            .into_iter()
-            .map(|(call, errno)| (call.to_owned(), json!(errno)))
-            .collect::<serde_json::Map<_, _>>();
+    if let Role::ProbeConfinement(other_thread) = &role {
         link.finish(&WorkerMessage::Done {
-            result: Some(Value::Object(refused)),
+            result: Some(probe::report(other_thread.as_ref(), &limits)),
         });
     }
     link.output_left.store(max_output_bytes, Ordering::SeqCst);

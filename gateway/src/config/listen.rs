@@ -6,7 +6,8 @@
 //! ```toml
 //! [listen]
 //! address = "127.0.0.1:8765"             # default; a non-loopback address needs tokens
-//! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens; empty (the default) = no auth
+//! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens, 16 characters at least; empty
+//!                                        # (the default) = no auth
 //! # tokens = [{ token = "${CI_TOKEN}", profile = "ci" }]   # a token bound to a profile
 //! allowed_origins = ["https://app.example:8443"]  # loopback origins are always accepted
 //! allowed_hosts = ["gateway.lan"]        # Host names accepted besides loopback ones
@@ -14,6 +15,7 @@
 //! header_timeout_ms = 10000              # default 10 s to send a request head, then closed
 //! max_connections = 512                  # default; further clients wait to be accepted
 //! ui = true                              # the operator console at /ui; default: on loopback
+//! behind_proxy = false                   # true: requests come through a reverse proxy
 //! [listen.oauth]                         # also accept an identity provider's JWT access tokens
 //! issuer = "https://login.example.com"   # see `auth::resource` for every field
 //! audience = "https://gateway.example/mcp"
@@ -34,7 +36,8 @@ pub struct ListenConfig {
     /// tokens is refused by [`crate::server::http::security::check_bind`].
     #[serde(default = "default_address")]
     pub address: SocketAddr,
-    /// Bearer tokens accepted on every route. Default: none, which means no authentication
+    /// Bearer tokens accepted on every route, each at least [`MIN_TOKEN_LENGTH`] (16)
+    /// characters once `${VAR}` is expanded. Default: none, which means no authentication
     /// (acceptable only on loopback).
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
@@ -59,9 +62,18 @@ pub struct ListenConfig {
     #[serde(default = "default_max_connections")]
     pub max_connections: NonZeroUsize,
     /// Whether the operator console is served at `/ui`. Default: on when `address` is a
-    /// loopback address, off otherwise (see [`Self::ui_enabled`]).
+    /// loopback address and not [`Self::behind_proxy`], off otherwise (see
+    /// [`Self::ui_enabled`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<bool>,
+    /// Whether clients reach the gateway through a reverse proxy (HAProxy, nginx, an
+    /// ingress) on this machine or network. Then a loopback peer is the proxy, not a local
+    /// user: loopback Host names and Origins are not accepted by themselves (only
+    /// `allowed_hosts` and `allowed_origins`, the public names, which must be set), tokens
+    /// are required whatever the address (for the console too), and the console is off
+    /// unless `ui = true`. Default false.
+    #[serde(default)]
+    pub behind_proxy: bool,
     /// `[listen.oauth]`: accept an identity provider's access tokens besides `tokens`.
     /// Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,10 +86,46 @@ impl ListenConfig {
         Duration::from_millis(self.header_timeout_ms.get())
     }
 
-    /// Whether `/ui` is served: `ui` when set, else whether the listener is loopback-only.
+    /// Whether `/ui` is served: `ui` when set, else whether the listener is loopback-only
+    /// and not behind a proxy.
     pub fn ui_enabled(&self) -> bool {
-        self.ui.unwrap_or_else(|| self.address.ip().is_loopback())
+        self.ui
+            .unwrap_or_else(|| self.address.ip().is_loopback() && !self.behind_proxy)
     }
+
+    /// Whether any bearer token is configured, static or `[listen.oauth]`.
+    pub fn has_tokens(&self) -> bool {
+        !self.tokens.is_empty() || self.oauth.is_some()
+    }
+
+    /// What keeps this section from being served behind a proxy, when `behind_proxy` is
+    /// set; `None` when nothing does.
+    pub fn proxy_problem(&self) -> Option<ProxyProblem> {
+        if !self.behind_proxy {
+            None
+        } else if !self.has_tokens() {
+            Some(ProxyProblem::NoTokens)
+        } else if self.allowed_hosts.is_empty() {
+            Some(ProxyProblem::NoPublicHosts)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why `behind_proxy = true` cannot be served as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyProblem {
+    #[error(
+        "behind_proxy = true needs tokens (or [listen.oauth]): behind a proxy every request \
+         comes from the proxy, so none can be trusted as a local user's"
+    )]
+    NoTokens,
+    #[error(
+        "behind_proxy = true needs allowed_hosts: the public host names clients reach the \
+         gateway by (loopback names are not accepted behind a proxy)"
+    )]
+    NoPublicHosts,
 }
 
 fn default_address() -> SocketAddr {
@@ -107,6 +155,7 @@ impl Default for ListenConfig {
             header_timeout_ms: default_header_timeout_ms(),
             max_connections: default_max_connections(),
             ui: None,
+            behind_proxy: false,
             oauth: None,
         }
     }
@@ -166,7 +215,7 @@ impl<'de> Deserialize<'de> for TokenConfig {
             }
 
             fn visit_str<E: de::Error>(self, token: &str) -> Result<TokenConfig, E> {
-                validate_token(token).map_err(E::custom)?;
+                validate_token_text(token).map_err(E::custom)?;
                 Ok(TokenConfig {
                     token: token.to_owned(),
                     profile: None,
@@ -175,7 +224,7 @@ impl<'de> Deserialize<'de> for TokenConfig {
 
             fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<TokenConfig, A::Error> {
                 let bound = Bound::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                validate_token(&bound.token).map_err(de::Error::custom)?;
+                validate_token_text(&bound.token).map_err(de::Error::custom)?;
                 Ok(TokenConfig {
                     token: bound.token,
                     profile: Some(bound.profile),
@@ -187,8 +236,22 @@ impl<'de> Deserialize<'de> for TokenConfig {
     }
 }
 
-/// Why a token cannot be used, or `Ok` when it can.
+/// The fewest characters a bearer token may have: a short token can be guessed.
+pub const MIN_TOKEN_LENGTH: usize = 16;
+
+/// Why a token (with its `${VAR}` references expanded) cannot be used, or `Ok` when it can.
 pub(crate) fn validate_token(token: &str) -> Result<(), &'static str> {
+    validate_token_text(token)?;
+    if token.len() < MIN_TOKEN_LENGTH {
+        return Err(
+            "a bearer token must have at least 16 characters (make one with `openssl rand -hex 32`)",
+        );
+    }
+    Ok(())
+}
+
+/// What can be checked of a token as written, before `${VAR}` expansion.
+fn validate_token_text(token: &str) -> Result<(), &'static str> {
     if token.is_empty() {
         return Err("empty bearer token (is the environment variable it comes from set?)");
     }
@@ -222,12 +285,33 @@ mod tests {
     }
 
     #[test]
+    fn behind_a_proxy_tokens_and_public_host_names_are_needed() {
+        let parse = |text: &str| toml::from_str::<ListenConfig>(text).unwrap();
+        assert!(!parse("").behind_proxy, "off by default");
+        assert_eq!(parse("").proxy_problem(), None);
+        let proxied = "behind_proxy = true\n";
+        assert_eq!(parse(proxied).proxy_problem(), Some(ProxyProblem::NoTokens));
+        let tokens = "tokens = [\"a-token-of-sixteen\"]\n";
+        assert_eq!(
+            parse(&format!("{proxied}{tokens}")).proxy_problem(),
+            Some(ProxyProblem::NoPublicHosts)
+        );
+        let hosts = "allowed_hosts = [\"gateway.example\"]\n";
+        assert_eq!(
+            parse(&format!("{proxied}{tokens}{hosts}")).proxy_problem(),
+            None
+        );
+    }
+
+    #[test]
     fn the_console_is_off_off_loopback_unless_enabled() {
         let wide: ListenConfig = toml::from_str("address = \"0.0.0.0:8765\"").unwrap();
         assert!(!wide.ui_enabled());
         let enabled: ListenConfig =
             toml::from_str("address = \"0.0.0.0:8765\"\nui = true").unwrap();
         assert!(enabled.ui_enabled());
+        let proxied: ListenConfig = toml::from_str("behind_proxy = true").unwrap();
+        assert!(!proxied.ui_enabled(), "off behind a proxy");
         let disabled: ListenConfig = toml::from_str("ui = false").unwrap();
         assert!(!disabled.ui_enabled());
     }

@@ -89,8 +89,9 @@ impl Config {
                 .map_err(|(field, message)| (at(&field), message))?;
         }
         for (index, entry) in self.listen.tokens.iter_mut().enumerate() {
-            entry.token = env::expand(&entry.token)
-                .map_err(|e| (format!("listen.tokens[{index}]"), e.to_string()))?;
+            let key = || format!("listen.tokens[{index}]");
+            entry.token = env::expand(&entry.token).map_err(|e| (key(), e.to_string()))?;
+            listen::validate_token(&entry.token).map_err(|reason| (key(), reason.to_owned()))?;
         }
         if let Some(endpoint) = &mut self.telemetry.otlp_endpoint {
             let key = || "telemetry.otlp_endpoint".to_owned();
@@ -121,6 +122,9 @@ impl Config {
                     .map_err(|e| (format!("profiles.{name}"), e.to_string()))?;
             }
         }
+        if let Some(problem) = self.listen.proxy_problem() {
+            return Err(("listen.behind_proxy".into(), problem.to_string()));
+        }
         for entry in &self.listen.tokens {
             if let Some(profile) = &entry.profile
                 && !self.profiles.contains_key(profile)
@@ -148,14 +152,35 @@ impl Config {
         self.servers.iter().filter(|(_, s)| s.enabled)
     }
 
-    /// The configuration as TOML with every secret masked (`config dump`).
+    /// The configuration as TOML with every secret masked (`config dump`, the console's
+    /// configuration page): servers as written (a `${VAR}` shows as such), their `env` and
+    /// `headers` values, tokens and client secrets as `***`, and the credentials of every URL
+    /// anywhere in it (`redis_url`, `otlp_endpoint`, servers' `url`, …) by [`redact::urls`].
+    ///
+    /// [`redact::urls`]: crate::redact::urls
     pub fn dump_masked(&self) -> String {
         let mut masked = self.clone();
         masked.servers = self.servers_as_written.clone();
         for server in masked.servers.values_mut() {
             server.mask_secrets();
         }
-        toml::to_string_pretty(&masked).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+        let rendered = toml::Value::try_from(&masked).and_then(|mut value| {
+            mask_url_credentials(&mut value);
+            toml::to_string_pretty(&value)
+        });
+        rendered.unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}
+
+/// Every string in `value`, at any depth, with URL credentials masked.
+fn mask_url_credentials(value: &mut toml::Value) {
+    match value {
+        toml::Value::String(text) => *text = crate::redact::urls(text),
+        toml::Value::Array(items) => items.iter_mut().for_each(mask_url_credentials),
+        toml::Value::Table(table) => table
+            .iter_mut()
+            .for_each(|(_, value)| mask_url_credentials(value)),
+        _ => {}
     }
 }
 

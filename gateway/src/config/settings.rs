@@ -137,9 +137,15 @@ pub struct ServerConfig {
     pub command: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// Extra environment for the child; `${VAR}` is expanded.
+    /// The child's environment besides `PATH`, `HOME` and `LANG` (which it gets from the
+    /// gateway's); `${VAR}` is expanded. Default none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Names of further variables of the gateway's own environment the child gets (when
+    /// set). Default none: nothing else of the gateway's environment, and so none of
+    /// another server's secrets, reaches the child.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
     /// The child's working folder; relative to the configuration file's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
@@ -200,6 +206,11 @@ impl UpstreamProtocol {
 /// Prefixes stay short enough that a name keeps room for its own part and a hash suffix.
 const MAX_PREFIX_LEN: usize = 40;
 
+/// A name the environment can hold: not empty, without `=` or NUL.
+fn is_variable_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
 fn is_true(value: &bool) -> bool {
     *value
 }
@@ -226,6 +237,8 @@ pub enum Endpoint {
         command: String,
         args: Vec<String>,
         env: BTreeMap<String, String>,
+        /// Variables the child takes from the gateway's environment besides the usual ones.
+        inherit_env: Vec<String>,
         cwd: Option<PathBuf>,
     },
     Remote {
@@ -252,6 +265,7 @@ impl ServerConfig {
             command: None,
             args: Vec::new(),
             env: BTreeMap::new(),
+            inherit_env: Vec::new(),
             cwd: None,
             url,
             transport,
@@ -281,6 +295,7 @@ impl ServerConfig {
                 command: command.clone(),
                 args: self.args.clone(),
                 env: self.env.clone(),
+                inherit_env: self.inherit_env.clone(),
                 cwd: self.cwd.clone(),
             },
             (None, url) => Endpoint::Remote {
@@ -326,16 +341,24 @@ impl ServerConfig {
                 let stdio_only = [
                     ("args", !self.args.is_empty()),
                     ("env", !self.env.is_empty()),
+                    ("inherit_env", !self.inherit_env.is_empty()),
                     ("cwd", self.cwd.is_some()),
                 ];
                 if let Some((field, _)) = stdio_only.iter().find(|(_, set)| *set) {
                     return Err((
                         (*field).into(),
-                        "`args`, `env` and `cwd` apply only to a `command` server".into(),
+                        "`args`, `env`, `inherit_env` and `cwd` apply only to a `command` server"
+                            .into(),
                     ));
                 }
             }
             _ => {}
+        }
+        if let Some(name) = self.inherit_env.iter().find(|name| !is_variable_name(name)) {
+            return Err((
+                "inherit_env".into(),
+                format!("`{name}` is not an environment variable name"),
+            ));
         }
         if let Some(prefix) = &self.prefix
             && (prefix.len() >= MAX_PREFIX_LEN
@@ -396,12 +419,11 @@ impl ServerConfig {
         Ok(())
     }
 
+    /// `env` and `headers` values as `***` (their URL is masked with every other URL of
+    /// the configuration, see [`super::Config::dump_masked`]).
     pub(super) fn mask_secrets(&mut self) {
         for value in self.env.values_mut().chain(self.headers.values_mut()) {
             *value = crate::redact::MASK.into();
-        }
-        if let Some(url) = &mut self.url {
-            *url = crate::redact::urls(url);
         }
     }
 }

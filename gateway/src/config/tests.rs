@@ -61,6 +61,7 @@ fn client_json_files_are_read() {
             command: "npx".into(),
             args: vec!["-y".into(), "x".into()],
             env: Default::default(),
+            inherit_env: Vec::new(),
             cwd: None
         }
     );
@@ -80,7 +81,7 @@ fn client_json_files_are_read() {
 #[test]
 fn dump_masks_secrets() {
     // SAFETY: tests in this module do not read this variable concurrently.
-    unsafe { std::env::set_var("MCP_GATEWAY_TEST_TOKEN", "hunter2") };
+    unsafe { std::env::set_var("MCP_GATEWAY_TEST_TOKEN", "hunter2-long-enough-token") };
     let config = load_text(
         "c.toml",
         "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_GATEWAY_TEST_TOKEN}\" }\n[listen]\ntokens = [\"${MCP_GATEWAY_TEST_TOKEN}\"]\n",
@@ -88,7 +89,7 @@ fn dump_masks_secrets() {
     .unwrap();
     assert_eq!(
         config.servers["r"].headers["Authorization"],
-        "Bearer hunter2"
+        "Bearer hunter2-long-enough-token"
     );
     let dump = config.dump_masked();
     assert!(!dump.contains("hunter2"), "{dump}");
@@ -161,4 +162,75 @@ fn cwd_on_a_url_server_is_refused() {
     .to_string();
     assert!(err.contains("servers.r.cwd"), "{err}");
     assert!(err.contains("only to a `command` server"), "{err}");
+}
+
+#[test]
+fn inherit_env_names_variables_of_command_servers_only() {
+    let config = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\ninherit_env = [\"AWS_PROFILE\"]\n",
+    )
+    .unwrap();
+    assert!(matches!(
+        config.servers["kv"].endpoint(),
+        Endpoint::Stdio { inherit_env, .. } if inherit_env == ["AWS_PROFILE"]
+    ));
+    let remote = load_text(
+        "c.toml",
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\ninherit_env = [\"HOME\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(remote.contains("servers.r.inherit_env"), "{remote}");
+    let bad = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\ninherit_env = [\"A=B\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(bad.contains("not an environment variable name"), "{bad}");
+}
+
+#[test]
+fn dump_masks_the_credentials_of_every_url() {
+    let config = load_text(
+        "c.toml",
+        "[cluster]\nredis_url = \"redis://gateway:redis-hunter2@127.0.0.1:6379/0\"\n\
+         [telemetry]\notlp_endpoint = \"http://collector:otlp-hunter2@127.0.0.1:4318/?api_key=key-hunter2\"\n\
+         [listen.oauth]\njwks_url = \"https://idp.example/jwks?access_token=jwks-hunter2\"\n\
+         audience = \"https://gateway.example/mcp\"\n",
+    )
+    .unwrap();
+    let dump = config.dump_masked();
+    assert!(!dump.contains("hunter2"), "{dump}");
+    assert!(dump.contains("redis://***@127.0.0.1:6379/0"), "{dump}");
+    assert!(dump.contains("http://***@127.0.0.1:4318/?***"), "{dump}");
+    assert!(dump.contains("https://idp.example/jwks?***"), "{dump}");
+    assert!(
+        Config::from_toml(&dump).is_ok(),
+        "the dump is still TOML: {dump}"
+    );
+}
+
+#[test]
+fn tokens_shorter_than_sixteen_characters_are_refused_once_expanded() {
+    // SAFETY: tests in this module do not read this variable concurrently.
+    unsafe { std::env::set_var("MCP_GATEWAY_TEST_SHORT_TOKEN", "x") };
+    for tokens in [
+        "[\"${MCP_GATEWAY_TEST_SHORT_TOKEN}\"]",
+        "[\"fifteen-chars-x\"]",
+        "[\"sixteen-chars-ok\", { token = \"short\", profile = \"p\" }]",
+    ] {
+        let error = load_text(
+            "c.toml",
+            &format!("[listen]\ntokens = {tokens}\n[profiles.p]\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("listen.tokens[") && error.contains("at least 16 characters"),
+            "{tokens}: {error}"
+        );
+    }
+    assert!(load_text("c.toml", "[listen]\ntokens = [\"sixteen-chars-ok\"]\n").is_ok());
 }

@@ -197,7 +197,7 @@ impl Registry {
 
     /// Starts one upstream in service, in the background.
     fn add(&self, name: &str, config: ServerConfig) {
-        tracing::info!(server = %name, "upstream starting");
+        tracing::debug!(server = %name, "upstream starting");
         let upstream = self.start_instance(name, config);
         self.write_upstreams().insert(name.to_owned(), upstream);
     }

@@ -10,6 +10,13 @@
 //!
 //! A token bound to a profile cannot open the console: the console restarts servers and
 //! answers questions for everyone, which is an operator's business.
+//!
+//! Guessing is slow: after [`FAILED_LOGINS_PER_MINUTE`] wrong tokens within a minute, every
+//! login is refused (429, `UI_TOO_MANY_LOGINS`) until that minute is over, whoever asks
+//! and whatever token they bring. The limit is the console's, not the client's address
+//! (behind a proxy every client has the proxy's), so a guesser can keep operators out of
+//! the console for as long as they guess, never let themselves in; MCP clients are not
+//! concerned.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -45,6 +52,12 @@ const LOGIN_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 /// Logins kept at once; the oldest goes first.
 const MAX_LOGINS: usize = 256;
 
+/// Wrong tokens accepted within [`FAILURE_WINDOW`] before logins are refused.
+pub const FAILED_LOGINS_PER_MINUTE: u32 = 10;
+
+/// The window failed logins are counted in.
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
 /// One browser's login.
 pub struct Login {
     pub csrf: String,
@@ -74,13 +87,59 @@ impl Login {
     }
 }
 
-/// The open logins, by the digest of their cookie.
+/// The open logins, by the digest of their cookie, and the failed attempts.
 #[derive(Default)]
 pub struct Logins {
     by_digest: Mutex<HashMap<[u8; 32], Arc<Login>>>,
+    failures: Mutex<FailedLogins>,
+}
+
+/// Wrong tokens presented in the current window.
+#[derive(Default)]
+struct FailedLogins {
+    since: Option<Instant>,
+    count: u32,
+}
+
+impl FailedLogins {
+    /// `Err` with how long until logins are checked again, while too many have failed.
+    fn admit(&mut self, now: Instant) -> Result<(), Duration> {
+        let Some(since) = self.since else {
+            return Ok(());
+        };
+        let elapsed = now.saturating_duration_since(since);
+        if elapsed >= FAILURE_WINDOW {
+            *self = Self::default();
+            return Ok(());
+        }
+        if self.count >= FAILED_LOGINS_PER_MINUTE {
+            return Err(FAILURE_WINDOW - elapsed);
+        }
+        Ok(())
+    }
+
+    fn failed(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
+        self.count += 1;
+    }
 }
 
 impl Logins {
+    /// Refused while too many logins have failed lately (see the module doc).
+    fn admit_attempt(&self) -> Result<(), UiError> {
+        self.lock_failures()
+            .admit(Instant::now())
+            .map_err(|wait| UiError::TooManyLogins(wait.as_secs().max(1)))
+    }
+
+    fn record_failure(&self) {
+        self.lock_failures().failed(Instant::now());
+    }
+
+    fn lock_failures(&self) -> std::sync::MutexGuard<'_, FailedLogins> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A new login: its cookie value and its state.
     fn open(&self) -> (String, Arc<Login>) {
         let cookie = random_hex();
@@ -166,11 +225,13 @@ pub async fn login(
     State(state): State<UiState>,
     Json(request): Json<LoginRequest>,
 ) -> Result<Response, UiError> {
+    state.logins.admit_attempt()?;
     let credentials = state
         .guard
         .verify_token(request.token.trim().as_bytes())
         .ok_or_else(|| {
             tracing::warn!("console: refused a login with a wrong token");
+            state.logins.record_failure();
             UiError::WrongToken
         })?;
     if let Some(profile) = credentials.profile {
@@ -254,6 +315,22 @@ mod tests {
             HeaderValue::from_static("mcp_gateway_console="),
         );
         assert_eq!(cookie(&headers), None);
+    }
+
+    #[test]
+    fn after_ten_failures_in_a_minute_logins_wait_for_the_minute_to_end() {
+        let start = Instant::now();
+        let mut failures = FailedLogins::default();
+        for _ in 0..FAILED_LOGINS_PER_MINUTE {
+            assert_eq!(failures.admit(start), Ok(()));
+            failures.failed(start);
+        }
+        let later = start + Duration::from_secs(45);
+        assert_eq!(failures.admit(later), Err(Duration::from_secs(15)));
+        let past = start + FAILURE_WINDOW;
+        assert_eq!(failures.admit(past), Ok(()), "a new minute begins");
+        failures.failed(past);
+        assert_eq!(failures.count, 1);
     }
 
     #[test]

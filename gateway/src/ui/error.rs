@@ -13,6 +13,9 @@ pub enum UiError {
     LoginRequired,
     #[error("the token is not valid")]
     WrongToken,
+    /// Too many wrong tokens lately; the seconds until logins are checked again.
+    #[error("too many failed logins: try again in {0} s")]
+    TooManyLogins(u64),
     #[error(
         "this token is bound to profile `{0}`; the console needs an operator token (one \
          without a profile)"
@@ -43,6 +46,7 @@ impl UiError {
         match self {
             Self::LoginRequired => "UI_LOGIN_REQUIRED",
             Self::WrongToken => "UI_WRONG_TOKEN",
+            Self::TooManyLogins(_) => "UI_TOO_MANY_LOGINS",
             Self::ProfileBoundToken(_) => "UI_PROFILE_BOUND_TOKEN",
             Self::BadCsrf => "UI_BAD_CSRF",
             Self::UnknownServer(_) => "UI_UNKNOWN_SERVER",
@@ -64,6 +68,7 @@ impl UiError {
             }
             Self::Restart(_) | Self::Ask(_) => StatusCode::CONFLICT,
             Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooManyLogins(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
         }
     }

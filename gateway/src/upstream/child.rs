@@ -6,7 +6,14 @@
 //! gateway itself being killed with `SIGKILL`. Its stderr goes to the gateway's log,
 //! tagged with the server name. A stdout line longer than the message limit is a protocol
 //! violation that closes the connection (see [`LimitedLines`]).
+//!
+//! The child does not inherit the gateway's environment, which holds every server's
+//! secrets (the `${VAR}`s of all `env` and `headers` tables) and the gateway's own: it
+//! gets `PATH`, `HOME` and `LANG`, the variables its `inherit_env` names, and its own
+//! `env` table ([`child_environment`]).
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io;
 use std::pin::Pin;
 use std::process::Stdio;
@@ -156,13 +163,20 @@ pub fn spawn(
         command,
         args,
         env,
+        inherit_env,
         cwd,
     } = endpoint
     else {
         return Err(std::io::Error::other("not a stdio endpoint"));
     };
     let mut cmd = Command::new(command);
-    cmd.args(args).envs(env).kill_on_drop(true).process_group(0);
+    cmd.args(args)
+        .env_clear()
+        .envs(child_environment(env, inherit_env, |name| {
+            std::env::var_os(name)
+        }))
+        .kill_on_drop(true)
+        .process_group(0);
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
@@ -204,6 +218,27 @@ pub fn spawn(
             _child: child,
         },
     ))
+}
+
+/// What every child takes from the gateway's environment, when set: where programs are,
+/// the user's home (where `npx` and many servers keep their caches) and the locale.
+pub const ALWAYS_INHERITED: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// A child's whole environment: [`ALWAYS_INHERITED`] and the `inherit` names, as `parent`
+/// (the gateway's environment) has them, then the server's `configured` table, which wins.
+pub fn child_environment(
+    configured: &BTreeMap<String, String>,
+    inherit: &[String],
+    parent: impl Fn(&str) -> Option<OsString>,
+) -> BTreeMap<OsString, OsString> {
+    let inherited = ALWAYS_INHERITED
+        .into_iter()
+        .chain(inherit.iter().map(String::as_str))
+        .filter_map(|name| Some((OsString::from(name), parent(name)?)));
+    let configured = configured
+        .iter()
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+    inherited.chain(configured).collect()
 }
 
 /// The longest stderr line forwarded whole; the rest of a longer line is skipped.
@@ -266,6 +301,85 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         assert!(error.to_string().contains("longer than 5 bytes"), "{error}");
         assert_eq!(violation.get(), Some(error.to_string().as_str()));
+    }
+
+    /// `name=value` lines as a map (values without newlines).
+    fn parse_environment(text: &str) -> BTreeMap<String, String> {
+        text.lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_child_gets_the_usual_variables_its_own_and_those_it_names_and_nothing_else() {
+        // SAFETY: no other test reads or writes these variables.
+        unsafe {
+            std::env::set_var("MCP_GATEWAY_TEST_OTHER_SECRET", "another server's secret");
+            std::env::set_var("MCP_GATEWAY_TEST_NAMED", "wanted");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let dump = dir.path().join("environment");
+        // The child prints its environment, whole, to the file its own `env` names.
+        let endpoint = Endpoint::Stdio {
+            command: "/bin/sh".into(),
+            args: vec![
+                "-c".into(),
+                "env > \"$DUMP.part\" && mv \"$DUMP.part\" \"$DUMP\"".into(),
+            ],
+            env: BTreeMap::from([("DUMP".into(), dump.to_string_lossy().into_owned())]),
+            inherit_env: vec!["MCP_GATEWAY_TEST_NAMED".into()],
+            cwd: None,
+        };
+        let spawned = spawn("printenv", &endpoint, 1024, Violation::default()).unwrap();
+        let started = std::time::Instant::now();
+        while !dump.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        drop(spawned);
+        let seen = parse_environment(&std::fs::read_to_string(&dump).unwrap());
+        assert!(
+            !seen.contains_key("MCP_GATEWAY_TEST_OTHER_SECRET"),
+            "{seen:?}"
+        );
+        assert_eq!(seen["MCP_GATEWAY_TEST_NAMED"], "wanted");
+        assert_eq!(seen["DUMP"], dump.to_string_lossy());
+        assert_eq!(Some(&seen["PATH"]), std::env::var("PATH").ok().as_ref());
+        // Beyond those, only what the shell sets itself.
+        let expected = [
+            "PATH",
+            "HOME",
+            "LANG",
+            "MCP_GATEWAY_TEST_NAMED",
+            "DUMP",
+            "PWD",
+        ];
+        let unexpected: Vec<_> = seen
+            .keys()
+            .filter(|name| !expected.contains(&name.as_str()))
+            .collect();
+        assert!(unexpected.is_empty(), "{unexpected:?}");
+    }
+
+    #[test]
+    fn the_servers_own_table_wins_over_what_it_inherits() {
+        let parent = |name: &str| match name {
+            "PATH" => Some("/gateway/bin".into()),
+            "LANG" => Some("C.UTF-8".into()),
+            "NAMED" => Some("from the gateway".into()),
+            _ => None,
+        };
+        let configured = BTreeMap::from([("PATH".to_owned(), "/server/bin".to_owned())]);
+        let environment = child_environment(&configured, &["NAMED".into()], parent);
+        let expected: BTreeMap<OsString, OsString> = [
+            ("LANG", "C.UTF-8"),
+            ("NAMED", "from the gateway"),
+            ("PATH", "/server/bin"),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.into(), value.into()))
+        .collect();
+        assert_eq!(environment, expected);
     }
 
     #[tokio::test]

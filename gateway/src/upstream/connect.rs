@@ -182,8 +182,9 @@ async fn connect_inner(
                 .custom_headers(header_map(headers)?);
             let service = match &config.oauth {
                 Some(settings) => {
-                    let upstream =
-                        OAuthUpstream::new(name, url, settings, &auth::store::default_dir());
+                    let dir = auth::store::default_dir()
+                        .map_err(|error| ConnectError::OAuth(error.to_string()))?;
+                    let upstream = OAuthUpstream::new(name, url, settings, &dir);
                     let client = upstream
                         .authorized_client(signed_out.clone())
                         .await

@@ -214,8 +214,12 @@ impl Upstream {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let (Some(settings), Some(url)) = (&self.config.oauth, &self.config.url) {
-            let store = TokenStore::new(&crate::auth::store::default_dir(), &self.name, url);
+        if let (Some(settings), Some(url), Ok(dir)) = (
+            &self.config.oauth,
+            &self.config.url,
+            crate::auth::store::default_dir(),
+        ) {
+            let store = TokenStore::new(&dir, &self.name, url);
             health.oauth = Some(SignInStatus::read(&self.name, settings.grant, &store));
         }
         health

@@ -128,7 +128,7 @@ pub fn worker() -> WorkerCommand {
 }
 
 pub fn runtime(budgets: CodeBudgets) -> CodeRuntime {
-    CodeRuntime::new(worker(), budgets)
+    CodeRuntime::new(worker(), budgets).expect("this kernel confines runs")
 }
 
 /// Run `program` with the fake bridge and the test bindings.

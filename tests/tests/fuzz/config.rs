@@ -1,4 +1,4 @@
-//! Configuration files mutated from real ones (config.toml, the README's reference, the
+//! Configuration files mutated from real ones (config.toml, the configuration reference, the
 //! client JSON examples): `config check` and `config dump` end with 0 or 1 and a message.
 
 use std::process::{Command, Stdio};
@@ -11,11 +11,11 @@ use proptest::sample::select;
 
 use crate::{fail, run_property};
 
-/// The configuration reference in README.md (its first TOML block).
-fn readme_reference() -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+/// The configuration reference in docs/configuration.md (its first TOML block).
+fn configuration_reference() -> String {
+    let readme = std::fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
     let start = readme
-        .find("## Configuration reference")
+        .find("## config.toml reference")
         .expect("the reference section");
     let block = &readme[start..];
     let open = block.find("```toml\n").expect("a TOML block") + "```toml\n".len();
@@ -30,7 +30,7 @@ fn config_seeds() -> Vec<(String, &'static str)> {
             std::fs::read_to_string(repo().join("config.toml")).unwrap(),
             "toml",
         ),
-        (readme_reference(), "toml"),
+        (configuration_reference(), "toml"),
         (example_server("kv", "kv"), "toml"),
     ];
     for entry in std::fs::read_dir(repo().join("examples/clients"))
@@ -186,8 +186,8 @@ fn run_cli(
     let mut child = Command::new(gateway_bin())
         .args(args)
         .env("RUST_LOG", "warn")
-        .env("GATEWAY_TOKEN", "fuzz-token")
-        .env("CI_TOKEN", "fuzz-ci")
+        .env("GATEWAY_TOKEN", "fuzz-token-of-16+chars")
+        .env("CI_TOKEN", "fuzz-ci-token-of-16+")
         .env("REDIS_URL", "redis://127.0.0.1:6379")
         .env("TOKEN", "fuzz")
         .env("K", "k")
@@ -277,7 +277,7 @@ fn mutated_configurations_are_checked_without_panicking() {
 
 #[test]
 fn the_configuration_seeds_are_valid() {
-    // The reference in README.md and the repository's config.toml pass as written, so the
+    // The reference in docs/configuration.md and the repository's config.toml pass as written, so the
     // mutations start from valid files.
     for (seed, extension) in config_seeds() {
         let dir = tempfile::tempdir().unwrap();

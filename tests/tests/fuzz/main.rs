@@ -7,9 +7,9 @@
 //! - `http`: random methods, paths, headers and bodies to `/mcp`, `/message?sessionId=`
 //!   and friends; every request gets an HTTP answer that is not a 5xx, and the gateway
 //!   still serves a real client afterwards.
-//! - `config`: mutated TOML (the repository's config.toml and the README's reference) and
-//!   client JSON files; `config check` and `config dump` exit 0 or 1 with a message, never
-//!   panic and never die of a signal.
+//! - `config`: mutated TOML (the repository's config.toml and the reference in
+//!   docs/configuration.md) and client JSON files; `config check` and `config dump`
+//!   exit 0 or 1 with a message, never panic and never die of a signal.
 //! - `arguments`: deep and huge arguments to `mcp__kv__get`, over stdio and through
 //!   `mcp-gateway call`: INVALID_ARGS or a result, never a crash.
 //! - `input`: the hostile JSON and frames the others send.

@@ -22,6 +22,12 @@
 //!    not): a loopback origin or an entry of `allowed_origins`. This stops a foreign web page
 //!    from posting to the gateway. The guard answers no CORS preflight on purpose: allowing
 //!    cross-origin reads from browsers would widen access, not narrow it.
+//!
+//! With `[listen] behind_proxy = true`, a reverse proxy passes every client's request on
+//! from its own (often loopback) address, with whatever Host and Origin the client sent:
+//! loopback names prove nothing then, and only `allowed_hosts` and `allowed_origins` pass
+//! steps 1 and 2. Such a listener must have tokens (see [`ListenConfig::proxy_problem`]),
+//! so step 3 always applies, and the console always asks for one.
 //! 3. **Bearer token** (401 with `WWW-Authenticate: Bearer`), when tokens or `[listen.oauth]`
 //!    are configured. Tokens are compared as SHA-256 digests with `subtle`, against every
 //!    configured token without an early exit, so the time taken reveals neither a prefix,
@@ -67,7 +73,7 @@ use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
 use crate::auth::resource::{ResourceConfigError, ResourceServer, TokenRejection};
-use crate::config::listen::{ListenConfig, validate_token};
+use crate::config::listen::{ListenConfig, ProxyProblem, validate_token};
 
 /// A configuration the guard cannot work with, found at start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +86,10 @@ pub enum SecurityError {
     NonLoopbackWithoutTokens { address: SocketAddr },
     #[error("[listen] tokens: entry {index}: {reason}")]
     InvalidToken { index: usize, reason: &'static str },
-    #[error("[listen] tokens: entry {index} repeats entry {first}; each token must be unique")]
+    #[error(
+        "[listen] tokens: entry {index} repeats entry {first} (or shares its identity, the start \
+         of its SHA-256); each token must be unique"
+    )]
     DuplicateToken { index: usize, first: usize },
     #[error("[listen] allowed_hosts: {value:?} is not a host name or host:port")]
     InvalidAllowedHost { value: String },
@@ -91,6 +100,8 @@ pub enum SecurityError {
     InvalidAllowedOrigin { value: String },
     #[error("[listen] max_body_bytes must be at least 1")]
     ZeroBodyLimit,
+    #[error("[listen] {0}")]
+    BehindProxy(ProxyProblem),
     #[error(transparent)]
     OAuth(#[from] ResourceConfigError),
 }
@@ -105,6 +116,8 @@ impl SecurityError {
             Self::InvalidAllowedHost { .. } => "LISTEN_INVALID_ALLOWED_HOST",
             Self::InvalidAllowedOrigin { .. } => "LISTEN_INVALID_ALLOWED_ORIGIN",
             Self::ZeroBodyLimit => "LISTEN_ZERO_BODY_LIMIT",
+            Self::BehindProxy(ProxyProblem::NoTokens) => "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS",
+            Self::BehindProxy(ProxyProblem::NoPublicHosts) => "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS",
             Self::OAuth(error) => error.code(),
         }
     }
@@ -154,22 +167,35 @@ impl Credentials {
         }
     }
 
-    /// How a session's owner is recorded in the shared state: the token's place in
-    /// `[listen] tokens` (replicas share the configuration) or the identity provider's
-    /// subject, never the token itself.
+    /// How a session's owner is recorded in the shared state and shown in logs: the
+    /// token's [`TokenId`] or the identity provider's subject, never the token itself.
     pub fn identity(&self) -> Option<String> {
         match (&self.token, &self.subject) {
-            (Some(token), _) => Some(format!("token:{}", token.0)),
+            (Some(token), _) => Some(format!("token:{token}")),
             (None, Some(subject)) => Some(format!("subject:{subject}")),
             (None, None) => None,
         }
     }
 }
 
-/// One of the configured tokens, by its place in `[listen] tokens`: tells tokens apart
-/// without keeping or comparing the secret.
+/// One of the configured tokens, named by the first 32 bits of its SHA-256 (as 8 hex
+/// digits, `token:1a2b3c4d` in logs and session records): the same whatever the token's
+/// place in `[listen] tokens` and on every replica, and an operator can tell which token
+/// it is (`printf %s "$TOKEN" | sha256sum | cut -c1-8`) without it ever being shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TokenId(u32);
+pub struct TokenId([u8; 4]);
+
+impl TokenId {
+    fn of(digest: &[u8; 32]) -> Self {
+        Self([digest[0], digest[1], digest[2], digest[3]])
+    }
+}
+
+impl std::fmt::Display for TokenId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+    }
+}
 
 /// The checks, prepared from a [`ListenConfig`]; shared by every connection.
 pub struct SecurityGuard {
@@ -177,6 +203,8 @@ pub struct SecurityGuard {
     oauth: Option<Arc<ResourceServer>>,
     /// Whether `/ui` is served (and so authenticates by its own cookie).
     console: bool,
+    /// Whether loopback Host names and Origins pass by themselves: not behind a proxy.
+    trust_loopback: bool,
     allowed_hosts: Vec<HostRule>,
     allowed_origins: Vec<OriginRule>,
     max_body_bytes: usize,
@@ -184,6 +212,7 @@ pub struct SecurityGuard {
 
 struct KnownToken {
     digest: [u8; 32],
+    id: TokenId,
     profile: Option<String>,
 }
 
@@ -210,16 +239,21 @@ impl SecurityGuard {
         if config.max_body_bytes == 0 {
             return Err(SecurityError::ZeroBodyLimit);
         }
+        if let Some(problem) = config.proxy_problem() {
+            return Err(SecurityError::BehindProxy(problem));
+        }
         let mut tokens: Vec<KnownToken> = Vec::with_capacity(config.tokens.len());
         for (index, entry) in config.tokens.iter().enumerate() {
             validate_token(&entry.token)
                 .map_err(|reason| SecurityError::InvalidToken { index, reason })?;
             let digest = sha256(entry.token.as_bytes());
-            if let Some(first) = tokens.iter().position(|known| known.digest == digest) {
+            let id = TokenId::of(&digest);
+            if let Some(first) = tokens.iter().position(|known| known.id == id) {
                 return Err(SecurityError::DuplicateToken { index, first });
             }
             tokens.push(KnownToken {
                 digest,
+                id,
                 profile: entry.profile.clone(),
             });
         }
@@ -241,6 +275,7 @@ impl SecurityGuard {
             tokens,
             oauth,
             console: config.ui_enabled(),
+            trust_loopback: !config.behind_proxy,
             allowed_hosts,
             allowed_origins,
             max_body_bytes: config.max_body_bytes,
@@ -287,7 +322,7 @@ impl SecurityGuard {
             None => parts.uri.authority().map(Authority::as_str),
         };
         let allowed = raw.and_then(parse_authority).is_some_and(|host| {
-            LOOPBACK_NAMES.contains(&host.host.as_str())
+            (self.trust_loopback && LOOPBACK_NAMES.contains(&host.host.as_str()))
                 || self.allowed_hosts.iter().any(|rule| {
                     rule.host == host.host && rule.port.is_none_or(|port| host.port == Some(port))
                 })
@@ -306,8 +341,9 @@ impl SecurityGuard {
         };
         let origin = value.to_str().ok().and_then(parse_origin);
         let allowed = origin.is_some_and(|origin| {
-            let loopback = matches!(&origin, OriginRule::Tuple { host, .. }
-                if LOOPBACK_NAMES.contains(&host.as_str()));
+            let loopback = self.trust_loopback
+                && matches!(&origin, OriginRule::Tuple { host, .. }
+                    if LOOPBACK_NAMES.contains(&host.as_str()));
             loopback || self.allowed_origins.contains(&origin)
         });
         if allowed {
@@ -368,10 +404,13 @@ impl SecurityGuard {
             found |= equal;
             index.conditional_assign(&(i as u32), equal);
         }
-        bool::from(found).then(|| Credentials {
-            token: Some(TokenId(index)),
-            subject: None,
-            profile: self.tokens[index as usize].profile.clone(),
+        bool::from(found).then(|| {
+            let known = &self.tokens[index as usize];
+            Credentials {
+                token: Some(known.id),
+                subject: None,
+                profile: known.profile.clone(),
+            }
         })
     }
 
@@ -515,13 +554,15 @@ impl Rejection {
         let (status, message, challenge) = match self {
             Self::ForeignHost => (
                 StatusCode::FORBIDDEN,
-                "Forbidden: the Host header is neither loopback nor in [listen] allowed_hosts"
+                "Forbidden: the Host header is not one this gateway serves (loopback, unless \
+                 behind_proxy, or [listen] allowed_hosts)"
                     .into(),
                 None,
             ),
             Self::ForeignOrigin => (
                 StatusCode::FORBIDDEN,
-                "Forbidden: the Origin header is neither loopback nor in [listen] allowed_origins"
+                "Forbidden: the Origin header is not one this gateway serves (loopback, unless \
+                 behind_proxy, or [listen] allowed_origins)"
                     .into(),
                 None,
             ),
@@ -637,7 +678,9 @@ mod tests {
     };
     use tower::ServiceExt;
 
-    const TOKEN: &str = "s3cret-token";
+    const TOKEN: &str = "s3cret-token-for-unit-tests";
+    const OTHER: &str = "other-token-for-unit-tests";
+    const ADMIN: &str = "admin-token-for-unit-tests";
     const LOOPBACK: &str = "127.0.0.1:8765";
 
     fn config(tokens: &[(&str, Option<&str>)]) -> ListenConfig {
@@ -658,8 +701,8 @@ mod tests {
 
     async fn echo(Extension(credentials): Extension<Credentials>, body: Bytes) -> String {
         format!(
-            "token={:?} profile={:?} bytes={}",
-            credentials.token.map(|id| id.0),
+            "identity={:?} profile={:?} bytes={}",
+            credentials.identity(),
             credentials.profile,
             body.len()
         )
@@ -721,7 +764,7 @@ mod tests {
         let (status, _, body) =
             send(&config(&[]), post_mcp(LOOPBACK, None, Body::from("{}"))).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(body, "token=None profile=None bytes=2");
+        assert_eq!(body, "identity=None profile=None bytes=2");
     }
 
     #[tokio::test]
@@ -740,7 +783,7 @@ mod tests {
         let long = format!("Bearer {TOKEN}-and-more");
         let basic = format!("Basic {TOKEN}");
         for wrong in [
-            "Bearer s3cret-tokeN",
+            "Bearer s3cret-token-for-unit-testS",
             &long,
             "Bearer s",
             "Bearer ",
@@ -761,20 +804,20 @@ mod tests {
 
     #[tokio::test]
     async fn right_token_is_admitted_with_its_profile() {
-        let config = config(&[
-            ("other-token", Some("ci")),
-            (TOKEN, None),
-            ("admin", Some("admin")),
-        ]);
+        let config = config(&[(OTHER, Some("ci")), (TOKEN, None), (ADMIN, Some("admin"))]);
+        // Identities are the first 32 bits of each token's SHA-256.
         for (authorization, expected) in [
-            ("Bearer s3cret-token", "token=Some(1) profile=None bytes=2"),
             (
-                "bearer  admin",
-                "token=Some(2) profile=Some(\"admin\") bytes=2",
+                "Bearer s3cret-token-for-unit-tests",
+                "identity=Some(\"token:986d13ea\") profile=None bytes=2",
             ),
             (
-                "BEARER other-token",
-                "token=Some(0) profile=Some(\"ci\") bytes=2",
+                "bearer  admin-token-for-unit-tests",
+                "identity=Some(\"token:49d0ebae\") profile=Some(\"admin\") bytes=2",
+            ),
+            (
+                "BEARER other-token-for-unit-tests",
+                "identity=Some(\"token:62f1e48e\") profile=Some(\"ci\") bytes=2",
             ),
         ] {
             let request = post_mcp(LOOPBACK, Some(authorization), Body::from("{}"));
@@ -785,6 +828,22 @@ mod tests {
                 "{authorization}"
             );
         }
+    }
+
+    #[test]
+    fn a_tokens_identity_stays_when_the_list_changes_around_it() {
+        let identity = |tokens: &[(&str, Option<&str>)]| {
+            SecurityGuard::new(&config(tokens))
+                .unwrap()
+                .verify_token(TOKEN.as_bytes())
+                .and_then(|credentials| credentials.identity())
+        };
+        let alone = identity(&[(TOKEN, None)]);
+        assert_eq!(alone.as_deref(), Some("token:986d13ea"));
+        assert_eq!(
+            identity(&[(OTHER, None), (ADMIN, None), (TOKEN, None)]),
+            alone
+        );
     }
 
     #[tokio::test]
@@ -891,9 +950,79 @@ mod tests {
         }
     }
 
+    /// [`config`] with `behind_proxy = true`, public name `gateway.lan`.
+    fn behind_proxy(tokens: &[(&str, Option<&str>)]) -> ListenConfig {
+        ListenConfig {
+            behind_proxy: true,
+            ..config(tokens)
+        }
+    }
+
+    #[tokio::test]
+    async fn behind_a_proxy_loopback_names_pass_no_check() {
+        let config = behind_proxy(&[(TOKEN, None)]);
+        let bearer = format!("Bearer {TOKEN}");
+        let with = |host: &str, origin: Option<&str>| {
+            let headers = [
+                (header::HOST, Some(host)),
+                (header::ORIGIN, origin),
+                (header::AUTHORIZATION, Some(bearer.as_str())),
+            ];
+            request("/mcp", &headers, Body::from("{}"))
+        };
+        for (host, origin, expected) in [
+            ("localhost", None, StatusCode::FORBIDDEN),
+            (LOOPBACK, None, StatusCode::FORBIDDEN),
+            ("[::1]:8765", None, StatusCode::FORBIDDEN),
+            (
+                "gateway.lan",
+                Some("http://localhost:3000"),
+                StatusCode::FORBIDDEN,
+            ),
+            ("gateway.lan", Some("https://app.example"), StatusCode::OK),
+            ("gateway.lan:443", None, StatusCode::OK),
+        ] {
+            let got = status(&config, with(host, origin)).await;
+            assert_eq!(got, expected, "{host} {origin:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn behind_a_proxy_the_console_is_off_unless_asked_for_and_tokens_are_needed() {
+        let ui_get = || {
+            request(
+                "/ui/api/servers",
+                &[(header::HOST, Some("gateway.lan"))],
+                Body::empty(),
+            )
+        };
+        // Off by default: `/ui` is guarded like any path (401 without a token).
+        let off = behind_proxy(&[(TOKEN, None)]);
+        assert!(!off.ui_enabled());
+        assert_eq!(status(&off, ui_get()).await, StatusCode::UNAUTHORIZED);
+        let on = ListenConfig {
+            ui: Some(true),
+            ..behind_proxy(&[(TOKEN, None)])
+        };
+        let guard = SecurityGuard::new(&on).unwrap();
+        assert!(guard.tokens_required(), "the console asks for a token");
+        assert!(guard.verify_token(b"").is_none());
+        let code = |config: &ListenConfig| SecurityGuard::new(config).err().unwrap().code();
+        assert_eq!(
+            code(&behind_proxy(&[])),
+            "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS"
+        );
+        let nameless = ListenConfig {
+            allowed_hosts: Vec::new(),
+            ..behind_proxy(&[(TOKEN, None)])
+        };
+        assert_eq!(code(&nameless), "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS");
+    }
+
     #[tokio::test]
     async fn host_is_checked_before_the_token() {
-        let request = post_mcp("evil.example", Some("Bearer s3cret-token"), Body::empty());
+        let bearer = format!("Bearer {TOKEN}");
+        let request = post_mcp("evil.example", Some(&bearer), Body::empty());
         assert_eq!(
             status(&config(&[(TOKEN, None)]), request).await,
             StatusCode::FORBIDDEN
@@ -921,7 +1050,7 @@ mod tests {
         .await;
         assert_eq!(
             (status, body.as_str()),
-            (StatusCode::OK, "token=None profile=None bytes=64")
+            (StatusCode::OK, "identity=None profile=None bytes=64")
         );
     }
 
@@ -941,7 +1070,7 @@ mod tests {
         let (status, _, body) = send(&config(&[]), post_mcp(LOOPBACK, None, chunked(6))).await;
         assert_eq!(
             (status, body.as_str()),
-            (StatusCode::OK, "token=None profile=None bytes=60")
+            (StatusCode::OK, "identity=None profile=None bytes=60")
         );
     }
 
@@ -996,7 +1125,7 @@ mod tests {
         let config: ListenConfig = toml::from_str(
             r#"
             address = "0.0.0.0:9000"
-            tokens = ["plain-token", { token = "bound-token", profile = "ci" }]
+            tokens = ["plain-token-of-16+", { token = "bound-token-of-16+", profile = "ci" }]
             allowed_origins = ["http://localhost:3000"]
             allowed_hosts = ["gateway.lan"]
             max_body_bytes = 1024
@@ -1008,14 +1137,14 @@ mod tests {
                 config.tokens[0].token.as_str(),
                 config.tokens[0].profile.as_deref()
             ),
-            ("plain-token", None)
+            ("plain-token-of-16+", None)
         );
         assert_eq!(
             (
                 config.tokens[1].token.as_str(),
                 config.tokens[1].profile.as_deref()
             ),
-            ("bound-token", Some("ci"))
+            ("bound-token-of-16+", Some("ci"))
         );
         let shown = format!("{config:?} {}", serde_json::to_string(&config).unwrap());
         assert!(
@@ -1044,8 +1173,10 @@ mod tests {
         );
 
         let code = |config: &ListenConfig| SecurityGuard::new(config).err().unwrap().code();
-        let mut config = config(&[("same", None), ("same", Some("ci"))]);
+        let mut config = config(&[(TOKEN, None), (TOKEN, Some("ci"))]);
         assert_eq!(code(&config), "LISTEN_DUPLICATE_TOKEN");
+        config = self::config(&[("fifteen-chars-x", None)]);
+        assert_eq!(code(&config), "LISTEN_INVALID_TOKEN");
         config.tokens.clear();
         config.allowed_hosts = vec!["bad host/x".to_owned()];
         assert_eq!(code(&config), "LISTEN_INVALID_ALLOWED_HOST");

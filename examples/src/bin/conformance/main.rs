@@ -1,0 +1,60 @@
+//! `conformance PORT`: the server that the official MCP conformance suite
+//! (`@modelcontextprotocol/conformance`, server scenarios) expects, over streamable HTTP at
+//! `http://127.0.0.1:PORT/mcp`.
+//!
+//! It exists so `scripts/conformance` can run the suite's server requirements of each
+//! protocol revision (2025-11-25 and 2026-07-28) against this server directly and through
+//! the gateway (`prefix = ""`, `rewrite_uris = false`), and show that the gateway passes the
+//! whole protocol through: every scenario that passes directly must pass through it. One
+//! process serves both revisions, as a server in the transition would: 2025-11-25 clients
+//! open `initialize` sessions, 2026-07-28 clients send self-contained requests
+//! ([`lifecycle`]).
+//!
+//! # Layout
+//! - [`handler`]: the MCP handler, every tool, resource and prompt of the scenarios;
+//! - [`fixtures`]: the fixed definitions, as the suite spells them;
+//! - [`rounds`]: the 2026-07-28 multi round-trip tools (`InputRequiredResult`), whose
+//!   `requestState` is sealed by [`request_state`];
+//! - [`list_changes`]: list changes fanned out to `subscriptions/listen` streams.
+//!
+//! Everything the 2026-07-28 scenarios check at the HTTP level (statuses, `Mcp-Method`
+//! and `MCP-Protocol-Version` headers, `-32020`/`-32021`/`-32022`) is rmcp's
+//! `StreamableHttpService`; nothing here sits in front of it.
+
+#![allow(
+    deprecated,
+    reason = "logging, sampling and resources/subscribe are what 2025 clients use"
+)]
+
+mod fixtures;
+mod handler;
+mod lifecycle;
+mod list_changes;
+mod request_state;
+mod rounds;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use mcp_gateway_examples::{init_logging, serve_http};
+
+use crate::handler::{Conformance, Shared};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    init_logging();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [port] if port.parse::<u16>().is_ok() => {
+            let shared = Arc::new(Shared::new());
+            serve_http("conformance", &format!("127.0.0.1:{port}"), move || {
+                Conformance::new(shared.clone())
+            })
+            .await
+        }
+        _ => {
+            eprintln!("usage: conformance PORT   (serves http://127.0.0.1:PORT/mcp)");
+            ExitCode::FAILURE
+        }
+    }
+}
