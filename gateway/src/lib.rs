@@ -8,10 +8,11 @@
 //! - [`pipeline`]: the stages every call goes through, and the error codes.
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
 //!   metrics, reminder, result cap, session log).
-//! - [`server`]: the downstream MCP server: the handler, its transports (stdio, streamable
+//! - [`server`]: the downstream MCP server: the session core every message goes through,
+//!   whatever its transport and protocol revision; the transports (stdio, streamable
 //!   HTTP, SSE) and the HTTP listener.
 //! - [`relay`]: an upstream's requests, progress and log messages during a call, carried
-//!   to the client that made the call.
+//!   to the client that made the call (as requests, or as input asked for in a result).
 //! - [`observe`]: metrics, the session log and OpenTelemetry traces.
 //! - [`state`]: what replicas share (sessions, limits, event streams): memory or Redis.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),

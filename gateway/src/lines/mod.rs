@@ -1,6 +1,6 @@
 //! Newline-delimited JSON-RPC over a pair of byte streams, for either side of a stdio
 //! connection: the gateway as the client of a stdio upstream (`upstream::lines`) and as
-//! the server of a stdio client (`server::transport::client_lines`).
+//! the server of a stdio client (`server::core::decode`).
 //!
 //! rmcp decodes every incoming message as the untagged union of everything the peer may
 //! send, trying each variant in turn through serde's buffered `Content`; a `tools/call`

@@ -1,6 +1,6 @@
-//! The peer's input, shared by everyone who writes lines to it: rmcp's sends, and the
-//! tool calls and answers written beside rmcp's service loop (`upstream::lane`,
-//! `server::transport::direct_calls`).
+//! The peer's input, shared by everyone who writes lines to it: rmcp's sends and the tool
+//! calls written beside rmcp's service loop (`upstream::lane`), or the stdio transport's
+//! one writer of messages to the client (`server::transport::stdio`).
 //!
 //! A writer may be cancelled half-way: a tool call's timeout fires while the peer is not
 //! reading, its pipe full. A line is never left half-written for the next one to be glued

@@ -12,7 +12,7 @@
 //!   find it not stored yet; its replay ends early, and it asks again.
 //! - A replica that dies takes its unwritten events with it. A client that missed them
 //!   resumes elsewhere, finds no answer, and gets the lost-answer error once this
-//!   replica's lease lapses (`server::transport::shared_sessions`).
+//!   replica's lease lapses (`server::transport::http_events`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
