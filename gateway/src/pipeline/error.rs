@@ -84,6 +84,14 @@ impl ToolError {
         self
     }
 
+    /// An upstream's JSON-RPC error that is about the client's request rather than the
+    /// tool (a client capability the server requires, protocol 2026-07-28): the client
+    /// gets it as the JSON-RPC error it is, not as a tool result (see [`protocol_error`]).
+    pub fn for_the_client(error: &rmcp::ErrorData) -> Option<serde_json::Value> {
+        (error.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY)
+            .then(|| json!({ PROTOCOL_ERROR: error }))
+    }
+
     /// The MCP result for this failure: `isError`, a text `Error [CODE]: message`, and the
     /// structured error under `_meta["mcp-gateway/error"]`.
     pub fn to_result(&self) -> CallToolResult {
@@ -104,4 +112,14 @@ impl ToolError {
         result.meta = Some(meta);
         result
     }
+}
+
+/// The key of a failure's detail that holds a JSON-RPC error for the client.
+const PROTOCOL_ERROR: &str = "jsonrpc";
+
+/// The JSON-RPC error a failed call's `result` must reach the client as, if any (see
+/// [`ToolError::for_the_client`]).
+pub fn protocol_error(result: &CallToolResult) -> Option<rmcp::ErrorData> {
+    let error = result.meta.as_ref()?.get(ERROR_META_KEY)?;
+    serde_json::from_value(error.get("detail")?.get(PROTOCOL_ERROR)?.clone()).ok()
 }

@@ -493,5 +493,13 @@ pub fn upstream_failure(error: UpstreamError) -> ToolError {
         UpstreamError::Rejected { .. } | UpstreamError::Protocol { .. } => ErrorCode::UpstreamError,
         UpstreamError::Cancelled { .. } => ErrorCode::Aborted,
     };
-    ToolError::new(code, error.to_string())
+    let detail = match &error {
+        UpstreamError::Rejected { error, .. } => ToolError::for_the_client(error),
+        _ => None,
+    };
+    let failure = ToolError::new(code, error.to_string());
+    match detail {
+        Some(detail) => failure.with_detail(detail),
+        None => failure,
+    }
 }

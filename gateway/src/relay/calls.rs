@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::model::{
-    LoggingLevel, ProgressNotification, ProgressNotificationParam, ProgressToken, RequestId,
-    RequestMetaObject, ServerNotification,
+    InputResponses, LoggingLevel, ProgressNotification, ProgressNotificationParam, ProgressToken,
+    RequestId, RequestMetaObject, ServerNotification,
 };
 use rmcp::service::InboundStreamOrigin;
 use tokio::sync::mpsc;
@@ -47,6 +47,9 @@ pub struct Caller {
     /// For a client on protocol 2026-07-28, the level of log messages its request asked
     /// for; it gets none without one.
     pub log_level: Option<LoggingLevel>,
+    /// Answers the client gave with its request before being asked (protocol 2026-07-28
+    /// `inputResponses`): the upstream gets them with the call.
+    pub given_input: Option<InputResponses>,
 }
 
 /// The keys of a request's `_meta` that describe the client's own connection (protocol
@@ -74,6 +77,7 @@ impl Caller {
             meta: (!meta.is_empty()).then_some(meta),
             session: session.into(),
             log_level,
+            given_input: None,
         }
     }
 
@@ -97,6 +101,7 @@ impl Caller {
         Caller {
             progress_token: None,
             meta: None,
+            given_input: None,
             ..self.clone()
         }
     }

@@ -22,11 +22,16 @@ use std::sync::{Mutex, MutexGuard};
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientResult, CreateMessageResult, ElicitResult, InputRequest, InputRequests, InputResponses,
-    ListRootsResult, ServerRequest,
+    ClientResult, CreateMessageResult, ElicitResult, GetExtensions, InputRequest, InputRequests,
+    InputResponses, ListRootsResult, ServerRequest,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
+
+/// The key a question had where it came from (an upstream's `InputRequiredResult`), kept
+/// in the request's extensions so the client sees the upstream's own keys.
+#[derive(Debug, Clone)]
+pub struct InputKey(pub String);
 
 /// Where the client's answer to one question goes.
 type Answer = oneshot::Sender<Result<ClientResult, ErrorData>>;
@@ -53,6 +58,10 @@ impl Inputs {
         request: ServerRequest,
     ) -> Result<oneshot::Receiver<Result<ClientResult, ErrorData>>, ErrorData> {
         let (answer, receiver) = oneshot::channel();
+        let asked_as = request
+            .extensions()
+            .get::<InputKey>()
+            .map(|key| key.0.clone());
         let question = match request {
             ServerRequest::CreateMessageRequest(request) => InputRequest::CreateMessage(request),
             ServerRequest::ElicitRequest(request) => InputRequest::Elicitation(request),
@@ -71,7 +80,10 @@ impl Inputs {
         };
         let mut open = self.lock();
         open.next_key += 1;
-        let key = format!("input-{}", open.next_key);
+        let key = match asked_as {
+            Some(key) if !open.questions.contains_key(&key) => key,
+            _ => format!("input-{}", open.next_key),
+        };
         open.questions.insert(key, (question, answer));
         drop(open);
         self.asked.notify_waiters();
@@ -87,6 +99,22 @@ impl Inputs {
                 return;
             }
             notified.await;
+        }
+    }
+
+    /// Resolves once no new question has come for a moment: questions a call asks side
+    /// by side go to the client together.
+    pub async fn settled(&self) {
+        const QUIET: std::time::Duration = std::time::Duration::from_millis(10);
+        const AT_MOST: usize = 10;
+        let mut open = self.lock().questions.len();
+        for _ in 0..AT_MOST {
+            tokio::time::sleep(QUIET).await;
+            let now = self.lock().questions.len();
+            if now == open {
+                return;
+            }
+            open = now;
         }
     }
 

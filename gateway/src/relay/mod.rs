@@ -42,9 +42,16 @@ pub use sessions::Sessions;
 use crate::approvals::ConsoleAsks;
 use crate::config::GateSettings;
 
+/// A list an upstream said changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
 /// What the relays of every upstream share: the client sessions, the gate's settings and
 /// the console's questions.
-#[derive(Default)]
 pub struct Downstream {
     pub sessions: Sessions,
     pub relayed_progress: progress::RelayedProgress,
@@ -52,6 +59,15 @@ pub struct Downstream {
     /// Where approvals wait when the client cannot be asked (`ask_fallback = "console"`);
     /// the gateway's tool calls ask there too.
     pub console_asks: Arc<ConsoleAsks>,
+    /// The lists upstreams said changed, once the gateway has read them again: a gateway
+    /// that stands in for one server passes each on, even when nothing it shows differs.
+    pub announced: tokio::sync::broadcast::Sender<(Arc<str>, ListKind)>,
+}
+
+impl Default for Downstream {
+    fn default() -> Self {
+        Self::new(GateSettings::default())
+    }
 }
 
 impl Downstream {
@@ -61,6 +77,7 @@ impl Downstream {
             relayed_progress: progress::RelayedProgress::default(),
             gate: RwLock::new(gate),
             console_asks: Arc::default(),
+            announced: tokio::sync::broadcast::channel(16).0,
         }
     }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationSchema, InputRequest, InputRequests, InputResponses,
-    RequestMetaObject, ServerRequest,
+    ElicitationAction, ElicitationSchema, GetExtensions, InputRequest, InputRequests,
+    InputResponses, RequestMetaObject, ServerRequest,
 };
 use rmcp::service::{InboundStreamOrigin, RequestContext, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Downstream;
 use super::calls::{CallRoutes, Caller, PROGRESS_TOKEN, Unrelated};
+use super::inputs::InputKey;
 use super::progress::RelayedProgress;
 use crate::approvals::{ConsoleAsks, Subject};
 use crate::config::{AskFallback, RuleDecision};
@@ -123,6 +124,7 @@ pub async fn relay(
                 meta: None,
                 session,
                 log_level: None,
+                given_input: None,
             },
             None if kind == Kind::Ping => return Ok(ClientResult::empty(())),
             None => return Err(refusal(server, kind, &Unrelated::NoCall.to_string())),
@@ -161,7 +163,7 @@ pub async fn fulfil(
     cancel: &CancellationToken,
 ) -> Result<InputResponses, ErrorData> {
     let asked = questions.into_iter().map(|(key, question)| async move {
-        let request = match question {
+        let mut request = match question {
             InputRequest::CreateMessage(request) => ServerRequest::CreateMessageRequest(request),
             InputRequest::Elicitation(request) => ServerRequest::ElicitRequest(request),
             InputRequest::ListRoots(request) => ServerRequest::ListRootsRequest(request),
@@ -172,6 +174,8 @@ pub async fn fulfil(
                 ));
             }
         };
+        // A client asked in a result of its own sees the upstream's key.
+        request.extensions_mut().insert(InputKey(key.clone()));
         let answer = ask_client(server, downstream, caller, request, None, cancel).await?;
         let answer = serde_json::to_value(answer)
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;

@@ -20,7 +20,8 @@ use rmcp::model::{
     ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
     Implementation, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotification,
     LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam,
-    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, UrlElicitationCapability,
+    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, SubscriptionFilter,
+    UrlElicitationCapability,
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -248,5 +249,39 @@ fn log_locally(server: &str, params: &LoggingMessageNotificationParam) {
         }
         LoggingLevel::Warning => tracing::warn!(target: "upstream", server, logger, "{data}"),
         _ => tracing::error!(target: "upstream", server, logger, "{data}"),
+    }
+}
+
+/// Listens to what a server of 2026-07-28 says changed (its tools, prompts, resources)
+/// on a `subscriptions/listen` stream, for as long as the connection lasts, and passes it
+/// on as a server of 2025 would have said it with notifications of its own.
+pub async fn listen_for_changes(
+    server: Arc<str>,
+    peer: rmcp::Peer<RoleClient>,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+) {
+    let mut filter = SubscriptionFilter::new();
+    filter.tools_list_changed = Some(true);
+    filter.prompts_list_changed = Some(true);
+    filter.resources_list_changed = Some(true);
+    let mut subscription = match peer.listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(e) => {
+            tracing::debug!(%server, "no subscription to its changes: {e}");
+            return;
+        }
+    };
+    while let Ok(Some(notification)) = subscription.next().await {
+        let event = match notification {
+            ServerNotification::ToolListChangedNotification(_) => UpstreamEvent::ToolsChanged,
+            ServerNotification::PromptListChangedNotification(_) => UpstreamEvent::PromptsChanged,
+            ServerNotification::ResourceListChangedNotification(_) => {
+                UpstreamEvent::ResourcesChanged
+            }
+            _ => continue,
+        };
+        if events.send(event).is_err() {
+            break;
+        }
     }
 }

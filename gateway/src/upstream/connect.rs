@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::child::{self, ProcessGroup, Violation};
-use super::client::{UpstreamClient, UpstreamEvent};
+use super::client::{self, UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
 use super::progress_in_order::ProgressInOrder;
 use super::traced_http::TracedHttp;
@@ -140,7 +140,7 @@ async fn connect_inner(
     calls: CallRoutes,
     downstream: Arc<Downstream>,
 ) -> Result<Connection, ConnectError> {
-    let handler = UpstreamClient::new(name.clone(), events, calls.clone(), downstream);
+    let handler = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
     let violation = Violation::default();
     let init_error =
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
@@ -249,6 +249,14 @@ async fn connect_inner(
             )
         }
     };
+    if config.protocol == UpstreamProtocol::Stateless {
+        // A server of 2026-07-28 tells of its changes only on a subscription.
+        tokio::spawn(client::listen_for_changes(
+            name.clone(),
+            service.peer().clone(),
+            events,
+        ));
+    }
     let initialized = service.peer().peer_info().map(|info| (*info).clone());
     let offer = Offer::read(service.peer(), initialized)
         .await

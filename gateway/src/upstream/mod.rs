@@ -36,11 +36,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::status::SignInStatus;
 use crate::auth::store::TokenStore;
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, UpstreamProtocol};
 use crate::observe::telemetry;
 use crate::registry::resource_uri;
 use crate::relay::calls::answer_after_progress;
-use crate::relay::{self, CallRoutes, Caller, Downstream};
+use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind};
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
 pub use offer::Offer;
@@ -389,6 +389,11 @@ impl Upstream {
                 match live.offer.refreshed(&live.peer, &refresh).await {
                     Ok(offer) => {
                         tracing::debug!(server = %self.name, ?refresh, "upstream offer refreshed");
+                        let kind = match refresh {
+                            UpstreamEvent::PromptsChanged => ListKind::Prompts,
+                            UpstreamEvent::ResourcesChanged => ListKind::Resources,
+                            _ => ListKind::Tools,
+                        };
                         self.set_live(Some(Arc::new(Live {
                             peer: live.peer.clone(),
                             offer,
@@ -396,6 +401,7 @@ impl Upstream {
                             violation: live.violation.clone(),
                             lane: live.lane.clone(),
                         })));
+                        let _ = self.downstream.announced.send((self.name.clone(), kind));
                     }
                     Err(e) => tracing::warn!(server = %self.name, "refresh failed: {e}"),
                 }
@@ -443,6 +449,7 @@ impl Upstream {
             .ok_or_else(|| self.unavailable(self.down_reason()))?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
+        params.input_responses = caller.as_ref().and_then(|c| c.given_input.clone());
         for _round in 0..=MAX_INPUT_ROUNDS {
             let mut request = CallToolRequest::new(params.clone());
             // This call's span as the trace context (`TracedHttp` also puts it in the
@@ -620,7 +627,12 @@ impl Upstream {
         // rmcp adds the gateway's progress token.
         let mut request = request;
         add_client_meta(caller.as_ref(), request.get_meta_mut());
-        let options = PeerRequestOptions::no_options();
+        let mut options = PeerRequestOptions::no_options();
+        if self.config.protocol == UpstreamProtocol::Stateless
+            && let Some(caller) = &caller
+        {
+            options.meta = Some(client_context(caller));
+        }
         let mut handle = live
             .peer
             .send_cancellable_request(request, options)
@@ -720,6 +732,18 @@ impl Upstream {
 
 /// Puts the client's `_meta` in a request going upstream on its behalf, as the client sent
 /// it, under what the request carries itself (a call's trace context).
+/// What a server of 2026-07-28 is told of the client behind a request: the client's own
+/// capabilities (so that it asks only for what the client can give) and the log level
+/// the client asked for, if any, in place of the gateway's.
+fn client_context(caller: &Caller) -> RequestMetaObject {
+    let mut meta = RequestMetaObject::new();
+    meta.set_client_capabilities(caller.link.capabilities().clone());
+    if let Some(level) = caller.log_level {
+        meta.set_log_level(level);
+    }
+    meta
+}
+
 fn add_client_meta(caller: Option<&Caller>, meta: &mut RequestMetaObject) {
     if let Some(client) = caller.and_then(|caller| caller.meta.as_ref()) {
         let own = std::mem::replace(meta, client.clone());

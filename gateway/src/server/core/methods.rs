@@ -30,7 +30,7 @@ use super::watch;
 use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
-use crate::pipeline::{CallRequest, Origin, Session};
+use crate::pipeline::{CallRequest, Origin, Session, error};
 use crate::registry::resource_uri;
 use crate::registry::view::SessionView;
 use crate::relay::{Caller, ClientLink};
@@ -75,7 +75,7 @@ impl Call {
                 None,
             )),
             ClientRequest::ListToolsRequest(request) => self.list_tools(request.params),
-            ClientRequest::CallToolRequest(request) => Ok(self.call_tool(request.params).await),
+            ClientRequest::CallToolRequest(request) => self.call_tool(request.params).await,
             ClientRequest::ListPromptsRequest(request) => self.list_prompts(request.params),
             ClientRequest::GetPromptRequest(request) => self.get_prompt(request.params).await,
             ClientRequest::ListResourcesRequest(request) => self.list_resources(request.params),
@@ -162,7 +162,9 @@ impl Call {
         Ok(ServerResult::ListToolsResult(result))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams) -> ServerResult {
+    async fn call_tool(&self, request: CallToolRequestParams) -> Result<ServerResult, ErrorData> {
+        let mut caller = self.caller();
+        caller.given_input = request.input_responses;
         let result = self
             .gateway()
             .call(
@@ -171,13 +173,16 @@ impl Call {
                     name: request.name.to_string(),
                     arguments: request.arguments,
                     cancel: self.cancel.clone(),
-                    caller: Some(self.caller()),
+                    caller: Some(caller),
                     origin: Origin::Client,
                     trace: self.trace(),
                 },
             )
             .await;
-        ServerResult::CallToolResult(result)
+        match error::protocol_error(&result) {
+            Some(error) => Err(error),
+            None => Ok(ServerResult::CallToolResult(result)),
+        }
     }
 
     fn list_prompts(

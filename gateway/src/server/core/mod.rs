@@ -294,6 +294,7 @@ impl ClientSession {
                 return joined(call.task.await);
             }
         }
+        call.inputs.settled().await;
         let questions = call.inputs.questions();
         let state = self.parked.park(call);
         Ok(ServerResult::InputRequiredResult(InputRequiredResult::new(

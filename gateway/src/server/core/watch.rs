@@ -23,8 +23,9 @@ use super::methods::Call;
 use crate::gateway::Gateway;
 use crate::pipeline::Session;
 use crate::registry::Catalog;
-use crate::relay::ClientLink;
+use crate::relay::{ClientLink, ListKind};
 use crate::search_tools::Found;
+use crate::server::identity;
 
 /// What one session sees of the catalog, to tell when it changed.
 #[derive(Clone, PartialEq)]
@@ -65,6 +66,7 @@ struct Watch {
     gateway: Arc<Gateway>,
     session: Arc<Session>,
     catalog: tokio::sync::watch::Receiver<Arc<Catalog>>,
+    announced: tokio::sync::broadcast::Receiver<(Arc<str>, ListKind)>,
     found: Found,
     shown: Visible,
 }
@@ -73,6 +75,7 @@ impl Watch {
     fn new(gateway: Arc<Gateway>, session: Arc<Session>, shown: Visible) -> Self {
         Watch {
             catalog: gateway.registry.watch(),
+            announced: gateway.registry.downstream().announced.subscribe(),
             found: Found::of(&session),
             gateway,
             session,
@@ -83,17 +86,26 @@ impl Watch {
     /// The next change, or `None` once `until` is cancelled or the gateway stops.
     async fn next(&mut self, until: &CancellationToken) -> Option<Changed> {
         loop {
+            let mut announced = None;
             tokio::select! {
                 changed = self.catalog.changed() => changed.ok()?,
                 () = self.found.changed() => {}
+                heard = self.announced.recv() => announced = heard.ok(),
                 () = self.gateway.shutdown.cancelled() => return None,
                 () = until.cancelled() => return None,
             }
+            // The one server the gateway stands in for says what changed, as itself.
+            let passed_on = announced
+                .filter(|(server, _)| {
+                    identity::stood_in_for(&self.gateway).is_some_and(|one| one.name == *server)
+                })
+                .map(|(_, kind)| kind);
             let now = Visible::of(&self.gateway, &self.session);
             let changed = Changed {
-                tools: now.tools != self.shown.tools,
-                prompts: now.prompts != self.shown.prompts,
-                resources: now.resources != self.shown.resources,
+                tools: now.tools != self.shown.tools || passed_on == Some(ListKind::Tools),
+                prompts: now.prompts != self.shown.prompts || passed_on == Some(ListKind::Prompts),
+                resources: now.resources != self.shown.resources
+                    || passed_on == Some(ListKind::Resources),
             };
             self.shown = now;
             if changed.tools || changed.prompts || changed.resources {

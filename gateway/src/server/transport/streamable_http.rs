@@ -63,6 +63,10 @@ use crate::state::{SharedState, StateError};
 /// is answered with a stream, whose keep-alive comments keep intermediaries patient.
 const PLAIN_WAIT: Duration = Duration::from_secs(15);
 
+/// How often a request's stream yields, once its answer is in, to the tasks relaying what
+/// came before the answer.
+const RELAY_YIELDS: usize = 4;
+
 /// Interval between keep-alive comments on a silent stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -596,6 +600,12 @@ impl RequestStream {
                     },
                     served = answer => {
                         this.answer = None;
+                        // What the upstream sent just before its answer may still be on
+                        // its way through the relay's tasks (rmcp hands each notification
+                        // to a task): they run before the stream closes.
+                        for _ in 0..RELAY_YIELDS {
+                            tokio::task::yield_now().await;
+                        }
                         if let Some(sent) = this.sent.as_mut() {
                             while let Ok(message) = sent.try_recv() {
                                 this.pending.push_back(Outgoing::Message(message));
