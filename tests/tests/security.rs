@@ -943,3 +943,48 @@ fn the_deploy_examples_run_behind_a_proxy_with_tokens() {
         assert!(!short.status.success(), "{example} takes a short token");
     }
 }
+
+/// A stream resumes with `Last-Event-ID` for the session that owns it only: another
+/// session, even of the same credentials, that names one of its event ids is refused, and
+/// the owner gets its missed events.
+#[test]
+fn a_stream_resumes_only_for_its_own_session() {
+    use mcp_gateway_tests::streamable::{SseResponse, open_session};
+    let workspace = Workspace::new(&example_server("slow", "slow"));
+    let gateway = workspace.serve_http(&[]);
+    let (mine, theirs) = (
+        open_session(gateway.address, None),
+        open_session(gateway.address, None),
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "mcp__slow__wait", "arguments": {"ms": 300},
+        "_meta": {"progressToken": "p7"}}});
+    let mut stream = SseResponse::post(gateway.address, &mine, &call.to_string());
+    let seen = std::iter::from_fn(|| stream.next_event())
+        .find(|event| event.id.is_some())
+        .expect("an event with an id");
+    let last = seen.id.unwrap();
+    let resume = |session: &str| {
+        http_request(
+            gateway.address,
+            "GET",
+            "/mcp",
+            &[
+                ("Accept", "text/event-stream"),
+                ("MCP-Protocol-Version", "2025-11-25"),
+                ("Mcp-Session-Id", session),
+                ("Last-Event-ID", &last),
+            ],
+            b"",
+        )
+    };
+    let (status, _, body) = resume(&theirs);
+    assert_eq!(status, 400, "another session resumed the stream: {body}");
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, _, body) = resume(&mine);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""id":7"#),
+        "the owner's missed answer: {body}"
+    );
+}
