@@ -207,10 +207,12 @@ fn shell_blocks_run_scripts_that_exist_and_parse() {
     for block in blocks_in("sh") {
         for line in block.text.lines() {
             let command = line.split('#').next().unwrap();
-            // Leading `NAME=value` words set the environment; the program follows them.
+            // Leading `NAME=value` words set the environment, and `/usr/bin/time -v` only
+            // measures: the program follows them.
             let words: Vec<&str> = command
                 .split_whitespace()
                 .skip_while(|w| w.split_once('=').is_some_and(|(name, _)| is_env_name(name)))
+                .skip_while(|w| *w == "/usr/bin/time" || w.starts_with('-'))
                 .collect();
             match words.first() {
                 None => {}

@@ -1,7 +1,8 @@
 //! Issue 15, tool search, through the built gateway in front of five real servers
 //! (server-everything, server-filesystem, server-memory, mcp-server-time, mcp-server-git:
 //! 50 tools), driven by the official Python SDK:
-//! - how well `search_tools` finds the tools for natural-language tasks (recall@5, MRR);
+//! - how well `search_tools` finds the tools for natural-language tasks (recall@5, MRR),
+//!   on the tasks its synonym table was fitted to and on held-out ones;
 //! - a native session lists only `search_tools` and the pinned tools, searches, is told
 //!   `list_changed`, finds the tools listed and calls one; hidden tools never show;
 //! - a search answered before the client opened its `GET` stream is announced on it;
@@ -15,7 +16,9 @@ use mcp_gateway_tests::streamable::{SseResponse, open_session, post};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
-/// Natural-language tasks, each with the tools that serve it (`server/tool`).
+/// Natural-language tasks, each with the tools that serve it (`server/tool`). The synonym
+/// table of the search index (`registry/search/terms.rs`) was fitted to these tasks, so
+/// their figures say how well search does on what it was tuned for.
 const TASKS: &[(&str, &[&str])] = &[
     ("add two numbers", &["everything/get-sum"]),
     ("echo a message back", &["everything/echo"]),
@@ -145,6 +148,102 @@ const TASKS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Held-out tasks, written without looking at the synonym table, and never to be used to
+/// tune it: their figures say how well search does on tasks it was not tuned for. A task
+/// that leads to a change of the table moves to [`TASKS`], and a new one is written here.
+const HELD_OUT: &[(&str, &[&str])] = &[
+    ("add up 17 and 25", &["everything/get-sum"]),
+    ("repeat after me", &["everything/echo"]),
+    (
+        "compress this text with gzip",
+        &["everything/gzip-file-as-resource"],
+    ),
+    (
+        "open the README and tell me what it says",
+        &["filesystem/read_text_file", "filesystem/read_file"],
+    ),
+    (
+        "look at this screenshot png",
+        &["filesystem/read_media_file"],
+    ),
+    (
+        "load config.json, package.json and tsconfig.json together",
+        &["filesystem/read_multiple_files"],
+    ),
+    (
+        "create a file called notes.txt containing hello",
+        &["filesystem/write_file"],
+    ),
+    (
+        "change the version number inside Cargo.toml",
+        &["filesystem/edit_file"],
+    ),
+    ("mkdir build/output", &["filesystem/create_directory"]),
+    (
+        "what is inside the src folder",
+        &[
+            "filesystem/list_directory",
+            "filesystem/list_directory_with_sizes",
+        ],
+    ),
+    (
+        "how large is each file here",
+        &["filesystem/list_directory_with_sizes"],
+    ),
+    (
+        "move report.pdf into the archive folder",
+        &["filesystem/move_file"],
+    ),
+    (
+        "locate every file ending in .rs",
+        &["filesystem/search_files"],
+    ),
+    (
+        "how big is this file and when was it created",
+        &["filesystem/get_file_info"],
+    ),
+    (
+        "Alice works at Acme: link the two",
+        &["memory/create_relations"],
+    ),
+    ("note that Bob prefers tea", &["memory/add_observations"]),
+    (
+        "look up the entities named Alice and Bob",
+        &["memory/open_nodes"],
+    ),
+    ("show everything you remember", &["memory/read_graph"]),
+    (
+        "delete the person Carol from memory",
+        &["memory/delete_entities"],
+    ),
+    (
+        "what's the time in UTC right now",
+        &["time/get_current_time"],
+    ),
+    (
+        "what hour is it in Sydney when it is 9am in Berlin",
+        &["time/convert_time"],
+    ),
+    (
+        "which files have I modified",
+        &["git/git_status", "git/git_diff_unstaged"],
+    ),
+    ("undo git add", &["git/git_reset"]),
+    ("show the recent commit log", &["git/git_log"]),
+    (
+        "make a new branch called feature-x",
+        &["git/git_create_branch"],
+    ),
+    ("check out the main branch", &["git/git_checkout"]),
+    ("what branches exist", &["git/git_branch"]),
+    ("diff my branch against main", &["git/git_diff"]),
+    ("what did commit abc123 change", &["git/git_show"]),
+];
+
+/// The least recall@5 on the held-out tasks: below what was measured when they were
+/// written, so that only a real loss of relevance fails.
+const HELD_OUT_RECALL_FLOOR: f64 = 0.45;
+
 /// `server/tool` → `mcp__server__tool`.
 fn federated(tool: &str) -> String {
     let (server, name) = tool.split_once('/').unwrap();
@@ -173,16 +272,21 @@ fn found(result: &Value) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn search_finds_the_tools_for_natural_language_tasks() {
-    assert!(TASKS.len() >= 40);
+/// Recall@5 and MRR of `search_tools` over `tasks`, with a line per task for messages.
+struct Relevance {
+    recall: f64,
+    mrr: f64,
+    report: String,
+}
+
+fn relevance(tasks: &[(&str, &[&str])]) -> Relevance {
     let root = tempfile::tempdir().unwrap();
     let workspace = workspace(root.path(), "catalog = \"search\"", "");
-    let script: Vec<Value> = TASKS.iter().map(|(task, _)| search_call(task)).collect();
+    let script: Vec<Value> = tasks.iter().map(|(task, _)| search_call(task)).collect();
     let run = python_client(&python_stdio_args(&workspace, &[]), &json!(script));
     let (mut recall_sum, mut reciprocal_sum) = (0.0, 0.0);
     let mut report = String::new();
-    for (index, (task, relevant)) in TASKS.iter().enumerate() {
+    for (index, (task, relevant)) in tasks.iter().enumerate() {
         let top = found(action_result(&run, index));
         assert!(top.len() <= 5, "{top:?}");
         let relevant: Vec<String> = relevant.iter().map(|t| federated(t)).collect();
@@ -196,13 +300,38 @@ fn search_finds_the_tools_for_natural_language_tasks() {
             first.map_or("-".into(), |r| (r + 1).to_string())
         ));
     }
-    let n = TASKS.len() as f64;
+    let n = tasks.len() as f64;
     let (recall, mrr) = (recall_sum / n, reciprocal_sum / n);
-    eprintln!(
-        "{report}recall@5 {recall:.3}, MRR {mrr:.3} over {} tasks",
-        TASKS.len()
+    report.push_str(&format!(
+        "recall@5 {recall:.3}, MRR {mrr:.3} over {} tasks",
+        tasks.len()
+    ));
+    Relevance {
+        recall,
+        mrr,
+        report,
+    }
+}
+
+#[test]
+fn search_finds_the_tools_for_the_tasks_it_was_tuned_on() {
+    assert!(TASKS.len() >= 40);
+    let fitted = relevance(TASKS);
+    eprintln!("fitted tasks:\n{}", fitted.report);
+    assert!(fitted.recall >= 0.95, "{}", fitted.report);
+}
+
+#[test]
+fn search_finds_the_tools_for_held_out_tasks() {
+    assert!(HELD_OUT.len() >= 25);
+    let held_out = relevance(HELD_OUT);
+    eprintln!("held-out tasks:\n{}", held_out.report);
+    assert!(
+        held_out.recall >= HELD_OUT_RECALL_FLOOR,
+        "{}",
+        held_out.report
     );
-    assert!(recall >= 0.95, "recall@5 {recall:.3} < 0.95\n{report}");
+    assert!(held_out.mrr > 0.0, "{}", held_out.report);
 }
 
 #[test]
