@@ -4,7 +4,7 @@
 //! rmcp decodes each incoming message as the untagged union of every client request,
 //! notification and result, and a `tools/call` is the fourteenth request it tries, each
 //! attempt through serde's buffered `Content`: 7% of the gateway's CPU forwarding calls
-//! at concurrency 32 (perf, see README's Performance). [`ClientLines`] decodes a line
+//! at concurrency 32 (measured with perf). [`ClientLines`] decodes a line
 //! that is a plain `tools/call` request in one pass, into what rmcp's decoding ends with
 //! for it; a line with more members than that takes a second pass as a `CallToolRequest`,
 //! and every other line, and any `tools/call` that decoding refuses, rmcp's general
