@@ -21,7 +21,9 @@ Usage:
             [--sample-progress]  (report progress 0.5 then 1.0 on each sampling request that
                                   carries a progress token, before the delay)
             [--roots JSON_ARRAY]  (declare roots; list these {"uri", "name"?} roots)
-            [--mode auto|legacy] [--timeout SECONDS]
+            [--mode legacy|auto] [--timeout SECONDS]
+            --mode legacy (default): initialize, protocol 2025-11-25; auto: server/discover,
+            then 2026-07-28 (stateless requests) when the server speaks it
 
 The script is a JSON array of actions, run in order. Every action is an object with an
 "action" key and may carry "expect_error": true (the action must fail; success is then the
