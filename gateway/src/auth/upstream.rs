@@ -156,12 +156,22 @@ impl OAuthUpstream {
         Ok(())
     }
 
-    /// Configured scopes plus those a server asked for in a step-up.
+    /// The configured scopes and, after a step-up (403 `insufficient_scope`), the scopes
+    /// already granted plus those the server asked for: re-authorization asks for the union
+    /// (SEP-2350), so the larger token still does what the smaller one did. Empty leaves
+    /// the choice to discovery.
     fn requested_scopes(&self) -> Vec<String> {
+        let wanted = self.store.wanted_scopes();
+        let granted = if wanted.is_empty() {
+            Vec::new()
+        } else {
+            let credentials = self.store.credentials().ok().flatten();
+            credentials.map_or_else(Vec::new, |credentials| credentials.granted_scopes)
+        };
         let mut scopes = self.settings.scopes.clone();
-        for wanted in self.store.wanted_scopes() {
-            if !scopes.contains(&wanted) {
-                scopes.push(wanted);
+        for scope in granted.into_iter().chain(wanted) {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
             }
         }
         scopes
@@ -185,7 +195,11 @@ impl OAuthUpstream {
             .resolve_metadata_from_challenge(challenge.as_deref())
             .await?;
         manager.set_metadata(resolution.metadata);
-        let mut request = AuthorizationRequest::new(&redirect_uri).with_client_name(CLIENT_NAME);
+        // Without scopes of its own the request asks for the challenge's, else the
+        // resource's `scopes_supported` (the spec's scope selection strategy).
+        let mut request = AuthorizationRequest::new(&redirect_uri)
+            .with_client_name(CLIENT_NAME)
+            .with_initial_scope_selection();
         let scopes = self.requested_scopes();
         if !scopes.is_empty() {
             request = request.with_scopes(scopes);
@@ -349,23 +363,50 @@ fn is_private(ip: IpAddr) -> bool {
     }
 }
 
-/// The `WWW-Authenticate` of an unauthenticated `initialize`, which seeds discovery with the
-/// server's own `resource_metadata` and `scope` (the spec's preferred path); `None` when the
-/// server does not challenge, and discovery then probes the well-known locations.
+/// The `WWW-Authenticate` challenge that seeds discovery with the server's own
+/// `resource_metadata` and `scope` (the spec's preferred path). An unauthenticated
+/// `initialize` is sent first; a server that lets it through and guards only the operations
+/// is then asked for `tools/list` on the session it opened. `None` when neither is
+/// challenged: discovery then probes the well-known locations and the scopes come from
+/// `scopes_supported`.
 async fn probe_challenge(url: &str) -> Option<String> {
-    let body = serde_json::json!({
+    let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                    "clientInfo": {"name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION")}}
     });
-    let response = reqwest::Client::new()
+    let response = probe(url, &initialize, None).await?;
+    if !response.status().is_success() {
+        return challenge_of(&response);
+    }
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    challenge_of(&probe(url, &list, session.as_deref()).await?)
+}
+
+/// Posts one unauthenticated JSON-RPC message to the server.
+async fn probe(
+    url: &str,
+    message: &serde_json::Value,
+    session: Option<&str>,
+) -> Option<reqwest::Response> {
+    let mut request = reqwest::Client::new()
         .post(url)
         .header(http::header::ACCEPT, "application/json, text/event-stream")
-        .json(&body)
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .ok()?;
+        .json(message)
+        .timeout(Duration::from_secs(10));
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.ok()
+}
+
+/// The `WWW-Authenticate` of a 401 or 403.
+fn challenge_of(response: &reqwest::Response) -> Option<String> {
     if !matches!(response.status().as_u16(), 401 | 403) {
         return None;
     }
@@ -485,6 +526,30 @@ mod tests {
             .unwrap()
             .status()
             .as_u16()
+    }
+
+    #[tokio::test]
+    async fn a_step_up_asks_for_the_granted_scopes_and_the_challenged_ones() {
+        use rmcp::transport::auth::StoredCredentials;
+        let dir = tempfile::tempdir().unwrap();
+        let settings = UpstreamOAuth {
+            scopes: vec!["configured".into()],
+            ..UpstreamOAuth::default()
+        };
+        let upstream = OAuthUpstream::new("t", "https://t.example/mcp", &settings, dir.path());
+        let granted = vec!["configured".into(), "basic".into()];
+        let credentials = StoredCredentials::new("c1".into(), None, granted, Some(1));
+        upstream.store.save(credentials).await.unwrap();
+        assert_eq!(
+            upstream.requested_scopes(),
+            ["configured"],
+            "no step-up: as configured"
+        );
+        upstream.store.want_scopes(vec!["write".into()]).unwrap();
+        assert_eq!(
+            upstream.requested_scopes(),
+            ["configured", "basic", "write"]
+        );
     }
 
     #[tokio::test]
