@@ -65,15 +65,6 @@ impl ClientLink {
         }
     }
 
-    /// The same link with its messages going to `messages` instead (a request's own
-    /// response stream).
-    pub fn on_stream(&self, messages: mpsc::Sender<ServerJsonRpcMessage>) -> Self {
-        Self {
-            messages,
-            ..self.clone()
-        }
-    }
-
     /// Whether the client takes no requests (protocol 2026-07-28): what it is asked goes
     /// in its request's result.
     pub fn is_stateless(&self) -> bool {
@@ -216,11 +207,6 @@ impl Default for ClientRequests {
 }
 
 impl ClientRequests {
-    /// Whether any request waits for an answer.
-    pub fn any_waiting(&self) -> bool {
-        !self.lock().is_empty()
-    }
-
     /// Hands `message` to the request it answers; false when it answers none of them.
     pub fn answer(&self, message: ClientJsonRpcMessage) -> bool {
         let (id, answer) = match message {
@@ -335,6 +321,6 @@ mod tests {
             notification.notification,
             ServerNotification::CancelledNotification(_)
         ));
-        assert!(!link.requests.any_waiting());
+        assert!(link.requests.lock().is_empty(), "still waiting");
     }
 }

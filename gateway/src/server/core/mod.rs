@@ -52,7 +52,6 @@ pub const STREAM_CAPACITY: usize = 64;
 pub struct ClientSession {
     gateway: Arc<Gateway>,
     session: Arc<Session>,
-    transport: Transport,
     /// Messages to the client outside any request's stream.
     outbox: mpsc::Sender<ServerJsonRpcMessage>,
     requests: Arc<ClientRequests>,
@@ -109,7 +108,6 @@ impl ClientSession {
         Some(Arc::new(Self {
             gateway,
             session,
-            transport,
             outbox,
             requests: Arc::default(),
             client: OnceLock::new(),
@@ -122,16 +120,6 @@ impl ClientSession {
     /// The session's id (the transport's, when it has one).
     pub fn id(&self) -> &str {
         &self.session.id
-    }
-
-    /// How the client reached the gateway.
-    pub fn transport(&self) -> Transport {
-        self.transport
-    }
-
-    /// Whether the client has initialized.
-    pub fn initialized(&self) -> bool {
-        self.client.get().is_some()
     }
 
     /// Serves any message the client sent: a request's answer, or `None` (notifications,
@@ -366,11 +354,6 @@ impl ClientSession {
             .downstream()
             .sessions
             .leave(&self.session.id);
-    }
-
-    /// Whether the session has ended.
-    pub fn is_ended(&self) -> bool {
-        self.closed.is_cancelled()
     }
 
     fn calls(&self) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
