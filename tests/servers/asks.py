@@ -16,13 +16,16 @@ Tools:
   greet {}        asks for a name (elicitation) and returns "Hello, <name>!"
   summarize {}    asks the client's model to summarize (sampling) and returns its text
   count_roots {}  asks for the client's roots and returns "<n> roots: <uri>, ..."
+  greet_with_progress {}
+                  asks for a name like greet, then reports progress 0.5 and 1.0 before
+                  it answers: progress that comes after the client answered its question
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
@@ -51,6 +54,14 @@ server = MCPServer("asks")
 @server.tool()
 def greet(person: Annotated[Name, Resolve(ask_name)]) -> str:
     """Greets the person the client names."""
+    return f"Hello, {person.name}!"
+
+
+@server.tool()
+async def greet_with_progress(person: Annotated[Name, Resolve(ask_name)], ctx: Context) -> str:
+    """Greets the person the client names, reporting progress once it knows the name."""
+    for progress in (0.5, 1.0):
+        await ctx.report_progress(progress, 1.0, f"greeting {person.name}")
     return f"Hello, {person.name}!"
 
 

@@ -6,7 +6,8 @@
 //! `InputRequiredResult` and resumes on the client's retry. The gateway speaks to it at
 //! either revision (`protocol` in its `[servers]` entry), and the client speaks to the
 //! gateway at either (`--mode legacy`: `initialize`; `--mode auto`: `server/discover`, then
-//! stateless requests). Every one of the four pairs must get every answer, over stdio and
+//! stateless requests). Every one of the four pairs must get every answer, and the progress
+//! a server reports after its question was answered, over stdio and
 //! streamable HTTP: a client of 2026-07-28 in front of a server of 2025-11-25 is asked in an
 //! `InputRequiredResult` for what the server requested; a client of 2025-11-25 in front of
 //! a server of 2026-07-28 gets the server's questions as requests of their own.
@@ -39,6 +40,7 @@ fn script() -> Value {
         {"action": "call_tool", "name": "mcp__asks__greet"},
         {"action": "call_tool", "name": "mcp__asks__summarize"},
         {"action": "call_tool", "name": "mcp__asks__count_roots"},
+        {"action": "call_tool", "name": "mcp__asks__greet_with_progress", "progress": true},
     ])
 }
 
@@ -51,14 +53,35 @@ fn every_question_is_answered(mut args: Vec<String>, mode: &str, revision: &str)
     let run = python_client(&args, &script());
     assert_eq!(run["ok"], true, "{run:#}");
     assert_eq!(run["server"]["protocol_version"], revision, "{run:#}");
-    let texts: Vec<String> = (0..3)
+    let texts: Vec<String> = (0..4)
         .map(|i| result_text(action_result(&run, i)))
         .collect();
     assert_eq!(
         texts,
-        ["Hello, Ada!", "MCP is a protocol", "1 roots: file:///srv/a"],
+        [
+            "Hello, Ada!",
+            "MCP is a protocol",
+            "1 roots: file:///srv/a",
+            "Hello, Ada!"
+        ],
         "{run:#}"
     );
+    // The server's name for itself on its results (2026-07-28) does not reach the
+    // gateway's clients, who talk to the gateway.
+    for i in 0..4 {
+        let result = action_result(&run, i);
+        assert_ne!(
+            result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "asks",
+            "{run:#}"
+        );
+    }
+    // Progress the server reports after the client answered its question reaches the
+    // client, whose answer (for a client of 2026-07-28) came in a request of its own.
+    let progress: Vec<&Value> = run["results"][3]["progress"]
+        .as_array()
+        .map(|updates| updates.iter().map(|update| &update["progress"]).collect())
+        .unwrap_or_default();
+    assert_eq!(progress, [&json!(0.5), &json!(1.0)], "{run:#}");
 }
 
 /// Every pair of revisions over stdio.

@@ -84,10 +84,10 @@ impl Caller {
     /// Sends the client `progress` from upstream under the client's own token, when it
     /// asked for progress.
     pub async fn notify_progress(&self, mut progress: ProgressNotificationParam) {
-        let Some(token) = &self.progress_token else {
+        let Some(token) = self.link.progress_token(self.progress_token.as_ref()) else {
             return;
         };
-        progress.progress_token = token.clone();
+        progress.progress_token = token;
         let notification =
             ServerNotification::ProgressNotification(ProgressNotification::new(progress));
         if !self.link.notify(notification).await {

@@ -10,7 +10,10 @@
 //!   back in a message of its own, which the transport hands to [`ClientRequests::answer`];
 //! - from 2026-07-28 on a server sends no requests: the request goes to the request's
 //!   [`Inputs`], which answers the client with an `InputRequiredResult` and brings the
-//!   client's answer back when it retries (see [`super::inputs`]).
+//!   client's answer back when it retries (see [`super::inputs`]). Such a call outlives
+//!   the request that started it, so its link follows the client's rounds: what the call
+//!   sends (progress, log messages) rides the stream of the latest round, progress under
+//!   that round's token ([`ClientLink::next_round`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -37,7 +40,7 @@ const FIRST_ID: i64 = 1 << 40;
 /// gateway sends outside any request).
 #[derive(Clone)]
 pub struct ClientLink {
-    messages: mpsc::Sender<ServerJsonRpcMessage>,
+    messages: Route,
     requests: Arc<ClientRequests>,
     client: Arc<ClientConfig>,
     /// Set for a request of protocol 2026-07-28 or later: requests to the client become
@@ -57,7 +60,7 @@ impl ClientLink {
         closed: CancellationToken,
     ) -> Self {
         Self {
-            messages,
+            messages: Route::Fixed(messages),
             requests,
             client,
             inputs: None,
@@ -71,10 +74,50 @@ impl ClientLink {
         self.inputs.is_some()
     }
 
-    /// The same link, asking the client for input in results instead of requests.
-    pub fn with_inputs(mut self, inputs: Arc<Inputs>) -> Self {
+    /// The same link, asking the client for input in results instead of requests, and
+    /// following the client's rounds from one request to the next, starting with the
+    /// request that asked for progress under `progress_token`.
+    pub fn with_inputs(
+        mut self,
+        inputs: Arc<Inputs>,
+        progress_token: Option<ProgressToken>,
+    ) -> Self {
         self.inputs = Some(inputs);
+        let round = Round {
+            messages: self.messages.current(),
+            progress_token,
+        };
+        self.messages = Route::Latest(Arc::new(Mutex::new(round)));
         self
+    }
+
+    /// The client's next round (its retry with the input it was asked for) came with
+    /// `messages` and asks for progress under `progress_token`: from now on the link's
+    /// messages ride that stream.
+    pub fn next_round(
+        &self,
+        messages: mpsc::Sender<ServerJsonRpcMessage>,
+        progress_token: Option<ProgressToken>,
+    ) {
+        if let Route::Latest(latest) = &self.messages {
+            *latest.lock().unwrap_or_else(|p| p.into_inner()) = Round {
+                messages,
+                progress_token,
+            };
+        }
+    }
+
+    /// The token the client expects progress under: `own`, the token of the request the
+    /// link serves, or that of the client's latest round when the link follows rounds.
+    pub fn progress_token(&self, own: Option<&ProgressToken>) -> Option<ProgressToken> {
+        match &self.messages {
+            Route::Fixed(_) => own.cloned(),
+            Route::Latest(latest) => latest
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .progress_token
+                .clone(),
+        }
     }
 
     /// What the client declared: its protocol version, capabilities and name.
@@ -89,7 +132,7 @@ impl ClientLink {
 
     /// Whether the client went away.
     pub fn is_closed(&self) -> bool {
-        self.closed.is_cancelled() || self.messages.is_closed()
+        self.closed.is_cancelled() || self.messages.current().is_closed()
     }
 
     /// Sends `notification` to the client; false when its stream has gone.
@@ -97,7 +140,7 @@ impl ClientLink {
         // The message is made once there is room for it: a future that held it while
         // waiting would be a few times its size, and every tool call's future carries
         // this one.
-        let Ok(permit) = self.messages.reserve().await else {
+        let Ok(permit) = self.messages.current().reserve_owned().await else {
             return false;
         };
         permit.send(ServerJsonRpcMessage::notification(notification));
@@ -144,7 +187,35 @@ impl ClientLink {
     }
 
     async fn send(&self, message: ServerJsonRpcMessage) -> bool {
-        self.messages.send(message).await.is_ok()
+        self.messages.current().send(message).await.is_ok()
+    }
+}
+
+/// Where a link's messages go.
+#[derive(Clone)]
+enum Route {
+    /// The stream of one request, or of a session.
+    Fixed(mpsc::Sender<ServerJsonRpcMessage>),
+    /// The latest round of a call that waits for input between rounds.
+    Latest(Arc<Mutex<Round>>),
+}
+
+/// One request of the client's rounds of a call.
+struct Round {
+    messages: mpsc::Sender<ServerJsonRpcMessage>,
+    progress_token: Option<ProgressToken>,
+}
+
+impl Route {
+    fn current(&self) -> mpsc::Sender<ServerJsonRpcMessage> {
+        match self {
+            Route::Fixed(messages) => messages.clone(),
+            Route::Latest(latest) => latest
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .messages
+                .clone(),
+        }
     }
 }
 
@@ -240,7 +311,9 @@ impl ClientRequests {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::{Implementation, PingRequest};
+    use rmcp::model::{
+        Implementation, PingRequest, ProgressNotification, ProgressNotificationParam,
+    };
 
     use super::*;
 
@@ -282,6 +355,30 @@ mod tests {
             Ok(ClientResult::EmptyResult(_))
         ));
         assert!(!link.requests.answer(empty(request.id)), "answered once");
+    }
+
+    #[tokio::test]
+    async fn a_link_that_follows_rounds_sends_on_the_latest_round_under_its_token() {
+        let (link, mut first) = link();
+        let token = |n| ProgressToken(NumberOrString::Number(n));
+        let link = link.with_inputs(Arc::default(), Some(token(1)));
+        let own = Some(token(7));
+        assert_eq!(link.progress_token(own.as_ref()), Some(token(1)));
+        let (messages, mut second) = mpsc::channel(4);
+        link.next_round(messages, Some(token(2)));
+        assert_eq!(link.progress_token(own.as_ref()), Some(token(2)));
+        let progress = ServerNotification::ProgressNotification(ProgressNotification::new(
+            ProgressNotificationParam::new(token(2), 0.5),
+        ));
+        assert!(link.notify(progress).await);
+        assert!(second.try_recv().is_ok(), "on the latest round's stream");
+        assert!(first.try_recv().is_err(), "not on the first round's");
+        let (fixed, _sent) = self::link();
+        assert_eq!(
+            fixed.progress_token(own.as_ref()),
+            own,
+            "a fixed link keeps its own"
+        );
     }
 
     #[tokio::test]

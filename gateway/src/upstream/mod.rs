@@ -110,6 +110,9 @@ pub struct Health {
     pub oauth: Option<SignInStatus>,
 }
 
+/// The `_meta` key under which a server of protocol 2026-07-28 names itself on results.
+const SERVER_INFO_META_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
 /// How many times one call may ask its client for input before the gateway gives up on it.
 pub const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
 
@@ -486,6 +489,14 @@ impl Upstream {
                     // An older upstream leaves `resultType` out, which means "complete";
                     // say so, as the gateway's own results do.
                     result.result_type.get_or_insert(ResultType::COMPLETE);
+                    // Its name for itself (2026-07-28) does not name what the gateway's
+                    // clients talk to.
+                    if let Some(meta) = &mut result.meta {
+                        meta.0.remove(SERVER_INFO_META_KEY);
+                        if meta.0.is_empty() {
+                            result.meta = None;
+                        }
+                    }
                     return Ok(result);
                 }
                 lane::Answer::InputRequired(asked) => {

@@ -219,8 +219,14 @@ impl ClientSession {
         cancel: CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
         let stream = scope.stream.clone().unwrap_or_else(|| self.outbox.clone());
+        let progress_token = meta.get_progress_token();
         let client = revision.client().cloned().unwrap_or_default();
-        let link = ClientLink::new(stream, self.requests.clone(), client, self.closed.clone());
+        let link = ClientLink::new(
+            stream.clone(),
+            self.requests.clone(),
+            client,
+            self.closed.clone(),
+        );
         let call = methods::Call {
             session: self.clone(),
             id,
@@ -243,6 +249,7 @@ impl ClientSession {
                         None,
                     )
                 })?;
+                parked.link.next_round(stream, progress_token);
                 if let Some(responses) = input_responses(&request) {
                     parked.inputs.answer(responses);
                 }
@@ -251,13 +258,14 @@ impl ClientSession {
             None => {
                 let inputs = Arc::new(Inputs::default());
                 let mut call = call;
-                call.link = call.link.with_inputs(inputs.clone());
+                call.link = call.link.with_inputs(inputs.clone(), progress_token);
                 // The call outlives this request when it waits for input: it is cancelled
                 // by the request only while the request waits for it.
                 call.cancel = self.closed.child_token();
                 let call_cancel = call.cancel.clone();
                 ParkedCall {
                     inputs,
+                    link: call.link.clone(),
                     task: tokio::spawn(call.serve(request)),
                     cancel: call_cancel,
                 }

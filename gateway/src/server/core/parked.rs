@@ -17,6 +17,7 @@ use rmcp::model::ServerResult;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::relay::ClientLink;
 use crate::relay::inputs::Inputs;
 
 /// How long a call waits for its client's next round before it is cancelled.
@@ -26,6 +27,8 @@ pub const PARKED_FOR: Duration = Duration::from_secs(300);
 pub struct ParkedCall {
     /// The questions of the call, open and answered.
     pub inputs: Arc<Inputs>,
+    /// The call's way to its client, which follows the client's rounds.
+    pub link: ClientLink,
     /// The call's own task; its output is the request's answer.
     pub task: JoinHandle<Result<ServerResult, ErrorData>>,
     /// Cancels the call.
