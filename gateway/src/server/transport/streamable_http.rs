@@ -70,6 +70,12 @@ const RELAY_YIELDS: usize = 4;
 /// Interval between keep-alive comments on a silent stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// How many sessions serving requests of 2026-07-28 an endpoint keeps before it drops
+/// those in no use; one serves each client identity and profile, so a gateway whose
+/// clients sign in with an identity provider would otherwise keep one for every user
+/// it ever saw.
+const STATELESS_KEPT: usize = 256;
+
 /// The streamable HTTP endpoint for one path (`/mcp` or `/mcp/{profile}`); a token bound
 /// to a profile overrides `profile` for the sessions it opens.
 #[derive(Clone)]
@@ -394,6 +400,7 @@ impl Endpoint {
         if let Some(session) = stateless.get(&key) {
             return session.clone();
         }
+        forget_idle(&mut stateless, STATELESS_KEPT);
         // Nothing is sent outside a request's own stream: the outbox leads nowhere.
         let (outbox, _) = mpsc::channel(1);
         let id = stateless_id(&key);
@@ -622,6 +629,16 @@ impl RequestStream {
     }
 }
 
+/// Drops the sessions in no use once there are `bound` or more. A session is in use while
+/// anything but the map holds it: a request it serves, a call of it waiting for input, a
+/// `subscriptions/listen` stream. A dropped one is opened again, under the same id, by
+/// its client's next request.
+fn forget_idle<K, V>(sessions: &mut HashMap<K, Arc<V>>, bound: usize) {
+    if sessions.len() >= bound {
+        sessions.retain(|_, session| Arc::strong_count(session) > 1);
+    }
+}
+
 /// `events` as an SSE response (`None`: a keep-alive comment); each answer's delivery is
 /// held until its event is written. Dropping the response (the client went away) drops
 /// `guard`.
@@ -794,4 +811,24 @@ fn text(status: StatusCode, text: String) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_sessions_are_dropped_only_beyond_the_bound_and_busy_ones_stay() {
+        let busy = Arc::new(0);
+        let mut sessions: HashMap<u32, Arc<u32>> = (1..3).map(|k| (k, Arc::new(k))).collect();
+        sessions.insert(0, busy.clone());
+        forget_idle(&mut sessions, 4);
+        assert_eq!(sessions.len(), 3, "below the bound all stay");
+        forget_idle(&mut sessions, 3);
+        assert_eq!(
+            sessions.keys().collect::<Vec<_>>(),
+            [&0],
+            "only the busy one stays"
+        );
+    }
 }
