@@ -17,8 +17,9 @@ Tools:
   summarize {}    asks the client's model to summarize (sampling) and returns its text
   count_roots {}  asks for the client's roots and returns "<n> roots: <uri>, ..."
   greet_with_progress {}
-                  asks for a name like greet, then reports progress 0.5 and 1.0 before
-                  it answers: progress that comes after the client answered its question
+                  asks for a name like greet, then logs "greeting <name>" at info and
+                  reports progress 0.5 and 1.0 before it answers: what comes after the
+                  client answered its question
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def greet(person: Annotated[Name, Resolve(ask_name)]) -> str:
 
 @server.tool()
 async def greet_with_progress(person: Annotated[Name, Resolve(ask_name)], ctx: Context) -> str:
-    """Greets the person the client names, reporting progress once it knows the name."""
+    """Greets the person the client names, logging and reporting progress once it knows the name."""
+    await ctx.info(f"greeting {person.name}")
     for progress in (0.5, 1.0):
         await ctx.report_progress(progress, 1.0, f"greeting {person.name}")
     return f"Hello, {person.name}!"

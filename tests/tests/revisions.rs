@@ -242,3 +242,38 @@ fn list_changed_reaches_clients_of_both_revisions() {
     assert_eq!(listened["honored"]["toolsListChanged"], true, "{run:#}");
     assert_eq!(listened["events"], json!(["ToolsListChanged"]), "{run:#}");
 }
+
+/// A client of 2025-11-25 sets its log level once, with `logging/setLevel`; a server of
+/// 2026-07-28 has no such method and logs only at the level each request names. The
+/// gateway names the session's level in the calls it makes for that client, so the
+/// server's log message reaches it, as from a server of 2025-11-25.
+#[test]
+fn a_sessions_log_level_reaches_servers_of_both_revisions() {
+    for upstream in ["2025-11-25", "2026-07-28"] {
+        let workspace = Workspace::new(&config(upstream));
+        let mut args = python_stdio_args(&workspace, &[]);
+        args.extend(["--mode".into(), "legacy".into()]);
+        args.extend(CLIENT_ANSWERS.iter().map(|arg| arg.to_string()));
+        let run = python_client(
+            &args,
+            &json!([{"action": "set_logging_level", "level": "info"},
+                    {"action": "call_tool", "name": "mcp__asks__greet_with_progress"}]),
+        );
+        assert_eq!(
+            result_text(action_result(&run, 1)),
+            "Hello, Ada!",
+            "{run:#}"
+        );
+        let logged = run["notifications"]
+            .as_array()
+            .is_some_and(|notifications| {
+                notifications.iter().any(|n| {
+                    n["method"] == "notifications/message" && n["params"]["data"] == "greeting Ada"
+                })
+            });
+        assert!(
+            logged,
+            "no log message from a server of {upstream}: {run:#}"
+        );
+    }
+}

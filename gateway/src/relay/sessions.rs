@@ -87,6 +87,11 @@ impl Sessions {
         }
     }
 
+    /// The level `session` set, if it set one.
+    pub fn level(&self, session: &str) -> Option<LoggingLevel> {
+        self.lock().get(session).and_then(|listener| listener.level)
+    }
+
     /// The lowest level any session wants, if any set one.
     pub fn lowest(&self) -> Option<LoggingLevel> {
         lowest(&self.lock())
