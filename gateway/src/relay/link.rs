@@ -100,7 +100,7 @@ impl ClientLink {
         progress_token: Option<ProgressToken>,
     ) {
         if let Route::Latest(latest) = &self.messages {
-            *latest.lock().unwrap_or_else(|p| p.into_inner()) = Round {
+            *lock(latest) = Round {
                 messages,
                 progress_token,
             };
@@ -112,11 +112,7 @@ impl ClientLink {
     pub fn progress_token(&self, own: Option<&ProgressToken>) -> Option<ProgressToken> {
         match &self.messages {
             Route::Fixed(_) => own.cloned(),
-            Route::Latest(latest) => latest
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .progress_token
-                .clone(),
+            Route::Latest(latest) => lock(latest).progress_token.clone(),
         }
     }
 
@@ -210,13 +206,15 @@ impl Route {
     fn current(&self) -> mpsc::Sender<ServerJsonRpcMessage> {
         match self {
             Route::Fixed(messages) => messages.clone(),
-            Route::Latest(latest) => latest
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .messages
-                .clone(),
+            Route::Latest(latest) => lock(latest).messages.clone(),
         }
     }
+}
+
+fn lock(round: &Mutex<Round>) -> MutexGuard<'_, Round> {
+    round
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A request sent to the client; dropping it forgets the request.
