@@ -44,9 +44,8 @@ pub struct Caller {
     pub meta: Option<RequestMetaObject>,
     /// The client session, to tell callers apart and for its log level.
     pub session: Arc<str>,
-    /// The level of log messages the client wants: for a client on protocol 2026-07-28
-    /// the one its request asked for (it gets none without one), for a session's client
-    /// the one it set. A server of 2026-07-28 is told it with the request.
+    /// For a client on protocol 2026-07-28, the level of log messages its request asked
+    /// for; it gets none without one.
     pub log_level: Option<LoggingLevel>,
     /// Answers the client gave with its request before being asked (protocol 2026-07-28
     /// `inputResponses`): the upstream gets them with the call.

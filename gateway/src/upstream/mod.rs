@@ -40,7 +40,7 @@ use crate::config::{ServerConfig, UpstreamProtocol};
 use crate::observe::telemetry;
 use crate::registry::resource_uri;
 use crate::relay::calls::answer_after_progress;
-use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind};
+use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Sessions};
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
 pub use offer::Offer;
@@ -642,7 +642,7 @@ impl Upstream {
         if self.config.protocol == UpstreamProtocol::Stateless
             && let Some(caller) = &caller
         {
-            options.meta = Some(client_context(caller));
+            options.meta = Some(client_context(caller, &self.downstream.sessions));
         }
         let mut handle = live
             .peer
@@ -741,20 +741,21 @@ impl Upstream {
     }
 }
 
-/// Puts the client's `_meta` in a request going upstream on its behalf, as the client sent
-/// it, under what the request carries itself (a call's trace context).
 /// What a server of 2026-07-28 is told of the client behind a request: the client's own
 /// capabilities (so that it asks only for what the client can give) and the log level
-/// the client asked for, if any, in place of the gateway's.
-fn client_context(caller: &Caller) -> RequestMetaObject {
+/// the client wants, if any, in place of the gateway's: the one its request named, or the
+/// one its session set with `logging/setLevel`, a method such a server does not have.
+fn client_context(caller: &Caller, sessions: &Sessions) -> RequestMetaObject {
     let mut meta = RequestMetaObject::new();
     meta.set_client_capabilities(caller.link.capabilities().clone());
-    if let Some(level) = caller.log_level {
+    if let Some(level) = caller.log_level.or_else(|| sessions.level(&caller.session)) {
         meta.set_log_level(level);
     }
     meta
 }
 
+/// Puts the client's `_meta` in a request going upstream on its behalf, as the client sent
+/// it, under what the request carries itself (a call's trace context).
 fn add_client_meta(caller: Option<&Caller>, meta: &mut RequestMetaObject) {
     if let Some(client) = caller.and_then(|caller| caller.meta.as_ref()) {
         let own = std::mem::replace(meta, client.clone());

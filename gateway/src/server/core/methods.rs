@@ -118,14 +118,7 @@ impl Call {
 
     /// The caller of this request, for what the upstream sends back during it.
     fn caller(&self) -> Caller {
-        let mut caller = Caller::new(self.link.clone(), self.meta.clone(), self.session.id());
-        // A client with a session sets its level once, with `logging/setLevel`; a server
-        // of 2026-07-28, which has no such method, is told it with each request.
-        if !self.revision.is_stateless() {
-            let sessions = &self.gateway().registry.downstream().sessions;
-            caller.log_level = sessions.level(self.session.id());
-        }
-        caller
+        Caller::new(self.link.clone(), self.meta.clone(), self.session.id())
     }
 
     async fn initialize(
