@@ -335,3 +335,45 @@ fn a_direct_call_right_after_initialize_waits_for_its_server() {
         "{text}"
     );
 }
+
+/// A client that lists tools once, right after `initialize` (the official Python SDK does,
+/// and so does any client that ignores `list_changed`), sees the tools of the upstreams
+/// that come up within `[gateway] first_list_wait_ms`, and is not held by one that hangs.
+#[test]
+fn the_first_list_over_stdio_waits_for_upstreams_still_starting_but_not_for_a_hung_one() {
+    // Room for a loaded machine: `kv` is up about KV_START_DELAY_S after the gateway.
+    let workspace = late_kv_beside_a_broken_server("first_list_wait_ms = 10000");
+    let config = format!(
+        "{}{}{}",
+        example_server("slow", "slow"),
+        misbehaving_server(
+            "hung",
+            "mute-on-init",
+            &workspace.path("hung-events.jsonl"),
+            &[]
+        ),
+        std::fs::read_to_string(workspace.config()).unwrap(),
+    );
+    std::fs::write(workspace.config(), config).unwrap();
+    let started = Instant::now();
+    let run = python_client(
+        &stdio_at_once(&workspace),
+        &json!([{"action": "list_tools"}]),
+    );
+    let listed = tool_names(action_result(&run, 0));
+    for expected in ["mcp__kv__get", "mcp__slow__sleep"] {
+        assert!(
+            listed.iter().any(|name| name == expected),
+            "the first list lacks {expected}: {run:#}"
+        );
+    }
+    assert!(
+        listed.iter().all(|name| !name.starts_with("mcp__hung__")),
+        "{run:#}"
+    );
+    assert!(
+        started.elapsed() < WELL_BEFORE_THE_TIMEOUT,
+        "the first list waited for the hung upstream: {:?}",
+        started.elapsed()
+    );
+}

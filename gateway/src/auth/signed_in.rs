@@ -26,14 +26,15 @@ use sse_stream::{Error as SseError, Sse};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::GrantKind;
+use crate::upstream::http_client::{HttpError, UpstreamHttp};
 use super::upstream::OAuthUpstream;
 
-type Error = StreamableHttpError<reqwest::Error>;
+type Error = StreamableHttpError<HttpError>;
 
 /// See the module documentation.
 #[derive(Clone)]
 pub struct SignedInClient {
-    inner: AuthClient<reqwest::Client>,
+    inner: AuthClient<UpstreamHttp>,
     upstream: Arc<OAuthUpstream>,
     /// Cancelled when the sign-in is found dead: the connection closes on it.
     signed_out: CancellationToken,
@@ -42,7 +43,7 @@ pub struct SignedInClient {
 
 impl SignedInClient {
     pub fn new(
-        inner: AuthClient<reqwest::Client>,
+        inner: AuthClient<UpstreamHttp>,
         upstream: OAuthUpstream,
         signed_out: CancellationToken,
     ) -> Self {
@@ -154,7 +155,7 @@ impl Verdict {
 }
 
 impl StreamableHttpClient for SignedInClient {
-    type Error = reqwest::Error;
+    type Error = HttpError;
 
     async fn post_message(
         &self,

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::settings::{GrantKind, UpstreamOAuth};
 use super::signed_in::SignedInClient;
 use super::store::TokenStore;
+use crate::upstream::http_client::UpstreamHttp;
 
 /// How long `auth login` waits for the browser to come back.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -248,6 +249,7 @@ impl OAuthUpstream {
     /// `Err(NeedsLogin)` when there is no usable sign-in and none can be made here.
     pub async fn authorized_client(
         &self,
+        http: UpstreamHttp,
         signed_out: CancellationToken,
     ) -> Result<SignedInClient, AuthorizedClientError> {
         if self.settings.grant == GrantKind::ClientCredentials {
@@ -273,7 +275,7 @@ impl OAuthUpstream {
         }
         match manager.get_access_token().await {
             Ok(_) => Ok(SignedInClient::new(
-                AuthClient::new(reqwest::Client::new(), manager),
+                AuthClient::new(http, manager),
                 self.clone(),
                 signed_out,
             )),

@@ -102,6 +102,10 @@ pub struct GatewaySettings {
     /// a replaced or removed server's calls in flight may take before it stops.
     /// Default 10 000 ms.
     pub shutdown_grace_ms: u64,
+    /// How long a session's first list (tools, prompts, resources) waits for upstreams
+    /// still in their first connection attempt; the client hears of the ones that come up
+    /// later through `list_changed`. Default 5 000 ms.
+    pub first_list_wait_ms: u64,
 }
 
 impl Default for GatewaySettings {
@@ -113,6 +117,7 @@ impl Default for GatewaySettings {
             max_result_bytes: 256 * 1024,
             max_argument_depth: 64,
             shutdown_grace_ms: 10_000,
+            first_list_wait_ms: 5_000,
         }
     }
 }

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::child::{self, ProcessGroup, Violation};
+use super::http_client::UpstreamHttp;
 use super::client::{self, UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
 use super::progress_in_order::ProgressInOrder;
@@ -180,13 +181,14 @@ async fn connect_inner(
         } => {
             let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(header_map(headers)?);
+            let http = UpstreamHttp::new().map_err(|e| ConnectError::Transport(e.to_string()))?;
             let service = match &config.oauth {
                 Some(settings) => {
                     let dir = auth::store::default_dir()
                         .map_err(|error| ConnectError::OAuth(error.to_string()))?;
                     let upstream = OAuthUpstream::new(name, url, settings, &dir);
                     let client = upstream
-                        .authorized_client(signed_out.clone())
+                        .authorized_client(http, signed_out.clone())
                         .await
                         .map_err(|error| match error {
                             AuthorizedClientError::NeedsLogin => ConnectError::NeedsLogin {
@@ -209,7 +211,7 @@ async fn connect_inner(
                 }
                 None => {
                     let transport = StreamableHttpClientTransport::with_client(
-                        TracedHttp(reqwest::Client::new()),
+                        TracedHttp(http),
                         transport_config,
                     );
                     handler

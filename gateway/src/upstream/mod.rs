@@ -11,6 +11,7 @@
 pub mod child;
 pub mod client;
 mod connect;
+pub mod http_client;
 mod lane;
 mod lines;
 pub mod offer;

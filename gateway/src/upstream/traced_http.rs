@@ -1,5 +1,5 @@
-//! The HTTP client of streamable HTTP upstreams: rmcp's reqwest client, plus the W3C
-//! `traceparent` (and `tracestate`) header on every request whose `_meta` carries one.
+//! The W3C `traceparent` (and `tracestate`) header on every request to a streamable HTTP
+//! upstream whose `_meta` carries one, over the gateway's HTTP client.
 //!
 //! The gateway puts the trace context of each tool call in the request's `_meta` (see
 //! `observe::telemetry`); HTTP servers and proxies in front of an upstream read it from
@@ -19,10 +19,10 @@ use sse_stream::{Error as SseError, Sse};
 
 use crate::observe::telemetry::{TRACEPARENT, TRACESTATE};
 
-/// An HTTP client for rmcp's streamable HTTP transport (reqwest, or a signed-in client
-/// over it), with trace headers from `_meta`.
+/// An HTTP client for rmcp's streamable HTTP transport (the gateway's own, or a signed-in
+/// client over it), with trace headers from `_meta`.
 #[derive(Clone)]
-pub struct TracedHttp<C = reqwest::Client>(pub C);
+pub struct TracedHttp<C>(pub C);
 
 /// Adds `traceparent`/`tracestate` from the request's `params._meta` to `headers`.
 fn with_trace_headers(

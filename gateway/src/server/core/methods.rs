@@ -40,6 +40,10 @@ use crate::upstream::UpstreamError;
 /// How long `logging/setLevel` waits for the upstreams to take a new level.
 const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
 
+/// Whether the session has listed anything yet (see [`Call::first_list`]).
+#[derive(Default, Clone)]
+struct Listed(bool);
+
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
 
@@ -74,12 +78,22 @@ impl Call {
                 ),
                 None,
             )),
-            ClientRequest::ListToolsRequest(request) => self.list_tools(request.params),
+            ClientRequest::ListToolsRequest(request) => {
+                self.first_list().await;
+                self.list_tools(request.params)
+            }
             ClientRequest::CallToolRequest(request) => self.call_tool(request.params).await,
-            ClientRequest::ListPromptsRequest(request) => self.list_prompts(request.params),
+            ClientRequest::ListPromptsRequest(request) => {
+                self.first_list().await;
+                self.list_prompts(request.params)
+            }
             ClientRequest::GetPromptRequest(request) => self.get_prompt(request.params).await,
-            ClientRequest::ListResourcesRequest(request) => self.list_resources(request.params),
+            ClientRequest::ListResourcesRequest(request) => {
+                self.first_list().await;
+                self.list_resources(request.params)
+            }
             ClientRequest::ListResourceTemplatesRequest(request) => {
+                self.first_list().await;
                 self.list_resource_templates(request.params)
             }
             ClientRequest::ReadResourceRequest(request) => self.read_resource(request.params).await,
@@ -149,6 +163,39 @@ impl Call {
             revision::supported().to_vec(),
             info,
         ))
+    }
+
+    /// A session's first list waits, for at most `[gateway] first_list_wait_ms`, for the
+    /// upstreams still in their first connection attempt, so that a client that lists once
+    /// right after `initialize` (and ignores `list_changed`) sees what they offer. The log
+    /// names the upstreams the list had to go without; a hung upstream holds only this one
+    /// list, and only up to the bound. Later lists never wait.
+    async fn first_list(&self) {
+        let session = self.pipeline_session();
+        if session.with_state(|listed: &mut Listed| std::mem::replace(&mut listed.0, true)) {
+            return;
+        }
+        let gateway = self.gateway();
+        let bound = Duration::from_millis(gateway.policy().config.gateway.first_list_wait_ms);
+        tokio::select! {
+            () = gateway.registry.first_attempts_of(|_| true, bound) => {}
+            () = self.cancel.cancelled() => return,
+        }
+        let starting: Vec<_> = gateway
+            .registry
+            .upstreams()
+            .iter()
+            .filter(|upstream| !upstream.attempted())
+            .map(|upstream| upstream.name.clone())
+            .collect();
+        if !starting.is_empty() {
+            tracing::info!(
+                session = %session.id,
+                waited_ms = bound.as_millis(),
+                ?starting,
+                "first list sent without upstreams still starting; the client is told when they join"
+            );
+        }
     }
 
     fn list_tools(
