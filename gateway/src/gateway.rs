@@ -19,16 +19,16 @@ use crate::approvals::{ConsoleAsks, unix_ms};
 use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
 use crate::config::{CatalogMode, Config, Mode, SessionsDir};
 use crate::drain::{self, Drain};
-use crate::observe::activity::Activity;
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
-use crate::observe::sessions::{SessionDirectory, Transport};
 use crate::observe::telemetry::{Telemetry, Tracer};
+use crate::pipeline::sessions::{SessionDirectory, Transport};
 use crate::pipeline::{
     BoxFuture, BuiltinTool, CallRequest, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings,
     Session, Target, ToolError,
 };
 use crate::policies;
+use crate::policies::activity::Activity;
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
 use crate::registry::search::SearchIndex;

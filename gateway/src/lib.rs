@@ -7,13 +7,17 @@
 //!   (catalog x profile) through which every handler sees it.
 //! - [`pipeline`]: the stages every call goes through, and the error codes.
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
-//!   metrics, reminder, result cap, session log).
+//!   metrics, reminder, result cap, session log, the console's activity).
 //! - [`server`]: the downstream MCP server: the session core every message goes through,
 //!   whatever its transport and protocol revision; the transports (stdio, streamable
 //!   HTTP, SSE) and the HTTP listener.
+//! - [`listener_guard`]: what an HTTP request must pass before any handler (the MCP
+//!   routes and the console) sees it: tokens, Host, Origin, body size.
 //! - [`relay`]: an upstream's requests, progress and log messages during a call, carried
 //!   to the client that made the call (as requests, or as input asked for in a result).
-//! - [`observe`]: metrics, the session log and OpenTelemetry traces.
+//! - [`observe`]: the instruments: metrics, the session log and OpenTelemetry traces.
+//! - [`http_client`]: the HTTP client of streamable HTTP upstreams.
+//! - [`resource_uri`]: the gateway's URIs for upstream resources.
 //! - [`state`]: what replicas share (sessions, limits, event streams): memory or Redis.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
@@ -35,13 +39,16 @@ pub mod code;
 pub mod config;
 pub mod drain;
 pub mod gateway;
+pub mod http_client;
 pub mod lines;
+pub mod listener_guard;
 pub mod observe;
 pub mod pipeline;
 pub mod policies;
 pub mod redact;
 pub mod registry;
 pub mod relay;
+pub mod resource_uri;
 pub mod search_tools;
 pub mod server;
 pub mod startup_memory;

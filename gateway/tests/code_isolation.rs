@@ -7,7 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{FakeBridge, run_with, runtime};
-use mcp_gateway::code::{CodeBudgets, CodeRuntime, WorkerCommand};
+use mcp_gateway::code::{CodeRuntime, WorkerCommand};
+use mcp_gateway::config::CodeBudgets;
 use serde_json::{Value, json};
 
 /// What a program can observe of the world it starts in: the global names, the own

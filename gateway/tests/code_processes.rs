@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{BINDINGS, FakeBridge, children, run_with, runtime, settle_children};
-use mcp_gateway::code::{Bindings, CodeBudgets, FailureKind};
+use mcp_gateway::code::{Bindings, FailureKind};
+use mcp_gateway::config::CodeBudgets;
 use serde_json::json;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;

@@ -6,7 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{FakeBridge, run, run_with, runtime};
-use mcp_gateway::code::{Bindings, CodeBudgets, FailureKind};
+use mcp_gateway::code::{Bindings, FailureKind};
+use mcp_gateway::config::CodeBudgets;
 use serde_json::json;
 
 #[tokio::test]

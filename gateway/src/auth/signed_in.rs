@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
-use rmcp::transport::auth::AuthClient;
+use rmcp::transport::auth::{AuthClient, AuthError, OAuthClientConfig};
 use rmcp::transport::streamable_http_client::{
     AuthRequiredError, InsufficientScopeError, StreamableHttpClient, StreamableHttpError,
     StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -26,8 +26,8 @@ use sse_stream::{Error as SseError, Sse};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::GrantKind;
-use crate::upstream::http_client::{HttpError, UpstreamHttp};
 use super::upstream::OAuthUpstream;
+use crate::http_client::{HttpError, UpstreamHttp};
 
 type Error = StreamableHttpError<HttpError>;
 
@@ -52,6 +52,46 @@ impl SignedInClient {
             upstream: Arc::new(upstream),
             signed_out,
             stepped_up: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// An HTTP client for the connection to `upstream` that carries the server's token;
+    /// `signed_out` is cancelled when the server stops accepting the sign-in.
+    /// `Err(NeedsLogin)` when there is no usable sign-in and none can be made here.
+    pub async fn open(
+        upstream: &OAuthUpstream,
+        http: UpstreamHttp,
+        signed_out: CancellationToken,
+    ) -> Result<Self, AuthorizedClientError> {
+        if upstream.settings.grant == GrantKind::ClientCredentials {
+            let mut current = upstream.manager().await?;
+            let usable = current.initialize_from_store().await.unwrap_or(false)
+                && current.get_access_token().await.is_ok();
+            if !usable {
+                upstream.machine_sign_in().await?;
+            }
+        }
+        let mut manager = upstream.manager().await?;
+        if !manager.initialize_from_store().await? {
+            return Err(AuthorizedClientError::NeedsLogin);
+        }
+        if let Some(client_id) = &upstream.settings.client_id {
+            // The store keeps the client id only; a confidential client needs its secret
+            // to refresh.
+            let mut config = OAuthClientConfig::new(client_id.clone(), "http://127.0.0.1/callback");
+            if let Some(secret) = &upstream.settings.client_secret {
+                config = config.with_client_secret(secret.clone());
+            }
+            manager.configure_client(config)?;
+        }
+        match manager.get_access_token().await {
+            Ok(_) => Ok(Self::new(
+                AuthClient::new(http, manager),
+                upstream.clone(),
+                signed_out,
+            )),
+            Err(AuthError::AuthorizationRequired) => Err(AuthorizedClientError::NeedsLogin),
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -254,4 +294,13 @@ impl StreamableHttpClient for SignedInClient {
         self.react(Verdict::of(&result)).await;
         self.explained(result)
     }
+}
+
+/// Why no authorized client could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorizedClientError {
+    #[error("not signed in")]
+    NeedsLogin,
+    #[error(transparent)]
+    OAuth(#[from] AuthError),
 }

@@ -17,16 +17,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use rmcp::transport::auth::{
-    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
-    ClientCredentialsConfig, CredentialStore, OAuthClientConfig,
+    AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
+    ClientCredentialsConfig, CredentialStore,
 };
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
 use super::settings::{GrantKind, UpstreamOAuth};
-use super::signed_in::SignedInClient;
 use super::store::TokenStore;
-use crate::upstream::http_client::UpstreamHttp;
 
 /// How long `auth login` waits for the browser to come back.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -96,7 +93,7 @@ impl OAuthUpstream {
     /// A manager for this server, reading and writing its token file. Metadata may sit at
     /// private addresses only when the server itself does (rmcp refuses loopback
     /// otherwise): a public server cannot point the gateway at the local network.
-    async fn manager(&self) -> Result<AuthorizationManager, AuthError> {
+    pub(super) async fn manager(&self) -> Result<AuthorizationManager, AuthError> {
         let private = url::Url::parse(&self.url)
             .ok()
             .is_some_and(|url| match url.host() {
@@ -244,46 +241,6 @@ impl OAuthUpstream {
         Ok(())
     }
 
-    /// An HTTP client for the upstream connection that carries this server's token;
-    /// `signed_out` is cancelled when the server stops accepting the sign-in.
-    /// `Err(NeedsLogin)` when there is no usable sign-in and none can be made here.
-    pub async fn authorized_client(
-        &self,
-        http: UpstreamHttp,
-        signed_out: CancellationToken,
-    ) -> Result<SignedInClient, AuthorizedClientError> {
-        if self.settings.grant == GrantKind::ClientCredentials {
-            let mut current = self.manager().await?;
-            let usable = current.initialize_from_store().await.unwrap_or(false)
-                && current.get_access_token().await.is_ok();
-            if !usable {
-                self.machine_sign_in().await?;
-            }
-        }
-        let mut manager = self.manager().await?;
-        if !manager.initialize_from_store().await? {
-            return Err(AuthorizedClientError::NeedsLogin);
-        }
-        if let Some(client_id) = &self.settings.client_id {
-            // The store keeps the client id only; a confidential client needs its secret
-            // to refresh.
-            let mut config = OAuthClientConfig::new(client_id.clone(), "http://127.0.0.1/callback");
-            if let Some(secret) = &self.settings.client_secret {
-                config = config.with_client_secret(secret.clone());
-            }
-            manager.configure_client(config)?;
-        }
-        match manager.get_access_token().await {
-            Ok(_) => Ok(SignedInClient::new(
-                AuthClient::new(http, manager),
-                self.clone(),
-                signed_out,
-            )),
-            Err(AuthError::AuthorizationRequired) => Err(AuthorizedClientError::NeedsLogin),
-            Err(error) => Err(error.into()),
-        }
-    }
-
     /// Revokes the stored tokens where the authorization server supports it, then forgets
     /// them. Whether the server revoked them is returned; forgetting happens regardless.
     pub async fn sign_out(&self) -> Result<bool, SignInError> {
@@ -347,15 +304,6 @@ impl OAuthUpstream {
         }
         Ok(revoked)
     }
-}
-
-/// Why no authorized client could be made.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthorizedClientError {
-    #[error("not signed in")]
-    NeedsLogin,
-    #[error(transparent)]
-    OAuth(#[from] AuthError),
 }
 
 fn is_private(ip: IpAddr) -> bool {

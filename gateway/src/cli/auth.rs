@@ -17,7 +17,7 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
             server,
             browser,
         } => {
-            let upstream = oauth_upstream(&super::commands::load(&config)?, &server)?;
+            let upstream = oauth_upstream(&config.load()?, &server)?;
             let browser = browser.map_or(Browser::Default, Browser::Command);
             upstream.sign_in(&browser).await.map_err(|error| {
                 format!("{}: signing in to `{server}` failed: {error}", error.code())
@@ -26,7 +26,7 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         AuthAction::Status { config } => {
-            let config = super::commands::load(&config)?;
+            let config = config.load()?;
             let dir = token_dir()?;
             for (name, server) in &config.servers {
                 let (Some(settings), Some(url)) = (&server.oauth, &server.url) else {
@@ -39,7 +39,7 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         AuthAction::Logout { config, server } => {
-            let upstream = oauth_upstream(&super::commands::load(&config)?, &server)?;
+            let upstream = oauth_upstream(&config.load()?, &server)?;
             let revoked = upstream
                 .sign_out()
                 .await

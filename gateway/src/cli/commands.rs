@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Command, ConfigAction, ConfigArg, LogAction};
+use super::{Command, ConfigAction, LogAction};
 use crate::config::Config;
 use crate::config::Mode;
 use crate::gateway::Gateway;
 use crate::observe::session_log;
-use crate::observe::sessions::Transport;
 use crate::pipeline::CallRequest;
 use crate::pipeline::Session;
+use crate::pipeline::sessions::Transport;
 use crate::registry::search::Hit;
 use crate::search_tools::Query;
 use crate::server;
@@ -29,7 +29,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             profile,
             wait_for_upstreams,
         } => {
-            let mut config = load(&config)?;
+            let mut config = config.load()?;
             if let Some(listen) = listen {
                 config.listen.address = listen;
             }
@@ -40,7 +40,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             json,
             profile,
         } => {
-            let (gateway, shutdown) = start_settled(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(config.load()?).await;
             let session = gateway
                 .new_session(profile.as_deref(), Transport::Cli)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
@@ -74,7 +74,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             json,
             profile,
         } => {
-            let (gateway, shutdown) = start_settled(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(config.load()?).await;
             let found = search(
                 &gateway,
                 profile.as_deref(),
@@ -117,7 +117,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             let serde_json::Value::Object(arguments) = arguments else {
                 return Err("--args must be a JSON object".into());
             };
-            let (gateway, shutdown) = start_settled(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(config.load()?).await;
             let session = gateway
                 .new_session(profile.as_deref(), Transport::Cli)
                 .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
@@ -136,7 +136,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             })
         }
         Command::Sdk { config, profile } => {
-            let (gateway, shutdown) = start_settled(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(config.load()?).await;
             let session = session(&gateway, profile.as_deref())?;
             let code = gateway.run_code.clone().ok_or("run_code is unavailable")?;
             let sdk = code.sdk(gateway.as_ref(), &session);
@@ -152,7 +152,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let program =
                 std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let (gateway, shutdown) = start_settled(load(&config)?).await;
+            let (gateway, shutdown) = start_settled(config.load()?).await;
             let session = session(&gateway, profile.as_deref())?;
             let result = gateway
                 .call(
@@ -177,7 +177,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Config { action } => match action {
             ConfigAction::Check { config, connect } => {
-                let loaded = load(&config)?;
+                let loaded = config.load()?;
                 println!(
                     "{}: ok ({} servers, {} enabled)",
                     config.config.display(),
@@ -199,7 +199,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 Ok(ExitCode::SUCCESS)
             }
             ConfigAction::Dump { config } => {
-                print!("{}", load(&config)?.dump_masked());
+                print!("{}", config.load()?.dump_masked());
                 Ok(ExitCode::SUCCESS)
             }
         },
@@ -211,7 +211,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             let (listen, token) = match listen {
                 Some(listen) => (listen, token),
                 None => {
-                    let listen = load(&config)?.listen;
+                    let listen = config.load()?.listen;
                     let configured = listen.tokens.first().map(|t| t.token.clone());
                     (listen.address, token.or(configured))
                 }
@@ -225,7 +225,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                     session,
                     lines,
                 },
-        } => log_tail(&load(&config)?, session.as_deref(), lines),
+        } => log_tail(&config.load()?, session.as_deref(), lines),
     }
 }
 
@@ -251,10 +251,6 @@ fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, Str
     }
     let profile = Arc::new(session.profile.with_mode(Mode::Both));
     Ok(Arc::new(Session::new(session.id.clone(), profile, None)))
-}
-
-pub(super) fn load(arg: &ConfigArg) -> Result<Config, String> {
-    Config::load(&arg.config).map_err(|e| e.to_string())
 }
 
 async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {

@@ -18,6 +18,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::config::Config;
+
 /// One MCP server in front of many: federation, a policy pipeline and run_code.
 #[derive(Parser, Debug)]
 #[command(name = "mcp-gateway", version, about)]
@@ -34,6 +36,13 @@ pub struct ConfigArg {
     /// Configuration file: TOML, or a client's JSON (`mcpServers` / `servers`).
     #[arg(long, short = 'c', default_value = "config.toml")]
     config: PathBuf,
+}
+
+impl ConfigArg {
+    /// The configuration the file holds, or why not (naming the file).
+    fn load(&self) -> Result<Config, String> {
+        Config::load(&self.config).map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Subcommand, Debug)]

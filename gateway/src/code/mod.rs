@@ -50,7 +50,6 @@ mod warm;
 mod worker;
 
 pub use bridge::ToolBridge;
-pub use budgets::CodeBudgets;
 pub use confine::{ConfinementMissing, ConfinementSupport, support as confinement_support};
 pub use outcome::{CodeRunFailure, FailureKind, RunOutcome};
 pub use probe::{THREADED_PROBE, confinement_probe_main};

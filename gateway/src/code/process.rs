@@ -27,8 +27,9 @@ use tokio::net::UnixStream;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::oneshot;
 
-use super::budgets::CodeBudgets;
+use super::budgets::{address_space_bytes, process_limits};
 use super::protocol::{self, Bindings, HostMessage, WorkerMessage};
+use crate::config::CodeBudgets;
 
 /// How long a worker may take to say `ready` (an exec'd one loads the engine first).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,7 +84,7 @@ impl WorkerProcess {
             .stderr(Stdio::inherit())
             .process_group(0);
         let parent = std::process::id() as libc::pid_t;
-        let address_space = budgets.address_space_bytes();
+        let address_space = address_space_bytes(budgets);
         // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
         // system calls; it allocates nothing.
         unsafe {
@@ -100,7 +101,7 @@ impl WorkerProcess {
         };
         let init = protocol::encode(&HostMessage::Init {
             heap_bytes: budgets.heap_bytes(),
-            limits: budgets.process_limits(),
+            limits: process_limits(budgets),
         });
         write_all(worker.channel()?, &init).await?;
         Ok(worker)

@@ -25,7 +25,6 @@ use tokio_util::task::TaskTracker;
 
 use super::attachments::take_images;
 use super::bridge::ToolBridge;
-use super::budgets::CodeBudgets;
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::WorkerProcess;
 use super::protocol::{
@@ -33,6 +32,7 @@ use super::protocol::{
 };
 use super::scheduler::{QueuedCall, Scheduler};
 use super::strip::StrippedProgram;
+use crate::config::CodeBudgets;
 
 /// How often the worker's CPU time is read.
 const CPU_POLL: Duration = Duration::from_millis(10);

@@ -23,13 +23,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::ToolBridge;
-use super::budgets::CodeBudgets;
 use super::confine::{self, ConfinementMissing};
 use super::outcome::{CodeRunFailure, FailureKind, RunOutcome};
 use super::process::{WorkerCommand, WorkerProcess};
 use super::protocol::Bindings;
 use super::run::{self, Driven, RunRequest};
 use super::strip;
+use crate::config::CodeBudgets;
 
 /// Runs programs in worker processes; cheap to share behind an `Arc`.
 #[derive(Debug)]

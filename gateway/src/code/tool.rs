@@ -18,10 +18,8 @@ use rmcp::model::{CallToolResult, ContentBlock, MetaObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    Bindings, CodeBudgets, CodeRuntime, FailureKind, RunOutcome, ToolBridge, WorkerCommand, hints,
-};
-use crate::config::CatalogMode;
+use super::{Bindings, CodeRuntime, FailureKind, RunOutcome, ToolBridge, WorkerCommand, hints};
+use crate::config::{CatalogMode, CodeBudgets};
 use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
     BoxFuture as PipelineFuture, BuiltinTool, CallRequest, ErrorCode, Executor, Invocation, Origin,

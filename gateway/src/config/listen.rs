@@ -1,6 +1,6 @@
 //! The `[listen]` section: where the HTTP listener binds, who may use it and how much one
 //! request or one client may take. The guard that enforces the access rules is
-//! [`crate::server::http::security`]; the connection loop that enforces the connection limits is
+//! [`crate::listener_guard`]; the connection loop that enforces the connection limits is
 //! [`crate::server::http::connections`].
 //!
 //! ```toml
@@ -33,7 +33,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 #[serde(deny_unknown_fields)]
 pub struct ListenConfig {
     /// Address to bind. Default `127.0.0.1:8765`. Binding a non-loopback address without
-    /// tokens is refused by [`crate::server::http::security::check_bind`].
+    /// tokens is refused by [`crate::listener_guard::check_bind`].
     #[serde(default = "default_address")]
     pub address: SocketAddr,
     /// Bearer tokens accepted on every route, each at least [`MIN_TOKEN_LENGTH`] (16)

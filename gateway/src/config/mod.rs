@@ -6,15 +6,19 @@
 //! environment after parsing; see [`env`].
 
 pub mod client_json;
+mod code;
 pub mod env;
 pub mod globs;
 pub mod listen;
 mod settings;
+mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use code::CodeBudgets;
 pub use settings::*;
+pub use telemetry::TelemetryConfig;
 
 /// Why a configuration could not be loaded. Every variant names the file.
 #[derive(Debug, thiserror::Error)]

@@ -45,10 +45,10 @@ pub struct Config {
     /// `[code]`: run_code's budgets (compute_ms, max_wall_ms, max_output_bytes, heap_mb,
     /// max_parallel_sub_calls).
     #[serde(default)]
-    pub code: crate::code::CodeBudgets,
+    pub code: super::CodeBudgets,
     /// `[telemetry]`: OpenTelemetry trace export; see `observe::telemetry`.
     #[serde(default)]
-    pub telemetry: crate::observe::telemetry::TelemetryConfig,
+    pub telemetry: super::TelemetryConfig,
     /// `[cluster]`: state shared by replicas (Redis); see `state`.
     #[serde(default)]
     pub cluster: crate::state::ClusterConfig,

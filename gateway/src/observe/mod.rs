@@ -1,10 +1,8 @@
-//! What the gateway records about itself: Prometheus metrics (and a numeric snapshot of
-//! them), per-session logs, the recent calls across sessions, the open sessions and
-//! OpenTelemetry traces.
+//! The gateway's instruments: Prometheus metrics (and a numeric snapshot of them),
+//! per-session logs and OpenTelemetry traces. What records calls with them are the
+//! pipeline's result observers (`crate::policies`).
 
-pub mod activity;
 pub mod metrics;
 pub mod metrics_snapshot;
 pub mod session_log;
-pub mod sessions;
 pub mod telemetry;

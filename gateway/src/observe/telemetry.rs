@@ -30,7 +30,8 @@ use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
-use serde::{Deserialize, Serialize};
+
+use crate::config::TelemetryConfig;
 
 /// The W3C header and `_meta` key that carries the trace context.
 pub const TRACEPARENT: &str = "traceparent";
@@ -39,27 +40,6 @@ pub const TRACESTATE: &str = "tracestate";
 
 /// How long one export may take before the batch is dropped.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `[telemetry]`: where traces go.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TelemetryConfig {
-    /// Base URL of an OTLP/HTTP collector (like `OTEL_EXPORTER_OTLP_ENDPOINT`); spans are
-    /// posted to `<endpoint>/v1/traces`. `${VAR}` is expanded. Default: none (no export).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub otlp_endpoint: Option<String>,
-    /// The `service.name` resource attribute. Default `mcp-gateway`.
-    pub service_name: String,
-}
-
-impl Default for TelemetryConfig {
-    fn default() -> Self {
-        Self {
-            otlp_endpoint: None,
-            service_name: "mcp-gateway".into(),
-        }
-    }
-}
 
 /// Why tracing could not be set up.
 #[derive(Debug, thiserror::Error)]

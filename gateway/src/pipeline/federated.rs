@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::invocation::{Executor, Invocation, Target};
 use super::outcome::BoxFuture;
 use super::{ErrorCode, ToolError, upstream_failure, validate};
-use crate::registry::{Registry, resource_uri};
+use crate::registry::Registry;
+use crate::resource_uri;
 use crate::upstream::UpstreamError;
 
 /// Calls federated tools on their upstreams.

@@ -20,6 +20,7 @@ pub mod error;
 mod federated;
 pub mod invocation;
 pub mod outcome;
+pub mod sessions;
 pub mod stages;
 pub mod trace;
 pub mod validate;
@@ -40,11 +41,10 @@ use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
 use federated::FederatedExecutor;
 pub use invocation::{BuiltinTool, CallRequest, Executor, Invocation, Origin, Session, Target};
-pub use outcome::{AdditionalContext, BoxFuture, ContextSource, ToolOutcome};
-pub use stages::{
-    Around, Finalize, Gate, GateDecision, Guard, PostDecision, PostExecute, Prepared,
-    ResultObserver,
+pub use outcome::{
+    AdditionalContext, BoxFuture, ContextSource, GateDecision, PostDecision, ToolOutcome,
 };
+pub use stages::{Around, Finalize, Gate, Guard, PostExecute, Prepared, ResultObserver};
 pub use trace::Step;
 
 /// `_meta` key listing the provenance of attached contexts.

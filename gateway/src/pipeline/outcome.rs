@@ -1,9 +1,11 @@
-//! What a call produces before it is shown to the caller, and the extra contexts that
-//! policies attach to it.
+//! What the stages decide and what a call produces before it is shown to the caller: the
+//! gate's and post-execute's decisions, the outcome, and the extra contexts that policies
+//! attach to it.
 
 use std::pin::Pin;
 
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::Value;
 
 use super::error::ToolError;
 
@@ -48,4 +50,29 @@ impl From<Result<CallToolResult, ToolError>> for ToolOutcome {
             contexts: Vec::new(),
         }
     }
+}
+
+/// A pre-execute gate's decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateDecision {
+    /// No opinion: the next gate decides (allow when none does).
+    Pass,
+    Allow,
+    Deny {
+        reason: String,
+    },
+    /// Ask the person through the client (MCP elicitation).
+    Ask {
+        reason: String,
+    },
+}
+
+/// A post-execute decision.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PostDecision {
+    Pass,
+    ReplaceContent(Vec<ContentBlock>),
+    ReplaceValue(Value),
+    Block { reason: String },
+    Attach(Vec<AdditionalContext>),
 }

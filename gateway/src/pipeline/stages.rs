@@ -4,29 +4,13 @@
 //! their own with [`super::PipelineBuilder`].
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Next;
 use super::error::ToolError;
 use super::invocation::Invocation;
-use super::outcome::{AdditionalContext, BoxFuture, ToolOutcome};
+use super::outcome::{BoxFuture, GateDecision, PostDecision, ToolOutcome};
 use super::trace::Step;
-
-/// A pre-execute gate's decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GateDecision {
-    /// No opinion: the next gate decides (allow when none does).
-    Pass,
-    Allow,
-    Deny {
-        reason: String,
-    },
-    /// Ask the person through the client (MCP elicitation).
-    Ask {
-        reason: String,
-    },
-}
 
 /// tools/pre-execute: a waterfall of gates; the first decision other than `Pass` wins.
 pub trait Gate: Send + Sync {
@@ -52,16 +36,6 @@ pub trait Around: Send + Sync {
         signal: CancellationToken,
         next: Next<'a>,
     ) -> BoxFuture<'a, ToolOutcome>;
-}
-
-/// A post-execute decision.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PostDecision {
-    Pass,
-    ReplaceContent(Vec<ContentBlock>),
-    ReplaceValue(Value),
-    Block { reason: String },
-    Attach(Vec<AdditionalContext>),
 }
 
 /// tools/post-execute: a waterfall over the outcome; runs for rejected calls too.

@@ -8,8 +8,7 @@ use std::time::Duration;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::error::ToolError;
-use super::outcome::ContextSource;
-use super::stages::{GateDecision, PostDecision};
+use super::outcome::{ContextSource, GateDecision, PostDecision};
 
 /// One stage's decision about one call, in pipeline order. It serializes as a JSON object
 /// with a `stage` field, written straight from the borrowed parts: every call makes a few.

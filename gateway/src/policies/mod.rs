@@ -11,6 +11,7 @@
 //! | [`session_log::SessionLogObserver`] | observer | `[log] sessions_dir` |
 //! | [`metrics::MetricsObserver`] | observer | always on, `GET /metrics` |
 
+pub mod activity;
 pub mod max_bytes;
 pub mod metrics;
 pub mod rate_limit;

@@ -12,7 +12,6 @@
 
 pub mod naming;
 pub mod profile;
-pub mod resource_uri;
 pub mod search;
 pub mod subscriptions;
 pub mod tool;
@@ -28,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ServerConfig};
 use crate::relay::Downstream;
+use crate::resource_uri;
 use crate::upstream::{Health, Upstream};
 pub use tool::FederatedTool;
 

@@ -8,14 +8,14 @@
 //!   (itself, or the one server it stands in for).
 //! - [`transport`]: stdio, streamable HTTP and legacy SSE, each wired the same way (a
 //!   session per client, its profile chosen by [`session_profile`]).
-//! - [`http`]: the HTTP listener: routes, connections and the security guard.
+//! - [`http`]: the HTTP listener: routes, connections and the drain.
 
 pub mod core;
 pub mod http;
 pub mod identity;
 pub mod transport;
 
-use http::security::Credentials;
+use crate::listener_guard::Credentials;
 
 /// The profile a session gets, on every transport: a token bound to a profile wins over
 /// the profile the transport chose (the HTTP path, or `--profile` on stdio); `None` is the
@@ -30,7 +30,7 @@ pub fn session_profile(chosen: Option<&str>, credentials: Option<&Credentials>) 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
-    Security(#[from] http::security::SecurityError),
+    Security(#[from] crate::listener_guard::SecurityError),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: std::net::SocketAddr,

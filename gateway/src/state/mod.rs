@@ -93,7 +93,7 @@ impl StateError {
 /// What every replica must know about one streamable HTTP session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionRecord {
-    /// Who opened it (see `server::security::Credentials::identity`); requests with
+    /// Who opened it (see `listener_guard::Credentials::identity`); requests with
     /// other credentials are refused on every replica.
     pub owner: Option<String>,
     /// The client's `initialize` parameters (protocol version, capabilities, client

@@ -11,8 +11,8 @@ use super::auth::Operator;
 use super::error::UiError;
 use super::history;
 use crate::config::{Config, Endpoint, RemoteTransport};
-use crate::observe::activity::CallRecord;
 use crate::pipeline::trace::gate_parts;
+use crate::policies::activity::CallRecord;
 use crate::policies::rules::RuleGate;
 use crate::registry::profile::{DEFAULT_PROFILE, Profiles};
 

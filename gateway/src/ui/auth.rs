@@ -36,8 +36,8 @@ use subtle::ConstantTimeEq;
 use super::UiState;
 use super::error::UiError;
 use crate::gateway::Gateway;
-use crate::observe::sessions::Transport;
 use crate::pipeline::Session;
+use crate::pipeline::sessions::Transport;
 use crate::registry::profile::DEFAULT_PROFILE;
 
 /// The cookie's name.

@@ -35,7 +35,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use crate::gateway::Gateway;
-use crate::server::http::security::SecurityGuard;
+use crate::listener_guard::SecurityGuard;
 use auth::Logins;
 use metrics_history::MetricsHistory;
 

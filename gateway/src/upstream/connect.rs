@@ -16,7 +16,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::child::{self, ProcessGroup, Violation};
-use super::http_client::UpstreamHttp;
 use super::client::{self, UpstreamClient, UpstreamEvent};
 use super::offer::Offer;
 use super::progress_in_order::ProgressInOrder;
@@ -24,9 +23,11 @@ use super::traced_http::TracedHttp;
 use super::{Live, sse_client};
 use crate::auth::{
     self,
-    upstream::{AuthorizedClientError, OAuthUpstream},
+    signed_in::{AuthorizedClientError, SignedInClient},
+    upstream::OAuthUpstream,
 };
 use crate::config::{Endpoint, RemoteTransport, ServerConfig, UpstreamProtocol};
+use crate::http_client::UpstreamHttp;
 use crate::relay::{CallRoutes, Downstream};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
@@ -187,8 +188,7 @@ async fn connect_inner(
                     let dir = auth::store::default_dir()
                         .map_err(|error| ConnectError::OAuth(error.to_string()))?;
                     let upstream = OAuthUpstream::new(name, url, settings, &dir);
-                    let client = upstream
-                        .authorized_client(http, signed_out.clone())
+                    let client = SignedInClient::open(&upstream, http, signed_out.clone())
                         .await
                         .map_err(|error| match error {
                             AuthorizedClientError::NeedsLogin => ConnectError::NeedsLogin {

@@ -11,7 +11,6 @@
 pub mod child;
 pub mod client;
 mod connect;
-pub mod http_client;
 mod lane;
 mod lines;
 pub mod offer;
@@ -39,9 +38,9 @@ use crate::auth::status::SignInStatus;
 use crate::auth::store::TokenStore;
 use crate::config::{ServerConfig, UpstreamProtocol};
 use crate::observe::telemetry;
-use crate::registry::resource_uri;
 use crate::relay::calls::answer_after_progress;
 use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Sessions};
+use crate::resource_uri;
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
 pub use offer::Offer;

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use mcp_gateway::code::{
-    Bindings, CodeBudgets, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand,
-};
+use mcp_gateway::code::{Bindings, CodeRuntime, RunOutcome, ToolBridge, WorkerCommand};
+use mcp_gateway::config::CodeBudgets;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

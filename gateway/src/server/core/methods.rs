@@ -31,9 +31,9 @@ use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
 use crate::pipeline::{CallRequest, Origin, Session, error};
-use crate::registry::resource_uri;
 use crate::registry::view::SessionView;
 use crate::relay::{Caller, ClientLink};
+use crate::resource_uri;
 use crate::server::identity;
 use crate::upstream::UpstreamError;
 
@@ -108,7 +108,15 @@ impl Call {
                 self.unsubscribe(request.params).await
             }
             ClientRequest::SubscriptionsListenRequest(request) if stateless => {
-                watch::listen(self, request.params.notifications).await
+                let stream = (&self.id, &self.link, &self.cancel);
+                let session = self.pipeline_session().clone();
+                watch::listen(
+                    self.gateway(),
+                    session,
+                    stream,
+                    request.params.notifications,
+                )
+                .await
             }
             request => Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,

@@ -39,8 +39,8 @@ use self::parked::{Parked, ParkedCall};
 use self::revision::Revision;
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
-use crate::observe::sessions::Transport;
 use crate::pipeline::Session;
+use crate::pipeline::sessions::Transport;
 use crate::relay::inputs::Inputs;
 use crate::relay::{ClientLink, ClientRequests};
 

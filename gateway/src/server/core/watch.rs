@@ -19,7 +19,6 @@ use rmcp::model::{
 use tokio_util::sync::CancellationToken;
 
 use super::ClientSession;
-use super::methods::Call;
 use crate::gateway::Gateway;
 use crate::pipeline::Session;
 use crate::registry::Catalog;
@@ -146,14 +145,15 @@ pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
     });
 }
 
-/// Serves `subscriptions/listen`: acknowledges what of `requested` the gateway can
-/// deliver, then carries those changes on the request's stream until the client closes
-/// it.
+/// Serves `subscriptions/listen` (request `id` of `session`): acknowledges what of
+/// `requested` the gateway can deliver, then carries those changes through `link`, the
+/// request's stream, until the client closes it (`closed`).
 pub(super) async fn listen(
-    call: Call,
+    gateway: &Arc<Gateway>,
+    session: Arc<Session>,
+    (id, link, closed): (&RequestId, &ClientLink, &CancellationToken),
     requested: SubscriptionFilter,
 ) -> Result<ServerResult, ErrorData> {
-    let gateway = &call.session.gateway;
     let mut offered = SubscriptionFilter::new();
     offered.tools_list_changed = Some(true);
     offered.prompts_list_changed = Some(true);
@@ -162,27 +162,26 @@ pub(super) async fn listen(
     let mut acknowledged = SubscriptionsAcknowledgedNotification::new(
         SubscriptionsAcknowledgedNotificationParams::new(accepted.clone()),
     );
-    acknowledged.extensions.insert(subscription(&call.id));
+    acknowledged.extensions.insert(subscription(id));
     let notification = ServerNotification::SubscriptionsAcknowledgedNotification(acknowledged);
-    if !call.link.notify(notification).await {
+    if !link.notify(notification).await {
         return Err(ErrorData::internal_error(
             "the subscription's stream closed",
             None,
         ));
     }
-    let session = call.session.session.clone();
     let shown = Visible::of(gateway, &session);
     let mut watch = Watch::new(gateway.clone(), session, shown);
-    while let Some(mut changed) = watch.next(&call.cancel).await {
+    while let Some(mut changed) = watch.next(closed).await {
         changed.tools &= accepted.tools_list_changed == Some(true);
         changed.prompts &= accepted.prompts_list_changed == Some(true);
         changed.resources &= accepted.resources_list_changed == Some(true);
-        if !send(&call.link, &changed, Some(&call.id)).await {
+        if !send(link, &changed, Some(id)).await {
             break;
         }
     }
     Ok(ServerResult::SubscriptionsListenResult(
-        SubscriptionsListenResult::complete(call.id.clone()),
+        SubscriptionsListenResult::complete(id.clone()),
     ))
 }
 

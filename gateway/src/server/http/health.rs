@@ -72,7 +72,7 @@ pub async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
 /// `GET /readyz`: `200` while the replica takes new sessions; `503` with `Retry-After`
 /// from the moment it starts to stop or while its shared state (Redis) is unavailable, so
 /// a load balancer sends no more clients. Needs no token and no allowed Host (see
-/// [`super::security::READINESS_PATH`]): it says only whether, and why not.
+/// [`crate::listener_guard::READINESS_PATH`]): it says only whether, and why not.
 pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
     let readiness = Readiness::of(&gateway);
     let body = axum::Json(serde_json::json!({"status": readiness.as_str()}));

@@ -1,11 +1,11 @@
 //! The HTTP listener: the routes (`/mcp`, `/mcp/{profile}`, `/sse`, `/sse/{profile}`,
 //! `/message`, `/healthz`, `/readyz`, `/metrics`, and the operator console at `/ui`), the
-//! accept loop that bounds connections, and the security guard every request passes first.
+//! accept loop that bounds connections, and the guard every request passes first
+//! ([`crate::listener_guard`]: Host/Origin checks, bearer tokens, static or an identity
+//! provider's with `[listen.oauth]`, whose metadata is served here, and body limits).
 //!
 //! - [`connections`]: the accept loop (request-head timeout, connection cap, graceful
 //!   close).
-//! - [`security`]: Host/Origin checks, bearer tokens (static, or an identity provider's with
-//!   `[listen.oauth]`, whose metadata is served here) and body limits.
 //! - [`draining`]: during the shutdown drain, new sessions refused with 503, `/readyz`, and
 //!   streamable HTTP answers counted until written.
 //! - [`health`]: `/healthz` for people, `/readyz` for load balancers.
@@ -13,7 +13,6 @@
 pub mod connections;
 pub mod draining;
 pub mod health;
-pub mod security;
 
 use std::sync::Arc;
 
@@ -28,7 +27,7 @@ use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
-use security::{SecurityGuard, SecurityLayer};
+use crate::listener_guard::{self, SecurityGuard, SecurityLayer};
 
 /// The routes, all behind the security guard, then the drain's. A path naming no profile
 /// gets 404.
@@ -45,7 +44,7 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .route("/mcp/", mcp(default))
         .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(health::healthz))
-        .route(security::READINESS_PATH, get(health::readyz))
+        .route(listener_guard::READINESS_PATH, get(health::readyz))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
@@ -122,7 +121,7 @@ async fn unrouted_profile(
 pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<(), ServeError> {
     let listen = gateway.config().listen;
     let address = listen.address;
-    security::check_bind(address, !listen.tokens.is_empty() || listen.oauth.is_some())?;
+    listener_guard::check_bind(address, !listen.tokens.is_empty() || listen.oauth.is_some())?;
     let router = router(gateway, shutdown.clone())?;
     let listener = tokio::net::TcpListener::bind(address)
         .await

@@ -18,7 +18,7 @@
 //! of growing it.
 //!
 //! A session belongs to the credentials of the `GET` that opened it (see
-//! [`crate::server::http::security::Credentials`]): a `POST` that presents another token, or another
+//! [`crate::listener_guard::Credentials`]): a `POST` that presents another token, or another
 //! token's profile, gets `403` and its body never reaches the session, so knowing a session
 //! id is not enough to act in it.
 //!
@@ -49,9 +49,9 @@ use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
-use crate::observe::sessions::Transport as SessionTransport;
+use crate::listener_guard::Credentials;
+use crate::pipeline::sessions::Transport as SessionTransport;
 use crate::server::core::{ClientSession, Scope};
-use crate::server::http::security::Credentials;
 use crate::server::{session_profile, unknown_profile};
 
 /// The query parameter that names the session in `POST /message`.

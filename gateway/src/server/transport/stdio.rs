@@ -29,7 +29,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter, encode};
-use crate::observe::sessions::Transport;
+use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
 use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope};
 use crate::server::{ServeError, session_profile};

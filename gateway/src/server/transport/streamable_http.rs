@@ -51,11 +51,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::http_events::{self, Event, Recorder, ResumeError};
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
-use crate::observe::sessions::Transport;
+use crate::listener_guard::Credentials;
+use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::decode_message;
 use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served};
 use crate::server::http::draining::Held;
-use crate::server::http::security::Credentials;
 use crate::server::session_profile;
 use crate::state::{SharedState, StateError};
 

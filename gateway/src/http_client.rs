@@ -74,8 +74,8 @@ impl UpstreamHttp {
     /// A client with the platform's TLS roots.
     pub fn new() -> io::Result<Self> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-            .map_err(io::Error::other)?;
+        let verifier =
+            rustls_platform_verifier::Verifier::new(provider.clone()).map_err(io::Error::other)?;
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(io::Error::other)?
@@ -111,10 +111,10 @@ fn request(
     auth_token: Option<String>,
     custom_headers: HashMap<HeaderName, HeaderValue>,
 ) -> Result<http::request::Builder, Error> {
-    let mut builder = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(ACCEPT, format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"));
+    let mut builder = Request::builder().method(method).uri(uri).header(
+        ACCEPT,
+        format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+    );
     if let Some(token) = auth_token {
         builder = builder.header(AUTHORIZATION, format!("Bearer {token}"));
     }
@@ -122,8 +122,14 @@ fn request(
         let reserved = [ACCEPT.as_str(), HEADER_SESSION_ID, HEADER_LAST_EVENT_ID]
             .iter()
             .any(|r| name.as_str().eq_ignore_ascii_case(r));
-        if reserved && !name.as_str().eq_ignore_ascii_case(HEADER_MCP_PROTOCOL_VERSION) {
-            return Err(StreamableHttpError::ReservedHeaderConflict(name.to_string()));
+        if reserved
+            && !name
+                .as_str()
+                .eq_ignore_ascii_case(HEADER_MCP_PROTOCOL_VERSION)
+        {
+            return Err(StreamableHttpError::ReservedHeaderConflict(
+                name.to_string(),
+            ));
         }
         builder = builder.header(name, value);
     }
@@ -328,8 +334,10 @@ impl StreamableHttpClient for UpstreamHttp {
                 && let Ok(error @ JsonRpcMessage::Error(_)) =
                     serde_json::from_str::<ServerJsonRpcMessage>(&body)
             {
-                return Ok(discover_refused(&message, session_was_attached, status, &body)
-                    .unwrap_or(StreamableHttpPostResponse::Json(error, new_session)));
+                return Ok(
+                    discover_refused(&message, session_was_attached, status, &body)
+                        .unwrap_or(StreamableHttpPostResponse::Json(error, new_session)),
+                );
             }
             if let Some(response) = discover_refused(&message, session_was_attached, status, &body)
             {
@@ -499,8 +507,7 @@ pub struct QuickAckConnector(HttpConnector);
 impl tower::Service<http::Uri> for QuickAckConnector {
     type Response = QuickAck;
     type Error = <HttpConnector as tower::Service<http::Uri>>::Error;
-    type Future =
-        Pin<Box<dyn Future<Output = Result<QuickAck, Self::Error>> + Send + 'static>>;
+    type Future = Pin<Box<dyn Future<Output = Result<QuickAck, Self::Error>> + Send + 'static>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.0.poll_ready(cx)

@@ -12,7 +12,7 @@
 //! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
 //! ```
 //!
-//! (The whole section, with its defaults, is documented in [`super::listen`].)
+//! (The whole section, with its defaults, is documented in [`crate::config::listen`].)
 //!
 //! The checks run in this order, each answering on its own:
 //! 1. **Host** (403): a loopback name (`localhost`, `127.0.0.1`, `[::1]`, any port) or an entry

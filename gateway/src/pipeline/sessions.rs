@@ -10,9 +10,13 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::Session;
 use crate::approvals::unix_ms;
-use crate::observe::activity::CallCount;
-use crate::pipeline::Session;
+
+/// Calls a session has made (kept in the session's own state; the activity observer
+/// counts them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallCount(pub u64);
 
 /// How a session reached the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

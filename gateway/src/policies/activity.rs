@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use crate::approvals::unix_ms;
+use crate::pipeline::sessions::CallCount;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
 use crate::redact;
@@ -90,10 +91,6 @@ fn as_json<S: serde::Serializer>(text: &str, serializer: S) -> Result<S::Ok, S::
     let json: &RawValue = serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
     json.serialize(serializer)
 }
-
-/// Calls a session has made (kept in the session's own state).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallCount(pub u64);
 
 impl Activity {
     /// Finished calls with `seq` above `after`, oldest first, at most `limit`.
