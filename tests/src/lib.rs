@@ -164,7 +164,7 @@ pub fn npm_server(name: &str, bin_name: &str, args: &[&str]) -> String {
 }
 
 /// A server listening on a free loopback port (npm server-everything in one of its HTTP
-/// modes, or our conformance example); killed when dropped.
+/// modes, or one of our examples); killed when dropped.
 pub struct ListeningServer {
     child: Child,
     pub address: SocketAddr,
@@ -176,6 +176,15 @@ impl ListeningServer {
         let address = free_address();
         let mut command = Command::new(npm_bin("mcp-server-everything"));
         command.arg(mode).env("PORT", address.port().to_string());
+        Self::start(command, address)
+    }
+
+    /// Our `echo` example: rmcp's streamable HTTP server with every default, as most
+    /// servers written on rmcp are served, at `http://ADDRESS/mcp`.
+    pub fn rmcp_echo() -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(bin("echo"));
+        command.args(["--http", &address.to_string()]);
         Self::start(command, address)
     }
 

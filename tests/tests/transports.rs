@@ -40,9 +40,12 @@ fn python_client_over_legacy_sse() {
 fn upstreams_over_streamable_http_and_sse() {
     let http = ListeningServer::everything("streamableHttp");
     let sse = ListeningServer::everything("sse");
+    let rmcp = ListeningServer::rmcp_echo();
     let workspace = Workspace::new(&format!(
-        "[servers.ehttp]\nurl = \"http://{}/mcp\"\n[servers.esse]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n",
-        http.address, sse.address
+        "[servers.ehttp]\nurl = \"http://{}/mcp\"\n[servers.esse]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n{}",
+        http.address,
+        sse.address,
+        rmcp.server_config("rmcp", "")
     ));
     let run = python_client(
         &python_stdio_args(&workspace, &[]),
@@ -50,8 +53,12 @@ fn upstreams_over_streamable_http_and_sse() {
             {"action": "list_tools"},
             call("mcp__ehttp__echo", json!({"message": "over http"})),
             call("mcp__esse__echo", json!({"message": "over sse"})),
+            call("mcp__rmcp__echo", json!({"text": "over rmcp's server"})),
+            call("mcp__rmcp__echo", json!({"text": "and again"})),
         ]),
     );
+    assert_eq!(result_text(action_result(&run, 3)), "over rmcp's server", "{run:#}");
+    assert_eq!(result_text(action_result(&run, 4)), "and again", "{run:#}");
     let names = tool_names(action_result(&run, 0));
     assert!(
         names.iter().any(|n| n == "mcp__ehttp__get-sum")
