@@ -153,9 +153,15 @@ fn table_row(row: &Row) -> String {
         .into_iter()
         .flatten()
         .collect();
-    measured.extend(row.schema_compilations.map(|n| format!("{n} schema compilations")));
+    measured.extend(
+        row.schema_compilations
+            .map(|n| format!("{n} schema compilations")),
+    );
     measured.extend(row.sdk_generations.map(|n| format!("{n} SDK generations")));
-    measured.extend(row.gateway_rss_mb.map(|mb| format!("gateway RSS {mb:.1} MB")));
+    measured.extend(
+        row.gateway_rss_mb
+            .map(|mb| format!("gateway RSS {mb:.1} MB")),
+    );
     measured.extend(
         row.gateway_rss_growth_per_run_mb
             .map(|mb| format!("gateway +{mb:.1} MB per run")),
@@ -196,14 +202,20 @@ fn table_row(row: &Row) -> String {
         cell(measured),
         cell(baseline),
         cell(ratios),
-        if hop.is_empty() { "—".to_owned() } else { hop }
+        if hop.is_empty() {
+            "—".to_owned()
+        } else {
+            hop
+        }
     )
 }
 
 /// `value` with `decimals` decimals and thousands separated by commas (12,605).
 fn grouped(value: f64, decimals: usize) -> String {
     let text = format!("{value:.decimals$}");
-    let (whole, fraction) = text.split_once('.').map_or((text.as_str(), None), |(w, f)| (w, Some(f)));
+    let (whole, fraction) = text
+        .split_once('.')
+        .map_or((text.as_str(), None), |(w, f)| (w, Some(f)));
     let (sign, digits) = whole.strip_prefix('-').map_or(("", whole), |d| ("-", d));
     let mut out = String::from(sign);
     for (i, digit) in digits.chars().enumerate() {
@@ -236,7 +248,13 @@ fn commit() -> String {
     let head = command_output("git", &["-C", workspace, "rev-parse", "HEAD"]);
     let changed = command_output(
         "git",
-        &["-C", workspace, "status", "--porcelain", "--untracked-files=no"],
+        &[
+            "-C",
+            workspace,
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+        ],
     );
     if changed.is_empty() {
         head
