@@ -178,6 +178,8 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         Command::Config { action } => match action {
             ConfigAction::Check { config, connect } => {
                 let loaded = load(&config)?;
+                // What `serve` refuses of [listen], refused here too.
+                server::http::security::guard_for(&loaded).map_err(|e| e.to_string())?;
                 println!(
                     "{}: ok ({} servers, {} enabled)",
                     config.config.display(),
