@@ -8,6 +8,7 @@
 //! message saying what to run, never a silent skip.
 
 pub mod cluster;
+pub mod docs;
 pub mod otlp;
 pub mod streamable;
 
