@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use mcp_gateway_tests::docs::{Block, blocks};
+use mcp_gateway_tests::docs::{Block, blocks, documents};
 use mcp_gateway_tests::*;
 
 fn blocks_in(lang: &str) -> Vec<Block> {
