@@ -69,7 +69,7 @@ async function api(path, options = {}) {
     const error = body && body.error ? body.error : { code: "HTTP_" + response.status, message: response.statusText };
     // A login that ended (expired, or the gateway restarted) signs in again; `me` and
     // `login` are how signing in starts.
-    if (response.status === 401 && path !== "login" && path !== "me") signIn();
+    if (response.status === 401 && path !== "login" && path !== "me") openConsole();
     throw new ApiError(response.status, error.code, error.message);
   }
   return body;
@@ -78,7 +78,7 @@ async function api(path, options = {}) {
 // ---- Login
 // Without tokens to ask for ([listen] tokens empty, loopback only) the console opens at
 // once; otherwise it asks for one.
-async function signIn() {
+async function openConsole() {
   try {
     const info = await api("login");
     if (!info.token_required) {
@@ -595,6 +595,6 @@ document.addEventListener("DOMContentLoaded", async () => {
     state.csrf = me.csrf;
     enterApp();
   } catch (_) {
-    signIn();
+    openConsole();
   }
 });
