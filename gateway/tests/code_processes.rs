@@ -5,7 +5,6 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::{BINDINGS, FakeBridge, children, run_with, runtime, settle_children, until};
 use mcp_gateway::code::{Bindings, CodeBudgets, FailureKind};

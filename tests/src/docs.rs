@@ -69,4 +69,3 @@ pub fn blocks() -> Vec<Block> {
     }
     blocks
 }
-

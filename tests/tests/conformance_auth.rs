@@ -87,13 +87,11 @@ fn scenario_results(dir: &std::path::Path) -> Vec<(String, bool)> {
             continue;
         };
         let checks: Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        let passed = checks
-            .as_array()
-            .is_some_and(|checks| {
-                checks
-                    .iter()
-                    .all(|check| PASSING.contains(&check["status"].as_str().unwrap_or_default()))
-            });
+        let passed = checks.as_array().is_some_and(|checks| {
+            checks
+                .iter()
+                .all(|check| PASSING.contains(&check["status"].as_str().unwrap_or_default()))
+        });
         let name = entry.file_name().to_string_lossy().into_owned();
         // `<scenario>-2026-11-30T17-08-39-432Z`: six dashes from the end.
         let scenario = name.rsplitn(7, '-').last().unwrap_or_default().to_owned();

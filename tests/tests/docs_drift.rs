@@ -142,7 +142,8 @@ fn documented_settings() -> Vec<Setting> {
         .filter(|block| block.lang == "toml")
         .filter(|block| {
             block.file == "docs/configuration.md"
-                || (block.file == "docs/run-code.md" && block.text.trim_start().starts_with("[code]"))
+                || (block.file == "docs/run-code.md"
+                    && block.text.trim_start().starts_with("[code]"))
         })
         .flat_map(|block| settings(&block.place(), &block.text))
         .collect()
@@ -188,7 +189,10 @@ fn documented_codes() -> BTreeMap<String, String> {
         if let Some(title) = line.strip_prefix("## ") {
             heading = title.to_owned();
         }
-        let Some(first) = line.strip_prefix('|').and_then(|rest| rest.split('|').next()) else {
+        let Some(first) = line
+            .strip_prefix('|')
+            .and_then(|rest| rest.split('|').next())
+        else {
             continue;
         };
         for name in first.split('`').skip(1).step_by(2) {
@@ -212,7 +216,11 @@ fn sources() -> Vec<(String, String)> {
         {
             let text = std::fs::read_to_string(&path).unwrap();
             // Unit tests sit at the end of a file, after `#[cfg(test)]`.
-            let text = text.split("#[cfg(test)]").next().unwrap_or_default().to_owned();
+            let text = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .to_owned();
             found.push((path.display().to_string(), text));
         }
     }
@@ -267,7 +275,11 @@ fn emitted_codes() -> BTreeSet<String> {
         let mut found = bodies(text, "fn code(&self) -> &'static str");
         for kind in ["impl ErrorCode {", "impl FailureKind {"] {
             if let Some(at) = text.find(kind) {
-                found.extend(bodies(&text[at..], "fn as_str(self) -> &'static str").into_iter().take(1));
+                found.extend(
+                    bodies(&text[at..], "fn as_str(self) -> &'static str")
+                        .into_iter()
+                        .take(1),
+                );
             }
         }
         for body in found {
@@ -327,7 +339,11 @@ fn anchor(heading: &str) -> String {
 /// The anchors of a Markdown file's headings (outside code blocks).
 fn anchors(text: &str) -> BTreeSet<String> {
     prose_lines(text)
-        .filter_map(|line| line.trim_start_matches('#').strip_prefix(' ').filter(|_| line.starts_with('#')))
+        .filter_map(|line| {
+            line.trim_start_matches('#')
+                .strip_prefix(' ')
+                .filter(|_| line.starts_with('#'))
+        })
         .map(anchor)
         .collect()
 }
@@ -386,7 +402,9 @@ fn every_relative_link_and_anchor_resolves() {
             if !fragment.is_empty() {
                 let headings = anchors(&std::fs::read_to_string(&full).unwrap_or_default());
                 if !headings.contains(fragment) {
-                    broken.push(format!("{file}: ({target}): no heading #{fragment} in {linked}"));
+                    broken.push(format!(
+                        "{file}: ({target}): no heading #{fragment} in {linked}"
+                    ));
                 }
             }
         }
@@ -416,7 +434,8 @@ fn numbers(cell: &str) -> Vec<(String, usize)> {
         let mut number = String::new();
         while i < chars.len()
             && (chars[i].is_ascii_digit()
-                || (matches!(chars[i], ',' | '.') && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+                || (matches!(chars[i], ',' | '.')
+                    && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
         {
             if chars[i] != ',' {
                 number.push(chars[i]);
@@ -469,7 +488,10 @@ fn the_current_figures_are_the_committed_bench_reports() {
         .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
         .status()
         .is_ok_and(|s| s.success());
-    assert!(known, "the report's commit {commit} is not in this repository's history");
+    assert!(
+        known,
+        "the report's commit {commit} is not in this repository's history"
+    );
     let rows: BTreeMap<&str, &serde_json::Map<String, Value>> = report["rows"]
         .as_array()
         .expect("rows")
@@ -498,7 +520,9 @@ fn the_current_figures_are_the_committed_bench_reports() {
                 .iter()
                 .any(|figure| format!("{figure:.decimals$}") == number);
             if !matches {
-                wrong.push(format!("`{scenario}`: {number} is none of the report's figures {figures:?}"));
+                wrong.push(format!(
+                    "`{scenario}`: {number} is none of the report's figures {figures:?}"
+                ));
             }
         }
     }
@@ -515,25 +539,120 @@ fn the_current_figures_are_the_committed_bench_reports() {
 /// A configuration the gateway refuses, the key it must name, that key's line, and the
 /// code (if any).
 const REFUSED: &[(&str, &str, usize, &str)] = &[
-    ("[servers.kv]\ncommand = \"kv\"\nurl = \"http://127.0.0.1:1/mcp\"\n", "servers.kv.url", 3, ""),
-    ("[servers.kv]\ncommand = \"kv\"\nprefix = \"a b\"\n", "servers.kv.prefix", 3, ""),
-    ("[gateway]\nmode = \"both\"\n\n[servers.kv]\ncommand = \"kv\"\nenv = { K = \"${MCP_GATEWAY_UNSET_FOR_DRIFT}\" }\n", "servers.kv.env.K", 6, ""),
-    ("[[policy]]\ntool = \"a\"\ndecision = \"allow\"\n\n[[policy]]\ntool = \"[\"\ndecision = \"deny\"\n", "policy[1].tool", 6, ""),
-    ("[profiles.p]\ndeny = [\"ok\", \"[\"]\n", "profiles.p.deny[1]", 2, ""),
-    ("[servers.kv]\ncommand = \"kv\"\n\n[servers.kv.oauth]\n", "servers.kv.oauth", 4, "OAUTH_NOT_REMOTE"),
-    ("[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\ngrant = \"client_credentials\"\nclient_id = \"gw\"\n", "servers.r.oauth", 3, "OAUTH_MACHINE_WITHOUT_SECRET"),
-    ("[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\nclient_secret = \"s\"\n", "servers.r.oauth", 3, "OAUTH_SECRET_WITHOUT_ID"),
-    ("[listen.oauth]\naudience = \"https://gw.example/mcp\"\n", "listen.oauth", 1, "OAUTH_NO_KEY_SOURCE"),
-    ("[listen.oauth]\nissuer = \"https://idp.example\"\naudience = \"https://gw.example/mcp\"\nalgorithms = []\n", "listen.oauth.algorithms", 4, "OAUTH_NO_ALGORITHMS"),
-    ("[listen.oauth]\nissuer = \"https://idp.example\"\naudience = \"gateway\"\n", "listen.oauth.resource", 1, "OAUTH_RESOURCE_NOT_URL"),
-    ("[listen]\naddress = \"0.0.0.0:8765\"\n", "listen.address", 2, "LISTEN_NON_LOOPBACK_WITHOUT_TOKENS"),
-    ("[listen]\ntokens = [\"short\"]\n", "listen.tokens[0]", 2, "LISTEN_INVALID_TOKEN"),
-    ("[listen]\ntokens = [\n  \"a-token-of-sixteen\",\n  \"a-token-of-sixteen\",\n]\n", "listen.tokens[1]", 4, "LISTEN_DUPLICATE_TOKEN"),
-    ("[listen]\nallowed_hosts = [\"ok.example\", \"bad host\"]\n", "listen.allowed_hosts[1]", 2, "LISTEN_INVALID_ALLOWED_HOST"),
-    ("[listen]\nallowed_origins = [\"nope\"]\n", "listen.allowed_origins[0]", 2, "LISTEN_INVALID_ALLOWED_ORIGIN"),
-    ("[listen]\nmax_body_bytes = 0\n", "listen.max_body_bytes", 2, "LISTEN_ZERO_BODY_LIMIT"),
-    ("[listen]\nbehind_proxy = true\n", "listen.behind_proxy", 2, "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS"),
-    ("[listen]\nbehind_proxy = true\ntokens = [\"a-token-of-sixteen\"]\n", "listen.behind_proxy", 2, "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS"),
+    (
+        "[servers.kv]\ncommand = \"kv\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        "servers.kv.url",
+        3,
+        "",
+    ),
+    (
+        "[servers.kv]\ncommand = \"kv\"\nprefix = \"a b\"\n",
+        "servers.kv.prefix",
+        3,
+        "",
+    ),
+    (
+        "[gateway]\nmode = \"both\"\n\n[servers.kv]\ncommand = \"kv\"\nenv = { K = \"${MCP_GATEWAY_UNSET_FOR_DRIFT}\" }\n",
+        "servers.kv.env.K",
+        6,
+        "",
+    ),
+    (
+        "[[policy]]\ntool = \"a\"\ndecision = \"allow\"\n\n[[policy]]\ntool = \"[\"\ndecision = \"deny\"\n",
+        "policy[1].tool",
+        6,
+        "",
+    ),
+    (
+        "[profiles.p]\ndeny = [\"ok\", \"[\"]\n",
+        "profiles.p.deny[1]",
+        2,
+        "",
+    ),
+    (
+        "[servers.kv]\ncommand = \"kv\"\n\n[servers.kv.oauth]\n",
+        "servers.kv.oauth",
+        4,
+        "OAUTH_NOT_REMOTE",
+    ),
+    (
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\ngrant = \"client_credentials\"\nclient_id = \"gw\"\n",
+        "servers.r.oauth",
+        3,
+        "OAUTH_MACHINE_WITHOUT_SECRET",
+    ),
+    (
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\nclient_secret = \"s\"\n",
+        "servers.r.oauth",
+        3,
+        "OAUTH_SECRET_WITHOUT_ID",
+    ),
+    (
+        "[listen.oauth]\naudience = \"https://gw.example/mcp\"\n",
+        "listen.oauth",
+        1,
+        "OAUTH_NO_KEY_SOURCE",
+    ),
+    (
+        "[listen.oauth]\nissuer = \"https://idp.example\"\naudience = \"https://gw.example/mcp\"\nalgorithms = []\n",
+        "listen.oauth.algorithms",
+        4,
+        "OAUTH_NO_ALGORITHMS",
+    ),
+    (
+        "[listen.oauth]\nissuer = \"https://idp.example\"\naudience = \"gateway\"\n",
+        "listen.oauth.resource",
+        1,
+        "OAUTH_RESOURCE_NOT_URL",
+    ),
+    (
+        "[listen]\naddress = \"0.0.0.0:8765\"\n",
+        "listen.address",
+        2,
+        "LISTEN_NON_LOOPBACK_WITHOUT_TOKENS",
+    ),
+    (
+        "[listen]\ntokens = [\"short\"]\n",
+        "listen.tokens[0]",
+        2,
+        "LISTEN_INVALID_TOKEN",
+    ),
+    (
+        "[listen]\ntokens = [\n  \"a-token-of-sixteen\",\n  \"a-token-of-sixteen\",\n]\n",
+        "listen.tokens[1]",
+        4,
+        "LISTEN_DUPLICATE_TOKEN",
+    ),
+    (
+        "[listen]\nallowed_hosts = [\"ok.example\", \"bad host\"]\n",
+        "listen.allowed_hosts[1]",
+        2,
+        "LISTEN_INVALID_ALLOWED_HOST",
+    ),
+    (
+        "[listen]\nallowed_origins = [\"nope\"]\n",
+        "listen.allowed_origins[0]",
+        2,
+        "LISTEN_INVALID_ALLOWED_ORIGIN",
+    ),
+    (
+        "[listen]\nmax_body_bytes = 0\n",
+        "listen.max_body_bytes",
+        2,
+        "LISTEN_ZERO_BODY_LIMIT",
+    ),
+    (
+        "[listen]\nbehind_proxy = true\n",
+        "listen.behind_proxy",
+        2,
+        "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS",
+    ),
+    (
+        "[listen]\nbehind_proxy = true\ntokens = [\"a-token-of-sixteen\"]\n",
+        "listen.behind_proxy",
+        2,
+        "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS",
+    ),
 ];
 
 #[test]
@@ -565,8 +684,14 @@ fn every_refusal_names_the_file_the_key_the_line_and_its_code() {
         .flat_map(|cells| cells[0].split('`').skip(1).step_by(2))
         .filter(|code| !REFUSED.iter().any(|(_, _, _, tried)| tried == code))
         .collect();
-    assert!(table.len() > 10, "the table of refused configurations was not found");
-    assert!(untried.is_empty(), "configuration codes no case tries: {untried:?}");
+    assert!(
+        table.len() > 10,
+        "the table of refused configurations was not found"
+    );
+    assert!(
+        untried.is_empty(),
+        "configuration codes no case tries: {untried:?}"
+    );
 }
 
 // ---- rust-version ----
@@ -591,7 +716,9 @@ fn rust_version_is_what_the_dependencies_need() {
         let manifest: toml::Table =
             toml::from_str(&read(&format!("{}/Cargo.toml", member.as_str().unwrap()))).unwrap();
         assert_eq!(
-            manifest["package"].get("rust-version").and_then(|v| v.get("workspace")),
+            manifest["package"]
+                .get("rust-version")
+                .and_then(|v| v.get("workspace")),
             Some(&toml::Value::Boolean(true)),
             "{member} does not take the workspace's rust-version"
         );
@@ -615,21 +742,25 @@ fn rust_version_is_what_the_dependencies_need() {
             package["name"].as_str().unwrap(),
             package["version"].as_str().unwrap()
         );
-        let Some(manifest) = registries
-            .iter()
-            .find_map(|registry| std::fs::read_to_string(registry.join(&folder).join("Cargo.toml")).ok())
-        else {
+        let Some(manifest) = registries.iter().find_map(|registry| {
+            std::fs::read_to_string(registry.join(&folder).join("Cargo.toml")).ok()
+        }) else {
             continue;
         };
         read_manifests += 1;
         let manifest: toml::Table = toml::from_str(&manifest).unwrap();
-        if let Some(wanted) = manifest["package"].get("rust-version").and_then(|v| v.as_str())
+        if let Some(wanted) = manifest["package"]
+            .get("rust-version")
+            .and_then(|v| v.as_str())
             && version(wanted) > needed.0
         {
             needed = (version(wanted), format!("{folder} ({wanted})"));
         }
     }
-    assert!(read_manifests > 100, "only {read_manifests} dependency manifests found");
+    assert!(
+        read_manifests > 100,
+        "only {read_manifests} dependency manifests found"
+    );
     assert_eq!(
         version(ours),
         needed.0,

@@ -368,7 +368,8 @@ fn a_run_code_program_waiting_on_a_slow_tool_finishes_across_sigterm() {
     let result = action_result(&run, 1);
     assert_eq!(result["structuredContent"]["result"], "done", "{run:#}");
     assert!(
-        workspace.slow_events("second")
+        workspace
+            .slow_events("second")
             .iter()
             .any(|event| event["event"] == "end"),
         "the run's second call, made during the drain, did not run"
@@ -385,10 +386,7 @@ fn a_run_code_program_waiting_on_a_slow_tool_finishes_across_sigterm() {
 
 /// A gateway with slow and kv; a client calls slow for 2.5 s while `edit` rewrites the
 /// configuration and SIGHUP reloads it. Returns the client's run and slow's old pid.
-fn reload_mid_call(
-    edit: impl FnOnce(&str) -> String,
-    script: Value,
-) -> (Value, i32, Gateway) {
+fn reload_mid_call(edit: impl FnOnce(&str) -> String, script: Value) -> (Value, i32, Gateway) {
     let workspace = workspace(&example_server("kv", "kv"));
     let gateway = workspace.serve_http(&[]);
     let client = spawn_python_client(&client_args(&gateway, "http"), &script);

@@ -40,7 +40,11 @@ fn serve(workspace: &Workspace, rust_log: Option<&str>, name: &str) -> (Child, S
 
 /// The log once both upstreams are ready and the gateway has then answered a request
 /// (what start-up logs is behind it); then the gateway is killed.
-fn log_when_ready(workspace: &Workspace, (mut gateway, address): (Child, SocketAddr), name: &str) -> String {
+fn log_when_ready(
+    workspace: &Workspace,
+    (mut gateway, address): (Child, SocketAddr),
+    name: &str,
+) -> String {
     let read = || std::fs::read_to_string(workspace.path(name)).unwrap_or_default();
     let ready = eventually(Duration::from_secs(60), || {
         read().matches("upstream ready").count() >= 2

@@ -295,7 +295,8 @@ fn a_key_rotation_is_picked_up() {
     // The gateway fetches the key set at most once a second, whatever tokens ask for: the
     // new key is taken once that second has passed.
     assert!(
-        eventually(PATIENCE, || initialize(&setup.gateway, Some(&after)).0 == 200),
+        eventually(PATIENCE, || initialize(&setup.gateway, Some(&after)).0
+            == 200),
         "the new key was never taken"
     );
     assert_eq!(

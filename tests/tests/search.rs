@@ -260,9 +260,16 @@ fn documented(tasks: &str) -> (usize, String, String) {
 /// Asserts that `tasks` (named `name` in the page) measure as docs/tool-search.md says.
 fn assert_as_documented(name: &str, tasks: &[(&str, &[&str])], measured: &Relevance) {
     let (count, recall, mrr) = documented(name);
-    assert_eq!(tasks.len(), count, "docs/tool-search.md counts {count} `{name}` tasks");
     assert_eq!(
-        (format!("{:.2}", measured.recall), format!("{:.2}", measured.mrr)),
+        tasks.len(),
+        count,
+        "docs/tool-search.md counts {count} `{name}` tasks"
+    );
+    assert_eq!(
+        (
+            format!("{:.2}", measured.recall),
+            format!("{:.2}", measured.mrr)
+        ),
         (recall, mrr),
         "docs/tool-search.md states other figures than measured:\n{}",
         measured.report

@@ -29,9 +29,9 @@ enum Step<'k> {
 fn steps(key: &str) -> Vec<Step<'_>> {
     let mut steps = Vec::new();
     for part in key.split('.') {
-        let (name, mut rest) = part.split_once('[').map_or((part, ""), |(name, rest)| {
-            (name, rest)
-        });
+        let (name, mut rest) = part
+            .split_once('[')
+            .map_or((part, ""), |(name, rest)| (name, rest));
         if !name.is_empty() {
             steps.push(Step::Key(name));
         }

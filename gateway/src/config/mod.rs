@@ -131,9 +131,8 @@ impl Config {
         for (name, profile) in &self.profiles {
             for (list, globs) in [("allow", &profile.allow), ("deny", &profile.deny)] {
                 for (index, glob) in globs.iter().enumerate() {
-                    globset::Glob::new(glob).map_err(|e| {
-                        (format!("profiles.{name}.{list}[{index}]"), e.to_string())
-                    })?;
+                    globset::Glob::new(glob)
+                        .map_err(|e| (format!("profiles.{name}.{list}[{index}]"), e.to_string()))?;
                 }
             }
         }

@@ -180,7 +180,10 @@ pub fn children() -> Vec<u32> {
 pub async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !condition() {
-        assert!(tokio::time::Instant::now() < deadline, "{what} never happened");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

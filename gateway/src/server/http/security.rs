@@ -144,9 +144,8 @@ impl SecurityError {
 /// the file, the key, the line and the code; `config check` runs the same, so the two
 /// never disagree.
 pub fn guard_for(config: &Config) -> Result<SecurityGuard, ConfigError> {
-    let refuse = |error: SecurityError| {
-        config.refusal(error.key(), format!("{}: {error}", error.code()))
-    };
+    let refuse =
+        |error: SecurityError| config.refusal(error.key(), format!("{}: {error}", error.code()));
     check_bind(config.listen.address, config.listen.has_tokens()).map_err(refuse)?;
     SecurityGuard::new(&config.listen).map_err(refuse)
 }
