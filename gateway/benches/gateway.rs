@@ -17,6 +17,8 @@
 
 #[path = "gateway/relays.rs"]
 mod relays;
+#[path = "gateway/report.rs"]
+mod report;
 #[path = "gateway/search.rs"]
 mod search;
 
@@ -38,67 +40,9 @@ use rmcp::service::RunningService;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-type Client = RunningService<RoleClient, ()>;
+use report::Row;
 
-/// One row of the report. Every field has one meaning and is left out where it was not
-/// measured; ratios are always measured / baseline of the same quantity.
-#[derive(serde::Serialize, Default)]
-struct Row {
-    scenario: String,
-    /// Latency of the measured path, median and 99th percentile.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    p50_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    p99_us: Option<f64>,
-    /// Median latency of the baseline (the same work without the gateway).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    baseline_p50_us: Option<f64>,
-    /// `p50_us / baseline_p50_us`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    latency_ratio: Option<f64>,
-    /// 99th percentile latency of the baseline.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    baseline_p99_us: Option<f64>,
-    /// `p99_us / baseline_p99_us`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    p99_ratio: Option<f64>,
-    /// Calls (a run_code run is one call) per second on the measured path.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    calls_per_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    baseline_calls_per_s: Option<f64>,
-    /// `calls_per_s / baseline_calls_per_s`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    throughput_ratio: Option<f64>,
-    /// CPU the process in the middle spent per call (all threads): the gateway, or the
-    /// bare hop of a floor row. Unlike latency, this hardly moves when other processes
-    /// compete for the cores.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hop_cpu_us_per_call: Option<f64>,
-    /// The same for the baseline, where the baseline is a hop too (another gateway build).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    baseline_hop_cpu_us_per_call: Option<f64>,
-    /// `hop_cpu_us_per_call / baseline_hop_cpu_us_per_call`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hop_cpu_ratio: Option<f64>,
-    /// Schema compilations and SDK generations the gateway counted during the scenario.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    schema_compilations: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sdk_generations: Option<u64>,
-    /// Resident memory of the gateway process.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gateway_rss_mb: Option<f64>,
-    /// How much the gateway's resident memory grew per concurrent run_code run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gateway_rss_growth_per_run_mb: Option<f64>,
-    /// Resident memory of one code worker process, averaged over the workers running.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    worker_rss_mb: Option<f64>,
-    /// How many code workers were running when memory was sampled.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    workers: Option<usize>,
-}
+type Client = RunningService<RoleClient, ()>;
 
 fn quick() -> bool {
     std::env::var_os("BENCH_QUICK").is_some()
@@ -1460,6 +1404,7 @@ fn main() {
             _ => 1,
         });
     }
+    let started = report::Started::now();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut rows = Vec::new();
@@ -1500,46 +1445,5 @@ fn main() {
             cluster(dir.path(), &mut rows).await;
         }
     });
-    println!(
-        "| scenario | p50 µs | p99 µs | baseline p50 µs | latency ratio | baseline p99 µs | p99 ratio | calls/s | baseline calls/s | throughput ratio | hop CPU µs/call | other |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for r in &rows {
-        let cell = |value: Option<f64>, decimals: usize| {
-            value.map_or(String::new(), |v| format!("{v:.decimals$}"))
-        };
-        let other = [
-            r.schema_compilations
-                .map(|n| format!("{n} schema compilations")),
-            r.sdk_generations.map(|n| format!("{n} SDK generations")),
-            r.gateway_rss_mb.map(|mb| format!("gateway {mb:.1} MB")),
-            r.gateway_rss_growth_per_run_mb
-                .map(|mb| format!("gateway +{mb:.1} MB per run")),
-            r.worker_rss_mb.map(|mb| format!("worker {mb:.1} MB")),
-            r.workers.map(|n| format!("{n} workers")),
-            r.baseline_hop_cpu_us_per_call
-                .zip(r.hop_cpu_ratio)
-                .map(|(base, ratio)| {
-                    format!("baseline hop CPU {base:.1} µs/call, ratio {ratio:.2}")
-                }),
-        ];
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.scenario,
-            cell(r.p50_us, 1),
-            cell(r.p99_us, 1),
-            cell(r.baseline_p50_us, 1),
-            cell(r.latency_ratio, 2),
-            cell(r.baseline_p99_us, 1),
-            cell(r.p99_ratio, 2),
-            cell(r.calls_per_s, 0),
-            cell(r.baseline_calls_per_s, 0),
-            cell(r.throughput_ratio, 2),
-            cell(r.hop_cpu_us_per_call, 1),
-            other.into_iter().flatten().collect::<Vec<_>>().join(", "),
-        );
-    }
-    let report = target_dir().join("bench-report.json");
-    std::fs::write(&report, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
-    eprintln!("wrote {}", report.display());
+    report::write(&rows, &started, &target_dir());
 }

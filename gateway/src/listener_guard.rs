@@ -74,6 +74,7 @@ use tower::{Layer, Service};
 
 use crate::auth::resource::{ResourceConfigError, ResourceServer, TokenRejection};
 use crate::config::listen::{ListenConfig, ProxyProblem, validate_token};
+use crate::config::{Config, ConfigError};
 
 /// A configuration the guard cannot work with, found at start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -92,12 +93,12 @@ pub enum SecurityError {
     )]
     DuplicateToken { index: usize, first: usize },
     #[error("[listen] allowed_hosts: {value:?} is not a host name or host:port")]
-    InvalidAllowedHost { value: String },
+    InvalidAllowedHost { index: usize, value: String },
     #[error(
         "[listen] allowed_origins: {value:?} is not an origin such as \"https://app.example:8443\" \
          or \"null\""
     )]
-    InvalidAllowedOrigin { value: String },
+    InvalidAllowedOrigin { index: usize, value: String },
     #[error("[listen] max_body_bytes must be at least 1")]
     ZeroBodyLimit,
     #[error("[listen] {0}")]
@@ -111,16 +112,42 @@ impl SecurityError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::NonLoopbackWithoutTokens { .. } => "LISTEN_NON_LOOPBACK_WITHOUT_TOKENS",
-            Self::InvalidToken { .. } => "LISTEN_INVALID_TOKEN",
+            Self::InvalidToken { .. } => crate::config::listen::INVALID_TOKEN,
             Self::DuplicateToken { .. } => "LISTEN_DUPLICATE_TOKEN",
             Self::InvalidAllowedHost { .. } => "LISTEN_INVALID_ALLOWED_HOST",
             Self::InvalidAllowedOrigin { .. } => "LISTEN_INVALID_ALLOWED_ORIGIN",
             Self::ZeroBodyLimit => "LISTEN_ZERO_BODY_LIMIT",
-            Self::BehindProxy(ProxyProblem::NoTokens) => "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS",
-            Self::BehindProxy(ProxyProblem::NoPublicHosts) => "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS",
+            Self::BehindProxy(problem) => problem.code(),
             Self::OAuth(error) => error.code(),
         }
     }
+
+    /// The configuration key whose value is refused.
+    pub fn key(&self) -> String {
+        match self {
+            Self::NonLoopbackWithoutTokens { .. } => "listen.address".into(),
+            Self::InvalidToken { index, .. } | Self::DuplicateToken { index, .. } => {
+                format!("listen.tokens[{index}]")
+            }
+            Self::InvalidAllowedHost { index, .. } => format!("listen.allowed_hosts[{index}]"),
+            Self::InvalidAllowedOrigin { index, .. } => {
+                format!("listen.allowed_origins[{index}]")
+            }
+            Self::ZeroBodyLimit => "listen.max_body_bytes".into(),
+            Self::BehindProxy(_) => "listen.behind_proxy".into(),
+            Self::OAuth(error) => format!("listen.oauth{}", error.field()),
+        }
+    }
+}
+
+/// Everything `serve` refuses of `[listen]`, as refusals of the configuration that name
+/// the file, the key, the line and the code; `config check` runs the same, so the two
+/// never disagree.
+pub fn guard_for(config: &Config) -> Result<SecurityGuard, ConfigError> {
+    let refuse =
+        |error: SecurityError| config.refusal(error.key(), format!("{}: {error}", error.code()));
+    check_bind(config.listen.address, config.listen.has_tokens()).map_err(refuse)?;
+    SecurityGuard::new(&config.listen).map_err(refuse)
 }
 
 /// Refuses to bind a non-loopback address when no bearer token (static or OAuth) is
@@ -257,13 +284,13 @@ impl SecurityGuard {
                 profile: entry.profile.clone(),
             });
         }
-        let allowed_hosts = parse_all(&config.allowed_hosts, parse_authority, |value| {
-            SecurityError::InvalidAllowedHost { value }
+        let allowed_hosts = parse_all(&config.allowed_hosts, parse_authority, |index, value| {
+            SecurityError::InvalidAllowedHost { index, value }
         })?;
         let allowed_origins = parse_all(
             &config.allowed_origins,
             |value| parse_origin(value.strip_suffix('/').unwrap_or(value)),
-            |value| SecurityError::InvalidAllowedOrigin { value },
+            |index, value| SecurityError::InvalidAllowedOrigin { index, value },
         )?;
         let oauth = config
             .oauth
@@ -455,11 +482,12 @@ fn is_console_path(path: &str) -> bool {
 fn parse_all<T>(
     values: &[String],
     parse: impl Fn(&str) -> Option<T>,
-    invalid: impl Fn(String) -> SecurityError,
+    invalid: impl Fn(usize, String) -> SecurityError,
 ) -> Result<Vec<T>, SecurityError> {
     values
         .iter()
-        .map(|value| parse(value).ok_or_else(|| invalid(value.clone())))
+        .enumerate()
+        .map(|(index, value)| parse(value).ok_or_else(|| invalid(index, value.clone())))
         .collect()
 }
 

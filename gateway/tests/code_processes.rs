@@ -5,9 +5,8 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use common::{BINDINGS, FakeBridge, children, run_with, runtime, settle_children};
+use common::{BINDINGS, FakeBridge, children, run_with, runtime, settle_children, until};
 use mcp_gateway::code::{Bindings, FailureKind};
 use mcp_gateway::config::CodeBudgets;
 use serde_json::json;
@@ -19,9 +18,10 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 /// Wait until the fake bridge has seen `n` calls.
 async fn wait_for_calls(bridge: &FakeBridge, n: usize) {
-    while bridge.records().len() < n {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until(&format!("call {n} reaching the bridge"), || {
+        bridge.records().len() >= n
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -111,18 +111,16 @@ async fn the_waiting_runner_is_already_held_to_its_limits() {
     assert_eq!(settle_children(2).await, 2);
     // The runner confines itself before it says it is ready; the template never does.
     let mut runner = None;
-    for _ in 0..500 {
+    until("a confined runner among the children", || {
         runner = children().into_iter().find(|&pid| {
             limits(pid)
                 .get("Max cpu time")
                 .is_some_and(|cpu| cpu != "unlimited")
         });
-        if runner.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let runner = runner.expect("no confined runner among the children");
+        runner.is_some()
+    })
+    .await;
+    let runner = runner.unwrap_or_default();
     let limits = limits(runner);
     let limit = |name: &str| limits.get(name).map(String::as_str);
     // The compute budget rounded up to seconds, plus one.
@@ -282,10 +280,10 @@ async fn a_runner_told_of_a_run_that_never_came_sleeps_and_serves_the_next() {
     // The runner hears that a run is coming; then the program does not parse.
     let failed = run_with(&rt, &bridge, "return (").await;
     assert_eq!(failed.failure.unwrap().kind, FailureKind::Parse);
-    // Well past its polling: the runner is alive and asleep again, not spinning.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Its polling over, the runner is alive and asleep again, not spinning (a spinning
+    // worker is never seen asleep).
     for pid in &waiting {
-        assert_eq!(state(*pid), 'S', "worker {pid}");
+        until(&format!("worker {pid} asleep"), || state(*pid) == 'S').await;
     }
     assert_eq!(
         run_with(&rt, &bridge, "return 1").await.result,

@@ -8,6 +8,7 @@
 //! message saying what to run, never a silent skip.
 
 pub mod cluster;
+pub mod docs;
 pub mod otlp;
 pub mod streamable;
 
@@ -229,6 +230,24 @@ impl Drop for ListeningServer {
     }
 }
 
+/// How long a test waits for anything that should happen within a second or two, before
+/// it fails saying what did not happen.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// `[servers.slow]` (the slow example) with its working folder the workspace's and its
+/// event log there (`slow-events.jsonl`: see `examples/src/bin/slow.rs`), so a test can
+/// see each `sleep`/`wait` call start upstream; `more_env` (`, KEY = "value"`) is added to
+/// its environment.
+pub fn slow_server_with_events(more_env: &str) -> String {
+    format!(
+        "{}cwd = \".\"\nenv = {{ SLOW_EVENT_LOG = \"{SLOW_EVENTS}\"{more_env} }}\n",
+        example_server("slow", "slow")
+    )
+}
+
+/// The slow server's event log, in its working folder.
+const SLOW_EVENTS: &str = "slow-events.jsonl";
+
 /// A temporary folder holding `config.toml`, with session logs kept inside it.
 pub struct Workspace {
     pub dir: tempfile::TempDir,
@@ -256,6 +275,56 @@ impl Workspace {
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// The events of [`slow_server_with_events`] (`start`, `end`, `cancelled`, …) for
+    /// calls labelled `label`.
+    pub fn slow_events(&self, label: &str) -> Vec<Value> {
+        self.all_slow_events()
+            .into_iter()
+            .filter(|event| event["label"] == label)
+            .collect()
+    }
+
+    fn all_slow_events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.path(SLOW_EVENTS))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .collect()
+    }
+
+    /// Waits until the call labelled `label` has started upstream (in
+    /// [`slow_server_with_events`]); returns the server's pid. Fails after [`PATIENCE`].
+    pub fn slow_call_started(&self, label: &str) -> i32 {
+        let mut pid = None;
+        assert!(
+            eventually(PATIENCE, || {
+                pid = self
+                    .slow_events(label)
+                    .iter()
+                    .find(|event| event["event"] == "start")
+                    .and_then(|event| event["pid"].as_i64());
+                pid.is_some()
+            }),
+            "the call `{label}` never started upstream"
+        );
+        pid.unwrap_or_default() as i32
+    }
+
+    /// Waits until [`slow_server_with_events`] has logged `event` of `tool` (such as
+    /// `progress` of `ask`: the client's progress report reached the server). Fails after
+    /// [`PATIENCE`].
+    pub fn wait_for_slow_event(&self, event: &str, tool: &str) {
+        let seen = || {
+            self.all_slow_events()
+                .iter()
+                .any(|logged| logged["event"] == event && logged["tool"] == tool)
+        };
+        assert!(
+            eventually(PATIENCE, seen),
+            "the slow server never logged `{event}` of `{tool}`"
+        );
     }
 
     /// Where the gateway keeps its data here (`XDG_DATA_HOME`): OAuth tokens.

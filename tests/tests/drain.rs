@@ -18,59 +18,14 @@ use std::time::Duration;
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
-/// How long a test waits for anything that should happen within a second or two.
-const PATIENCE: Duration = Duration::from_secs(30);
-
 /// The slow server (its event log in the workspace) and `settings`.
 fn workspace(settings: &str) -> Workspace {
-    let workspace = Workspace::new(settings);
-    let text = std::fs::read_to_string(workspace.config()).unwrap();
-    std::fs::write(
-        workspace.config(),
-        format!("{}{text}", slow_server(&workspace, "")),
-    )
-    .unwrap();
-    workspace
-}
-
-/// `[servers.slow]` with its event log, and `more_env` (`, KEY = "value"`) in its env.
-fn slow_server(workspace: &Workspace, more_env: &str) -> String {
-    format!(
-        "{}env = {{ SLOW_EVENT_LOG = {}{more_env} }}\n",
-        example_server("slow", "slow"),
-        toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
-    )
+    Workspace::new(&format!("{}{settings}", slow_server_with_events("")))
 }
 
 /// `[gateway] shutdown_grace_ms = grace_ms`.
 fn grace(grace_ms: u64) -> String {
     format!("[gateway]\nshutdown_grace_ms = {grace_ms}\n")
-}
-
-/// The slow server's events (`start`, `end`, `cancelled`, …) for calls labelled `label`.
-fn slow_events(workspace: &Workspace, label: &str) -> Vec<Value> {
-    std::fs::read_to_string(workspace.path("slow-events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| event["label"] == label)
-        .collect()
-}
-
-/// Waits until the call labelled `label` has started upstream; returns the server's pid.
-fn started(workspace: &Workspace, label: &str) -> i32 {
-    let mut pid = None;
-    assert!(
-        eventually(PATIENCE, || {
-            pid = slow_events(workspace, label)
-                .iter()
-                .find(|event| event["event"] == "start")
-                .and_then(|event| event["pid"].as_i64());
-            pid.is_some()
-        }),
-        "the call `{label}` never started upstream"
-    );
-    pid.unwrap() as i32
 }
 
 fn sleep_call(ms: u64, label: &str) -> Value {
@@ -211,7 +166,7 @@ fn stdio_sigterm_delivers_the_call_in_flight_refuses_new_ones_and_exits_0() {
     let workspace = workspace(&grace(20_000));
     let mut gateway = StdioGateway::start(&workspace);
     gateway.call_sleep(1, 2000, "inflight");
-    started(&workspace, "inflight");
+    workspace.slow_call_started("inflight");
     kill(gateway.child.id() as i32, libc::SIGTERM);
     draining(&gateway.log);
 
@@ -227,7 +182,7 @@ fn stdio_sigterm_delivers_the_call_in_flight_refuses_new_ones_and_exits_0() {
     assert_slept(&gateway.answer(1), 2000);
     assert!(gateway.exits_successfully(), "{}", gateway.log());
     assert!(
-        slow_events(&workspace, "late").is_empty(),
+        workspace.slow_events("late").is_empty(),
         "a refused call ran"
     );
 }
@@ -237,7 +192,7 @@ fn stdio_a_call_past_the_grace_period_gets_a_clean_error() {
     let workspace = workspace(&grace(1000));
     let mut gateway = StdioGateway::start(&workspace);
     gateway.call_sleep(1, 60_000, "long");
-    started(&workspace, "long");
+    workspace.slow_call_started("long");
     kill(gateway.child.id() as i32, libc::SIGTERM);
     assert_cut(&gateway.answer(1));
     assert!(gateway.exits_successfully(), "{}", gateway.log());
@@ -264,7 +219,7 @@ fn sigterm_mid_call(transport: &str, check_while_draining: impl FnOnce(&Gateway)
         &client_args(&gateway, transport),
         &json!([{"action": "list_tools"}, sleep_call(4000, "inflight")]),
     );
-    started(&workspace, "inflight");
+    workspace.slow_call_started("inflight");
     kill(gateway.pid(), libc::SIGTERM);
     draining(&gateway.log);
 
@@ -326,7 +281,7 @@ fn new_sessions_are_refused_while_draining_and_a_second_sigterm_stops_at_once() 
         &client_args(&gateway, "http"),
         &json!([sleep_call(60_000, "long")]),
     );
-    started(&workspace, "long");
+    workspace.slow_call_started("long");
     kill(gateway.pid(), libc::SIGTERM);
     draining(&gateway.log);
     for transport in ["http", "sse"] {
@@ -368,7 +323,7 @@ fn grace_cut(transport: &str) {
         &client_args(&gateway, transport),
         &json!([sleep_call(60_000, "long")]),
     );
-    started(&workspace, "long");
+    workspace.slow_call_started("long");
     kill(gateway.pid(), libc::SIGTERM);
     let run = python_client_output(client);
     assert_cut(action_result(&run, 0));
@@ -406,14 +361,15 @@ fn a_run_code_program_waiting_on_a_slow_tool_finishes_across_sigterm() {
             {"action": "call_tool", "name": "run_code", "arguments": {"code": program}},
         ]),
     );
-    started(&workspace, "first");
+    workspace.slow_call_started("first");
     kill(gateway.pid(), libc::SIGTERM);
     let run = python_client_output(client);
     assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
     let result = action_result(&run, 1);
     assert_eq!(result["structuredContent"]["result"], "done", "{run:#}");
     assert!(
-        slow_events(&workspace, "second")
+        workspace
+            .slow_events("second")
             .iter()
             .any(|event| event["event"] == "end"),
         "the run's second call, made during the drain, did not run"
@@ -430,16 +386,13 @@ fn a_run_code_program_waiting_on_a_slow_tool_finishes_across_sigterm() {
 
 /// A gateway with slow and kv; a client calls slow for 2.5 s while `edit` rewrites the
 /// configuration and SIGHUP reloads it. Returns the client's run and slow's old pid.
-fn reload_mid_call(
-    edit: impl FnOnce(&Workspace, &str) -> String,
-    script: Value,
-) -> (Value, i32, Gateway) {
+fn reload_mid_call(edit: impl FnOnce(&str) -> String, script: Value) -> (Value, i32, Gateway) {
     let workspace = workspace(&example_server("kv", "kv"));
     let gateway = workspace.serve_http(&[]);
     let client = spawn_python_client(&client_args(&gateway, "http"), &script);
-    let old = started(&workspace, "inflight");
+    let old = workspace.slow_call_started("inflight");
     let config = std::fs::read_to_string(workspace.config()).unwrap();
-    std::fs::write(workspace.config(), edit(&workspace, &config)).unwrap();
+    std::fs::write(workspace.config(), edit(&config)).unwrap();
     kill(gateway.pid(), libc::SIGHUP);
     let run = python_client_output(client);
     assert!(
@@ -453,10 +406,10 @@ fn reload_mid_call(
 #[test]
 fn a_reload_that_changes_the_server_of_a_call_in_flight_loses_nothing() {
     let (run, old, gateway) = reload_mid_call(
-        |workspace, config| {
+        |config| {
             config.replace(
-                &slow_server(workspace, ""),
-                &slow_server(workspace, ", SLOW_GENERATION = \"2\""),
+                &slow_server_with_events(""),
+                &slow_server_with_events(", SLOW_GENERATION = \"2\""),
             )
         },
         json!([
@@ -479,7 +432,7 @@ fn a_reload_that_changes_the_server_of_a_call_in_flight_loses_nothing() {
 #[test]
 fn a_reload_that_removes_the_server_of_a_call_in_flight_loses_nothing() {
     let (run, old, gateway) = reload_mid_call(
-        |workspace, config| config.replace(&slow_server(workspace, ""), ""),
+        |config| config.replace(&slow_server_with_events(""), ""),
         json!([sleep_call(2500, "inflight"), {"action": "list_tools"}]),
     );
     assert_slept(action_result(&run, 0), 2500);

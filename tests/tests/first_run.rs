@@ -3,6 +3,7 @@
 //! (with its tool count), and nothing from its dependencies or its upstreams' own logs at
 //! info; `RUST_LOG` still opens them up.
 
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -18,13 +19,14 @@ fn default_like() -> Workspace {
 }
 
 /// `serve` on a free port with `RUST_LOG` as given (removed when `None`), stderr into
-/// `name` in the workspace.
-fn serve(workspace: &Workspace, rust_log: Option<&str>, name: &str) -> Child {
+/// `name` in the workspace; the process and its address.
+fn serve(workspace: &Workspace, rust_log: Option<&str>, name: &str) -> (Child, SocketAddr) {
+    let address = free_address();
     let mut command = Command::new(gateway_bin());
     command
         .args(["serve", "--config"])
         .arg(workspace.config())
-        .args(["--listen", &free_address().to_string()])
+        .args(["--listen", &address.to_string()])
         .env_remove("RUST_LOG")
         .env("XDG_DATA_HOME", workspace.data_home())
         .stdin(Stdio::null())
@@ -33,17 +35,22 @@ fn serve(workspace: &Workspace, rust_log: Option<&str>, name: &str) -> Child {
     if let Some(filter) = rust_log {
         command.env("RUST_LOG", filter);
     }
-    command.spawn().unwrap()
+    (command.spawn().unwrap(), address)
 }
 
-/// The log once both upstreams are ready and a moment has passed for anything after;
-/// then the gateway is killed.
-fn log_when_ready(workspace: &Workspace, mut gateway: Child, name: &str) -> String {
+/// The log once both upstreams are ready and the gateway has then answered a request
+/// (what start-up logs is behind it); then the gateway is killed.
+fn log_when_ready(
+    workspace: &Workspace,
+    (mut gateway, address): (Child, SocketAddr),
+    name: &str,
+) -> String {
     let read = || std::fs::read_to_string(workspace.path(name)).unwrap_or_default();
     let ready = eventually(Duration::from_secs(60), || {
         read().matches("upstream ready").count() >= 2
     });
-    std::thread::sleep(Duration::from_millis(500));
+    let (status, _, health) = http_get(address, "/healthz");
+    assert_eq!(status, 200, "{health}");
     // Read before the kill: what the gateway's code workers say when it vanishes under them
     // is no part of a run.
     let log = read();

@@ -292,9 +292,13 @@ fn a_key_rotation_is_picked_up() {
         kid(&before),
         "the provider signs with the new key"
     );
-    // The gateway fetches the key set at most once a second, whatever tokens ask for.
-    std::thread::sleep(Duration::from_millis(1100));
-    assert_eq!(initialize(&setup.gateway, Some(&after)).0, 200, "new key");
+    // The gateway fetches the key set at most once a second, whatever tokens ask for: the
+    // new key is taken once that second has passed.
+    assert!(
+        eventually(PATIENCE, || initialize(&setup.gateway, Some(&after)).0
+            == 200),
+        "the new key was never taken"
+    );
     assert_eq!(
         initialize(&setup.gateway, Some(&before)).0,
         200,
@@ -315,8 +319,17 @@ fn keys_older_than_the_bound_are_not_used_while_the_provider_is_down() {
     drop(idp);
     // The keys fetched for the first request serve while they are younger than the bound.
     assert_eq!(initialize(&gateway, Some(&token)).0, 200, "kept keys");
-    std::thread::sleep(Duration::from_millis(2200));
-    let (status, _, body) = initialize(&gateway, Some(&token));
+    // Once they are older than the bound, they are not used.
+    let mut refused = (0, String::new());
+    assert!(
+        eventually(PATIENCE, || {
+            let (status, _, body) = initialize(&gateway, Some(&token));
+            refused = (status, body);
+            status != 200
+        }),
+        "the keys were used past their age bound"
+    );
+    let (status, body) = refused;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("keys cannot be fetched"), "{body}");
 }

@@ -13,74 +13,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use mcp_gateway_tests::docs::{Block, blocks, documents};
 use mcp_gateway_tests::*;
-
-/// One fenced block of a documentation file.
-struct Block {
-    /// The file, relative to the repository (`README.md`, `docs/run-code.md`).
-    file: String,
-    /// The info string after the opening fence (`toml`, `sh`, …); empty for a diagram.
-    lang: String,
-    text: String,
-    /// The line of the opening fence, for messages.
-    line: usize,
-}
-
-impl Block {
-    /// Where the block starts, for messages: `docs/oauth.md line 12`.
-    fn place(&self) -> String {
-        format!("{} line {}", self.file, self.line)
-    }
-}
-
-/// README.md and every Markdown page under docs/, as (path relative to the repository,
-/// text); the pages in name order.
-fn documents() -> Vec<(String, String)> {
-    let read = |file: &str| std::fs::read_to_string(repo().join(file)).unwrap();
-    let mut pages: Vec<String> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".md"))
-        .map(|name| format!("docs/{name}"))
-        .collect();
-    pages.sort();
-    assert!(!pages.is_empty(), "docs/ has no Markdown page");
-    std::iter::once("README.md".to_owned())
-        .chain(pages)
-        .map(|file| {
-            let text = read(&file);
-            (file, text)
-        })
-        .collect()
-}
-
-fn blocks() -> Vec<Block> {
-    let mut blocks = Vec::new();
-    for (file, text) in documents() {
-        let mut open: Option<Block> = None;
-        for (index, line) in text.lines().enumerate() {
-            match (open.take(), line.strip_prefix("```")) {
-                (None, Some(lang)) => {
-                    open = Some(Block {
-                        file: file.clone(),
-                        lang: lang.trim().to_owned(),
-                        text: String::new(),
-                        line: index + 1,
-                    });
-                }
-                (Some(block), Some(_)) => blocks.push(block),
-                (Some(mut block), None) => {
-                    block.text.push_str(line);
-                    block.text.push('\n');
-                    open = Some(block);
-                }
-                (None, None) => {}
-            }
-        }
-        assert!(open.is_none(), "{file} has an unclosed code block");
-    }
-    blocks
-}
 
 fn blocks_in(lang: &str) -> Vec<Block> {
     let found: Vec<Block> = blocks().into_iter().filter(|b| b.lang == lang).collect();

@@ -7,8 +7,8 @@
 //! either revision (`protocol` in its `[servers]` entry), and the client speaks to the
 //! gateway at either (`--mode legacy`: `initialize`; `--mode auto`: `server/discover`, then
 //! stateless requests). Every one of the four pairs must get every answer, and the progress
-//! a server reports after its question was answered, over stdio and
-//! streamable HTTP: a client of 2026-07-28 in front of a server of 2025-11-25 is asked in an
+//! a server reports after its question was answered, over stdio, streamable HTTP and
+//! legacy SSE: a client of 2026-07-28 in front of a server of 2025-11-25 is asked in an
 //! `InputRequiredResult` for what the server requested; a client of 2025-11-25 in front of
 //! a server of 2026-07-28 gets the server's questions as requests of their own.
 
@@ -105,6 +105,20 @@ fn every_pair_of_revisions_bridges_over_streamable_http() {
         let gateway = workspace.serve_http(&[]);
         for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
             let args = gateway.client_args("http", "/mcp");
+            every_question_is_answered(args, mode, revision);
+        }
+    }
+}
+
+/// Every pair of revisions over legacy SSE: the client of 2026-07-28 posts requests that
+/// carry their own context to the endpoint its event stream announced.
+#[test]
+fn every_pair_of_revisions_bridges_over_legacy_sse() {
+    for upstream in ["2025-11-25", "2026-07-28"] {
+        let workspace = Workspace::new(&config(upstream));
+        let gateway = workspace.serve_http(&[]);
+        for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+            let args = gateway.client_args("sse", "/sse");
             every_question_is_answered(args, mode, revision);
         }
     }

@@ -768,16 +768,9 @@ fn one_session_cannot_reach_another_sessions_calls() {
             .cloned();
         let peer = a.peer().clone();
         let call = tokio::spawn(async move { peer.call_tool(params).await });
-        // Once slow has started A's call, B cancels.
-        let started = || {
-            std::fs::read_to_string(&slow_log)
-                .unwrap_or_default()
-                .lines()
-                .any(|l| l.contains("cancel-target") && l.contains("\"start\""))
-        };
-        while !started() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // Once slow has started A's call, B cancels (the call runs on the runtime's
+        // workers while this thread waits).
+        workspace.slow_call_started("cancel-target");
         for id in 0..32 {
             b.peer()
                 .notify_cancelled(CancelledNotificationParam::new(
@@ -980,7 +973,10 @@ fn a_stream_resumes_only_for_its_own_session() {
     };
     let (status, _, body) = resume(&theirs);
     assert_eq!(status, 400, "another session resumed the stream: {body}");
-    std::thread::sleep(Duration::from_millis(500));
+    // The call has answered (its events are all stored) before the owner resumes.
+    std::iter::from_fn(|| stream.next_event())
+        .find(|event| event.data.contains(r#""id":7"#))
+        .expect("the call's answer on its stream");
     let (status, _, body) = resume(&mine);
     assert_eq!(status, 200, "{body}");
     assert!(

@@ -57,7 +57,11 @@ fn upstreams_over_streamable_http_and_sse() {
             call("mcp__rmcp__echo", json!({"text": "and again"})),
         ]),
     );
-    assert_eq!(result_text(action_result(&run, 3)), "over rmcp's server", "{run:#}");
+    assert_eq!(
+        result_text(action_result(&run, 3)),
+        "over rmcp's server",
+        "{run:#}"
+    );
     assert_eq!(result_text(action_result(&run, 4)), "and again", "{run:#}");
     let names = tool_names(action_result(&run, 0));
     assert!(
@@ -400,7 +404,7 @@ fn a_long_silent_call_keeps_its_stream_alive_until_the_answer() {
     let workspace = Workspace::new(&format!(
         "{}{}",
         example_server("kv", "kv"),
-        example_server("slow", "slow")
+        slow_server_with_events("")
     ));
     let gateway = workspace.serve_http(&[]);
     let address = gateway.address;
@@ -409,17 +413,24 @@ fn a_long_silent_call_keeps_its_stream_alive_until_the_answer() {
         let session = session.clone();
         std::thread::spawn(move || {
             let wait = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                "name": "mcp__slow__wait", "arguments": {"ms": 16_500}}});
+                "name": "mcp__slow__wait", "arguments": {"ms": 16_500, "label": "long"}}});
             post(address, Some(&session), None, &wait.to_string())
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    workspace.slow_call_started("long");
     let get = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "mcp__kv__get", "arguments": {"key": "k"}}});
     let (status, headers, body) = post(address, Some(&session), None, &get.to_string());
     assert_eq!(status, 200, "{body}");
     assert_eq!(header(&headers, "content-type"), Some("application/json"));
     assert!(body.contains(r#""id":3"#), "{body}");
+    assert!(
+        !workspace
+            .slow_events("long")
+            .iter()
+            .any(|event| event["event"] == "end"),
+        "the other call was answered only after the long one"
+    );
 
     let (status, headers, body) = long.join().unwrap();
     assert_eq!(status, 200, "{body}");
@@ -452,7 +463,7 @@ fn requests_during_an_http_call_ride_its_stream_and_their_answers_come_back() {
     let workspace = Workspace::new(&format!(
         "{}{}\n[[policy]]\ntool = \"mcp__kv__set\"\ndecision = \"ask\"\nreason = \"writes need a person\"\n",
         example_server("kv", "kv"),
-        example_server("slow", "slow")
+        slow_server_with_events("")
     ));
     let gateway = workspace.serve_http(&[]);
     let address = gateway.address;
@@ -487,7 +498,7 @@ fn requests_during_an_http_call_ride_its_stream_and_their_answers_come_back() {
                           "params": {"progressToken": token, "progress": 0.5}});
     let (status, _, _) = post(address, Some(&session), None, &progress.to_string());
     assert_eq!(status, 202);
-    std::thread::sleep(Duration::from_millis(300));
+    workspace.wait_for_slow_event("progress", "ask");
     answer(
         &sampling["id"],
         json!({"role": "assistant", "model": "m",
@@ -574,6 +585,8 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
             &args,
             &json!([
                 {"action": "list_tools"},
+                // Tells the test that the list above was taken: the reload may come.
+                call("mcp__kv__get", json!({"key": "listed"})),
                 {"action": "wait_notification", "method": "notifications/tools/list_changed", "timeout_ms": 20000},
                 // The added server joins as it comes up, maybe after a first list_changed.
                 {"action": "wait_tool", "name": "mcp__slow__pid", "timeout_ms": 20000},
@@ -581,11 +594,14 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
             ]),
         )
     });
-    // Reload once the session is open and has listed the tools.
-    assert!(eventually(Duration::from_secs(30), || workspace
-        .session_count()
-        >= 1));
-    std::thread::sleep(Duration::from_millis(1000));
+    // Reload once the session has listed the tools: its next call has reached the gateway.
+    assert!(
+        eventually(PATIENCE, || http_get(gateway.address, "/metrics")
+            .2
+            .contains("mcp_gateway_tool_calls_total{tool=\"mcp__kv__get\"} 1")),
+        "the client never called mcp__kv__get after listing: {}",
+        gateway.log_text()
+    );
     let original = std::fs::read_to_string(workspace.config()).unwrap();
     let with_slow = format!(
         "{}{}",
@@ -602,10 +618,10 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
         "{run:#}"
     );
     assert!(
-        names(2).iter().all(|t| t.starts_with("mcp__slow__")),
+        names(3).iter().all(|t| t.starts_with("mcp__slow__")),
         "{run:#}"
     );
-    assert_eq!(error_code(action_result(&run, 3)), None, "{run:#}");
+    assert_eq!(error_code(action_result(&run, 4)), None, "{run:#}");
 
     std::fs::write(workspace.config(), "[servers.broken]\nnope = 1\n").unwrap();
     // SAFETY: as above.

@@ -1,13 +1,14 @@
 //! The operator console (`/ui`) in a real browser: headless Chromium (Debian's
 //! `chromium`, installed by scripts/install-browser) driven by npm `playwright-core`
 //! through `tests/ui/console.mjs`, against the gateway binary with the example `kv` and
-//! `slow` upstreams. The script logs in with the token, watches the servers, kills an
-//! upstream and sees it restart, restarts one from its button while a call is in flight
-//! there (the call still gets its answer), disables and enables it, runs a tool from "try
-//! it" and finds it in the activity feed with its gate decision and in the session logs,
-//! approves and denies questions waiting in the console, waits for the metrics interval
-//! holding its calls, and checks that requests without the cookie, with a wrong CSRF token
-//! or from a foreign Origin are refused. On every page: each control has a label, text
+//! `slow` upstreams. The script first opens the console of a gateway with no tokens, which
+//! shows its pages at once; then, on one with a token, it is asked for it, logs in,
+//! watches the servers, kills an upstream and sees it restart, restarts one from its
+//! button while a call is in flight there (the call still gets its answer), disables and
+//! enables it, runs a tool from "try it" and finds it in the activity feed with its gate
+//! decision and in the session logs, approves and denies questions waiting in the console,
+//! waits for the metrics interval holding its calls, and checks that requests without the
+//! cookie, with a wrong CSRF token or from a foreign Origin are refused. On every page: each control has a label, text
 //! meets WCAG AA contrast, nothing is fetched from another origin, and nothing overflows a
 //! phone's width. Screenshots of every page land in `target/ui-screenshots/`.
 
@@ -38,10 +39,13 @@ fn an_operator_drives_the_console_in_a_browser() {
          [gate]\nask_fallback = \"console\"\nask_timeout_ms = 60000\n",
         token = toml_str(TOKEN),
         kv = example_server("kv", "kv"),
-        slow = example_server("slow", "slow"),
+        slow = slow_server_with_events(""),
     );
     let workspace = Workspace::new(&config);
     let mut gateway = workspace.serve_http(&[]);
+    // A second gateway with no tokens, whose console opens without a login.
+    let open_workspace = Workspace::new(&example_server("kv", "kv"));
+    let open_gateway = open_workspace.serve_http(&[]);
     let screenshots = target_dir().join("ui-screenshots");
     let output = workspace.path("console.out");
     let mut browser = Command::new("node")
@@ -49,6 +53,8 @@ fn an_operator_drives_the_console_in_a_browser() {
         .env("GATEWAY_URL", gateway.url(""))
         .env("GATEWAY_TOKEN", TOKEN)
         .env("SCREENSHOTS", &screenshots)
+        .env("SLOW_EVENTS", workspace.path("slow-events.jsonl"))
+        .env("OPEN_GATEWAY_URL", open_gateway.url(""))
         .env("CHROMIUM", &chromium)
         .stdin(Stdio::null())
         .stdout(Stdio::from(std::fs::File::create(&output).unwrap()))

@@ -4,13 +4,16 @@
 // answer questions waiting for a person, and check that requests without the cookie or
 // with a wrong CSRF token are refused. Screenshots of every page go to SCREENSHOTS.
 //
-// Run by tests/tests/ui_console.rs, which starts the gateway and sets:
-//   GATEWAY_URL (http://127.0.0.1:PORT), GATEWAY_TOKEN, SCREENSHOTS (a folder).
+// First, a gateway with no tokens configured opens its console at once, without a login.
+//
+// Run by tests/tests/ui_console.rs, which starts the gateways and sets:
+//   GATEWAY_URL (http://127.0.0.1:PORT), GATEWAY_TOKEN, SCREENSHOTS (a folder),
+//   SLOW_EVENTS (the slow server's event log), OPEN_GATEWAY_URL (the one without tokens).
 // Prints one line per step; exits non-zero with the reason on the first failure.
 // Nothing here depends on pixel positions: elements are found by role, label and text.
 
 import { createRequire } from "node:module";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -20,11 +23,21 @@ const { chromium } = require("playwright-core");
 const URL_ = process.env.GATEWAY_URL;
 const TOKEN = process.env.GATEWAY_TOKEN;
 const SHOTS = process.env.SCREENSHOTS;
+const SLOW_EVENTS = process.env.SLOW_EVENTS;
+const OPEN_URL = process.env.OPEN_GATEWAY_URL;
 const WAIT_MS = 30000;
 
-if (!URL_ || !TOKEN || !SHOTS) {
-  console.error("set GATEWAY_URL, GATEWAY_TOKEN and SCREENSHOTS");
+if (!URL_ || !TOKEN || !SHOTS || !SLOW_EVENTS || !OPEN_URL) {
+  console.error("set GATEWAY_URL, GATEWAY_TOKEN, SCREENSHOTS, SLOW_EVENTS and OPEN_GATEWAY_URL");
   process.exit(2);
+}
+
+// Whether the slow server has logged the start of the call labelled `label`.
+function slowCallStarted(label) {
+  let text = "";
+  try { text = readFileSync(SLOW_EVENTS, "utf8"); } catch (_) { return false; }
+  return text.split("\n").filter(Boolean).map((line) => JSON.parse(line))
+    .some((event) => event.event === "start" && event.label === label);
 }
 mkdirSync(SHOTS, { recursive: true });
 
@@ -149,6 +162,15 @@ async function main() {
 }
 
 async function run(context) {
+  // ---- No tokens configured: the console opens at once, without a login form.
+  const open = await context.newPage();
+  await open.goto(OPEN_URL + "/ui");
+  await open.getByRole("heading", { name: "Servers" }).waitFor({ timeout: WAIT_MS });
+  if (await open.locator("#login").isVisible()) fail("the login form is shown though no token is configured");
+  if (await open.getByRole("button", { name: "Log out" }).isVisible()) fail("a Log out button without tokens");
+  await open.close();
+  step("with no tokens configured, /ui opens at once without a login");
+
   const page = context.pages()[0] || await context.newPage();
   const problems = [];
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
@@ -156,8 +178,11 @@ async function run(context) {
   page.on("request", (r) => { if (!r.url().startsWith(URL_ + "/")) problems.push("fetched from elsewhere: " + r.url()); });
   page.on("console", (m) => { if (m.type() === "error" && !/401|Unauthorized/.test(m.text())) problems.push("console: " + m.text()); });
 
-  // ---- Log in: a wrong token is refused, the right one opens the console.
+  // ---- Log in: with tokens the console asks; a wrong token is refused, the right one
+  // opens the console.
   await page.goto(URL_ + "/ui");
+  await page.getByLabel("Token").waitFor({ timeout: WAIT_MS });
+  if (await page.locator("#page-servers").isVisible()) fail("the console opened without a token");
   await page.getByLabel("Token").fill("not-the-token");
   await page.getByRole("button", { name: "Log in" }).click();
   await until("the wrong-token message", async () => /not valid/.test(await cellText(page, "#login-error")));
@@ -197,7 +222,7 @@ async function run(context) {
   const client = await mcpClient();
   const before = await pid("slow");
   const inFlight = client.call(3, "mcp__slow__sleep", { ms: 3000, label: "across-restart" });
-  await new Promise((r) => setTimeout(r, 500));
+  await until("the call running on slow", async () => slowCallStarted("across-restart"));
   await page.getByRole("button", { name: "Restart slow" }).click();
   await until("slow restarted", async () => (await pid("slow")) > 0 && (await pid("slow")) !== before && (await state("slow")) === "ready");
   const slept = await inFlight;
@@ -308,7 +333,7 @@ async function run(context) {
   await page.setViewportSize({ width: 390, height: 844 });
   for (const name of ["servers", "catalog", "activity", "approvals", "sessions", "metrics", "config"]) {
     await page.getByRole("link", { name: new RegExp("^" + name, "i") }).click();
-    await page.waitForTimeout(400);
+    await page.waitForFunction((drawn) => document.body.dataset.drawn === drawn, name, { timeout: WAIT_MS });
     const wide = await page.evaluate(() => document.documentElement.scrollWidth);
     if (wide > 392) fail(`${name} is ${wide}px wide at phone width`);
     if (["servers", "catalog", "activity"].includes(name)) await shot(page, name + "-phone");

@@ -17,8 +17,10 @@
 //! With `SLOW_EVENT_LOG=/path` set, every `sleep`/`wait` appends one JSON line per event to
 //! that file: `{"event": E, "tool": "sleep"|"wait", "label": ..|null, "at_ms": <unix ms>,
 //! "pid": ..}` where E is `start`, `end`, `cancelled` (the request was cancelled) or
-//! `abandoned` (stdin closed mid-call). Tests read it to see overlap or serialization of
-//! calls and that a cancellation reached the server.
+//! `abandoned` (stdin closed mid-call); and `{"event": "progress", "tool": "ask", ..}` when
+//! the client reports progress about `ask`'s sampling request. Tests read it to see overlap
+//! or serialization of calls, that a cancellation reached the server, and that a progress
+//! report arrived before they answer.
 
 #![allow(deprecated, reason = "sampling is what 2025 clients answer")]
 
@@ -342,6 +344,7 @@ impl ServerHandler for Slow {
             .entry(progress.progress_token)
             .or_default()
             .push(progress.progress);
+        self.events.record("progress", "ask", None);
     }
 
     async fn discover(

@@ -186,6 +186,16 @@ impl ResourceConfigError {
             Self::ResourceNotUrl { .. } => "OAUTH_RESOURCE_NOT_URL",
         }
     }
+
+    /// The key of `[listen.oauth]` whose value is refused (`.algorithms`), or `""` for
+    /// the table as a whole.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::NoKeySource => "",
+            Self::NoAlgorithms => ".algorithms",
+            Self::ResourceNotUrl { .. } => ".resource",
+        }
+    }
 }
 
 /// Who a verified token speaks for, and what it grants.

@@ -178,6 +178,8 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         Command::Config { action } => match action {
             ConfigAction::Check { config, connect } => {
                 let loaded = config.load()?;
+                // What `serve` refuses of [listen], refused here too.
+                crate::listener_guard::guard_for(&loaded).map_err(|e| e.to_string())?;
                 println!(
                     "{}: ok ({} servers, {} enabled)",
                     config.config.display(),

@@ -128,6 +128,16 @@ pub enum ProxyProblem {
     NoPublicHosts,
 }
 
+impl ProxyProblem {
+    /// A stable code for logs and tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NoTokens => "LISTEN_BEHIND_PROXY_WITHOUT_TOKENS",
+            Self::NoPublicHosts => "LISTEN_BEHIND_PROXY_WITHOUT_HOSTS",
+        }
+    }
+}
+
 fn default_address() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8765))
 }
@@ -238,6 +248,9 @@ impl<'de> Deserialize<'de> for TokenConfig {
 
 /// The fewest characters a bearer token may have: a short token can be guessed.
 pub const MIN_TOKEN_LENGTH: usize = 16;
+
+/// The code of a refused token, wherever it is refused (at load, or by the listener).
+pub const INVALID_TOKEN: &str = "LISTEN_INVALID_TOKEN";
 
 /// Why a token (with its `${VAR}` references expanded) cannot be used, or `Ok` when it can.
 pub(crate) fn validate_token(token: &str) -> Result<(), &'static str> {

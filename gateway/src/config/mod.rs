@@ -2,14 +2,16 @@
 //! from the JSON files MCP clients already use (`{"mcpServers": …}`, `{"servers": …}`).
 //!
 //! Loading is strict: unknown keys and bad values are errors that name the file, the key
-//! and (TOML and JSON both report it) the line. `${VAR}` references are expanded from the
-//! environment after parsing; see [`env`].
+//! and the line (the parser's own for what serde refuses, [`locate`]'s for what is checked
+//! after parsing), and the error's code where it has one. `${VAR}` references are expanded
+//! from the environment after parsing; see [`env`].
 
 pub mod client_json;
 mod code;
 pub mod env;
 pub mod globs;
 pub mod listen;
+pub mod locate;
 mod settings;
 mod telemetry;
 
@@ -30,9 +32,13 @@ pub enum ConfigError {
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error("{path}: `{key}`: {message}")]
+    /// A value the parser took but the gateway refuses; `message` starts with the
+    /// refusal's code when it has one (`OAUTH_NOT_REMOTE: …`).
+    #[error("{path}{}: `{key}`: {message}", .line.map(|line| format!(":{line}")).unwrap_or_default())]
     Invalid {
         path: PathBuf,
+        /// Where `key` (or its nearest written ancestor) is written.
+        line: Option<usize>,
         key: String,
         message: String,
     },
@@ -64,12 +70,17 @@ impl Config {
         let base = absolute.parent().unwrap_or(Path::new("/"));
         config
             .resolve(base)
-            .map_err(|(key, message)| ConfigError::Invalid {
-                path: path.to_owned(),
-                key,
-                message,
-            })?;
+            .map_err(|(key, message)| refusal(path, &text, key, message))?;
         Ok(config)
+    }
+
+    /// A refusal of the value at `key` of the file this configuration was loaded from,
+    /// naming the file, the key and its line; for checks made after loading (the
+    /// listener's, at `config check` and `serve`). `message` starts with the refusal's
+    /// code when it has one.
+    pub fn refusal(&self, key: String, message: String) -> ConfigError {
+        let text = std::fs::read_to_string(&self.source).unwrap_or_default();
+        refusal(&self.source, &text, key, message)
     }
 
     /// Parses TOML text (no environment expansion, no validation).
@@ -95,7 +106,8 @@ impl Config {
         for (index, entry) in self.listen.tokens.iter_mut().enumerate() {
             let key = || format!("listen.tokens[{index}]");
             entry.token = env::expand(&entry.token).map_err(|e| (key(), e.to_string()))?;
-            listen::validate_token(&entry.token).map_err(|reason| (key(), reason.to_owned()))?;
+            listen::validate_token(&entry.token)
+                .map_err(|reason| (key(), format!("{}: {reason}", listen::INVALID_TOKEN)))?;
         }
         if let Some(endpoint) = &mut self.telemetry.otlp_endpoint {
             let key = || "telemetry.otlp_endpoint".to_owned();
@@ -121,20 +133,25 @@ impl Config {
                 .map_err(|e| (format!("policy[{index}].tool"), e.to_string()))?;
         }
         for (name, profile) in &self.profiles {
-            for glob in profile.allow.iter().chain(&profile.deny) {
-                globset::Glob::new(glob)
-                    .map_err(|e| (format!("profiles.{name}"), e.to_string()))?;
+            for (list, globs) in [("allow", &profile.allow), ("deny", &profile.deny)] {
+                for (index, glob) in globs.iter().enumerate() {
+                    globset::Glob::new(glob)
+                        .map_err(|e| (format!("profiles.{name}.{list}[{index}]"), e.to_string()))?;
+                }
             }
         }
         if let Some(problem) = self.listen.proxy_problem() {
-            return Err(("listen.behind_proxy".into(), problem.to_string()));
+            return Err((
+                "listen.behind_proxy".into(),
+                format!("{}: {problem}", problem.code()),
+            ));
         }
-        for entry in &self.listen.tokens {
+        for (index, entry) in self.listen.tokens.iter().enumerate() {
             if let Some(profile) = &entry.profile
                 && !self.profiles.contains_key(profile)
             {
                 return Err((
-                    "listen.tokens".into(),
+                    format!("listen.tokens[{index}].profile"),
                     format!("token bound to unknown profile `{profile}`"),
                 ));
             }
@@ -173,6 +190,17 @@ impl Config {
             toml::to_string_pretty(&value)
         });
         rendered.unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}
+
+/// The refusal of the value at `key` of `path`, whose text is `text`.
+fn refusal(path: &Path, text: &str, key: String, message: String) -> ConfigError {
+    let json = path.extension().is_some_and(|ext| ext == "json");
+    ConfigError::Invalid {
+        path: path.to_owned(),
+        line: locate::line_of(text, json, &key),
+        key,
+        message,
     }
 }
 

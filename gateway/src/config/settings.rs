@@ -419,7 +419,7 @@ impl ServerConfig {
             }
             oauth
                 .validate(self.url.is_some())
-                .map_err(|error| ("oauth".to_owned(), error.to_string()))?;
+                .map_err(|error| ("oauth".to_owned(), format!("{}: {error}", error.code())))?;
         }
         Ok(())
     }

@@ -234,3 +234,21 @@ fn tokens_shorter_than_sixteen_characters_are_refused_once_expanded() {
     }
     assert!(load_text("c.toml", "[listen]\ntokens = [\"sixteen-chars-ok\"]\n").is_ok());
 }
+
+#[test]
+fn a_refused_value_names_the_line_of_its_key() {
+    let err = load_text(
+        "c.toml",
+        "[gateway]\nmode = \"both\"\n\n[servers.kv]\ncommand = \"kv\"\nprefix = \"a b\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("c.toml:6: `servers.kv.prefix`: "), "{err}");
+    let err = load_text(
+        "c.json",
+        "{\n  \"mcpServers\": {\n    \"kv\": {\n      \"command\": \"kv\",\n      \"url\": \"http://127.0.0.1:1/mcp\"\n    }\n  }\n}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("c.json:5: `servers.kv.url`: "), "{err}");
+}

@@ -29,8 +29,10 @@ pub fn session_profile(chosen: Option<&str>, credentials: Option<&Credentials>) 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// A value of the configuration the listener refuses (see
+    /// [`crate::listener_guard::guard_for`]).
     #[error(transparent)]
-    Security(#[from] crate::listener_guard::SecurityError),
+    Config(#[from] crate::config::ConfigError),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: std::net::SocketAddr,

@@ -174,6 +174,19 @@ pub fn children() -> Vec<u32> {
     found
 }
 
+/// Waits until `condition` holds, checking every few milliseconds; fails saying `what`
+/// did not happen after 30 s.
+pub async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} never happened"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Wait (bounded) until this process has exactly `n` children; returns the last count.
 pub async fn settle_children(n: usize) -> usize {
     for _ in 0..1000 {

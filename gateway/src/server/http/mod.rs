@@ -27,13 +27,13 @@ use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
-use crate::listener_guard::{self, SecurityGuard, SecurityLayer};
+use crate::listener_guard::{self, SecurityLayer};
 
 /// The routes, all behind the security guard, then the drain's. A path naming no profile
 /// gets 404.
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
-    let guard = Arc::new(SecurityGuard::new(&config.listen)?);
+    let guard = Arc::new(listener_guard::guard_for(&config)?);
     let default = StreamableHttp::new(&gateway, None, shutdown.clone());
     let mut router = Router::new();
     if let Some(oauth) = guard.resource_server() {
@@ -121,7 +121,6 @@ async fn unrouted_profile(
 pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<(), ServeError> {
     let listen = gateway.config().listen;
     let address = listen.address;
-    listener_guard::check_bind(address, !listen.tokens.is_empty() || listen.oauth.is_some())?;
     let router = router(gateway, shutdown.clone())?;
     let listener = tokio::net::TcpListener::bind(address)
         .await

@@ -4,7 +4,7 @@
 
 const POLL_MS = 1500;
 const state = { csrf: null, page: null, timer: null, catalog: null, selected: null,
-                activityAfter: 0, calls: [], rendered: {} };
+                activityAfter: 0, calls: [], rendered: {}, tokenless: false };
 
 // ---- DOM helpers: text always goes through textContent, never through HTML parsing.
 function h(tag, attrs, ...children) {
@@ -67,13 +67,31 @@ async function api(path, options = {}) {
   try { body = await response.json(); } catch (_) { body = null; }
   if (!response.ok) {
     const error = body && body.error ? body.error : { code: "HTTP_" + response.status, message: response.statusText };
-    if (response.status === 401 && path !== "login") showLogin();
+    // A login that ended (expired, or the gateway restarted) signs in again; `me` and
+    // `login` are how signing in starts.
+    if (response.status === 401 && path !== "login" && path !== "me") openConsole();
     throw new ApiError(response.status, error.code, error.message);
   }
   return body;
 }
 
 // ---- Login
+// Without tokens to ask for ([listen] tokens empty, loopback only) the console opens at
+// once; otherwise it asks for one.
+async function openConsole() {
+  try {
+    const info = await api("login");
+    if (!info.token_required) {
+      const answer = await api("login", { method: "POST", body: { token: "" } });
+      state.csrf = answer.csrf;
+      state.tokenless = true;
+      enterApp();
+      return;
+    }
+  } catch (_) { /* ask, as with tokens */ }
+  showLogin();
+}
+
 async function showLogin() {
   stopPolling();
   state.csrf = null;
@@ -111,7 +129,8 @@ async function logout() {
 function enterApp() {
   $("#login").hidden = true;
   $("#nav").hidden = false;
-  $("#logout").hidden = false;
+  // Without tokens, logging out would only open the console again.
+  $("#logout").hidden = Boolean(state.tokenless);
   route();
 }
 
@@ -141,6 +160,8 @@ function startPolling() {
   const tick = async () => {
     try {
       await Promise.all([pages[state.page](), state.page === "approvals" ? null : refreshAskCount()]);
+      // Which page has been drawn from the API at least once (tests wait on it).
+      document.body.dataset.drawn = state.page;
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 401)) console.warn(e);
     }
@@ -574,6 +595,6 @@ document.addEventListener("DOMContentLoaded", async () => {
     state.csrf = me.csrf;
     enterApp();
   } catch (_) {
-    showLogin();
+    openConsole();
   }
 });

@@ -1,0 +1,71 @@
+//! The documentation as tests read it: README.md and the pages under docs/, and their
+//! fenced code blocks.
+
+use crate::repo;
+
+/// One fenced block of a documentation file.
+pub struct Block {
+    /// The file, relative to the repository (`README.md`, `docs/run-code.md`).
+    pub file: String,
+    /// The info string after the opening fence (`toml`, `sh`, …); empty for a diagram.
+    pub lang: String,
+    pub text: String,
+    /// The line of the opening fence, for messages.
+    pub line: usize,
+}
+
+impl Block {
+    /// Where the block starts, for messages: `docs/oauth.md line 12`.
+    pub fn place(&self) -> String {
+        format!("{} line {}", self.file, self.line)
+    }
+}
+
+/// README.md and every Markdown page under docs/, as (path relative to the repository,
+/// text); the pages in name order.
+pub fn documents() -> Vec<(String, String)> {
+    let read = |file: &str| std::fs::read_to_string(repo().join(file)).unwrap();
+    let mut pages: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    pages.sort();
+    assert!(!pages.is_empty(), "docs/ has no Markdown page");
+    std::iter::once("README.md".to_owned())
+        .chain(pages)
+        .map(|file| {
+            let text = read(&file);
+            (file, text)
+        })
+        .collect()
+}
+
+pub fn blocks() -> Vec<Block> {
+    let mut blocks = Vec::new();
+    for (file, text) in documents() {
+        let mut open: Option<Block> = None;
+        for (index, line) in text.lines().enumerate() {
+            match (open.take(), line.strip_prefix("```")) {
+                (None, Some(lang)) => {
+                    open = Some(Block {
+                        file: file.clone(),
+                        lang: lang.trim().to_owned(),
+                        text: String::new(),
+                        line: index + 1,
+                    });
+                }
+                (Some(block), Some(_)) => blocks.push(block),
+                (Some(mut block), None) => {
+                    block.text.push_str(line);
+                    block.text.push('\n');
+                    open = Some(block);
+                }
+                (None, None) => {}
+            }
+        }
+        assert!(open.is_none(), "{file} has an unclosed code block");
+    }
+    blocks
+}
