@@ -15,10 +15,10 @@ use std::time::Duration;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, ClientRequest, CompleteRequest, CompleteRequestParams, DiscoverResult,
-    ErrorCode, GetPromptRequest, GetPromptRequestParams, InitializeRequestParams,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
-    Reference, RequestId, RequestMetaObject, ServerResult, SetLevelRequestParams, SubscribeRequest,
+    GetPromptRequest, GetPromptRequestParams, InitializeRequestParams, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams, Reference, RequestId,
+    RequestMetaObject, ServerResult, SetLevelRequestParams, SubscribeRequest,
     SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use serde_json::json;
@@ -62,22 +62,11 @@ pub(super) struct Call {
 impl Call {
     /// Serves `request` by its method.
     pub async fn serve(self, request: ClientRequest) -> Result<ServerResult, ErrorData> {
-        let stateless = self.revision.is_stateless();
-        let initialized = !matches!(self.revision, Revision::Handshake);
+        self.revision.admits(&request)?;
         match request {
-            ClientRequest::InitializeRequest(request) if !stateless => {
-                self.initialize(request.params).await
-            }
+            ClientRequest::InitializeRequest(request) => self.initialize(request.params).await,
             ClientRequest::DiscoverRequest(_) => Ok(self.discover()),
-            ClientRequest::PingRequest(_) if !stateless => Ok(ServerResult::empty(())),
-            request if !initialized => Err(ErrorData::invalid_request(
-                format!(
-                    "`{}` before initialize: send initialize first, or give the request its \
-                     own context in _meta (protocol 2026-07-28)",
-                    request.method()
-                ),
-                None,
-            )),
+            ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
             ClientRequest::ListToolsRequest(request) => {
                 self.first_list().await;
                 self.list_tools(request.params)
@@ -98,16 +87,10 @@ impl Call {
             }
             ClientRequest::ReadResourceRequest(request) => self.read_resource(request.params).await,
             ClientRequest::CompleteRequest(request) => self.complete(request.params).await,
-            ClientRequest::SetLevelRequest(request) if !stateless => {
-                self.set_level(request.params).await
-            }
-            ClientRequest::SubscribeRequest(request) if !stateless => {
-                self.subscribe(request.params).await
-            }
-            ClientRequest::UnsubscribeRequest(request) if !stateless => {
-                self.unsubscribe(request.params).await
-            }
-            ClientRequest::SubscriptionsListenRequest(request) if stateless => {
+            ClientRequest::SetLevelRequest(request) => self.set_level(request.params).await,
+            ClientRequest::SubscribeRequest(request) => self.subscribe(request.params).await,
+            ClientRequest::UnsubscribeRequest(request) => self.unsubscribe(request.params).await,
+            ClientRequest::SubscriptionsListenRequest(request) => {
                 let stream = (&self.id, &self.link, &self.cancel);
                 let session = self.pipeline_session().clone();
                 watch::listen(
@@ -118,11 +101,7 @@ impl Call {
                 )
                 .await
             }
-            request => Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("method not found: {}", request.method()),
-                None,
-            )),
+            request => Err(revision::method_not_found(&request)),
         }
     }
 

@@ -33,6 +33,58 @@ pub enum Revision {
     Stateless(Arc<ClientConfig>),
 }
 
+/// Which revisions serve a method: the one table of which method belongs where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Serves {
+    /// Before the client's `initialize`.
+    handshake: bool,
+    /// In the session `initialize` opened (2025-11-25 and earlier).
+    session: bool,
+    /// On a request with its own context (2026-07-28 and later).
+    stateless: bool,
+}
+
+impl Serves {
+    const NONE: Serves = Serves::of(false, false, false);
+    const EVERY: Serves = Serves::of(true, true, true);
+    /// The lifecycle of 2025: the handshake and the session it opens.
+    const LIFECYCLE: Serves = Serves::of(true, true, false);
+    const SESSION: Serves = Serves::of(false, true, false);
+    const STATELESS: Serves = Serves::of(false, false, true);
+    /// A client's work, in either revision, once it may work.
+    const WORK: Serves = Serves::of(false, true, true);
+
+    const fn of(handshake: bool, session: bool, stateless: bool) -> Serves {
+        Serves {
+            handshake,
+            session,
+            stateless,
+        }
+    }
+
+    fn method(request: &ClientRequest) -> Serves {
+        match request {
+            ClientRequest::DiscoverRequest(_) => Serves::EVERY,
+            ClientRequest::InitializeRequest(_) | ClientRequest::PingRequest(_) => {
+                Serves::LIFECYCLE
+            }
+            ClientRequest::SetLevelRequest(_)
+            | ClientRequest::SubscribeRequest(_)
+            | ClientRequest::UnsubscribeRequest(_) => Serves::SESSION,
+            ClientRequest::SubscriptionsListenRequest(_) => Serves::STATELESS,
+            ClientRequest::ListToolsRequest(_)
+            | ClientRequest::CallToolRequest(_)
+            | ClientRequest::ListPromptsRequest(_)
+            | ClientRequest::GetPromptRequest(_)
+            | ClientRequest::ListResourcesRequest(_)
+            | ClientRequest::ListResourceTemplatesRequest(_)
+            | ClientRequest::ReadResourceRequest(_)
+            | ClientRequest::CompleteRequest(_) => Serves::WORK,
+            _ => Serves::NONE,
+        }
+    }
+}
+
 /// Every version the gateway speaks, newest last.
 pub fn supported() -> &'static [ProtocolVersion] {
     ProtocolVersion::KNOWN_VERSIONS
@@ -85,6 +137,30 @@ impl Revision {
         let mut client = InitializeRequestParams::new(capabilities, client_info);
         client.protocol_version = version;
         Ok(Revision::Stateless(Arc::new(client)))
+    }
+
+    /// Whether this revision serves `request`'s method ([`Serves`]): a method of the
+    /// session sent before `initialize` is told to initialize first; any other method the
+    /// revision lacks is not found.
+    pub fn admits(&self, request: &ClientRequest) -> Result<(), ErrorData> {
+        let serves = Serves::method(request);
+        let admitted = match self {
+            Revision::Handshake => serves.handshake,
+            Revision::Session(_) => serves.session,
+            Revision::Stateless(_) => serves.stateless,
+        };
+        match self {
+            _ if admitted => Ok(()),
+            Revision::Handshake if serves.session => Err(ErrorData::invalid_request(
+                format!(
+                    "`{}` before initialize: send initialize first, or give the request its \
+                     own context in _meta (protocol 2026-07-28)",
+                    request.method()
+                ),
+                None,
+            )),
+            _ => Err(method_not_found(request)),
+        }
     }
 
     /// What the client declared, once it has: at `initialize`, or in this request.
@@ -141,6 +217,15 @@ pub fn negotiate(requested: &ProtocolVersion) -> ProtocolVersion {
         .max_by(|a, b| a.as_str().cmp(b.as_str()))
         .cloned()
         .unwrap_or(ProtocolVersion::V_2025_11_25)
+}
+
+/// The error for a method the gateway does not serve.
+pub fn method_not_found(request: &ClientRequest) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {}", request.method()),
+        None,
+    )
 }
 
 fn missing_context(meta: &RequestMetaObject) -> ErrorData {
@@ -202,6 +287,52 @@ mod tests {
         partial.set_protocol_version(ProtocolVersion::V_2026_07_28);
         let error = Revision::of(&list_tools(), &partial, None).unwrap_err();
         assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+    }
+
+    #[test]
+    #[allow(deprecated, reason = "logging/setLevel is a method of 2025 sessions")]
+    fn each_revision_admits_only_its_own_methods() {
+        use rmcp::model::{
+            InitializeRequest, SetLevelRequest, SetLevelRequestParams, SubscriptionFilter,
+            SubscriptionsListenRequest, SubscriptionsListenRequestParams,
+        };
+        let client = Arc::new(ClientConfig::default());
+        let (handshake, session, stateless) = (
+            Revision::Handshake,
+            Revision::Session(client.clone()),
+            Revision::Stateless(client),
+        );
+        let initialize = ClientRequest::InitializeRequest(InitializeRequest::new(
+            InitializeRequestParams::default(),
+        ));
+        let set_level = ClientRequest::SetLevelRequest(SetLevelRequest::new(
+            SetLevelRequestParams::new(rmcp::model::LoggingLevel::Info),
+        ));
+        let listen = ClientRequest::SubscriptionsListenRequest(SubscriptionsListenRequest::new(
+            SubscriptionsListenRequestParams::new(SubscriptionFilter::new()),
+        ));
+        let code = |revision: &Revision, request: &ClientRequest| {
+            revision.admits(request).err().map(|error| error.code)
+        };
+        assert_eq!(code(&handshake, &initialize), None);
+        assert_eq!(
+            code(&stateless, &initialize),
+            Some(ErrorCode::METHOD_NOT_FOUND)
+        );
+        assert_eq!(
+            code(&handshake, &list_tools()),
+            Some(ErrorCode::INVALID_REQUEST),
+            "work before initialize is told to initialize"
+        );
+        assert_eq!(code(&session, &list_tools()), None);
+        assert_eq!(code(&stateless, &list_tools()), None);
+        assert_eq!(code(&session, &set_level), None);
+        assert_eq!(
+            code(&stateless, &set_level),
+            Some(ErrorCode::METHOD_NOT_FOUND)
+        );
+        assert_eq!(code(&stateless, &listen), None);
+        assert_eq!(code(&session, &listen), Some(ErrorCode::METHOD_NOT_FOUND));
     }
 
     #[test]
