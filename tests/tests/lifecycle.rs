@@ -84,3 +84,33 @@ fn children_die_even_on_sigkill() {
         "children left behind after SIGKILL: {children:?}"
     );
 }
+
+/// In a container without an init, the gateway is PID 1: its stdio upstreams still start
+/// (a child's check that the gateway did not die before it compares with the gateway's
+/// own pid, not with 1). Run in a PID namespace of its own, as a container runs it.
+#[test]
+fn as_pid_1_the_gateway_starts_its_stdio_upstreams() {
+    let namespaces_allowed = Command::new("unshare")
+        .args(["--fork", "--pid", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !namespaces_allowed {
+        eprintln!("SKIPPED: this machine refuses `unshare --fork --pid --mount-proc`");
+        return;
+    }
+    let workspace = two_upstreams();
+    let output = Command::new("unshare")
+        .args(["--fork", "--pid", "--mount-proc"])
+        .arg(gateway_bin())
+        .arg("tools")
+        .arg("--config")
+        .arg(workspace.config())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    for tool in ["mcp__kv__get", "mcp__slow__sleep"] {
+        assert!(stdout.contains(tool), "{tool} missing: {stdout}\n{stderr}");
+    }
+}

@@ -180,15 +180,17 @@ pub fn spawn(
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
+    // Not "is the parent init?": the gateway itself is PID 1 in a container without one.
+    let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
     // prctl/getppid.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             // The gateway may have died between fork and prctl.
-            if libc::getppid() == 1 {
+            if libc::getppid() != parent {
                 return Err(std::io::Error::other("parent exited"));
             }
             Ok(())

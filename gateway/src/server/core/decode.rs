@@ -9,7 +9,7 @@
 //! for it; a line with more members than that takes a second pass as a `CallToolRequest`,
 //! and every other line, and any `tools/call` that decoding refuses, rmcp's general
 //! decoding. stdio lines are decoded by [`ClientLines`], streamable HTTP bodies by
-//! [`decode_message`].
+//! [`decode_message`], legacy SSE bodies (a message or a batch) by [`decode_batch`].
 //!
 //! Lines rmcp cannot decode are treated as the official SDKs treat them: text that is not
 //! JSON is skipped (answering it could start an error storm with a peer that echoes);
@@ -21,9 +21,11 @@ use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage,
     ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
+    ServerJsonRpcMessage,
 };
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
 
 use crate::lines::{Decoded, LineDecoder};
 
@@ -44,6 +46,13 @@ struct Envelope<'a> {
     error: Option<IgnoredAny>,
 }
 
+/// Who to answer for a line that is no message: its id, and whether it names a method.
+#[derive(Deserialize)]
+struct Caller {
+    id: Option<RequestId>,
+    method: Option<IgnoredAny>,
+}
+
 /// The message an HTTP body holds; an error to answer with when it holds none (a parse
 /// error for what is not JSON, an invalid request for JSON that is no message, a batch
 /// among them: batches are gone since protocol 2025-06-18).
@@ -60,6 +69,53 @@ pub fn decode_message(body: &[u8]) -> Result<ClientJsonRpcMessage, ErrorData> {
              per POST; batches are not supported)",
             None,
         )),
+    }
+}
+
+/// Why a legacy SSE body was refused: the reason, and the error answer for the request it
+/// names, when it names one, so that the request's caller is not left waiting.
+#[derive(Debug)]
+pub struct Refused {
+    pub reason: String,
+    pub answer: Option<Box<ServerJsonRpcMessage>>,
+}
+
+/// The messages of a legacy SSE body: one message, or a batch of them (protocol
+/// 2024-11-05 allowed batches), each decoded as a stdio line is. A body with anything in
+/// it that is no message is refused whole.
+pub fn decode_batch(body: &[u8]) -> Result<Vec<ClientJsonRpcMessage>, Refused> {
+    let is_batch = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'[');
+    if !is_batch {
+        return decode_one(body).map(|message| vec![message]);
+    }
+    let parts: Vec<&RawValue> = serde_json::from_slice(body).map_err(|error| Refused {
+        reason: format!("not a batch of JSON-RPC messages: {error}"),
+        answer: None,
+    })?;
+    if parts.is_empty() {
+        return Err(Refused {
+            reason: "empty batch".into(),
+            answer: None,
+        });
+    }
+    parts
+        .into_iter()
+        .map(|part| decode_one(part.get().as_bytes()))
+        .collect()
+}
+
+fn decode_one(body: &[u8]) -> Result<ClientJsonRpcMessage, Refused> {
+    match ClientLines.decode(body) {
+        Decoded::Message(message) => Ok(message),
+        Decoded::Skip => Err(Refused {
+            reason: "not a JSON-RPC message".into(),
+            answer: None,
+        }),
+        Decoded::Answer(answer) => Err(Refused {
+            reason: "invalid request: JSON, but no JSON-RPC message of MCP".into(),
+            answer: matches!(&answer, JsonRpcMessage::Error(error) if error.id.is_some())
+                .then(|| Box::new(answer)),
+        }),
     }
 }
 
@@ -103,11 +159,9 @@ impl LineDecoder for ClientLines {
     type Role = RoleServer;
 
     fn decode(&self, line: &[u8]) -> Decoded<RoleServer> {
-        // Read only when the line is not a plain tool call; the error below needs it.
-        let mut envelope = None;
         let call = plain_tool_call(line).or_else(|| {
-            envelope = serde_json::from_slice::<Envelope>(line).ok();
-            envelope.as_ref().and_then(|e| tool_call(e, line))
+            let envelope = serde_json::from_slice::<Envelope>(line).ok()?;
+            tool_call(&envelope, line)
         });
         if let Some((id, request)) = call {
             return Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
@@ -124,15 +178,20 @@ impl LineDecoder for ClientLines {
             }
             Err(error) => {
                 tracing::debug!("a client line is no message we know: {error}");
-                match envelope {
-                    Some(Envelope {
+                // Whatever else is wrong with it (a `jsonrpc` other than "2.0", say), a
+                // request's id is answered and a notification is not.
+                let is_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+                match is_object
+                    .then(|| serde_json::from_slice::<Caller>(line).ok())
+                    .flatten()
+                {
+                    Some(Caller {
                         id: None,
                         method: Some(_),
-                        ..
                     }) => Decoded::Skip,
-                    envelope => Decoded::Answer(JsonRpcMessage::error(
+                    caller => Decoded::Answer(JsonRpcMessage::error(
                         ErrorData::invalid_request("Invalid request", None),
-                        envelope.and_then(|e| e.id),
+                        caller.and_then(|caller| caller.id),
                     )),
                 }
             }
@@ -236,5 +295,36 @@ mod tests {
             assert_eq!(answer["error"]["code"], -32600, "{answer}");
             assert_eq!(answer["id"], id, "{answer}");
         }
+    }
+
+    #[test]
+    fn an_sse_body_is_one_message_or_a_batch() {
+        let one = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        assert_eq!(decode_batch(one).unwrap().len(), 1);
+        let two = br#" [{"jsonrpc":"2.0","id":1,"method":"ping"},
+                        {"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
+        assert_eq!(decode_batch(two).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_malformed_sse_body_is_refused_with_a_reason_and_its_request_answered() {
+        assert_eq!(decode_batch(b"[]").unwrap_err().reason, "empty batch");
+        assert!(decode_batch(b"{not json").unwrap_err().answer.is_none());
+        assert!(
+            decode_batch(br#"{"jsonrpc":"2.0"}"#)
+                .unwrap_err()
+                .answer
+                .is_none()
+        );
+        let bad = decode_batch(br#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#).unwrap_err();
+        let Some(JsonRpcMessage::Error(error)) = bad.answer.as_deref() else {
+            panic!("no answer for a request with an id: {}", bad.reason);
+        };
+        assert_eq!(error.id, Some(RequestId::String("a".into())));
+        let in_batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"result":"x","method":"y"}]"#;
+        assert!(
+            decode_batch(in_batch).is_err(),
+            "one bad message refuses the batch"
+        );
     }
 }

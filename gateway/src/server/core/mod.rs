@@ -29,11 +29,12 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use rmcp::ErrorData;
 use rmcp::model::{
     ClientConfig, ClientJsonRpcMessage, ClientNotification, ClientRequest, GetMeta,
-    InputRequiredResult, JsonRpcMessage, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerResult,
+    InputRequiredResult, JsonRpcMessage, JsonRpcRequest, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use self::parked::{Parked, ParkedCall};
 use self::revision::Revision;
@@ -122,26 +123,47 @@ impl ClientSession {
         &self.session.id
     }
 
-    /// Serves any message the client sent: a request's answer, or `None` (notifications,
-    /// answers to the gateway's requests, and requests the client cancelled).
-    pub async fn receive(
+    /// Takes the next message of a connection whose answers the transport delivers itself
+    /// (stdio, legacy SSE), in the order the client sent it: a notification or an answer is
+    /// handled before this returns, and so is `initialize`, so that what the client sends
+    /// after it finds the session open; any other request is entered at once (it can be
+    /// cancelled by id) and served in `requests`, beside the ones that follow. `deliver`
+    /// gets each answer.
+    pub async fn take<D, F>(
         self: &Arc<Self>,
         message: ClientJsonRpcMessage,
-        scope: Scope,
-    ) -> Option<Served> {
+        requests: &TaskTracker,
+        deliver: D,
+    ) where
+        D: FnOnce(Served) -> F + Send + 'static,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let request = match Unasked::of(message) {
+            Ok(unasked) => return self.receive(unasked).await,
+            Err(request) => request,
+        };
+        let in_order = matches!(request.request, ClientRequest::InitializeRequest(_));
+        let served = self.serve(request.id, request.request, Scope::default());
+        let answered = async move {
+            if let Some(served) = served.await {
+                deliver(served).await;
+            }
+        };
+        if in_order {
+            answered.await;
+        } else {
+            requests.spawn(answered);
+        }
+    }
+
+    /// Handles a message that asks nothing of the gateway.
+    pub async fn receive(self: &Arc<Self>, message: Unasked) {
         match message {
-            JsonRpcMessage::Request(request) => {
-                self.serve(request.id, request.request, scope).await
-            }
-            JsonRpcMessage::Notification(notification) => {
-                self.notified(notification.notification).await;
-                None
-            }
-            answer => {
-                if !self.requests.answer(answer) {
+            Unasked::Notification(notification) => self.notified(notification).await,
+            Unasked::Answer(answer) => {
+                if !self.requests.answer(*answer) {
                     tracing::debug!(session = %self.id(), "an answer to no request of ours");
                 }
-                None
             }
         }
     }
@@ -374,6 +396,30 @@ impl ClientSession {
 impl Drop for ClientSession {
     fn drop(&mut self) {
         self.end();
+    }
+}
+
+/// A message of the client's that asks nothing of the gateway: a notification, or the
+/// answer (or error) to one of the gateway's requests to the client.
+pub enum Unasked {
+    Notification(ClientNotification),
+    Answer(Box<ClientJsonRpcMessage>),
+}
+
+impl Unasked {
+    /// `message` as one that asks nothing, or the request it is.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the request is served at once; boxing it would cost an allocation a request"
+    )]
+    pub fn of(message: ClientJsonRpcMessage) -> Result<Unasked, JsonRpcRequest<ClientRequest>> {
+        match message {
+            JsonRpcMessage::Request(request) => Err(request),
+            JsonRpcMessage::Notification(notification) => {
+                Ok(Unasked::Notification(notification.notification))
+            }
+            answer => Ok(Unasked::Answer(Box::new(answer))),
+        }
     }
 }
 

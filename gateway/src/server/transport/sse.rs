@@ -10,7 +10,8 @@
 //!   answered `202 Accepted`; the answer to a request arrives on the stream.
 //!
 //! Each stream is a [`ClientSession`] of the session core: every message a `POST` carries
-//! goes to it (notifications and `initialize` in order, other requests side by side), and
+//! is decoded as a stdio line is and taken by it in order ([`ClientSession::take`]:
+//! notifications and `initialize` in order, other requests side by side), and
 //! every message to the client, answers included, joins the stream's queue. The session
 //! ends and its id is forgotten when the client drops the stream, on shutdown, or when the
 //! client stops reading: the per-session queue is bounded, and an answer that finds it
@@ -41,17 +42,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use futures::Stream;
-use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
-};
+use rmcp::model::ServerJsonRpcMessage;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
 use crate::pipeline::sessions::Transport as SessionTransport;
-use crate::server::core::{ClientSession, Scope};
+use crate::server::core::decode::decode_batch;
+use crate::server::core::{ClientSession, Served};
 use crate::server::{session_profile, unknown_profile};
 
 /// The query parameter that names the session in `POST /message`.
@@ -330,76 +331,35 @@ async fn accept_message(
             ),
         );
     }
-    let messages = match parse_messages(&body) {
+    let messages = match decode_batch(&body) {
         Ok(messages) => messages,
-        Err(error) => {
-            if let Some(id) = request_id(&body) {
-                let reply = ServerJsonRpcMessage::error(
-                    ErrorData::invalid_request(format!("malformed message: {error}"), None),
-                    Some(id),
-                );
+        Err(refused) => {
+            if let Some(answer) = refused.answer {
                 // Best effort: the 400 below is the answer the sender relies on.
-                if entry.output.outgoing.try_send(reply).is_err() {
+                if entry.output.outgoing.try_send(*answer).is_err() {
                     tracing::debug!(%session_id, "no room to report a malformed message");
                 }
             }
             return text(
                 StatusCode::BAD_REQUEST,
-                format!("malformed JSON-RPC message: {error}"),
+                format!("malformed JSON-RPC message: {}", refused.reason),
             );
         }
     };
+    let requests = TaskTracker::new();
     for message in messages {
         if entry.output.closed.is_cancelled() {
             return unknown_session(session_id);
         }
-        let JsonRpcMessage::Request(request) = message else {
-            entry.session.receive(message, Scope::default()).await;
-            continue;
-        };
-        // `initialize` is served before the next message, so that what the client sends
-        // after it finds the session open; other requests run side by side.
-        let in_order = matches!(request.request, ClientRequest::InitializeRequest(_));
-        let served = entry
-            .session
-            .serve(request.id, request.request, Scope::default());
         let output = entry.output.clone();
-        let answered = async move {
-            if let Some(served) = served.await
-                && let Err(e) = output.send(served.message).await
-            {
+        let deliver = |served: Served| async move {
+            if let Err(e) = output.send(served.message).await {
                 tracing::debug!(code = e.code(), "an answer not delivered: {e}");
             }
         };
-        if in_order {
-            answered.await;
-        } else {
-            tokio::spawn(answered);
-        }
+        entry.session.take(message, &requests, deliver).await;
     }
     text(StatusCode::ACCEPTED, "Accepted".into())
-}
-
-/// One JSON-RPC message, or a batch of them (allowed by the 2024-11-05 protocol).
-fn parse_messages(body: &[u8]) -> Result<Vec<ClientJsonRpcMessage>, String> {
-    let first = body.iter().find(|byte| !byte.is_ascii_whitespace());
-    let parsed = if first == Some(&b'[') {
-        serde_json::from_slice(body)
-    } else {
-        serde_json::from_slice(body).map(|message| vec![message])
-    };
-    match parsed {
-        Ok(messages) if messages.is_empty() => Err("empty batch".into()),
-        Ok(messages) => Ok(messages),
-        Err(error) => Err(error.to_string()),
-    }
-}
-
-/// The id of a request that is JSON but not a valid message, so its caller can be told.
-fn request_id(body: &[u8]) -> Option<RequestId> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    value.get("method")?;
-    serde_json::from_value(value.get("id")?.clone()).ok()
 }
 
 fn unknown_session(session_id: &str) -> Response {
@@ -416,35 +376,4 @@ fn text(status: StatusCode, message: String) -> Response {
 fn lock(sessions: &Sessions) -> std::sync::MutexGuard<'_, HashMap<String, SessionEntry>> {
     // The map holds no invariant a panicking holder could break half-way.
     sessions.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_single_message_or_a_batch_is_accepted() {
-        let one = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-        assert_eq!(parse_messages(one).unwrap().len(), 1);
-        let two = br#" [{"jsonrpc":"2.0","id":1,"method":"ping"},
-                        {"jsonrpc":"2.0","method":"notifications/initialized"}]"#;
-        assert_eq!(parse_messages(two).unwrap().len(), 2);
-    }
-
-    #[test]
-    fn malformed_bodies_are_refused_with_a_reason() {
-        assert_eq!(parse_messages(b"[]").unwrap_err(), "empty batch");
-        assert!(!parse_messages(b"{not json").unwrap_err().is_empty());
-        assert!(parse_messages(br#"{"jsonrpc":"2.0"}"#).is_err());
-    }
-
-    #[test]
-    fn the_id_of_a_malformed_request_is_recovered() {
-        let body = br#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#;
-        assert_eq!(request_id(body), Some(RequestId::String("a".into())));
-        // A response or a body without an id has no caller to tell.
-        assert_eq!(request_id(br#"{"jsonrpc":"1.0","id":3,"result":{}}"#), None);
-        assert_eq!(request_id(br#"{"jsonrpc":"1.0","method":"ping"}"#), None);
-        assert_eq!(request_id(b"{not json"), None);
-    }
 }

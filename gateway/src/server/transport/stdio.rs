@@ -1,8 +1,9 @@
 //! One session over the gateway's own stdin and stdout: each line the client writes is a
 //! message for the session core, each message to the client a line.
 //!
-//! Lines are read in order and served concurrently: a request runs in a task of its own,
-//! and its answer joins the one queue of messages to the client (its progress, requests
+//! Lines are read in order and taken by the session core in that order
+//! ([`ClientSession::take`]: `initialize` first, other requests side by side), and each
+//! answer joins the one queue of messages to the client (its progress, requests
 //! and notifications come before it on the same queue), which a single writer empties in
 //! order. The session ends when the client closes stdin or the gateway stops; what is
 //! queued by then is still written.
@@ -19,7 +20,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::ServerJsonRpcMessage;
 use rmcp::transport::Transport as _;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
@@ -31,7 +32,7 @@ use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter, encode};
 use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
-use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope};
+use crate::server::core::{ClientSession, STREAM_CAPACITY, Served};
 use crate::server::{ServeError, session_profile};
 
 /// How long the messages queued when the session ends may take to be written.
@@ -64,26 +65,12 @@ pub async fn serve(
             () = shutdown.cancelled() => None,
         };
         let Some(message) = message else { break };
-        let JsonRpcMessage::Request(request) = message else {
-            session.receive(message, Scope::default()).await;
-            continue;
-        };
-        // `initialize` is served before the next line is read, so that what the client
-        // sends after it finds the session open; other requests run side by side.
-        let in_order = matches!(request.request, ClientRequest::InitializeRequest(_));
-        let served = session.serve(request.id, request.request, Scope::default());
         let outbox = outbox.clone();
-        let answered = async move {
-            // Queued is delivered: the writer writes everything queued before it ends.
-            if let Some(served) = served.await {
-                let _ = outbox.send(served.message).await;
-            }
+        // Queued is delivered: the writer writes everything queued before it ends.
+        let deliver = |served: Served| async move {
+            let _ = outbox.send(served.message).await;
         };
-        if in_order {
-            answered.await;
-        } else {
-            requests.spawn(answered);
-        }
+        session.take(message, &requests, deliver).await;
     }
     // A client that closed its input still gets the answers to its calls in flight.
     requests.close();

@@ -54,7 +54,7 @@ use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
 use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::decode_message;
-use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served};
+use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served, Unasked};
 use crate::server::http::draining::Held;
 use crate::server::session_profile;
 use crate::state::{SharedState, StateError};
@@ -426,13 +426,12 @@ impl Endpoint {
         parts: Arc<http::request::Parts>,
         stateless: bool,
     ) -> Response {
-        let JsonRpcMessage::Request(request) = message else {
-            let scope = Scope {
-                http: Some(parts),
-                ..Scope::default()
-            };
-            session.receive(message, scope).await;
-            return StatusCode::ACCEPTED.into_response();
+        let request = match Unasked::of(message) {
+            Ok(unasked) => {
+                session.receive(unasked).await;
+                return StatusCode::ACCEPTED.into_response();
+            }
+            Err(request) => request,
         };
         let listens = matches!(
             request.request,
