@@ -75,6 +75,14 @@ pub fn call(session: &Arc<Session>, target: Target) -> Invocation {
     }
 }
 
+/// `what`'s output; fails the test when it has not finished within 10 s (a call that
+/// hangs instead of failing).
+pub async fn settled<T>(what: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), what)
+        .await
+        .expect("finished within 10 s")
+}
+
 /// The gateway's failure in `result`, as a client reads it: `(code, message)`, after
 /// checking the documented shape (`isError`, the text `Error [CODE]: message`, and
 /// `_meta["mcp-gateway/error"]` with code, name and message). `None` for a result that
@@ -199,9 +207,8 @@ impl Upstream {
 
     /// The next thing the upstream did; fails the test if it does nothing for 10 s.
     pub async fn heard(&mut self) -> Heard {
-        let next = tokio::time::timeout(Duration::from_secs(10), self.heard.recv());
-        next.await
-            .expect("the upstream did nothing for 10 s")
+        settled(self.heard.recv())
+            .await
             .expect("the upstream is running")
     }
 

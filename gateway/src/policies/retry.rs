@@ -76,7 +76,7 @@ mod tests {
     use super::*;
     use crate::config::ServerConfig;
     use crate::pipeline::testing::{
-        Dispatches, Heard, Upstream, call, failure_code, registry, session, settings,
+        Dispatches, Heard, Upstream, call, failure_code, registry, session, settings, settled,
     };
     use crate::pipeline::{Pipeline, PipelineBuilder};
     use crate::policies::timeout::Timeout;
@@ -215,9 +215,8 @@ mod tests {
             let definition = registry.catalog().tools[&format!("mcp__up__{tool}")].clone();
             assert!(definition.retryable, "{tool} is read-only");
 
-            let result = pipeline
-                .run(&call(&session("s"), Target::Federated(definition)))
-                .await;
+            let invocation = call(&session("s"), Target::Federated(definition));
+            let result = settled(pipeline.run(&invocation)).await;
 
             assert_eq!(failure_code(&result).as_deref(), Some(code.as_str()));
             assert_eq!(upstream.heard().await, Heard::Started(tool.into()));

@@ -59,7 +59,7 @@ mod tests {
 
     use super::*;
     use crate::pipeline::testing::{
-        Heard, Upstream, call, failure, failure_code, registry, session, settings,
+        Heard, Upstream, call, failure, failure_code, registry, session, settings, settled,
     };
     use crate::pipeline::{Pipeline, PipelineBuilder};
 
@@ -87,7 +87,7 @@ mod tests {
         let (mut upstream, pipeline, call_of) =
             timed("[servers.up.tools.hang]\ntimeout_ms = 100\n").await;
 
-        let result = pipeline.run(&call_of("hang")).await;
+        let result = settled(pipeline.run(&call_of("hang"))).await;
 
         let timed_out = (
             "TOOL_TIMEOUT".into(),
@@ -114,8 +114,8 @@ mod tests {
             assert_eq!(upstream.heard().await, Heard::Started("hang".into()));
             invocation.cancel.cancel();
         };
-        let (result, ()) =
-            futures::future::join(pipeline.run(&invocation), cancel_once_started).await;
+        let both = futures::future::join(pipeline.run(&invocation), cancel_once_started);
+        let (result, ()) = settled(both).await;
 
         assert_eq!(failure_code(&result).as_deref(), Some("ABORTED"));
         assert_eq!(upstream.heard().await, Heard::Cancelled("hang".into()));
