@@ -27,7 +27,7 @@ use crate::config::{AskFallback, Config};
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
 
-/// What the pipeline core needs, as the gateway configures it by default.
+/// What the pipeline core needs: a call that would ask is denied, and nothing is traced.
 pub fn settings() -> PipelineSettings {
     PipelineSettings {
         ask_fallback: AskFallback::Deny,

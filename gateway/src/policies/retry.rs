@@ -203,7 +203,7 @@ mod tests {
     async fn other_failures_are_not_retried() {
         let mut upstream = Upstream::start().await;
         let config = format!(
-            "[servers.up]\nurl = \"{}\"\n[servers.up.tools.hang]\ntimeout_ms = 100\n",
+            "[servers.up]\nurl = \"{}\"\n[servers.up.tools.hang]\ntimeout_ms = 500\n",
             upstream.url
         );
         let registry = registry(&config).await;

@@ -58,6 +58,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::pipeline::error::ERROR_META_KEY;
     use crate::pipeline::testing::{
         Heard, Upstream, call, failure, failure_code, registry, session, settings, settled,
     };
@@ -85,22 +86,24 @@ mod tests {
     #[tokio::test]
     async fn a_call_past_its_budget_is_cancelled_and_times_out() {
         let (mut upstream, pipeline, call_of) =
-            timed("[servers.up.tools.hang]\ntimeout_ms = 100\n").await;
+            timed("[servers.up.tools.hang]\ntimeout_ms = 500\n").await;
 
-        let result = settled(pipeline.run(&call_of("hang"))).await;
+        let invocation = call_of("hang");
+        let result = settled(pipeline.run(&invocation)).await;
 
         let timed_out = (
             "TOOL_TIMEOUT".into(),
-            "tool call timed out after 100ms".into(),
+            "tool call timed out after 500ms".into(),
         );
         assert_eq!(failure(&result), Some(timed_out));
         let meta = result.meta.as_ref().unwrap();
-        assert_eq!(
-            meta[crate::pipeline::error::ERROR_META_KEY]["name"],
-            "ToolTimeoutError"
-        );
+        assert_eq!(meta[ERROR_META_KEY]["name"], "ToolTimeoutError");
         assert_eq!(upstream.heard().await, Heard::Started("hang".into()));
         assert_eq!(upstream.heard().await, Heard::Cancelled("hang".into()));
+        assert!(
+            !invocation.cancel.is_cancelled(),
+            "the deadline is the dispatch's own signal, not the caller's"
+        );
     }
 
     /// The caller's own cancellation inside the budget is ABORTED, not TOOL_TIMEOUT: the
