@@ -22,6 +22,8 @@ pub mod invocation;
 pub mod outcome;
 pub mod sessions;
 pub mod stages;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod trace;
 pub mod validate;
 
@@ -503,3 +505,6 @@ pub fn upstream_failure(error: UpstreamError) -> ToolError {
         None => failure,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,9 +4,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, ready};
+// The system clock, except in tests that pause tokio's time to step through windows.
+use tokio::time::Instant;
 
 use super::{
     ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
