@@ -9,7 +9,8 @@
 //! ([`StdinClosed`]), so a long call can stop at once and the process exits promptly.
 //!
 //! `kv` can also serve streamable HTTP ([`serve_http`]), so the benchmark can compare the
-//! gateway over HTTP with a direct HTTP baseline; `conformance` serves only HTTP.
+//! gateway over HTTP with a direct HTTP baseline; `conformance` and `echo` (rmcp's server
+//! with every default, Nagle included) serve only HTTP.
 //!
 //! `kv`, `slow` and `dynamic` are classic session servers: they answer the pre-`initialize`
 //! `server/discover` probe with a JSON-RPC error ([`refuse_discover`]), so every client
