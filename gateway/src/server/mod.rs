@@ -13,6 +13,7 @@
 pub mod core;
 pub mod http;
 pub mod identity;
+pub mod limits;
 pub mod transport;
 
 use http::security::Credentials;

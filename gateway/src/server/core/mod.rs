@@ -24,6 +24,7 @@ pub mod revision;
 mod watch;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rmcp::ErrorData;
@@ -43,6 +44,7 @@ use crate::observe::sessions::Transport;
 use crate::pipeline::Session;
 use crate::relay::inputs::Inputs;
 use crate::relay::{ClientLink, ClientRequests};
+use crate::server::limits::Owner;
 
 /// How many messages to a client may wait on one of its streams.
 pub const STREAM_CAPACITY: usize = 64;
@@ -60,6 +62,10 @@ pub struct ClientSession {
     /// The calls in flight that the client may cancel by id, each with its cancellation.
     calls: Mutex<HashMap<RequestId, CancellationToken>>,
     parked: Parked,
+    /// Who the session belongs to, whose quotas its parked calls count against.
+    owner: Owner,
+    /// How many of its requests are being served now.
+    serving: Arc<AtomicUsize>,
     /// Cancelled when the session ends: every call and request of it with it.
     closed: CancellationToken,
 }
@@ -94,15 +100,16 @@ impl Served {
 }
 
 impl ClientSession {
-    /// A session with `profile` (`None`: the default), under the transport's session `id`
-    /// when it has one, whose messages outside requests go to `outbox`. `None` when the
-    /// profile does not exist.
+    /// A session of `owner` with `profile` (`None`: the default), under the transport's
+    /// session `id` when it has one, whose messages outside requests go to `outbox`.
+    /// `None` when the profile does not exist.
     pub fn open(
         gateway: Arc<Gateway>,
         profile: Option<&str>,
         transport: Transport,
         id: Option<&str>,
         outbox: mpsc::Sender<ServerJsonRpcMessage>,
+        owner: Owner,
     ) -> Option<Arc<Self>> {
         let session = gateway.new_session_under(profile, transport, id)?;
         Some(Arc::new(Self {
@@ -113,6 +120,8 @@ impl ClientSession {
             client: OnceLock::new(),
             calls: Mutex::default(),
             parked: Parked::default(),
+            owner,
+            serving: Arc::default(),
             closed: CancellationToken::new(),
         }))
     }
@@ -120,6 +129,12 @@ impl ClientSession {
     /// The session's id (the transport's, when it has one).
     pub fn id(&self) -> &str {
         &self.session.id
+    }
+
+    /// Whether a request of the session is being served now (a call parked for input is
+    /// not: its request was answered).
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Acquire) > 0
     }
 
     /// Serves any message the client sent: a request's answer, or `None` (notifications,
@@ -156,6 +171,7 @@ impl ClientSession {
         scope: Scope,
     ) -> impl Future<Output = Option<Served>> + Send + 'static {
         let delivery = self.gateway.drain().delivery();
+        let serving = Serving::enter(&self.serving);
         let meta = std::mem::take(request.get_meta_mut());
         let revision = Revision::of(&request, &meta, self.client.get());
         let cancel = self.closed.child_token();
@@ -166,6 +182,7 @@ impl ClientSession {
         }
         let this = self.clone();
         async move {
+            let _serving = serving;
             let revision = match revision {
                 Ok(revision) => revision,
                 Err(error) => {
@@ -242,12 +259,13 @@ impl ClientSession {
         let state = request_state(&request).map(str::to_owned);
         let parked = match state {
             Some(state) => {
-                let parked = self.parked.take(&state).ok_or_else(|| {
-                    ErrorData::invalid_params(
+                let parked = self.parked.take(&state).map_err(|refused| match refused {
+                    Some(expired) => expired.to_error(),
+                    None => ErrorData::invalid_params(
                         "requestState names no request waiting for input: it was answered \
                          already, waited too long, or was altered",
                         None,
-                    )
+                    ),
                 })?;
                 parked.link.next_round(stream, progress_token);
                 if let Some(responses) = input_responses(&request) {
@@ -292,7 +310,10 @@ impl ClientSession {
         }
         call.inputs.settled().await;
         let questions = call.inputs.questions();
-        let state = self.parked.park(call);
+        let state = self.parked.park(call, &self.owner).map_err(|refused| {
+            tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
+            refused.to_error()
+        })?;
         Ok(ServerResult::InputRequiredResult(InputRequiredResult::new(
             Some(questions),
             Some(state),
@@ -374,6 +395,22 @@ impl ClientSession {
 impl Drop for ClientSession {
     fn drop(&mut self) {
         self.end();
+    }
+}
+
+/// Counts one request as being served until dropped.
+struct Serving(Arc<AtomicUsize>);
+
+impl Serving {
+    fn enter(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

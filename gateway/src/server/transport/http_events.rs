@@ -26,10 +26,21 @@ use crate::state::{Published, SharedState, StateError, StoredEvent, parse_event_
 /// The last part of a session's standalone stream name.
 const STANDALONE: &str = "common";
 
-/// One event of a stream: its id, and the message (none for a priming event).
+/// One event of a stream: its id (empty for an event nobody can resume from), and the
+/// message (none for a priming event).
 pub struct Event {
     pub id: String,
     pub message: Option<ServerJsonRpcMessage>,
+}
+
+impl Event {
+    /// An event of a stream that is not recorded.
+    pub fn unrecorded(message: ServerJsonRpcMessage) -> Self {
+        Self {
+            id: String::new(),
+            message: Some(message),
+        }
+    }
 }
 
 /// The events of one stream as this replica writes them.

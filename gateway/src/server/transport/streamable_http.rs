@@ -56,6 +56,7 @@ use crate::server::core::decode::decode_message;
 use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served};
 use crate::server::http::draining::Held;
 use crate::server::http::security::Credentials;
+use crate::server::limits::{Holding, Owner, Permit, Quotas};
 use crate::server::session_profile;
 use crate::state::{SharedState, StateError};
 
@@ -70,12 +71,6 @@ const RELAY_YIELDS: usize = 4;
 /// Interval between keep-alive comments on a silent stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// How many sessions serving requests of 2026-07-28 an endpoint keeps before it drops
-/// those in no use; one serves each client identity and profile, so a gateway whose
-/// clients sign in with an identity provider would otherwise keep one for every user
-/// it ever saw.
-const STATELESS_KEPT: usize = 256;
-
 /// The streamable HTTP endpoint for one path (`/mcp` or `/mcp/{profile}`); a token bound
 /// to a profile overrides `profile` for the sessions it opens.
 #[derive(Clone)]
@@ -87,8 +82,13 @@ struct Endpoint {
     state: Arc<dyn SharedState>,
     /// The sessions this replica holds, by id.
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
-    /// The sessions that serve requests of 2026-07-28, by client identity and profile.
+    /// The sessions that serve requests of 2026-07-28, by client identity and profile;
+    /// at most `[listen.limits] stateless_sessions` beyond those serving a request (one
+    /// serves each client identity and profile, so a gateway whose clients sign in with
+    /// an identity provider would otherwise keep one for every user it ever saw).
     stateless: Mutex<HashMap<StatelessKey, Arc<ClientSession>>>,
+    /// What each identity may hold.
+    quotas: Arc<Quotas>,
     shutdown: CancellationToken,
 }
 
@@ -175,6 +175,7 @@ impl StreamableHttp {
     pub fn new(
         gateway: &Arc<Gateway>,
         profile: Option<String>,
+        quotas: Arc<Quotas>,
         shutdown: CancellationToken,
     ) -> Self {
         Self(Arc::new(Endpoint {
@@ -183,6 +184,7 @@ impl StreamableHttp {
             profile,
             sessions: Mutex::default(),
             stateless: Mutex::default(),
+            quotas,
             shutdown,
         }))
     }
@@ -241,7 +243,17 @@ impl Endpoint {
                     if let Err(refused) = stateless_context(&parts.headers, &request.request) {
                         return rpc_error(StatusCode::BAD_REQUEST, refused, Some(request.id));
                     }
-                    let session = self.stateless_session(&parts);
+                    let Some(session) = self.stateless_session(&parts) else {
+                        let profile = self.profile_of(&parts).unwrap_or_default();
+                        return rpc_error(
+                            StatusCode::NOT_FOUND,
+                            ErrorData::invalid_request(
+                                crate::server::unknown_profile(&profile),
+                                None,
+                            ),
+                            Some(request.id),
+                        );
+                    };
                     self.deliver(&session, JsonRpcMessage::Request(request), parts, true)
                         .await
                 }
@@ -276,7 +288,7 @@ impl Endpoint {
         let identity = credentials.and_then(Credentials::identity);
         let profile = session_profile(self.profile.as_deref(), credentials);
         let session_id = uuid::Uuid::new_v4().simple().to_string();
-        let Some(session) = self.hold(&session_id, profile.as_deref()) else {
+        let Some(session) = self.hold(&session_id, profile.as_deref(), identity.clone()) else {
             return text(
                 StatusCode::NOT_FOUND,
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
@@ -311,8 +323,14 @@ impl Endpoint {
         response
     }
 
-    /// Holds a new session under `id` on this replica; `None` for an unknown profile.
-    fn hold(&self, id: &str, profile: Option<&str>) -> Option<Arc<HttpSession>> {
+    /// Holds a new session of `identity` under `id` on this replica; `None` for an
+    /// unknown profile.
+    fn hold(
+        &self,
+        id: &str,
+        profile: Option<&str>,
+        identity: Option<String>,
+    ) -> Option<Arc<HttpSession>> {
         let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
         let core = ClientSession::open(
             self.gateway.clone(),
@@ -320,6 +338,7 @@ impl Endpoint {
             Transport::StreamableHttp,
             Some(id),
             outbox,
+            self.owner(identity),
         )?;
         let standalone = Arc::<Standalone>::default();
         let recorder = Recorder::standalone(self.state.clone(), id);
@@ -376,9 +395,8 @@ impl Endpoint {
                 format!("Not Found: session `{id}` never initialized; open a new one"),
             ));
         };
-        let credentials = parts.extensions.get::<Credentials>();
-        let profile = session_profile(self.profile.as_deref(), credentials);
-        let session = self.hold(id, profile.as_deref()).ok_or_else(|| {
+        let profile = self.profile_of(parts);
+        let session = self.hold(id, profile.as_deref(), identity).ok_or_else(|| {
             text(
                 StatusCode::NOT_FOUND,
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
@@ -388,19 +406,39 @@ impl Endpoint {
         Ok(session)
     }
 
-    /// The session serving this client's requests of 2026-07-28.
-    fn stateless_session(&self, parts: &http::request::Parts) -> Arc<ClientSession> {
+    /// The profile of a request's session: its token's, or the endpoint's.
+    fn profile_of(&self, parts: &http::request::Parts) -> Option<String> {
+        session_profile(
+            self.profile.as_deref(),
+            parts.extensions.get::<Credentials>(),
+        )
+    }
+
+    /// A session owner of `identity`, counted against this listener's quotas.
+    fn owner(&self, identity: Option<String>) -> Owner {
+        Owner {
+            identity,
+            quotas: self.quotas.clone(),
+        }
+    }
+
+    /// The session serving this client's requests of 2026-07-28; `None` when its profile
+    /// is gone (a reload removed the profile its path or token names).
+    fn stateless_session(&self, parts: &http::request::Parts) -> Option<Arc<ClientSession>> {
         let credentials = parts.extensions.get::<Credentials>();
-        let profile = session_profile(self.profile.as_deref(), credentials);
+        let profile = self.profile_of(parts);
         let key = (credentials.and_then(Credentials::identity), profile.clone());
         let mut stateless = self
             .stateless
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(session) = stateless.get(&key) {
-            return session.clone();
+            return Some(session.clone());
         }
-        forget_idle(&mut stateless, STATELESS_KEPT);
+        forget_idle(
+            &mut stateless,
+            self.quotas.limits().stateless_sessions.get(),
+        );
         // Nothing is sent outside a request's own stream: the outbox leads nowhere.
         let (outbox, _) = mpsc::channel(1);
         let id = stateless_id(&key);
@@ -410,10 +448,10 @@ impl Endpoint {
             Transport::StreamableHttp,
             Some(&id),
             outbox,
-        )
-        .expect("the endpoint's profile exists");
+            self.owner(key.0.clone()),
+        )?;
         stateless.insert(key, session.clone());
-        session
+        Some(session)
     }
 
     /// Hands `message` to `session`: a request's answer as plain JSON or a stream, other
@@ -438,6 +476,11 @@ impl Endpoint {
             request.request,
             ClientRequest::SubscriptionsListenRequest(_)
         );
+        // A listening stream stays open: it counts against its identity's streams.
+        let permit = match listens.then(|| self.stream_permit(&parts)).transpose() {
+            Ok(permit) => permit,
+            Err(refused) => return refused,
+        };
         let may_be_plain =
             !listens && !self.state.is_shared() && accepts(&parts.headers, "application/json");
         let (stream, mut sent) = mpsc::channel(STREAM_CAPACITY);
@@ -474,17 +517,30 @@ impl Endpoint {
                 () = tokio::time::sleep(PLAIN_WAIT) => silent = true,
             }
         }
-        let recorder = Recorder::request(self.state.clone(), session.id(), &id);
-        let priming = self.state.is_shared().then(|| recorder.priming());
+        // Only a session's client can resume a stream (with its session id): the streams
+        // of stateless requests are not recorded.
+        let recorder =
+            (!stateless).then(|| Recorder::request(self.state.clone(), session.id(), &id));
+        let priming = recorder
+            .as_ref()
+            .filter(|_| self.state.is_shared())
+            .map(Recorder::priming);
+        let record = move |message| match &recorder {
+            Some(recorder) => recorder.record(message),
+            None => Event::unrecorded(message),
+        };
         let messages = RequestStream {
             pending: first.into_iter().map(Outgoing::Message).collect(),
             sent: Some(sent),
             answer: Some(answer),
         }
         .into_stream()
-        .map(move |outgoing| match outgoing {
-            Outgoing::Message(message) => Some((recorder.record(message), None)),
-            Outgoing::Answer(message, delivery) => Some((recorder.record(message), Some(delivery))),
+        .map(move |outgoing| {
+            let _ = &permit;
+            match outgoing {
+                Outgoing::Message(message) => Some((record(message), None)),
+                Outgoing::Answer(message, delivery) => Some((record(message), Some(delivery))),
+            }
         });
         // A request silent for so long begins its stream with a keep-alive comment.
         let opening = priming
@@ -520,6 +576,10 @@ impl Endpoint {
                 Err(ResumeError::State(e)) => unavailable(&e),
             };
         }
+        let permit = match self.stream_permit(&parts) {
+            Ok(permit) => permit,
+            Err(refused) => return refused,
+        };
         let Some(events) = session.standalone.attach() else {
             return text(
                 StatusCode::CONFLICT,
@@ -532,7 +592,10 @@ impl Endpoint {
             .take_until(async move { shutdown.cancelled().await });
         let events = http_events::with_published(local, published, &id, self.state.replica());
         sse(
-            events.map(|event| Some((event, None))),
+            events.map(move |event| {
+                let _ = &permit;
+                Some((event, None))
+            }),
             CancellationToken::new().drop_guard(),
         )
     }
@@ -552,6 +615,21 @@ impl Endpoint {
         }
         self.forget(&id);
         StatusCode::NO_CONTENT.into_response()
+    }
+
+    /// A place among the streams the request's identity holds open; otherwise the
+    /// response that refuses the stream.
+    fn stream_permit(&self, parts: &http::request::Parts) -> Result<Permit, Response> {
+        let identity = parts
+            .extensions
+            .get::<Credentials>()
+            .and_then(Credentials::identity);
+        self.quotas
+            .acquire(Holding::Stream, identity.as_deref())
+            .map_err(|refused| {
+                tracing::warn!(code = refused.code(), "{refused}");
+                text(StatusCode::TOO_MANY_REQUESTS, refused.text())
+            })
     }
 
     /// Ends this replica's part of session `id`.
@@ -629,13 +707,20 @@ impl RequestStream {
     }
 }
 
-/// Drops the sessions in no use once there are `bound` or more. A session is in use while
-/// anything but the map holds it: a request it serves, a call of it waiting for input, a
-/// `subscriptions/listen` stream. A dropped one is opened again, under the same id, by
-/// its client's next request.
-fn forget_idle<K, V>(sessions: &mut HashMap<K, Arc<V>>, bound: usize) {
+/// Ends the sessions serving no request once there are `bound` or more: those idle, and
+/// those whose only work is calls parked for input, which are cancelled (their clients
+/// are told `requestState` names nothing). A session serving a request (a call, a
+/// `subscriptions/listen` stream) stays. An ended one is opened again, under the same
+/// id, by its client's next request.
+fn forget_idle<K>(sessions: &mut HashMap<K, Arc<ClientSession>>, bound: usize) {
     if sessions.len() >= bound {
-        sessions.retain(|_, session| Arc::strong_count(session) > 1);
+        sessions.retain(|_, session| {
+            let serving = session.is_serving();
+            if !serving {
+                session.end();
+            }
+            serving
+        });
     }
 }
 
@@ -652,7 +737,10 @@ fn sse(
             return Ok(SseEvent::default().comment(""));
         };
         drop(delivery);
-        let mut sse = SseEvent::default().id(event.id);
+        let mut sse = SseEvent::default();
+        if !event.id.is_empty() {
+            sse = sse.id(event.id);
+        }
         if let Some(message) = event.message {
             match serde_json::to_string(&message) {
                 Ok(json) => sse = sse.event("message").data(json),
@@ -811,24 +899,4 @@ fn text(status: StatusCode, text: String) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idle_sessions_are_dropped_only_beyond_the_bound_and_busy_ones_stay() {
-        let busy = Arc::new(0);
-        let mut sessions: HashMap<u32, Arc<u32>> = (1..3).map(|k| (k, Arc::new(k))).collect();
-        sessions.insert(0, busy.clone());
-        forget_idle(&mut sessions, 4);
-        assert_eq!(sessions.len(), 3, "below the bound all stay");
-        forget_idle(&mut sessions, 3);
-        assert_eq!(
-            sessions.keys().collect::<Vec<_>>(),
-            [&0],
-            "only the busy one stays"
-        );
-    }
 }
