@@ -404,13 +404,14 @@ impl SecurityGuard {
             found |= equal;
             index.conditional_assign(&(i as u32), equal);
         }
-        bool::from(found).then(|| {
-            let known = &self.tokens[index as usize];
-            Credentials {
-                token: Some(known.id),
-                subject: None,
-                profile: known.profile.clone(),
-            }
+        if !bool::from(found) {
+            return None;
+        }
+        let known = self.tokens.get(index as usize)?;
+        Some(Credentials {
+            token: Some(known.id),
+            subject: None,
+            profile: known.profile.clone(),
         })
     }
 

@@ -56,7 +56,7 @@ use crate::server::core::decode::decode_message;
 use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served};
 use crate::server::http::draining::Held;
 use crate::server::http::security::Credentials;
-use crate::server::limits::{Holding, Owner, Permit, Quotas};
+use crate::server::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
 use crate::server::session_profile;
 use crate::state::{SharedState, StateError};
 
@@ -479,7 +479,7 @@ impl Endpoint {
         // A listening stream stays open: it counts against its identity's streams.
         let permit = match listens.then(|| self.stream_permit(&parts)).transpose() {
             Ok(permit) => permit,
-            Err(refused) => return refused,
+            Err(refused) => return too_many(&refused),
         };
         let may_be_plain =
             !listens && !self.state.is_shared() && accepts(&parts.headers, "application/json");
@@ -578,7 +578,7 @@ impl Endpoint {
         }
         let permit = match self.stream_permit(&parts) {
             Ok(permit) => permit,
-            Err(refused) => return refused,
+            Err(refused) => return too_many(&refused),
         };
         let Some(events) = session.standalone.attach() else {
             return text(
@@ -617,19 +617,13 @@ impl Endpoint {
         StatusCode::NO_CONTENT.into_response()
     }
 
-    /// A place among the streams the request's identity holds open; otherwise the
-    /// response that refuses the stream.
-    fn stream_permit(&self, parts: &http::request::Parts) -> Result<Permit, Response> {
+    /// A place among the streams the request's identity holds open.
+    fn stream_permit(&self, parts: &http::request::Parts) -> Result<Permit, LimitError> {
         let identity = parts
             .extensions
             .get::<Credentials>()
             .and_then(Credentials::identity);
-        self.quotas
-            .acquire(Holding::Stream, identity.as_deref())
-            .map_err(|refused| {
-                tracing::warn!(code = refused.code(), "{refused}");
-                text(StatusCode::TOO_MANY_REQUESTS, refused.text())
-            })
+        self.quotas.acquire(Holding::Stream, identity.as_deref())
     }
 
     /// Ends this replica's part of session `id`.
@@ -787,6 +781,7 @@ fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
         | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
         | ErrorCode::HEADER_MISMATCH
         | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => StatusCode::BAD_REQUEST,
+        LIMIT_ERROR => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::OK,
     }
 }
@@ -847,8 +842,9 @@ fn stateless_id((identity, profile): &StatelessKey) -> String {
         hash.update([0]);
     }
     let digest = hash.finalize();
-    let hex: String = digest[..12]
+    let hex: String = digest
         .iter()
+        .take(12)
         .map(|byte| format!("{byte:02x}"))
         .collect();
     format!("stateless-{hex}")
@@ -877,6 +873,12 @@ fn rpc_error(status: StatusCode, error: ErrorData, id: Option<RequestId>) -> Res
     let mut response = axum::Json(message).into_response();
     *response.status_mut() = status;
     response
+}
+
+/// 429 for what a limit refused.
+fn too_many(refused: &LimitError) -> Response {
+    tracing::warn!(code = refused.code(), "{refused}");
+    text(StatusCode::TOO_MANY_REQUESTS, refused.text())
 }
 
 /// 503 for a request that needs the shared state while it cannot be reached.
