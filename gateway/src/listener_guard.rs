@@ -54,6 +54,9 @@
 //!
 //! [`check_bind`] is the start-up half: a non-loopback address without tokens is refused.
 
+// What every request passes through: nothing here may panic on what a client sends.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 use std::{
     convert::Infallible,
     future::Future,
@@ -431,13 +434,14 @@ impl SecurityGuard {
             found |= equal;
             index.conditional_assign(&(i as u32), equal);
         }
-        bool::from(found).then(|| {
-            let known = &self.tokens[index as usize];
-            Credentials {
-                token: Some(known.id),
-                subject: None,
-                profile: known.profile.clone(),
-            }
+        if !bool::from(found) {
+            return None;
+        }
+        let known = self.tokens.get(index as usize)?;
+        Some(Credentials {
+            token: Some(known.id),
+            subject: None,
+            profile: known.profile.clone(),
         })
     }
 

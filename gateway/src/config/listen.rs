@@ -19,6 +19,8 @@
 //! [listen.oauth]                         # also accept an identity provider's JWT access tokens
 //! issuer = "https://login.example.com"   # see `auth::resource` for every field
 //! audience = "https://gateway.example/mcp"
+//! [listen.limits]                        # what one client may hold: see [`ClientLimits`]
+//! max_parked_per_session = 32
 //! ```
 
 use std::fmt;
@@ -78,6 +80,75 @@ pub struct ListenConfig {
     /// Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<crate::auth::resource::ResourceConfig>,
+    /// `[listen.limits]`: what one client may hold at once.
+    #[serde(default)]
+    pub limits: ClientLimits,
+}
+
+/// `[listen.limits]`: how much one client may hold at once, so that nothing one client
+/// sends can exhaust the gateway. An identity is what the client's credentials name (a
+/// token, or an identity provider's subject); clients without credentials share one.
+/// Each limit, when reached, refuses what would pass it with an error code of its own
+/// (docs/error-codes.md).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientLimits {
+    /// Calls of one session waiting for the input their client was asked for (protocol
+    /// 2026-07-28), beyond which a call that asks is cancelled (`PARKED_SESSION_LIMIT`).
+    /// Default 32.
+    pub max_parked_per_session: NonZeroUsize,
+    /// The same across every session of one identity (`PARKED_IDENTITY_LIMIT`). Default
+    /// 128.
+    pub max_parked_per_identity: NonZeroUsize,
+    /// How long a parked call waits for its client's next round before a timer cancels it
+    /// (`INPUT_EXPIRED`). Default 300.
+    pub parked_ttl_secs: NonZeroU64,
+    /// How long a question asked of a client may stay unanswered, over all its rounds,
+    /// before the call is cancelled (`INPUT_EXPIRED`): a client that retries without
+    /// answering cannot keep a call forever. Default 600.
+    pub input_deadline_secs: NonZeroU64,
+    /// Sessions serving requests of 2026-07-28 (one per identity and profile) kept per
+    /// endpoint; past it, those serving no request are ended, their parked calls with
+    /// them. Default 256.
+    pub stateless_sessions: NonZeroUsize,
+    /// Messages in one legacy SSE `POST /message` batch (`SSE_BATCH_TOO_LONG`, 413).
+    /// Default 64.
+    pub max_batch: NonZeroUsize,
+    /// Requests of one legacy SSE session running at once; a `POST` that would pass it
+    /// is refused whole (`SSE_IN_FLIGHT_LIMIT`, 429). Default 64.
+    pub max_in_flight_per_session: NonZeroUsize,
+    /// Event streams one identity may hold open: `GET /sse`, a session's `GET /mcp` and
+    /// `subscriptions/listen` (`STREAM_LIMIT`, 429). Default 64.
+    pub max_streams_per_identity: NonZeroUsize,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        let count = |n: usize| NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN);
+        let secs = |n: u64| NonZeroU64::new(n).unwrap_or(NonZeroU64::MIN);
+        Self {
+            max_parked_per_session: count(32),
+            max_parked_per_identity: count(128),
+            parked_ttl_secs: secs(300),
+            input_deadline_secs: secs(600),
+            stateless_sessions: count(256),
+            max_batch: count(64),
+            max_in_flight_per_session: count(64),
+            max_streams_per_identity: count(64),
+        }
+    }
+}
+
+impl ClientLimits {
+    /// [`Self::parked_ttl_secs`] as a duration.
+    pub fn parked_ttl(&self) -> Duration {
+        Duration::from_secs(self.parked_ttl_secs.get())
+    }
+
+    /// [`Self::input_deadline_secs`] as a duration.
+    pub fn input_deadline(&self) -> Duration {
+        Duration::from_secs(self.input_deadline_secs.get())
+    }
 }
 
 impl ListenConfig {
@@ -167,6 +238,7 @@ impl Default for ListenConfig {
             ui: None,
             behind_proxy: false,
             oauth: None,
+            limits: ClientLimits::default(),
         }
     }
 }
@@ -295,6 +367,19 @@ mod tests {
             let error = toml::from_str::<ListenConfig>(zero).unwrap_err();
             assert!(error.to_string().contains("nonzero"), "{zero}: {error}");
         }
+    }
+
+    #[test]
+    fn client_limits_have_documented_defaults_and_refuse_zero() {
+        let limits = toml::from_str::<ListenConfig>("").unwrap().limits;
+        assert_eq!(limits, ClientLimits::default());
+        assert_eq!(limits.max_parked_per_session.get(), 32);
+        assert_eq!(limits.parked_ttl(), Duration::from_secs(300));
+        let config: ListenConfig =
+            toml::from_str("[limits]\nmax_batch = 4\nparked_ttl_secs = 2").unwrap();
+        assert_eq!(config.limits.max_batch.get(), 4);
+        assert_eq!(config.limits.parked_ttl(), Duration::from_secs(2));
+        assert!(toml::from_str::<ListenConfig>("[limits]\nmax_batch = 0").is_err());
     }
 
     #[test]

@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -46,7 +47,7 @@ pub struct Inputs {
 #[derive(Default)]
 struct Open {
     next_key: u64,
-    questions: BTreeMap<String, (InputRequest, Answer)>,
+    questions: BTreeMap<String, (InputRequest, Answer, Instant)>,
 }
 
 impl Inputs {
@@ -84,7 +85,8 @@ impl Inputs {
             Some(key) if !open.questions.contains_key(&key) => key,
             _ => format!("input-{}", open.next_key),
         };
-        open.questions.insert(key, (question, answer));
+        open.questions
+            .insert(key, (question, answer, Instant::now()));
         drop(open);
         self.asked.notify_waiters();
         self.asked.notify_one();
@@ -123,8 +125,13 @@ impl Inputs {
         self.lock()
             .questions
             .iter()
-            .map(|(key, (question, _))| (key.clone(), question.clone()))
+            .map(|(key, (question, _, _))| (key.clone(), question.clone()))
             .collect()
+    }
+
+    /// When the oldest question still open was asked.
+    pub fn oldest(&self) -> Option<Instant> {
+        self.lock().questions.values().map(|(_, _, at)| *at).min()
     }
 
     /// Hands each of the client's `responses` to the open question of its key. A
@@ -134,7 +141,7 @@ impl Inputs {
     pub fn answer(&self, responses: InputResponses) {
         let mut open = self.lock();
         for (key, response) in responses {
-            let Some((question, answer)) = open.questions.remove(&key) else {
+            let Some((question, answer, _)) = open.questions.remove(&key) else {
                 tracing::debug!(%key, "an input response answers no open question");
                 continue;
             };

@@ -243,18 +243,6 @@ impl SharedState for MemoryState {
         id
     }
 
-    fn append_event<'a>(
-        &'a self,
-        after: &'a str,
-        payload: &'a str,
-    ) -> BoxFuture<'a, Result<String, StateError>> {
-        // One counter numbers each stream's events, reserved ones included.
-        let appended = parse_event_id(after)
-            .map(|(stream, _)| self.append(stream, Some(payload.to_owned())))
-            .ok_or_else(|| StateError::Corrupt(format!("event id `{after}`")));
-        Box::pin(ready(appended))
-    }
-
     fn reserve_event_id(&self, stream: &str) -> String {
         self.append(stream, None)
     }

@@ -194,15 +194,6 @@ pub trait SharedState: Send + Sync + 'static {
     /// events sort after it.
     fn reserve_event_id(&self, stream: &str) -> String;
 
-    /// Appends an event (JSON) to the stream of event `after`, after that event and every
-    /// event the stream holds, whichever replica recorded them, once it is stored; its
-    /// globally unique id.
-    fn append_event<'a>(
-        &'a self,
-        after: &'a str,
-        payload: &'a str,
-    ) -> BoxFuture<'a, Result<String, StateError>>;
-
     /// The events of the stream of `event_id` after it, in order (empty when the stream
     /// or the event is no longer kept).
     fn events_after<'a>(

@@ -87,31 +87,14 @@ end
 return 1
 ";
 
-/// Appends one event after the stream's last and after sequence ARGV[4], keeps at most
-/// ARGV[2] of them, renews the stream's TTL.
-const APPEND_EVENT: &str = r"
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local seq = tonumber(ARGV[4]) + 1
-if last[2] and tonumber(last[2]) >= seq then
-  seq = tonumber(last[2]) + 1
-end
-redis.call('ZADD', KEYS[1], seq, seq .. ':' .. ARGV[1])
-redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[2]) + 1))
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return seq
-";
-
 pub struct RedisState {
     prefix: String,
     session_ttl: Duration,
-    event_ttl: Duration,
-    max_events: usize,
     replica: String,
     connection: Arc<OnceCell<ConnectionManager>>,
     ready: Arc<AtomicBool>,
     admit: Script,
     extend_chain: Script,
-    append_event: Script,
     set_log_level: Script,
     /// Events from the subscription, for [`SharedState::published`].
     published: tokio::sync::broadcast::Sender<Published>,
@@ -150,14 +133,11 @@ impl RedisState {
         Ok(RedisState {
             prefix: config.key_prefix.clone(),
             session_ttl: config.session_ttl(),
-            event_ttl: config.event_ttl(),
-            max_events: config.max_events_per_stream.max(1),
             replica,
             connection: connection.clone(),
             ready: ready.clone(),
             admit: Script::new(ADMIT),
             extend_chain: Script::new(EXTEND_CHAIN),
-            append_event: Script::new(APPEND_EVENT),
             set_log_level: Script::new(SET_LOG_LEVEL),
             published,
             recent,
@@ -506,30 +486,6 @@ impl SharedState for RedisState {
 
     fn reserve_event_id(&self, stream: &str) -> String {
         event_id(stream, self.events.reserve())
-    }
-
-    fn append_event<'a>(
-        &'a self,
-        after: &'a str,
-        payload: &'a str,
-    ) -> BoxFuture<'a, Result<String, StateError>> {
-        Box::pin(async move {
-            let (stream, after) = parse_event_id(after)
-                .ok_or_else(|| StateError::Corrupt(format!("event id `{after}`")))?;
-            let mut connection = self.connection()?;
-            let events = self.key("events", stream);
-            let result = self
-                .append_event
-                .key(&events)
-                .arg(payload)
-                .arg(self.max_events)
-                .arg(Self::secs(self.event_ttl))
-                .arg(after)
-                .invoke_async::<u64>(&mut connection)
-                .await;
-            let sequence = self.observe(result)?;
-            Ok(event_id(stream, sequence))
-        })
     }
 
     fn events_after<'a>(

@@ -24,6 +24,7 @@ pub mod revision;
 mod watch;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rmcp::ErrorData;
@@ -44,6 +45,7 @@ use crate::pipeline::Session;
 use crate::pipeline::sessions::Transport;
 use crate::relay::inputs::Inputs;
 use crate::relay::{ClientLink, ClientRequests};
+use crate::server::limits::Owner;
 
 /// How many messages to a client may wait on one of its streams.
 pub const STREAM_CAPACITY: usize = 64;
@@ -61,6 +63,10 @@ pub struct ClientSession {
     /// The calls in flight that the client may cancel by id, each with its cancellation.
     calls: Mutex<HashMap<RequestId, CancellationToken>>,
     parked: Parked,
+    /// Who the session belongs to, whose quotas its parked calls count against.
+    owner: Owner,
+    /// How many of its requests are being served now.
+    serving: Arc<AtomicUsize>,
     /// Cancelled when the session ends: every call and request of it with it.
     closed: CancellationToken,
 }
@@ -95,15 +101,16 @@ impl Served {
 }
 
 impl ClientSession {
-    /// A session with `profile` (`None`: the default), under the transport's session `id`
-    /// when it has one, whose messages outside requests go to `outbox`. `None` when the
-    /// profile does not exist.
+    /// A session of `owner` with `profile` (`None`: the default), under the transport's
+    /// session `id` when it has one, whose messages outside requests go to `outbox`.
+    /// `None` when the profile does not exist.
     pub fn open(
         gateway: Arc<Gateway>,
         profile: Option<&str>,
         transport: Transport,
         id: Option<&str>,
         outbox: mpsc::Sender<ServerJsonRpcMessage>,
+        owner: Owner,
     ) -> Option<Arc<Self>> {
         let session = gateway.new_session_under(profile, transport, id)?;
         Some(Arc::new(Self {
@@ -114,6 +121,8 @@ impl ClientSession {
             client: OnceLock::new(),
             calls: Mutex::default(),
             parked: Parked::default(),
+            owner,
+            serving: Arc::default(),
             closed: CancellationToken::new(),
         }))
     }
@@ -121,6 +130,12 @@ impl ClientSession {
     /// The session's id (the transport's, when it has one).
     pub fn id(&self) -> &str {
         &self.session.id
+    }
+
+    /// Whether a request of the session is being served now (a call parked for input is
+    /// not: its request was answered).
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Acquire) > 0
     }
 
     /// Takes the next message of a connection whose answers the transport delivers itself
@@ -178,6 +193,7 @@ impl ClientSession {
         scope: Scope,
     ) -> impl Future<Output = Option<Served>> + Send + 'static {
         let delivery = self.gateway.drain().delivery();
+        let serving = Serving::enter(&self.serving);
         let meta = std::mem::take(request.get_meta_mut());
         let revision = Revision::of(&request, &meta, self.client.get());
         let cancel = self.closed.child_token();
@@ -188,6 +204,7 @@ impl ClientSession {
         }
         let this = self.clone();
         async move {
+            let _serving = serving;
             let revision = match revision {
                 Ok(revision) => revision,
                 Err(error) => {
@@ -264,12 +281,13 @@ impl ClientSession {
         let state = request_state(&request).map(str::to_owned);
         let parked = match state {
             Some(state) => {
-                let parked = self.parked.take(&state).ok_or_else(|| {
-                    ErrorData::invalid_params(
+                let parked = self.parked.take(&state).map_err(|refused| match refused {
+                    Some(expired) => expired.to_error(),
+                    None => ErrorData::invalid_params(
                         "requestState names no request waiting for input: it was answered \
                          already, waited too long, or was altered",
                         None,
-                    )
+                    ),
                 })?;
                 parked.link.next_round(stream, progress_token);
                 if let Some(responses) = input_responses(&request) {
@@ -314,7 +332,10 @@ impl ClientSession {
         }
         call.inputs.settled().await;
         let questions = call.inputs.questions();
-        let state = self.parked.park(call);
+        let state = self.parked.park(call, &self.owner).map_err(|refused| {
+            tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
+            refused.to_error()
+        })?;
         Ok(ServerResult::InputRequiredResult(InputRequiredResult::new(
             Some(questions),
             Some(state),
@@ -420,6 +441,22 @@ impl Unasked {
             }
             answer => Ok(Unasked::Answer(Box::new(answer))),
         }
+    }
+}
+
+/// Counts one request as being served until dropped.
+struct Serving(Arc<AtomicUsize>);
+
+impl Serving {
+    fn enter(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -4,24 +4,31 @@
 //!
 //! A parked call is known by the `requestState` its client was given: a random token,
 //! which the client sends back unchanged with its answers. A token names nothing once
-//! its call was taken up again, and a call nobody takes up within [`PARKED_FOR`] is
-//! cancelled (its upstream is told) and forgotten. Parked calls live in the process that
-//! runs them: with replicas, the client's next round must reach the same replica.
+//! its call was taken up again. Parked calls live in the process that runs them: with
+//! replicas, the client's next round must reach the same replica.
+//!
+//! Each parked call costs memory (its task, its upstream's call), so what one client may
+//! park is bounded (`[listen.limits]`): a session holds at most `max_parked_per_session`
+//! and an identity `max_parked_per_identity` (a call that would pass either is cancelled
+//! and its request refused); a timer cancels a call nobody took up within
+//! `parked_ttl_secs`, or whose oldest question is older than `input_deadline_secs`, and
+//! the client that comes back later with its token is told so (`INPUT_EXPIRED`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
 
 use rmcp::ErrorData;
 use rmcp::model::ServerResult;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::relay::ClientLink;
 use crate::relay::inputs::Inputs;
+use crate::server::limits::{Holding, LimitError, Owner, Permit};
 
-/// How long a call waits for its client's next round before it is cancelled.
-pub const PARKED_FOR: Duration = Duration::from_secs(300);
+/// How many tokens of expired calls a session remembers, to tell their clients why.
+const EXPIRED_KEPT: usize = 256;
 
 /// A call that runs on while its client answers the questions it was asked.
 pub struct ParkedCall {
@@ -38,41 +45,134 @@ pub struct ParkedCall {
 /// The parked calls of one client session.
 #[derive(Default)]
 pub struct Parked {
-    calls: Mutex<HashMap<String, (ParkedCall, Instant)>>,
+    waiting: Arc<Mutex<Waiting>>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    calls: HashMap<String, Entry>,
+    /// Tokens of calls the timer cancelled, newest last, with why.
+    expired: VecDeque<(String, &'static str)>,
+}
+
+struct Entry {
+    call: ParkedCall,
+    /// The call's place in its identity's quota.
+    _permit: Permit,
+    /// The timer that cancels the call when it waits too long.
+    timer: AbortHandle,
 }
 
 impl Parked {
-    /// Parks `call`; the `requestState` that takes it up again.
-    pub fn park(&self, call: ParkedCall) -> String {
-        let state = uuid::Uuid::new_v4().simple().to_string();
-        let mut calls = self.lock();
-        calls.retain(|_, (call, parked)| {
-            let waiting = parked.elapsed() < PARKED_FOR;
-            if !waiting {
+    /// Parks `call` for `owner`; the `requestState` that takes it up again. A call past
+    /// the session's or the identity's limit is cancelled and refused.
+    pub fn park(&self, call: ParkedCall, owner: &Owner) -> Result<String, LimitError> {
+        let limits = owner.quotas.limits();
+        let mut waiting = self.lock();
+        let limit = limits.max_parked_per_session.get();
+        let permit = if waiting.calls.len() >= limit {
+            Err(LimitError::ParkedPerSession { limit })
+        } else {
+            owner.acquire(Holding::Parked)
+        };
+        let permit = match permit {
+            Ok(permit) => permit,
+            Err(refused) => {
                 call.cancel.cancel();
+                return Err(refused);
             }
-            waiting
-        });
-        calls.insert(state.clone(), (call, Instant::now()));
-        state
+        };
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        let now = Instant::now();
+        let idle = now + limits.parked_ttl();
+        let unanswered = call
+            .inputs
+            .oldest()
+            .map_or(idle, |asked| asked + limits.input_deadline());
+        let (deadline, why) = if unanswered < idle {
+            (
+                unanswered,
+                "its question went unanswered past [listen.limits] input_deadline_secs",
+            )
+        } else {
+            (
+                idle,
+                "its client did not come back within [listen.limits] parked_ttl_secs",
+            )
+        };
+        let timer = tokio::spawn(expire(
+            Arc::downgrade(&self.waiting),
+            state.clone(),
+            tokio::time::Instant::from_std(deadline),
+            why,
+        ))
+        .abort_handle();
+        waiting.calls.insert(
+            state.clone(),
+            Entry {
+                call,
+                _permit: permit,
+                timer,
+            },
+        );
+        Ok(state)
     }
 
-    /// The call `state` names, taken up again; `None` when it names none (expired, taken
-    /// up already, or not the gateway's).
-    pub fn take(&self, state: &str) -> Option<ParkedCall> {
-        self.lock().remove(state).map(|(call, _)| call)
+    /// The call `state` names, taken up again. Refused with `Some` reason when its timer
+    /// cancelled it, with `None` when it names nothing (taken up already, or not the
+    /// gateway's).
+    pub fn take(&self, state: &str) -> Result<ParkedCall, Option<LimitError>> {
+        let mut waiting = self.lock();
+        if let Some(entry) = waiting.calls.remove(state) {
+            entry.timer.abort();
+            return Ok(entry.call);
+        }
+        let expired = waiting
+            .expired
+            .iter()
+            .find(|(token, _)| token == state)
+            .map(|(_, why)| LimitError::InputExpired { why });
+        Err(expired)
     }
 
     /// Cancels every parked call: the session ended.
     pub fn cancel_all(&self) {
-        for (_, (call, _)) in self.lock().drain() {
-            call.cancel.cancel();
+        for (_, entry) in self.lock().calls.drain() {
+            entry.timer.abort();
+            entry.call.cancel.cancel();
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, (ParkedCall, Instant)>> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        lock(&self.waiting)
+    }
+}
+
+fn lock(waiting: &Mutex<Waiting>) -> MutexGuard<'_, Waiting> {
+    waiting
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// At `deadline`, cancels the call parked under `state` if it is still parked, and
+/// remembers why.
+async fn expire(
+    waiting: Weak<Mutex<Waiting>>,
+    state: String,
+    deadline: tokio::time::Instant,
+    why: &'static str,
+) {
+    tokio::time::sleep_until(deadline).await;
+    let Some(waiting) = waiting.upgrade() else {
+        return;
+    };
+    let mut waiting = lock(&waiting);
+    if let Some(entry) = waiting.calls.remove(&state) {
+        tracing::info!("a call parked for input was cancelled: {why}");
+        entry.call.cancel.cancel();
+        if waiting.expired.len() == EXPIRED_KEPT {
+            waiting.expired.pop_front();
+        }
+        waiting.expired.push_back((state, why));
     }
 }

@@ -118,11 +118,12 @@ async fn accept(
             tracing::warn!(
                 "{limit} HTTP connections open ([listen] max_connections); new clients wait"
             );
+            // The semaphore is never closed.
             permits
                 .clone()
                 .acquire_owned()
                 .await
-                .expect("the semaphore is never closed")
+                .map_err(io::Error::other)?
         }
     };
     loop {

@@ -22,6 +22,7 @@ use axum::response::IntoResponse;
 use axum::routing::{any, get};
 use tokio_util::sync::CancellationToken;
 
+use super::limits::Quotas;
 use super::transport::sse;
 use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
@@ -34,7 +35,8 @@ use crate::listener_guard::{self, SecurityLayer};
 pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
     let config = gateway.config();
     let guard = Arc::new(listener_guard::guard_for(&config)?);
-    let default = StreamableHttp::new(&gateway, None, shutdown.clone());
+    let quotas = Quotas::new(config.listen.limits.clone());
+    let default = StreamableHttp::new(&gateway, None, quotas.clone(), shutdown.clone());
     let mut router = Router::new();
     if let Some(oauth) = guard.resource_server() {
         router = metadata_routes(router, oauth);
@@ -48,7 +50,12 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .route("/metrics", get(metrics))
         .with_state(gateway.clone());
     for name in config.profiles.keys() {
-        let endpoint = StreamableHttp::new(&gateway, Some(name.clone()), shutdown.clone());
+        let endpoint = StreamableHttp::new(
+            &gateway,
+            Some(name.clone()),
+            quotas.clone(),
+            shutdown.clone(),
+        );
         router = router
             .route(&format!("/mcp/{name}"), mcp(endpoint.clone()))
             .route(&format!("/mcp/{name}/"), mcp(endpoint));
@@ -57,7 +64,7 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         router = router.merge(crate::ui::router(gateway.clone(), guard.clone()));
     }
     let router = router
-        .merge(sse::service(&gateway, shutdown))
+        .merge(sse::service(&gateway, quotas, shutdown))
         // The guard bounds every body; axum's own 2 MB default must not undercut it.
         .layer(axum::extract::DefaultBodyLimit::max(
             config.listen.max_body_bytes,

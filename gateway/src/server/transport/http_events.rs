@@ -7,8 +7,9 @@
 //! that wrote it. An event id of a request's stream also carries the request's id
 //! (`<stored id>#<hex of the request id's JSON>`): when the replica that served the
 //! request died before answering, the replay ends with a JSON-RPC error for the request,
-//! so the client stops waiting for an answer that can never come. A forged tag can only
-//! earn its sender an error on its own stream.
+//! so the client stops waiting for an answer that can never come. That error is made anew
+//! for each resumption and never stored: a forged id, which can only name a stream of the
+//! client's own session, earns its sender that error and writes nothing.
 //!
 //! Notifications outside any request (`list_changed`, resource updates, log messages) go
 //! to a session's standalone stream, the client's `GET`, which one replica holds; every
@@ -26,10 +27,21 @@ use crate::state::{Published, SharedState, StateError, StoredEvent, parse_event_
 /// The last part of a session's standalone stream name.
 const STANDALONE: &str = "common";
 
-/// One event of a stream: its id, and the message (none for a priming event).
+/// One event of a stream: its id (empty for an event nobody can resume from), and the
+/// message (none for a priming event).
 pub struct Event {
     pub id: String,
     pub message: Option<ServerJsonRpcMessage>,
+}
+
+impl Event {
+    /// An event of a stream that is not recorded.
+    pub fn unrecorded(message: ServerJsonRpcMessage) -> Self {
+        Self {
+            id: String::new(),
+            message: Some(message),
+        }
+    }
 }
 
 /// The events of one stream as this replica writes them.
@@ -158,10 +170,12 @@ pub async fn resume(
             ),
             Some(request.clone()),
         );
-        let payload = serde_json::to_string(&error).unwrap_or_default();
-        let id = state.append_event(stored, &payload).await?;
+        // Resuming from this id again gives the same error.
+        let last = events
+            .last()
+            .map_or(last_event_id, |event| event.id.as_str());
         events.push(Event {
-            id: tag(&id, request),
+            id: last.to_owned(),
             message: Some(error),
         });
     }

@@ -23,6 +23,12 @@
 //! token's profile, gets `403` and its body never reaches the session, so knowing a session
 //! id is not enough to act in it.
 //!
+//! What one client may hold is bounded (`[listen.limits]`): a batch has at most
+//! `max_batch` messages (`413`, `SSE_BATCH_TOO_LONG`), a session runs at most
+//! `max_in_flight_per_session` requests at once (a `POST` that would pass it is refused
+//! whole with `429`, `SSE_IN_FLIGHT_LIMIT`, and nothing of it runs), and an identity holds
+//! at most `max_streams_per_identity` open streams (`429`, `STREAM_LIMIT`).
+//!
 //! Errors the client sees: an unknown or closed session id gets `404`, a body that is not
 //! a JSON-RPC message gets `400` (the session lives on; if the body still names a request
 //! id, an error response for it is also sent on the stream so the caller is not left
@@ -42,9 +48,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use futures::Stream;
-use rmcp::model::ServerJsonRpcMessage;
-use tokio::sync::mpsc;
+use rmcp::model::{JsonRpcMessage, ServerJsonRpcMessage};
 use tokio::sync::mpsc::error::SendTimeoutError;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -53,6 +59,7 @@ use crate::listener_guard::Credentials;
 use crate::pipeline::sessions::Transport as SessionTransport;
 use crate::server::core::decode::decode_batch;
 use crate::server::core::{ClientSession, Served};
+use crate::server::limits::{Holding, LimitError, Owner, Permit, Quotas};
 use crate::server::{session_profile, unknown_profile};
 
 /// The query parameter that names the session in `POST /message`.
@@ -145,10 +152,11 @@ impl SseOutput {
 /// A path must name a profile that exists, even when a bound token overrides it;
 /// otherwise the stream is refused with 404. Cancelling `shutdown` ends every session and
 /// refuses new ones.
-pub fn service(gateway: &Arc<Gateway>, shutdown: CancellationToken) -> Router {
+pub fn service(gateway: &Arc<Gateway>, quotas: Arc<Quotas>, shutdown: CancellationToken) -> Router {
     let state = SseState {
         gateway: gateway.clone(),
         sessions: Arc::default(),
+        quotas,
         shutdown,
         config: SseServerConfig::default(),
     };
@@ -166,6 +174,8 @@ struct SessionEntry {
     opener: Option<Credentials>,
     session: Arc<ClientSession>,
     output: SseOutput,
+    /// A permit per request of the session running now.
+    in_flight: Arc<Semaphore>,
 }
 
 type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
@@ -174,6 +184,8 @@ type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
 struct SseState {
     gateway: Arc<Gateway>,
     sessions: Sessions,
+    /// What each identity may hold.
+    quotas: Arc<Quotas>,
     shutdown: CancellationToken,
     config: SseServerConfig,
 }
@@ -203,6 +215,17 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
         return text(StatusCode::NOT_FOUND, unknown_profile(named));
     }
     let opener = request.extensions().get::<Credentials>().cloned();
+    let owner = Owner {
+        identity: opener.as_ref().and_then(Credentials::identity),
+        quotas: state.quotas.clone(),
+    };
+    let permit = match owner.acquire(Holding::Stream) {
+        Ok(permit) => permit,
+        Err(refused) => {
+            tracing::warn!(code = refused.code(), "{refused}");
+            return text(StatusCode::TOO_MANY_REQUESTS, refused.text());
+        }
+    };
     let profile = session_profile(profile.as_deref(), opener.as_ref());
     let session_id = uuid::Uuid::new_v4().simple().to_string();
     let (outgoing_tx, outgoing_rx) = mpsc::channel(state.config.queue_capacity.max(1));
@@ -212,6 +235,7 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
         SessionTransport::Sse,
         Some(&session_id),
         outgoing_tx.clone(),
+        owner,
     ) else {
         return text(
             StatusCode::NOT_FOUND,
@@ -231,6 +255,9 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
             opener,
             session,
             output,
+            in_flight: Arc::new(Semaphore::new(
+                state.quotas.limits().max_in_flight_per_session.get(),
+            )),
         },
     );
     // The one place a session is forgotten: whoever ends it only cancels `closed`.
@@ -244,6 +271,7 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
         format!("/message?{SESSION_QUERY}={session_id}"),
         outgoing_rx,
         closed,
+        permit,
     );
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(state.config.keep_alive))
@@ -272,6 +300,8 @@ struct StreamState {
     outgoing: mpsc::Receiver<ServerJsonRpcMessage>,
     closed: CancellationToken,
     _close_on_drop: CloseOnDrop,
+    /// The stream's place among its identity's open streams.
+    _permit: Permit,
 }
 
 /// The `endpoint` event, then one `message` event per server message, until the session
@@ -280,12 +310,14 @@ fn event_stream(
     endpoint: String,
     outgoing: mpsc::Receiver<ServerJsonRpcMessage>,
     closed: CancellationToken,
+    permit: Permit,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
     let state = StreamState {
         endpoint: Some(endpoint),
         outgoing,
         _close_on_drop: CloseOnDrop(closed.clone()),
         closed,
+        _permit: permit,
     };
     futures::stream::unfold(state, |mut state| async move {
         if let Some(endpoint) = state.endpoint.take() {
@@ -346,13 +378,38 @@ async fn accept_message(
             );
         }
     };
+    let limits = state.quotas.limits();
+    if messages.len() > limits.max_batch.get() {
+        let refused = LimitError::BatchTooLong {
+            length: messages.len(),
+            limit: limits.max_batch.get(),
+        };
+        tracing::warn!(%session_id, code = refused.code(), "{refused}");
+        return text(StatusCode::PAYLOAD_TOO_LARGE, refused.text());
+    }
+    let request_count = messages
+        .iter()
+        .filter(|message| matches!(message, JsonRpcMessage::Request(_)))
+        .count();
+    let Some(mut permits) = in_flight(&entry.in_flight, request_count) else {
+        let refused = LimitError::InFlight {
+            limit: limits.max_in_flight_per_session.get(),
+        };
+        tracing::warn!(%session_id, code = refused.code(), "{refused}");
+        return text(StatusCode::TOO_MANY_REQUESTS, refused.text());
+    };
     let requests = TaskTracker::new();
     for message in messages {
         if entry.output.closed.is_cancelled() {
             return unknown_session(session_id);
         }
         let output = entry.output.clone();
+        // A request holds its place among the session's requests in flight until answered.
+        let permit = matches!(message, JsonRpcMessage::Request(_))
+            .then(|| permits.pop())
+            .flatten();
         let deliver = |served: Served| async move {
+            let _permit = permit;
             if let Err(e) = output.send(served.message).await {
                 tracing::debug!(code = e.code(), "an answer not delivered: {e}");
             }
@@ -360,6 +417,14 @@ async fn accept_message(
         entry.session.take(message, &requests, deliver).await;
     }
     text(StatusCode::ACCEPTED, "Accepted".into())
+}
+
+/// A permit for each of `requests` new requests of a session, or `None` when it has too
+/// few left.
+fn in_flight(permits: &Arc<Semaphore>, requests: usize) -> Option<Vec<OwnedSemaphorePermit>> {
+    (0..requests)
+        .map(|_| permits.clone().try_acquire_owned().ok())
+        .collect()
 }
 
 fn unknown_session(session_id: &str) -> Response {

@@ -33,6 +33,7 @@ use crate::lines::{LineTransport, LineWriter, encode};
 use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
 use crate::server::core::{ClientSession, STREAM_CAPACITY, Served};
+use crate::server::limits::{Owner, Quotas};
 use crate::server::{ServeError, session_profile};
 
 /// How long the messages queued when the session ends may take to be written.
@@ -46,12 +47,18 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let profile = session_profile(profile.as_deref(), None);
     let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
+    // The one client of the process: its own quotas.
+    let owner = Owner {
+        identity: None,
+        quotas: Quotas::new(gateway.config().listen.limits),
+    };
     let session = ClientSession::open(
         gateway,
         profile.as_deref(),
         Transport::Stdio,
         None,
         outbox.clone(),
+        owner,
     )
     .ok_or_else(|| ServeError::UnknownProfile(profile.clone().unwrap_or_default()))?;
     let (stdin, stdout) = streams();

@@ -56,6 +56,7 @@ use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::decode_message;
 use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served, Unasked};
 use crate::server::http::draining::Held;
+use crate::server::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
 use crate::server::session_profile;
 use crate::state::{SharedState, StateError};
 
@@ -70,12 +71,6 @@ const RELAY_YIELDS: usize = 4;
 /// Interval between keep-alive comments on a silent stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// How many sessions serving requests of 2026-07-28 an endpoint keeps before it drops
-/// those in no use; one serves each client identity and profile, so a gateway whose
-/// clients sign in with an identity provider would otherwise keep one for every user
-/// it ever saw.
-const STATELESS_KEPT: usize = 256;
-
 /// The streamable HTTP endpoint for one path (`/mcp` or `/mcp/{profile}`); a token bound
 /// to a profile overrides `profile` for the sessions it opens.
 #[derive(Clone)]
@@ -87,8 +82,13 @@ struct Endpoint {
     state: Arc<dyn SharedState>,
     /// The sessions this replica holds, by id.
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
-    /// The sessions that serve requests of 2026-07-28, by client identity and profile.
+    /// The sessions that serve requests of 2026-07-28, by client identity and profile;
+    /// at most `[listen.limits] stateless_sessions` beyond those serving a request (one
+    /// serves each client identity and profile, so a gateway whose clients sign in with
+    /// an identity provider would otherwise keep one for every user it ever saw).
     stateless: Mutex<HashMap<StatelessKey, Arc<ClientSession>>>,
+    /// What each identity may hold.
+    quotas: Arc<Quotas>,
     shutdown: CancellationToken,
 }
 
@@ -175,6 +175,7 @@ impl StreamableHttp {
     pub fn new(
         gateway: &Arc<Gateway>,
         profile: Option<String>,
+        quotas: Arc<Quotas>,
         shutdown: CancellationToken,
     ) -> Self {
         Self(Arc::new(Endpoint {
@@ -183,6 +184,7 @@ impl StreamableHttp {
             profile,
             sessions: Mutex::default(),
             stateless: Mutex::default(),
+            quotas,
             shutdown,
         }))
     }
@@ -241,7 +243,17 @@ impl Endpoint {
                     if let Err(refused) = stateless_context(&parts.headers, &request.request) {
                         return rpc_error(StatusCode::BAD_REQUEST, refused, Some(request.id));
                     }
-                    let session = self.stateless_session(&parts);
+                    let Some(session) = self.stateless_session(&parts) else {
+                        let profile = self.profile_of(&parts).unwrap_or_default();
+                        return rpc_error(
+                            StatusCode::NOT_FOUND,
+                            ErrorData::invalid_request(
+                                crate::server::unknown_profile(&profile),
+                                None,
+                            ),
+                            Some(request.id),
+                        );
+                    };
                     self.deliver(&session, JsonRpcMessage::Request(request), parts, true)
                         .await
                 }
@@ -276,7 +288,7 @@ impl Endpoint {
         let identity = credentials.and_then(Credentials::identity);
         let profile = session_profile(self.profile.as_deref(), credentials);
         let session_id = uuid::Uuid::new_v4().simple().to_string();
-        let Some(session) = self.hold(&session_id, profile.as_deref()) else {
+        let Some(session) = self.hold(&session_id, profile.as_deref(), identity.clone()) else {
             return text(
                 StatusCode::NOT_FOUND,
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
@@ -311,8 +323,14 @@ impl Endpoint {
         response
     }
 
-    /// Holds a new session under `id` on this replica; `None` for an unknown profile.
-    fn hold(&self, id: &str, profile: Option<&str>) -> Option<Arc<HttpSession>> {
+    /// Holds a new session of `identity` under `id` on this replica; `None` for an
+    /// unknown profile.
+    fn hold(
+        &self,
+        id: &str,
+        profile: Option<&str>,
+        identity: Option<String>,
+    ) -> Option<Arc<HttpSession>> {
         let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
         let core = ClientSession::open(
             self.gateway.clone(),
@@ -320,6 +338,7 @@ impl Endpoint {
             Transport::StreamableHttp,
             Some(id),
             outbox,
+            self.owner(identity),
         )?;
         let standalone = Arc::<Standalone>::default();
         let recorder = Recorder::standalone(self.state.clone(), id);
@@ -376,9 +395,8 @@ impl Endpoint {
                 format!("Not Found: session `{id}` never initialized; open a new one"),
             ));
         };
-        let credentials = parts.extensions.get::<Credentials>();
-        let profile = session_profile(self.profile.as_deref(), credentials);
-        let session = self.hold(id, profile.as_deref()).ok_or_else(|| {
+        let profile = self.profile_of(parts);
+        let session = self.hold(id, profile.as_deref(), identity).ok_or_else(|| {
             text(
                 StatusCode::NOT_FOUND,
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
@@ -388,19 +406,39 @@ impl Endpoint {
         Ok(session)
     }
 
-    /// The session serving this client's requests of 2026-07-28.
-    fn stateless_session(&self, parts: &http::request::Parts) -> Arc<ClientSession> {
+    /// The profile of a request's session: its token's, or the endpoint's.
+    fn profile_of(&self, parts: &http::request::Parts) -> Option<String> {
+        session_profile(
+            self.profile.as_deref(),
+            parts.extensions.get::<Credentials>(),
+        )
+    }
+
+    /// A session owner of `identity`, counted against this listener's quotas.
+    fn owner(&self, identity: Option<String>) -> Owner {
+        Owner {
+            identity,
+            quotas: self.quotas.clone(),
+        }
+    }
+
+    /// The session serving this client's requests of 2026-07-28; `None` when its profile
+    /// is gone (a reload removed the profile its path or token names).
+    fn stateless_session(&self, parts: &http::request::Parts) -> Option<Arc<ClientSession>> {
         let credentials = parts.extensions.get::<Credentials>();
-        let profile = session_profile(self.profile.as_deref(), credentials);
+        let profile = self.profile_of(parts);
         let key = (credentials.and_then(Credentials::identity), profile.clone());
         let mut stateless = self
             .stateless
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(session) = stateless.get(&key) {
-            return session.clone();
+            return Some(session.clone());
         }
-        forget_idle(&mut stateless, STATELESS_KEPT);
+        forget_idle(
+            &mut stateless,
+            self.quotas.limits().stateless_sessions.get(),
+        );
         // Nothing is sent outside a request's own stream: the outbox leads nowhere.
         let (outbox, _) = mpsc::channel(1);
         let id = stateless_id(&key);
@@ -410,10 +448,10 @@ impl Endpoint {
             Transport::StreamableHttp,
             Some(&id),
             outbox,
-        )
-        .expect("the endpoint's profile exists");
+            self.owner(key.0.clone()),
+        )?;
         stateless.insert(key, session.clone());
-        session
+        Some(session)
     }
 
     /// Hands `message` to `session`: a request's answer as plain JSON or a stream, other
@@ -437,6 +475,11 @@ impl Endpoint {
             request.request,
             ClientRequest::SubscriptionsListenRequest(_)
         );
+        // A listening stream stays open: it counts against its identity's streams.
+        let permit = match listens.then(|| self.stream_permit(&parts)).transpose() {
+            Ok(permit) => permit,
+            Err(refused) => return too_many(&refused),
+        };
         let may_be_plain =
             !listens && !self.state.is_shared() && accepts(&parts.headers, "application/json");
         let (stream, mut sent) = mpsc::channel(STREAM_CAPACITY);
@@ -473,17 +516,30 @@ impl Endpoint {
                 () = tokio::time::sleep(PLAIN_WAIT) => silent = true,
             }
         }
-        let recorder = Recorder::request(self.state.clone(), session.id(), &id);
-        let priming = self.state.is_shared().then(|| recorder.priming());
+        // Only a session's client can resume a stream (with its session id): the streams
+        // of stateless requests are not recorded.
+        let recorder =
+            (!stateless).then(|| Recorder::request(self.state.clone(), session.id(), &id));
+        let priming = recorder
+            .as_ref()
+            .filter(|_| self.state.is_shared())
+            .map(Recorder::priming);
+        let record = move |message| match &recorder {
+            Some(recorder) => recorder.record(message),
+            None => Event::unrecorded(message),
+        };
         let messages = RequestStream {
             pending: first.into_iter().map(Outgoing::Message).collect(),
             sent: Some(sent),
             answer: Some(answer),
         }
         .into_stream()
-        .map(move |outgoing| match outgoing {
-            Outgoing::Message(message) => Some((recorder.record(message), None)),
-            Outgoing::Answer(message, delivery) => Some((recorder.record(message), Some(delivery))),
+        .map(move |outgoing| {
+            let _ = &permit;
+            match outgoing {
+                Outgoing::Message(message) => Some((record(message), None)),
+                Outgoing::Answer(message, delivery) => Some((record(message), Some(delivery))),
+            }
         });
         // A request silent for so long begins its stream with a keep-alive comment.
         let opening = priming
@@ -519,6 +575,10 @@ impl Endpoint {
                 Err(ResumeError::State(e)) => unavailable(&e),
             };
         }
+        let permit = match self.stream_permit(&parts) {
+            Ok(permit) => permit,
+            Err(refused) => return too_many(&refused),
+        };
         let Some(events) = session.standalone.attach() else {
             return text(
                 StatusCode::CONFLICT,
@@ -531,7 +591,10 @@ impl Endpoint {
             .take_until(async move { shutdown.cancelled().await });
         let events = http_events::with_published(local, published, &id, self.state.replica());
         sse(
-            events.map(|event| Some((event, None))),
+            events.map(move |event| {
+                let _ = &permit;
+                Some((event, None))
+            }),
             CancellationToken::new().drop_guard(),
         )
     }
@@ -551,6 +614,15 @@ impl Endpoint {
         }
         self.forget(&id);
         StatusCode::NO_CONTENT.into_response()
+    }
+
+    /// A place among the streams the request's identity holds open.
+    fn stream_permit(&self, parts: &http::request::Parts) -> Result<Permit, LimitError> {
+        let identity = parts
+            .extensions
+            .get::<Credentials>()
+            .and_then(Credentials::identity);
+        self.quotas.acquire(Holding::Stream, identity.as_deref())
     }
 
     /// Ends this replica's part of session `id`.
@@ -628,13 +700,20 @@ impl RequestStream {
     }
 }
 
-/// Drops the sessions in no use once there are `bound` or more. A session is in use while
-/// anything but the map holds it: a request it serves, a call of it waiting for input, a
-/// `subscriptions/listen` stream. A dropped one is opened again, under the same id, by
-/// its client's next request.
-fn forget_idle<K, V>(sessions: &mut HashMap<K, Arc<V>>, bound: usize) {
+/// Ends the sessions serving no request once there are `bound` or more: those idle, and
+/// those whose only work is calls parked for input, which are cancelled (their clients
+/// are told `requestState` names nothing). A session serving a request (a call, a
+/// `subscriptions/listen` stream) stays. An ended one is opened again, under the same
+/// id, by its client's next request.
+fn forget_idle<K>(sessions: &mut HashMap<K, Arc<ClientSession>>, bound: usize) {
     if sessions.len() >= bound {
-        sessions.retain(|_, session| Arc::strong_count(session) > 1);
+        sessions.retain(|_, session| {
+            let serving = session.is_serving();
+            if !serving {
+                session.end();
+            }
+            serving
+        });
     }
 }
 
@@ -651,7 +730,10 @@ fn sse(
             return Ok(SseEvent::default().comment(""));
         };
         drop(delivery);
-        let mut sse = SseEvent::default().id(event.id);
+        let mut sse = SseEvent::default();
+        if !event.id.is_empty() {
+            sse = sse.id(event.id);
+        }
         if let Some(message) = event.message {
             match serde_json::to_string(&message) {
                 Ok(json) => sse = sse.event("message").data(json),
@@ -698,6 +780,7 @@ fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
         | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
         | ErrorCode::HEADER_MISMATCH
         | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => StatusCode::BAD_REQUEST,
+        LIMIT_ERROR => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::OK,
     }
 }
@@ -758,8 +841,9 @@ fn stateless_id((identity, profile): &StatelessKey) -> String {
         hash.update([0]);
     }
     let digest = hash.finalize();
-    let hex: String = digest[..12]
+    let hex: String = digest
         .iter()
+        .take(12)
         .map(|byte| format!("{byte:02x}"))
         .collect();
     format!("stateless-{hex}")
@@ -790,6 +874,12 @@ fn rpc_error(status: StatusCode, error: ErrorData, id: Option<RequestId>) -> Res
     response
 }
 
+/// 429 for what a limit refused.
+fn too_many(refused: &LimitError) -> Response {
+    tracing::warn!(code = refused.code(), "{refused}");
+    text(StatusCode::TOO_MANY_REQUESTS, refused.text())
+}
+
 /// 503 for a request that needs the shared state while it cannot be reached.
 fn unavailable(error: &StateError) -> Response {
     text(
@@ -810,24 +900,4 @@ fn text(status: StatusCode, text: String) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idle_sessions_are_dropped_only_beyond_the_bound_and_busy_ones_stay() {
-        let busy = Arc::new(0);
-        let mut sessions: HashMap<u32, Arc<u32>> = (1..3).map(|k| (k, Arc::new(k))).collect();
-        sessions.insert(0, busy.clone());
-        forget_idle(&mut sessions, 4);
-        assert_eq!(sessions.len(), 3, "below the bound all stay");
-        forget_idle(&mut sessions, 3);
-        assert_eq!(
-            sessions.keys().collect::<Vec<_>>(),
-            [&0],
-            "only the busy one stays"
-        );
-    }
 }
