@@ -304,7 +304,7 @@ impl ClientSession {
             answer = &mut call.task => return joined(answer),
             () = call.inputs.asked() => {}
             () = request.cancelled() => {
-                call.cancel.cancel();
+                call.abandon();
                 return joined(call.task.await);
             }
         }

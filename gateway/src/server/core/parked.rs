@@ -42,6 +42,15 @@ pub struct ParkedCall {
     pub cancel: CancellationToken,
 }
 
+impl ParkedCall {
+    /// Gives the call up: it is cancelled, and its open questions answered with none (an
+    /// upstream waiting for one is told).
+    pub fn abandon(&self) {
+        self.cancel.cancel();
+        self.inputs.close();
+    }
+}
+
 /// The parked calls of one client session.
 #[derive(Default)]
 pub struct Parked {
@@ -78,7 +87,7 @@ impl Parked {
         let permit = match permit {
             Ok(permit) => permit,
             Err(refused) => {
-                call.cancel.cancel();
+                call.abandon();
                 return Err(refused);
             }
         };
@@ -139,7 +148,7 @@ impl Parked {
     pub fn cancel_all(&self) {
         for (_, entry) in self.lock().calls.drain() {
             entry.timer.abort();
-            entry.call.cancel.cancel();
+            entry.call.abandon();
         }
     }
 
@@ -169,7 +178,7 @@ async fn expire(
     let mut waiting = lock(&waiting);
     if let Some(entry) = waiting.calls.remove(&state) {
         tracing::info!("a call parked for input was cancelled: {why}");
-        entry.call.cancel.cancel();
+        entry.call.abandon();
         if waiting.expired.len() == EXPIRED_KEPT {
             waiting.expired.pop_front();
         }
