@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use mcp_gateway_tests::streamable::{self, header, open_session, sse_events};
@@ -17,19 +18,42 @@ use serde_json::{Value, json};
 /// How long a test waits for anything that should happen within a second or two.
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// The probe takes both cores for a minute: it runs alone (write), the other tests side by
+/// side (read).
+static ALONE: RwLock<()> = RwLock::new(());
+
+/// Lets the other tests of this file run beside this one.
+fn beside_others() -> RwLockReadGuard<'static, ()> {
+    ALONE
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 const TOKEN_A: &str = "token-of-client-a-0123456789";
 const TOKEN_B: &str = "token-of-client-b-0123456789";
 
-/// The conformance example (whose `test_elicitation` asks its client mid-call) as
-/// upstream `conf`, and `limits` under `[listen.limits]`, with `more` after.
-fn asking_gateway(limits: &str, more: &str) -> (ListeningServer, Workspace, Gateway) {
-    let upstream = ListeningServer::conformance();
+/// A tool that asks its client for input mid-call: its name and arguments.
+type Asking = (&'static str, &'static str);
+
+/// `tests/servers/asks.py` (over stdio), whose `greet` asks for a name.
+const GREET: Asking = ("mcp__asks__greet", "{}");
+
+/// The conformance example (over streamable HTTP, and faster), whose `test_elicitation`
+/// asks.
+const CONFORMANCE: Asking = (
+    "mcp__conf__test_elicitation",
+    r#"{"message": "your name?"}"#,
+);
+
+/// A gateway in front of asks.py, with `limits` under `[listen.limits]` and `more` after.
+fn asking_gateway(limits: &str, more: &str) -> (Workspace, Gateway) {
     let workspace = Workspace::new(&format!(
-        "{}[listen.limits]\n{limits}\n{more}",
-        upstream.server_config("conf", "")
+        "[servers.asks]\ncommand = {}\nargs = [{}]\n[listen.limits]\n{limits}\n{more}",
+        toml_str(python().to_string_lossy()),
+        toml_str(repo().join("tests/servers/asks.py").to_string_lossy()),
     ));
     let gateway = workspace.serve_http(&[]);
-    (upstream, workspace, gateway)
+    (workspace, gateway)
 }
 
 /// The `_meta` of a stateless request (2026-07-28) of a client that can elicit.
@@ -40,10 +64,15 @@ fn meta() -> Value {
     })
 }
 
-/// A stateless `tools/call` of conf's `test_elicitation`, with `extra` params.
+/// A stateless `tools/call` of asks.py's `greet`, with `extra` params.
 fn elicit_call(id: u64, extra: Value) -> String {
-    let mut params = json!({"name": "mcp__conf__test_elicitation",
-                             "arguments": {"message": "your name?"}, "_meta": meta()});
+    call_of(GREET, id, extra)
+}
+
+/// A stateless `tools/call` of `tool`, with `extra` params.
+fn call_of((name, arguments): Asking, id: u64, extra: Value) -> String {
+    let arguments: Value = serde_json::from_str(arguments).unwrap();
+    let mut params = json!({"name": name, "arguments": arguments, "_meta": meta()});
     if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
         params.extend(extra.clone());
     }
@@ -96,7 +125,8 @@ fn logged(gateway: &Gateway, text: &str) {
 
 #[test]
 fn parked_calls_are_capped_per_session_and_identity() {
-    let (_upstream, _workspace, gateway) = asking_gateway(
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway(
         "max_parked_per_session = 2\nmax_parked_per_identity = 3",
         &format!(
             "[listen]\ntokens = [{}]\n[profiles.other]\nallow = [\"*\"]\n",
@@ -144,7 +174,8 @@ fn parked_calls_are_capped_per_session_and_identity() {
 
 #[test]
 fn a_parked_call_nobody_takes_up_is_cancelled_by_a_timer() {
-    let (_upstream, _workspace, gateway) = asking_gateway("parked_ttl_secs = 1", "");
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway("parked_ttl_secs = 1", "");
     let (status, answer, text) =
         stateless(gateway.address, "/mcp", None, &elicit_call(1, json!({})));
     assert_eq!(status, 200, "{text}");
@@ -160,7 +191,8 @@ fn a_parked_call_nobody_takes_up_is_cancelled_by_a_timer() {
 
 #[test]
 fn a_session_holding_parked_calls_leaves_the_stateless_table_past_its_bound() {
-    let (_upstream, _workspace, gateway) = asking_gateway(
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway(
         "stateless_sessions = 1",
         &format!(
             "[listen]\ntokens = [{}, {}]\n",
@@ -245,6 +277,7 @@ fn initialize(id: u64) -> Value {
 
 #[test]
 fn legacy_sse_batches_and_requests_in_flight_are_bounded() {
+    let _beside = beside_others();
     let workspace = Workspace::new(&format!(
         "{}[listen.limits]\nmax_batch = 4\nmax_in_flight_per_session = 2\n",
         example_server("kv", "kv")
@@ -293,6 +326,7 @@ fn read_until(stream: &mut TcpStream, needles: &[&str]) -> String {
 
 #[test]
 fn open_streams_are_capped_per_identity() {
+    let _beside = beside_others();
     let workspace = Workspace::new(&format!(
         "{}[listen]\ntokens = [{}, {}]\n[listen.limits]\nmax_streams_per_identity = 2\n",
         example_server("kv", "kv"),
@@ -343,7 +377,8 @@ fn raw_get_mcp(address: SocketAddr, session: &str, token: &str) -> (String, TcpS
 
 #[test]
 fn the_streams_of_stateless_requests_are_not_recorded() {
-    let (_upstream, _workspace, gateway) = asking_gateway("", "");
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway("", "");
     let (status, _, text) = http_request(
         gateway.address,
         "POST",
@@ -371,6 +406,7 @@ fn the_streams_of_stateless_requests_are_not_recorded() {
 
 #[test]
 fn a_forged_last_event_id_writes_nothing() {
+    let _beside = beside_others();
     let workspace = Workspace::new(&example_server("kv", "kv"));
     let gateway = workspace.serve_http(&[]);
     let session = open_session(gateway.address, None);
@@ -406,6 +442,7 @@ fn a_forged_last_event_id_writes_nothing() {
 
 #[test]
 fn the_rate_limiter_makes_no_session_record_for_sessions_of_other_transports() {
+    let _beside = beside_others();
     let workspace = Workspace::new(&format!(
         "{}[listen]\ntokens = [{}]\n[guards]\nmax_calls_per_minute = 100\n",
         example_server("kv", "kv"),
@@ -435,6 +472,7 @@ fn the_rate_limiter_makes_no_session_record_for_sessions_of_other_transports() {
 
 #[test]
 fn a_stateless_request_for_a_profile_a_reload_removed_is_refused_not_dropped() {
+    let _beside = beside_others();
     let workspace = Workspace::new(&format!(
         "{}[profiles.gone]\nallow = [\"*\"]\n",
         example_server("kv", "kv")
@@ -532,9 +570,15 @@ impl KeepAlive {
 fn twenty_thousand_parked_calls_are_refused_past_the_cap_in_bounded_memory() {
     const CALLS: u64 = 20_000;
     const CLIENTS: u64 = 16;
-    let (_upstream, _workspace, gateway) = asking_gateway("", "");
+    let _alone = ALONE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&upstream.server_config("conf", ""));
+    let gateway = workspace.serve_http(&[]);
     // A first call warms up the path (the upstream's connection, the session).
-    let (_, answer, text) = stateless(gateway.address, "/mcp", None, &elicit_call(0, json!({})));
+    let call = |id| call_of(CONFORMANCE, id, json!({}));
+    let (_, answer, text) = stateless(gateway.address, "/mcp", None, &call(0));
     parked_state(&answer, &text);
     let before = rss_mib(gateway.pid());
     let peak = RssPeak::watch(gateway.pid());
@@ -545,8 +589,7 @@ fn twenty_thousand_parked_calls_are_refused_past_the_cap_in_bounded_memory() {
                 let mut connection = KeepAlive::connect(address);
                 let (mut parked, mut refused) = (0, 0);
                 for n in 0..CALLS / CLIENTS {
-                    let (status, body) =
-                        connection.post(&elicit_call(1 + client * CALLS + n, json!({})));
+                    let (status, body) = connection.post(&call(1 + client * CALLS + n));
                     match status {
                         200 if body.contains("input_required") => parked += 1,
                         429 if body.contains("PARKED_") => refused += 1,

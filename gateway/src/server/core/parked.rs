@@ -74,8 +74,12 @@ struct Entry {
 
 impl Parked {
     /// Parks `call` for `owner`; the `requestState` that takes it up again. A call past
-    /// the session's or the identity's limit is cancelled and refused.
-    pub fn park(&self, call: ParkedCall, owner: &Owner) -> Result<String, LimitError> {
+    /// the session's or the identity's limit is abandoned and handed back with why.
+    pub fn park(
+        &self,
+        call: ParkedCall,
+        owner: &Owner,
+    ) -> Result<String, (LimitError, ParkedCall)> {
         let limits = owner.quotas.limits();
         let mut waiting = self.lock();
         let limit = limits.max_parked_per_session.get();
@@ -88,7 +92,7 @@ impl Parked {
             Ok(permit) => permit,
             Err(refused) => {
                 call.abandon();
-                return Err(refused);
+                return Err((refused, call));
             }
         };
         let state = uuid::Uuid::new_v4().simple().to_string();
