@@ -13,6 +13,13 @@
 //!
 //! Calls made by a `run_code` program are part of the run that makes them: they are
 //! never refused as new calls, and the run's own request covers their delivery.
+//!
+//! A client that got its answer usually has more to say before it lets go: an SDK may
+//! list the tools to check the result against the tool's output schema, then ends its
+//! session (`DELETE`, or closing its SSE stream), while its standalone stream stays
+//! open. So once every answer is out, [`Drain::linger`] keeps the sessions and the
+//! listener as they were during the drain (new sessions and calls refused, everything
+//! else served) until their clients have closed the sessions, for up to [`LINGER`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -24,6 +31,9 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 /// How long the answers of calls cancelled at the end of the grace period may take to
 /// reach their clients before the sessions close anyway.
 pub const CANCELLED_DELIVERY: Duration = Duration::from_secs(2);
+
+/// How long the sessions stay open after the drain for their clients to close them.
+pub const LINGER: Duration = Duration::from_secs(5);
 
 /// What a load balancer is told to wait before trying again, in seconds, when a new
 /// session is refused during a drain.
@@ -41,6 +51,10 @@ pub const CUT: &str = "the gateway is stopping: the shutdown grace period ended 
 /// never can: the client left).
 pub type Delivery = TaskTrackerToken;
 
+/// One client session that its client closes (streamable HTTP after `initialize`, legacy
+/// SSE); dropping it says the session ended.
+pub type OpenSession = TaskTrackerToken;
+
 /// The drain of one gateway process.
 #[derive(Default)]
 pub struct Drain {
@@ -50,6 +64,8 @@ pub struct Drain {
     deliveries: TaskTracker,
     /// Parent of every call's cancellation; cancelled when the grace period ends.
     calls: CancellationToken,
+    /// Every client session not yet closed.
+    sessions: TaskTracker,
 }
 
 impl Drain {
@@ -66,6 +82,26 @@ impl Drain {
     /// Counts one request as undelivered until the returned token is dropped.
     pub fn delivery(&self) -> Delivery {
         self.deliveries.token()
+    }
+
+    /// Counts one client session as open until the returned token is dropped.
+    pub fn open_session(&self) -> OpenSession {
+        self.sessions.token()
+    }
+
+    /// After the drain: waits for the clients to close their sessions, for up to
+    /// [`LINGER`].
+    pub async fn linger(&self) {
+        self.sessions.close();
+        if tokio::time::timeout(LINGER, self.sessions.wait())
+            .await
+            .is_err()
+        {
+            tracing::info!(
+                open = self.sessions.len(),
+                "sessions still open {LINGER:?} after the drain; closing them"
+            );
+        }
     }
 
     /// A cancellation token for one call, cancelled when the grace period ends.

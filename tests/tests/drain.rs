@@ -263,6 +263,39 @@ fn streamable_http_sigterm_delivers_the_call_in_flight_and_exits_0() {
     });
 }
 
+/// Issue 43, finding 8: the official Python SDK client, mid-call at SIGTERM, as a program
+/// would use it (no tool list first: the SDK then lists the tools after the result, to
+/// check it against the tool's output schema, and ends its session) sees its result and
+/// no error, over either transport, and the gateway exits 0 once the client let go.
+#[test]
+fn a_client_mid_call_at_sigterm_finishes_without_an_error() {
+    for transport in ["http", "sse"] {
+        let workspace = workspace(&grace(20_000));
+        let mut gateway = workspace.serve_http(&[]);
+        let client = spawn_python_client(
+            &client_args(&gateway, transport),
+            &json!([sleep_call(2000, "inflight")]),
+        );
+        started(&workspace, "inflight");
+        kill(gateway.pid(), libc::SIGTERM);
+        let run = python_client_output(client);
+        assert_eq!(
+            run["ok"],
+            true,
+            "{transport}: {run:#}\n{}",
+            gateway.log_text()
+        );
+        assert_slept(action_result(&run, 0), 2000);
+        assert_eq!(run["transport_errors"], json!([]), "{transport}: {run:#}");
+        let status = wait_exit(&mut gateway.child, PATIENCE);
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "{transport}: {status:?}: {}",
+            gateway.log_text()
+        );
+    }
+}
+
 #[test]
 fn legacy_sse_sigterm_delivers_the_call_in_flight_and_exits_0() {
     sigterm_mid_call("sse", |gateway| {

@@ -374,7 +374,11 @@ async fn watch_signals(
          (up to {grace:?}; signal again to stop at once)"
     );
     tokio::select! {
-        () = gateway.drain().run(grace) => tracing::info!("drained; closing sessions"),
+        () = async {
+            gateway.drain().run(grace).await;
+            tracing::info!("drained; waiting for clients to close their sessions");
+            gateway.drain().linger().await;
+        } => tracing::info!("closing sessions"),
         _ = term.recv() => tracing::warn!("second signal: stopping at once"),
         _ = int.recv() => tracing::warn!("second signal: stopping at once"),
     }

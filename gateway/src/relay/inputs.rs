@@ -129,6 +129,12 @@ impl Inputs {
             .collect()
     }
 
+    /// Gives up every open question: each gets no answer (the call that asked it was
+    /// abandoned), so what waits for it, such as an upstream's request, is answered.
+    pub fn close(&self) {
+        self.lock().questions.clear();
+    }
+
     /// When the oldest question still open was asked.
     pub fn oldest(&self) -> Option<Instant> {
         self.lock().questions.values().map(|(_, _, at)| *at).min()

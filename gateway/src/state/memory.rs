@@ -27,22 +27,49 @@ pub struct MemoryState {
 
 #[derive(Default)]
 struct Inner {
+    /// Streamable HTTP session records, made by [`SharedState::set_owner`] alone, so that
+    /// every record has its owner.
     sessions: HashMap<String, Session>,
+    /// The rate limiter's windows and the reminder's chains, of sessions of any transport
+    /// (as Redis keeps them under keys of their own).
+    usage: HashMap<String, Usage>,
     streams: HashMap<String, Stream>,
     /// Number of streams at which expired ones are next dropped: pruning waits for the
     /// map to double, so it costs O(1) per append.
     prune_streams_at: usize,
-    /// The same for sessions, which are created on first use.
+    /// The same for sessions, and for usage, which are created on first use.
     prune_sessions_at: usize,
+    prune_usage_at: usize,
 }
 
 struct Session {
     record: SessionRecord,
     last_used: Instant,
+}
+
+impl Expiring for Session {
+    fn last_used(&mut self) -> &mut Instant {
+        &mut self.last_used
+    }
+}
+
+struct Usage {
+    last_used: Instant,
     /// Admission times in the rate limiter's window.
     window: VecDeque<Instant>,
     /// The reminder chain: key of the last tracked call, and its length.
     chain: (String, u32),
+}
+
+impl Expiring for Usage {
+    fn last_used(&mut self) -> &mut Instant {
+        &mut self.last_used
+    }
+}
+
+/// An entry that ends once unused for the session TTL.
+trait Expiring {
+    fn last_used(&mut self) -> &mut Instant;
 }
 
 #[derive(Default)]
@@ -71,35 +98,53 @@ impl MemoryState {
 
     /// The live session `id` (expired ones are removed on the way), created when asked.
     fn session<'a>(&self, inner: &'a mut Inner, id: &str, create: bool) -> Option<&'a mut Session> {
+        let fresh = create.then(|| Session {
+            record: SessionRecord::default(),
+            last_used: Instant::now(),
+        });
+        let prune_at = &mut inner.prune_sessions_at;
+        self.live(&mut inner.sessions, prune_at, id, fresh)
+    }
+
+    /// The live usage of session `id`, created on first use.
+    fn usage<'a>(&self, inner: &'a mut Inner, id: &str) -> Option<&'a mut Usage> {
+        let fresh = Usage {
+            last_used: Instant::now(),
+            window: VecDeque::new(),
+            chain: (String::new(), 0),
+        };
+        let prune_at = &mut inner.prune_usage_at;
+        self.live(&mut inner.usage, prune_at, id, Some(fresh))
+    }
+
+    /// The entry `id` of `map` while used within the session TTL (an expired one is
+    /// removed on the way), `fresh` when there is none; expired entries are dropped
+    /// whenever the map has doubled since the last time.
+    fn live<'a, T: Expiring>(
+        &self,
+        map: &'a mut HashMap<String, T>,
+        prune_at: &mut usize,
+        id: &str,
+        fresh: Option<T>,
+    ) -> Option<&'a mut T> {
         let now = Instant::now();
-        let expired = inner
-            .sessions
-            .get(id)
-            .is_some_and(|s| now.duration_since(s.last_used) >= self.session_ttl);
-        if expired {
-            inner.sessions.remove(id);
+        let ttl = self.session_ttl;
+        let mut expired = |entry: &mut T| now.duration_since(*entry.last_used()) >= ttl;
+        if map.get_mut(id).is_some_and(&mut expired) {
+            map.remove(id);
         }
-        if create && !inner.sessions.contains_key(id) {
-            if inner.sessions.len() >= inner.prune_sessions_at {
-                let ttl = self.session_ttl;
-                inner
-                    .sessions
-                    .retain(|_, s| now.duration_since(s.last_used) < ttl);
-                inner.prune_sessions_at = (inner.sessions.len() * 2).max(64);
+        if let Some(fresh) = fresh
+            && !map.contains_key(id)
+        {
+            if map.len() >= *prune_at {
+                map.retain(|_, entry| !expired(entry));
+                *prune_at = (map.len() * 2).max(64);
             }
-            inner.sessions.insert(
-                id.to_owned(),
-                Session {
-                    record: SessionRecord::default(),
-                    last_used: now,
-                    window: VecDeque::new(),
-                    chain: (String::new(), 0),
-                },
-            );
+            map.insert(id.to_owned(), fresh);
         }
-        let session = inner.sessions.get_mut(id)?;
-        session.last_used = now;
-        Some(session)
+        let entry = map.get_mut(id)?;
+        *entry.last_used() = now;
+        Some(entry)
     }
 
     /// Appends `payload` to `stream` (nothing for a reserved id); the event's id.
@@ -176,7 +221,9 @@ impl SharedState for MemoryState {
     }
 
     fn end_session<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
-        self.lock().sessions.remove(id);
+        let mut inner = self.lock();
+        inner.sessions.remove(id);
+        inner.usage.remove(id);
         Box::pin(ready(Ok(())))
     }
 
@@ -188,22 +235,20 @@ impl SharedState for MemoryState {
     ) -> BoxFuture<'a, Result<bool, StateError>> {
         let now = Instant::now();
         let mut inner = self.lock();
-        let admitted = self
-            .session(&mut inner, session, true)
-            .is_some_and(|session| {
-                let times = &mut session.window;
-                while times
-                    .front()
-                    .is_some_and(|t| now.duration_since(*t) >= window)
-                {
-                    times.pop_front();
-                }
-                let room = times.len() < limit as usize;
-                if room {
-                    times.push_back(now);
-                }
-                room
-            });
+        let admitted = self.usage(&mut inner, session).is_some_and(|session| {
+            let times = &mut session.window;
+            while times
+                .front()
+                .is_some_and(|t| now.duration_since(*t) >= window)
+            {
+                times.pop_front();
+            }
+            let room = times.len() < limit as usize;
+            if room {
+                times.push_back(now);
+            }
+            room
+        });
         Box::pin(ready(Ok(admitted)))
     }
 
@@ -213,17 +258,15 @@ impl SharedState for MemoryState {
         key: &'a str,
     ) -> BoxFuture<'a, Result<u32, StateError>> {
         let mut inner = self.lock();
-        let count = self
-            .session(&mut inner, session, true)
-            .map_or(1, |session| {
-                let chain = &mut session.chain;
-                if chain.0 == key {
-                    chain.1 += 1;
-                } else {
-                    *chain = (key.to_owned(), 1);
-                }
-                chain.1
-            });
+        let count = self.usage(&mut inner, session).map_or(1, |session| {
+            let chain = &mut session.chain;
+            if chain.0 == key {
+                chain.1 += 1;
+            } else {
+                *chain = (key.to_owned(), 1);
+            }
+            chain.1
+        });
         Box::pin(ready(Ok(count)))
     }
 

@@ -326,16 +326,22 @@ impl ClientSession {
             answer = &mut call.task => return joined(answer),
             () = call.inputs.asked() => {}
             () = request.cancelled() => {
-                call.cancel.cancel();
+                call.abandon();
                 return joined(call.task.await);
             }
         }
         call.inputs.settled().await;
         let questions = call.inputs.questions();
-        let state = self.parked.park(call, &self.owner).map_err(|refused| {
-            tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
-            refused.to_error()
-        })?;
+        let state = match self.parked.park(call, &self.owner) {
+            Ok(state) => state,
+            Err((refused, call)) => {
+                tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
+                // The refusal waits for the call to end, so that a client sending call
+                // after call cannot leave their ends piling up behind it.
+                let _ = call.task.await;
+                return Err(refused.to_error());
+            }
+        };
         Ok(ServerResult::InputRequiredResult(InputRequiredResult::new(
             Some(questions),
             Some(state),

@@ -42,6 +42,15 @@ pub struct ParkedCall {
     pub cancel: CancellationToken,
 }
 
+impl ParkedCall {
+    /// Gives the call up: it is cancelled, and its open questions answered with none (an
+    /// upstream waiting for one is told).
+    pub fn abandon(&self) {
+        self.cancel.cancel();
+        self.inputs.close();
+    }
+}
+
 /// The parked calls of one client session.
 #[derive(Default)]
 pub struct Parked {
@@ -65,8 +74,12 @@ struct Entry {
 
 impl Parked {
     /// Parks `call` for `owner`; the `requestState` that takes it up again. A call past
-    /// the session's or the identity's limit is cancelled and refused.
-    pub fn park(&self, call: ParkedCall, owner: &Owner) -> Result<String, LimitError> {
+    /// the session's or the identity's limit is abandoned and handed back with why.
+    pub fn park(
+        &self,
+        call: ParkedCall,
+        owner: &Owner,
+    ) -> Result<String, (LimitError, ParkedCall)> {
         let limits = owner.quotas.limits();
         let mut waiting = self.lock();
         let limit = limits.max_parked_per_session.get();
@@ -78,8 +91,8 @@ impl Parked {
         let permit = match permit {
             Ok(permit) => permit,
             Err(refused) => {
-                call.cancel.cancel();
-                return Err(refused);
+                call.abandon();
+                return Err((refused, call));
             }
         };
         let state = uuid::Uuid::new_v4().simple().to_string();
@@ -139,7 +152,7 @@ impl Parked {
     pub fn cancel_all(&self) {
         for (_, entry) in self.lock().calls.drain() {
             entry.timer.abort();
-            entry.call.cancel.cancel();
+            entry.call.abandon();
         }
     }
 
@@ -169,7 +182,7 @@ async fn expire(
     let mut waiting = lock(&waiting);
     if let Some(entry) = waiting.calls.remove(&state) {
         tracing::info!("a call parked for input was cancelled: {why}");
-        entry.call.cancel.cancel();
+        entry.call.abandon();
         if waiting.expired.len() == EXPIRED_KEPT {
             waiting.expired.pop_front();
         }

@@ -54,6 +54,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::drain::OpenSession;
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
 use crate::pipeline::sessions::Transport as SessionTransport;
@@ -176,6 +177,8 @@ struct SessionEntry {
     output: SseOutput,
     /// A permit per request of the session running now.
     in_flight: Arc<Semaphore>,
+    /// Counts the session as open, for the drain to wait for its client to close it.
+    _open: OpenSession,
 }
 
 type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
@@ -258,6 +261,7 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
             in_flight: Arc::new(Semaphore::new(
                 state.quotas.limits().max_in_flight_per_session.get(),
             )),
+            _open: state.gateway.drain().open_session(),
         },
     );
     // The one place a session is forgotten: whoever ends it only cancels `closed`.

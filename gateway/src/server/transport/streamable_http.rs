@@ -49,7 +49,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::http_events::{self, Event, Recorder, ResumeError};
-use crate::drain::Delivery;
+use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
 use crate::pipeline::sessions::Transport;
@@ -100,6 +100,8 @@ struct HttpSession {
     core: Arc<ClientSession>,
     /// What the gateway sends the client outside any request.
     standalone: Arc<Standalone>,
+    /// Counts the session as open, for the drain to wait for its client to close it.
+    _open: OpenSession,
 }
 
 /// A session's standalone stream on this replica: every message to it is recorded (and so
@@ -343,7 +345,11 @@ impl Endpoint {
         let standalone = Arc::<Standalone>::default();
         let recorder = Recorder::standalone(self.state.clone(), id);
         tokio::spawn(standalone.clone().pump(queued, recorder));
-        let session = Arc::new(HttpSession { core, standalone });
+        let session = Arc::new(HttpSession {
+            core,
+            standalone,
+            _open: self.gateway.drain().open_session(),
+        });
         self.sessions().insert(id.to_owned(), session.clone());
         Some(session)
     }

@@ -1,0 +1,616 @@
+//! Issue 43: nothing one client sends can exhaust the gateway. Each finding of the
+//! security review, driven over HTTP against the built binary: calls parked for input
+//! are capped and expire by a timer, legacy SSE batches and requests in flight are
+//! bounded, streams are capped per identity, stateless streams are not recorded, a
+//! forged `Last-Event-ID` writes nothing, the limiter's records carry no false owner, and
+//! a profile removed by a reload is a 404 rather than a dropped connection. Then the
+//! 20,000-parked-call probe, repeated.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use mcp_gateway_tests::streamable::{self, header, open_session, sse_events};
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+/// How long a test waits for anything that should happen within a second or two.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The probe takes both cores for a minute: it runs alone (write), the other tests side by
+/// side (read).
+static ALONE: RwLock<()> = RwLock::new(());
+
+/// Lets the other tests of this file run beside this one.
+fn beside_others() -> RwLockReadGuard<'static, ()> {
+    ALONE
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const TOKEN_A: &str = "token-of-client-a-0123456789";
+const TOKEN_B: &str = "token-of-client-b-0123456789";
+
+/// A tool that asks its client for input mid-call: its name and arguments.
+type Asking = (&'static str, &'static str);
+
+/// `tests/servers/asks.py` (over stdio), whose `greet` asks for a name.
+const GREET: Asking = ("mcp__asks__greet", "{}");
+
+/// The conformance example (over streamable HTTP, and faster), whose `test_elicitation`
+/// asks.
+const CONFORMANCE: Asking = (
+    "mcp__conf__test_elicitation",
+    r#"{"message": "your name?"}"#,
+);
+
+/// A gateway in front of asks.py, with `limits` under `[listen.limits]` and `more` after.
+fn asking_gateway(limits: &str, more: &str) -> (Workspace, Gateway) {
+    let workspace = Workspace::new(&format!(
+        "[servers.asks]\ncommand = {}\nargs = [{}]\n[listen.limits]\n{limits}\n{more}",
+        toml_str(python().to_string_lossy()),
+        toml_str(repo().join("tests/servers/asks.py").to_string_lossy()),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    (workspace, gateway)
+}
+
+/// The `_meta` of a stateless request (2026-07-28) of a client that can elicit.
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    })
+}
+
+/// A stateless `tools/call` of asks.py's `greet`, with `extra` params.
+fn elicit_call(id: u64, extra: Value) -> String {
+    call_of(GREET, id, extra)
+}
+
+/// A stateless `tools/call` of `tool`, with `extra` params.
+fn call_of((name, arguments): Asking, id: u64, extra: Value) -> String {
+    let arguments: Value = serde_json::from_str(arguments).unwrap();
+    let mut params = json!({"name": name, "arguments": arguments, "_meta": meta()});
+    if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+        params.extend(extra.clone());
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+}
+
+/// POSTs a stateless request to `path`, with `token` when given; status and JSON body.
+fn stateless(
+    address: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, Value, String) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+    ];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
+    let (status, _, text) = http_request(address, "POST", path, &headers, body.as_bytes());
+    let answer = serde_json::from_str(&text).unwrap_or(Value::Null);
+    (status, answer, text)
+}
+
+/// The `requestState` of a call parked for input, asserting that it was.
+fn parked_state(answer: &Value, text: &str) -> String {
+    assert_eq!(answer["result"]["resultType"], "input_required", "{text}");
+    answer["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no requestState: {text}"))
+        .to_owned()
+}
+
+/// The stable code of a limit's JSON-RPC error.
+fn limit_code(answer: &Value) -> Option<&str> {
+    answer["error"]["data"]["code"].as_str()
+}
+
+/// Waits until the gateway's log contains `text`.
+fn logged(gateway: &Gateway, text: &str) {
+    assert!(
+        eventually(PATIENCE, || gateway.log_text().contains(text)),
+        "never logged `{text}`: {}",
+        gateway.log_text()
+    );
+}
+
+#[test]
+fn parked_calls_are_capped_per_session_and_identity() {
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway(
+        "max_parked_per_session = 2\nmax_parked_per_identity = 3",
+        &format!(
+            "[listen]\ntokens = [{}]\n[profiles.other]\nallow = [\"*\"]\n",
+            toml_str(TOKEN_A)
+        ),
+    );
+    // Two parked in the session of (A, default profile); the third is refused.
+    for id in 1..=2 {
+        let (status, answer, text) = stateless(
+            gateway.address,
+            "/mcp",
+            Some(TOKEN_A),
+            &elicit_call(id, json!({})),
+        );
+        assert_eq!(status, 200, "{text}");
+        parked_state(&answer, &text);
+    }
+    let (status, answer, text) = stateless(
+        gateway.address,
+        "/mcp",
+        Some(TOKEN_A),
+        &elicit_call(3, json!({})),
+    );
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(limit_code(&answer), Some("PARKED_SESSION_LIMIT"), "{text}");
+    // Another session of the same identity (another profile) has room for one more, as
+    // the identity's limit is three.
+    let (status, answer, text) = stateless(
+        gateway.address,
+        "/mcp/other",
+        Some(TOKEN_A),
+        &elicit_call(4, json!({})),
+    );
+    assert_eq!(status, 200, "{text}");
+    parked_state(&answer, &text);
+    let (status, answer, text) = stateless(
+        gateway.address,
+        "/mcp/other",
+        Some(TOKEN_A),
+        &elicit_call(5, json!({})),
+    );
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(limit_code(&answer), Some("PARKED_IDENTITY_LIMIT"), "{text}");
+}
+
+#[test]
+fn a_parked_call_nobody_takes_up_is_cancelled_by_a_timer() {
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway("parked_ttl_secs = 1", "");
+    let (status, answer, text) =
+        stateless(gateway.address, "/mcp", None, &elicit_call(1, json!({})));
+    assert_eq!(status, 200, "{text}");
+    let state = parked_state(&answer, &text);
+    // Nothing else is parked or sent: only a timer can cancel it.
+    logged(&gateway, "a call parked for input was cancelled");
+    let answers = json!({"requestState": state, "inputResponses": {}});
+    let (status, answer, text) = stateless(gateway.address, "/mcp", None, &elicit_call(2, answers));
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(limit_code(&answer), Some("INPUT_EXPIRED"), "{text}");
+    assert!(text.contains("parked_ttl_secs"), "{text}");
+}
+
+#[test]
+fn a_session_holding_parked_calls_leaves_the_stateless_table_past_its_bound() {
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway(
+        "stateless_sessions = 1",
+        &format!(
+            "[listen]\ntokens = [{}, {}]\n",
+            toml_str(TOKEN_A),
+            toml_str(TOKEN_B)
+        ),
+    );
+    let (_, answer, text) = stateless(
+        gateway.address,
+        "/mcp",
+        Some(TOKEN_A),
+        &elicit_call(1, json!({})),
+    );
+    let state = parked_state(&answer, &text);
+    // B's first request needs a session of its own: A's, serving no request, is ended.
+    let (_, answer, text) = stateless(
+        gateway.address,
+        "/mcp",
+        Some(TOKEN_B),
+        &elicit_call(2, json!({})),
+    );
+    parked_state(&answer, &text);
+    let answers = json!({"requestState": state, "inputResponses": {}});
+    let (status, answer, text) = stateless(
+        gateway.address,
+        "/mcp",
+        Some(TOKEN_A),
+        &elicit_call(3, answers),
+    );
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(answer["error"]["code"], -32602, "{text}");
+}
+
+/// Opens `GET /sse` (with `token`); the stream and its `/message` path.
+fn open_sse(address: SocketAddr, token: Option<&str>) -> Result<(TcpStream, String), String> {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "GET /sse HTTP/1.1\r\nHost: {address}\r\n{auth}Accept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    if !status.contains(" 200 ") {
+        let mut rest = String::new();
+        let _ = reader.read_to_string(&mut rest);
+        return Err(format!("{status}{rest}"));
+    }
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the SSE stream ended"
+        );
+        if let Some(path) = line.trim().strip_prefix("data:")
+            && path.contains("sessionId=")
+        {
+            return Ok((stream, path.trim().to_owned()));
+        }
+    }
+}
+
+fn post_message(address: SocketAddr, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
+    let (status, _, text) = http_request(address, "POST", path, &headers, body.as_bytes());
+    (status, text)
+}
+
+fn initialize(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": {"name": "limits", "version": "1"}}})
+}
+
+#[test]
+fn legacy_sse_batches_and_requests_in_flight_are_bounded() {
+    let _beside = beside_others();
+    let workspace = Workspace::new(&format!(
+        "{}[listen.limits]\nmax_batch = 4\nmax_in_flight_per_session = 2\n",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let (mut stream, path) = open_sse(gateway.address, None).unwrap();
+    let (status, text) = post_message(gateway.address, &path, None, &initialize(0).to_string());
+    assert_eq!(status, 202, "{text}");
+    let set = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "mcp__kv__set", "arguments": {"key": format!("k{id}"), "value": "v"}}})
+    };
+    let batch: Vec<Value> = (1..=5).map(set).collect();
+    let (status, text) = post_message(gateway.address, &path, None, &json!(batch).to_string());
+    assert_eq!(status, 413, "{text}");
+    assert!(text.starts_with("SSE_BATCH_TOO_LONG"), "{text}");
+    let batch: Vec<Value> = (11..=13).map(set).collect();
+    let (status, text) = post_message(gateway.address, &path, None, &json!(batch).to_string());
+    assert_eq!(status, 429, "{text}");
+    assert!(text.starts_with("SSE_IN_FLIGHT_LIMIT"), "{text}");
+    // What fits runs; nothing of the refused POSTs did (their answers would have come
+    // first).
+    let batch: Vec<Value> = (21..=22).map(set).collect();
+    let (status, text) = post_message(gateway.address, &path, None, &json!(batch).to_string());
+    assert_eq!(status, 202, "{text}");
+    let seen = read_until(&mut stream, &["\"id\":21", "\"id\":22"]);
+    for refused in [1, 2, 11, 12, 13] {
+        assert!(
+            !seen.contains(&format!("\"id\":{refused},")),
+            "request {refused} ran: {seen}"
+        );
+    }
+}
+
+/// Reads `stream` until everything in `needles` was seen; what was read.
+fn read_until(stream: &mut TcpStream, needles: &[&str]) -> String {
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    while !needles.iter().all(|needle| seen.contains(needle)) {
+        let n = stream.read(&mut buffer).unwrap();
+        assert!(n > 0, "the stream ended: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    seen
+}
+
+#[test]
+fn open_streams_are_capped_per_identity() {
+    let _beside = beside_others();
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [{}, {}]\n[listen.limits]\nmax_streams_per_identity = 2\n",
+        example_server("kv", "kv"),
+        toml_str(TOKEN_A),
+        toml_str(TOKEN_B)
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let first = open_sse(gateway.address, Some(TOKEN_A)).unwrap();
+    let session = {
+        let (status, headers, body) =
+            streamable::post(gateway.address, None, Some(TOKEN_A), streamable::INITIALIZE);
+        assert_eq!(status, 200, "{body}");
+        header(&headers, "mcp-session-id").unwrap().to_owned()
+    };
+    let (status, _get) = raw_get_mcp(gateway.address, &session, TOKEN_A);
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let refused = open_sse(gateway.address, Some(TOKEN_A)).unwrap_err();
+    assert!(
+        refused.contains(" 429 ") && refused.contains("STREAM_LIMIT"),
+        "{refused}"
+    );
+    // Another identity has its own.
+    let _other = open_sse(gateway.address, Some(TOKEN_B)).unwrap();
+    // A stream closed gives its place back.
+    drop(first);
+    assert!(
+        eventually(PATIENCE, || open_sse(gateway.address, Some(TOKEN_A))
+            .is_ok()),
+        "no place came back"
+    );
+}
+
+/// `GET /mcp` of `session`: the response head, and the connection held open.
+fn raw_get_mcp(address: SocketAddr, session: &str, token: &str) -> (String, TcpStream) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: {session}\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    (status, stream)
+}
+
+#[test]
+fn the_streams_of_stateless_requests_are_not_recorded() {
+    let _beside = beside_others();
+    let (_workspace, gateway) = asking_gateway("", "");
+    let (status, _, text) = http_request(
+        gateway.address,
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+        ],
+        elicit_call(1, json!({})).as_bytes(),
+    );
+    assert_eq!(status, 200, "{text}");
+    let events = sse_events(&text);
+    assert!(
+        events
+            .iter()
+            .any(|event| event.data.contains("input_required")),
+        "{text}"
+    );
+    assert!(
+        events.iter().all(|event| event.id.is_none()),
+        "events of a stream nobody can resume carry ids: {text}"
+    );
+}
+
+#[test]
+fn a_forged_last_event_id_writes_nothing() {
+    let _beside = beside_others();
+    let workspace = Workspace::new(&example_server("kv", "kv"));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let resume = |last: &str| {
+        http_request(
+            gateway.address,
+            "GET",
+            "/mcp",
+            &[
+                ("Accept", "text/event-stream"),
+                ("MCP-Protocol-Version", "2025-06-18"),
+                ("Mcp-Session-Id", &session),
+                ("Last-Event-ID", last),
+            ],
+            b"",
+        )
+    };
+    // A replica that never was, a stream the client names, a request id 7 (`37` in hex).
+    let forged = format!("gone-replica:{session}:chosen/5#37");
+    let (status, _, body) = resume(&forged);
+    assert_eq!(status, 200, "{body}");
+    let events = sse_events(&body);
+    assert_eq!(events.len(), 1, "{body}");
+    assert!(
+        events[0].data.contains("stopped before answering"),
+        "{body}"
+    );
+    // Nothing was stored under the name the client chose.
+    let (status, _, body) = resume(&format!("gone-replica:{session}:chosen/0"));
+    assert_eq!(status, 200, "{body}");
+    assert!(sse_events(&body).is_empty(), "an event was written: {body}");
+}
+
+#[test]
+fn the_rate_limiter_makes_no_session_record_for_sessions_of_other_transports() {
+    let _beside = beside_others();
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [{}]\n[guards]\nmax_calls_per_minute = 100\n",
+        example_server("kv", "kv"),
+        toml_str(TOKEN_A)
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let (mut stream, path) = open_sse(gateway.address, Some(TOKEN_A)).unwrap();
+    let sse_session = path.rsplit('=').next().unwrap().to_owned();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "mcp__kv__set", "arguments": {"key": "k", "value": "v"}}});
+    for message in [initialize(0), call] {
+        let (status, text) =
+            post_message(gateway.address, &path, Some(TOKEN_A), &message.to_string());
+        assert_eq!(status, 202, "{text}");
+    }
+    // The call went through the limiter once its answer is on the stream.
+    read_until(&mut stream, &["\"id\":1"]);
+    // The SSE session's id names no streamable HTTP session, for its own client too.
+    let (status, _, body) = streamable::post(
+        gateway.address,
+        Some(&sse_session),
+        Some(TOKEN_A),
+        streamable::INITIALIZED,
+    );
+    assert_eq!(status, 404, "{body}");
+}
+
+#[test]
+fn a_stateless_request_for_a_profile_a_reload_removed_is_refused_not_dropped() {
+    let _beside = beside_others();
+    let workspace = Workspace::new(&format!(
+        "{}[profiles.gone]\nallow = [\"*\"]\n",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let config = std::fs::read_to_string(workspace.config()).unwrap();
+    std::fs::write(
+        workspace.config(),
+        config.replace("[profiles.gone]\nallow = [\"*\"]\n", ""),
+    )
+    .unwrap();
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe { libc::kill(gateway.pid(), libc::SIGHUP) };
+    logged(&gateway, "configuration reloaded");
+    let list =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}});
+    let (status, answer, text) = stateless(gateway.address, "/mcp/gone", None, &list.to_string());
+    assert_eq!(status, 404, "{text}");
+    assert_eq!(answer["id"], 1, "{text}");
+    assert!(text.contains("unknown profile"), "{text}");
+}
+
+/// A client holding one keep-alive connection.
+struct KeepAlive {
+    reader: BufReader<TcpStream>,
+    address: SocketAddr,
+}
+
+impl KeepAlive {
+    fn connect(address: SocketAddr) -> KeepAlive {
+        let stream = TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        KeepAlive {
+            reader: BufReader::new(stream),
+            address,
+        }
+    }
+
+    /// POSTs a stateless request to `/mcp`; status and body (answers are plain JSON).
+    fn post(&mut self, body: &str) -> (u16, String) {
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.address,
+            body.len()
+        );
+        self.reader.get_mut().write_all(request.as_bytes()).unwrap();
+        let mut status = String::new();
+        self.reader.read_line(&mut status).unwrap();
+        let status = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (mut length, mut chunked) = (0, false);
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap();
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = value.contains("chunked");
+            }
+        }
+        if !chunked {
+            let mut body = vec![0; length];
+            self.reader.read_exact(&mut body).unwrap();
+            return (status, String::from_utf8_lossy(&body).into_owned());
+        }
+        let mut body = Vec::new();
+        loop {
+            let mut size = String::new();
+            self.reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            self.reader.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                return (status, String::from_utf8_lossy(&body).into_owned());
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
+}
+
+/// Issue 43's probe: 20,000 calls that ask for input over keep-alive connections. Past
+/// the cap they are refused, and the gateway's resident memory grows by under 50 MB.
+#[test]
+fn twenty_thousand_parked_calls_are_refused_past_the_cap_in_bounded_memory() {
+    const CALLS: u64 = 20_000;
+    const CLIENTS: u64 = 16;
+    let _alone = ALONE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&upstream.server_config("conf", ""));
+    let gateway = workspace.serve_http(&[]);
+    // A first call warms up the path (the upstream's connection, the session).
+    let call = |id| call_of(CONFORMANCE, id, json!({}));
+    let (_, answer, text) = stateless(gateway.address, "/mcp", None, &call(0));
+    parked_state(&answer, &text);
+    let before = rss_mib(gateway.pid());
+    let peak = RssPeak::watch(gateway.pid());
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let address = gateway.address;
+            std::thread::spawn(move || {
+                let mut connection = KeepAlive::connect(address);
+                let (mut parked, mut refused) = (0, 0);
+                for n in 0..CALLS / CLIENTS {
+                    let (status, body) = connection.post(&call(1 + client * CALLS + n));
+                    match status {
+                        200 if body.contains("input_required") => parked += 1,
+                        429 if body.contains("PARKED_") => refused += 1,
+                        _ => panic!("{status}: {body}"),
+                    }
+                }
+                (parked, refused)
+            })
+        })
+        .collect();
+    let (parked, refused) = clients
+        .into_iter()
+        .map(|client| client.join().unwrap())
+        .fold((0, 0), |(p, r), (cp, cr)| (p + cp, r + cr));
+    let peak = peak.stop();
+    eprintln!("parked {parked}, refused {refused}; resident {before} MiB, peak {peak} MiB");
+    // The default cap per session is 32, one of them the warm-up call.
+    assert_eq!(parked, 31, "refused {refused}");
+    assert_eq!(refused, CALLS - 31);
+    assert!(
+        peak < before + 50,
+        "resident memory grew from {before} MiB to {peak} MiB"
+    );
+}
