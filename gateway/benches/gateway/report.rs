@@ -140,10 +140,10 @@ pub fn write(rows: &[Row], started: &Started, target: &Path) {
 /// knows. A figure that is only in the scenario (sizes, memory of a summary row) stays
 /// there.
 fn table_row(row: &Row) -> String {
-    let micros = |value: f64| format!("{} µs", grouped(value, 0));
+    let micros = |value: f64| format!("{} µs", microseconds(value));
     let with_p99 = |p50: Option<f64>, p99: Option<f64>| {
         p50.map(|p50| match p99 {
-            Some(p99) => format!("{} (p99 {})", micros(p50), grouped(p99, 0)),
+            Some(p99) => format!("{} (p99 {})", micros(p50), microseconds(p99)),
             None => micros(p50),
         })
     };
@@ -208,6 +208,12 @@ fn table_row(row: &Row) -> String {
             hop
         }
     )
+}
+
+/// Microseconds as shown: a tenth under 10 µs (a pipeline stage costs a few), whole
+/// ones above.
+fn microseconds(value: f64) -> String {
+    grouped(value, if value < 10.0 { 1 } else { 0 })
 }
 
 /// `value` with `decimals` decimals and thousands separated by commas (12,605).
