@@ -151,6 +151,7 @@ fn shell_blocks_run_scripts_that_exist_and_parse() {
             match words.first() {
                 None => {}
                 Some(&"cargo") => check_cargo(&block, &words),
+                Some(&"podman" | &"docker") => check_container_build(&block, &words),
                 Some(program) => check_script(&block, program),
             }
         }
@@ -178,6 +179,18 @@ fn check_script(block: &Block, program: &str) {
         block.place(),
         String::from_utf8_lossy(&syntax.stderr)
     );
+}
+
+/// A container engine's command: the file it builds from (`-f`), if it names one, is the
+/// repository's.
+fn check_container_build(block: &Block, words: &[&str]) {
+    for file in values_of(words, "-f") {
+        assert!(
+            repo().join(file).is_file(),
+            "{}: {file} is not a file of the repository",
+            block.place()
+        );
+    }
 }
 
 /// A `cargo` command: the packages it names (`-p`) are the workspace's, and the benches
