@@ -276,7 +276,7 @@ fn a_client_mid_call_at_sigterm_finishes_without_an_error() {
             &client_args(&gateway, transport),
             &json!([sleep_call(2000, "inflight")]),
         );
-        started(&workspace, "inflight");
+        workspace.slow_call_started("inflight");
         kill(gateway.pid(), libc::SIGTERM);
         let run = python_client_output(client);
         assert_eq!(
