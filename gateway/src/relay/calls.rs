@@ -18,13 +18,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rmcp::model::{
     InputResponses, LoggingLevel, ProgressNotification, ProgressNotificationParam, ProgressToken,
     RequestId, RequestMetaObject, ServerNotification,
 };
 use rmcp::service::InboundStreamOrigin;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::link::ClientLink;
 use super::turns::Turns;
@@ -113,7 +114,14 @@ impl Caller {
 pub struct CallRoutes {
     calls: Arc<Mutex<Calls>>,
     turns: Arc<Turns>,
+    /// Woken whenever a request is entered.
+    entered: Arc<Notify>,
 }
+
+/// How long an upstream's request that names a call waits for that call to be entered.
+/// rmcp hands a request to its transport before the task that sent it can enter it, so
+/// an upstream that asks at once (an elicitation as a tool starts, say) can be quicker.
+const ENTRY_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct Calls {
@@ -199,6 +207,7 @@ impl CallRoutes {
         progress: Option<mpsc::Sender<ProgressNotificationParam>>,
     ) -> CallGuard {
         let mut calls = self.lock();
+        self.entered.notify_waiters();
         calls.by_progress.insert(token.clone(), id.clone());
         let tool = tool.map(str::to_owned);
         let route = Route {
@@ -249,6 +258,27 @@ impl CallRoutes {
     /// carried it, else the one session with calls in flight.
     pub fn caller_of(&self, origin: Option<&InboundStreamOrigin>) -> Result<Caller, Unrelated> {
         self.attribute(origin).map(|(caller, _)| caller)
+    }
+
+    /// [`Self::caller_of_request`], once the call the message came for (by the stream it
+    /// came on) has been entered, or [`ENTRY_WAIT`] has passed.
+    pub async fn caller_of_entered_request(
+        &self,
+        server: &str,
+        origin: Option<&InboundStreamOrigin>,
+    ) -> Result<Caller, Unrelated> {
+        let deadline = tokio::time::Instant::now() + ENTRY_WAIT;
+        loop {
+            let entered = self.entered.notified();
+            tokio::pin!(entered);
+            // Registered before the check, so an entry made in between is not missed.
+            entered.as_mut().enable();
+            let waiting = matches!(origin, Some(InboundStreamOrigin::OutboundRequest(id))
+                if !self.lock().by_request.contains_key(id));
+            if !waiting || tokio::time::timeout_at(deadline, entered).await.is_err() {
+                return self.caller_of_request(server, origin);
+            }
+        }
     }
 
     /// The caller an upstream's request belongs to, as [`Self::caller_of`]. When nothing
@@ -362,5 +392,59 @@ impl Drop for CallGuard {
         let mut calls = self.routes.lock();
         calls.by_request.remove(&self.id);
         calls.by_progress.remove(&self.token);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, NumberOrString};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn caller(session: &str) -> Caller {
+        let client = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("test", "1"),
+        );
+        let (messages, _) = mpsc::channel(1);
+        let link = ClientLink::new(
+            messages,
+            Arc::default(),
+            Arc::new(client),
+            CancellationToken::new(),
+        );
+        Caller::new(link, RequestMetaObject::new(), session)
+    }
+
+    #[tokio::test]
+    async fn a_request_that_comes_before_its_call_is_entered_waits_for_it() {
+        let routes = CallRoutes::default();
+        let id = RequestId::Number(7);
+        let origin = InboundStreamOrigin::OutboundRequest(id.clone());
+        let asked = {
+            let routes = routes.clone();
+            let origin = origin.clone();
+            tokio::spawn(async move {
+                routes
+                    .caller_of_entered_request("up", Some(&origin))
+                    .await
+                    .map(|caller| caller.session)
+            })
+        };
+        // The request is already waiting when the call that sent it is entered.
+        tokio::task::yield_now().await;
+        let token = ProgressToken(NumberOrString::Number(7));
+        let _entered = routes.enter(id, token, caller("s1"), Some("tool"));
+        let session = asked.await.unwrap().ok();
+        assert_eq!(session.as_deref(), Some("s1"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_for_a_call_never_entered_is_unrelated_after_the_wait() {
+        let routes = CallRoutes::default();
+        let origin = InboundStreamOrigin::OutboundRequest(RequestId::Number(9));
+        let answer = routes.caller_of_entered_request("up", Some(&origin)).await;
+        assert!(matches!(answer, Err(Unrelated::NoCall)));
     }
 }

@@ -109,7 +109,7 @@ pub async fn relay(
     let attributed = if kind == Kind::Ping {
         calls.caller_of(origin)
     } else {
-        calls.caller_of_request(server, origin)
+        calls.caller_of_entered_request(server, origin).await
     };
     let caller = match attributed {
         Ok(caller) => caller,
