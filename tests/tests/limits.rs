@@ -64,6 +64,19 @@ fn meta() -> Value {
     })
 }
 
+/// A gateway in front of the conformance example, with `limits` under `[listen.limits]`
+/// and `more` after: calls of several sessions of one client ask side by side there, as a
+/// stdio upstream's would take turns.
+fn conformance_gateway(limits: &str, more: &str) -> (ListeningServer, Workspace, Gateway) {
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&format!(
+        "{}[listen.limits]\n{limits}\n{more}",
+        upstream.server_config("conf", "")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    (upstream, workspace, gateway)
+}
+
 /// A stateless `tools/call` of asks.py's `greet`, with `extra` params.
 fn elicit_call(id: u64, extra: Value) -> String {
     call_of(GREET, id, extra)
@@ -126,7 +139,7 @@ fn logged(gateway: &Gateway, text: &str) {
 #[test]
 fn parked_calls_are_capped_per_session_and_identity() {
     let _beside = beside_others();
-    let (_workspace, gateway) = asking_gateway(
+    let (_upstream, _workspace, gateway) = conformance_gateway(
         "max_parked_per_session = 2\nmax_parked_per_identity = 3",
         &format!(
             "[listen]\ntokens = [{}]\n[profiles.other]\nallow = [\"*\"]\n",
@@ -139,7 +152,7 @@ fn parked_calls_are_capped_per_session_and_identity() {
             gateway.address,
             "/mcp",
             Some(TOKEN_A),
-            &elicit_call(id, json!({})),
+            &call_of(CONFORMANCE, id, json!({})),
         );
         assert_eq!(status, 200, "{text}");
         parked_state(&answer, &text);
@@ -148,7 +161,7 @@ fn parked_calls_are_capped_per_session_and_identity() {
         gateway.address,
         "/mcp",
         Some(TOKEN_A),
-        &elicit_call(3, json!({})),
+        &call_of(CONFORMANCE, 3, json!({})),
     );
     assert_eq!(status, 429, "{text}");
     assert_eq!(limit_code(&answer), Some("PARKED_SESSION_LIMIT"), "{text}");
@@ -158,7 +171,7 @@ fn parked_calls_are_capped_per_session_and_identity() {
         gateway.address,
         "/mcp/other",
         Some(TOKEN_A),
-        &elicit_call(4, json!({})),
+        &call_of(CONFORMANCE, 4, json!({})),
     );
     assert_eq!(status, 200, "{text}");
     parked_state(&answer, &text);
@@ -166,7 +179,7 @@ fn parked_calls_are_capped_per_session_and_identity() {
         gateway.address,
         "/mcp/other",
         Some(TOKEN_A),
-        &elicit_call(5, json!({})),
+        &call_of(CONFORMANCE, 5, json!({})),
     );
     assert_eq!(status, 429, "{text}");
     assert_eq!(limit_code(&answer), Some("PARKED_IDENTITY_LIMIT"), "{text}");
@@ -573,9 +586,7 @@ fn twenty_thousand_parked_calls_are_refused_past_the_cap_in_bounded_memory() {
     let _alone = ALONE
         .write()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let upstream = ListeningServer::conformance();
-    let workspace = Workspace::new(&upstream.server_config("conf", ""));
-    let gateway = workspace.serve_http(&[]);
+    let (_upstream, _workspace, gateway) = conformance_gateway("", "");
     // A first call warms up the path (the upstream's connection, the session).
     let call = |id| call_of(CONFORMANCE, id, json!({}));
     let (_, answer, text) = stateless(gateway.address, "/mcp", None, &call(0));
