@@ -33,10 +33,14 @@ fn call(name: &str, arguments: Value) -> Value {
 
 /// `kv` beside `hung`, an upstream that never answers `initialize`.
 fn kv_beside_a_hung_upstream() -> Workspace {
-    let workspace = Workspace::new("");
+    with_a_hung_upstream(Workspace::new(""), &example_server("kv", "kv"))
+}
+
+/// `workspace` with the servers of `servers` and `hung`, an upstream that never answers
+/// `initialize`, added to its configuration.
+fn with_a_hung_upstream(workspace: Workspace, servers: &str) -> Workspace {
     let config = format!(
-        "{}{}{}",
-        example_server("kv", "kv"),
+        "{servers}{}{}",
         misbehaving_server(
             "hung",
             "mute-on-init",
@@ -342,19 +346,10 @@ fn a_direct_call_right_after_initialize_waits_for_its_server() {
 #[test]
 fn the_first_list_over_stdio_waits_for_upstreams_still_starting_but_not_for_a_hung_one() {
     // Room for a loaded machine: `kv` is up about KV_START_DELAY_S after the gateway.
-    let workspace = late_kv_beside_a_broken_server("first_list_wait_ms = 10000");
-    let config = format!(
-        "{}{}{}",
-        example_server("slow", "slow"),
-        misbehaving_server(
-            "hung",
-            "mute-on-init",
-            &workspace.path("hung-events.jsonl"),
-            &[]
-        ),
-        std::fs::read_to_string(workspace.config()).unwrap(),
+    let workspace = with_a_hung_upstream(
+        late_kv_beside_a_broken_server("first_list_wait_ms = 10000"),
+        &example_server("slow", "slow"),
     );
-    std::fs::write(workspace.config(), config).unwrap();
     let started = Instant::now();
     let run = python_client(
         &stdio_at_once(&workspace),
