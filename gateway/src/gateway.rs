@@ -22,10 +22,10 @@ use crate::drain::{self, Drain};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::observe::telemetry::{Telemetry, Tracer};
-use crate::pipeline::sessions::{SessionDirectory, Transport};
+use crate::pipeline::sessions::{Sessions, Transport};
 use crate::pipeline::{
-    BoxFuture, BuiltinTool, CallRequest, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings,
-    Session, Target, ToolError,
+    BoxFuture, BuiltinTool, CallContext, CallRequest, ErrorCode, Invocation, Origin, Pipeline,
+    PipelineSettings, Target, ToolError,
 };
 use crate::policies;
 use crate::policies::activity::Activity;
@@ -106,8 +106,8 @@ pub struct Gateway {
     pub console_asks: Arc<ConsoleAsks>,
     /// The recent calls across sessions, with their traces.
     pub activity: Arc<Activity>,
-    /// The sessions open now.
-    pub sessions: SessionDirectory,
+    /// The sessions open now: the one registry.
+    pub sessions: Sessions,
     /// How the last reload went, if there was one.
     last_reload: Mutex<Option<ReloadReport>>,
     pub subscriptions: Arc<Subscriptions>,
@@ -164,7 +164,7 @@ impl Gateway {
             metrics: shared.metrics,
             console_asks: shared.console_asks,
             activity: shared.activity,
-            sessions: SessionDirectory::default(),
+            sessions: Sessions::default(),
             last_reload: Mutex::new(None),
             subscriptions,
             run_code: RunCodeTool::new(gateway.clone() as std::sync::Weak<dyn ToolHost>, budgets)
@@ -241,20 +241,22 @@ impl Gateway {
         self.policy().profiles.get(profile).is_some()
     }
 
-    /// A new downstream session with the named profile (`None` = the default profile),
-    /// listed in [`Self::sessions`] while it lives.
-    pub fn new_session(&self, profile: Option<&str>, transport: Transport) -> Option<Arc<Session>> {
-        self.new_session_under(profile, transport, None)
-    }
-
-    /// [`Self::new_session`] under the transport's session id when it has one (a
-    /// streamable HTTP session has the same id on every replica).
-    pub fn new_session_under(
+    /// A session of the console or the command line with the named profile (`None` = the
+    /// default profile), listed in [`Self::sessions`] while it lives.
+    pub fn new_session(
         &self,
         profile: Option<&str>,
         transport: Transport,
-        id: Option<&str>,
-    ) -> Option<Arc<Session>> {
+    ) -> Option<Arc<CallContext>> {
+        let context = self.new_context(profile, None)?;
+        self.sessions.enter(&context, transport, None, None);
+        Some(context)
+    }
+
+    /// What the pipeline will know of a new session with the named profile, under the
+    /// transport's session id when it has one (a streamable HTTP session has the same id
+    /// on every replica); `None` when the profile does not exist.
+    pub fn new_context(&self, profile: Option<&str>, id: Option<&str>) -> Option<Arc<CallContext>> {
         let policy = self.policy();
         let profile = policy.profiles.get(profile)?;
         let id = id.map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned);
@@ -263,13 +265,11 @@ impl Gateway {
                 .inspect_err(|e| tracing::warn!("session log disabled: {e}"))
                 .ok()
         });
-        let session = Arc::new(Session::new(id, profile, log));
-        self.sessions.register(&session, transport);
-        Some(session)
+        Some(Arc::new(CallContext::new(id, profile, log)))
     }
 
     /// What `session` may see of the catalog now.
-    pub fn view(&self, session: &Session) -> SessionView {
+    pub fn view(&self, session: &CallContext) -> SessionView {
         SessionView::new(self.registry.catalog(), session.profile.clone())
     }
 
@@ -280,7 +280,7 @@ impl Gateway {
     /// In `code` mode the client is shown only `run_code`, so its own direct calls of
     /// federated tools are not found; a program's calls are the session's calls and see
     /// everything the profile allows, whatever the presentation mode.
-    pub fn resolve(&self, session: &Session, name: &str, origin: &Origin) -> Option<Target> {
+    pub fn resolve(&self, session: &CallContext, name: &str, origin: &Origin) -> Option<Target> {
         if name == SEARCH_TOOLS {
             return (session.profile.catalog == CatalogMode::Search)
                 .then(|| Target::Builtin(self.search_tools.clone() as Arc<dyn BuiltinTool>));
@@ -307,7 +307,7 @@ impl Gateway {
     /// The tools `session` lists: `run_code` first when shown, then `search_tools` in a
     /// search catalog, then federated tools in lexicographic order — every visible one in
     /// a full catalog, the pinned ones and those the session found in a search catalog.
-    pub fn visible_tools(&self, session: &Session) -> Vec<Tool> {
+    pub fn visible_tools(&self, session: &CallContext) -> Vec<Tool> {
         let mut tools = Vec::new();
         if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
             tools.push(run_code.definition(session));
@@ -378,7 +378,7 @@ impl Gateway {
 
     /// Runs one call through the pipeline in force. During a drain a client's new call is
     /// refused; a run_code program's calls are part of a run already taken and go on.
-    pub async fn call(&self, session: &Arc<Session>, request: CallRequest) -> CallToolResult {
+    pub async fn call(&self, session: &Arc<CallContext>, request: CallRequest) -> CallToolResult {
         // A program's tool calls belong to a run already in flight: the drain lets them
         // through, or `shutdown_grace_ms` would not cover code mode.
         if request.origin == Origin::Client && self.drain.is_draining() {
@@ -428,7 +428,7 @@ impl Gateway {
     /// to (for at most that tool's timeout). A server's own start-up timeout bounds every
     /// wait, and so do the caller's cancellation and shutdown. Once every first attempt
     /// is over, this costs a scan of the upstreams.
-    async fn await_starting_upstreams(&self, session: &Session, request: &CallRequest) {
+    async fn await_starting_upstreams(&self, session: &CallContext, request: &CallRequest) {
         let profile = &session.profile;
         let name = request.name.as_str();
         let wait = if name == RUN_CODE || name == SEARCH_TOOLS {
@@ -468,30 +468,30 @@ impl Gateway {
 /// How `run_code` reaches the gateway: a program's calls run through the pipeline as
 /// calls of the caller's session.
 impl ToolHost for Gateway {
-    fn view(&self, session: &Session) -> SessionView {
+    fn view(&self, session: &CallContext) -> SessionView {
         Gateway::view(self, session)
     }
 
     fn call<'a>(
         &'a self,
-        session: &'a Arc<Session>,
+        session: &'a Arc<CallContext>,
         request: CallRequest,
     ) -> BoxFuture<'a, CallToolResult> {
         Box::pin(Gateway::call(self, session, request))
     }
 
-    fn search_index(&self, session: &Session) -> Arc<SearchIndex> {
+    fn search_index(&self, session: &CallContext) -> Arc<SearchIndex> {
         self.search_tools.index(session)
     }
 
-    fn concurrency_safe(&self, session: &Session, tool: &str) -> bool {
+    fn concurrency_safe(&self, session: &CallContext, tool: &str) -> bool {
         // Programs cannot overlap run_code itself: only federated tools can be safe.
         self.view(session)
             .tool(tool)
             .is_some_and(|tool| tool.concurrency_safe)
     }
 
-    fn pending_servers(&self, session: &Session) -> Vec<(String, String)> {
+    fn pending_servers(&self, session: &CallContext) -> Vec<(String, String)> {
         self.registry
             .upstreams()
             .iter()

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Mode;
 use crate::pipeline::{
-    BoxFuture, BuiltinTool, ErrorCode, Executor, Invocation, Session, ToolError,
+    BoxFuture, BuiltinTool, CallContext, ErrorCode, Executor, Invocation, ToolError,
 };
 use crate::registry::Registry;
 use crate::registry::search::{Hit, SearchIndex, SearchIndexes};
@@ -52,7 +52,7 @@ struct FoundState {
 
 impl Found {
     /// The session's found tools.
-    pub fn of(session: &Session) -> Found {
+    pub fn of(session: &CallContext) -> Found {
         session.with_state(|found: &mut Found| found.clone())
     }
 
@@ -153,13 +153,13 @@ impl SearchTool {
     }
 
     /// The index of the tools `session` may see in the current catalog.
-    pub fn index(&self, session: &Session) -> Arc<SearchIndex> {
+    pub fn index(&self, session: &CallContext) -> Arc<SearchIndex> {
         let view = SessionView::new(self.registry.catalog(), session.profile.clone());
         self.indexes.get(&view)
     }
 
     /// The matches for `query` among the tools `session` may see.
-    pub fn find(&self, session: &Session, query: &Query) -> Result<Vec<Hit>, ToolError> {
+    pub fn find(&self, session: &CallContext, query: &Query) -> Result<Vec<Hit>, ToolError> {
         let index = self.index(session);
         if let Some(server) = &query.server
             && !index.servers().contains_key(server.as_str())
@@ -177,7 +177,7 @@ impl SearchTool {
 }
 
 impl BuiltinTool for SearchTool {
-    fn definition(&self, session: &Session) -> Tool {
+    fn definition(&self, session: &CallContext) -> Tool {
         let index = self.index(session);
         let servers = format!(
             " This gateway holds {} tools from {}.",

@@ -12,8 +12,8 @@ use crate::config::Config;
 use crate::config::Mode;
 use crate::gateway::Gateway;
 use crate::observe::session_log;
+use crate::pipeline::CallContext;
 use crate::pipeline::CallRequest;
-use crate::pipeline::Session;
 use crate::pipeline::sessions::Transport;
 use crate::registry::search::Hit;
 use crate::search_tools::Query;
@@ -244,7 +244,7 @@ fn search(gateway: &Gateway, profile: Option<&str>, query: Query) -> Result<Vec<
 
 /// A session with `profile`, for one-shot commands. `run_code` is offered whatever the
 /// configured mode, since `run` and `sdk` are about it.
-fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, String> {
+fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<CallContext>, String> {
     let session = gateway
         .new_session(profile, Transport::Cli)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
@@ -252,7 +252,11 @@ fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, Str
         return Ok(session);
     }
     let profile = Arc::new(session.profile.with_mode(Mode::Both));
-    Ok(Arc::new(Session::new(session.id.clone(), profile, None)))
+    Ok(Arc::new(CallContext::new(
+        session.id.clone(),
+        profile,
+        None,
+    )))
 }
 
 async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {

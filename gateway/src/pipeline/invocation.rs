@@ -19,7 +19,7 @@ use rmcp::model::{CallToolResult, Tool};
 /// One downstream session (one "agent" in the spec): its profile and its log. What
 /// policies count per session (the reminder's chain, the rate limiter's window) is kept
 /// under its id in the shared state (`crate::state`), so replicas count together.
-pub struct Session {
+pub struct CallContext {
     /// For streamable HTTP, the transport's session id (the same on every replica).
     pub id: String,
     pub profile: Arc<Profile>,
@@ -29,7 +29,7 @@ pub struct Session {
     pub local: Mutex<http::Extensions>,
 }
 
-impl Session {
+impl CallContext {
     pub fn new(id: String, profile: Arc<Profile>, log: Option<SessionLog>) -> Self {
         Self {
             id,
@@ -77,7 +77,7 @@ pub trait Executor: Send + Sync {
 /// A tool the gateway implements itself (run_code): an executor with a definition of
 /// its own.
 pub trait BuiltinTool: Executor {
-    fn definition(&self, session: &Session) -> Tool;
+    fn definition(&self, session: &CallContext) -> Tool;
 }
 
 /// What a name resolved to.
@@ -125,7 +125,7 @@ impl CallRequest {
 
 /// A call on its way through the pipeline.
 pub struct Invocation {
-    pub session: Arc<Session>,
+    pub session: Arc<CallContext>,
     /// The name the caller used (federated, or `run_code`).
     pub tool: String,
     pub arguments: Option<JsonObject>,

@@ -42,7 +42,7 @@ use crate::registry::view::SessionView;
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
 use federated::FederatedExecutor;
-pub use invocation::{BuiltinTool, CallRequest, Executor, Invocation, Origin, Session, Target};
+pub use invocation::{BuiltinTool, CallContext, CallRequest, Executor, Invocation, Origin, Target};
 pub use outcome::{
     AdditionalContext, BoxFuture, ContextSource, GateDecision, PostDecision, ToolOutcome,
 };

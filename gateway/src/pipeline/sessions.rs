@@ -1,16 +1,21 @@
-//! The sessions open now, for the operator console's Sessions page: how each client
-//! connected, who it says it is, its profile, how many calls it made and since when.
+//! The one registry of the sessions this process serves: the client sessions of the
+//! session core (stdio, legacy SSE, streamable HTTP, and those serving stateless 2026-07-28
+//! requests), the console's own sessions and the command line's.
 //!
-//! The directory holds sessions weakly: a session ends when its transport drops it, and
-//! the directory forgets it at the next listing.
+//! The session core enters and ends its sessions here; transports find a session here,
+//! through the one owner check ([`Sessions::find`]); the console lists them from here.
+//! A client session of the core is held until it ends, as a [`Live`] (this module sits
+//! below the core, which gets its own type back with [`Sessions::find`]'s downcast); a
+//! console or command-line session is held weakly and forgotten once its holder lets go.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::Session;
+use super::CallContext;
 use crate::approvals::unix_ms;
 
 /// Calls a session has made (kept in the session's own state; the activity observer
@@ -44,31 +49,136 @@ pub struct SessionSummary {
     pub since_ms: u64,
 }
 
+/// What the registry needs of a client session of the session core.
+pub trait Live: Any + Send + Sync {
+    /// The session's id.
+    fn id(&self) -> &str;
+    /// Whether a request of the session is being served now.
+    fn is_serving(&self) -> bool;
+    /// Ends the session (and takes it out of the registry).
+    fn end(&self);
+}
+
+/// Why a session id finds no session for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No session of that id is open here.
+    Unknown,
+    /// The session belongs to other credentials.
+    NotYours,
+}
+
+/// Whose stateless requests (2026-07-28) a session serves: the client's identity and
+/// the profile.
+pub type StatelessKey = (Option<String>, Option<String>);
+
 struct Entry {
-    session: Weak<Session>,
+    context: Weak<CallContext>,
+    /// The core's session; `None` for a console or command-line session.
+    live: Option<Arc<dyn Live>>,
     transport: Transport,
+    /// The identity of the credentials that opened it (`None`: none were needed).
+    owner: Option<String>,
     client: Option<(String, String)>,
     since_ms: u64,
 }
 
-/// The open sessions. Share it with `Arc`.
+/// The sessions of this process. Share it with `Arc`.
 #[derive(Default)]
-pub struct SessionDirectory {
-    entries: Mutex<BTreeMap<String, Entry>>,
+pub struct Sessions {
+    entries: Mutex<HashMap<Arc<str>, Entry>>,
+    /// The sessions serving stateless requests, by identity and profile.
+    stateless: Mutex<HashMap<StatelessKey, Arc<dyn Live>>>,
 }
 
-impl SessionDirectory {
-    /// Adds a new session.
-    pub fn register(&self, session: &Arc<Session>, transport: Transport) {
+impl Sessions {
+    /// Enters a session of `owner`. `live`: the core's session, held until it ends;
+    /// without it the session is listed while `context` lives.
+    pub fn enter(
+        &self,
+        context: &Arc<CallContext>,
+        transport: Transport,
+        owner: Option<String>,
+        live: Option<Arc<dyn Live>>,
+    ) {
         self.lock().insert(
-            session.id.clone(),
+            context.id.as_str().into(),
             Entry {
-                session: Arc::downgrade(session),
+                context: Arc::downgrade(context),
+                live,
                 transport,
+                owner,
                 client: None,
                 since_ms: unix_ms(SystemTime::now()),
             },
         );
+    }
+
+    /// The session `id` names, for a request of `identity`.
+    pub fn find<T: Live>(&self, id: &str, identity: Option<&str>) -> Result<Arc<T>, Refused> {
+        let entries = self.lock();
+        let entry = entries.get(id).ok_or(Refused::Unknown)?;
+        check_owner(entry.owner.as_deref(), identity)?;
+        let live: Arc<dyn Any + Send + Sync> = entry.live.clone().ok_or(Refused::Unknown)?;
+        live.downcast().map_err(|_| Refused::Unknown)
+    }
+
+    /// The session serving the stateless requests of `key`, opened with `open` when
+    /// there is none; `None` when `open` cannot. One serves each identity and profile, so
+    /// a gateway whose clients sign in with an identity provider would otherwise keep one
+    /// for every user it ever saw: past `bound` of them, those serving no request are
+    /// ended first (those whose only work is calls parked for input too, which are
+    /// cancelled: their clients are told `requestState` names nothing). A session serving
+    /// a request (a call, a `subscriptions/listen` stream) stays; an ended one is opened
+    /// again, under the same id, by its client's next request.
+    pub fn stateless<T: Live>(
+        &self,
+        key: StatelessKey,
+        bound: usize,
+        open: impl FnOnce() -> Option<Arc<T>>,
+    ) -> Option<Arc<T>> {
+        let mut stateless = self.stateless_lock();
+        if let Some(session) = stateless.get(&key) {
+            let session: Arc<dyn Any + Send + Sync> = session.clone();
+            return session.downcast().ok();
+        }
+        let mut idle = Vec::new();
+        if stateless.len() >= bound {
+            stateless.retain(|_, session| {
+                let serving = session.is_serving();
+                if !serving {
+                    idle.push(session.clone());
+                }
+                serving
+            });
+        }
+        let session = open();
+        if let Some(session) = &session {
+            stateless.insert(key, session.clone());
+        }
+        drop(stateless);
+        for session in idle {
+            session.end();
+        }
+        session
+    }
+
+    /// Ends session `id`, whoever opened it (its owner ended it, or it ended on another
+    /// replica).
+    pub fn end(&self, id: &str) {
+        let live = self.lock().get(id).and_then(|entry| entry.live.clone());
+        if let Some(live) = live {
+            live.end();
+        }
+    }
+
+    /// Takes session `id` out of the registry (it ended).
+    pub fn remove(&self, id: &str) {
+        let removed = self.lock().remove(id);
+        if removed.is_some_and(|entry| entry.live.is_some()) {
+            self.stateless_lock()
+                .retain(|_, session| session.id() != id);
+        }
     }
 
     /// Records the client's name and version from its `initialize`.
@@ -81,18 +191,18 @@ impl SessionDirectory {
     /// The sessions still open, oldest first; forgets the ended ones.
     pub fn list(&self) -> Vec<SessionSummary> {
         let mut entries = self.lock();
-        entries.retain(|_, entry| entry.session.strong_count() > 0);
+        entries.retain(|_, entry| entry.context.strong_count() > 0);
         let mut list: Vec<SessionSummary> = entries
             .iter()
             .filter_map(|(id, entry)| {
-                let session = entry.session.upgrade()?;
+                let context = entry.context.upgrade()?;
                 Some(SessionSummary {
-                    id: id.clone(),
+                    id: id.to_string(),
                     transport: entry.transport,
                     client_name: entry.client.as_ref().map(|c| c.0.clone()),
                     client_version: entry.client.as_ref().map(|c| c.1.clone()),
-                    profile: session.profile.name.clone(),
-                    calls: session.with_state(|count: &mut CallCount| count.0),
+                    profile: context.profile.name.clone(),
+                    calls: context.with_state(|count: &mut CallCount| count.0),
                     since_ms: entry.since_ms,
                 })
             })
@@ -101,7 +211,21 @@ impl SessionDirectory {
         list
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stateless_lock(&self) -> MutexGuard<'_, HashMap<StatelessKey, Arc<dyn Live>>> {
+        self.stateless.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The one owner check: a session opened by `owner` serves requests of `caller` only
+/// when they are the same identity (both `None`: no credentials were needed).
+pub fn check_owner(owner: Option<&str>, caller: Option<&str>) -> Result<(), Refused> {
+    if owner == caller {
+        Ok(())
+    } else {
+        Err(Refused::NotYours)
     }
 }

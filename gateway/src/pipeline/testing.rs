@@ -20,8 +20,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::error::ERROR_META_KEY;
 use super::{
-    BoxFuture, BuiltinTool, ErrorCode, Executor, Invocation, Origin, PipelineSettings,
-    ResultObserver, Session, Step, Target, ToolError,
+    BoxFuture, BuiltinTool, CallContext, ErrorCode, Executor, Invocation, Origin, PipelineSettings,
+    ResultObserver, Step, Target, ToolError,
 };
 use crate::config::{AskFallback, Config};
 use crate::registry::Registry;
@@ -48,16 +48,16 @@ pub async fn registry(config: &str) -> Arc<Registry> {
 }
 
 /// A session of the default profile.
-pub fn session(id: &str) -> Arc<Session> {
+pub fn session(id: &str) -> Arc<CallContext> {
     let config = Config::from_toml("").expect("the empty configuration");
     let profile = Profiles::new(&config)
         .get(None)
         .expect("the default profile");
-    Arc::new(Session::new(id.to_owned(), profile, None))
+    Arc::new(CallContext::new(id.to_owned(), profile, None))
 }
 
 /// A client's call of `target` in `session`, without arguments.
-pub fn call(session: &Arc<Session>, target: Target) -> Invocation {
+pub fn call(session: &Arc<CallContext>, target: Target) -> Invocation {
     let tool = match &target {
         Target::Federated(tool) => tool.name.clone(),
         Target::Builtin(tool) => tool.definition(session).name.to_string(),
@@ -142,7 +142,7 @@ impl Counted {
 }
 
 impl BuiltinTool for Counted {
-    fn definition(&self, _session: &Session) -> Tool {
+    fn definition(&self, _session: &CallContext) -> Tool {
         Tool::new("ok", "answers ok", Arc::new(JsonObject::new()))
     }
 }

@@ -150,7 +150,7 @@ struct Journaled {
 }
 
 impl BuiltinTool for Journaled {
-    fn definition(&self, _: &Session) -> Tool {
+    fn definition(&self, _: &CallContext) -> Tool {
         Tool::new(
             "journaled",
             "writes in the journal",

@@ -316,10 +316,10 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::pipeline::{ErrorCode, GateDecision, Session};
+    use crate::pipeline::{CallContext, ErrorCode, GateDecision};
     use crate::registry::profile::Profiles;
 
-    fn invocation(session: &Arc<Session>, tool: &str) -> Invocation {
+    fn invocation(session: &Arc<CallContext>, tool: &str) -> Invocation {
         Invocation {
             session: session.clone(),
             tool: tool.into(),
@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn records_each_call_with_its_gate_decision_and_trace() {
         let profile = Profiles::new(&Config::default()).get(None).unwrap();
-        let session = Arc::new(Session::new("s1".into(), profile, None));
+        let session = Arc::new(CallContext::new("s1".into(), profile, None));
         let activity = Activity::default();
 
         let first = invocation(&session, "mcp__kv__get");

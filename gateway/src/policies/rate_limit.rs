@@ -55,7 +55,7 @@ mod tests {
 
     use super::*;
     use crate::pipeline::testing::{Counted, call, failure, registry, session, settings};
-    use crate::pipeline::{Pipeline, PipelineBuilder, Session, Target};
+    use crate::pipeline::{CallContext, Pipeline, PipelineBuilder, Target};
     use crate::state::ClusterConfig;
 
     /// A pipeline whose one guard is a rate limit of `limit` calls per minute, over the
@@ -71,7 +71,7 @@ mod tests {
     /// gateway's failure `(code, message)`.
     async fn run(
         pipeline: &Pipeline,
-        session: &Arc<Session>,
+        session: &Arc<CallContext>,
         tool: &Arc<Counted>,
     ) -> Option<(String, String)> {
         failure(

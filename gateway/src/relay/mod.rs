@@ -16,8 +16,10 @@
 //!   `[gate] sampling` and `elicitation` settings, and the answer back;
 //! - [`progress`]: progress a client reports about a relayed request, back to the
 //!   upstream that asked;
-//! - [`sessions`]: the client sessions the relay can reach and their log levels, which
-//!   decide where an upstream's log message goes and what level upstreams are told.
+//! - [`listeners`]: the client sessions the relay can reach (each joins when its
+//!   client has initialized; the one registry of sessions is `crate::pipeline::sessions`)
+//!   and their log levels, which decide where an upstream's log message goes and what
+//!   level upstreams are told.
 //!
 //! ```toml
 //! [gate]
@@ -28,16 +30,16 @@
 pub mod calls;
 pub mod inputs;
 pub mod link;
+pub mod listeners;
 pub mod progress;
 pub mod requests;
-pub mod sessions;
 pub mod turns;
 
 use std::sync::{Arc, RwLock};
 
 pub use calls::{CallGuard, CallRoutes, Caller};
 pub use link::{ClientLink, ClientRequests};
-pub use sessions::Sessions;
+pub use listeners::Listeners;
 
 use crate::approvals::ConsoleAsks;
 use crate::config::GateSettings;
@@ -53,7 +55,7 @@ pub enum ListKind {
 /// What the relays of every upstream share: the client sessions, the gate's settings and
 /// the console's questions.
 pub struct Downstream {
-    pub sessions: Sessions,
+    pub listeners: Listeners,
     pub relayed_progress: progress::RelayedProgress,
     gate: RwLock<GateSettings>,
     /// Where approvals wait when the client cannot be asked (`ask_fallback = "console"`);
@@ -73,7 +75,7 @@ impl Default for Downstream {
 impl Downstream {
     pub fn new(gate: GateSettings) -> Self {
         Self {
-            sessions: Sessions::default(),
+            listeners: Listeners::default(),
             relayed_progress: progress::RelayedProgress::default(),
             gate: RwLock::new(gate),
             console_asks: Arc::default(),

@@ -115,7 +115,7 @@ pub async fn relay(
         Ok(caller) => caller,
         // A request outside any call goes to the one client that can take it, if only one can.
         Err(Unrelated::NoCall) => match downstream
-            .sessions
+            .listeners
             .sole(|link| kind.supported_by(link.capabilities()))
         {
             Some((session, link)) => Caller {

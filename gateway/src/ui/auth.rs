@@ -36,7 +36,7 @@ use subtle::ConstantTimeEq;
 use super::UiState;
 use super::error::UiError;
 use crate::gateway::Gateway;
-use crate::pipeline::Session;
+use crate::pipeline::CallContext;
 use crate::pipeline::sessions::Transport;
 use crate::registry::profile::DEFAULT_PROFILE;
 
@@ -63,12 +63,12 @@ pub struct Login {
     pub csrf: String,
     opened: Instant,
     /// The console's own sessions ("try it"), one per profile, made on first use.
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    sessions: Mutex<HashMap<String, Arc<CallContext>>>,
 }
 
 impl Login {
     /// The console's session with `profile` for this login.
-    pub fn session(&self, gateway: &Gateway, profile: &str) -> Result<Arc<Session>, UiError> {
+    pub fn session(&self, gateway: &Gateway, profile: &str) -> Result<Arc<CallContext>, UiError> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(session) = sessions.get(profile) {
             return Ok(session.clone());

@@ -178,10 +178,10 @@ impl ClientHandler for UpstreamClient {
             .calls
             .caller_of(context.extensions.get::<InboundStreamOrigin>())
             .ok();
-        let message = relay::sessions::tagged(&self.server, params);
+        let message = relay::listeners::tagged(&self.server, params);
         for link in self
             .downstream
-            .sessions
+            .listeners
             .recipients(&message, caller.as_ref())
         {
             let notification = ServerNotification::LoggingMessageNotification(

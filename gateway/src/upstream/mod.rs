@@ -39,7 +39,7 @@ use crate::auth::store::TokenStore;
 use crate::config::{ServerConfig, UpstreamProtocol};
 use crate::observe::telemetry;
 use crate::relay::calls::answer_after_progress;
-use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Sessions};
+use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Listeners};
 use crate::resource_uri;
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
@@ -314,7 +314,7 @@ impl Upstream {
                     });
                     tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), "upstream ready");
                     self.set_live(Some(connection.live.clone()));
-                    if let Some(level) = self.downstream.sessions.lowest() {
+                    if let Some(level) = self.downstream.listeners.lowest() {
                         self.set_log_level(level).await;
                     }
                     self.attempted.send_replace(true);
@@ -642,7 +642,7 @@ impl Upstream {
         if self.config.protocol == UpstreamProtocol::Stateless
             && let Some(caller) = &caller
         {
-            options.meta = Some(client_context(caller, &self.downstream.sessions));
+            options.meta = Some(client_context(caller, &self.downstream.listeners));
         }
         let mut handle = live
             .peer
@@ -745,10 +745,13 @@ impl Upstream {
 /// capabilities (so that it asks only for what the client can give) and the log level
 /// the client wants, if any, in place of the gateway's: the one its request named, or the
 /// one its session set with `logging/setLevel`, a method such a server does not have.
-fn client_context(caller: &Caller, sessions: &Sessions) -> RequestMetaObject {
+fn client_context(caller: &Caller, listeners: &Listeners) -> RequestMetaObject {
     let mut meta = RequestMetaObject::new();
     meta.set_client_capabilities(caller.link.capabilities().clone());
-    if let Some(level) = caller.log_level.or_else(|| sessions.level(&caller.session)) {
+    if let Some(level) = caller
+        .log_level
+        .or_else(|| listeners.level(&caller.session))
+    {
         meta.set_log_level(level);
     }
     meta

@@ -30,7 +30,7 @@ use super::watch;
 use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
-use crate::pipeline::{CallRequest, Origin, Session, error};
+use crate::pipeline::{CallContext, CallRequest, Origin, error};
 use crate::registry::view::SessionView;
 use crate::relay::{Caller, ClientLink};
 use crate::resource_uri;
@@ -109,7 +109,7 @@ impl Call {
         &self.session.gateway
     }
 
-    fn pipeline_session(&self) -> &Arc<Session> {
+    fn pipeline_session(&self) -> &Arc<CallContext> {
         &self.session.session
     }
 
@@ -443,9 +443,9 @@ impl Call {
 /// wants, every upstream is told before this returns (or was given time).
 async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLevel) {
     let gateway = &session.gateway;
-    let sessions = &gateway.registry.downstream().sessions;
-    let before = sessions.lowest();
-    let lowest = sessions.set_level(&session.id().into(), link, level);
+    let listeners = &gateway.registry.downstream().listeners;
+    let before = listeners.lowest();
+    let lowest = listeners.set_level(&session.id().into(), link, level);
     if before != Some(lowest) {
         // Answered once the upstreams have the level (or were given time to take it), so
         // the client's next call already logs at it.
@@ -521,7 +521,7 @@ fn unexpected(got: &ServerResult) -> ErrorData {
     )
 }
 
-fn log_event(session: &Session, kind: EventKind, event: serde_json::Value) {
+fn log_event(session: &CallContext, kind: EventKind, event: serde_json::Value) {
     if let Some(log) = &session.log {
         log.append(kind, &event);
     }

@@ -23,6 +23,7 @@ mod parked;
 pub mod revision;
 mod watch;
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -41,8 +42,8 @@ use self::parked::{Parked, ParkedCall};
 use self::revision::Revision;
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
-use crate::pipeline::Session;
-use crate::pipeline::sessions::Transport;
+use crate::pipeline::CallContext;
+use crate::pipeline::sessions::{Live, Refused, Transport};
 use crate::relay::inputs::Inputs;
 use crate::relay::{ClientLink, ClientRequests};
 use crate::server::limits::Owner;
@@ -54,7 +55,7 @@ pub const STREAM_CAPACITY: usize = 64;
 /// requests (2026-07-28) that one client sends on one transport.
 pub struct ClientSession {
     gateway: Arc<Gateway>,
-    session: Arc<Session>,
+    session: Arc<CallContext>,
     /// Messages to the client outside any request's stream.
     outbox: mpsc::Sender<ServerJsonRpcMessage>,
     requests: Arc<ClientRequests>,
@@ -65,6 +66,8 @@ pub struct ClientSession {
     parked: Parked,
     /// Who the session belongs to, whose quotas its parked calls count against.
     owner: Owner,
+    /// What the transport keeps with the session.
+    attachment: Box<dyn Any + Send + Sync>,
     /// How many of its requests are being served now.
     serving: Arc<AtomicUsize>,
     /// Cancelled when the session ends: every call and request of it with it.
@@ -100,42 +103,83 @@ impl Served {
     }
 }
 
+/// What a transport says of a session it opens.
+pub struct Opening<'a> {
+    /// The profile (`None`: the default).
+    pub profile: Option<&'a str>,
+    pub transport: Transport,
+    /// The transport's session id, when it has one.
+    pub id: Option<&'a str>,
+    /// Where messages to the client outside requests go.
+    pub outbox: mpsc::Sender<ServerJsonRpcMessage>,
+    pub owner: Owner,
+    /// What the transport keeps with the session ([`ClientSession::attached`]).
+    pub attachment: Box<dyn Any + Send + Sync>,
+}
+
 impl ClientSession {
-    /// A session of `owner` with `profile` (`None`: the default), under the transport's
-    /// session `id` when it has one, whose messages outside requests go to `outbox`.
-    /// `None` when the profile does not exist.
-    pub fn open(
-        gateway: Arc<Gateway>,
-        profile: Option<&str>,
-        transport: Transport,
-        id: Option<&str>,
-        outbox: mpsc::Sender<ServerJsonRpcMessage>,
-        owner: Owner,
-    ) -> Option<Arc<Self>> {
-        let session = gateway.new_session_under(profile, transport, id)?;
-        Some(Arc::new(Self {
-            gateway,
-            session,
-            outbox,
+    /// Opens a session and enters it in the gateway's registry, where it stays until it
+    /// ends. `None` when the profile does not exist.
+    pub fn open(gateway: &Arc<Gateway>, opening: Opening) -> Option<Arc<Self>> {
+        let context = gateway.new_context(opening.profile, opening.id)?;
+        let session = Arc::new(Self {
+            gateway: gateway.clone(),
+            session: context.clone(),
+            outbox: opening.outbox,
             requests: Arc::default(),
             client: OnceLock::new(),
             calls: Mutex::default(),
             parked: Parked::default(),
-            owner,
+            owner: opening.owner,
+            attachment: opening.attachment,
             serving: Arc::default(),
             closed: CancellationToken::new(),
-        }))
+        });
+        let identity = session.owner.identity.clone();
+        gateway
+            .sessions
+            .enter(&context, opening.transport, identity, Some(session.clone()));
+        Some(session)
+    }
+
+    /// The open session `id` names, for a request of `identity`.
+    pub fn find(gateway: &Gateway, id: &str, identity: Option<&str>) -> Result<Arc<Self>, Refused> {
+        gateway.sessions.find(id, identity)
+    }
+
+    /// The session serving the stateless requests (2026-07-28) of `owner` with
+    /// `profile`, opened when there is none yet; `None` when the profile does not exist.
+    pub fn serving_stateless(
+        gateway: &Arc<Gateway>,
+        profile: Option<&str>,
+        owner: Owner,
+    ) -> Option<Arc<Self>> {
+        let id = stateless_id(owner.identity.as_deref(), profile);
+        let key = (owner.identity.clone(), profile.map(str::to_owned));
+        let bound = owner.quotas.limits().stateless_sessions.get();
+        gateway.sessions.stateless(key, bound, || {
+            // Nothing is sent outside a request's own stream: the outbox leads nowhere.
+            let (outbox, _) = mpsc::channel(1);
+            let opening = Opening {
+                profile,
+                transport: Transport::StreamableHttp,
+                id: Some(&id),
+                outbox,
+                owner,
+                attachment: Box::new(()),
+            };
+            Self::open(gateway, opening)
+        })
+    }
+
+    /// What the transport keeps with the session, when it is a `T`.
+    pub fn attached<T: Any>(&self) -> Option<&T> {
+        self.attachment.downcast_ref()
     }
 
     /// The session's id (the transport's, when it has one).
     pub fn id(&self) -> &str {
         &self.session.id
-    }
-
-    /// Whether a request of the session is being served now (a call parked for input is
-    /// not: its request was answered).
-    pub fn is_serving(&self) -> bool {
-        self.serving.load(Ordering::Acquire) > 0
     }
 
     /// Takes the next message of a connection whose answers the transport delivers itself
@@ -383,10 +427,13 @@ impl ClientSession {
         }
     }
 
-    /// The client's session has begun: it is told of catalog changes from now on, at the
-    /// log level it set (on any replica).
+    /// The client's session has begun: the relay reaches it, and it is told of catalog
+    /// changes from now on, at the log level it set (on any replica).
     async fn start(self: &Arc<Self>, client: Arc<ClientConfig>) {
-        watch::catalog(self.clone(), self.link(client));
+        let link = self.link(client);
+        let listeners = &self.gateway.registry.downstream().listeners;
+        listeners.join(self.id().into(), link.clone());
+        watch::catalog(self.clone(), link);
         methods::resume_log_level(self).await;
     }
 
@@ -409,8 +456,9 @@ impl ClientSession {
         self.gateway
             .registry
             .downstream()
-            .sessions
+            .listeners
             .leave(&self.session.id);
+        self.gateway.sessions.remove(&self.session.id);
     }
 
     fn calls(&self) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
@@ -420,9 +468,17 @@ impl ClientSession {
     }
 }
 
-impl Drop for ClientSession {
-    fn drop(&mut self) {
-        self.end();
+impl Live for ClientSession {
+    fn id(&self) -> &str {
+        ClientSession::id(self)
+    }
+
+    fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Acquire) > 0
+    }
+
+    fn end(&self) {
+        ClientSession::end(self);
     }
 }
 
@@ -484,6 +540,25 @@ fn input_responses(request: &ClientRequest) -> Option<rmcp::model::InputResponse
         ClientRequest::ReadResourceRequest(read) => read.params.input_responses.clone(),
         _ => None,
     }
+}
+
+/// The id of the session serving the stateless requests of `identity` with `profile`: the same on every replica,
+/// so that what is shared per session (the rate limiter's window, the reminder's chain)
+/// is shared by them, and telling nothing of the credentials.
+fn stateless_id(identity: Option<&str>, profile: Option<&str>) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    for part in [identity, profile] {
+        hash.update(part.unwrap_or("").as_bytes());
+        hash.update([0]);
+    }
+    let digest = hash.finalize();
+    let hex: String = digest
+        .iter()
+        .take(12)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("stateless-{hex}")
 }
 
 fn joined(

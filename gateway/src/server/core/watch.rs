@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ClientSession;
 use crate::gateway::Gateway;
-use crate::pipeline::Session;
+use crate::pipeline::CallContext;
 use crate::registry::Catalog;
 use crate::relay::{ClientLink, ListKind};
 use crate::search_tools::Found;
@@ -39,7 +39,7 @@ struct Visible {
 struct ShownAtInitialize(Option<Visible>);
 
 impl Visible {
-    fn of(gateway: &Gateway, session: &Session) -> Visible {
+    fn of(gateway: &Gateway, session: &CallContext) -> Visible {
         let view = gateway.view(session);
         Visible {
             tools: gateway.visible_tools(session),
@@ -63,7 +63,7 @@ struct Changed {
 /// Changes to what one session sees, as they happen.
 struct Watch {
     gateway: Arc<Gateway>,
-    session: Arc<Session>,
+    session: Arc<CallContext>,
     catalog: tokio::sync::watch::Receiver<Arc<Catalog>>,
     announced: tokio::sync::broadcast::Receiver<(Arc<str>, ListKind)>,
     found: Found,
@@ -71,7 +71,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn new(gateway: Arc<Gateway>, session: Arc<Session>, shown: Visible) -> Self {
+    fn new(gateway: Arc<Gateway>, session: Arc<CallContext>, shown: Visible) -> Self {
         Watch {
             catalog: gateway.registry.watch(),
             announced: gateway.registry.downstream().announced.subscribe(),
@@ -116,7 +116,7 @@ impl Watch {
 
 /// Remembers what `session` can list now that its client initialized: the watcher
 /// tells it of any change since, however late it starts.
-pub(super) fn shown_at_initialize(gateway: &Gateway, session: &Session) {
+pub(super) fn shown_at_initialize(gateway: &Gateway, session: &CallContext) {
     let shown = Visible::of(gateway, session);
     session.with_state(|initial: &mut ShownAtInitialize| initial.0 = Some(shown));
 }
@@ -126,14 +126,11 @@ pub(super) fn shown_at_initialize(gateway: &Gateway, session: &Session) {
 pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
     let gateway = session.gateway.clone();
     let pipeline = session.session.clone();
-    let relay = &gateway.registry.downstream().sessions;
-    relay.join(pipeline.id.as_str().into(), link.clone());
     let shown = pipeline
         .with_state(|initial: &mut ShownAtInitialize| initial.0.take())
         .unwrap_or_else(|| Visible::of(&gateway, &pipeline));
     let until = session.closed.clone();
-    // The task holds no strong reference to the session, which ends when its transport
-    // lets go of it.
+    // The task holds no strong reference to the session: it stops when the session ends.
     drop(session);
     tokio::spawn(async move {
         let mut watch = Watch::new(gateway, pipeline, shown);
@@ -150,7 +147,7 @@ pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
 /// request's stream, until the client closes it (`closed`).
 pub(super) async fn listen(
     gateway: &Arc<Gateway>,
-    session: Arc<Session>,
+    session: Arc<CallContext>,
     (id, link, closed): (&RequestId, &ClientLink, &CancellationToken),
     requested: SubscriptionFilter,
 ) -> Result<ServerResult, ErrorData> {

@@ -36,7 +36,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
@@ -57,9 +57,9 @@ use tokio_util::task::TaskTracker;
 use crate::drain::OpenSession;
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
-use crate::pipeline::sessions::Transport as SessionTransport;
+use crate::pipeline::sessions::{Refused, Transport as SessionTransport};
 use crate::server::core::decode::decode_batch;
-use crate::server::core::{ClientSession, Served};
+use crate::server::core::{ClientSession, Opening, Served};
 use crate::server::limits::{Holding, LimitError, Owner, Permit, Quotas};
 use crate::server::{session_profile, unknown_profile};
 
@@ -156,7 +156,6 @@ impl SseOutput {
 pub fn service(gateway: &Arc<Gateway>, quotas: Arc<Quotas>, shutdown: CancellationToken) -> Router {
     let state = SseState {
         gateway: gateway.clone(),
-        sessions: Arc::default(),
         quotas,
         shutdown,
         config: SseServerConfig::default(),
@@ -168,12 +167,8 @@ pub fn service(gateway: &Arc<Gateway>, quotas: Arc<Quotas>, shutdown: Cancellati
         .with_state(state)
 }
 
-/// One session, as `POST /message` needs it.
-#[derive(Clone)]
-struct SessionEntry {
-    /// The credentials of the `GET` that opened the session; every `POST` must match them.
-    opener: Option<Credentials>,
-    session: Arc<ClientSession>,
+/// What the SSE transport keeps with each of its sessions.
+struct SseStream {
     output: SseOutput,
     /// A permit per request of the session running now.
     in_flight: Arc<Semaphore>,
@@ -181,12 +176,9 @@ struct SessionEntry {
     _open: OpenSession,
 }
 
-type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
-
 #[derive(Clone)]
 struct SseState {
     gateway: Arc<Gateway>,
-    sessions: Sessions,
     /// What each identity may hold.
     quotas: Arc<Quotas>,
     shutdown: CancellationToken,
@@ -232,44 +224,35 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
     let profile = session_profile(profile.as_deref(), opener.as_ref());
     let session_id = uuid::Uuid::new_v4().simple().to_string();
     let (outgoing_tx, outgoing_rx) = mpsc::channel(state.config.queue_capacity.max(1));
-    let Some(session) = ClientSession::open(
-        state.gateway.clone(),
-        profile.as_deref(),
-        SessionTransport::Sse,
-        Some(&session_id),
-        outgoing_tx.clone(),
-        owner,
-    ) else {
-        return text(
-            StatusCode::NOT_FOUND,
-            unknown_profile(profile.as_deref().unwrap_or_default()),
-        );
-    };
     let closed = state.shutdown.child_token();
     let output = SseOutput {
         session_id: session_id.clone(),
-        outgoing: outgoing_tx,
+        outgoing: outgoing_tx.clone(),
         closed: closed.clone(),
         stall_timeout: state.config.stall_timeout,
     };
-    lock(&state.sessions).insert(
-        session_id.clone(),
-        SessionEntry {
-            opener,
-            session,
+    let opening = Opening {
+        profile: profile.as_deref(),
+        transport: SessionTransport::Sse,
+        id: Some(&session_id),
+        outbox: outgoing_tx,
+        owner,
+        attachment: Box::new(SseStream {
             output,
             in_flight: Arc::new(Semaphore::new(
                 state.quotas.limits().max_in_flight_per_session.get(),
             )),
             _open: state.gateway.drain().open_session(),
-        },
-    );
-    // The one place a session is forgotten: whoever ends it only cancels `closed`.
-    tokio::spawn(forget_when_closed(
-        state.sessions.clone(),
-        session_id.clone(),
-        closed.clone(),
-    ));
+        }),
+    };
+    let Some(session) = ClientSession::open(&state.gateway, opening) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            unknown_profile(profile.as_deref().unwrap_or_default()),
+        );
+    };
+    // The one place a session ends: whoever ends it only cancels `closed`.
+    tokio::spawn(end_when_closed(session, closed.clone()));
     tracing::debug!(%session_id, "SSE session opened");
     let stream = event_stream(
         format!("/message?{SESSION_QUERY}={session_id}"),
@@ -282,12 +265,10 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
         .into_response()
 }
 
-async fn forget_when_closed(sessions: Sessions, session_id: String, closed: CancellationToken) {
+async fn end_when_closed(session: Arc<ClientSession>, closed: CancellationToken) {
     closed.cancelled().await;
-    if let Some(entry) = lock(&sessions).remove(&session_id) {
-        entry.session.end();
-    }
-    tracing::debug!(%session_id, "SSE session closed");
+    session.end();
+    tracing::debug!(session_id = %session.id(), "SSE session closed");
 }
 
 /// Cancels the session when the response body is dropped, i.e. the client went away.
@@ -353,26 +334,33 @@ async fn accept_message(
             format!("missing query parameter `{SESSION_QUERY}`: open a session with GET /sse"),
         );
     };
-    let entry = lock(&state.sessions).get(session_id).cloned();
-    let Some(entry) = entry.filter(|entry| !entry.output.closed.is_cancelled()) else {
+    let identity = credentials.and_then(|Extension(credentials)| credentials.identity());
+    let session = match ClientSession::find(&state.gateway, session_id, identity.as_deref()) {
+        Ok(session) => session,
+        Err(Refused::Unknown) => return unknown_session(session_id),
+        Err(Refused::NotYours) => {
+            tracing::warn!(%session_id, "refused a message for an SSE session opened with other credentials");
+            return text(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Forbidden: SSE session `{session_id}` was opened with other credentials; \
+                     open your own with GET /sse"
+                ),
+            );
+        }
+    };
+    let Some(stream) = session
+        .attached::<SseStream>()
+        .filter(|stream| !stream.output.closed.is_cancelled())
+    else {
         return unknown_session(session_id);
     };
-    if credentials.map(|Extension(credentials)| credentials) != entry.opener {
-        tracing::warn!(%session_id, "refused a message for an SSE session opened with other credentials");
-        return text(
-            StatusCode::FORBIDDEN,
-            format!(
-                "Forbidden: SSE session `{session_id}` was opened with other credentials; \
-                 open your own with GET /sse"
-            ),
-        );
-    }
     let messages = match decode_batch(&body) {
         Ok(messages) => messages,
         Err(refused) => {
             if let Some(answer) = refused.answer {
                 // Best effort: the 400 below is the answer the sender relies on.
-                if entry.output.outgoing.try_send(*answer).is_err() {
+                if stream.output.outgoing.try_send(*answer).is_err() {
                     tracing::debug!(%session_id, "no room to report a malformed message");
                 }
             }
@@ -395,7 +383,7 @@ async fn accept_message(
         .iter()
         .filter(|message| matches!(message, JsonRpcMessage::Request(_)))
         .count();
-    let Some(mut permits) = in_flight(&entry.in_flight, request_count) else {
+    let Some(mut permits) = in_flight(&stream.in_flight, request_count) else {
         let refused = LimitError::InFlight {
             limit: limits.max_in_flight_per_session.get(),
         };
@@ -404,10 +392,10 @@ async fn accept_message(
     };
     let requests = TaskTracker::new();
     for message in messages {
-        if entry.output.closed.is_cancelled() {
+        if stream.output.closed.is_cancelled() {
             return unknown_session(session_id);
         }
-        let output = entry.output.clone();
+        let output = stream.output.clone();
         // A request holds its place among the session's requests in flight until answered.
         let permit = matches!(message, JsonRpcMessage::Request(_))
             .then(|| permits.pop())
@@ -418,7 +406,7 @@ async fn accept_message(
                 tracing::debug!(code = e.code(), "an answer not delivered: {e}");
             }
         };
-        entry.session.take(message, &requests, deliver).await;
+        session.take(message, &requests, deliver).await;
     }
     text(StatusCode::ACCEPTED, "Accepted".into())
 }
@@ -440,9 +428,4 @@ fn unknown_session(session_id: &str) -> Response {
 
 fn text(status: StatusCode, message: String) -> Response {
     (status, message).into_response()
-}
-
-fn lock(sessions: &Sessions) -> std::sync::MutexGuard<'_, HashMap<String, SessionEntry>> {
-    // The map holds no invariant a panicking holder could break half-way.
-    sessions.lock().unwrap_or_else(PoisonError::into_inner)
 }

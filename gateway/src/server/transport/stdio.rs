@@ -32,7 +32,7 @@ use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter, encode};
 use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
-use crate::server::core::{ClientSession, STREAM_CAPACITY, Served};
+use crate::server::core::{ClientSession, Opening, STREAM_CAPACITY, Served};
 use crate::server::limits::{Owner, Quotas};
 use crate::server::{ServeError, session_profile};
 
@@ -52,15 +52,16 @@ pub async fn serve(
         identity: None,
         quotas: Quotas::new(gateway.config().listen.limits),
     };
-    let session = ClientSession::open(
-        gateway,
-        profile.as_deref(),
-        Transport::Stdio,
-        None,
-        outbox.clone(),
+    let opening = Opening {
+        profile: profile.as_deref(),
+        transport: Transport::Stdio,
+        id: None,
+        outbox: outbox.clone(),
         owner,
-    )
-    .ok_or_else(|| ServeError::UnknownProfile(profile.clone().unwrap_or_default()))?;
+        attachment: Box::new(()),
+    };
+    let session = ClientSession::open(&gateway, opening)
+        .ok_or_else(|| ServeError::UnknownProfile(profile.clone().unwrap_or_default()))?;
     let (stdin, stdout) = streams();
     let stdout = LineWriter::new(stdout);
     let writing = tokio::spawn(write(queued, stdout.clone()));

@@ -26,7 +26,7 @@
 //! every request streams from its first byte, so that even a request whose replica dies
 //! before it sent anything can be resumed elsewhere.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,9 +52,9 @@ use super::http_events::{self, Event, Recorder, ResumeError};
 use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
-use crate::pipeline::sessions::Transport;
+use crate::pipeline::sessions::{Refused, Transport, check_owner};
 use crate::server::core::decode::decode_message;
-use crate::server::core::{ClientSession, STREAM_CAPACITY, Scope, Served, Unasked};
+use crate::server::core::{ClientSession, Opening, STREAM_CAPACITY, Scope, Served, Unasked};
 use crate::server::http::draining::Held;
 use crate::server::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
 use crate::server::session_profile;
@@ -80,24 +80,13 @@ struct Endpoint {
     gateway: Arc<Gateway>,
     profile: Option<String>,
     state: Arc<dyn SharedState>,
-    /// The sessions this replica holds, by id.
-    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
-    /// The sessions that serve requests of 2026-07-28, by client identity and profile;
-    /// at most `[listen.limits] stateless_sessions` beyond those serving a request (one
-    /// serves each client identity and profile, so a gateway whose clients sign in with
-    /// an identity provider would otherwise keep one for every user it ever saw).
-    stateless: Mutex<HashMap<StatelessKey, Arc<ClientSession>>>,
     /// What each identity may hold.
     quotas: Arc<Quotas>,
     shutdown: CancellationToken,
 }
 
-/// Whose requests of 2026-07-28 a session serves: the client's identity and profile.
-type StatelessKey = (Option<String>, Option<String>);
-
-/// A session opened by `initialize`, as this replica holds it.
-struct HttpSession {
-    core: Arc<ClientSession>,
+/// What this transport keeps with a session opened by `initialize`.
+struct Kept {
     /// What the gateway sends the client outside any request.
     standalone: Arc<Standalone>,
     /// Counts the session as open, for the drain to wait for its client to close it.
@@ -184,8 +173,6 @@ impl StreamableHttp {
             state: gateway.state.clone(),
             gateway: gateway.clone(),
             profile,
-            sessions: Mutex::default(),
-            stateless: Mutex::default(),
             quotas,
             shutdown,
         }))
@@ -230,7 +217,7 @@ impl Endpoint {
         let parts = Arc::new(parts);
         match session_id(&parts.headers) {
             Some(id) => match self.session(&parts, &id).await {
-                Ok(session) => self.deliver(&session.core, message, parts, false).await,
+                Ok(session) => self.deliver(&session, message, parts, false).await,
                 Err(refused) => refused,
             },
             None => match message {
@@ -312,7 +299,7 @@ impl Endpoint {
             http: Some(parts),
             ..Scope::default()
         };
-        let Some(served) = session.core.serve(id, request, scope).await else {
+        let Some(served) = session.serve(id, request, scope).await else {
             return StatusCode::ACCEPTED.into_response();
         };
         if let Err(e) = self.state.set_handshake(&session_id, &handshake).await {
@@ -332,25 +319,23 @@ impl Endpoint {
         id: &str,
         profile: Option<&str>,
         identity: Option<String>,
-    ) -> Option<Arc<HttpSession>> {
+    ) -> Option<Arc<ClientSession>> {
         let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
-        let core = ClientSession::open(
-            self.gateway.clone(),
-            profile,
-            Transport::StreamableHttp,
-            Some(id),
-            outbox,
-            self.owner(identity),
-        )?;
         let standalone = Arc::<Standalone>::default();
+        let opening = Opening {
+            profile,
+            transport: Transport::StreamableHttp,
+            id: Some(id),
+            outbox,
+            owner: self.owner(identity),
+            attachment: Box::new(Kept {
+                standalone: standalone.clone(),
+                _open: self.gateway.drain().open_session(),
+            }),
+        };
+        let session = ClientSession::open(&self.gateway, opening)?;
         let recorder = Recorder::standalone(self.state.clone(), id);
-        tokio::spawn(standalone.clone().pump(queued, recorder));
-        let session = Arc::new(HttpSession {
-            core,
-            standalone,
-            _open: self.gateway.drain().open_session(),
-        });
-        self.sessions().insert(id.to_owned(), session.clone());
+        tokio::spawn(standalone.pump(queued, recorder));
         Some(session)
     }
 
@@ -360,7 +345,7 @@ impl Endpoint {
         self: &Arc<Self>,
         parts: &http::request::Parts,
         id: &str,
-    ) -> Result<Arc<HttpSession>, Response> {
+    ) -> Result<Arc<ClientSession>, Response> {
         let identity = parts
             .extensions
             .get::<Credentials>()
@@ -377,18 +362,21 @@ impl Endpoint {
             }
             Ok(Some(record)) => record,
         };
-        if record.owner != identity {
-            tracing::warn!(session = %id, "refused a request for a session opened with other credentials");
-            return Err(text(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "Forbidden: session `{id}` was opened with other credentials; open your \
-                     own with an initialize request"
-                ),
-            ));
-        }
-        if let Some(session) = self.sessions().get(id) {
-            return Ok(session.clone());
+        let held = check_owner(record.owner.as_deref(), identity.as_deref())
+            .and_then(|()| ClientSession::find(&self.gateway, id, identity.as_deref()));
+        match held {
+            Ok(session) => return Ok(session),
+            Err(Refused::NotYours) => {
+                tracing::warn!(session = %id, "refused a request for a session opened with other credentials");
+                return Err(text(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Forbidden: session `{id}` was opened with other credentials; open \
+                         your own with an initialize request"
+                    ),
+                ));
+            }
+            Err(Refused::Unknown) => {}
         }
         // Opened on another replica: taken over here with the client's handshake.
         let client: Option<ClientConfig> = record
@@ -408,7 +396,7 @@ impl Endpoint {
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
             )
         })?;
-        session.core.restore(client).await;
+        session.restore(client).await;
         Ok(session)
     }
 
@@ -431,33 +419,12 @@ impl Endpoint {
     /// The session serving this client's requests of 2026-07-28; `None` when its profile
     /// is gone (a reload removed the profile its path or token names).
     fn stateless_session(&self, parts: &http::request::Parts) -> Option<Arc<ClientSession>> {
-        let credentials = parts.extensions.get::<Credentials>();
+        let identity = parts
+            .extensions
+            .get::<Credentials>()
+            .and_then(Credentials::identity);
         let profile = self.profile_of(parts);
-        let key = (credentials.and_then(Credentials::identity), profile.clone());
-        let mut stateless = self
-            .stateless
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(session) = stateless.get(&key) {
-            return Some(session.clone());
-        }
-        forget_idle(
-            &mut stateless,
-            self.quotas.limits().stateless_sessions.get(),
-        );
-        // Nothing is sent outside a request's own stream: the outbox leads nowhere.
-        let (outbox, _) = mpsc::channel(1);
-        let id = stateless_id(&key);
-        let session = ClientSession::open(
-            self.gateway.clone(),
-            profile.as_deref(),
-            Transport::StreamableHttp,
-            Some(&id),
-            outbox,
-            self.owner(key.0.clone()),
-        )?;
-        stateless.insert(key, session.clone());
-        Some(session)
+        ClientSession::serving_stateless(&self.gateway, profile.as_deref(), self.owner(identity))
     }
 
     /// Hands `message` to `session`: a request's answer as plain JSON or a stream, other
@@ -585,7 +552,10 @@ impl Endpoint {
             Ok(permit) => permit,
             Err(refused) => return too_many(&refused),
         };
-        let Some(events) = session.standalone.attach() else {
+        let Some(events) = session
+            .attached::<Kept>()
+            .and_then(|kept| kept.standalone.attach())
+        else {
             return text(
                 StatusCode::CONFLICT,
                 "Conflict: this session's stream is already open".into(),
@@ -633,15 +603,7 @@ impl Endpoint {
 
     /// Ends this replica's part of session `id`.
     fn forget(&self, id: &str) {
-        if let Some(session) = self.sessions().remove(id) {
-            session.core.end();
-        }
-    }
-
-    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<HttpSession>>> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.gateway.sessions.end(id);
     }
 }
 
@@ -703,23 +665,6 @@ impl RequestStream {
                 }
             }
         })
-    }
-}
-
-/// Ends the sessions serving no request once there are `bound` or more: those idle, and
-/// those whose only work is calls parked for input, which are cancelled (their clients
-/// are told `requestState` names nothing). A session serving a request (a call, a
-/// `subscriptions/listen` stream) stays. An ended one is opened again, under the same
-/// id, by its client's next request.
-fn forget_idle<K>(sessions: &mut HashMap<K, Arc<ClientSession>>, bound: usize) {
-    if sessions.len() >= bound {
-        sessions.retain(|_, session| {
-            let serving = session.is_serving();
-            if !serving {
-                session.end();
-            }
-            serving
-        });
     }
 }
 
@@ -834,25 +779,6 @@ fn header_version(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|value| value.to_str().ok())
-}
-
-/// The id of the session serving `key`'s stateless requests: the same on every replica,
-/// so that what is shared per session (the rate limiter's window, the reminder's chain)
-/// is shared by them, and telling nothing of the credentials.
-fn stateless_id((identity, profile): &StatelessKey) -> String {
-    use sha2::Digest;
-    let mut hash = sha2::Sha256::new();
-    for part in [identity, profile] {
-        hash.update(part.as_deref().unwrap_or("").as_bytes());
-        hash.update([0]);
-    }
-    let digest = hash.finalize();
-    let hex: String = digest
-        .iter()
-        .take(12)
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    format!("stateless-{hex}")
 }
 
 fn session_id(headers: &HeaderMap) -> Option<String> {

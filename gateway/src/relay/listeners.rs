@@ -1,5 +1,6 @@
-//! The client sessions the relay can reach, their log levels, and where an upstream's
-//! `notifications/message` goes.
+//! The client sessions the relay can reach (the listeners of upstream messages), their log
+//! levels, and where an upstream's `notifications/message` goes. The sessions themselves are
+//! in the one registry (`crate::pipeline::sessions`); this is what the relay needs of them.
 //!
 //! A session joins when its client has initialized and leaves when it ends. Each session
 //! sets its own level with `logging/setLevel`. Upstreams are shared, so each
@@ -43,11 +44,11 @@ struct Listener {
 
 /// The client sessions, by id.
 #[derive(Default)]
-pub struct Sessions {
+pub struct Listeners {
     sessions: Mutex<HashMap<Arc<str>, Listener>>,
 }
 
-impl Sessions {
+impl Listeners {
     /// Adds a session whose client has initialized.
     pub fn join(&self, session: Arc<str>, link: ClientLink) {
         self.lock()
