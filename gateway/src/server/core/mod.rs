@@ -566,3 +566,6 @@ fn joined(
 ) -> Result<ServerResult, ErrorData> {
     answer.unwrap_or_else(|e| Err(ErrorData::internal_error(e.to_string(), None)))
 }
+
+#[cfg(test)]
+mod tests;
