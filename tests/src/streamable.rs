@@ -179,3 +179,20 @@ impl SseResponse {
         }
     }
 }
+
+/// The routing headers a 2026-07-28 client sends with `body` (a JSON-RPC request):
+/// `Mcp-Method`, and `Mcp-Name` for the methods that name something.
+pub fn routing_headers(body: &str) -> Vec<(&'static str, String)> {
+    let body: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let method = body["method"].as_str().unwrap_or_default();
+    let mut headers = vec![("Mcp-Method", method.to_owned())];
+    let named = match method {
+        "tools/call" | "prompts/get" => body["params"]["name"].as_str(),
+        "resources/read" => body["params"]["uri"].as_str(),
+        _ => None,
+    };
+    if let Some(name) = named {
+        headers.push(("Mcp-Name", name.to_owned()));
+    }
+    headers
+}

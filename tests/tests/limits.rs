@@ -100,11 +100,13 @@ fn stateless(
     body: &str,
 ) -> (u16, Value, String) {
     let bearer = token.map(|t| format!("Bearer {t}"));
+    let routing = streamable::routing_headers(body);
     let mut headers = vec![
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
         ("MCP-Protocol-Version", "2026-07-28"),
     ];
+    headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
     if let Some(bearer) = &bearer {
         headers.push(("Authorization", bearer));
     }
@@ -392,17 +394,16 @@ fn raw_get_mcp(address: SocketAddr, session: &str, token: &str) -> (String, TcpS
 fn the_streams_of_stateless_requests_are_not_recorded() {
     let _beside = beside_others();
     let (_workspace, gateway) = asking_gateway("", "");
-    let (status, _, text) = http_request(
-        gateway.address,
-        "POST",
-        "/mcp",
-        &[
-            ("Content-Type", "application/json"),
-            ("Accept", "text/event-stream"),
-            ("MCP-Protocol-Version", "2026-07-28"),
-        ],
-        elicit_call(1, json!({})).as_bytes(),
-    );
+    let body = elicit_call(1, json!({}));
+    let routing = streamable::routing_headers(&body);
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+    ];
+    headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
+    let (status, _, text) =
+        http_request(gateway.address, "POST", "/mcp", &headers, body.as_bytes());
     assert_eq!(status, 200, "{text}");
     let events = sse_events(&text);
     assert!(
@@ -526,10 +527,14 @@ impl KeepAlive {
 
     /// POSTs a stateless request to `/mcp`; status and body (answers are plain JSON).
     fn post(&mut self, body: &str) -> (u16, String) {
+        let routing: String = streamable::routing_headers(body)
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         let request = format!(
             "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
              Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-             Content-Length: {}\r\n\r\n{body}",
+             {routing}Content-Length: {}\r\n\r\n{body}",
             self.address,
             body.len()
         );

@@ -12,6 +12,7 @@
 //! `InputRequiredResult` for what the server requested; a client of 2025-11-25 in front of
 //! a server of 2026-07-28 gets the server's questions as requests of their own.
 
+use mcp_gateway_tests::streamable;
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -132,17 +133,16 @@ fn a_stateless_request_is_checked_as_its_revision_requires() {
     let workspace = Workspace::new(&example_server("kv", "kv"));
     let gateway = workspace.serve_http(&[]);
     let post = |body: Value, version: &str| {
-        let (status, _, text) = http_request(
-            gateway.address,
-            "POST",
-            "/mcp",
-            &[
-                ("Content-Type", "application/json"),
-                ("Accept", "application/json, text/event-stream"),
-                ("MCP-Protocol-Version", version),
-            ],
-            body.to_string().as_bytes(),
-        );
+        let body = body.to_string();
+        let routing = streamable::routing_headers(&body);
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", version),
+        ];
+        headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
+        let (status, _, text) =
+            http_request(gateway.address, "POST", "/mcp", &headers, body.as_bytes());
         let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         (status, answer, text)
     };
@@ -290,4 +290,101 @@ fn a_sessions_log_level_reaches_servers_of_both_revisions() {
             "no log message from a server of {upstream}: {run:#}"
         );
     }
+}
+
+/// A 2026-07-28 request over streamable HTTP: its routing headers say what its body
+/// says, or nothing of it runs; and a retry takes up only the call of its own request.
+#[test]
+fn routing_headers_and_retries_must_repeat_the_request() {
+    let workspace = Workspace::new(&config("2025-11-25"));
+    let gateway = workspace.serve_http(&[]);
+    let post = |body: &Value, routing: &[(&str, &str)]| {
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+        ];
+        headers.extend_from_slice(routing);
+        let (status, _, text) = http_request(
+            gateway.address,
+            "POST",
+            "/mcp",
+            &headers,
+            body.to_string().as_bytes(),
+        );
+        let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, answer, text)
+    };
+    let call = |id: u64, tool: &str, extra: Value| {
+        let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        }});
+        if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+            params.extend(extra.clone());
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    let greet = "mcp__asks__greet";
+    let refused = |(status, answer, text): (u16, Value, String)| {
+        assert_eq!(
+            (status, answer["error"]["code"].clone()),
+            (400, json!(-32020)),
+            "{text}"
+        );
+    };
+    // A filter that lets `tools/list` through would be bypassed by a call that says it is one.
+    refused(post(
+        &call(1, greet, json!({})),
+        &[("Mcp-Method", "tools/list"), ("Mcp-Name", greet)],
+    ));
+    refused(post(&call(2, greet, json!({})), &[("Mcp-Name", greet)]));
+    refused(post(
+        &call(3, greet, json!({})),
+        &[
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "mcp__asks__summarize"),
+        ],
+    ));
+    refused(post(
+        &call(4, greet, json!({})),
+        &[("Mcp-Method", "tools/call")],
+    ));
+
+    let name = format!("  {greet} ");
+    let routed = [("mcp-method", "tools/call"), ("MCP-NAME", name.as_str())];
+    let (status, answer, text) = post(&call(5, greet, json!({})), &routed);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(answer["result"]["resultType"], "input_required", "{text}");
+    let state = answer["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let question = answer["result"]["inputRequests"]
+        .as_object()
+        .and_then(|questions| questions.keys().next().cloned())
+        .unwrap_or_else(|| panic!("a question: {text}"));
+    let answers = json!({
+        "requestState": state,
+        "inputResponses": {question: {"action": "accept", "content": {"name": "Ada"}}},
+    });
+
+    // The state of greet's call, sent with another tool: refused, and greet's call waits on.
+    let summarize = "mcp__asks__summarize";
+    let (status, answer, text) = post(
+        &call(6, summarize, answers.clone()),
+        &[("Mcp-Method", "tools/call"), ("Mcp-Name", summarize)],
+    );
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (400, json!(-32602)),
+        "{text}"
+    );
+    assert!(text.contains("another request"), "{text}");
+    let (status, answer, text) = post(&call(7, greet, answers), &routed);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Hello, Ada!",
+        "{text}"
+    );
 }

@@ -38,7 +38,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::parked::{Parked, ParkedCall};
+use self::parked::{Parked, ParkedCall, RequestKey};
 use self::revision::Revision;
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
@@ -323,16 +323,13 @@ impl ClientSession {
             return call.serve(request).await;
         }
         let state = request_state(&request).map(str::to_owned);
+        let key = request_key(&request);
         let parked = match state {
             Some(state) => {
-                let parked = self.parked.take(&state).map_err(|refused| match refused {
-                    Some(expired) => expired.to_error(),
-                    None => ErrorData::invalid_params(
-                        "requestState names no request waiting for input: it was answered \
-                         already, waited too long, or was altered",
-                        None,
-                    ),
-                })?;
+                let parked = self
+                    .parked
+                    .take(&state, &key)
+                    .map_err(|untaken| untaken.to_error())?;
                 parked.link.next_round(stream, progress_token);
                 if let Some(responses) = input_responses(&request) {
                     parked.inputs.answer(responses);
@@ -352,6 +349,7 @@ impl ClientSession {
                     link: call.link.clone(),
                     task: tokio::spawn(call.serve(request)),
                     cancel: call_cancel,
+                    request: key,
                 }
             }
         };
@@ -530,6 +528,17 @@ fn request_state(request: &ClientRequest) -> Option<&str> {
         ClientRequest::ReadResourceRequest(read) => read.params.request_state.as_deref(),
         _ => None,
     }
+}
+
+/// What a retry of `request` must repeat.
+fn request_key(request: &ClientRequest) -> RequestKey {
+    let (method, name) = match request {
+        ClientRequest::CallToolRequest(call) => ("tools/call", call.params.name.to_string()),
+        ClientRequest::GetPromptRequest(get) => ("prompts/get", get.params.name.clone()),
+        ClientRequest::ReadResourceRequest(read) => ("resources/read", read.params.uri.clone()),
+        _ => ("", String::new()),
+    };
+    RequestKey { method, name }
 }
 
 /// The answers a retried request carries.

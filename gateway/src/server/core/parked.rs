@@ -4,7 +4,9 @@
 //!
 //! A parked call is known by the `requestState` its client was given: a random token,
 //! which the client sends back unchanged with its answers. A token names nothing once
-//! its call was taken up again. Parked calls live in the process that runs them: with
+//! its call was taken up again, and takes up only a retry of the same request: the same
+//! method and the same tool, prompt or resource (the session, and so the identity, is the
+//! same already). Parked calls live in the process that runs them: with
 //! replicas, the client's next round must reach the same replica.
 //!
 //! Each parked call costs memory (its task, its upstream's call), so what one client may
@@ -40,6 +42,44 @@ pub struct ParkedCall {
     pub task: JoinHandle<Result<ServerResult, ErrorData>>,
     /// Cancels the call.
     pub cancel: CancellationToken,
+    /// The request that started the call: only its retry takes the call up.
+    pub request: RequestKey,
+}
+
+/// What a retry must repeat of the request it continues: its method and what it names
+/// (the tool, the prompt or the resource).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestKey {
+    pub method: &'static str,
+    pub name: String,
+}
+
+/// Why a `requestState` takes up no call.
+pub enum Untaken {
+    /// Its timer cancelled the call.
+    Expired(LimitError),
+    /// It names no call: taken up already, or not the gateway's.
+    Unknown,
+    /// It names a call of another request; that call stays parked.
+    OtherRequest,
+}
+
+impl Untaken {
+    pub fn to_error(&self) -> ErrorData {
+        match self {
+            Untaken::Expired(expired) => expired.to_error(),
+            Untaken::Unknown => ErrorData::invalid_params(
+                "requestState names no request waiting for input: it was answered already, \
+                 waited too long, or was altered",
+                None,
+            ),
+            Untaken::OtherRequest => ErrorData::invalid_params(
+                "requestState belongs to another request: a retry must repeat the method and \
+                 the name of the request that was answered with it",
+                None,
+            ),
+        }
+    }
 }
 
 impl ParkedCall {
@@ -131,21 +171,25 @@ impl Parked {
         Ok(state)
     }
 
-    /// The call `state` names, taken up again. Refused with `Some` reason when its timer
-    /// cancelled it, with `None` when it names nothing (taken up already, or not the
-    /// gateway's).
-    pub fn take(&self, state: &str) -> Result<ParkedCall, Option<LimitError>> {
+    /// The call `state` names, taken up again by a retry of `request`.
+    pub fn take(&self, state: &str, request: &RequestKey) -> Result<ParkedCall, Untaken> {
         let mut waiting = self.lock();
-        if let Some(entry) = waiting.calls.remove(state) {
-            entry.timer.abort();
-            return Ok(entry.call);
+        match waiting.calls.get(state) {
+            Some(entry) if entry.call.request != *request => return Err(Untaken::OtherRequest),
+            Some(_) => {
+                if let Some(entry) = waiting.calls.remove(state) {
+                    entry.timer.abort();
+                    return Ok(entry.call);
+                }
+            }
+            None => {}
         }
         let expired = waiting
             .expired
             .iter()
             .find(|(token, _)| token == state)
             .map(|(_, why)| LimitError::InputExpired { why });
-        Err(expired)
+        Err(expired.map_or(Untaken::Unknown, Untaken::Expired))
     }
 
     /// Cancels every parked call: the session ended.

@@ -49,6 +49,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::http_events::{self, Event, Recorder, ResumeError};
+use super::routing_headers;
 use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
@@ -229,7 +230,9 @@ impl Endpoint {
                 JsonRpcMessage::Request(request)
                     if speaks_2026(&parts.headers, &request.request) =>
                 {
-                    if let Err(refused) = stateless_context(&parts.headers, &request.request) {
+                    let checked = stateless_context(&parts.headers, &request.request)
+                        .and_then(|()| self.routed_as_said(&parts.headers, &request.request));
+                    if let Err(refused) = checked {
                         return rpc_error(StatusCode::BAD_REQUEST, refused, Some(request.id));
                     }
                     let Some(session) = self.stateless_session(&parts) else {
@@ -398,6 +401,25 @@ impl Endpoint {
         })?;
         session.restore(client).await;
         Ok(session)
+    }
+
+    /// Whether a stateless request's routing headers say what its body says.
+    fn routed_as_said(
+        &self,
+        headers: &HeaderMap,
+        request: &ClientRequest,
+    ) -> Result<(), ErrorData> {
+        let schema = match request {
+            ClientRequest::CallToolRequest(call) => self
+                .gateway
+                .registry
+                .catalog()
+                .tools
+                .get(call.params.name.as_ref())
+                .map(|tool| tool.definition.input_schema.clone()),
+            _ => None,
+        };
+        routing_headers::check(headers, request, schema.as_deref())
     }
 
     /// The profile of a request's session: its token's, or the endpoint's.
