@@ -119,7 +119,7 @@ impl Parked {
         &self,
         call: ParkedCall,
         owner: &Owner,
-    ) -> Result<String, (LimitError, ParkedCall)> {
+    ) -> Result<String, (LimitError, Box<ParkedCall>)> {
         let limits = owner.quotas.limits();
         let mut waiting = self.lock();
         let limit = limits.max_parked_per_session.get();
@@ -132,7 +132,7 @@ impl Parked {
             Ok(permit) => permit,
             Err(refused) => {
                 call.abandon();
-                return Err((refused, call));
+                return Err((refused, Box::new(call)));
             }
         };
         let state = uuid::Uuid::new_v4().simple().to_string();
