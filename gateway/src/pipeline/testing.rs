@@ -167,9 +167,13 @@ pub enum Heard {
     Cancelled(String),
 }
 
+/// How long the test upstream says its tool list stays fresh.
+pub const LIST_TTL_MS: u64 = 60_000;
+
 /// An MCP server on 127.0.0.1 over streamable HTTP (rmcp's own), with read-only tools:
 /// `hang` answers only when its request is cancelled, `refuse` answers with a JSON-RPC
-/// error, `echo` answers "echo". It runs until dropped.
+/// error, `echo` answers "echo"; its tool list is fresh for [`LIST_TTL_MS`]. It runs
+/// until dropped.
 pub struct Upstream {
     pub url: String,
     heard: mpsc::UnboundedReceiver<Heard>,
@@ -240,11 +244,11 @@ impl ServerHandler for UpstreamTools {
             Tool::new(name.to_owned(), name.to_owned(), schema.clone())
                 .annotate(ToolAnnotations::new().read_only(true))
         };
-        Ok(ListToolsResult::with_all_items(vec![
-            tool("hang"),
-            tool("refuse"),
-            tool("echo"),
-        ]))
+        // Fresh for a minute, as a server of 2026-07-28 may say.
+        let mut tools =
+            ListToolsResult::with_all_items(vec![tool("hang"), tool("refuse"), tool("echo")]);
+        tools.ttl_ms = Some(LIST_TTL_MS);
+        Ok(tools)
     }
 
     async fn call_tool(

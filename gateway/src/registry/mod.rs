@@ -19,7 +19,7 @@ pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
 use tokio::sync::{mpsc, watch};
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, ServerConfig};
 use crate::relay::Downstream;
 use crate::resource_uri;
+use crate::upstream::offer::{FreshUntil, Offer};
 use crate::upstream::{Health, Upstream};
 pub use tool::FederatedTool;
 
@@ -60,6 +61,9 @@ pub struct Catalog {
     pub settled: BTreeSet<Arc<str>>,
     /// Names and URIs two servers both offered, and who kept them.
     pub collisions: Vec<naming::Collision>,
+    /// Until when each merged list is fresh: the earliest of its upstreams' `ttlMs`;
+    /// `None` when one of them gave none.
+    pub fresh_until: FreshUntil,
 }
 
 impl Catalog {
@@ -499,6 +503,7 @@ impl Registry {
             settled,
         );
         catalog.resource_templates = templates;
+        catalog.fresh_until = earliest(offers.iter().map(|(_, _, offer, _)| offer.as_ref()));
         catalog.collisions.extend(collisions);
         for collision in &catalog.collisions {
             if !previous.collisions.contains(collision) {
@@ -506,6 +511,35 @@ impl Registry {
             }
         }
         self.catalog.send_replace(Arc::new(catalog));
+    }
+}
+
+/// Until when each merged list is fresh, from the lists of `offers`: the earliest time
+/// any of them stops being fresh, or `None` when a server that offers that list gave no
+/// `ttlMs` for it.
+fn earliest<'a>(offers: impl Iterator<Item = &'a Offer> + Clone) -> FreshUntil {
+    let earliest = |list: fn(&Offer) -> (bool, Option<Instant>)| {
+        offers
+            .clone()
+            .map(list)
+            .filter(|(offered, _)| *offered)
+            .map(|(_, until)| until)
+            .try_fold(None, |earliest: Option<Instant>, until| {
+                let until = until?;
+                Some(Some(earliest.map_or(until, |e| e.min(until))))
+            })
+            .flatten()
+    };
+    FreshUntil {
+        tools: earliest(|o| (o.capabilities.tools.is_some(), o.fresh_until.tools)),
+        prompts: earliest(|o| (o.capabilities.prompts.is_some(), o.fresh_until.prompts)),
+        resources: earliest(|o| (o.capabilities.resources.is_some(), o.fresh_until.resources)),
+        resource_templates: earliest(|o| {
+            (
+                o.capabilities.resources.is_some(),
+                o.fresh_until.resource_templates,
+            )
+        }),
     }
 }
 

@@ -1,10 +1,13 @@
 //! What one upstream offers: who it says it is at `initialize`, and its tools, prompts,
-//! resources and resource templates, read to the end of every paginated list.
+//! resources and resource templates, read to the end of every paginated list, with how
+//! long the upstream says each list stays fresh (`ttlMs`, protocol 2026-07-28).
+
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     Implementation, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerPeerInfo, Tool,
 };
-use rmcp::service::ServiceError;
+use rmcp::service::{MergedList, ServiceError};
 use rmcp::{Peer, RoleClient};
 
 use super::UpstreamEvent;
@@ -20,6 +23,30 @@ pub struct Offer {
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
     pub resource_templates: Vec<ResourceTemplate>,
+    /// Until when each list is fresh, as the upstream said.
+    pub fresh_until: FreshUntil,
+}
+
+/// Until when each of an upstream's lists is fresh: `None` where the upstream gave no
+/// `ttlMs` (it says when a list changes, or never).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FreshUntil {
+    pub tools: Option<Instant>,
+    pub prompts: Option<Instant>,
+    pub resources: Option<Instant>,
+    pub resource_templates: Option<Instant>,
+}
+
+/// The items of `list` (none when there is no list), and until when the upstream says
+/// they are fresh.
+fn fresh<T>(list: Option<MergedList<T>>) -> (Vec<T>, Option<Instant>) {
+    let Some(list) = list else {
+        return (Vec::new(), None);
+    };
+    let until = list
+        .ttl_ms
+        .and_then(|ttl| Instant::now().checked_add(Duration::from_millis(ttl)));
+    (list.items, until)
 }
 
 impl Offer {
@@ -38,7 +65,7 @@ impl Offer {
             None => Offer::default(),
         };
         if offer.capabilities.tools.is_some() {
-            offer.tools = peer.list_all_tools().await?;
+            offer.read_tools(peer).await?;
         }
         offer.read_prompts(peer).await?;
         offer.read_resources(peer).await?;
@@ -53,7 +80,7 @@ impl Offer {
     ) -> Result<Offer, ServiceError> {
         let mut offer = self.clone();
         match event {
-            UpstreamEvent::ToolsChanged => offer.tools = peer.list_all_tools().await?,
+            UpstreamEvent::ToolsChanged => offer.read_tools(peer).await?,
             UpstreamEvent::PromptsChanged => offer.read_prompts(peer).await?,
             UpstreamEvent::ResourcesChanged => offer.read_resources(peer).await?,
             UpstreamEvent::ResourceUpdated(_) => {}
@@ -61,17 +88,29 @@ impl Offer {
         Ok(offer)
     }
 
+    async fn read_tools(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
+        (self.tools, self.fresh_until.tools) =
+            fresh(Some(peer.list_all_tools_with_cache_hint().await?));
+        Ok(())
+    }
+
     async fn read_prompts(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
         if self.capabilities.prompts.is_some() {
-            self.prompts = tolerate_missing(peer.list_all_prompts().await)?;
+            (self.prompts, self.fresh_until.prompts) = fresh(tolerate_missing(
+                peer.list_all_prompts_with_cache_hint().await,
+            )?);
         }
         Ok(())
     }
 
     async fn read_resources(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
         if self.capabilities.resources.is_some() {
-            self.resources = tolerate_missing(peer.list_all_resources().await)?;
-            self.resource_templates = tolerate_missing(peer.list_all_resource_templates().await)?;
+            (self.resources, self.fresh_until.resources) = fresh(tolerate_missing(
+                peer.list_all_resources_with_cache_hint().await,
+            )?);
+            (self.resource_templates, self.fresh_until.resource_templates) = fresh(
+                tolerate_missing(peer.list_all_resource_templates_with_cache_hint().await)?,
+            );
         }
         Ok(())
     }
@@ -79,13 +118,15 @@ impl Offer {
 
 /// A server that announces a capability but answers "method not found" for its list
 /// offers nothing there; that must not make the whole upstream fail.
-fn tolerate_missing<T: Default>(result: Result<T, ServiceError>) -> Result<T, ServiceError> {
+fn tolerate_missing<T>(
+    result: Result<MergedList<T>, ServiceError>,
+) -> Result<Option<MergedList<T>>, ServiceError> {
     match result {
         Err(ServiceError::McpError(error))
             if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
         {
-            Ok(T::default())
+            Ok(None)
         }
-        other => other,
+        other => other.map(Some),
     }
 }

@@ -10,15 +10,15 @@
 )]
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, ClientRequest, CompleteRequest, CompleteRequestParams, DiscoverResult,
-    GetPromptRequest, GetPromptRequestParams, InitializeRequestParams, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams, Reference, RequestId,
-    RequestMetaObject, ServerResult, SetLevelRequestParams, SubscribeRequest,
+    CacheScope, CallToolRequestParams, ClientRequest, CompleteRequest, CompleteRequestParams,
+    DiscoverResult, GetPromptRequest, GetPromptRequestParams, InitializeRequestParams,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
+    Reference, RequestId, RequestMetaObject, ServerResult, SetLevelRequestParams, SubscribeRequest,
     SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use serde_json::json;
@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::ClientSession;
 use super::revision::{self, Revision};
 use super::watch;
+use crate::config::CatalogMode;
 use crate::gateway::Gateway;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
@@ -189,10 +190,15 @@ impl Call {
         &self,
         request: Option<PaginatedRequestParams>,
     ) -> Result<ServerResult, ErrorData> {
-        let tools = self.gateway().visible_tools(self.pipeline_session());
+        let session = self.pipeline_session();
+        let tools = self.gateway().visible_tools(session);
         let (tools, next) = page(&tools, cursor(&request))?;
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next;
+        // A search catalog's list grows with the session's searches: never cached.
+        let fresh = (session.profile.catalog != CatalogMode::Search)
+            .then(|| self.gateway().registry.catalog().fresh_until.tools);
+        (result.ttl_ms, result.cache_scope) = composed_hint(fresh.flatten());
         Ok(ServerResult::ListToolsResult(result))
     }
 
@@ -231,6 +237,8 @@ impl Call {
         let (prompts, next) = page(&prompts, cursor(&request))?;
         let mut result = ListPromptsResult::with_all_items(prompts);
         result.next_cursor = next;
+        let fresh = self.gateway().registry.catalog().fresh_until.prompts;
+        (result.ttl_ms, result.cache_scope) = composed_hint(fresh);
         Ok(ServerResult::ListPromptsResult(result))
     }
 
@@ -263,6 +271,8 @@ impl Call {
         let (resources, next) = page(&resources, cursor(&request))?;
         let mut result = ListResourcesResult::with_all_items(resources);
         result.next_cursor = next;
+        let fresh = self.gateway().registry.catalog().fresh_until.resources;
+        (result.ttl_ms, result.cache_scope) = composed_hint(fresh);
         Ok(ServerResult::ListResourcesResult(result))
     }
 
@@ -274,6 +284,13 @@ impl Call {
         let (templates, next) = page(&templates, cursor(&request))?;
         let mut result = ListResourceTemplatesResult::with_all_items(templates);
         result.next_cursor = next;
+        let fresh = self
+            .gateway()
+            .registry
+            .catalog()
+            .fresh_until
+            .resource_templates;
+        (result.ttl_ms, result.cache_scope) = composed_hint(fresh);
         Ok(ServerResult::ListResourceTemplatesResult(result))
     }
 
@@ -437,6 +454,17 @@ impl Call {
             header(telemetry::TRACESTATE),
         )
     }
+}
+
+/// The cache hint of a list the gateway composes for one session: fresh as long as the
+/// upstream lists it merges (`None`: as the revision's default, immediately stale), and
+/// private, since what a session sees depends on its profile.
+fn composed_hint(fresh_until: Option<Instant>) -> (Option<u64>, Option<CacheScope>) {
+    let ttl_ms = fresh_until.map(|until| {
+        let left = until.saturating_duration_since(Instant::now());
+        u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
+    });
+    (ttl_ms, Some(CacheScope::Private))
 }
 
 /// Makes `level` the session's log level; when that changes the lowest level any session

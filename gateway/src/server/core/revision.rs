@@ -191,6 +191,7 @@ impl Revision {
         } else {
             result.strip_result_type_for_legacy_peer();
             result.strip_non_object_output_for_legacy_peer();
+            strip_cache_hints(&mut result);
         }
         result
     }
@@ -203,6 +204,21 @@ impl Revision {
         }
         error
     }
+}
+
+/// Takes `ttlMs` and `cacheScope` off a result for a client before 2026-07-28, which has
+/// no such fields (an upstream's result passed on may carry them).
+fn strip_cache_hints(result: &mut ServerResult) {
+    let (ttl_ms, cache_scope) = match result {
+        ServerResult::ListToolsResult(r) => (&mut r.ttl_ms, &mut r.cache_scope),
+        ServerResult::ListPromptsResult(r) => (&mut r.ttl_ms, &mut r.cache_scope),
+        ServerResult::ListResourcesResult(r) => (&mut r.ttl_ms, &mut r.cache_scope),
+        ServerResult::ListResourceTemplatesResult(r) => (&mut r.ttl_ms, &mut r.cache_scope),
+        ServerResult::ReadResourceResult(r) => (&mut r.ttl_ms, &mut r.cache_scope),
+        _ => return,
+    };
+    *ttl_ms = None;
+    *cache_scope = None;
 }
 
 /// The version `initialize` agrees to: the client's, when it has a handshake and the

@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::config::listen::ClientLimits;
 use crate::gateway::Gateway;
 use crate::pipeline::sessions::{Live, Transport};
-use crate::pipeline::testing::{Heard, Upstream, settled};
+use crate::pipeline::testing::{Heard, LIST_TTL_MS, Upstream, settled};
 use crate::server::limits::{Owner, Quotas};
 
 /// A gateway federating `upstream` as `up`, once it is connected.
@@ -28,7 +28,10 @@ async fn gateway(upstream: &Upstream) -> Arc<Gateway> {
 
 fn config(upstream: &Upstream, with_upstream: bool) -> Config {
     let servers = if with_upstream {
-        format!("[servers.up]\nurl = \"{}\"\n", upstream.url)
+        format!(
+            "[servers.up]\nurl = \"{}\"\nprotocol = \"2026-07-28\"\n",
+            upstream.url
+        )
     } else {
         String::new()
     };
@@ -171,6 +174,41 @@ async fn a_request_before_initialize_is_refused_and_the_session_lives_on() {
         .filter_map(|tool| tool["name"].as_str())
         .collect();
     assert_eq!(names, ["mcp__up__echo", "mcp__up__hang", "mcp__up__refuse"]);
+}
+
+/// A stateless request's `_meta`.
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "core-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+#[tokio::test]
+async fn a_merged_list_is_fresh_as_long_as_its_upstreams_say_and_private() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let mut client = Client::open(&gateway, None);
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}),
+        )
+        .await;
+    let listed = client.answer().await;
+    let ttl = listed["result"]["ttlMs"].as_u64().expect("a ttlMs");
+    assert!(ttl > 0 && ttl <= LIST_TTL_MS, "{listed}");
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
+
+    // A client of 2025-11-25 has no such fields.
+    client.initialize().await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .await;
+    let listed = client.answer().await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    assert!(listed["result"].get("ttlMs").is_none(), "{listed}");
+    assert!(listed["result"].get("cacheScope").is_none(), "{listed}");
 }
 
 #[tokio::test]
