@@ -22,6 +22,8 @@
 //! - `protocol`: the newline-delimited JSON spoken over the worker's pipes.
 //! - `worker`: inside the worker process ([`worker_main`]); `prelude.js` is the
 //!   program's world.
+//! - `link`: the worker's two ends of its socket: the channel it reads before its run,
+//!   the link its run writes on.
 //! - `probe`: [`confinement_probe_main`], the same worker reporting its walls (the calls
 //!   it was refused, its limits) instead of running the program (for tests).
 //! - `bridge`: [`ToolBridge`], how the gateway serves the program's tool calls.
@@ -36,6 +38,7 @@ mod budgets;
 mod confine;
 mod deep_stack;
 mod hints;
+mod link;
 mod outcome;
 mod probe;
 mod process;

@@ -37,11 +37,13 @@ type Calls = Map<String, Value>;
 /// The body of the hidden `__code-confinement-probe` subcommand, for tests.
 pub fn confinement_probe_main() -> ExitCode {
     let threaded = std::env::args().nth(2).as_deref() == Some(THREADED_PROBE);
-    worker::start(Role::ProbeConfinement(threaded.then(OtherThread::start)))
+    let other = threaded.then(OtherThread::start);
+    let report = move |limits: &ProcessLimits| report(other.as_ref(), limits);
+    worker::start(Role::ProbeConfinement(Box::new(report)))
 }
 
 /// A thread started before the worker confines itself, which tries the calls when asked.
-pub(crate) struct OtherThread {
+struct OtherThread {
     ask: mpsc::Sender<()>,
     answers: mpsc::Receiver<Calls>,
 }
@@ -67,7 +69,7 @@ impl OtherThread {
 }
 
 /// The report of a confined worker whose limits were set from `limits`.
-pub(crate) fn report(other: Option<&OtherThread>, limits: &ProcessLimits) -> Value {
+fn report(other: Option<&OtherThread>, limits: &ProcessLimits) -> Value {
     json!({
         "calls": try_denied_calls(),
         "other_thread_calls": other.and_then(OtherThread::try_denied_calls),

@@ -12,27 +12,21 @@
 //! exits on a lost host), so nothing of the program runs after its outcome is reported.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::fs::File;
 use std::future::Future;
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::process::ExitCode;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use deno_core::{JsRuntime, OpState, PollEventLoopOptions, RuntimeOptions, op2, v8};
 use serde_json::{Value, json};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::oneshot;
 
 use super::confine::{self, SyscallFilter};
-use super::probe::{self, OtherThread};
-use super::protocol::{self, Bindings, HostMessage, WorkerFailure, WorkerMessage};
+use super::link::{Channel, HostLink};
+use super::protocol::{self, Bindings, HostMessage, ProcessLimits, WorkerFailure, WorkerMessage};
 use super::strip::PROGRAM_SCRIPT;
-use super::template::{self, Channel};
+use super::template;
 use super::warm;
 
 const PRELUDE: &str = include_str!("prelude.js");
@@ -54,9 +48,9 @@ pub fn worker_main() -> ExitCode {
 /// What a worker does with its run once it is confined.
 pub(crate) enum Role {
     RunProgram,
-    /// Report the walls instead of running (see `probe`), trying the calls from the
-    /// other thread too when there is one.
-    ProbeConfinement(Option<OtherThread>),
+    /// Report what `report` finds of the walls, given the limits they were set from,
+    /// instead of running (see `probe`).
+    ProbeConfinement(Box<dyn FnOnce(&ProcessLimits) -> Value>),
 }
 
 /// Take over stdio as the bridge and serve as a worker in `role`.
@@ -167,16 +161,12 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
         eprintln!("code worker: expected a run message");
         return ExitCode::FAILURE;
     };
-    if let Role::ProbeConfinement(other_thread) = &role {
+    if let Role::ProbeConfinement(report) = role {
         link.finish(&WorkerMessage::Done {
-            result: Some(probe::report(other_thread.as_ref(), &limits)),
+            result: Some(report(&limits)),
         });
     }
-    link.output_left.store(max_output_bytes, Ordering::SeqCst);
-    link.max_message.store(
-        protocol::max_message_bytes(max_output_bytes),
-        Ordering::SeqCst,
-    );
+    link.set_output_budget(max_output_bytes);
     let failure = tokio.block_on(async {
         tokio::spawn(read_replies(Arc::clone(&link), channel.into_buffered()));
         let runner = match (bindings, ahead) {
@@ -439,7 +429,7 @@ fn as_function(
 /// without blocking the event loop. The host closing the channel means the run is over:
 /// exit. `buffered` is what was read past the run message.
 async fn read_replies(link: Arc<HostLink>, mut buffered: Vec<u8>) {
-    let fd = link.channel_fd;
+    let fd = link.channel_fd();
     // SAFETY: the channel's descriptor stays open as long as the process: `link.out`
     // owns it and `link` outlives this task.
     let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
@@ -457,7 +447,7 @@ async fn read_replies(link: Arc<HostLink>, mut buffered: Vec<u8>) {
                 link.deliver(id, result);
             }
         }
-        if buffered.len() > link.max_message.load(Ordering::SeqCst) {
+        if buffered.len() > link.max_message() {
             // SAFETY: `_exit` ends the process without running anything else.
             unsafe { libc::_exit(1) }
         }
@@ -489,137 +479,6 @@ async fn read_replies(link: Arc<HostLink>, mut buffered: Vec<u8>) {
             Ok(Ok(n)) => buffered.extend_from_slice(&chunk[..n]),
             Err(_would_block) => {}
         }
-    }
-}
-
-/// The worker's end of the bridge: the protocol output, the calls waiting for replies,
-/// and the output budget.
-pub(crate) struct HostLink {
-    out: Mutex<File>,
-    /// The channel's descriptor (the one `out` writes to); a copy made by `fork` puts its
-    /// own socket under the same number.
-    channel_fd: RawFd,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
-    next_id: AtomicU64,
-    output_left: AtomicUsize,
-    max_message: AtomicUsize,
-}
-
-impl HostLink {
-    /// Take the protocol socket off fds 0 and 1, then point fd 1 at stderr and fd 0 at
-    /// /dev/null, so nothing else in the process can write into (or read from) the bridge.
-    fn from_stdio() -> std::io::Result<(HostLink, Channel)> {
-        let channel_fd = dup_cloexec(0)?;
-        let null = File::open("/dev/null")?;
-        // SAFETY: plain fd syscalls on descriptors this process owns.
-        unsafe {
-            if libc::dup2(2, 1) < 0 || libc::dup2(null.as_raw_fd(), 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        drop(null);
-        template::close_descriptors_except(channel_fd);
-        // SAFETY: the descriptor was just created by dup and is owned by nothing else.
-        let output = unsafe { File::from_raw_fd(channel_fd) };
-        let link = HostLink {
-            out: Mutex::new(output),
-            channel_fd,
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            output_left: AtomicUsize::new(0),
-            max_message: AtomicUsize::new(protocol::max_message_bytes(0)),
-        };
-        Ok((link, Channel::new(channel_fd)))
-    }
-
-    /// Write one message; a host that stopped listening ends the worker.
-    pub(crate) fn send(&self, message: &WorkerMessage) {
-        let line = protocol::encode(message);
-        let written = match self.out.lock() {
-            Ok(mut out) => out.write_all(&line).is_ok(),
-            Err(_) => false,
-        };
-        if !written {
-            // SAFETY: `_exit` ends the process without running anything else.
-            unsafe { libc::_exit(1) }
-        }
-    }
-
-    /// Report a terminal message and end the process.
-    fn finish(&self, message: &WorkerMessage) -> ! {
-        self.send(message);
-        // Wait to be killed rather than exit: tearing down this process's memory takes a
-        // while, and doing it now would compete with the gateway reading the message.
-        // Nothing of the program runs any more; the gateway ends the process once it has
-        // settled the run (its closing the channel also ends it).
-        let mut sink = [0u8; 4096];
-        loop {
-            // SAFETY: a blocking read into a local buffer.
-            let n = unsafe { libc::read(self.channel_fd, sink.as_mut_ptr().cast(), sink.len()) };
-            if n == 0
-                || (n < 0
-                    && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted)
-            {
-                // SAFETY: `_exit` ends the process without running anything else.
-                unsafe { libc::_exit(0) }
-            }
-        }
-    }
-
-    /// Charge `cost` bytes to the output budget; false if it does not fit.
-    fn charge(&self, cost: usize) -> bool {
-        self.output_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-                left.checked_sub(cost)
-            })
-            .is_ok()
-    }
-
-    fn output_exceeded(&self, what: &str, bytes: usize) -> ! {
-        self.finish(&fail(
-            WorkerFailure::Output,
-            format!(
-                "{what} ({bytes} bytes) exceeds what is left of the output budget ({} bytes)",
-                self.output_left.load(Ordering::SeqCst)
-            ),
-        ))
-    }
-
-    /// Register a call and send it; the receiver gets the host's reply.
-    fn start_call(&self, tool: String, args: &str) -> Result<oneshot::Receiver<Value>, String> {
-        let max = self.max_message.load(Ordering::SeqCst);
-        if args.len() > max {
-            return Err(format!(
-                "the arguments are {} bytes, more than the {max}-byte limit of one tool call",
-                args.len()
-            ));
-        }
-        let args: Value =
-            serde_json::from_str(args).map_err(|e| format!("the arguments are not JSON: {e}"))?;
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let (reply, receiver) = oneshot::channel();
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(id, reply);
-        }
-        self.send(&WorkerMessage::Call { id, tool, args });
-        Ok(receiver)
-    }
-
-    fn deliver(&self, id: u64, result: Value) {
-        let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&id));
-        if let Some(waiting) = waiting {
-            let _ = waiting.send(result);
-        }
-    }
-}
-
-fn dup_cloexec(fd: RawFd) -> std::io::Result<RawFd> {
-    // SAFETY: F_DUPFD_CLOEXEC duplicates a descriptor this process owns.
-    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if copy < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(copy)
     }
 }
 
