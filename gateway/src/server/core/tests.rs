@@ -302,3 +302,23 @@ async fn stateless_sessions_past_the_bound_end_the_idle_ones() {
     assert!(!Arc::ptr_eq(&first, &reopened), "an ended one opens anew");
     assert_eq!(reopened.id(), first.id(), "under the same id");
 }
+
+#[tokio::test]
+async fn task_methods_answer_method_not_found() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let mut client = Client::open(&gateway, None);
+    for (id, method) in [
+        (1, "tasks/get"),
+        (2, "tasks/cancel"),
+        (3, "tasks/result"),
+        (4, "tasks/list"),
+    ] {
+        client
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": method,
+                "params": {"taskId": "t", "_meta": meta()}}))
+            .await;
+        let answer = client.answer().await;
+        assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
+    }
+}
