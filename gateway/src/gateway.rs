@@ -7,7 +7,7 @@
 //! started with.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -154,10 +154,11 @@ impl Gateway {
             tracing::error!("{e}: sharing nothing, state stays in this process");
             Arc::new(state::memory::MemoryState::new(&config.cluster))
         });
+        let session_ttl = Duration::from_secs(config.cluster.session_ttl_secs.max(1));
         let policy = Policy::new(config, &registry, &shared, &telemetry.tracer(), &state);
         let subscriptions = Subscriptions::start(resource_updates);
         let search_tools = Arc::new(SearchTool::new(registry.clone()));
-        Arc::new_cyclic(|gateway| Gateway {
+        let gateway = Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
             search_tools,
             registry,
@@ -175,7 +176,12 @@ impl Gateway {
             telemetry,
             state,
             drain: Arc::default(),
-        })
+        });
+        tokio::spawn(end_abandoned_sessions(
+            Arc::downgrade(&gateway),
+            session_ttl,
+        ));
+        gateway
     }
 
     /// The configuration-derived policy in force now.
@@ -516,4 +522,30 @@ fn is_aborted(result: &CallToolResult) -> bool {
     [ErrorCode::Aborted, ErrorCode::AbortedBeforeDispatch]
         .iter()
         .any(|aborted| code == Some(aborted.as_str()))
+}
+
+/// Ends the streamable HTTP sessions whose clients left without ending them, once no
+/// request found them for `ttl` (`[cluster] session_ttl_secs`: their shared record has
+/// expired by then too), checking ten times a ttl, at most once a minute.
+async fn end_abandoned_sessions(gateway: Weak<Gateway>, ttl: Duration) {
+    let period = (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    loop {
+        let Some(shutdown) = gateway.upgrade().map(|gateway| gateway.shutdown.clone()) else {
+            return;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let Some(gateway) = gateway.upgrade() else {
+            return;
+        };
+        let ended = gateway.sessions.end_idle(Transport::StreamableHttp, ttl);
+        if ended > 0 {
+            tracing::info!(
+                ended,
+                "ended streamable HTTP sessions unused for [cluster] session_ttl_secs"
+            );
+        }
+    }
 }

@@ -648,3 +648,67 @@ fn hot_reload_adds_and_removes_servers_and_keeps_the_old_config_when_invalid() {
             .is_some()
     );
 }
+
+/// A client that opens streamable HTTP sessions and leaves without ending them does not
+/// leave them behind: each ends once unused for `[cluster] session_ttl_secs`, while a
+/// session its client keeps using lives on.
+#[test]
+fn a_session_its_client_abandoned_ends_after_the_session_ttl() {
+    let workspace = Workspace::new(&format!(
+        "{}[cluster]\nsession_ttl_secs = 2\n",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let abandoned = open_session(gateway.address, None);
+    let kept = open_session(gateway.address, None);
+    // The console's list of open sessions (with no tokens configured, an empty login).
+    let (status, headers, body) = http_request(
+        gateway.address,
+        "POST",
+        "/ui/api/login",
+        &[("Content-Type", "application/json")],
+        br#"{"token": ""}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let cookie = header(&headers, "set-cookie")
+        .and_then(|cookie| cookie.split(';').next())
+        .expect("a login cookie")
+        .to_owned();
+    let listed = |id: &str| {
+        let (status, _, body) = http_request(
+            gateway.address,
+            "GET",
+            "/ui/api/sessions",
+            &[("Cookie", &cookie)],
+            b"",
+        );
+        assert_eq!(status, 200, "{body}");
+        let sessions: Value = serde_json::from_str(&body).unwrap();
+        sessions["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|session| session["id"] == id)
+    };
+    assert!(listed(&abandoned) && listed(&kept));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while listed(&abandoned) {
+        assert!(
+            Instant::now() < deadline,
+            "the abandoned session is still open"
+        );
+        // The kept session is used all along (a ping, well within its ttl).
+        let ping = r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+        let (status, _, body) = post(gateway.address, Some(&kept), None, ping);
+        assert_eq!(status, 200, "{body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(listed(&kept), "the session in use was ended too");
+    let (status, _, body) = post(
+        gateway.address,
+        Some(&abandoned),
+        None,
+        r#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#,
+    );
+    assert_eq!(status, 404, "{body}");
+}

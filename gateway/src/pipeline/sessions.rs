@@ -7,11 +7,14 @@
 //! A client session of the core is held until it ends, as a [`Live`] (this module sits
 //! below the core, which gets its own type back with [`Sessions::find`]'s downcast); a
 //! console or command-line session is held weakly and forgotten once its holder lets go.
+//! A streamable HTTP session whose client left without ending it ends once no request
+//! found it for `[cluster] session_ttl_secs` ([`Sessions::end_idle`]), as its shared
+//! record does.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -81,6 +84,8 @@ struct Entry {
     owner: Option<String>,
     client: Option<(String, String)>,
     since_ms: u64,
+    /// When a request last found it.
+    last_used: Instant,
 }
 
 /// The sessions of this process. Share it with `Arc`.
@@ -110,15 +115,17 @@ impl Sessions {
                 owner,
                 client: None,
                 since_ms: unix_ms(SystemTime::now()),
+                last_used: Instant::now(),
             },
         );
     }
 
     /// The session `id` names, for a request of `identity`.
     pub fn find<T: Live>(&self, id: &str, identity: Option<&str>) -> Result<Arc<T>, Refused> {
-        let entries = self.lock();
-        let entry = entries.get(id).ok_or(Refused::Unknown)?;
+        let mut entries = self.lock();
+        let entry = entries.get_mut(id).ok_or(Refused::Unknown)?;
         check_owner(entry.owner.as_deref(), identity)?;
+        entry.last_used = Instant::now();
         let live: Arc<dyn Any + Send + Sync> = entry.live.clone().ok_or(Refused::Unknown)?;
         live.downcast().map_err(|_| Refused::Unknown)
     }
@@ -139,6 +146,9 @@ impl Sessions {
     ) -> Option<Arc<T>> {
         let mut stateless = self.stateless_lock();
         if let Some(session) = stateless.get(&key) {
+            if let Some(entry) = self.lock().get_mut(session.id()) {
+                entry.last_used = Instant::now();
+            }
             let session: Arc<dyn Any + Send + Sync> = session.clone();
             return session.downcast().ok();
         }
@@ -170,6 +180,25 @@ impl Sessions {
         if let Some(live) = live {
             live.end();
         }
+    }
+
+    /// Ends the sessions of `transport` that no request found for `idle` and that serve
+    /// none now: their clients left without ending them. Returns how many ended.
+    pub fn end_idle(&self, transport: Transport, idle: Duration) -> usize {
+        let Some(before) = Instant::now().checked_sub(idle) else {
+            return 0;
+        };
+        let idle: Vec<Arc<dyn Live>> = self
+            .lock()
+            .values()
+            .filter(|entry| entry.transport == transport && entry.last_used < before)
+            .filter_map(|entry| entry.live.clone())
+            .filter(|live| !live.is_serving())
+            .collect();
+        for live in &idle {
+            live.end();
+        }
+        idle.len()
     }
 
     /// Takes session `id` out of the registry (it ended).
