@@ -12,6 +12,8 @@
 //! `InputRequiredResult` for what the server requested; a client of 2025-11-25 in front of
 //! a server of 2026-07-28 gets the server's questions as requests of their own.
 
+use std::time::Duration;
+
 use mcp_gateway_tests::streamable;
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
@@ -387,4 +389,47 @@ fn routing_headers_and_retries_must_repeat_the_request() {
         answer["result"]["content"][0]["text"], "Hello, Ada!",
         "{text}"
     );
+}
+
+/// `protocol = "auto"`: the gateway asks each server with `server/discover` first, and a
+/// server that does not know it (npm server-memory, on the TypeScript SDK 1.x) gets
+/// `initialize`; each is spoken to at its own revision, and a client of either revision
+/// works with both.
+#[test]
+fn auto_speaks_to_each_server_at_its_own_revision() {
+    let workspace = Workspace::new(&format!(
+        "{}{}protocol = \"auto\"\n",
+        config("auto"),
+        npm_server("memory", "mcp-server-memory", &[])
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let protocols = || {
+        let health = health(&gateway);
+        let upstreams = &health["upstreams"];
+        (
+            upstreams["asks"]["protocol"].clone(),
+            upstreams["memory"]["protocol"].clone(),
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || protocols().1 != Value::Null
+            && protocols().0 != Value::Null),
+        "{}",
+        gateway.log_text()
+    );
+    assert_eq!(protocols(), (json!("2026-07-28"), json!("2025-11-25")));
+    for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        every_question_is_answered(gateway.client_args("http", "/mcp"), mode, revision);
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(["--mode".into(), mode.into()]);
+        let run = python_client(
+            &args,
+            &json!([{"action": "call_tool", "name": "mcp__memory__read_graph"}]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}");
+        assert!(
+            result_text(action_result(&run, 0)).contains("entities"),
+            "{run:#}"
+        );
+    }
 }

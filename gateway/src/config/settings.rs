@@ -200,6 +200,10 @@ pub enum UpstreamProtocol {
     /// 2026-07-28 only, or one whose tools answer `InputRequiredResult`.
     #[serde(rename = "2026-07-28")]
     Stateless,
+    /// `server/discover` first; a server that does not know it (or does not answer it
+    /// within 10 s) gets `initialize`.
+    #[serde(rename = "auto")]
+    Auto,
 }
 
 impl UpstreamProtocol {

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::RoleClient;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, RunningService, RunningServiceCancellationToken,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{Peer, RoleClient};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -132,6 +132,10 @@ fn lifecycle(protocol: UpstreamProtocol) -> ClientLifecycleMode {
         UpstreamProtocol::Stateless => ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         },
+        UpstreamProtocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        },
     }
 }
 
@@ -170,9 +174,7 @@ async fn connect_inner(
                     .await
                     .map_err(init_error)?,
                 Some(group),
-                // The lane writes requests as a session's, without the context each request
-                // of a stateless server carries.
-                (config.protocol == UpstreamProtocol::Session).then_some(lane),
+                Some(lane),
             )
         }
         Endpoint::Remote {
@@ -251,7 +253,11 @@ async fn connect_inner(
             )
         }
     };
-    if config.protocol == UpstreamProtocol::Stateless {
+    let stateless = speaks_stateless(service.peer());
+    // The lane writes requests as a session's, without the context each request of a
+    // stateless server carries.
+    let lane = lane.filter(|_| !stateless);
+    if stateless {
         // A server of 2026-07-28 tells of its changes only on a subscription.
         tokio::spawn(client::listen_for_changes(
             name.clone(),
@@ -271,6 +277,12 @@ async fn connect_inner(
         lane,
     });
     Ok(Connection::new(live, service, group, signed_out))
+}
+
+/// Whether the server agreed to 2026-07-28 or later, which has no session.
+pub fn speaks_stateless(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize())
 }
 
 fn header_map(

@@ -36,7 +36,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::status::SignInStatus;
 use crate::auth::store::TokenStore;
-use crate::config::{ServerConfig, UpstreamProtocol};
+use crate::config::ServerConfig;
 use crate::observe::telemetry;
 use crate::relay::calls::answer_after_progress;
 use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Listeners};
@@ -105,6 +105,9 @@ pub struct Health {
     pub last_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<i32>,
+    /// The protocol revision agreed with the server, while it is connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// An OAuth server's sign-in (`[servers.NAME.oauth]`), read when the snapshot is taken.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<SignInStatus>,
@@ -180,6 +183,7 @@ impl Upstream {
                 restarts: 0,
                 last_error: None,
                 pid: None,
+                protocol: None,
                 oauth: None,
             }),
             calls: CallRoutes::default(),
@@ -308,11 +312,17 @@ impl Upstream {
             match attempt {
                 Ok(connection) => {
                     backoff = FIRST_BACKOFF;
+                    let protocol = connection
+                        .live
+                        .peer
+                        .peer_info()
+                        .map(|info| info.protocol_version.to_string());
                     self.set_health(|h| {
                         h.state = UpstreamState::Ready;
                         h.pid = connection.live.pid;
+                        h.protocol.clone_from(&protocol);
                     });
-                    tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), "upstream ready");
+                    tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), protocol = protocol.as_deref().unwrap_or("?"), "upstream ready");
                     self.set_live(Some(connection.live.clone()));
                     if let Some(level) = self.downstream.listeners.lowest() {
                         self.set_log_level(level).await;
@@ -351,6 +361,7 @@ impl Upstream {
                         h.state = UpstreamState::Restarting;
                         h.last_error = Some(why);
                         h.pid = None;
+                        h.protocol = None;
                     });
                 }
                 Err(error) => {
@@ -377,6 +388,7 @@ impl Upstream {
         self.set_health(|h| {
             h.state = UpstreamState::Stopped;
             h.pid = None;
+            h.protocol = None;
         });
         self.attempted.send_replace(true);
     }
@@ -639,7 +651,7 @@ impl Upstream {
         let mut request = request;
         add_client_meta(caller.as_ref(), request.get_meta_mut());
         let mut options = PeerRequestOptions::no_options();
-        if self.config.protocol == UpstreamProtocol::Stateless
+        if connect::speaks_stateless(&live.peer)
             && let Some(caller) = &caller
         {
             options.meta = Some(client_context(caller, &self.downstream.listeners));
