@@ -88,7 +88,7 @@ struct Entry {
     last_used: Instant,
 }
 
-/// The sessions of this process. Share it with `Arc`.
+/// The sessions of this process (one registry, the gateway's).
 #[derive(Default)]
 pub struct Sessions {
     entries: Mutex<HashMap<Arc<str>, Entry>>,
@@ -201,13 +201,22 @@ impl Sessions {
         idle.len()
     }
 
-    /// Takes session `id` out of the registry (it ended).
-    pub fn remove(&self, id: &str) {
-        let removed = self.lock().remove(id);
-        if removed.is_some_and(|entry| entry.live.is_some()) {
-            self.stateless_lock()
-                .retain(|_, session| session.id() != id);
+    /// Takes `session` out of the registry (it ended), unless another session has taken
+    /// its id since (two requests that restored one session at once).
+    pub fn remove(&self, session: &dyn Live) {
+        let id = session.id();
+        let ours = |live: &Arc<dyn Live>| std::ptr::addr_eq(Arc::as_ptr(live), session);
+        {
+            let mut entries = self.lock();
+            if !entries
+                .get(id)
+                .is_some_and(|entry| entry.live.as_ref().is_some_and(ours))
+            {
+                return;
+            }
+            entries.remove(id);
         }
+        self.stateless_lock().retain(|_, live| !ours(live));
     }
 
     /// Records the client's name and version from its `initialize`.

@@ -445,24 +445,38 @@ impl ClientSession {
         )
     }
 
-    /// Ends the session: its calls are cancelled, its requests to the client and parked
-    /// calls forgotten.
+    /// Ends the session: it leaves the registry and the relay's listeners, and
+    /// everything running for it stops.
     pub fn end(&self) {
-        self.closed.cancel();
-        self.requests.end();
-        self.parked.cancel_all();
+        self.stop();
         self.gateway
             .registry
             .downstream()
             .listeners
             .leave(&self.session.id);
-        self.gateway.sessions.remove(&self.session.id);
+        self.gateway.sessions.remove(self);
+    }
+
+    /// Stops what runs for the session: its calls are cancelled, its requests to the
+    /// client and parked calls forgotten.
+    fn stop(&self) {
+        self.closed.cancel();
+        self.requests.end();
+        self.parked.cancel_all();
     }
 
     fn calls(&self) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
         self.calls
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for ClientSession {
+    /// A session the registry no longer holds (another took its id) stops what runs for
+    /// it when its last request lets go of it.
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

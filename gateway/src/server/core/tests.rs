@@ -322,3 +322,32 @@ async fn task_methods_answer_method_not_found() {
         assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
     }
 }
+
+#[tokio::test]
+async fn a_session_replaced_under_its_id_does_not_end_its_successor() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let open = || {
+        let (outbox, _) = mpsc::channel(1);
+        let opening = Opening {
+            profile: None,
+            transport: Transport::StreamableHttp,
+            id: Some("restored"),
+            outbox,
+            owner: Owner {
+                identity: None,
+                quotas: Quotas::new(ClientLimits::default()),
+            },
+            attachment: Box::new(()),
+        };
+        ClientSession::open(&gateway, opening).expect("the default profile")
+    };
+    // Two requests restored the same session at once: the second took its id.
+    let first = open();
+    let second = open();
+    first.end();
+    let found = ClientSession::find(&gateway, "restored", None).expect("the second one");
+    assert!(Arc::ptr_eq(&found, &second));
+    second.end();
+    assert!(ClientSession::find(&gateway, "restored", None).is_err());
+}
