@@ -161,6 +161,8 @@ fn a_public_bind_without_tokens_is_refused() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("token"), "says why: {stderr}");
+    // Refused before anything starts: no upstream, no run_code worker, nothing else said.
+    assert_eq!(stderr.trim().lines().count(), 1, "only why: {stderr}");
 }
 
 /// A sleep far longer than any machine needs to notice a dead child: a call answered

@@ -311,6 +311,10 @@ async fn serve(
     profile: Option<String>,
     wait_for_upstreams: bool,
 ) -> Result<ExitCode, String> {
+    if !stdio {
+        // A listener the configuration cannot have is refused before anything starts.
+        crate::listener_guard::guard_for(&config).map_err(|e| e.to_string())?;
+    }
     let path = config.source.clone();
     let grace = Duration::from_millis(config.gateway.shutdown_grace_ms);
     let (gateway, shutdown) = if wait_for_upstreams {
