@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::RoleClient;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, RunningService, RunningServiceCancellationToken,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{Peer, RoleClient};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -253,7 +253,15 @@ async fn connect_inner(
             )
         }
     };
-    let stateless = speaks_stateless(service.peer());
+    let stateless = match config.protocol {
+        UpstreamProtocol::Session => false,
+        UpstreamProtocol::Stateless => true,
+        // Whether `server/discover` found a server of 2026-07-28.
+        UpstreamProtocol::Auto => service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize()),
+    };
     // The lane writes requests as a session's, without the context each request of a
     // stateless server carries.
     let lane = lane.filter(|_| !stateless);
@@ -275,14 +283,9 @@ async fn connect_inner(
         pid: group.as_ref().map(ProcessGroup::pid),
         violation,
         lane,
+        stateless,
     });
     Ok(Connection::new(live, service, group, signed_out))
-}
-
-/// Whether the server agreed to 2026-07-28 or later, which has no session.
-pub fn speaks_stateless(peer: &Peer<RoleClient>) -> bool {
-    peer.peer_info()
-        .is_some_and(|info| !info.protocol_version.has_initialize())
 }
 
 fn header_map(

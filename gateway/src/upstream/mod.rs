@@ -128,6 +128,9 @@ pub struct Live {
     pub violation: child::Violation,
     /// A stdio connection's tool calls, beside rmcp's service loop.
     lane: Option<Arc<lane::Lane>>,
+    /// Whether the server is spoken to at 2026-07-28 (no session: every request carries
+    /// its own context).
+    pub stateless: bool,
 }
 
 /// One configured upstream server.
@@ -415,6 +418,7 @@ impl Upstream {
                             pid: live.pid,
                             violation: live.violation.clone(),
                             lane: live.lane.clone(),
+                            stateless: live.stateless,
                         })));
                         let _ = self.downstream.announced.send((self.name.clone(), kind));
                     }
@@ -651,7 +655,7 @@ impl Upstream {
         let mut request = request;
         add_client_meta(caller.as_ref(), request.get_meta_mut());
         let mut options = PeerRequestOptions::no_options();
-        if connect::speaks_stateless(&live.peer)
+        if live.stateless
             && let Some(caller) = &caller
         {
             options.meta = Some(client_context(caller, &self.downstream.listeners));
