@@ -228,16 +228,7 @@ pub fn open(config: &ClusterConfig) -> Result<Arc<dyn SharedState>, StateError> 
     }
 }
 
-/// Event ids are `<stream>/<sequence>`: the stream is found again from the id alone.
-pub fn event_id(stream: &str, sequence: u64) -> String {
-    format!("{stream}/{sequence}")
-}
-
-/// The stream and sequence number of an event id.
-pub fn parse_event_id(id: &str) -> Option<(&str, u64)> {
-    let (stream, sequence) = id.rsplit_once('/')?;
-    Some((stream, sequence.parse().ok()?))
-}
+pub use wire::event_id::{event_id, parse_event_id};
 
 #[cfg(test)]
 mod tests;

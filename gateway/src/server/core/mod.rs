@@ -36,6 +36,7 @@ use rmcp::model::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use wire::round_trip::{input_responses, request_state};
 
 use self::parked::{Parked, ParkedCall};
 use self::revision::Revision;
@@ -463,26 +464,6 @@ impl Serving {
 impl Drop for Serving {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The `requestState` a retried request carries.
-fn request_state(request: &ClientRequest) -> Option<&str> {
-    match request {
-        ClientRequest::CallToolRequest(call) => call.params.request_state.as_deref(),
-        ClientRequest::GetPromptRequest(get) => get.params.request_state.as_deref(),
-        ClientRequest::ReadResourceRequest(read) => read.params.request_state.as_deref(),
-        _ => None,
-    }
-}
-
-/// The answers a retried request carries.
-fn input_responses(request: &ClientRequest) -> Option<rmcp::model::InputResponses> {
-    match request {
-        ClientRequest::CallToolRequest(call) => call.params.input_responses.clone(),
-        ClientRequest::GetPromptRequest(get) => get.params.input_responses.clone(),
-        ClientRequest::ReadResourceRequest(read) => read.params.input_responses.clone(),
-        _ => None,
     }
 }
 

@@ -37,16 +37,15 @@ use axum::extract::{Request, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{HeaderValue, Method, StatusCode, header};
 use rmcp::model::{
-    ClientConfig, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, GetMeta,
-    JsonRpcMessage, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ClientConfig, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, JsonRpcMessage,
+    RequestId, ServerJsonRpcMessage,
 };
-use rmcp::transport::common::http_header::{
-    HEADER_LAST_EVENT_ID, HEADER_MCP_PROTOCOL_VERSION, HEADER_SESSION_ID,
-};
+use rmcp::transport::common::http_header::{HEADER_LAST_EVENT_ID, HEADER_SESSION_ID};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use wire::headers::{accepts, session_id, speaks_2026, stateless_context};
 
 use super::http_events::{self, Event, Recorder, ResumeError};
 use crate::drain::{Delivery, OpenSession};
@@ -791,51 +790,6 @@ fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
     }
 }
 
-/// Whether a request without a session speaks 2026-07-28: its `MCP-Protocol-Version`
-/// header or its `_meta` names that revision or a later one.
-fn speaks_2026(headers: &HeaderMap, request: &ClientRequest) -> bool {
-    let modern = |version: &str| version >= ProtocolVersion::V_2026_07_28.as_str();
-    header_version(headers).is_some_and(modern)
-        || request
-            .get_meta()
-            .protocol_version()
-            .is_some_and(|version| modern(version.as_str()))
-        || matches!(request, ClientRequest::DiscoverRequest(_))
-}
-
-/// A stateless request carries its context in `_meta`, and its `MCP-Protocol-Version`
-/// header names the version its `_meta` names.
-fn stateless_context(headers: &HeaderMap, request: &ClientRequest) -> Result<(), ErrorData> {
-    let meta = request.get_meta();
-    let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
-    if !missing.is_empty() {
-        return Err(ErrorData::invalid_params(
-            format!(
-                "request _meta is missing or has malformed required fields: {}",
-                missing.join(", ")
-            ),
-            None,
-        ));
-    }
-    match (header_version(headers), meta.protocol_version()) {
-        (Some(header), Some(meta)) if header == meta.as_str() => Ok(()),
-        (_, None) => Ok(()),
-        (header, Some(meta)) => Err(ErrorData::header_mismatch(
-            format!(
-                "the MCP-Protocol-Version header ({}) does not match the request's _meta ({meta})",
-                header.unwrap_or("absent")
-            ),
-            None,
-        )),
-    }
-}
-
-fn header_version(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(HEADER_MCP_PROTOCOL_VERSION)
-        .and_then(|value| value.to_str().ok())
-}
-
 /// The id of the session serving `key`'s stateless requests: the same on every replica,
 /// so that what is shared per session (the rate limiter's window, the reminder's chain)
 /// is shared by them, and telling nothing of the credentials.
@@ -853,23 +807,6 @@ fn stateless_id((identity, profile): &StatelessKey) -> String {
         .map(|byte| format!("{byte:02x}"))
         .collect();
     format!("stateless-{hex}")
-}
-
-fn session_id(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(HEADER_SESSION_ID)
-        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
-}
-
-/// Whether a request's `Accept` header takes `media`.
-fn accepts(headers: &HeaderMap, media: &str) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(|accepted| accepted.split(';').next().unwrap_or("").trim())
-        .any(|accepted| accepted.eq_ignore_ascii_case(media) || accepted == "*/*")
 }
 
 /// A JSON-RPC error as the whole response.
