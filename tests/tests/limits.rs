@@ -3,7 +3,8 @@
 //! are capped and expire by a timer, legacy SSE batches and requests in flight are
 //! bounded, streams are capped per identity, stateless streams are not recorded, a
 //! forged `Last-Event-ID` writes nothing, the limiter's records carry no false owner, and
-//! a profile removed by a reload is a 404 rather than a dropped connection. Then the
+//! a profile removed by a reload is a 404 rather than a dropped connection, stored events
+//! stay within their byte bound (a resume of a dropped one is told so). Then the
 //! 20,000-parked-call probe, repeated.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -451,6 +452,70 @@ fn a_forged_last_event_id_writes_nothing() {
     let (status, _, body) = resume(&format!("gone-replica:{session}:chosen/0"));
     assert_eq!(status, 200, "{body}");
     assert!(sse_events(&body).is_empty(), "an event was written: {body}");
+}
+
+#[test]
+fn stored_events_are_bounded_in_bytes_and_a_resume_of_a_dropped_one_says_so() {
+    let _beside = beside_others();
+    // Room for about four answers of 1.5 KB, across every stream.
+    let workspace = Workspace::new(&format!(
+        "{}[cluster]\nmax_event_bytes = 8000\n",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let value = "v".repeat(1500);
+    let set = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "mcp__kv__set", "arguments": {"key": "k", "value": value}}});
+    let (status, _, body) =
+        streamable::post(gateway.address, Some(&session), None, &set.to_string());
+    assert_eq!(status, 200, "{body}");
+    // Each answer on an event stream of its own, stored for resumption.
+    let streamed = |id: u64, headers: &[(&str, &str)], method: &str, body: &str| {
+        let mut all = vec![
+            ("Accept", "text/event-stream"),
+            ("MCP-Protocol-Version", "2025-06-18"),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        all.extend_from_slice(headers);
+        let (status, _, text) =
+            http_request(gateway.address, method, "/mcp", &all, body.as_bytes());
+        (status, text, id)
+    };
+    let mut answers = Vec::new();
+    for id in 2..10 {
+        let get = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": "mcp__kv__get", "arguments": {"key": "k"}}});
+        let (status, text, _) = streamed(
+            id,
+            &[("Content-Type", "application/json")],
+            "POST",
+            &get.to_string(),
+        );
+        assert_eq!(status, 200, "{text}");
+        let events = sse_events(&text);
+        let answer = events
+            .iter()
+            .find(|event| event.data.contains(&value))
+            .unwrap_or_else(|| panic!("no answer with the value: {text}"));
+        answers.push(answer.id.clone().expect("a stored answer has an id"));
+    }
+    // Resuming a stream from before its answer: `<stream>/<n>#<request>` → `<stream>/0#…`.
+    let resume_from_start = |answer: &str| {
+        let (stored, request) = answer.split_once('#').unwrap();
+        let (stream, _) = stored.rsplit_once('/').unwrap();
+        let last = format!("{stream}/0#{request}");
+        let (status, text, _) = streamed(0, &[("Last-Event-ID", &last)], "GET", "");
+        (status, text)
+    };
+    // The newest answer is replayed whole.
+    let (status, text) = resume_from_start(answers.last().unwrap());
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(&value), "the newest answer is kept: {text}");
+    // The oldest was dropped for the newer ones, and its resume says so.
+    let (status, text) = resume_from_start(&answers[0]);
+    assert_eq!(status, 410, "{text}");
+    assert!(text.starts_with("EVENTS_DROPPED"), "{text}");
 }
 
 #[test]

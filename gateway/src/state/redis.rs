@@ -38,7 +38,7 @@ use tokio::sync::OnceCell;
 use self::recent_sessions::RecentSessions;
 use self::write_behind::{EventWriter, Retention};
 use super::{
-    ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
+    ClusterConfig, PUBLISHED_BACKLOG, Published, Replay, SessionRecord, SharedState, StateError,
     StoredEvent, event_id, parse_event_id,
 };
 
@@ -488,13 +488,12 @@ impl SharedState for RedisState {
         event_id(stream, self.events.reserve())
     }
 
-    fn events_after<'a>(
-        &'a self,
-        event: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>> {
+    /// Redis does not tell which events its trims and evictions dropped: a replay is
+    /// never marked `dropped`, and holds what is left.
+    fn events_after<'a>(&'a self, event: &'a str) -> BoxFuture<'a, Result<Replay, StateError>> {
         Box::pin(async move {
             let Some((stream, after)) = parse_event_id(event) else {
-                return Ok(Vec::new());
+                return Ok(Replay::default());
             };
             self.events.flushed(RESPONSE_TIMEOUT).await;
             let mut connection = self.connection()?;
@@ -504,7 +503,8 @@ impl SharedState for RedisState {
                 .arg("+inf")
                 .query_async::<Vec<String>>(&mut connection)
                 .await;
-            self.observe(result)?
+            let events = self
+                .observe(result)?
                 .into_iter()
                 .map(|entry| {
                     let (sequence, payload) = entry
@@ -516,7 +516,11 @@ impl SharedState for RedisState {
                         payload: payload.to_owned(),
                     })
                 })
-                .collect()
+                .collect::<Result<_, _>>()?;
+            Ok(Replay {
+                events,
+                dropped: false,
+            })
         })
     }
 

@@ -110,6 +110,9 @@ impl Recorder {
 pub enum ResumeError {
     #[error("Last-Event-ID names no stream of this session")]
     NotYours,
+    /// Events after it were dropped to keep the stored events within bounds.
+    #[error("events after Last-Event-ID were dropped")]
+    Dropped,
     #[error(transparent)]
     State(#[from] StateError),
 }
@@ -133,7 +136,11 @@ pub async fn resume(
     if owner != session {
         return Err(ResumeError::NotYours);
     }
-    let stored_events = state.events_after(stored).await?;
+    let replay = state.events_after(stored).await?;
+    if replay.dropped {
+        return Err(ResumeError::Dropped);
+    }
+    let stored_events = replay.events;
     let answered = |events: &[StoredEvent]| {
         events.iter().filter_map(message).any(|message| {
             matches!(
@@ -159,7 +166,8 @@ pub async fn resume(
         && !answered(
             &state
                 .events_after(&crate::state::event_id(stream, 0))
-                .await?,
+                .await?
+                .events,
         )
     {
         let error = ServerJsonRpcMessage::error(

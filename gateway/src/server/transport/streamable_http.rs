@@ -577,6 +577,9 @@ impl Endpoint {
                     StatusCode::BAD_REQUEST,
                     format!("Bad Request: Last-Event-ID `{last}` names no stream of this session"),
                 ),
+                Err(ResumeError::Dropped) => {
+                    text(StatusCode::GONE, LimitError::EventsDropped.text())
+                }
                 Err(ResumeError::State(e)) => unavailable(&e),
             };
         }
