@@ -12,6 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
+use mcp_gateway_tests::cluster;
 use mcp_gateway_tests::streamable::{self, header, open_session, sse_events};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
@@ -546,6 +547,78 @@ fn the_rate_limiter_makes_no_session_record_for_sessions_of_other_transports() {
         streamable::INITIALIZED,
     );
     assert_eq!(status, 404, "{body}");
+}
+
+/// The keys of `redis` that match `pattern`.
+fn redis_keys(redis: &cluster::Redis, pattern: &str) -> Vec<String> {
+    let output = std::process::Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &redis.address.port().to_string()])
+        .args(["--scan", "--pattern", pattern])
+        .output()
+        .expect("redis-cli is missing: run scripts/install-cluster-deps");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn in_redis_the_limiter_and_the_reminder_make_no_session_record_for_other_transports() {
+    let _beside = beside_others();
+    let redis = cluster::Redis::start();
+    let workspace = Workspace::new(&format!(
+        "{}[cluster]\nredis_url = {}\n[guards]\nmax_calls_per_minute = 100\n\
+         [reminder]\nenabled = true\n",
+        example_server("kv", "kv"),
+        toml_str(redis.url())
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let call = |id: u64, meta: Option<Value>| {
+        let mut params = json!({"name": "mcp__kv__set", "arguments": {"key": "k", "value": "v"}});
+        if let Some(meta) = meta {
+            params["_meta"] = meta;
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    // A legacy SSE session's call.
+    let (mut stream, path) = open_sse(gateway.address, None).unwrap();
+    for message in [initialize(0), call(1, None)] {
+        let (status, text) = post_message(gateway.address, &path, None, &message.to_string());
+        assert_eq!(status, 202, "{text}");
+    }
+    read_until(&mut stream, &["\"id\":1"]);
+    // A stateless request's (2026-07-28).
+    let (status, answer, text) = stateless(
+        gateway.address,
+        "/mcp",
+        None,
+        &call(2, Some(meta())).to_string(),
+    );
+    // With a shared store it streams from its first byte: the answer is an event.
+    assert_eq!(status, 200, "{text}");
+    let answered = sse_events(&text).iter().any(|event| {
+        serde_json::from_str::<Value>(&event.data)
+            .is_ok_and(|answer| answer["id"] == 2 && answer["result"]["isError"] == false)
+    });
+    assert!(answered, "{answer} {text}");
+    // A stdio session's.
+    let mut stdio = workspace.raw_stdio();
+    stdio.initialize();
+    stdio.send(&call(3, None));
+    assert_eq!(stdio.read()["id"], 3);
+    // Each session's limiter window and reminder chain are in Redis; no session record.
+    let windows = redis_keys(&redis, "mcp-gateway:window:*");
+    let chains = redis_keys(&redis, "mcp-gateway:chain:*");
+    assert_eq!(
+        (windows.len(), chains.len()),
+        (3, 3),
+        "{windows:?} {chains:?}"
+    );
+    let records = redis_keys(&redis, "mcp-gateway:session:*");
+    assert!(
+        records.is_empty(),
+        "session records without an owner: {records:?}"
+    );
 }
 
 #[test]
