@@ -205,6 +205,49 @@ fn a_parked_call_nobody_takes_up_is_cancelled_by_a_timer() {
 }
 
 #[test]
+fn a_question_unanswered_past_its_deadline_cancels_its_call_however_often_the_client_returns() {
+    let _beside = beside_others();
+    // The client comes back long before parked_ttl_secs each round, but never answers.
+    let (_workspace, gateway) =
+        asking_gateway("parked_ttl_secs = 600\ninput_deadline_secs = 2", "");
+    let (status, answer, text) =
+        stateless(gateway.address, "/mcp", None, &elicit_call(1, json!({})));
+    assert_eq!(status, 200, "{text}");
+    let mut state = parked_state(&answer, &text);
+    let give_up = std::time::Instant::now() + PATIENCE;
+    let mut rounds = 0;
+    let expired = loop {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "still parked after {rounds} rounds: the deadline restarts with each round"
+        );
+        let answers = json!({"requestState": state, "inputResponses": {}});
+        let (status, answer, text) = stateless(
+            gateway.address,
+            "/mcp",
+            None,
+            &elicit_call(2 + rounds, answers),
+        );
+        if status == 429 {
+            break (answer, text);
+        }
+        assert_eq!(status, 200, "{text}");
+        state = parked_state(&answer, &text);
+        rounds += 1;
+        // Pacing, not synchronisation: a round every 200 ms rather than a busy loop.
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (answer, text) = expired;
+    assert!(
+        rounds >= 2,
+        "the client came back {rounds} times only: {text}"
+    );
+    assert_eq!(limit_code(&answer), Some("INPUT_EXPIRED"), "{text}");
+    assert!(text.contains("input_deadline_secs"), "{text}");
+    logged(&gateway, "a call parked for input was cancelled");
+}
+
+#[test]
 fn a_session_holding_parked_calls_leaves_the_stateless_table_past_its_bound() {
     let _beside = beside_others();
     let (_workspace, gateway) = asking_gateway(
