@@ -377,7 +377,9 @@ async fn watch_signals(
         () = async {
             gateway.drain().run(grace).await;
             tracing::info!("drained; waiting for clients to close their sessions");
-            gateway.drain().linger().await;
+            if !gateway.drain().linger().await {
+                gateway.drain().farewell().await;
+            }
         } => tracing::info!("closing sessions"),
         _ = term.recv() => tracing::warn!("second signal: stopping at once"),
         _ = int.recv() => tracing::warn!("second signal: stopping at once"),
