@@ -5,7 +5,8 @@
 //! forged `Last-Event-ID` writes nothing, the limiter's records carry no false owner, and
 //! a profile removed by a reload is a 404 rather than a dropped connection, stored events
 //! stay within their byte bound (a resume of a dropped one is told so). Then the
-//! 20,000-parked-call probe, repeated.
+//! 20,000-parked-call probe, repeated, and three hostile clients at once beside an
+//! ordinary one.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -284,14 +285,16 @@ fn a_session_holding_parked_calls_leaves_the_stateless_table_past_its_bound() {
     assert_eq!(answer["error"]["code"], -32602, "{text}");
 }
 
-/// Opens `GET /sse` (with `token`); the stream and its `/message` path.
+/// Opens `GET /sse` (with `token`); the stream and its `/message` path, or the whole
+/// refusal (the connection closes after it).
 fn open_sse(address: SocketAddr, token: Option<&str>) -> Result<(TcpStream, String), String> {
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
-        "GET /sse HTTP/1.1\r\nHost: {address}\r\n{auth}Accept: text/event-stream\r\n\r\n"
+        "GET /sse HTTP/1.1\r\nHost: {address}\r\n{auth}Accept: text/event-stream\r\n\
+         Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -687,6 +690,142 @@ fn a_stateless_request_for_a_profile_a_reload_removed_is_refused_not_dropped() {
     assert_eq!(status, 404, "{text}");
     assert_eq!(answer["id"], 1, "{text}");
     assert!(text.contains("unknown profile"), "{text}");
+}
+
+/// Must show 2: three hostile clients at once beside an ordinary one. A parking flood
+/// (stateless calls that ask for input, never answered), a legacy SSE batch flood
+/// (batches past `max_batch`, and full ones that pile up unread) and a slow reader (more
+/// SSE streams than its identity may hold, each with 8 answers of 64 KiB it never reads).
+/// The ordinary client's calls all complete with the right answers, every hostile request
+/// gets an answer or a documented refusal, and the gateway stays under 200 MiB resident.
+#[test]
+fn hostile_clients_at_once_leave_an_ordinary_client_served_in_bounded_memory() {
+    const ORDINARY_CALLS: u64 = 300;
+    const PARKING_CALLS: u64 = 2_000;
+    const BATCH_ROUNDS: u64 = 40;
+    const STREAMS: usize = 80;
+    let _alone = ALONE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (_upstream, _workspace, gateway) = conformance_gateway("", &example_server("kv", "kv"));
+    let address = gateway.address;
+    let tool_call = |id: u64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}})
+    };
+    let big = "b".repeat(64 * 1024);
+    let ordinary = open_session(address, None);
+    let set_big = tool_call(1, "mcp__kv__set", json!({"key": "big", "value": big}));
+    let (status, _, body) = streamable::post(address, Some(&ordinary), None, &set_big.to_string());
+    assert_eq!(status, 200, "{body}");
+    let peak = RssPeak::watch(gateway.pid());
+
+    let parking = std::thread::spawn(move || {
+        let mut connection = KeepAlive::connect(address);
+        let (mut parked, mut refused) = (0, 0);
+        for n in 0..PARKING_CALLS {
+            let (status, body) = connection.post(&call_of(CONFORMANCE, n, json!({})));
+            match status {
+                200 if body.contains("input_required") => parked += 1,
+                429 if body.contains("PARKED_") => refused += 1,
+                _ => panic!("parking flood: {status}: {body}"),
+            }
+        }
+        (parked, refused)
+    });
+    let batches = std::thread::spawn(move || {
+        let (_stream, path) = open_sse(address, None).expect("the batch flooder's stream");
+        let (status, text) = post_message(address, &path, None, &initialize(0).to_string());
+        assert_eq!(status, 202, "{text}");
+        let (mut too_long, mut busy, mut taken) = (0, 0, 0);
+        for round in 0..BATCH_ROUNDS {
+            let batch = |length: u64| {
+                let calls: Vec<Value> = (0..length)
+                    .map(|i| tool_call(1 + round * 1000 + i, "mcp__kv__get", json!({"key": "big"})))
+                    .collect();
+                json!(calls).to_string()
+            };
+            let (status, text) = post_message(address, &path, None, &batch(65));
+            assert!(
+                status == 413 && text.starts_with("SSE_BATCH_TOO_LONG"),
+                "{status}: {text}"
+            );
+            too_long += 1;
+            // A full batch, whose answers nobody reads.
+            match post_message(address, &path, None, &batch(64)) {
+                (202, _) => taken += 1,
+                (429, text) if text.starts_with("SSE_IN_FLIGHT_LIMIT") => busy += 1,
+                (status, text) => panic!("batch flood: {status}: {text}"),
+            }
+        }
+        (too_long, busy, taken)
+    });
+    let reader = std::thread::spawn(move || {
+        let (mut held, mut refused) = (Vec::new(), 0);
+        for _ in 0..STREAMS {
+            match open_sse(address, None) {
+                Ok((stream, path)) => {
+                    let (status, text) =
+                        post_message(address, &path, None, &initialize(0).to_string());
+                    assert_eq!(status, 202, "{text}");
+                    let calls: Vec<Value> = (1..=8)
+                        .map(|id| tool_call(id, "mcp__kv__get", json!({"key": "big"})))
+                        .collect();
+                    let (status, text) =
+                        post_message(address, &path, None, &json!(calls).to_string());
+                    assert_eq!(status, 202, "{text}");
+                    held.push(stream);
+                }
+                Err(refused_with) => {
+                    assert!(refused_with.contains("STREAM_LIMIT"), "{refused_with}");
+                    refused += 1;
+                }
+            }
+        }
+        (held, refused)
+    });
+    // The ordinary client, meanwhile.
+    let started = std::time::Instant::now();
+    for n in 0..ORDINARY_CALLS {
+        let key = format!("k{n}");
+        let set = tool_call(
+            2 * n + 10,
+            "mcp__kv__set",
+            json!({"key": key, "value": n.to_string()}),
+        );
+        let get = tool_call(2 * n + 11, "mcp__kv__get", json!({"key": key}));
+        for (call, expected) in [(set, None), (get, Some(n.to_string()))] {
+            let (status, _, body) =
+                streamable::post(address, Some(&ordinary), None, &call.to_string());
+            assert_eq!(status, 200, "ordinary call {n}: {body}");
+            let answer: Value = serde_json::from_str(&body)
+                .unwrap_or_else(|e| panic!("ordinary call {n} ({e}): {body}"));
+            assert_eq!(answer["id"], call["id"], "{body}");
+            assert_eq!(answer["result"]["isError"], false, "{body}");
+            if let Some(value) = expected {
+                assert_eq!(
+                    answer["result"]["structuredContent"]["value"], value,
+                    "{body}"
+                );
+            }
+        }
+    }
+    let ordinary_took = started.elapsed();
+    let (parked, refused_parking) = parking.join().unwrap();
+    let (too_long, busy, taken) = batches.join().unwrap();
+    let (held, refused_streams) = reader.join().unwrap();
+    let peak = peak.stop();
+    eprintln!(
+        "parking: {parked} parked, {refused_parking} refused; batches: {too_long} too long, \
+         {taken} taken, {busy} refused in flight; streams: {} held, {refused_streams} refused; \
+         peak resident {peak} MiB; the ordinary client's {} calls took {ordinary_took:?}",
+        held.len(),
+        2 * ORDINARY_CALLS
+    );
+    assert_eq!(parked, 32, "the session's cap");
+    assert_eq!(too_long, BATCH_ROUNDS);
+    assert!(refused_streams > 0, "no stream was refused");
+    assert!(peak < 200, "resident memory reached {peak} MiB");
 }
 
 /// A client holding one keep-alive connection.
