@@ -504,9 +504,18 @@ fn a_forged_last_event_id_writes_nothing() {
 #[test]
 fn stored_events_are_bounded_in_bytes_and_a_resume_of_a_dropped_one_says_so() {
     let _beside = beside_others();
+    // In this process's memory, and in a real Redis.
+    stored_events_are_bounded_in(None);
+    stored_events_are_bounded_in(Some(&cluster::Redis::start()));
+}
+
+fn stored_events_are_bounded_in(redis: Option<&cluster::Redis>) {
+    let redis_url = redis.map_or(String::new(), |redis| {
+        format!("redis_url = {}\n", toml_str(redis.url()))
+    });
     // Room for about four answers of 1.5 KB, across every stream.
     let workspace = Workspace::new(&format!(
-        "{}[cluster]\nmax_event_bytes = 8000\n",
+        "{}[cluster]\nmax_event_bytes = 8000\n{redis_url}",
         example_server("kv", "kv")
     ));
     let gateway = workspace.serve_http(&[]);

@@ -12,7 +12,7 @@
 //! session_ttl_secs = 3600     # an unused session ends after this long, everywhere
 //! event_ttl_secs = 300        # how long a stream's events stay replayable
 //! max_events_per_stream = 1000
-//! max_event_bytes = 33554432 # all streams' events together, in this process's memory
+//! max_event_bytes = 33554432 # all streams' events together (per replica, in Redis)
 //! key_prefix = "mcp-gateway"  # keys are <prefix>:<kind>:<id>
 //! ```
 //!
@@ -43,10 +43,9 @@ pub struct ClusterConfig {
     pub event_ttl_secs: u64,
     /// The most events kept per stream (older ones are dropped first). Default 1000.
     pub max_events_per_stream: usize,
-    /// The most bytes the events of every stream together may take in this process's
-    /// memory (the oldest are dropped first, whatever their stream); a resume from
-    /// before a dropped event is told so. Redis bounds its own memory (`maxmemory`).
-    /// Default 32 MiB.
+    /// The most bytes the events of every stream together may take (in Redis: those this
+    /// replica wrote); the oldest are dropped first, whatever their stream, and a resume
+    /// from before a dropped event is told so. Default 32 MiB.
     pub max_event_bytes: usize,
     /// Prefix of every Redis key, so several gateways can share one Redis. Default
     /// `mcp-gateway`.

@@ -153,12 +153,21 @@ async fn memory_state_keeps_the_contract() {
 
 #[tokio::test]
 async fn memory_state_drops_the_oldest_events_of_any_stream_past_its_byte_bound() {
+    byte_bound(&memory::MemoryState::new(&bounded_config())).await;
+}
+
+/// Room for three events of 1000 bytes, with what keeping each costs in either store.
+fn bounded_config() -> ClusterConfig {
+    ClusterConfig {
+        max_event_bytes: 3 * 1200,
+        ..config()
+    }
+}
+
+/// The oldest events of any stream are dropped past `max_event_bytes` (as
+/// [`bounded_config`] sets it), and a replay from before one says so.
+async fn byte_bound(state: &dyn SharedState) {
     let payload = "x".repeat(1000);
-    // Room for three of these events, with what keeping each costs.
-    let state = memory::MemoryState::new(&ClusterConfig {
-        max_event_bytes: 3 * 1100,
-        ..ClusterConfig::default()
-    });
     let a0 = state.reserve_event_id("r:a:1");
     let b0 = state.reserve_event_id("r:b:1");
     let a1 = state.record_event("r:a:1", payload.clone(), None);
@@ -230,6 +239,12 @@ async fn redis_state_keeps_the_contract_and_notices_redis_going_away() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     contract(&state).await;
+    let bounded = redis::RedisState::open(&url, &bounded_config()).unwrap();
+    while !bounded.is_ready() {
+        assert!(tokio::time::Instant::now() < deadline, "never connected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    byte_bound(&bounded).await;
 
     // "s2" was read lately and may be answered from this replica's copy; "s9" needs Redis.
     let _ = server.0.kill();
