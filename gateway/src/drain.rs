@@ -20,6 +20,12 @@
 //! open. So once every answer is out, [`Drain::linger`] keeps the sessions and the
 //! listener as they were during the drain (new sessions and calls refused, everything
 //! else served) until their clients have closed the sessions, for up to [`LINGER`].
+//!
+//! Sessions still open after that are ended by the gateway ([`Drain::farewell`]): their
+//! streams end, and for [`FAREWELL`] the listener still answers, telling each request
+//! that names a session, such as an SDK's stream reconnecting, that its session is over
+//! (404, which tells a client to start a new session), rather than leaving it to find
+//! the port closed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -34,6 +40,11 @@ pub const CANCELLED_DELIVERY: Duration = Duration::from_secs(2);
 
 /// How long the sessions stay open after the drain for their clients to close them.
 pub const LINGER: Duration = Duration::from_secs(5);
+
+/// How long the listener answers, after the gateway ended the sessions left open, that
+/// they are over: longer than an SDK waits before it reconnects a stream that ended (the
+/// official Python SDK's one second).
+pub const FAREWELL: Duration = Duration::from_secs(2);
 
 /// What a load balancer is told to wait before trying again, in seconds, when a new
 /// session is refused during a drain.
@@ -66,6 +77,8 @@ pub struct Drain {
     calls: CancellationToken,
     /// Every client session not yet closed.
     sessions: TaskTracker,
+    /// Cancelled when the gateway ends the sessions left open after the linger.
+    over: CancellationToken,
 }
 
 impl Drain {
@@ -90,18 +103,36 @@ impl Drain {
     }
 
     /// After the drain: waits for the clients to close their sessions, for up to
-    /// [`LINGER`].
-    pub async fn linger(&self) {
+    /// [`LINGER`]; whether they all did.
+    pub async fn linger(&self) -> bool {
         self.sessions.close();
-        if tokio::time::timeout(LINGER, self.sessions.wait())
+        let closed = tokio::time::timeout(LINGER, self.sessions.wait())
             .await
-            .is_err()
-        {
+            .is_ok();
+        if !closed {
             tracing::info!(
                 open = self.sessions.len(),
-                "sessions still open {LINGER:?} after the drain; closing them"
+                "sessions still open {LINGER:?} after the drain; ending them"
             );
         }
+        closed
+    }
+
+    /// After a linger that left sessions open: ends them (their streams end), then waits
+    /// [`FAREWELL`], while requests that name a session are told it is over.
+    pub async fn farewell(&self) {
+        self.over.cancel();
+        tokio::time::sleep(FAREWELL).await;
+    }
+
+    /// Whether the gateway ended the sessions left open after the linger.
+    pub fn sessions_over(&self) -> bool {
+        self.over.is_cancelled()
+    }
+
+    /// Cancelled when the gateway ends the sessions left open after the linger.
+    pub fn sessions_over_token(&self) -> CancellationToken {
+        self.over.clone()
     }
 
     /// A cancellation token for one call, cancelled when the grace period ends.

@@ -296,6 +296,74 @@ fn a_client_mid_call_at_sigterm_finishes_without_an_error() {
     }
 }
 
+/// Issue 43, finding 8: a client that keeps its session past the linger (its program
+/// still runs) has its stream ended, and its reconnect is told plainly that the session
+/// is over (404) instead of finding the port closed; then the gateway exits 0.
+#[test]
+fn a_stream_reconnecting_after_the_linger_is_told_its_session_is_over() {
+    use std::io::Read;
+    let workspace = workspace(&grace(20_000));
+    let mut gateway = workspace.serve_http(&[]);
+    let session = mcp_gateway_tests::streamable::open_session(gateway.address, None);
+    let get = |session: &str| {
+        let mut stream = std::net::TcpStream::connect(gateway.address).unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        write!(
+            stream,
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\
+             MCP-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: {session}\r\n\r\n",
+            gateway.address
+        )
+        .unwrap();
+        stream
+    };
+    // Reads what comes until the response ends (the last chunk of a chunked body, or
+    // the end of a body of known length).
+    let read_response = |stream: &mut std::net::TcpStream| {
+        let mut text = Vec::new();
+        let mut buffer = [0; 4096];
+        loop {
+            let read = stream.read(&mut buffer).unwrap_or(0);
+            text.extend_from_slice(&buffer[..read]);
+            let so_far = String::from_utf8_lossy(&text);
+            let whole = so_far.ends_with("\r\n0\r\n\r\n")
+                || so_far.split_once("\r\n\r\n").is_some_and(|(head, body)| {
+                    head.lines()
+                        .find_map(|line| {
+                            line.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|n| n.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .is_some_and(|length| body.len() >= length)
+                });
+            if read == 0 || whole {
+                return so_far.into_owned();
+            }
+        }
+    };
+    let mut stream = get(&session);
+    let mut head = [0; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "the session's stream opens");
+    kill(gateway.pid(), libc::SIGTERM);
+    // Nothing is in flight: the drain is over at once, and after the linger the gateway
+    // ends the session it still holds, which ends its stream.
+    let ended = read_response(&mut stream);
+    assert!(
+        ended.ends_with("\r\n0\r\n\r\n"),
+        "the stream did not end: {ended}"
+    );
+    let answer = read_response(&mut get(&session));
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(answer.contains("session is over"), "{answer}");
+    let status = wait_exit(&mut gateway.child, PATIENCE);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}: {}",
+        gateway.log_text()
+    );
+}
+
 #[test]
 fn legacy_sse_sigterm_delivers_the_call_in_flight_and_exits_0() {
     sigterm_mid_call("sse", |gateway| {

@@ -3,14 +3,17 @@
 //! are capped and expire by a timer, legacy SSE batches and requests in flight are
 //! bounded, streams are capped per identity, stateless streams are not recorded, a
 //! forged `Last-Event-ID` writes nothing, the limiter's records carry no false owner, and
-//! a profile removed by a reload is a 404 rather than a dropped connection. Then the
-//! 20,000-parked-call probe, repeated.
+//! a profile removed by a reload is a 404 rather than a dropped connection, stored events
+//! stay within their byte bound (a resume of a dropped one is told so). Then the
+//! 20,000-parked-call probe, repeated, and three hostile clients at once beside an
+//! ordinary one.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::Duration;
 
+use mcp_gateway_tests::cluster;
 use mcp_gateway_tests::streamable::{self, header, open_session, sse_events};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
@@ -205,6 +208,49 @@ fn a_parked_call_nobody_takes_up_is_cancelled_by_a_timer() {
 }
 
 #[test]
+fn a_question_unanswered_past_its_deadline_cancels_its_call_however_often_the_client_returns() {
+    let _beside = beside_others();
+    // The client comes back long before parked_ttl_secs each round, but never answers.
+    let (_workspace, gateway) =
+        asking_gateway("parked_ttl_secs = 600\ninput_deadline_secs = 2", "");
+    let (status, answer, text) =
+        stateless(gateway.address, "/mcp", None, &elicit_call(1, json!({})));
+    assert_eq!(status, 200, "{text}");
+    let mut state = parked_state(&answer, &text);
+    let give_up = std::time::Instant::now() + PATIENCE;
+    let mut rounds = 0;
+    let expired = loop {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "still parked after {rounds} rounds: the deadline restarts with each round"
+        );
+        let answers = json!({"requestState": state, "inputResponses": {}});
+        let (status, answer, text) = stateless(
+            gateway.address,
+            "/mcp",
+            None,
+            &elicit_call(2 + rounds, answers),
+        );
+        if status == 429 {
+            break (answer, text);
+        }
+        assert_eq!(status, 200, "{text}");
+        state = parked_state(&answer, &text);
+        rounds += 1;
+        // Pacing, not synchronisation: a round every 200 ms rather than a busy loop.
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (answer, text) = expired;
+    assert!(
+        rounds >= 2,
+        "the client came back {rounds} times only: {text}"
+    );
+    assert_eq!(limit_code(&answer), Some("INPUT_EXPIRED"), "{text}");
+    assert!(text.contains("input_deadline_secs"), "{text}");
+    logged(&gateway, "a call parked for input was cancelled");
+}
+
+#[test]
 fn a_session_holding_parked_calls_leaves_the_stateless_table_past_its_bound() {
     let _beside = beside_others();
     let (_workspace, gateway) = asking_gateway(
@@ -241,14 +287,16 @@ fn a_session_holding_parked_calls_leaves_the_stateless_table_past_its_bound() {
     assert_eq!(answer["error"]["code"], -32602, "{text}");
 }
 
-/// Opens `GET /sse` (with `token`); the stream and its `/message` path.
+/// Opens `GET /sse` (with `token`); the stream and its `/message` path, or the whole
+/// refusal (the connection closes after it).
 fn open_sse(address: SocketAddr, token: Option<&str>) -> Result<(TcpStream, String), String> {
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
-        "GET /sse HTTP/1.1\r\nHost: {address}\r\n{auth}Accept: text/event-stream\r\n\r\n"
+        "GET /sse HTTP/1.1\r\nHost: {address}\r\n{auth}Accept: text/event-stream\r\n\
+         Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -455,6 +503,79 @@ fn a_forged_last_event_id_writes_nothing() {
 }
 
 #[test]
+fn stored_events_are_bounded_in_bytes_and_a_resume_of_a_dropped_one_says_so() {
+    let _beside = beside_others();
+    // In this process's memory, and in a real Redis.
+    stored_events_are_bounded_in(None);
+    stored_events_are_bounded_in(Some(&cluster::Redis::start()));
+}
+
+fn stored_events_are_bounded_in(redis: Option<&cluster::Redis>) {
+    let redis_url = redis.map_or(String::new(), |redis| {
+        format!("redis_url = {}\n", toml_str(redis.url()))
+    });
+    // Room for about four answers of 1.5 KB, across every stream.
+    let workspace = Workspace::new(&format!(
+        "{}[cluster]\nmax_event_bytes = 8000\n{redis_url}",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let value = "v".repeat(1500);
+    let set = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "mcp__kv__set", "arguments": {"key": "k", "value": value}}});
+    let (status, _, body) =
+        streamable::post(gateway.address, Some(&session), None, &set.to_string());
+    assert_eq!(status, 200, "{body}");
+    // Each answer on an event stream of its own, stored for resumption.
+    let streamed = |id: u64, headers: &[(&str, &str)], method: &str, body: &str| {
+        let mut all = vec![
+            ("Accept", "text/event-stream"),
+            ("MCP-Protocol-Version", "2025-06-18"),
+            ("Mcp-Session-Id", session.as_str()),
+        ];
+        all.extend_from_slice(headers);
+        let (status, _, text) =
+            http_request(gateway.address, method, "/mcp", &all, body.as_bytes());
+        (status, text, id)
+    };
+    let mut answers = Vec::new();
+    for id in 2..10 {
+        let get = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": "mcp__kv__get", "arguments": {"key": "k"}}});
+        let (status, text, _) = streamed(
+            id,
+            &[("Content-Type", "application/json")],
+            "POST",
+            &get.to_string(),
+        );
+        assert_eq!(status, 200, "{text}");
+        let events = sse_events(&text);
+        let answer = events
+            .iter()
+            .find(|event| event.data.contains(&value))
+            .unwrap_or_else(|| panic!("no answer with the value: {text}"));
+        answers.push(answer.id.clone().expect("a stored answer has an id"));
+    }
+    // Resuming a stream from before its answer: `<stream>/<n>#<request>` → `<stream>/0#…`.
+    let resume_from_start = |answer: &str| {
+        let (stored, request) = answer.split_once('#').unwrap();
+        let (stream, _) = stored.rsplit_once('/').unwrap();
+        let last = format!("{stream}/0#{request}");
+        let (status, text, _) = streamed(0, &[("Last-Event-ID", &last)], "GET", "");
+        (status, text)
+    };
+    // The newest answer is replayed whole.
+    let (status, text) = resume_from_start(answers.last().unwrap());
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(&value), "the newest answer is kept: {text}");
+    // The oldest was dropped for the newer ones, and its resume says so.
+    let (status, text) = resume_from_start(&answers[0]);
+    assert_eq!(status, 410, "{text}");
+    assert!(text.starts_with("EVENTS_DROPPED"), "{text}");
+}
+
+#[test]
 fn the_rate_limiter_makes_no_session_record_for_sessions_of_other_transports() {
     let _beside = beside_others();
     let workspace = Workspace::new(&format!(
@@ -484,6 +605,78 @@ fn the_rate_limiter_makes_no_session_record_for_sessions_of_other_transports() {
     assert_eq!(status, 404, "{body}");
 }
 
+/// The keys of `redis` that match `pattern`.
+fn redis_keys(redis: &cluster::Redis, pattern: &str) -> Vec<String> {
+    let output = std::process::Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &redis.address.port().to_string()])
+        .args(["--scan", "--pattern", pattern])
+        .output()
+        .expect("redis-cli is missing: run scripts/install-cluster-deps");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn in_redis_the_limiter_and_the_reminder_make_no_session_record_for_other_transports() {
+    let _beside = beside_others();
+    let redis = cluster::Redis::start();
+    let workspace = Workspace::new(&format!(
+        "{}[cluster]\nredis_url = {}\n[guards]\nmax_calls_per_minute = 100\n\
+         [reminder]\nenabled = true\n",
+        example_server("kv", "kv"),
+        toml_str(redis.url())
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let call = |id: u64, meta: Option<Value>| {
+        let mut params = json!({"name": "mcp__kv__set", "arguments": {"key": "k", "value": "v"}});
+        if let Some(meta) = meta {
+            params["_meta"] = meta;
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    // A legacy SSE session's call.
+    let (mut stream, path) = open_sse(gateway.address, None).unwrap();
+    for message in [initialize(0), call(1, None)] {
+        let (status, text) = post_message(gateway.address, &path, None, &message.to_string());
+        assert_eq!(status, 202, "{text}");
+    }
+    read_until(&mut stream, &["\"id\":1"]);
+    // A stateless request's (2026-07-28).
+    let (status, answer, text) = stateless(
+        gateway.address,
+        "/mcp",
+        None,
+        &call(2, Some(meta())).to_string(),
+    );
+    // With a shared store it streams from its first byte: the answer is an event.
+    assert_eq!(status, 200, "{text}");
+    let answered = sse_events(&text).iter().any(|event| {
+        serde_json::from_str::<Value>(&event.data)
+            .is_ok_and(|answer| answer["id"] == 2 && answer["result"]["isError"] == false)
+    });
+    assert!(answered, "{answer} {text}");
+    // A stdio session's.
+    let mut stdio = workspace.raw_stdio();
+    stdio.initialize();
+    stdio.send(&call(3, None));
+    assert_eq!(stdio.read()["id"], 3);
+    // Each session's limiter window and reminder chain are in Redis; no session record.
+    let windows = redis_keys(&redis, "mcp-gateway:window:*");
+    let chains = redis_keys(&redis, "mcp-gateway:chain:*");
+    assert_eq!(
+        (windows.len(), chains.len()),
+        (3, 3),
+        "{windows:?} {chains:?}"
+    );
+    let records = redis_keys(&redis, "mcp-gateway:session:*");
+    assert!(
+        records.is_empty(),
+        "session records without an owner: {records:?}"
+    );
+}
+
 #[test]
 fn a_stateless_request_for_a_profile_a_reload_removed_is_refused_not_dropped() {
     let _beside = beside_others();
@@ -507,6 +700,150 @@ fn a_stateless_request_for_a_profile_a_reload_removed_is_refused_not_dropped() {
     assert_eq!(status, 404, "{text}");
     assert_eq!(answer["id"], 1, "{text}");
     assert!(text.contains("unknown profile"), "{text}");
+}
+
+/// Must show 2: three hostile clients at once beside an ordinary one. A parking flood
+/// (stateless calls that ask for input, never answered), a legacy SSE batch flood
+/// (batches past `max_batch`, and full ones that pile up unread) and a slow reader (more
+/// SSE streams than its identity may hold, each with 8 answers of 64 KiB it never reads).
+/// The ordinary client's calls all complete with the right answers, every hostile request
+/// gets an answer or a documented refusal, and the gateway stays under 200 MiB resident.
+#[test]
+fn hostile_clients_at_once_leave_an_ordinary_client_served_in_bounded_memory() {
+    const ORDINARY_CALLS: u64 = 300;
+    const PARKING_CALLS: u64 = 2_000;
+    const BATCH_ROUNDS: u64 = 40;
+    const STREAMS: usize = 80;
+    let _alone = ALONE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (_upstream, _workspace, gateway) = conformance_gateway("", &example_server("kv", "kv"));
+    let address = gateway.address;
+    let tool_call = |id: u64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}})
+    };
+    let big = "b".repeat(64 * 1024);
+    let ordinary = open_session(address, None);
+    let set_big = tool_call(1, "mcp__kv__set", json!({"key": "big", "value": big}));
+    let (status, _, body) = streamable::post(address, Some(&ordinary), None, &set_big.to_string());
+    assert_eq!(status, 200, "{body}");
+    let peak = RssPeak::watch(gateway.pid());
+
+    let parking = std::thread::spawn(move || {
+        let mut connection = KeepAlive::connect(address);
+        let (mut parked, mut refused) = (0, 0);
+        for n in 0..PARKING_CALLS {
+            let (status, body) = connection.post(&call_of(CONFORMANCE, n, json!({})));
+            match status {
+                200 if body.contains("input_required") => parked += 1,
+                429 if body.contains("PARKED_") => refused += 1,
+                _ => panic!("parking flood: {status}: {body}"),
+            }
+        }
+        (parked, refused)
+    });
+    let batches = std::thread::spawn(move || {
+        let (_stream, path) = open_sse(address, None).expect("the batch flooder's stream");
+        let (status, text) = post_message(address, &path, None, &initialize(0).to_string());
+        assert_eq!(status, 202, "{text}");
+        let (mut too_long, mut busy, mut taken) = (0, 0, 0);
+        for round in 0..BATCH_ROUNDS {
+            let batch = |length: u64| {
+                let calls: Vec<Value> = (0..length)
+                    .map(|i| tool_call(1 + round * 1000 + i, "mcp__kv__get", json!({"key": "big"})))
+                    .collect();
+                json!(calls).to_string()
+            };
+            let (status, text) = post_message(address, &path, None, &batch(65));
+            assert!(
+                status == 413 && text.starts_with("SSE_BATCH_TOO_LONG"),
+                "{status}: {text}"
+            );
+            too_long += 1;
+            // A full batch, whose answers nobody reads.
+            match post_message(address, &path, None, &batch(64)) {
+                (202, _) => taken += 1,
+                (429, text) if text.starts_with("SSE_IN_FLIGHT_LIMIT") => busy += 1,
+                (status, text) => panic!("batch flood: {status}: {text}"),
+            }
+        }
+        (too_long, busy, taken)
+    });
+    let reader = std::thread::spawn(move || {
+        let (mut held, mut refused) = (Vec::new(), 0);
+        for _ in 0..STREAMS {
+            match open_sse(address, None) {
+                Ok((stream, path)) => {
+                    let (status, text) =
+                        post_message(address, &path, None, &initialize(0).to_string());
+                    assert_eq!(status, 202, "{text}");
+                    let calls: Vec<Value> = (1..=8)
+                        .map(|id| tool_call(id, "mcp__kv__get", json!({"key": "big"})))
+                        .collect();
+                    let (status, text) =
+                        post_message(address, &path, None, &json!(calls).to_string());
+                    assert_eq!(status, 202, "{text}");
+                    held.push(stream);
+                }
+                Err(refused_with) => {
+                    assert!(refused_with.contains("STREAM_LIMIT"), "{refused_with}");
+                    refused += 1;
+                }
+            }
+        }
+        (held, refused)
+    });
+    // The ordinary client, meanwhile.
+    let started = std::time::Instant::now();
+    for n in 0..ORDINARY_CALLS {
+        let key = format!("k{n}");
+        let set = tool_call(
+            2 * n + 10,
+            "mcp__kv__set",
+            json!({"key": key, "value": n.to_string()}),
+        );
+        let get = tool_call(2 * n + 11, "mcp__kv__get", json!({"key": key}));
+        for (call, expected) in [(set, None), (get, Some(n.to_string()))] {
+            let (status, _, body) =
+                streamable::post(address, Some(&ordinary), None, &call.to_string());
+            assert_eq!(status, 200, "ordinary call {n}: {body}");
+            // Plain JSON, or an event stream when the answer took long.
+            let answer = serde_json::from_str::<Value>(&body)
+                .ok()
+                .or_else(|| {
+                    sse_events(&body)
+                        .iter()
+                        .filter_map(|event| serde_json::from_str::<Value>(&event.data).ok())
+                        .find(|message| message["id"] == call["id"])
+                })
+                .unwrap_or_else(|| panic!("ordinary call {n}: no answer in {body}"));
+            assert_eq!(answer["id"], call["id"], "{body}");
+            assert_eq!(answer["result"]["isError"], false, "{body}");
+            if let Some(value) = expected {
+                assert_eq!(
+                    answer["result"]["structuredContent"]["value"], value,
+                    "{body}"
+                );
+            }
+        }
+    }
+    let ordinary_took = started.elapsed();
+    let (parked, refused_parking) = parking.join().unwrap();
+    let (too_long, busy, taken) = batches.join().unwrap();
+    let (held, refused_streams) = reader.join().unwrap();
+    let peak = peak.stop();
+    eprintln!(
+        "parking: {parked} parked, {refused_parking} refused; batches: {too_long} too long, \
+         {taken} taken, {busy} refused in flight; streams: {} held, {refused_streams} refused; \
+         peak resident {peak} MiB; the ordinary client's {} calls took {ordinary_took:?}",
+        held.len(),
+        2 * ORDINARY_CALLS
+    );
+    assert_eq!(parked, 32, "the session's cap");
+    assert_eq!(too_long, BATCH_ROUNDS);
+    assert!(refused_streams > 0, "no stream was refused");
+    assert!(peak < 200, "resident memory reached {peak} MiB");
 }
 
 /// A client holding one keep-alive connection.

@@ -344,19 +344,38 @@ async fn serve(
 }
 
 /// SIGTERM/SIGINT drain and stop the gateway (a second one during the drain stops it at
-/// once); SIGHUP, or a change of the configuration file, reloads it.
-async fn watch_signals(
+/// once); SIGHUP, or a change of the configuration file, reloads it. The handlers are
+/// installed at once, before the gateway listens: a signal sent as soon as it answers
+/// must not find the default action (SIGHUP's ends the process).
+fn watch_signals(
     gateway: Arc<Gateway>,
     path: PathBuf,
     grace: Duration,
     shutdown: CancellationToken,
-) {
+) -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
         signal(SignalKind::hangup()),
-    ) else {
+    );
+    async move { watch(gateway, path, grace, shutdown, handlers).await }
+}
+
+type Handlers = (
+    std::io::Result<tokio::signal::unix::Signal>,
+    std::io::Result<tokio::signal::unix::Signal>,
+    std::io::Result<tokio::signal::unix::Signal>,
+);
+
+async fn watch(
+    gateway: Arc<Gateway>,
+    path: PathBuf,
+    grace: Duration,
+    shutdown: CancellationToken,
+    handlers: Handlers,
+) {
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = handlers else {
         tracing::error!("cannot install signal handlers");
         return;
     };
@@ -385,7 +404,9 @@ async fn watch_signals(
         () = async {
             gateway.drain().run(grace).await;
             tracing::info!("drained; waiting for clients to close their sessions");
-            gateway.drain().linger().await;
+            if !gateway.drain().linger().await {
+                gateway.drain().farewell().await;
+            }
         } => tracing::info!("closing sessions"),
         _ = term.recv() => tracing::warn!("second signal: stopping at once"),
         _ = int.recv() => tracing::warn!("second signal: stopping at once"),

@@ -23,11 +23,10 @@ use std::time::Instant;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientResult, CreateMessageResult, ElicitResult, GetExtensions, InputRequest, InputRequests,
-    InputResponses, ListRootsResult, ServerRequest,
+    ClientResult, GetExtensions, InputRequest, InputRequests, InputResponses, ServerRequest,
 };
-use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
+use wire::round_trip::input_result;
 
 /// The key a question had where it came from (an upstream's `InputRequiredResult`), kept
 /// in the request's extensions so the client sees the upstream's own keys.
@@ -151,7 +150,7 @@ impl Inputs {
                 tracing::debug!(%key, "an input response answers no open question");
                 continue;
             };
-            let _ = answer.send(result_of(&question, response));
+            let _ = answer.send(input_result(&question, response));
         }
     }
 
@@ -159,28 +158,6 @@ impl Inputs {
         self.open
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// The client's `response` to `question`, read as the result that kind of request has.
-fn result_of(question: &InputRequest, response: Value) -> Result<ClientResult, ErrorData> {
-    let invalid = |e: serde_json::Error| {
-        ErrorData::invalid_params(
-            format!("the client's input response is malformed: {e}"),
-            None,
-        )
-    };
-    match question {
-        InputRequest::CreateMessage(_) => serde_json::from_value::<CreateMessageResult>(response)
-            .map(|r| ClientResult::CreateMessageResult(Box::new(r)))
-            .map_err(invalid),
-        InputRequest::Elicitation(_) => serde_json::from_value::<ElicitResult>(response)
-            .map(ClientResult::ElicitResult)
-            .map_err(invalid),
-        InputRequest::ListRoots(_) => serde_json::from_value::<ListRootsResult>(response)
-            .map(ClientResult::ListRootsResult)
-            .map_err(invalid),
-        _ => Err(ErrorData::invalid_params("unknown kind of input", None)),
     }
 }
 

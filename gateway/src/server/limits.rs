@@ -53,6 +53,10 @@ pub enum LimitError {
         "these credentials hold {limit} open streams already ([listen.limits] max_streams_per_identity); close one first"
     )]
     Streams { limit: usize },
+    #[error(
+        "events of this stream after Last-Event-ID were dropped to keep the stored events within bounds ([cluster] max_event_bytes, max_events_per_stream); what they held cannot be replayed"
+    )]
+    EventsDropped,
 }
 
 impl LimitError {
@@ -65,6 +69,7 @@ impl LimitError {
             Self::BatchTooLong { .. } => "SSE_BATCH_TOO_LONG",
             Self::InFlight { .. } => "SSE_IN_FLIGHT_LIMIT",
             Self::Streams { .. } => "STREAM_LIMIT",
+            Self::EventsDropped => "EVENTS_DROPPED",
         }
     }
 

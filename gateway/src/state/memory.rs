@@ -1,8 +1,15 @@
 //! Shared state in this process's memory: the default, for a gateway that runs alone.
 //! One mutex makes each operation atomic, as Redis's scripts do for the cluster; nothing
 //! is held across an await.
+//!
+//! The events of every stream together stay within `max_event_bytes`: each recorded
+//! event is charged its size (with what it costs to keep it) in one queue, oldest first,
+//! across streams; past the bound the oldest are dropped. A stream remembers the last of
+//! its events that was dropped, so a resume from before it is told that events are
+//! missing rather than handed the rest as if nothing were.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -11,14 +18,19 @@ use futures::future::{BoxFuture, ready};
 use tokio::time::Instant;
 
 use super::{
-    ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
+    ClusterConfig, PUBLISHED_BACKLOG, Published, Replay, SessionRecord, SharedState, StateError,
     StoredEvent, event_id, parse_event_id,
 };
+
+/// What keeping one event costs beyond its payload and its stream's name: its place in
+/// its stream and in the queue of every event.
+const EVENT_OVERHEAD: usize = 64;
 
 pub struct MemoryState {
     session_ttl: Duration,
     event_ttl: Duration,
     max_events: usize,
+    max_event_bytes: usize,
     replica: String,
     inner: Mutex<Inner>,
     /// Published events: in one process, the streams of every path of this listener.
@@ -33,7 +45,13 @@ struct Inner {
     /// The rate limiter's windows and the reminder's chains, of sessions of any transport
     /// (as Redis keeps them under keys of their own).
     usage: HashMap<String, Usage>,
-    streams: HashMap<String, Stream>,
+    streams: HashMap<Arc<str>, Stream>,
+    /// Every event recorded and not yet dropped from here, oldest first, across streams;
+    /// an event its stream dropped already (past `max_events_per_stream`, or with the
+    /// whole stream once expired) stays charged until it leaves this queue.
+    kept: VecDeque<Kept>,
+    /// What the events in `kept` are charged, together.
+    kept_bytes: usize,
     /// Number of streams at which expired ones are next dropped: pruning waits for the
     /// map to double, so it costs O(1) per append.
     prune_streams_at: usize,
@@ -77,6 +95,24 @@ struct Stream {
     next: u64,
     last_append: Option<Instant>,
     events: VecDeque<(u64, String)>,
+    /// The sequence number of the last event dropped to keep within bounds (0: none).
+    dropped_through: u64,
+}
+
+impl Stream {
+    /// Drops the stream's oldest event.
+    fn drop_oldest(&mut self) {
+        if let Some((sequence, _)) = self.events.pop_front() {
+            self.dropped_through = sequence;
+        }
+    }
+}
+
+/// One event in the queue of every event: where it is, and what it is charged.
+struct Kept {
+    stream: Arc<str>,
+    sequence: u64,
+    bytes: usize,
 }
 
 impl MemoryState {
@@ -85,6 +121,7 @@ impl MemoryState {
             session_ttl: config.session_ttl(),
             event_ttl: config.event_ttl(),
             max_events: config.max_events_per_stream.max(1),
+            max_event_bytes: config.max_event_bytes,
             replica: uuid::Uuid::new_v4().simple().to_string(),
             inner: Mutex::default(),
             published: tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0,
@@ -159,16 +196,55 @@ impl MemoryState {
             });
             inner.prune_streams_at = (inner.streams.len() * 2).max(64);
         }
-        let entry = inner.streams.entry(stream.to_owned()).or_default();
+        let name = inner
+            .streams
+            .get_key_value(stream)
+            .map_or_else(|| Arc::from(stream), |(name, _)| name.clone());
+        let entry = inner.streams.entry(name.clone()).or_default();
         entry.next += 1;
         entry.last_append = Some(now);
-        if let Some(payload) = payload {
-            entry.events.push_back((entry.next, payload));
+        let sequence = entry.next;
+        let Some(payload) = payload else {
+            return event_id(stream, sequence);
+        };
+        let bytes = payload.len() + stream.len() + EVENT_OVERHEAD;
+        if bytes > self.max_event_bytes {
+            // Keeping it would push out every other event: it alone is not kept.
+            entry.dropped_through = sequence;
+            return event_id(stream, sequence);
         }
+        entry.events.push_back((sequence, payload));
         while entry.events.len() > self.max_events {
-            entry.events.pop_front();
+            entry.drop_oldest();
         }
-        event_id(stream, entry.next)
+        inner.kept.push_back(Kept {
+            stream: name,
+            sequence,
+            bytes,
+        });
+        inner.kept_bytes += bytes;
+        self.keep_within_bytes(&mut inner);
+        event_id(stream, sequence)
+    }
+
+    /// Drops the oldest events of any stream until those kept are within
+    /// `max_event_bytes`.
+    fn keep_within_bytes(&self, inner: &mut Inner) {
+        while inner.kept_bytes > self.max_event_bytes {
+            let Some(oldest) = inner.kept.pop_front() else {
+                break;
+            };
+            inner.kept_bytes -= oldest.bytes;
+            // Gone already when its stream dropped it, or the whole stream.
+            if let Some(stream) = inner.streams.get_mut(&oldest.stream)
+                && stream
+                    .events
+                    .front()
+                    .is_some_and(|(sequence, _)| *sequence == oldest.sequence)
+            {
+                stream.drop_oldest();
+            }
+        }
     }
 }
 
@@ -290,16 +366,14 @@ impl SharedState for MemoryState {
         self.append(stream, None)
     }
 
-    fn events_after<'a>(
-        &'a self,
-        event: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>> {
-        let events = parse_event_id(event)
+    fn events_after<'a>(&'a self, event: &'a str) -> BoxFuture<'a, Result<Replay, StateError>> {
+        let replay = parse_event_id(event)
             .and_then(|(stream, after)| {
                 let inner = self.lock();
                 let kept = inner.streams.get(stream)?;
-                Some(
-                    kept.events
+                Some(Replay {
+                    events: kept
+                        .events
                         .iter()
                         .filter(|(sequence, _)| *sequence > after)
                         .map(|(sequence, payload)| StoredEvent {
@@ -307,10 +381,11 @@ impl SharedState for MemoryState {
                             payload: payload.clone(),
                         })
                         .collect(),
-                )
+                    dropped: kept.dropped_through > after,
+                })
             })
             .unwrap_or_default();
-        Box::pin(ready(Ok(events)))
+        Box::pin(ready(Ok(replay)))
     }
 
     fn published(&self) -> tokio::sync::broadcast::Receiver<Published> {

@@ -12,6 +12,7 @@
 //! session_ttl_secs = 3600     # an unused session ends after this long, everywhere
 //! event_ttl_secs = 300        # how long a stream's events stay replayable
 //! max_events_per_stream = 1000
+//! max_event_bytes = 33554432 # all streams' events together (per replica, in Redis)
 //! key_prefix = "mcp-gateway"  # keys are <prefix>:<kind>:<id>
 //! ```
 //!
@@ -42,6 +43,10 @@ pub struct ClusterConfig {
     pub event_ttl_secs: u64,
     /// The most events kept per stream (older ones are dropped first). Default 1000.
     pub max_events_per_stream: usize,
+    /// The most bytes the events of every stream together may take (in Redis: those this
+    /// replica wrote); the oldest are dropped first, whatever their stream, and a resume
+    /// from before a dropped event is told so. Default 32 MiB.
+    pub max_event_bytes: usize,
     /// Prefix of every Redis key, so several gateways can share one Redis. Default
     /// `mcp-gateway`.
     pub key_prefix: String,
@@ -54,6 +59,7 @@ impl Default for ClusterConfig {
             session_ttl_secs: 3600,
             event_ttl_secs: 300,
             max_events_per_stream: 1000,
+            max_event_bytes: 32 * 1024 * 1024,
             key_prefix: "mcp-gateway".into(),
         }
     }
@@ -103,6 +109,16 @@ pub struct SessionRecord {
     /// The level the client asked for with `logging/setLevel` (as on the wire, e.g.
     /// `"warning"`), applied by a replica that takes the session over.
     pub log_level: Option<String>,
+}
+
+/// The events of a stream after one of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Replay {
+    /// What is kept of them, in order.
+    pub events: Vec<StoredEvent>,
+    /// Whether some of them were dropped to keep the stored events within bounds
+    /// (`max_events_per_stream`, `max_event_bytes`): a replay of the rest would skip them.
+    pub dropped: bool,
 }
 
 /// One stored event of a resumable stream: its id and the message as JSON.
@@ -194,12 +210,9 @@ pub trait SharedState: Send + Sync + 'static {
     /// events sort after it.
     fn reserve_event_id(&self, stream: &str) -> String;
 
-    /// The events of the stream of `event_id` after it, in order (empty when the stream
-    /// or the event is no longer kept).
-    fn events_after<'a>(
-        &'a self,
-        event_id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>>;
+    /// The events of the stream of `event_id` after it, in order (none when the stream is
+    /// no longer kept), and whether some of them were dropped.
+    fn events_after<'a>(&'a self, event_id: &'a str) -> BoxFuture<'a, Result<Replay, StateError>>;
 
     /// The events replicas publish from now on.
     fn published(&self) -> tokio::sync::broadcast::Receiver<Published>;
@@ -228,16 +241,7 @@ pub fn open(config: &ClusterConfig) -> Result<Arc<dyn SharedState>, StateError> 
     }
 }
 
-/// Event ids are `<stream>/<sequence>`: the stream is found again from the id alone.
-pub fn event_id(stream: &str, sequence: u64) -> String {
-    format!("{stream}/{sequence}")
-}
-
-/// The stream and sequence number of an event id.
-pub fn parse_event_id(id: &str) -> Option<(&str, u64)> {
-    let (stream, sequence) = id.rsplit_once('/')?;
-    Some((stream, sequence.parse().ok()?))
-}
+pub use wire::event_id::{event_id, parse_event_id};
 
 #[cfg(test)]
 mod tests;

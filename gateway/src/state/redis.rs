@@ -36,9 +36,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 use self::recent_sessions::RecentSessions;
-use self::write_behind::{EventWriter, Retention};
+use self::write_behind::{EventWriter, Retention, StreamKeys};
 use super::{
-    ClusterConfig, PUBLISHED_BACKLOG, Published, SessionRecord, SharedState, StateError,
+    ClusterConfig, PUBLISHED_BACKLOG, Published, Replay, SessionRecord, SharedState, StateError,
     StoredEvent, event_id, parse_event_id,
 };
 
@@ -146,6 +146,7 @@ impl RedisState {
                 ready.clone(),
                 Retention {
                     max_events: config.max_events_per_stream.max(1),
+                    max_bytes: config.max_event_bytes,
                     ttl_secs: Self::secs(config.event_ttl()),
                     channel: Channels::of(&config.key_prefix).published,
                 },
@@ -466,8 +467,12 @@ impl SharedState for RedisState {
     }
 
     fn record_event(&self, stream: &str, payload: String, standalone_of: Option<&str>) -> String {
+        let keys = StreamKeys {
+            events: self.key("events", stream),
+            dropped: self.key("dropped", stream),
+        };
         let sequence = self.events.append(
-            self.key("events", stream),
+            keys,
             |sequence| format!("{sequence}:{payload}"),
             |sequence| {
                 let published = Published {
@@ -488,23 +493,26 @@ impl SharedState for RedisState {
         event_id(stream, self.events.reserve())
     }
 
-    fn events_after<'a>(
-        &'a self,
-        event: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<StoredEvent>, StateError>> {
+    /// A replay is marked `dropped` when this gateway removed one of the events after
+    /// `event` to keep within `max_event_bytes`; the trims past `max_events_per_stream`
+    /// and what Redis itself evicts go unnoticed, and the replay holds what is left.
+    fn events_after<'a>(&'a self, event: &'a str) -> BoxFuture<'a, Result<Replay, StateError>> {
         Box::pin(async move {
             let Some((stream, after)) = parse_event_id(event) else {
-                return Ok(Vec::new());
+                return Ok(Replay::default());
             };
             self.events.flushed(RESPONSE_TIMEOUT).await;
             let mut connection = self.connection()?;
-            let result = redis::cmd("ZRANGEBYSCORE")
+            let result = redis::pipe()
+                .cmd("ZRANGEBYSCORE")
                 .arg(self.key("events", stream))
                 .arg(format!("({after}"))
                 .arg("+inf")
-                .query_async::<Vec<String>>(&mut connection)
+                .get(self.key("dropped", stream))
+                .query_async::<(Vec<String>, Option<u64>)>(&mut connection)
                 .await;
-            self.observe(result)?
+            let (entries, dropped) = self.observe(result)?;
+            let events = entries
                 .into_iter()
                 .map(|entry| {
                     let (sequence, payload) = entry
@@ -516,7 +524,11 @@ impl SharedState for RedisState {
                         payload: payload.to_owned(),
                     })
                 })
-                .collect()
+                .collect::<Result<_, _>>()?;
+            Ok(Replay {
+                events,
+                dropped: dropped.is_some_and(|dropped| dropped > after),
+            })
         })
     }
 

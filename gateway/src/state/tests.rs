@@ -109,6 +109,7 @@ async fn contract(state: &dyn SharedState) {
         .events_after(&ids[1])
         .await
         .unwrap()
+        .events
         .into_iter()
         .map(|e| (e.id, e.payload))
         .collect();
@@ -120,12 +121,17 @@ async fn contract(state: &dyn SharedState) {
         ]
     );
     let kept = state.events_after(&event_id("s2:common", 0)).await.unwrap();
-    assert_eq!(kept.len(), 3, "only the last 3 are kept: {kept:?}");
+    assert_eq!(kept.events.len(), 3, "only the last 3 are kept: {kept:?}");
+    // The memory store says the first was dropped; Redis cannot tell.
+    assert_eq!(kept.dropped, !state.is_shared());
     // A reserved id stores nothing, and later events sort after it.
     let reserved = state.reserve_event_id("s2:common");
-    assert!(state.events_after(&ids[3]).await.unwrap().is_empty());
+    assert_eq!(
+        state.events_after(&ids[3]).await.unwrap(),
+        Replay::default()
+    );
     let later = state.record_event("s2:common", "e5".into(), None);
-    let after_reserved = state.events_after(&reserved).await.unwrap();
+    let after_reserved = state.events_after(&reserved).await.unwrap().events;
     assert_eq!(
         after_reserved
             .iter()
@@ -133,13 +139,65 @@ async fn contract(state: &dyn SharedState) {
             .collect::<Vec<_>>(),
         [(later, "e5".to_owned())]
     );
-    assert!(state.events_after("no-such-id").await.unwrap().is_empty());
+    assert_eq!(
+        state.events_after("no-such-id").await.unwrap(),
+        Replay::default()
+    );
     assert!(state.is_ready());
 }
 
 #[tokio::test]
 async fn memory_state_keeps_the_contract() {
     contract(&memory::MemoryState::new(&config())).await;
+}
+
+#[tokio::test]
+async fn memory_state_drops_the_oldest_events_of_any_stream_past_its_byte_bound() {
+    byte_bound(&memory::MemoryState::new(&bounded_config())).await;
+}
+
+/// Room for three events of 1000 bytes, with what keeping each costs in either store.
+fn bounded_config() -> ClusterConfig {
+    ClusterConfig {
+        max_event_bytes: 3 * 1200,
+        ..config()
+    }
+}
+
+/// The oldest events of any stream are dropped past `max_event_bytes` (as
+/// [`bounded_config`] sets it), and a replay from before one says so.
+async fn byte_bound(state: &dyn SharedState) {
+    let payload = "x".repeat(1000);
+    let a0 = state.reserve_event_id("r:a:1");
+    let b0 = state.reserve_event_id("r:b:1");
+    let a1 = state.record_event("r:a:1", payload.clone(), None);
+    state.record_event("r:b:1", payload.clone(), None);
+    state.record_event("r:a:1", payload.clone(), None);
+    // Three kept: every replay is whole.
+    let replay = state.events_after(&a0).await.unwrap();
+    assert_eq!((replay.events.len(), replay.dropped), (2, false));
+    state.record_event("r:b:1", payload.clone(), None);
+    // The fourth pushed out the oldest of all, a's first.
+    let replay = state.events_after(&a0).await.unwrap();
+    assert_eq!((replay.events.len(), replay.dropped), (1, true));
+    let replay = state.events_after(&a1).await.unwrap();
+    assert_eq!(
+        (replay.events.len(), replay.dropped),
+        (1, false),
+        "after it"
+    );
+    let replay = state.events_after(&b0).await.unwrap();
+    assert_eq!((replay.events.len(), replay.dropped), (2, false));
+    // An event larger than the whole bound is not kept, and pushes out nothing.
+    let huge = state.record_event("r:c:1", "y".repeat(4000), None);
+    let (stream, sequence) = parse_event_id(&huge).unwrap();
+    let replay = state
+        .events_after(&event_id(stream, sequence - 1))
+        .await
+        .unwrap();
+    assert_eq!((replay.events.len(), replay.dropped), (0, true));
+    let replay = state.events_after(&b0).await.unwrap();
+    assert_eq!((replay.events.len(), replay.dropped), (2, false));
 }
 
 /// A `redis-server` on a free loopback port, killed when dropped.
@@ -181,6 +239,12 @@ async fn redis_state_keeps_the_contract_and_notices_redis_going_away() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     contract(&state).await;
+    let bounded = redis::RedisState::open(&url, &bounded_config()).unwrap();
+    while !bounded.is_ready() {
+        assert!(tokio::time::Instant::now() < deadline, "never connected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    byte_bound(&bounded).await;
 
     // "s2" was read lately and may be answered from this replica's copy; "s9" needs Redis.
     let _ = server.0.kill();

@@ -37,6 +37,7 @@ use rmcp::model::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use wire::round_trip::{input_responses, request_state};
 
 use self::parked::{Parked, ParkedCall, RequestKey};
 use self::revision::Revision;
@@ -534,16 +535,6 @@ impl Drop for Serving {
     }
 }
 
-/// The `requestState` a retried request carries.
-fn request_state(request: &ClientRequest) -> Option<&str> {
-    match request {
-        ClientRequest::CallToolRequest(call) => call.params.request_state.as_deref(),
-        ClientRequest::GetPromptRequest(get) => get.params.request_state.as_deref(),
-        ClientRequest::ReadResourceRequest(read) => read.params.request_state.as_deref(),
-        _ => None,
-    }
-}
-
 /// What a retry of `request` must repeat.
 fn request_key(request: &ClientRequest) -> RequestKey {
     let (method, name) = match request {
@@ -553,16 +544,6 @@ fn request_key(request: &ClientRequest) -> RequestKey {
         _ => ("", String::new()),
     };
     RequestKey { method, name }
-}
-
-/// The answers a retried request carries.
-fn input_responses(request: &ClientRequest) -> Option<rmcp::model::InputResponses> {
-    match request {
-        ClientRequest::CallToolRequest(call) => call.params.input_responses.clone(),
-        ClientRequest::GetPromptRequest(get) => get.params.input_responses.clone(),
-        ClientRequest::ReadResourceRequest(read) => read.params.input_responses.clone(),
-        _ => None,
-    }
 }
 
 /// The id of the session serving the stateless requests of `identity` with `profile`: the same on every replica,

@@ -1,5 +1,7 @@
 //! The HTTP listener's part of the drain (see [`crate::drain`]): while the gateway stops,
-//! new sessions are refused with `503` and `Retry-After` while open sessions carry on; and
+//! new sessions are refused with `503` and `Retry-After` while open sessions carry on;
+//! once the gateway ended the sessions left open after the drain, a request that names
+//! one is told `404` that its session is over; and
 //! a response body that carries an answer holds the answer's [`Delivery`] until hyper is
 //! done with it ([`Held`]), so the drain waits for it to be written.
 //!
@@ -26,7 +28,33 @@ pub async fn guard(State(drain): State<Arc<Drain>>, request: Request, next: Next
     if drain.is_draining() && opens_session(&request) {
         return refusal();
     }
+    if drain.sessions_over() && names_session(&request) {
+        return over();
+    }
     next.run(request).await
+}
+
+/// Whether `request` belongs to a session: a streamable HTTP request with
+/// `Mcp-Session-Id`, a legacy SSE `/message?sessionId=`.
+fn names_session(request: &Request) -> bool {
+    let path = request.uri().path();
+    let under = |root: &str| path == root || path.starts_with(&format!("{root}/"));
+    (under("/mcp") && request.headers().contains_key(HEADER_SESSION_ID))
+        || (path == "/message"
+            && request
+                .uri()
+                .query()
+                .is_some_and(|query| query.split('&').any(|pair| pair.starts_with("sessionId="))))
+}
+
+/// `404 Not Found`: the session is over, the gateway ended it as it stopped.
+fn over() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "Not Found: the session is over: the gateway is stopping and ended it; open a new \
+         session on another instance or after it has restarted",
+    )
+        .into_response()
 }
 
 /// Whether `request` would open a new MCP session.
@@ -97,6 +125,24 @@ mod tests {
             builder = builder.header(HEADER_SESSION_ID, session);
         }
         builder.body(Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn requests_that_name_a_session_are_told_it_is_over() {
+        for (request, named) in [
+            (request(Method::GET, "/mcp", Some("abc")), true),
+            (request(Method::POST, "/mcp/ci", Some("abc")), true),
+            (
+                request(Method::POST, "/message?x=1&sessionId=abc", None),
+                true,
+            ),
+            (request(Method::POST, "/mcp", None), false),
+            (request(Method::GET, "/sse", None), false),
+            (request(Method::POST, "/message", None), false),
+            (request(Method::GET, "/healthz", Some("abc")), false),
+        ] {
+            assert_eq!(names_session(&request), named, "{}", request.uri());
+        }
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
     let config = gateway.config();
     let guard = Arc::new(listener_guard::guard_for(&config)?);
     let quotas = Quotas::new(config.listen.limits.clone());
+    let shutdown = streams_end(&gateway, shutdown);
     let default = StreamableHttp::new(&gateway, None, quotas.clone(), shutdown.clone());
     let mut router = Router::new();
     if let Some(oauth) = guard.resource_server() {
@@ -75,6 +76,22 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         ))
         .layer(SecurityLayer::new(guard));
     Ok(router)
+}
+
+/// What ends the sessions' open streams: `shutdown`, or, before it, the drain ending the
+/// sessions left open after its linger (the listener then still answers for a moment).
+fn streams_end(gateway: &Gateway, shutdown: CancellationToken) -> CancellationToken {
+    let streams = CancellationToken::new();
+    let over = gateway.drain().sessions_over_token();
+    let ended = streams.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = over.cancelled() => {}
+        }
+        ended.cancel();
+    });
+    streams
 }
 
 /// The streamable HTTP route of `endpoint`, for any method.

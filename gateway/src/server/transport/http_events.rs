@@ -22,10 +22,9 @@ use futures::{Stream, StreamExt};
 use rmcp::ErrorData;
 use rmcp::model::{RequestId, ServerJsonRpcMessage};
 
-use crate::state::{Published, SharedState, StateError, StoredEvent, parse_event_id};
+use wire::event_id::{LastEventId, request_stream, standalone_stream, tag};
 
-/// The last part of a session's standalone stream name.
-const STANDALONE: &str = "common";
+use crate::state::{Published, SharedState, StateError, StoredEvent};
 
 /// One event of a stream: its id (empty for an event nobody can resume from), and the
 /// message (none for a priming event).
@@ -57,8 +56,7 @@ pub struct Recorder {
 impl Recorder {
     /// The stream of the answer to `request` in `session`.
     pub fn request(state: Arc<dyn SharedState>, session: &str, request: &RequestId) -> Self {
-        let key = hex(&serde_json::to_string(request).unwrap_or_default());
-        let stream = format!("{}:{session}:{key}", state.replica());
+        let stream = request_stream(state.replica(), session, request);
         Self {
             state,
             stream,
@@ -69,7 +67,7 @@ impl Recorder {
 
     /// The standalone stream of `session`.
     pub fn standalone(state: Arc<dyn SharedState>, session: &str) -> Self {
-        let stream = format!("{}:{session}:{STANDALONE}", state.replica());
+        let stream = standalone_stream(state.replica(), session);
         Self {
             state,
             stream,
@@ -112,6 +110,9 @@ impl Recorder {
 pub enum ResumeError {
     #[error("Last-Event-ID names no stream of this session")]
     NotYours,
+    /// Events after it were dropped to keep the stored events within bounds.
+    #[error("events after Last-Event-ID were dropped")]
+    Dropped,
     #[error(transparent)]
     State(#[from] StateError),
 }
@@ -124,16 +125,22 @@ pub async fn resume(
     session: &str,
     last_event_id: &str,
 ) -> Result<Vec<Event>, ResumeError> {
-    let (stored, request) = untag(last_event_id);
-    let (stream, _) = parse_event_id(stored).ok_or(ResumeError::NotYours)?;
-    let mut parts = stream.splitn(3, ':');
-    let (Some(origin), Some(owner), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(ResumeError::NotYours);
-    };
+    let LastEventId {
+        stored,
+        stream,
+        origin,
+        session: owner,
+        request,
+        ..
+    } = LastEventId::parse(last_event_id).ok_or(ResumeError::NotYours)?;
     if owner != session {
         return Err(ResumeError::NotYours);
     }
-    let stored_events = state.events_after(stored).await?;
+    let replay = state.events_after(stored).await?;
+    if replay.dropped {
+        return Err(ResumeError::Dropped);
+    }
+    let stored_events = replay.events;
     let answered = |events: &[StoredEvent]| {
         events.iter().filter_map(message).any(|message| {
             matches!(
@@ -159,7 +166,8 @@ pub async fn resume(
         && !answered(
             &state
                 .events_after(&crate::state::event_id(stream, 0))
-                .await?,
+                .await?
+                .events,
         )
     {
         let error = ServerJsonRpcMessage::error(
@@ -222,47 +230,10 @@ fn message(event: &StoredEvent) -> Option<ServerJsonRpcMessage> {
     serde_json::from_str(&event.payload).ok()
 }
 
-/// `event_id` tagged with the request its stream answers.
-fn tag(event_id: &str, request: &RequestId) -> String {
-    let json = serde_json::to_string(request).unwrap_or_default();
-    format!("{event_id}#{}", hex(&json))
-}
-
-fn hex(text: &str) -> String {
-    text.bytes().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// The stored event id and the request of a (possibly tagged) event id.
-fn untag(event_id: &str) -> (&str, Option<RequestId>) {
-    let Some((stored, hex)) = event_id.rsplit_once('#') else {
-        return (event_id, None);
-    };
-    let bytes: Option<Vec<u8>> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect();
-    let request = bytes.and_then(|bytes| serde_json::from_slice(&bytes).ok());
-    (stored, request)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::state::{ClusterConfig, memory::MemoryState};
-
-    #[test]
-    fn an_event_id_carries_its_request_and_gives_it_back() {
-        for request in [
-            RequestId::Number(7),
-            RequestId::String("a#b/\"c\"\nü".into()),
-        ] {
-            let tagged = tag("replica:stream/3", &request);
-            assert!(tagged.is_ascii() && !tagged.contains('\n'), "{tagged}");
-            assert_eq!(untag(&tagged), ("replica:stream/3", Some(request)));
-        }
-        assert_eq!(untag("replica:stream/3"), ("replica:stream/3", None));
-        assert_eq!(untag("replica:stream/3#zz"), ("replica:stream/3", None));
-    }
 
     #[tokio::test]
     async fn a_stream_resumes_for_its_own_session_only() {

@@ -5,12 +5,10 @@
 //! - [`stdio`]: one session over the gateway's stdin and stdout.
 //! - [`streamable_http`]: `POST`/`GET`/`DELETE` on `/mcp`, sessions bound to their opener
 //!   and shared by replicas, and the stateless requests of protocol 2026-07-28;
-//!   [`http_events`]: its event streams, resumable on any replica;
-//!   [`routing_headers`]: the headers of its 2026-07-28 requests, checked against the body.
+//!   [`http_events`]: its event streams, resumable on any replica.
 //! - [`sse`]: legacy SSE (MCP 2024-11-05), ours since rmcp has none.
 
 pub mod http_events;
-pub mod routing_headers;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;

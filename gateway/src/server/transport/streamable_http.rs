@@ -39,17 +39,15 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use rmcp::model::{
-    ClientConfig, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, GetMeta,
-    JsonRpcMessage, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ClientConfig, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, JsonRpcMessage,
+    RequestId, ServerJsonRpcMessage,
 };
-use rmcp::transport::common::http_header::{
-    HEADER_LAST_EVENT_ID, HEADER_MCP_PROTOCOL_VERSION, HEADER_SESSION_ID,
-};
+use rmcp::transport::common::http_header::{HEADER_LAST_EVENT_ID, HEADER_SESSION_ID};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use wire::headers::{accepts, session_id, speaks_2026, stateless_context};
 
 use super::http_events::{self, Event, Recorder, ResumeError};
-use super::routing_headers;
 use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
@@ -419,7 +417,7 @@ impl Endpoint {
                 .map(|tool| tool.definition.input_schema.clone()),
             _ => None,
         };
-        routing_headers::check(headers, request, schema.as_deref())
+        wire::routing::check(headers, request, schema.as_deref())
     }
 
     /// The profile of a request's session: its token's, or the endpoint's.
@@ -567,6 +565,9 @@ impl Endpoint {
                     StatusCode::BAD_REQUEST,
                     format!("Bad Request: Last-Event-ID `{last}` names no stream of this session"),
                 ),
+                Err(ResumeError::Dropped) => {
+                    text(StatusCode::GONE, LimitError::EventsDropped.text())
+                }
                 Err(ResumeError::State(e)) => unavailable(&e),
             };
         }
@@ -756,68 +757,6 @@ fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
         LIMIT_ERROR => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::OK,
     }
-}
-
-/// Whether a request without a session speaks 2026-07-28: its `MCP-Protocol-Version`
-/// header or its `_meta` names that revision or a later one.
-fn speaks_2026(headers: &HeaderMap, request: &ClientRequest) -> bool {
-    let modern = |version: &str| version >= ProtocolVersion::V_2026_07_28.as_str();
-    header_version(headers).is_some_and(modern)
-        || request
-            .get_meta()
-            .protocol_version()
-            .is_some_and(|version| modern(version.as_str()))
-        || matches!(request, ClientRequest::DiscoverRequest(_))
-}
-
-/// A stateless request carries its context in `_meta`, and its `MCP-Protocol-Version`
-/// header names the version its `_meta` names.
-fn stateless_context(headers: &HeaderMap, request: &ClientRequest) -> Result<(), ErrorData> {
-    let meta = request.get_meta();
-    let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
-    if !missing.is_empty() {
-        return Err(ErrorData::invalid_params(
-            format!(
-                "request _meta is missing or has malformed required fields: {}",
-                missing.join(", ")
-            ),
-            None,
-        ));
-    }
-    match (header_version(headers), meta.protocol_version()) {
-        (Some(header), Some(meta)) if header == meta.as_str() => Ok(()),
-        (_, None) => Ok(()),
-        (header, Some(meta)) => Err(ErrorData::header_mismatch(
-            format!(
-                "the MCP-Protocol-Version header ({}) does not match the request's _meta ({meta})",
-                header.unwrap_or("absent")
-            ),
-            None,
-        )),
-    }
-}
-
-fn header_version(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(HEADER_MCP_PROTOCOL_VERSION)
-        .and_then(|value| value.to_str().ok())
-}
-
-fn session_id(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(HEADER_SESSION_ID)
-        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
-}
-
-/// Whether a request's `Accept` header takes `media`.
-fn accepts(headers: &HeaderMap, media: &str) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(|accepted| accepted.split(';').next().unwrap_or("").trim())
-        .any(|accepted| accepted.eq_ignore_ascii_case(media) || accepted == "*/*")
 }
 
 /// A JSON-RPC error as the whole response.

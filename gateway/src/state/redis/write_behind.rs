@@ -13,7 +13,15 @@
 //! - A replica that dies takes its unwritten events with it. A client that missed them
 //!   resumes elsewhere, finds no answer, and gets the lost-answer error once this
 //!   replica's lease lapses (`server::transport::http_events`).
+//!
+//! The writer also keeps the events this replica wrote within `max_event_bytes`, as the
+//! memory store does for its process: it charges each event its size, oldest first across
+//! the replica's streams, removes the oldest from Redis past the bound, and marks each
+//! stream with the last of its events so removed (`dropped:<stream>`), so that a resume
+//! from before it is told events are missing. What a replica wrote before it restarted is
+//! left to its TTL.
 
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -29,21 +37,40 @@ const BATCH: usize = 256;
 /// waiting for them).
 const GATHER: Duration = Duration::from_millis(5);
 
-/// One event to append: its sequence number and the stream's key, the sorted-set entry,
+/// What keeping one event costs beyond its entry and its stream's key.
+const EVENT_OVERHEAD: usize = 64;
+
+/// The Redis keys of one stream.
+pub struct StreamKeys {
+    /// The sorted set of its events.
+    pub events: String,
+    /// The sequence number of the last of its events removed to keep within bounds.
+    pub dropped: String,
+}
+
+/// One event to append: its sequence number and the stream's keys, the sorted-set entry,
 /// and what to publish with it, if anything.
 struct Write {
     sequence: u64,
-    key: String,
+    keys: StreamKeys,
     entry: String,
     publish: Option<String>,
 }
 
-/// How events are kept: at most `max_events` per stream, for `ttl_secs`; published
-/// ones on `channel`.
+/// How events are kept: at most `max_events` per stream and `max_bytes` of this replica's
+/// in all, for `ttl_secs`; published ones on `channel`.
 pub struct Retention {
     pub max_events: usize,
+    pub max_bytes: usize,
     pub ttl_secs: u64,
     pub channel: String,
+}
+
+/// An event this replica wrote and has not removed: where, and what it is charged.
+struct Kept {
+    keys: StreamKeys,
+    sequence: u64,
+    bytes: usize,
 }
 
 /// The numbering and the queue of this replica's events.
@@ -99,12 +126,12 @@ impl EventWriter {
         queue.last
     }
 
-    /// Numbers an event of the sorted set `key` and queues it; its sequence number.
+    /// Numbers an event of the stream of `keys` and queues it; its sequence number.
     /// `entry` makes the set's member from the number. `publish` is what to publish once
     /// the event is stored.
     pub fn append(
         &self,
-        key: String,
+        keys: StreamKeys,
         entry: impl FnOnce(u64) -> String,
         publish: impl FnOnce(u64) -> Option<String>,
     ) -> u64 {
@@ -113,7 +140,7 @@ impl EventWriter {
         let sequence = queue.last;
         let write = Write {
             sequence,
-            key,
+            keys,
             entry: entry(sequence),
             publish: publish(sequence),
         };
@@ -121,7 +148,7 @@ impl EventWriter {
             Ok(()) => queue.last_queued = sequence,
             Err(e) => tracing::warn!(
                 "an event was sent but not kept for resumption ({}): Redis is not keeping up",
-                e.into_inner().key
+                e.into_inner().keys.events
             ),
         }
         sequence
@@ -154,6 +181,7 @@ async fn write(
     let mut batch = Vec::with_capacity(BATCH);
     let ttl = retention.ttl_secs as i64;
     let keep = -(retention.max_events as isize) - 1;
+    let (mut kept, mut kept_bytes) = (VecDeque::<Kept>::new(), 0);
     while queued.recv_many(&mut batch, BATCH).await > 0 {
         tokio::select! {
             () = tokio::time::sleep(GATHER) => {}
@@ -167,14 +195,42 @@ async fn write(
         let last = batch.last().map_or(0, |write| write.sequence);
         let mut pipe = redis::pipe();
         for write in batch.drain(..) {
-            pipe.zadd(&write.key, write.entry, write.sequence)
-                .ignore()
-                .zremrangebyrank(&write.key, 0, keep)
-                .ignore()
-                .expire(&write.key, ttl)
-                .ignore();
+            let bytes = write.entry.len() + write.keys.events.len() + EVENT_OVERHEAD;
+            let fits = bytes <= retention.max_bytes;
+            if fits {
+                pipe.zadd(&write.keys.events, write.entry, write.sequence)
+                    .ignore()
+                    .zremrangebyrank(&write.keys.events, 0, keep)
+                    .ignore()
+                    .expire(&write.keys.events, ttl)
+                    .ignore();
+            } else {
+                // Keeping it would push out every other event: it alone is not kept.
+                pipe.set_ex(&write.keys.dropped, write.sequence, retention.ttl_secs)
+                    .ignore();
+            }
+            // Published once stored, so a replica that hears of it can find it.
             if let Some(message) = write.publish {
                 pipe.publish(&retention.channel, message).ignore();
+            }
+            if !fits {
+                continue;
+            }
+            kept.push_back(Kept {
+                keys: write.keys,
+                sequence: write.sequence,
+                bytes,
+            });
+            kept_bytes += bytes;
+            while kept_bytes > retention.max_bytes {
+                let Some(oldest) = kept.pop_front() else {
+                    break;
+                };
+                kept_bytes -= oldest.bytes;
+                pipe.zrembyscore(&oldest.keys.events, oldest.sequence, oldest.sequence)
+                    .ignore()
+                    .set_ex(&oldest.keys.dropped, oldest.sequence, retention.ttl_secs)
+                    .ignore();
             }
         }
         let written = match connection.get() {
