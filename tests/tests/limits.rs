@@ -967,3 +967,37 @@ fn twenty_thousand_parked_calls_are_refused_past_the_cap_in_bounded_memory() {
         "resident memory grew from {before} MiB to {peak} MiB"
     );
 }
+
+/// The requests in flight of every legacy SSE session of one identity are bounded
+/// together: a client cannot multiply its per-session allowance by opening sessions.
+#[test]
+fn legacy_sse_requests_in_flight_are_bounded_per_identity() {
+    let _beside = beside_others();
+    let workspace = Workspace::new(&format!(
+        "{}[listen.limits]\nmax_in_flight_per_session = 8\nmax_in_flight_per_identity = 3\n",
+        example_server("slow", "slow")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let sleep = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "mcp__slow__sleep", "arguments": {"ms": 600_000}}})
+    };
+    let (_first, first) = open_sse(gateway.address, None).unwrap();
+    let (_second, second) = open_sse(gateway.address, None).unwrap();
+    for path in [&first, &second] {
+        let (status, text) = post_message(gateway.address, path, None, &initialize(0).to_string());
+        assert_eq!(status, 202, "{text}");
+    }
+    let batch =
+        |ids: std::ops::RangeInclusive<u64>| json!(ids.map(sleep).collect::<Vec<_>>()).to_string();
+    // Two sleeps in the first session, within both limits.
+    let (status, text) = post_message(gateway.address, &first, None, &batch(1..=2));
+    assert_eq!(status, 202, "{text}");
+    // Two more in the second would make four for the identity: refused whole.
+    let (status, text) = post_message(gateway.address, &second, None, &batch(11..=12));
+    assert_eq!(status, 429, "{text}");
+    assert!(text.starts_with("SSE_IDENTITY_IN_FLIGHT_LIMIT"), "{text}");
+    // One more fits.
+    let (status, text) = post_message(gateway.address, &second, None, &batch(21..=21));
+    assert_eq!(status, 202, "{text}");
+}

@@ -117,6 +117,9 @@ pub struct ClientLimits {
     /// Requests of one legacy SSE session running at once; a `POST` that would pass it
     /// is refused whole (`SSE_IN_FLIGHT_LIMIT`, 429). Default 64.
     pub max_in_flight_per_session: NonZeroUsize,
+    /// The same across every legacy SSE session of one identity
+    /// (`SSE_IDENTITY_IN_FLIGHT_LIMIT`, 429). Default 256.
+    pub max_in_flight_per_identity: NonZeroUsize,
     /// Event streams one identity may hold open: `GET /sse`, a session's `GET /mcp` and
     /// `subscriptions/listen` (`STREAM_LIMIT`, 429). Default 64.
     pub max_streams_per_identity: NonZeroUsize,
@@ -134,6 +137,7 @@ impl Default for ClientLimits {
             stateless_sessions: count(256),
             max_batch: count(64),
             max_in_flight_per_session: count(64),
+            max_in_flight_per_identity: count(256),
             max_streams_per_identity: count(64),
         }
     }

@@ -1,6 +1,6 @@
 //! What one client may hold at once (`[listen.limits]`), because nothing one client sends
 //! may exhaust the gateway: calls parked while their client is asked for input, open event
-//! streams, and the requests of a legacy SSE session.
+//! streams, and the requests of legacy SSE sessions.
 //!
 //! Limits per session are counted by the session itself; limits per identity (the
 //! credentials' token or subject; clients without credentials share one) are counted
@@ -26,6 +26,9 @@ pub enum Holding {
     Parked,
     /// An open event stream.
     Stream,
+    /// A legacy SSE request running (its `POST` was answered; its answer comes on the
+    /// stream).
+    Request,
 }
 
 /// Why a client was refused: a limit it reached.
@@ -50,6 +53,10 @@ pub enum LimitError {
     )]
     InFlight { limit: usize },
     #[error(
+        "these credentials have {limit} SSE requests running already ([listen.limits] max_in_flight_per_identity); wait for their answers"
+    )]
+    InFlightPerIdentity { limit: usize },
+    #[error(
         "these credentials hold {limit} open streams already ([listen.limits] max_streams_per_identity); close one first"
     )]
     Streams { limit: usize },
@@ -68,6 +75,7 @@ impl LimitError {
             Self::InputExpired { .. } => "INPUT_EXPIRED",
             Self::BatchTooLong { .. } => "SSE_BATCH_TOO_LONG",
             Self::InFlight { .. } => "SSE_IN_FLIGHT_LIMIT",
+            Self::InFlightPerIdentity { .. } => "SSE_IDENTITY_IN_FLIGHT_LIMIT",
             Self::Streams { .. } => "STREAM_LIMIT",
             Self::EventsDropped => "EVENTS_DROPPED",
         }
@@ -118,6 +126,7 @@ impl Quotas {
         let limit = match what {
             Holding::Parked => self.limits.max_parked_per_identity.get(),
             Holding::Stream => self.limits.max_streams_per_identity.get(),
+            Holding::Request => self.limits.max_in_flight_per_identity.get(),
         };
         let key = (what, identity.map(str::to_owned));
         let mut held = self.lock();
@@ -126,6 +135,7 @@ impl Quotas {
             return Err(match what {
                 Holding::Parked => LimitError::ParkedPerIdentity { limit },
                 Holding::Stream => LimitError::Streams { limit },
+                Holding::Request => LimitError::InFlightPerIdentity { limit },
             });
         }
         *count += 1;

@@ -25,8 +25,10 @@
 //!
 //! What one client may hold is bounded (`[listen.limits]`): a batch has at most
 //! `max_batch` messages (`413`, `SSE_BATCH_TOO_LONG`), a session runs at most
-//! `max_in_flight_per_session` requests at once (a `POST` that would pass it is refused
-//! whole with `429`, `SSE_IN_FLIGHT_LIMIT`, and nothing of it runs), and an identity holds
+//! `max_in_flight_per_session` requests at once and the sessions of one identity
+//! `max_in_flight_per_identity` (a `POST` that would pass either is refused whole with
+//! `429`, `SSE_IN_FLIGHT_LIMIT` or `SSE_IDENTITY_IN_FLIGHT_LIMIT`, and nothing of it
+//! runs), and an identity holds
 //! at most `max_streams_per_identity` open streams (`429`, `STREAM_LIMIT`).
 //!
 //! Errors the client sees: an unknown or closed session id gets `404`, a body that is not
@@ -383,12 +385,22 @@ async fn accept_message(
         .iter()
         .filter(|message| matches!(message, JsonRpcMessage::Request(_)))
         .count();
-    let Some(mut permits) = in_flight(&stream.in_flight, request_count) else {
-        let refused = LimitError::InFlight {
+    let permits = in_flight(&stream.in_flight, request_count)
+        .ok_or(LimitError::InFlight {
             limit: limits.max_in_flight_per_session.get(),
-        };
-        tracing::warn!(%session_id, code = refused.code(), "{refused}");
-        return text(StatusCode::TOO_MANY_REQUESTS, refused.text());
+        })
+        .and_then(|of_session| {
+            let of_identity = (0..request_count)
+                .map(|_| state.quotas.acquire(Holding::Request, identity.as_deref()))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(of_session.into_iter().zip(of_identity))
+        });
+    let mut permits: Vec<_> = match permits {
+        Ok(permits) => permits.collect(),
+        Err(refused) => {
+            tracing::warn!(%session_id, code = refused.code(), "{refused}");
+            return text(StatusCode::TOO_MANY_REQUESTS, refused.text());
+        }
     };
     let requests = TaskTracker::new();
     for message in messages {
@@ -396,7 +408,8 @@ async fn accept_message(
             return unknown_session(session_id);
         }
         let output = stream.output.clone();
-        // A request holds its place among the session's requests in flight until answered.
+        // A request holds its place among the session's and the identity's requests in
+        // flight until answered.
         let permit = matches!(message, JsonRpcMessage::Request(_))
             .then(|| permits.pop())
             .flatten();
