@@ -154,9 +154,13 @@ impl Gateway {
             tracing::error!("{e}: sharing nothing, state stays in this process");
             Arc::new(state::memory::MemoryState::new(&config.cluster))
         });
+        let search_tools = Arc::new(SearchTool::start(
+            registry.clone(),
+            &config.search,
+            shutdown.clone(),
+        ));
         let policy = Policy::new(config, &registry, &shared, &telemetry.tracer(), &state);
         let subscriptions = Subscriptions::start(resource_updates);
-        let search_tools = Arc::new(SearchTool::new(registry.clone()));
         Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
             search_tools,

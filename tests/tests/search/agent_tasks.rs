@@ -76,8 +76,14 @@ pub const AGENT_TASKS: &[(&str, &[&str])] = &[
         "put this content into a brand-new notes.md",
         &["filesystem/write_file"],
     ),
-    ("fix the typo on line 12 of lib.rs", &["filesystem/edit_file"]),
-    ("set up nested folders a/b/c", &["filesystem/create_directory"]),
+    (
+        "fix the typo on line 12 of lib.rs",
+        &["filesystem/edit_file"],
+    ),
+    (
+        "set up nested folders a/b/c",
+        &["filesystem/create_directory"],
+    ),
     (
         "what sits in the current working folder",
         &[
@@ -168,18 +174,9 @@ pub const AGENT_TASKS: &[(&str, &[&str])] = &[
         "save my work to version control with the note 'fix parser'",
         &["git/git_commit"],
     ),
-    (
-        "include src/main.rs in the next snapshot",
-        &["git/git_add"],
-    ),
-    (
-        "take everything back out of the index",
-        &["git/git_reset"],
-    ),
-    (
-        "who changed what over the past few days",
-        &["git/git_log"],
-    ),
+    ("include src/main.rs in the next snapshot", &["git/git_add"]),
+    ("take everything back out of the index", &["git/git_reset"]),
+    ("who changed what over the past few days", &["git/git_log"]),
     (
         "start a separate line of work named hotfix",
         &["git/git_create_branch"],
