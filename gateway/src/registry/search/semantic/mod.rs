@@ -254,7 +254,7 @@ impl Semantic {
         let Some(loaded) = self.loaded.get() else {
             return;
         };
-        documents.sort_by(|a, b| a.key.cmp(&b.key));
+        documents.sort_by_key(|d| d.key);
         documents.dedup_by(|a, b| a.key == b.key);
         documents.retain(|d| loaded.store.get(&d.key).is_none());
         documents.sort_by_key(|d| d.text.len());
@@ -344,7 +344,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn letters(text: &str) -> Vec<f32> {
-        let mut vector = vec![0f32; 26];
+        let mut vector = [0f32; 26];
         for c in text.bytes().filter(u8::is_ascii_lowercase) {
             vector[usize::from(c - b'a')] += 1.0;
         }

@@ -21,11 +21,14 @@ pub type Key = [u8; 32];
 /// The first bytes of a vectors file.
 const MAGIC: &[u8; 8] = b"mcpgvec1";
 
+/// Vectors by their keys.
+type Vectors = HashMap<Key, Arc<[f32]>>;
+
 /// Vectors by key: shared by the embedding task (which adds) and searches (which read).
 #[derive(Debug)]
 pub struct VectorStore {
     dimension: usize,
-    vectors: RwLock<HashMap<Key, Arc<[f32]>>>,
+    vectors: RwLock<Vectors>,
     /// Where new vectors are appended; none when the file could not be opened.
     file: Mutex<Option<File>>,
 }
@@ -85,7 +88,7 @@ impl VectorStore {
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Key, Arc<[f32]>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vectors> {
         self.vectors.read().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -95,7 +98,7 @@ impl VectorStore {
 fn read_and_open(
     path: &Path,
     dimension: usize,
-) -> std::io::Result<(HashMap<Key, Arc<[f32]>>, File)> {
+) -> std::io::Result<(Vectors, File)> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
