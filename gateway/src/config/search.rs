@@ -11,16 +11,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The files a model folder must hold.
-const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
-
 /// `[search]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SearchConfig {
-    /// A sentence-transformers model folder ([`MODEL_FILES`]: a BERT such as
-    /// all-MiniLM-L6-v2), relative to the configuration file. Default: none (lexical
-    /// ranking only).
+    /// A sentence-transformers model folder (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`: a BERT such as all-MiniLM-L6-v2), relative to the
+    /// configuration file. Read in the background at start, like an upstream's command: a
+    /// folder that does not load is logged, and ranking stays lexical. Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
     /// Where tool vectors are kept across restarts, one file per model. Default: the
@@ -32,7 +30,7 @@ pub struct SearchConfig {
 
 impl SearchConfig {
     /// Makes the paths absolute from `base` (the configuration file's folder) and checks
-    /// that this build can use a model and the folder holds one.
+    /// that this build can use a model.
     pub(super) fn resolve(&mut self, base: &Path) -> Result<(), (String, String)> {
         if let Some(dir) = &mut self.vectors_dir {
             *dir = base.join(&*dir);
@@ -41,15 +39,8 @@ impl SearchConfig {
             return Ok(());
         };
         *model = base.join(&*model);
-        let key = || "search.model".to_owned();
         if !cfg!(feature = "semantic") {
-            return Err((key(), UNSUPPORTED.into()));
-        }
-        if let Some(missing) = MODEL_FILES.iter().find(|f| !model.join(f).is_file()) {
-            return Err((
-                key(),
-                format!("{}: no {missing} in the model folder", model.display()),
-            ));
+            return Err(("search.model".into(), UNSUPPORTED.into()));
         }
         Ok(())
     }
@@ -68,3 +59,25 @@ impl SearchConfig {
 /// The refusal of `[search] model` by a build without the `semantic` feature.
 pub const UNSUPPORTED: &str =
     "this build has no semantic search: build it with the cargo feature `semantic`";
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    #[test]
+    fn paths_are_taken_from_the_files_folder_and_a_build_without_the_feature_refuses_a_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "[search]\nmodel = \"minilm\"\nvectors_dir = \"v\"\n").unwrap();
+        let loaded = Config::load(&path);
+        if cfg!(feature = "semantic") {
+            let config = loaded.unwrap();
+            assert_eq!(config.search.model, Some(dir.path().join("minilm")));
+            assert_eq!(config.search.vectors_dir(), dir.path().join("v"));
+        } else {
+            let err = loaded.unwrap_err().to_string();
+            assert!(err.contains(":2: `search.model`"), "{err}");
+            assert!(err.contains("cargo feature `semantic`"), "{err}");
+        }
+    }
+}

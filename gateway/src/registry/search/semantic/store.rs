@@ -7,11 +7,13 @@
 //! The file is a header (`MAGIC`, then the vector width as a little-endian `u32`) followed
 //! by records: a 32-byte key and the vector's `f32`s, little-endian. A record cut short (a
 //! crash mid-write) is dropped when the file is read, and the file truncated to the last
-//! whole record. A file that cannot be written leaves the vectors in memory only.
+//! whole record. Gateways that share the folder take turns: the file is locked (`flock`)
+//! while it is read or appended to. A file that cannot be written leaves the vectors in
+//! memory only.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -76,7 +78,7 @@ impl VectorStore {
         }
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(writer) = file.as_mut()
-            && let Err(e) = writer.write_all(&bytes)
+            && let Err(e) = append(writer, &bytes)
         {
             tracing::warn!("tool vectors are no longer kept on disk: {e}");
             *file = None;
@@ -93,12 +95,19 @@ impl VectorStore {
     }
 }
 
-/// The records of `path` (none if it is new or of another width), and the file open for
-/// appending after the last whole record.
-fn read_and_open(
-    path: &Path,
-    dimension: usize,
-) -> std::io::Result<(Vectors, File)> {
+/// `bytes` at the end of `file`, under its lock.
+fn append(file: &mut File, bytes: &[u8]) -> std::io::Result<()> {
+    file.lock()?;
+    let written = file
+        .seek(SeekFrom::End(0))
+        .and_then(|_| file.write_all(bytes));
+    file.unlock()?;
+    written
+}
+
+/// The records of `path` (none if it is new or of another width), and the file open,
+/// ending with its last whole record.
+fn read_and_open(path: &Path, dimension: usize) -> std::io::Result<(Vectors, File)> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -108,34 +117,40 @@ fn read_and_open(
         .create(true)
         .truncate(false)
         .open(path)?;
+    file.lock()?;
+    let read = read_records(&mut file, dimension);
+    file.unlock()?;
+    Ok((read?, file))
+}
+
+/// Reads `file` (locked), cuts a record left half-written and starts a file that is new
+/// or of another width afresh.
+fn read_records(file: &mut File, dimension: usize) -> std::io::Result<Vectors> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     let mut header = MAGIC.to_vec();
     header.extend_from_slice(&(dimension as u32).to_le_bytes());
     let mut vectors = HashMap::new();
-    let whole = if bytes.starts_with(&header) {
-        let record = 32 + 4 * dimension;
-        let records = bytes[header.len()..].chunks_exact(record);
-        for chunk in records {
-            let (key, numbers) = chunk.split_at(32);
-            let vector: Arc<[f32]> = numbers
-                .chunks_exact(4)
-                .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-                .collect();
-            vectors.insert(key.try_into().unwrap_or([0; 32]), vector);
-        }
-        header.len() + (bytes.len() - header.len()) / record * record
-    } else {
-        0
-    };
-    if whole != bytes.len() || whole == 0 {
+    if !bytes.starts_with(&header) {
+        file.set_len(0)?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header)?;
+        return Ok(vectors);
+    }
+    let record = 32 + 4 * dimension;
+    for chunk in bytes[header.len()..].chunks_exact(record) {
+        let (key, numbers) = chunk.split_at(32);
+        let vector: Arc<[f32]> = numbers
+            .chunks_exact(4)
+            .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+            .collect();
+        vectors.insert(key.try_into().unwrap_or([0; 32]), vector);
+    }
+    let whole = header.len() + (bytes.len() - header.len()) / record * record;
+    if whole != bytes.len() {
         file.set_len(whole as u64)?;
     }
-    let mut file = OpenOptions::new().append(true).open(path)?;
-    if whole == 0 {
-        file.write_all(&header)?;
-    }
-    Ok((vectors, file))
+    Ok(vectors)
 }
 
 /// The vectors file of the model `identity` in `dir`.
