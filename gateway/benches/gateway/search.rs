@@ -8,18 +8,25 @@
 //! - 5,000 tools from 10 upstreams: the listing in search mode (target < 8 KB) and
 //!   `search_tools` p50, in process (the index alone) and through the gateway over stdio
 //!   (target ≤ 2 ms).
+//! - the same with the sentence-embedding model (issue 45; `--features semantic`): the
+//!   time and memory to embed 5,000 tools, `search_tools` p50 (target ≤ 20 ms), the
+//!   gateway's resident memory with the model loaded, the listing unchanged.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_gateway::config::ServerConfig;
+use mcp_gateway::config::{SearchConfig, ServerConfig};
 use mcp_gateway::registry::FederatedTool;
-use mcp_gateway::registry::search::SearchIndex;
+use mcp_gateway::registry::search::semantic::{Document, Semantic};
+use mcp_gateway::registry::search::{Ranking, SearchIndex};
 use rmcp::model::Tool;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
-use super::{Row, gateway_over_stdio, params, reps, row, server, summary_row, write_config};
+use super::{
+    Row, gateway_over_stdio, params, reps, row, rss_kb, server, summary_row, write_config,
+};
 
 /// Words the synthetic catalog's tool names and descriptions are made of.
 const VERBS: [&str; 10] = [
@@ -136,9 +143,8 @@ fn synthetic(i: usize) -> (String, String) {
     )
 }
 
-/// The 5,000-tool catalog in search mode: its listing, and `search_tools` latency.
-pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
-    // In process: the index alone.
+/// The 5,000 synthetic tools, in federated-name order.
+fn synthetic_catalog() -> Vec<Arc<FederatedTool>> {
     let config = ServerConfig::stdio("x".into(), Vec::new(), Default::default());
     let mut tools: Vec<Arc<FederatedTool>> = (0..5000)
         .map(|i| {
@@ -162,13 +168,35 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
         })
         .collect();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
+}
+
+/// `[servers.*]` for 10 dynamic upstreams of 500 synthetic tools each.
+fn dynamic_servers() -> String {
+    let mut servers = String::new();
+    for s in 0..10 {
+        let names: Vec<String> = (0..500).map(|t| synthetic(s * 500 + t).0).collect();
+        let env = serde_json::to_string(&names).unwrap();
+        servers.push_str(&server(
+            &format!("d{s}"),
+            "dynamic",
+            &format!("env = {{ DYNAMIC_TOOLS = {env:?} }}\n"),
+        ));
+    }
+    servers
+}
+
+/// The 5,000-tool catalog in search mode: its listing, and `search_tools` latency.
+pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
+    // In process: the index alone.
+    let tools = synthetic_catalog();
     let started = Instant::now();
-    let index = SearchIndex::build(&tools);
+    let index = SearchIndex::build(&tools, None);
     let build = started.elapsed();
     let samples: Vec<Duration> = (0..reps(3000))
         .map(|i| {
             let started = Instant::now();
-            std::hint::black_box(index.search(QUERIES[i % QUERIES.len()], None, 5));
+            std::hint::black_box(index.search(QUERIES[i % QUERIES.len()], None, None, 5));
             started.elapsed()
         })
         .collect();
@@ -182,16 +210,7 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
     ));
 
     // Through the gateway: 10 dynamic upstreams of 500 tools each.
-    let mut servers = String::new();
-    for s in 0..10 {
-        let names: Vec<String> = (0..500).map(|t| synthetic(s * 500 + t).0).collect();
-        let env = serde_json::to_string(&names).unwrap();
-        servers.push_str(&server(
-            &format!("d{s}"),
-            "dynamic",
-            &format!("env = {{ DYNAMIC_TOOLS = {env:?} }}\n"),
-        ));
-    }
+    let servers = dynamic_servers();
     for (label, settings) in [
         ("native search", "catalog = \"search\""),
         ("code search", "mode = \"code\"\ncatalog = \"search\""),
@@ -221,4 +240,135 @@ pub async fn at_scale(dir: &Path, rows: &mut Vec<Row>) {
         baseline,
     ));
     client.cancel().await.unwrap();
+}
+
+/// Semantic search (issue 45) at 5,000 tools, with all-MiniLM-L6-v2 from the test peers:
+/// the time and memory to embed the catalog, one query in process (its embedding
+/// included), and through the gateway over stdio: `search_tools` p50 once the vectors are
+/// made, the gateway's resident memory with and without the model, and the listing
+/// (which the model must not change). Needs the `semantic` feature
+/// (`cargo bench -p mcp-gateway --bench gateway --features semantic`).
+pub async fn semantic_at_scale(dir: &Path, rows: &mut Vec<Row>) {
+    if !cfg!(feature = "semantic") {
+        rows.push(summary_row(
+            "semantic search: not measured (this bench was built without --features semantic)"
+                .into(),
+        ));
+        return;
+    }
+    let model = peers().join(".venv/models/all-MiniLM-L6-v2");
+    assert!(
+        model.join("model.safetensors").exists(),
+        "{} is missing: run scripts/install-test-peers",
+        model.display()
+    );
+    let tools = synthetic_catalog();
+    let vectors = dir.join("tool-vectors");
+    let _ = std::fs::remove_dir_all(&vectors);
+    let config = SearchConfig {
+        model: Some(model.clone()),
+        vectors_dir: Some(vectors.clone()),
+    };
+    let shutdown = CancellationToken::new();
+    let before = rss_kb(std::process::id());
+    let started = Instant::now();
+    let semantic = Semantic::start(&config, shutdown.clone()).expect("a model is configured");
+    semantic.want(tools.iter().map(|tool| Document::of(tool)).collect());
+    semantic.settled().await;
+    let took = started.elapsed();
+    let grown = rss_kb(std::process::id()).saturating_sub(before);
+    let index = SearchIndex::build(&tools, Some(&semantic));
+    assert!(index.semantic().is_some(), "every tool has its vector");
+    rows.push(summary_row(format!(
+        "semantic search, 5,000 tools embedded in {:.1} s from a cold start (model load included), \
+         {:.0} MB of resident memory for the model and vectors",
+        took.as_secs_f64(),
+        grown as f64 / 1024.0
+    )));
+    let samples: Vec<Duration> = (0..reps(300))
+        .map(|i| {
+            let query = QUERIES[i % QUERIES.len()];
+            let started = Instant::now();
+            let meaning = semantic.embed_query(query);
+            let (_, ranking) = index.search(query, meaning.as_deref(), None, 5);
+            let took = started.elapsed();
+            assert_eq!(ranking, Ranking::Fused);
+            took
+        })
+        .collect();
+    rows.push(row(
+        "search index with the model, 5,000 tools: one query, its embedding included",
+        samples,
+        Vec::new(),
+    ));
+    shutdown.cancel();
+
+    // Through the gateway, over stdio: without the model, then with it.
+    let servers = dynamic_servers();
+    let section = format!(
+        "[search]\nmodel = {:?}\nvectors_dir = {:?}\n",
+        model.to_string_lossy(),
+        vectors.to_string_lossy()
+    );
+    let (without, _) = listing_chars(dir, "catalog = \"search\"", &servers).await;
+    let (with, _) = listing_chars(dir, &format!("catalog = \"search\"\n{section}"), &servers).await;
+    assert_eq!(with, without, "the model does not change the listing");
+    let lexical = write_config(dir, &format!("[gateway]\ncatalog = \"search\"\n{servers}"));
+    let (client, pid) = gateway_over_stdio(&lexical).await;
+    let ask = |query: &str| params("search_tools", json!({"query": query}));
+    client.peer().call_tool(ask("warm up")).await.unwrap();
+    let rss_lexical = rss_kb(pid);
+    client.cancel().await.unwrap();
+    let fused = write_config(
+        dir,
+        &format!("[gateway]\ncatalog = \"search\"\n{servers}{section}"),
+    );
+    let (client, pid) = gateway_over_stdio(&fused).await;
+    let started = Instant::now();
+    let ranking = |result: &rmcp::model::CallToolResult| {
+        result
+            .structured_content
+            .as_ref()
+            .map(|s| s["ranking"].clone())
+    };
+    loop {
+        let result = client.peer().call_tool(ask("warm up")).await.unwrap();
+        if ranking(&result) == Some(json!("lexical+semantic")) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "the gateway never ranked by meaning"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ready = started.elapsed();
+    let mut samples = Vec::new();
+    for i in 0..reps(300) {
+        let started = Instant::now();
+        let result = client
+            .peer()
+            .call_tool(ask(QUERIES[i % QUERIES.len()]))
+            .await
+            .unwrap();
+        samples.push(started.elapsed());
+        assert_eq!(ranking(&result), Some(json!("lexical+semantic")));
+    }
+    let rss_model = rss_kb(pid);
+    client.cancel().await.unwrap();
+    rows.push(row(
+        &format!(
+            "search_tools with the model through the gateway over stdio, 5,000 tools \
+             (ranked by meaning {:.1} s after start)",
+            ready.as_secs_f64()
+        ),
+        samples,
+        Vec::new(),
+    ));
+    rows.push(summary_row(format!(
+        "gateway resident memory, 5,000 tools in search mode: {:.0} MB with the model loaded, \
+         {:.0} MB without; listing {with} characters either way",
+        rss_model as f64 / 1024.0,
+        rss_lexical as f64 / 1024.0
+    )));
 }

@@ -15,7 +15,7 @@ use crate::observe::session_log;
 use crate::pipeline::CallContext;
 use crate::pipeline::CallRequest;
 use crate::pipeline::sessions::Transport;
-use crate::registry::search::Hit;
+use crate::registry::search::{Hit, Ranking};
 use crate::search_tools::Query;
 use crate::server;
 
@@ -75,6 +75,8 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             profile,
         } => {
             let (gateway, shutdown) = start_settled(config.load()?).await;
+            // A one-shot search waits for the tools' vectors (kept on disk for next time).
+            gateway.search_tools.settled().await;
             let found = search(
                 &gateway,
                 profile.as_deref(),
@@ -83,9 +85,10 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                     server,
                     limit,
                 },
-            );
+            )
+            .await;
             stop(&gateway, shutdown).await;
-            let hits = found?;
+            let (hits, _) = found?;
             if json {
                 let hits: Vec<_> = hits
                     .iter()
@@ -232,13 +235,18 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
 }
 
 /// The matches for `query` among the tools `profile` sees.
-fn search(gateway: &Gateway, profile: Option<&str>, query: Query) -> Result<Vec<Hit>, String> {
+async fn search(
+    gateway: &Gateway,
+    profile: Option<&str>,
+    query: Query,
+) -> Result<(Vec<Hit>, Ranking), String> {
     let session = gateway
         .new_session(profile, Transport::Cli)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
     gateway
         .search_tools
         .find(&session, &query)
+        .await
         .map_err(|e| e.message)
 }
 

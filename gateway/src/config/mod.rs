@@ -12,6 +12,7 @@ pub mod env;
 pub mod globs;
 pub mod listen;
 pub mod locate;
+pub mod search;
 mod settings;
 mod telemetry;
 
@@ -19,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use code::CodeBudgets;
+pub use search::SearchConfig;
 pub use settings::*;
 pub use telemetry::TelemetryConfig;
 
@@ -124,6 +126,7 @@ impl Config {
             *url = env::expand(url).map_err(|e| (key(), e.to_string()))?;
             redis::Client::open(url.as_str()).map_err(|e| (key(), e.to_string()))?;
         }
+        self.search.resolve(base)?;
         for (index, glob) in self.gateway.pinned.iter().enumerate() {
             globset::Glob::new(glob)
                 .map_err(|e| (format!("gateway.pinned[{index}]"), e.to_string()))?;

@@ -52,6 +52,9 @@ pub struct Config {
     /// `[cluster]`: state shared by replicas (Redis); see `state`.
     #[serde(default)]
     pub cluster: crate::state::ClusterConfig,
+    /// `[search]`: semantic tool search (a local sentence-embedding model).
+    #[serde(default)]
+    pub search: super::SearchConfig,
 }
 
 /// How tools are presented to clients.

@@ -42,6 +42,10 @@ pub static SDK_GENERATIONS: LazyLock<Counter> = LazyLock::new(Counter::default);
 /// Tool-search indexes built, in this process.
 pub static SEARCH_INDEX_BUILDS: LazyLock<Counter> = LazyLock::new(Counter::default);
 
+/// Tools run through the search model (vectors read from disk do not count), in this
+/// process.
+pub static SEARCH_TOOL_EMBEDDINGS: LazyLock<Counter> = LazyLock::new(Counter::default);
+
 /// How many distinct tool names get their own series.
 pub const MAX_TOOL_SERIES: usize = 2048;
 
@@ -125,6 +129,11 @@ impl Metrics {
             "search_index_builds",
             "Tool-search indexes built (once per catalog and profile)",
             SEARCH_INDEX_BUILDS.clone(),
+        );
+        registry.register(
+            "search_tool_embeddings",
+            "Tools run through the search model (once per tool definition; kept on disk)",
+            SEARCH_TOOL_EMBEDDINGS.clone(),
         );
         let alive_tasks = Gauge::default();
         registry.register(

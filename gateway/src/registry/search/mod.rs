@@ -9,12 +9,21 @@
 //! Framework: BM25 and Beyond", 2009). Words are compared as stems, and a query also
 //! looks for common synonyms of its words (`terms`).
 //!
+//! With a sentence-embedding model configured ([`semantic`]), the tools are also ranked
+//! by the cosine similarity of their vectors to the query's, and the two scores are
+//! fused: the cosine, plus a fifth of the BM25F score relative to the query's best match
+//! ([`LEXICAL_WEIGHT`]). Meaning decides; shared words break near-ties and lift the
+//! tool that is named outright. A query that shares no word with any tool still finds the
+//! nearest in meaning. Until every tool of the index has its vector, ranking is lexical
+//! alone.
+//!
 //! An index is built once per catalog and profile ([`SearchIndexes`]) from the tools that
 //! profile sees, so a hidden tool is never in results, counts or term statistics. A new
 //! catalog (an upstream's `list_changed`, a reload) builds a new one on first use; a query
-//! only adds up precomputed postings.
+//! only adds up precomputed postings (and, with a model, compares one vector per tool).
 
 pub mod outline;
+pub mod semantic;
 mod terms;
 
 use std::collections::{BTreeMap, HashMap};
@@ -26,9 +35,17 @@ use super::profile::Profile;
 use super::view::SessionView;
 use super::{Catalog, FederatedTool};
 use crate::observe::metrics::SEARCH_INDEX_BUILDS;
+use semantic::{Document, Key, Semantic};
 
 /// BM25's term-frequency saturation.
 const K1: f32 = 1.2;
+
+/// What words count beside meaning: a tool's fused score is its cosine similarity to the
+/// query plus this much of its BM25F score relative to the query's best. Chosen on the
+/// fitted tasks (`TASKS`, `TUNING_TASKS` of tests/tests/search.rs), never on the held-out
+/// ones: 0.1 and 0.2 ranked best there; reciprocal rank fusion ranked worse, since a word
+/// shared by chance ranks a tool as high as a close meaning does.
+const LEXICAL_WEIGHT: f32 = 0.2;
 
 /// Schema levels below `properties` whose parameter names and descriptions are indexed.
 const MAX_SCHEMA_DEPTH: usize = 4;
@@ -88,18 +105,50 @@ pub struct Hit {
     pub score: f32,
 }
 
+/// How a search was ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranking {
+    /// By words (BM25F) alone: no model is configured, or it is not ready.
+    Lexical,
+    /// Words and meaning, fused.
+    Fused,
+}
+
+impl Ranking {
+    /// As `search_tools` reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ranking::Lexical => "lexical",
+            Ranking::Fused => "lexical+semantic",
+        }
+    }
+}
+
 /// The tools one profile sees, ranked by query.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct SearchIndex {
     /// In federated-name order.
     tools: Vec<Arc<FederatedTool>>,
     postings: HashMap<String, Vec<Posting>>,
     outline: OnceLock<String>,
+    meaning: Option<Meaning>,
+}
+
+/// The semantic side of an index: the keys of its tools' vectors, and the vectors once
+/// every one is made.
+struct Meaning {
+    semantic: Arc<Semantic>,
+    /// In the order of [`SearchIndex::tools`].
+    keys: Vec<Key>,
+    vectors: OnceLock<Vec<Arc<[f32]>>>,
 }
 
 impl SearchIndex {
-    /// Indexes `tools`.
-    pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<FederatedTool>>) -> SearchIndex {
+    /// Indexes `tools`, by meaning too when `semantic` is given.
+    pub fn build<'a>(
+        tools: impl IntoIterator<Item = &'a Arc<FederatedTool>>,
+        semantic: Option<&Arc<Semantic>>,
+    ) -> SearchIndex {
         let mut tools: Vec<Arc<FederatedTool>> = tools.into_iter().cloned().collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         // Term frequencies per field, and each field's length, per tool.
@@ -148,12 +197,28 @@ impl SearchIndex {
                 (term.to_owned(), postings)
             })
             .collect();
+        let meaning = semantic.map(|semantic| Meaning {
+            semantic: semantic.clone(),
+            keys: tools.iter().map(|tool| Document::of(tool).key).collect(),
+            vectors: OnceLock::new(),
+        });
         SEARCH_INDEX_BUILDS.inc();
         SearchIndex {
             tools,
             postings,
             outline: OnceLock::new(),
+            meaning,
         }
+    }
+
+    /// The model that ranks this index by meaning, once every tool has its vector.
+    pub fn semantic(&self) -> Option<&Arc<Semantic>> {
+        let meaning = self.meaning.as_ref()?;
+        if meaning.vectors.get().is_none() {
+            let vectors = meaning.semantic.vectors(&meaning.keys)?;
+            let _ = meaning.vectors.set(vectors);
+        }
+        Some(&meaning.semantic)
     }
 
     /// The catalog at a glance within [`outline::OUTLINE_BUDGET`]: made once per index.
@@ -186,33 +251,79 @@ impl SearchIndex {
     }
 
     /// The best `limit` matches for `query`, best first (ties by name), only of `server`
-    /// when given. A query with no searchable word matches every tool equally, so it lists
+    /// when given, and how they were ranked: by words alone, or fused with their
+    /// similarity to `meaning` (the query's vector) when given and every tool has its
+    /// vector. A query with no searchable word matches every tool equally, so it lists
     /// tools in name order: `{"query": "", "server": "git"}` shows what `git` has.
-    pub fn search(&self, query: &str, server: Option<&str>, limit: usize) -> Vec<Hit> {
+    pub fn search(
+        &self,
+        query: &str,
+        meaning: Option<&[f32]>,
+        server: Option<&str>,
+        limit: usize,
+    ) -> (Vec<Hit>, Ranking) {
         let query_terms = terms::query_terms(query);
-        let in_scope = |tool: &FederatedTool| server.is_none_or(|s| *tool.server == *s);
-        let mut scores = vec![0f32; self.tools.len()];
-        for (term, weight) in &query_terms {
-            for posting in self.postings.get(term).into_iter().flatten() {
-                scores[posting.tool as usize] += weight * posting.score;
-            }
-        }
-        let mut hits: Vec<(usize, f32)> = scores
-            .into_iter()
-            .enumerate()
-            .filter(|&(index, score)| {
-                (score > 0.0 || query_terms.is_empty()) && in_scope(self.tools[index].as_ref())
-            })
+        let in_scope: Vec<usize> = (0..self.tools.len())
+            .filter(|&index| server.is_none_or(|s| *self.tools[index].server == *s))
             .collect();
+        let lexical = self.lexical_scores(&query_terms);
+        let cosines = meaning
+            .filter(|_| !query.trim().is_empty())
+            .and_then(|meaning| self.cosines(meaning));
+        let (mut hits, ranking): (Vec<(usize, f32)>, _) = match cosines {
+            Some(cosines) => {
+                // BM25 scores have no fixed scale: the best match of this query is 1.
+                let best = in_scope.iter().map(|&i| lexical[i]).fold(0f32, f32::max);
+                let lexical = |i: usize| if best > 0.0 { lexical[i] / best } else { 0.0 };
+                let hits = in_scope
+                    .iter()
+                    .map(|&i| (i, cosines[i] + LEXICAL_WEIGHT * lexical(i)))
+                    .collect();
+                (hits, Ranking::Fused)
+            }
+            None => {
+                let hits = in_scope
+                    .iter()
+                    .map(|&i| (i, lexical[i]))
+                    .filter(|&(_, score)| score > 0.0 || query_terms.is_empty())
+                    .collect();
+                (hits, Ranking::Lexical)
+            }
+        };
         // Tools are in name order, so a stable sort by score breaks ties by name.
         hits.sort_by(|a, b| b.1.total_cmp(&a.1));
         hits.truncate(limit);
-        hits.into_iter()
+        let hits = hits
+            .into_iter()
             .map(|(index, score)| Hit {
                 tool: self.tools[index].clone(),
                 score,
             })
-            .collect()
+            .collect();
+        (hits, ranking)
+    }
+
+    /// Each tool's BM25F score for `query_terms`.
+    fn lexical_scores(&self, query_terms: &[(String, f32)]) -> Vec<f32> {
+        let mut scores = vec![0f32; self.tools.len()];
+        for (term, weight) in query_terms {
+            for posting in self.postings.get(term).into_iter().flatten() {
+                scores[posting.tool as usize] += weight * posting.score;
+            }
+        }
+        scores
+    }
+
+    /// Each tool's cosine similarity to `meaning`, when every tool has its vector (they
+    /// and `meaning` are unit length, so it is their dot product).
+    fn cosines(&self, meaning: &[f32]) -> Option<Vec<f32>> {
+        self.semantic()?;
+        let vectors = self.meaning.as_ref()?.vectors.get()?;
+        let cosines = vectors
+            .iter()
+            .map(|vector| vector.iter().zip(meaning).map(|(a, b)| a * b).sum())
+            .collect();
+        Some(cosines)
     }
 }
 
@@ -282,6 +393,8 @@ fn push_properties(schema: &Value, depth: usize, out: &mut Vec<String>) {
 #[derive(Default)]
 pub struct SearchIndexes {
     by_profile: std::sync::Mutex<HashMap<String, CachedIndex>>,
+    /// The model that ranks by meaning too, if one is configured.
+    semantic: Option<Arc<Semantic>>,
 }
 
 struct CachedIndex {
@@ -291,6 +404,14 @@ struct CachedIndex {
 }
 
 impl SearchIndexes {
+    /// Indexes ranked by words, and by meaning when `semantic` is given.
+    pub fn new(semantic: Option<Arc<Semantic>>) -> SearchIndexes {
+        SearchIndexes {
+            by_profile: Default::default(),
+            semantic,
+        }
+    }
+
     /// The index of the tools `view` shows.
     pub fn get(&self, view: &SessionView) -> Arc<SearchIndex> {
         let (catalog, profile) = (view.catalog(), view.profile());
@@ -301,7 +422,7 @@ impl SearchIndexes {
         {
             return cached.index.clone();
         }
-        let index = Arc::new(SearchIndex::build(view.tools()));
+        let index = Arc::new(SearchIndex::build(view.tools(), self.semantic.as_ref()));
         by_profile.insert(
             profile.name.clone(),
             CachedIndex {

@@ -92,7 +92,7 @@ fn is_term(word: &str) -> bool {
 
 /// The lowercase words of `text`: runs of letters and digits, with identifiers split at
 /// case changes (`createEntities` → `create`, `entities`; `HTTPServer` → `http`, `server`).
-fn words(text: &str) -> Vec<String> {
+pub(super) fn words(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut current: Vec<char> = Vec::new();
     let flush = |current: &mut Vec<char>, words: &mut Vec<String>| {

@@ -24,6 +24,15 @@ fn tool(server: &str, name: &str, description: &str, schema: Value) -> Arc<Feder
     ))
 }
 
+impl SearchIndex {
+    /// A search by words alone.
+    fn lexical(&self, query: &str, server: Option<&str>, limit: usize) -> Vec<Hit> {
+        let (hits, ranking) = self.search(query, None, server, limit);
+        assert_eq!(ranking, Ranking::Lexical);
+        hits
+    }
+}
+
 fn path_schema() -> Value {
     json!({"type": "object", "properties": {"path": {"type": "string", "description": "Where the file is"}}})
 }
@@ -80,43 +89,46 @@ fn names(hits: &[Hit]) -> Vec<&str> {
 
 #[test]
 fn names_count_more_than_descriptions_and_words_match_by_stem() {
-    let index = SearchIndex::build(&catalog());
-    let hits = index.search("write a file", None, 3);
+    let index = SearchIndex::build(&catalog(), None);
+    let hits = index.lexical("write a file", None, 3);
     assert_eq!(names(&hits)[0], "write_file", "{hits:?}");
     assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
     assert_eq!(
-        names(&index.search("directories", None, 1)),
+        names(&index.lexical("directories", None, 1)),
         ["list_directory"]
     );
-    assert_eq!(names(&index.search("committed logs", None, 1)), ["git_log"]);
+    assert_eq!(
+        names(&index.lexical("committed logs", None, 1)),
+        ["git_log"]
+    );
 }
 
 #[test]
 fn nested_parameter_descriptions_are_searched() {
-    let index = SearchIndex::build(&catalog());
+    let index = SearchIndex::build(&catalog(), None);
     assert_eq!(
-        names(&index.search("facts about a person", None, 1)),
+        names(&index.lexical("facts about a person", None, 1)),
         ["create_entities"]
     );
 }
 
 #[test]
 fn a_server_narrows_and_a_limit_cuts() {
-    let index = SearchIndex::build(&catalog());
-    let hits = index.search("file", Some("git"), 5);
+    let index = SearchIndex::build(&catalog(), None);
+    let hits = index.lexical("file", Some("git"), 5);
     assert!(hits.iter().all(|h| &*h.tool.server == "git"), "{hits:?}");
-    assert_eq!(index.search("file", None, 2).len(), 2);
-    assert!(index.search("zebra unicorn", None, 5).is_empty());
+    assert_eq!(index.lexical("file", None, 2).len(), 2);
+    assert!(index.lexical("zebra unicorn", None, 5).is_empty());
 }
 
 #[test]
 fn a_query_without_words_lists_tools_in_name_order() {
-    let index = SearchIndex::build(&catalog());
+    let index = SearchIndex::build(&catalog(), None);
     assert_eq!(
-        names(&index.search("the", Some("git"), 5)),
+        names(&index.lexical("the", Some("git"), 5)),
         ["git_diff", "git_log"]
     );
-    assert_eq!(index.search("", None, 100).len(), 6);
+    assert_eq!(index.lexical("", None, 100).len(), 6);
 }
 
 #[test]
@@ -127,9 +139,9 @@ fn ties_are_broken_by_name_so_results_are_stable() {
         .collect();
     let mut sorted = tools.clone();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let index = SearchIndex::build(&sorted);
+    let index = SearchIndex::build(&sorted, None);
     assert_eq!(
-        names(&index.search("same", None, 3)),
+        names(&index.lexical("same", None, 3)),
         ["tool_a", "tool_b", "tool_c"]
     );
 }
@@ -158,7 +170,7 @@ fn hidden_tools_are_not_indexed_and_indexes_are_kept_per_catalog_and_profile() {
     let hidden = indexes.get(&view(&catalog, &nogit));
     assert_eq!(hidden.len(), 4);
     assert!(!hidden.servers().contains_key("git"));
-    assert!(hidden.search("commit logs", None, 5).is_empty());
+    assert!(hidden.lexical("commit logs", None, 5).is_empty());
     assert!(
         Arc::ptr_eq(&hidden, &indexes.get(&view(&catalog, &nogit))),
         "kept"
@@ -182,7 +194,7 @@ fn hidden_tools_are_not_indexed_and_indexes_are_kept_per_catalog_and_profile() {
 
 #[test]
 fn the_outline_gives_summaries_when_they_fit() {
-    let index = SearchIndex::build(&catalog());
+    let index = SearchIndex::build(&catalog(), None);
     let text = outline(&index, 2000);
     assert!(
         text.contains("fs (3): list_directory (Get a listing of all files and directories in a path); read_text_file (Read the complete contents of a file as text);"),
@@ -211,7 +223,7 @@ fn the_outline_of_thousands_of_tools_stays_in_budget() {
         .collect();
     let mut sorted = tools;
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let index = SearchIndex::build(&sorted);
+    let index = SearchIndex::build(&sorted, None);
     let text = outline(&index, OUTLINE_BUDGET);
     assert!(text.len() <= OUTLINE_BUDGET, "{} bytes", text.len());
     assert_eq!(text.lines().count(), 10, "{text}");
@@ -223,7 +235,39 @@ fn the_outline_of_thousands_of_tools_stays_in_budget() {
     let many_servers: Vec<_> = (0..1000)
         .map(|i| tool(&format!("server{i:04}"), "t", "x", json!({})))
         .collect();
-    let text = outline(&SearchIndex::build(&many_servers), 500);
+    let text = outline(&SearchIndex::build(&many_servers, None), 500);
     assert!(text.len() <= 500, "{} bytes", text.len());
     assert!(text.ends_with("more servers\n"), "{text}");
+}
+
+#[tokio::test]
+async fn with_every_vector_made_rankings_fuse_and_a_wordless_query_finds_tools() {
+    use super::semantic::tests::{Letters, letters};
+    let dir = tempfile::tempdir().unwrap();
+    let semantic = Semantic::with_model(Arc::new(Letters::default()), dir.path().join("v"));
+    let tools = catalog();
+    let index = SearchIndex::build(&tools, Some(&semantic));
+    assert!(index.semantic().is_none(), "no vectors yet");
+    let meaning = letters("the commit history");
+    let (_, ranking) = index.search("commit logs", Some(&meaning), None, 3);
+    assert_eq!(
+        ranking,
+        Ranking::Lexical,
+        "words serve until the vectors are made"
+    );
+    semantic.want(tools.iter().map(|tool| Document::of(tool)).collect());
+    semantic.settled().await;
+    assert!(index.semantic().is_some());
+    let (hits, ranking) = index.search("commit logs", Some(&meaning), None, 3);
+    assert_eq!(ranking, Ranking::Fused);
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0].tool.original, "git_log", "first in both rankings");
+    // No word of any tool: nothing by words, the nearest by meaning.
+    assert!(index.lexical("zebra unicorn", None, 5).is_empty());
+    let (hits, _) = index.search("zebra unicorn", Some(&meaning), Some("git"), 5);
+    assert!(!hits.is_empty() && hits.iter().all(|hit| &*hit.tool.server == "git"));
+    // An empty query still lists a server's tools in name order.
+    let (hits, ranking) = index.search(" ", Some(&meaning), Some("git"), 5);
+    assert_eq!(ranking, Ranking::Lexical);
+    assert_eq!(names(&hits), ["git_diff", "git_log"]);
 }

@@ -1,0 +1,95 @@
+//! A sentence-transformers BERT (all-MiniLM-L6-v2 and its kind) run in process with
+//! candle: the text is tokenized (`tokenizer.json`, by the `tokenizers` crate), run
+//! through the model (`model.safetensors`, `config.json`), and its token vectors averaged
+//! over the real tokens and scaled to unit length: the "mean pooling, normalize" recipe of
+//! these models, so a dot product of two vectors is their cosine similarity.
+
+use std::path::Path;
+
+use candle_core::{D, DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
+
+use super::{EmbedError, Embedder};
+
+/// Tokens of a text the model reads; the rest is cut. A tool's name, description and
+/// parameters rarely need more, and the cost grows with the square of the length.
+const MAX_TOKENS: usize = 128;
+
+/// A loaded model.
+pub struct Bert {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    dimension: usize,
+}
+
+impl Bert {
+    /// Loads the model folder `dir` (`config.json`, `tokenizer.json`, `model.safetensors`).
+    pub fn load(dir: &Path) -> Result<Bert, EmbedError> {
+        let read = |file: &str| {
+            std::fs::read(dir.join(file))
+                .map_err(|e| EmbedError(format!("{}: {e}", dir.join(file).display())))
+        };
+        let config: Config = serde_json::from_slice(&read("config.json")?)
+            .map_err(|e| EmbedError(format!("config.json: {e}")))?;
+        let mut tokenizer = Tokenizer::from_bytes(read("tokenizer.json")?)
+            .map_err(|e| EmbedError(format!("tokenizer.json: {e}")))?;
+        tokenizer.with_padding(Some(PaddingParams::default()));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| EmbedError(format!("tokenizer.json: {e}")))?;
+        let weights = VarBuilder::from_buffered_safetensors(
+            read("model.safetensors")?,
+            DType::F32,
+            &Device::Cpu,
+        )
+        .map_err(|e| EmbedError(format!("model.safetensors: {e}")))?;
+        let model = BertModel::load(weights, &config)
+            .map_err(|e| EmbedError(format!("model.safetensors: {e}")))?;
+        Ok(Bert {
+            model,
+            tokenizer,
+            dimension: config.hidden_size,
+        })
+    }
+
+    fn forward(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(candle_core::Error::wrap)?;
+        let rows = |part: fn(&tokenizers::Encoding) -> &[u32]| -> candle_core::Result<Tensor> {
+            let rows = encodings
+                .iter()
+                .map(|e| Tensor::new(part(e), &Device::Cpu))
+                .collect::<candle_core::Result<Vec<_>>>()?;
+            Tensor::stack(&rows, 0)
+        };
+        let ids = rows(|e| e.get_ids())?;
+        let mask = rows(|e| e.get_attention_mask())?;
+        let tokens = self.model.forward(&ids, &ids.zeros_like()?, Some(&mask))?;
+        // Mean over the real tokens (padding masked out), then unit length.
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let sum = tokens.broadcast_mul(&mask)?.sum(1)?;
+        let mean = sum.broadcast_div(&mask.sum(1)?)?;
+        let norm = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?;
+        mean.broadcast_div(&norm)?.to_vec2()
+    }
+}
+
+impl Embedder for Bert {
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.forward(texts).map_err(|e| EmbedError(e.to_string()))
+    }
+}
