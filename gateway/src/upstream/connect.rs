@@ -176,8 +176,7 @@ async fn connect_inner(
                 Some(group),
                 // The lane writes requests as a session's, without the context each request
                 // of a stateless server carries.
-                (config.protocol == UpstreamProtocol::Session)
-                    .then_some(CallLane::Stdio(lane)),
+                (config.protocol == UpstreamProtocol::Session).then_some(CallLane::Stdio(lane)),
             )
         }
         Endpoint::Remote {

@@ -34,8 +34,8 @@ use http::{HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
-    ClientNotification, ClientRequest, GetExtensions, NumberOrString, ProgressNotificationParam, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    ClientNotification, ClientRequest, GetExtensions, NumberOrString, ProgressNotificationParam,
+    RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -86,7 +86,9 @@ impl SessionSlot {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<UpstreamSession>>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -201,7 +203,9 @@ impl HttpLane {
                     _ => Answer::Malformed("not a tool result".into()),
                 })
             }
-            ServerJsonRpcMessage::Error(error) if error.id.as_ref() == Some(id) => Ok(Answer::Error(error.error)),
+            ServerJsonRpcMessage::Error(error) if error.id.as_ref() == Some(id) => {
+                Ok(Answer::Error(error.error))
+            }
             other => {
                 self.pass_on(id, other);
                 Err(Unanswered::Failed(

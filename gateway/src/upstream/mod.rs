@@ -6,7 +6,9 @@
 //! once with UPSTREAM_UNAVAILABLE (rmcp drops their responders, and a stdio connection's
 //! [`lane`] its calls; UPSTREAM_ERROR when the gateway closed it because the server broke
 //! the protocol, see [`child::Violation`]), new calls fail fast, and the supervisor
-//! reconnects with capped exponential backoff, forever, until shutdown.
+//! reconnects with capped exponential backoff, forever, until shutdown. A call on a
+//! streamable HTTP connection's [`http_lane`] reads its own response, and fails when that
+//! breaks.
 
 pub mod child;
 pub mod client;
@@ -480,22 +482,28 @@ impl Upstream {
                         .await?
                 }
                 Some(CallLane::Http(lane)) => {
-                    let on_lane = self.call_on_http_lane(
-                        lane,
-                        request.clone(),
-                        cancel,
-                        caller.clone(),
-                        tool,
-                    );
+                    let on_lane =
+                        self.call_on_http_lane(lane, request.clone(), cancel, caller.clone(), tool);
                     match on_lane.await? {
                         Some(answer) => answer,
-                        None => Box::pin(self.call_on_rmcp(&live, request, cancel, caller.clone(), tool))
-                            .await?,
+                        None => {
+                            Box::pin(self.call_on_rmcp(
+                                &live,
+                                request,
+                                cancel,
+                                caller.clone(),
+                                tool,
+                            ))
+                            .await?
+                        }
                     }
                 }
                 // Boxed: rmcp's request future is large, and every call on a lane would
                 // carry its size too.
-                None => Box::pin(self.call_on_rmcp(&live, request, cancel, caller.clone(), tool)).await?,
+                None => {
+                    Box::pin(self.call_on_rmcp(&live, request, cancel, caller.clone(), tool))
+                        .await?
+                }
             };
             match answer {
                 lane::Answer::Result(mut result) => {
@@ -614,8 +622,7 @@ impl Upstream {
         tool: &str,
     ) -> Result<lane::Answer, UpstreamError> {
         let request = ClientRequest::CallToolRequest(request);
-        match self.send(live, request, cancel, caller, Some(tool)).await?
-        {
+        match self.send(live, request, cancel, caller, Some(tool)).await? {
             ServerResult::CallToolResult(result) => Ok(lane::Answer::Result(result)),
             ServerResult::InputRequiredResult(asked) => Ok(lane::Answer::InputRequired(asked)),
             other => Err(self.protocol_error(&other)),
