@@ -497,8 +497,8 @@ impl Endpoint {
             http: Some(parts),
         };
         let id = request.id.clone();
-        let serving = Box::pin(session.serve(id.clone(), request.request, scope));
-        let mut answer: Answer = Box::pin(Serving(Some(serving)));
+        let serving = tokio::spawn(session.serve(id.clone(), request.request, scope));
+        let mut answer: Answer = Box::pin(async move { serving.await.ok().flatten() });
         let mut first = None;
         let mut silent = false;
         if may_be_plain {
@@ -647,38 +647,6 @@ impl Endpoint {
 
 /// The answer a request's stream ends with, once it comes.
 type Answer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
-
-/// A request being served by the task of its `POST`, which awaits its answer there: most
-/// answers come before anything else is sent, and go back without a task of their own
-/// and the wake-up between the two (a profile of forwarding at concurrency 1 put most of
-/// the gateway's CPU in waking and parking threads). When the `POST` goes away first (its
-/// client closed the connection), the request is served to its end by a task of its own:
-/// a session's request outlives its `POST`, and only the client's cancellation ends it.
-struct Serving(Option<Answer>);
-
-impl Future for Serving {
-    type Output = Option<Served>;
-
-    fn poll(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Served>> {
-        let Some(serving) = self.0.as_mut() else {
-            return std::task::Poll::Ready(None);
-        };
-        let served = std::task::ready!(serving.as_mut().poll(cx));
-        self.0 = None;
-        std::task::Poll::Ready(served)
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if let (Some(rest), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
-            runtime.spawn(rest);
-        }
-    }
-}
 
 /// What a request's stream carries.
 enum Outgoing {
