@@ -372,6 +372,31 @@ impl HttpServer {
         HttpServer::start(command, address)
     }
 
+    /// The echo example: rmcp's streamable HTTP server with its defaults.
+    fn echo() -> HttpServer {
+        let address = free_address();
+        let mut command = std::process::Command::new(release_bin("echo"));
+        command.args(["--http", &address.to_string()]);
+        HttpServer::start(command, address)
+    }
+
+    /// `tests/servers/echo.py` on the Python SDK; `None` without the test peers.
+    fn python_echo() -> Option<HttpServer> {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let python = repo.join("tests/peers/.venv/bin/python");
+        if !python.exists() {
+            return None;
+        }
+        let address = free_address();
+        let mut command = std::process::Command::new(python);
+        command
+            .arg(repo.join("tests/servers/echo.py"))
+            .arg(address.port().to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        Some(HttpServer::start(command, address))
+    }
+
     fn start(mut command: std::process::Command, address: std::net::SocketAddr) -> HttpServer {
         let child = command.env("RUST_LOG", "error").spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -436,7 +461,9 @@ fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
 
 /// kv directly vs through the gateway: over stdio and over streamable HTTP downstream,
 /// the gateway reaching kv over stdio, and over streamable HTTP both ways (kv serving
-/// HTTP is then both the baseline and the gateway's upstream). The session log and
+/// HTTP is then both the baseline and the gateway's upstream), and the same for two
+/// `echo` servers over streamable HTTP written as most remote servers are (rmcp's and the
+/// Python SDK's defaults: SSE answers, Nagle's algorithm on). The session log and
 /// metrics are on, as in a deployment; the stdio and HTTP-over-stdio pairs run again
 /// with the session log off.
 ///
@@ -457,13 +484,16 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         (
             relays::ASYNC,
             "stdio, tokio JSON relay (the floor of an async hop)",
-            KV_GET,
+            KV.via,
         ),
     ] {
         let direct = stdio_client(&kv, &[]).await;
         let (via, pid) = stdio_client_with_pid(&relay, &[flag, &kv.to_string_lossy()]).await;
-        let (baseline, measured) = (KvPath::direct(&direct), KvPath::via(&via, tool, pid));
-        compare_forwarding(rows, scenario, "direct stdio", baseline, measured).await;
+        let (baseline, measured) = (
+            CallPath::direct(&direct, &KV),
+            CallPath::via(&via, tool, pid),
+        );
+        compare_forwarding(rows, &KV, scenario, "direct stdio", baseline, measured).await;
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
     }
@@ -498,9 +528,9 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
             let (other, other_pid) = gateway_binary_over_stdio(&against, &config).await;
             let (via, pid) = gateway_over_stdio(&config).await;
             let scenario = format!("stdio, {log}, the gateway");
-            let baseline = KvPath::via(&other, KV_GET, other_pid);
-            let measured = KvPath::via(&via, KV_GET, pid);
-            compare_forwarding(rows, &scenario, "BENCH_AGAINST's", baseline, measured).await;
+            let baseline = CallPath::via(&other, KV.via, other_pid);
+            let measured = CallPath::via(&via, KV.via, pid);
+            compare_forwarding(rows, &KV, &scenario, "BENCH_AGAINST's", baseline, measured).await;
             via.cancel().await.unwrap();
             other.cancel().await.unwrap();
 
@@ -510,30 +540,63 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
             );
             let (other_client, via) = (other.client().await, gateway.client().await);
             let scenario = format!("streamable HTTP (kv over stdio), {log}, the gateway");
-            let baseline = KvPath::via(&other_client, KV_GET, other.pid());
-            let measured = KvPath::via(&via, KV_GET, gateway.pid());
-            compare_forwarding(rows, &scenario, "BENCH_AGAINST's", baseline, measured).await;
+            let baseline = CallPath::via(&other_client, KV.via, other.pid());
+            let measured = CallPath::via(&via, KV.via, gateway.pid());
+            compare_forwarding(rows, &KV, &scenario, "BENCH_AGAINST's", baseline, measured).await;
             via.cancel().await.unwrap();
             other_client.cancel().await.unwrap();
         }
         let direct = stdio_client(&kv, &[]).await;
         let (via, pid) = gateway_over_stdio(&config).await;
         let scenario = format!("stdio, {log}");
-        let (baseline, measured) = (KvPath::direct(&direct), KvPath::via(&via, KV_GET, pid));
-        compare_forwarding(rows, &scenario, "direct stdio", baseline, measured).await;
+        let (baseline, measured) = (
+            CallPath::direct(&direct, &KV),
+            CallPath::via(&via, KV.via, pid),
+        );
+        compare_forwarding(rows, &KV, &scenario, "direct stdio", baseline, measured).await;
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
 
         let scenario = format!("streamable HTTP (kv over stdio), {log}");
-        compare_over_http(rows, &scenario, &kv_http, &config).await;
+        compare_over_http(rows, &KV, &scenario, &kv_http, &config).await;
         if !logged {
             continue;
         }
 
         let remote = format!("[servers.kv]\nurl = \"http://{}/mcp\"\n", kv_http.1);
         let config = write_config_as(dir, "forwarding-http.toml", &remote, true);
+        if let Some(against) = against_bin() {
+            let (other, gateway) = (
+                HttpServer::gateway_binary(&against, &config),
+                HttpServer::gateway(&config),
+            );
+            let (other_client, via) = (other.client().await, gateway.client().await);
+            let scenario = format!("streamable HTTP (kv over streamable HTTP), {log}, the gateway");
+            let baseline = CallPath::via(&other_client, KV.via, other.pid());
+            let measured = CallPath::via(&via, KV.via, gateway.pid());
+            compare_forwarding(rows, &KV, &scenario, "BENCH_AGAINST's", baseline, measured).await;
+            via.cancel().await.unwrap();
+            other_client.cancel().await.unwrap();
+        }
         let scenario = format!("streamable HTTP (kv over streamable HTTP), {log}");
-        compare_over_http(rows, &scenario, &kv_http, &config).await;
+        compare_over_http(rows, &KV, &scenario, &kv_http, &config).await;
+
+        // Servers written as most remote ones are: rmcp's and the Python SDK's defaults.
+        let others = [
+            (&ECHO, "rmcp", Some(HttpServer::echo())),
+            (&PYTHON_ECHO, "the Python SDK", HttpServer::python_echo()),
+        ];
+        for (probe, built_on, upstream) in others {
+            let Some(upstream) = upstream else {
+                eprintln!("the Python SDK is missing (scripts/install-test-peers): no row for it");
+                continue;
+            };
+            let remote = format!("[servers.echo]\nurl = \"http://{}/mcp\"\n", upstream.1);
+            let config = write_config_as(dir, "forwarding-echo.toml", &remote, true);
+            let scenario =
+                format!("streamable HTTP (an echo on {built_on} over streamable HTTP), {log}");
+            compare_over_http(rows, probe, &scenario, &upstream, &config).await;
+        }
     }
 }
 
@@ -548,8 +611,19 @@ async fn compare_http_hop(
 ) {
     let direct = kv_http.client().await;
     let via = http_client(hop.1, path).await;
-    let (baseline, measured) = (KvPath::direct(&direct), KvPath::via(&via, tool, hop.0.id()));
-    compare_forwarding(rows, scenario, "direct streamable HTTP", baseline, measured).await;
+    let (baseline, measured) = (
+        CallPath::direct(&direct, &KV),
+        CallPath::via(&via, tool, hop.0.id()),
+    );
+    compare_forwarding(
+        rows,
+        &KV,
+        scenario,
+        "direct streamable HTTP",
+        baseline,
+        measured,
+    )
+    .await;
     via.cancel().await.unwrap();
     direct.cancel().await.unwrap();
 }
@@ -558,43 +632,80 @@ async fn compare_http_hop(
 /// see the same machine (loopback IPC here drifts by 2x over a day).
 const ROUNDS: usize = 20;
 
-/// kv `get` directly over streamable HTTP vs through a gateway serving `config` over
-/// streamable HTTP.
+/// `probe` called directly on `upstream` over streamable HTTP vs through a gateway serving
+/// `config` over streamable HTTP.
 async fn compare_over_http(
     rows: &mut Vec<Row>,
+    probe: &Probe,
     scenario: &str,
-    kv_http: &HttpServer,
+    upstream: &HttpServer,
     config: &Path,
 ) {
-    let direct = kv_http.client().await;
+    let direct = upstream.client().await;
     let gateway = HttpServer::gateway(config);
     let via = gateway.client().await;
     let (baseline, measured) = (
-        KvPath::direct(&direct),
-        KvPath::via(&via, KV_GET, gateway.pid()),
+        CallPath::direct(&direct, probe),
+        CallPath::via(&via, probe.via, gateway.pid()),
     );
-    compare_forwarding(rows, scenario, "direct streamable HTTP", baseline, measured).await;
+    compare_forwarding(
+        rows,
+        probe,
+        scenario,
+        "direct streamable HTTP",
+        baseline,
+        measured,
+    )
+    .await;
     via.cancel().await.unwrap();
     direct.cancel().await.unwrap();
 }
 
-/// kv's `get` as the gateway exports it.
-const KV_GET: &str = "mcp__kv__get";
+/// The tool a forwarding row calls: what the rows call it, its name on its server and as
+/// the gateway exports it, and its arguments (JSON).
+struct Probe {
+    label: &'static str,
+    direct: &'static str,
+    via: &'static str,
+    arguments: &'static str,
+}
 
-/// One way to call kv's `get`: a client, the tool's name there, and the process in the
-/// middle whose CPU is counted (none when the client talks to kv directly).
+/// kv's `get`.
+const KV: Probe = Probe {
+    label: "kv get",
+    direct: "get",
+    via: "mcp__kv__get",
+    arguments: r#"{"key": "k"}"#,
+};
+
+/// `echo` of the rmcp example (`examples/src/bin/echo.rs`).
+const ECHO: Probe = Probe {
+    label: "echo",
+    direct: "echo",
+    via: "mcp__echo__echo",
+    arguments: r#"{"text": "k"}"#,
+};
+
+/// `echo` of the Python SDK's (`tests/servers/echo.py`).
+const PYTHON_ECHO: Probe = Probe {
+    label: "Python echo",
+    ..ECHO
+};
+
+/// One way to call a probe's tool: a client, the tool's name there, and the process in
+/// the middle whose CPU is counted (none when the client talks to its server directly).
 #[derive(Clone, Copy)]
-struct KvPath<'a> {
+struct CallPath<'a> {
     client: &'a Client,
     tool: &'a str,
     hop: Option<u32>,
 }
 
-impl<'a> KvPath<'a> {
-    fn direct(client: &'a Client) -> Self {
+impl<'a> CallPath<'a> {
+    fn direct(client: &'a Client, probe: &Probe) -> Self {
         Self {
             client,
-            tool: "get",
+            tool: probe.direct,
             hop: None,
         }
     }
@@ -618,16 +729,18 @@ impl<'a> KvPath<'a> {
     }
 }
 
-/// `get` on kv at concurrency 1 and 32 through `measured` against `baseline` (named so in
+/// `probe` at concurrency 1 and 32 through `measured` against `baseline` (named so in
 /// the rows), in alternating rounds: baseline, measured, baseline, …
 async fn compare_forwarding(
     rows: &mut Vec<Row>,
+    probe: &Probe,
     scenario: &str,
     baseline_name: &str,
-    baseline: KvPath<'_>,
-    measured: KvPath<'_>,
+    baseline: CallPath<'_>,
+    measured: CallPath<'_>,
 ) {
-    let args = json!({"key": "k"});
+    let label = probe.label;
+    let args: Value = serde_json::from_str(probe.arguments).unwrap();
     let per_round = reps(2000) / ROUNDS;
     let (mut base, mut samples) = (Vec::new(), Vec::new());
     let (mut base_cpu, mut cpu) = (0.0, 0.0);
@@ -639,7 +752,7 @@ async fn compare_forwarding(
     }
     let calls = samples.len() as f64;
     let latency = row(
-        &format!("kv get, {scenario}, concurrency 1 (vs {baseline_name})"),
+        &format!("{label}, {scenario}, concurrency 1 (vs {baseline_name})"),
         samples,
         base,
     );
@@ -655,7 +768,7 @@ async fn compare_forwarding(
     }
     let total = (per_round / 32 * 32 * ROUNDS) as f64;
     let rate = rate_row(
-        &format!("kv get, {scenario}, concurrency 32 (vs {baseline_name})"),
+        &format!("{label}, {scenario}, concurrency 32 (vs {baseline_name})"),
         total / time,
         Some(total / base_time),
     );
@@ -663,7 +776,7 @@ async fn compare_forwarding(
 }
 
 /// `row` with the hop's CPU per call, and the baseline's where the baseline is a hop.
-fn with_cpu(row: Row, baseline: KvPath<'_>, cpu: f64, base_cpu: f64) -> Row {
+fn with_cpu(row: Row, baseline: CallPath<'_>, cpu: f64, base_cpu: f64) -> Row {
     let base_cpu = baseline.hop.map(|_| base_cpu);
     Row {
         hop_cpu_us_per_call: Some(cpu),

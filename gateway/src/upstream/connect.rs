@@ -8,26 +8,30 @@ use std::time::Duration;
 use rmcp::RoleClient;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, RunningService, RunningServiceCancellationToken,
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService,
+    RunningServiceCancellationToken,
 };
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::child::{self, ProcessGroup, Violation};
 use super::client::{self, UpstreamClient, UpstreamEvent};
+use super::http_lane::{HttpLane, Inbound, SessionSlot};
 use super::offer::Offer;
 use super::progress_in_order::ProgressInOrder;
 use super::traced_http::TracedHttp;
-use super::{Live, sse_client};
+use super::{CallLane, Live, sse_client};
 use crate::auth::{
     self,
     signed_in::{AuthorizedClientError, SignedInClient},
     upstream::OAuthUpstream,
 };
 use crate::config::{Endpoint, RemoteTransport, ServerConfig, UpstreamProtocol};
-use crate::http_client::UpstreamHttp;
+use crate::http_client::{HttpError, UpstreamHttp};
 use crate::relay::{CallRoutes, Downstream};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
@@ -174,7 +178,7 @@ async fn connect_inner(
                     .await
                     .map_err(init_error)?,
                 Some(group),
-                Some(lane),
+                Some(CallLane::Stdio(lane)),
             )
         }
         Endpoint::Remote {
@@ -185,7 +189,7 @@ async fn connect_inner(
             let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(header_map(headers)?);
             let http = UpstreamHttp::new().map_err(|e| ConnectError::Transport(e.to_string()))?;
-            let service = match &config.oauth {
+            let (service, lane) = match &config.oauth {
                 Some(settings) => {
                     let dir = auth::store::default_dir()
                         .map_err(|error| ConnectError::OAuth(error.to_string()))?;
@@ -200,28 +204,10 @@ async fn connect_inner(
                                 ConnectError::OAuth(error.to_string())
                             }
                         })?;
-                    let transport = StreamableHttpClientTransport::with_client(
-                        TracedHttp(client),
-                        transport_config,
-                    );
-                    handler
-                        .serve_with_lifecycle(
-                            ProgressInOrder::new(transport, calls.clone()),
-                            lifecycle.clone(),
-                        )
-                        .await
+                    serve_http(handler, client, transport_config, lifecycle.clone(), &calls).await
                 }
                 None => {
-                    let transport = StreamableHttpClientTransport::with_client(
-                        TracedHttp(http),
-                        transport_config,
-                    );
-                    handler
-                        .serve_with_lifecycle(
-                            ProgressInOrder::new(transport, calls.clone()),
-                            lifecycle.clone(),
-                        )
-                        .await
+                    serve_http(handler, http, transport_config, lifecycle.clone(), &calls).await
                 }
             };
             if signed_out.is_cancelled() {
@@ -229,7 +215,11 @@ async fn connect_inner(
                     server: name.to_string(),
                 });
             }
-            (service.map_err(init_error)?, None, None)
+            (
+                service.map_err(init_error)?,
+                None,
+                Some(CallLane::Http(Arc::new(lane))),
+            )
         }
         Endpoint::Remote {
             url,
@@ -286,6 +276,32 @@ async fn connect_inner(
         stateless,
     });
     Ok(Connection::new(live, service, group, signed_out))
+}
+
+/// Serves `handler` over streamable HTTP with `client`, and the [`HttpLane`] beside it.
+async fn serve_http<C>(
+    handler: UpstreamClient,
+    client: C,
+    config: StreamableHttpClientTransportConfig,
+    lifecycle: ClientLifecycleMode,
+    calls: &CallRoutes,
+) -> (
+    Result<RunningService<RoleClient, UpstreamClient>, ClientInitializeError>,
+    HttpLane,
+)
+where
+    C: StreamableHttpClient<Error = HttpError> + Sync,
+{
+    let session = SessionSlot::default();
+    let client = TracedHttp::new(client, session.clone());
+    let uri = config.uri.clone();
+    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+    let (transport, inbound) = Inbound::new(transport);
+    let lane = HttpLane::new(client, uri, session, &inbound);
+    let service = handler
+        .serve_with_lifecycle(ProgressInOrder::new(transport, calls.clone()), lifecycle)
+        .await;
+    (service, lane)
 }
 
 fn header_map(

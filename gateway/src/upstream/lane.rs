@@ -41,7 +41,7 @@ use crate::relay::calls::{MAX_QUEUED_PROGRESS, answer_after_progress};
 
 /// The lane's first request id. rmcp numbers its own requests and progress tokens with a
 /// `u32` counter from 0, so ids from here on never meet them.
-const FIRST_ID: i64 = 1 << 32;
+pub(super) const FIRST_ID: i64 = 1 << 32;
 
 /// The tool calls in flight on one stdio connection, and the upstream's input.
 pub struct Lane<W = ChildStdin> {
@@ -86,53 +86,16 @@ impl<W> Lane<W> {
     /// Hands `line` to its caller when it answers one of the lane's calls or reports its
     /// progress; false for any other line, which is rmcp's to decode.
     pub fn deliver(&self, line: &[u8]) -> bool {
-        /// A tool result and nothing else, as most lines are while calls are in flight:
-        /// decoded in one pass. Anything else takes the path below.
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct ToolResult {
-            #[allow(dead_code, reason = "required, never read")]
-            jsonrpc: JsonRpcVersion2_0,
-            id: RequestId,
-            result: CallToolResult,
-        }
-        /// The members that tell an answer from a request or a notification.
-        #[derive(Deserialize)]
-        struct Envelope<'a> {
-            id: Option<RequestId>,
-            #[serde(borrow)]
-            result: Option<&'a RawValue>,
-            #[serde(borrow)]
-            error: Option<&'a RawValue>,
-            #[serde(borrow)]
-            method: Option<&'a str>,
-            #[serde(borrow)]
-            params: Option<&'a RawValue>,
-        }
         if self.lock().calls.is_empty() {
             return false;
         }
-        if let Ok(ToolResult { id, result, .. }) = serde_json::from_slice(line) {
-            return self.answer(&id, || Answer::Result(result));
-        }
-        let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
-            return false;
-        };
-        match envelope {
-            Envelope {
-                id: None,
-                method: Some("notifications/progress"),
-                params: Some(params),
-                ..
-            } => self.progress(params),
-            Envelope {
-                id: Some(id),
-                method: None,
-                result,
-                error,
-                ..
-            } => self.answer(&id, || decode_answer(result, error)),
-            _ => false,
+        match Message::read(line) {
+            Message::ToolResult(id, result) => self.answer(&id, || Answer::Result(result)),
+            Message::Answer { id, result, error } => {
+                self.answer(&id, || decode_answer(result, error))
+            }
+            Message::Progress(params) => self.progress(params),
+            Message::Other => false,
         }
     }
 
@@ -174,8 +137,70 @@ impl<W> Lane<W> {
     }
 }
 
+/// What one message from an upstream is to a lane, read no further than telling that takes.
+pub(super) enum Message<'a> {
+    /// A tool result and nothing else, as most messages are while calls are in flight:
+    /// decoded in the same pass.
+    ToolResult(RequestId, CallToolResult),
+    /// Any other answer, whose members [`decode_answer`] reads.
+    Answer {
+        id: RequestId,
+        result: Option<&'a RawValue>,
+        error: Option<&'a RawValue>,
+    },
+    /// `notifications/progress`, with its params.
+    Progress(&'a RawValue),
+    /// A request, another notification, or not JSON-RPC.
+    Other,
+}
+
+impl<'a> Message<'a> {
+    pub(super) fn read(message: &'a [u8]) -> Self {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct ToolResult {
+            #[allow(dead_code, reason = "required, never read")]
+            jsonrpc: JsonRpcVersion2_0,
+            id: RequestId,
+            result: CallToolResult,
+        }
+        /// The members that tell an answer from a request or a notification.
+        #[derive(Deserialize)]
+        struct Envelope<'a> {
+            id: Option<RequestId>,
+            #[serde(borrow)]
+            result: Option<&'a RawValue>,
+            #[serde(borrow)]
+            error: Option<&'a RawValue>,
+            #[serde(borrow)]
+            method: Option<&'a str>,
+            #[serde(borrow)]
+            params: Option<&'a RawValue>,
+        }
+        if let Ok(ToolResult { id, result, .. }) = serde_json::from_slice(message) {
+            return Message::ToolResult(id, result);
+        }
+        match serde_json::from_slice::<Envelope>(message) {
+            Ok(Envelope {
+                id: None,
+                method: Some("notifications/progress"),
+                params: Some(params),
+                ..
+            }) => Message::Progress(params),
+            Ok(Envelope {
+                id: Some(id),
+                method: None,
+                result,
+                error,
+                ..
+            }) => Message::Answer { id, result, error },
+            _ => Message::Other,
+        }
+    }
+}
+
 /// What an answer's `result` or `error` member holds.
-fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> Answer {
+pub(super) fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> Answer {
     match (result, error) {
         (Some(result), None) => match serde_json::from_str(result.get()) {
             Ok(result) => Answer::Result(result),

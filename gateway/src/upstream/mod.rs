@@ -6,11 +6,14 @@
 //! once with UPSTREAM_UNAVAILABLE (rmcp drops their responders, and a stdio connection's
 //! [`lane`] its calls; UPSTREAM_ERROR when the gateway closed it because the server broke
 //! the protocol, see [`child::Violation`]), new calls fail fast, and the supervisor
-//! reconnects with capped exponential backoff, forever, until shutdown.
+//! reconnects with capped exponential backoff, forever, until shutdown. A call on a
+//! streamable HTTP connection's [`http_lane`] reads its own response, and fails when that
+//! breaks.
 
 pub mod child;
 pub mod client;
 mod connect;
+mod http_lane;
 mod lane;
 mod lines;
 pub mod offer;
@@ -126,11 +129,20 @@ pub struct Live {
     pub pid: Option<i32>,
     /// Set when the gateway closed this connection because the server broke the protocol.
     pub violation: child::Violation,
-    /// A stdio connection's tool calls, beside rmcp's service loop.
-    lane: Option<Arc<lane::Lane>>,
+    /// The lane of the connection's tool calls, beside rmcp's client, where it has one.
+    lane: Option<CallLane>,
     /// Whether the server is spoken to at 2026-07-28 (no session: every request carries
     /// its own context).
     pub stateless: bool,
+}
+
+/// The way a connection's tool calls take beside rmcp's client.
+#[derive(Clone)]
+enum CallLane {
+    /// A stdio connection's ([`lane`]).
+    Stdio(Arc<lane::Lane>),
+    /// A streamable HTTP connection's ([`http_lane`]).
+    Http(Arc<http_lane::HttpLane>),
 }
 
 /// One configured upstream server.
@@ -481,23 +493,32 @@ impl Upstream {
                 meta.insert(key.into(), value.into());
             }
             let answer = match &live.lane {
-                Some(lane) => {
+                Some(CallLane::Stdio(lane)) => {
                     self.call_on_lane(lane, &live, request, cancel, caller.clone(), tool)
                         .await?
                 }
-                None => {
-                    let request = ClientRequest::CallToolRequest(request);
-                    // Boxed: rmcp's request future is large, and every call on a lane
-                    // would carry its size too.
-                    match Box::pin(self.send(&live, request, cancel, caller.clone(), Some(tool)))
-                        .await?
-                    {
-                        ServerResult::CallToolResult(result) => lane::Answer::Result(result),
-                        ServerResult::InputRequiredResult(asked) => {
-                            lane::Answer::InputRequired(asked)
+                Some(CallLane::Http(lane)) => {
+                    let on_lane =
+                        self.call_on_http_lane(lane, request.clone(), cancel, caller.clone(), tool);
+                    match on_lane.await? {
+                        Some(answer) => answer,
+                        None => {
+                            Box::pin(self.call_on_rmcp(
+                                &live,
+                                request,
+                                cancel,
+                                caller.clone(),
+                                tool,
+                            ))
+                            .await?
                         }
-                        other => return Err(self.protocol_error(&other)),
                     }
+                }
+                // Boxed: rmcp's request future is large, and every call on a lane would
+                // carry its size too.
+                None => {
+                    Box::pin(self.call_on_rmcp(&live, request, cancel, caller.clone(), tool))
+                        .await?
                 }
             };
             match answer {
@@ -605,6 +626,66 @@ impl Upstream {
             });
         };
         answer.ok_or_else(|| self.closed_before_answering(live))
+    }
+
+    /// [`Self::send`] for a tool call, as a lane's answer.
+    async fn call_on_rmcp(
+        &self,
+        live: &Live,
+        request: CallToolRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+        tool: &str,
+    ) -> Result<lane::Answer, UpstreamError> {
+        let request = ClientRequest::CallToolRequest(request);
+        match self.send(live, request, cancel, caller, Some(tool)).await? {
+            ServerResult::CallToolResult(result) => Ok(lane::Answer::Result(result)),
+            ServerResult::InputRequiredResult(asked) => Ok(lane::Answer::InputRequired(asked)),
+            other => Err(self.protocol_error(&other)),
+        }
+    }
+
+    /// [`Self::send`] for a tool call to a streamable HTTP upstream, on its
+    /// [`http_lane::HttpLane`]; `None` when the lane has no session for it (the upstream
+    /// forgot it, say), for rmcp to send it.
+    async fn call_on_http_lane(
+        &self,
+        lane: &Arc<http_lane::HttpLane>,
+        mut request: CallToolRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+        tool: &str,
+    ) -> Result<Option<lane::Answer>, UpstreamError> {
+        let _in_flight = self.requests.token();
+        let id = lane.next_id();
+        let token = ProgressToken(id.clone());
+        let meta = request
+            .extensions
+            .get_or_insert_default::<RequestMetaObject>();
+        add_client_meta(caller.as_ref(), meta);
+        meta.set_progress_token(token.clone());
+        let _route = caller
+            .clone()
+            .map(|caller| self.calls.enter(id.clone(), token, caller, Some(tool)));
+        let forward = async |progress| {
+            if let Some(caller) = &caller {
+                caller.notify_progress(progress).await;
+            }
+        };
+        let answer = tokio::select! {
+            answer = lane.call(&id, request, forward) => answer,
+            () = cancel.cancelled() => {
+                lane.cancel(id, "cancelled by the gateway");
+                return Err(UpstreamError::Cancelled {
+                    server: self.name.to_string(),
+                });
+            }
+        };
+        match answer {
+            Ok(answer) => Ok(Some(answer)),
+            Err(http_lane::Unanswered::NoSession) => Ok(None),
+            Err(http_lane::Unanswered::Failed(reason)) => Err(self.unavailable(reason)),
+        }
     }
 
     /// Sends any request to this upstream, cancellable; while it is in flight, what the

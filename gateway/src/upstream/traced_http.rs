@@ -4,6 +4,10 @@
 //! The gateway puts the trace context of each tool call in the request's `_meta` (see
 //! `observe::telemetry`); HTTP servers and proxies in front of an upstream read it from
 //! the header instead, so the same value goes in both places.
+//!
+//! Every request rmcp's transport sends passes here, so this is also where the
+//! connection's [`SessionSlot`] learns the session its tool calls go in (see
+//! [`super::http_lane`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,12 +21,22 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::{Error as SseError, Sse};
 
+use super::http_lane::SessionSlot;
 use crate::observe::telemetry::{TRACEPARENT, TRACESTATE};
 
 /// An HTTP client for rmcp's streamable HTTP transport (the gateway's own, or a signed-in
-/// client over it), with trace headers from `_meta`.
+/// client over it), with trace headers from `_meta`, noting the session in its slot.
 #[derive(Clone)]
-pub struct TracedHttp<C>(pub C);
+pub struct TracedHttp<C> {
+    client: C,
+    session: SessionSlot,
+}
+
+impl<C> TracedHttp<C> {
+    pub fn new(client: C, session: SessionSlot) -> Self {
+        Self { client, session }
+    }
+}
 
 /// Adds `traceparent`/`tracestate` from the request's `params._meta` to `headers`.
 fn with_trace_headers(
@@ -58,8 +72,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TracedHttp<C> {
     ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>>
     + Send
     + '_ {
+        self.session
+            .note(&message, session_id.as_ref(), &custom_headers);
         let headers = with_trace_headers(&message, custom_headers);
-        self.0
+        self.client
             .post_message(uri, message, session_id, auth_header, headers)
     }
 
@@ -74,8 +90,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TracedHttp<C> {
     ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>>
     + Send
     + '_ {
+        self.session
+            .note(&message, session_id.as_ref(), &custom_headers);
         let headers = with_trace_headers(&message, custom_headers);
-        self.0.post_message_with_max_sse_event_size(
+        self.client.post_message_with_max_sse_event_size(
             uri,
             message,
             session_id,
@@ -96,8 +114,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TracedHttp<C> {
     ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>>
     + Send
     + '_ {
+        self.session
+            .note(&message, session_id.as_ref(), &custom_headers);
         let headers = with_trace_headers(&message, custom_headers);
-        self.0.post_message_with_response_limits(
+        self.client.post_message_with_response_limits(
             uri,
             message,
             session_id,
@@ -114,7 +134,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TracedHttp<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> impl Future<Output = Result<(), StreamableHttpError<Self::Error>>> + Send + '_ {
-        self.0
+        self.client
             .delete_session(uri, session_id, auth_header, custom_headers)
     }
 
@@ -132,7 +152,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TracedHttp<C> {
         >,
     > + Send
     + '_ {
-        self.0
+        self.client
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
     }
 
@@ -151,7 +171,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TracedHttp<C> {
         >,
     > + Send
     + '_ {
-        self.0.get_stream_with_max_sse_event_size(
+        self.client.get_stream_with_max_sse_event_size(
             uri,
             session_id,
             last_event_id,
