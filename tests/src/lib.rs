@@ -391,7 +391,7 @@ impl Workspace {
                 std::fs::File::create(self.path("gateway.log")).unwrap(),
             ));
         let child = command.spawn().unwrap();
-        let gateway = Gateway {
+        let mut gateway = Gateway {
             child,
             address,
             log: self.path("gateway.log"),
@@ -474,11 +474,25 @@ impl Workspace {
 }
 
 /// A free loopback address (bound and released).
+///
+/// Taken below the kernel's ephemeral range (32768 and up), where the operating system
+/// picks the local ports of outgoing connections: there no other test's client holds it,
+/// and a connection attempt made before its server listens is refused instead of meeting
+/// itself (TCP's self-connect, which a port in that range allows). Test processes running
+/// at once start at different ports.
 pub fn free_address() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 10_000;
+    const COUNT: u32 = 22_000;
+    static TAKEN: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % COUNT;
+    loop {
+        let port = FIRST + (start + TAKEN.fetch_add(1, Ordering::Relaxed)) % COUNT;
+        let address = SocketAddr::from(([127, 0, 0, 1], port as u16));
+        if std::net::TcpListener::bind(address).is_ok() {
+            return address;
+        }
+    }
 }
 
 /// A gateway serving HTTP; killed (SIGKILL) when dropped if still running.
@@ -493,9 +507,16 @@ impl Gateway {
         format!("http://{}{path}", self.address)
     }
 
-    fn wait_healthy(&self) {
+    fn wait_healthy(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "gateway exited ({status}) before listening on {}: {}",
+                    self.address,
+                    self.log_text()
+                );
+            }
             if std::net::TcpStream::connect(self.address).is_ok() {
                 return;
             }
