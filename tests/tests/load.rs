@@ -199,17 +199,14 @@ async fn every_call_gets_one_answer_under_load_with_crashes() {
     }
     warm.cancel().await.unwrap();
     // run_code's template and runner start in the background: the starting level is
-    // taken once the gateway's children have stopped changing.
-    let mut start = Resources::of(&gateway);
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let now = Resources::of(&gateway);
-        if now.children == start.children {
-            start = now;
-            break;
-        }
-        start = now;
-    }
+    // taken once the runner waits for its run.
+    assert!(
+        eventually(Duration::from_secs(60), || health(&gateway)["code_runner"]
+            == "ready"),
+        "run_code's runner never got ready: {}",
+        gateway.log_text()
+    );
+    let start = Resources::of(&gateway);
 
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {

@@ -97,6 +97,16 @@ impl CodeRuntime {
         Ok(runtime)
     }
 
+    /// The next run's worker: `ready` (waiting, confined), `starting` (being made) or
+    /// `none` (the next run makes its own).
+    pub fn next_runner(&self) -> &'static str {
+        match &*self.inner.lock_runner() {
+            Runner::Ready(_) => "ready",
+            Runner::Starting => "starting",
+            Runner::Empty => "none",
+        }
+    }
+
     /// Run a TypeScript program with the given tool bindings. Never fails as a call:
     /// every problem is in the outcome's `failure`.
     pub async fn run(

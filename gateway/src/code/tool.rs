@@ -116,6 +116,11 @@ impl RunCodeTool {
         })
     }
 
+    /// The next run's worker: see [`CodeRuntime::next_runner`].
+    pub fn next_runner(&self) -> &'static str {
+        self.runtime.next_runner()
+    }
+
     /// Kills the waiting workers and every run in flight.
     pub async fn shutdown(&self) {
         self.runtime.shutdown().await;

@@ -46,7 +46,7 @@ impl Readiness {
     }
 }
 
-/// `GET /healthz`: every upstream's state, the shared state's and the drain's.
+/// `GET /healthz`: every upstream's state, the shared state's, the drain's and run_code's.
 pub async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     let upstreams = gateway.registry.health();
     let ready = upstreams
@@ -66,6 +66,7 @@ pub async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
         "shared_state": if gateway.state.is_ready() { "ready" } else { "unavailable" },
         "upstreams": upstreams,
         "code_confinement": crate::code::confinement_support(),
+        "code_runner": gateway.run_code.as_ref().map(|tool| tool.next_runner()),
     }))
 }
 
