@@ -41,7 +41,11 @@ failure). Actions:
   {"action": "ping"}
   {"action": "set_logging_level", "level": str}
   {"action": "roots_changed"}                           send notifications/roots/list_changed
-  {"action": "sleep", "ms": int}                          a pause on the client side
+  {"action": "wait_elicitations", "count"?: int (default 1), "timeout_ms"?: int
+   (default 5000)}             until `count` elicitations were answered or cancelled
+  {"action": "wait_file", "path": str, "line_with": [str, ...], "timeout_ms"?: int
+   (default 5000)}             until a line of the file contains every one of `line_with`
+                               (an upstream's event log says it saw something)
   {"action": "wait_notification", "method": str, "count"?: int (default 1),
    "timeout_ms"?: int (default 5000)}      until `count` notifications of `method` arrived
   {"action": "wait_tool", "name": str, "timeout_ms"?: int (default 5000)}
@@ -65,7 +69,8 @@ connection or the command line failed; the document is printed in every case but
    "results": [{"action": str, "ok": bool, "result"?: <MCP result>, "error"?: {...},
                 "pages"?: int, "progress"?: [{"progress", "total"?, "message"?}],
                 "cancelled"?: bool}],
-   "elicitations": [{"params": <ElicitRequestParams>, "response": <ElicitResult>}],
+   "elicitations": [{"params": <ElicitRequestParams>, "response": <ElicitResult> | null,
+                     "cancelled"?: true}],    response null while the person "thinks"
    "samplings": [{"params": <CreateMessageRequestParams>, "during_action": int | null,
                   "progress_token"?: str | int, "cancelled"?: true}],
    "roots_requests": [{"during_action": int | null}],
@@ -87,6 +92,7 @@ import sys
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -249,8 +255,14 @@ class Recorder:
         return types.ListRootsResult(roots=[types.Root(**root) for root in self.roots or []])
 
     async def on_elicit(self, context: Any, params: Any) -> types.ElicitResult:
+        entry: dict[str, Any] = {"params": dump(params), "response": None}
+        self.elicitations.append(entry)
         if self.elicit_delay_ms:
-            await anyio.sleep(self.elicit_delay_ms / 1000)
+            try:
+                await anyio.sleep(self.elicit_delay_ms / 1000)
+            except anyio.get_cancelled_exc_class():
+                entry["cancelled"] = True
+                raise
         if self.elicit == "accept":
             if getattr(params, "mode", "form") == "url":
                 response = types.ElicitResult(action="accept")
@@ -265,7 +277,7 @@ class Recorder:
                 response = types.ElicitResult(action="accept", content=content)
         else:
             response = types.ElicitResult(action=self.elicit)
-        self.elicitations.append({"params": dump(params), "response": dump(response)})
+        entry["response"] = dump(response)
         return response
 
 
@@ -362,9 +374,32 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
     if kind == "roots_changed":
         await client.send_roots_list_changed()
         return None
-    if kind == "sleep":
-        await anyio.sleep(require(action, "ms", int) / 1000)
-        return None
+    if kind == "wait_elicitations":
+        count = action.get("count", 1)
+        timeout_ms = action.get("timeout_ms", 5000)
+
+        def settled() -> int:
+            return sum(1 for e in recorder.elicitations if e["response"] or e.get("cancelled"))
+
+        with anyio.move_on_after(timeout_ms / 1000):
+            while settled() < count:
+                await anyio.sleep(0.05)
+            return {"count": settled()}
+        raise ActionFailed(f"{settled()} of {count} elicitations settled within {timeout_ms} ms")
+    if kind == "wait_file":
+        path = Path(require(action, "path", str))
+        wanted = require(action, "line_with", list)
+        timeout_ms = action.get("timeout_ms", 5000)
+
+        def found() -> str | None:
+            text = path.read_text() if path.exists() else ""
+            return next((l for l in text.splitlines() if all(w in l for w in wanted)), None)
+
+        with anyio.move_on_after(timeout_ms / 1000):
+            while (line := found()) is None:
+                await anyio.sleep(0.05)
+            return {"line": line}
+        raise ActionFailed(f"no line of {path} with {wanted} within {timeout_ms} ms")
     if kind == "wait_notification":
         method = require(action, "method", str)
         count = action.get("count", 1)

@@ -61,7 +61,8 @@ fn every_error_code_from_a_real_call() {
             call("mcp__dyn__reject", json!({})),
             call("mcp__dyn__bad_output", json!({})),
             {"action": "call_tool", "name": "mcp__slow__wait", "arguments": {"ms": 5000, "label": "abort"}, "cancel_after_ms": 300},
-            {"action": "sleep", "ms": 500},
+            {"action": "wait_file", "path": workspace.path("slow-events.jsonl"),
+             "line_with": [r#""event":"cancelled""#, r#""label":"abort""#]},
             call("mcp__slow__crash", json!({})),
         ]),
     );
@@ -168,7 +169,7 @@ fn cancelled_while_asking_is_aborted_before_dispatch() {
         &args,
         &json!([
             {"action": "call_tool", "name": "mcp__kv__set", "arguments": {"key": "a", "value": "b"}, "cancel_after_ms": 300},
-            {"action": "sleep", "ms": 1800},
+            {"action": "wait_elicitations"},
             call("mcp__kv__get", json!({"key": "a"})),
         ]),
     );
