@@ -49,6 +49,9 @@ Modes:
                  kill a naive server)
   well           behaves (a control)
 
+With MISBEHAVE_DISCOVER=1 it also answers `server/discover` as a server of 2026-07-28 does
+(without it, as a server of 2025 does: -32601), so every mode can be tried at either revision.
+
 With MISBEHAVE_LOG=/path set, it appends one JSON line per event to that file:
 {"event": "start", "pid", "mode"}, {"event": "received", "pid", "method"?, "id"?, "params"?}
 for every message read (params only for notifications/cancelled), {"event": "stdout-closed"},
@@ -254,6 +257,16 @@ class Server:
                 "protocolVersion": version,
                 "capabilities": {"tools": {"listChanged": True}, "logging": {}},
                 "serverInfo": {"name": f"misbehave-{self.mode}", "version": "1.0.0"},
+            })
+        elif method == "server/discover" and os.environ.get("MISBEHAVE_DISCOVER") == "1":
+            self.result(request_id, {
+                "resultType": "complete",
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+                "ttlMs": 0,
+                "cacheScope": "public",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {
+                    "name": f"misbehave-{self.mode}", "version": "1.0.0"}},
             })
         elif method == "tools/list":
             self.result(request_id, {"tools": TOOLS})

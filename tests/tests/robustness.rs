@@ -266,7 +266,20 @@ fn answers_with_unknown_ids_end_in_a_timeout() {
 /// wait, and each call still ends at its timeout, the other servers unaffected.
 #[test]
 fn an_upstream_that_stops_reading_its_input_times_out_and_blocks_nothing_else() {
-    let scenario = Scenario::start("deaf", &[], "timeout_ms = 1000\n", "");
+    for revision in ["2025-11-25", "2026-07-28"] {
+        a_deaf_upstream_times_out(revision);
+    }
+}
+
+/// [`an_upstream_that_stops_reading_its_input_times_out_and_blocks_nothing_else`] with
+/// the upstream spoken to at `revision`.
+fn a_deaf_upstream_times_out(revision: &str) {
+    let scenario = Scenario::start(
+        "deaf",
+        &[("MISBEHAVE_DISCOVER", "1")],
+        &format!("timeout_ms = 1000\nprotocol = \"{revision}\"\n"),
+        "",
+    );
     // Larger than a pipe's buffer: its write cannot finish while the upstream is deaf.
     let large = "x".repeat(1 << 18);
     let run = scenario.run(json!([
@@ -279,10 +292,14 @@ fn an_upstream_that_stops_reading_its_input_times_out_and_blocks_nothing_else() 
         assert_eq!(
             error_code(action_result(&run, index)),
             Some("TOOL_TIMEOUT"),
-            "call {index}: {run:#}"
+            "{revision}, call {index}: {run:#}"
         );
     }
-    assert_eq!(error_code(action_result(&run, 3)), None, "{run:#}");
+    assert_eq!(
+        error_code(action_result(&run, 3)),
+        None,
+        "{revision}: {run:#}"
+    );
     assert!(
         scenario.bad_events().iter().any(|e| e["event"] == "deaf"),
         "the first call made it deaf: {:#?}",

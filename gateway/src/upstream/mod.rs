@@ -741,11 +741,15 @@ impl Upstream {
         {
             options.meta = Some(client_context(caller, &self.downstream.listeners));
         }
-        let mut handle = live
-            .peer
-            .send_cancellable_request(request, options)
-            .await
-            .map_err(|e| self.service_error(e))?;
+        // rmcp's writer may be stuck on a server that stopped reading: the cancellation
+        // is heard while the request waits for its turn too.
+        let sent = tokio::select! {
+            sent = live.peer.send_cancellable_request(request, options) => sent,
+            () = cancel.cancelled() => return Err(UpstreamError::Cancelled {
+                server: self.name.to_string(),
+            }),
+        };
+        let mut handle = sent.map_err(|e| self.service_error(e))?;
         let answer = match caller {
             Some(caller) => {
                 let (_route, mut progress) = self.calls.enter_in_order(
@@ -771,7 +775,9 @@ impl Upstream {
             Some(Ok(Err(e))) => Err(self.service_error(e)),
             Some(Err(_closed)) => Err(self.closed_before_answering(live)),
             None => {
-                let _ = handle.cancel(Some("cancelled by the gateway".into())).await;
+                // Told in the background: the notice waits behind whatever rmcp's writer
+                // is stuck on, and the caller's answer must not.
+                tokio::spawn(handle.cancel(Some("cancelled by the gateway".into())));
                 Err(UpstreamError::Cancelled {
                     server: self.name.to_string(),
                 })
