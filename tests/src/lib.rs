@@ -195,7 +195,11 @@ impl ListeningServer {
     /// Our `echo` example: rmcp's streamable HTTP server with every default, as most
     /// servers written on rmcp are served, at `http://ADDRESS/mcp`.
     pub fn rmcp_echo() -> ListeningServer {
-        let address = free_address();
+        Self::rmcp_echo_at(free_address())
+    }
+
+    /// [`Self::rmcp_echo`] at `address` (a server started again where it was).
+    pub fn rmcp_echo_at(address: SocketAddr) -> ListeningServer {
         let mut command = Command::new(bin("echo"));
         command.args(["--http", &address.to_string()]);
         Self::start(command, address)

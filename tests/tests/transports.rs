@@ -36,6 +36,34 @@ fn python_client_over_legacy_sse() {
     assert_eq!(status, 404, "{body}");
 }
 
+/// An upstream over streamable HTTP restarted where it was: it has forgotten the
+/// gateway's session (404), and the next call is answered in a new one.
+#[test]
+fn a_call_after_an_http_upstream_restarted_is_answered_in_a_new_session() {
+    let echo = ListeningServer::rmcp_echo();
+    let address = echo.address;
+    let workspace = Workspace::new(&echo.server_config("echo", ""));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let echo_call = |id: u64, text: &str| {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "mcp__echo__echo", "arguments": {"text": text}}});
+        let (status, _, body) = post(gateway.address, Some(&session), None, &call.to_string());
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    assert!(echo_call(1, "before").contains(r#""text":"before""#));
+    drop(echo);
+    let _echo = ListeningServer::rmcp_echo_at(address);
+    let body = echo_call(2, "after");
+    assert!(
+        body.contains(r#""text":"after""#),
+        "{body}\n{}",
+        gateway.log_text()
+    );
+    assert!(echo_call(3, "and again").contains(r#""text":"and again""#));
+}
+
 #[test]
 fn upstreams_over_streamable_http_and_sse() {
     let http = ListeningServer::everything("streamableHttp");
