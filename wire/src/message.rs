@@ -88,24 +88,53 @@ pub struct Refused {
 /// 2024-11-05 allowed batches), each decoded as a stdio line is. A body with anything in
 /// it that is no message is refused whole.
 pub fn decode_batch(body: &[u8]) -> Result<Vec<ClientJsonRpcMessage>, Refused> {
-    let is_batch = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'[');
-    if !is_batch {
-        return decode_one(body).map(|message| vec![message]);
-    }
-    let parts: Vec<&RawValue> = serde_json::from_slice(body).map_err(|error| Refused {
-        reason: format!("not a batch of JSON-RPC messages: {error}"),
-        answer: None,
-    })?;
-    if parts.is_empty() {
-        return Err(Refused {
-            reason: "empty batch".into(),
+    Batch::split(body)?.decode()
+}
+
+/// A legacy SSE body cut into its messages, none decoded yet: a batch too long to take is
+/// refused for its length before any work is spent on its messages.
+#[derive(Debug)]
+pub struct Batch<'a>(Vec<&'a [u8]>);
+
+impl<'a> Batch<'a> {
+    /// The messages of `body`: a JSON-RPC message, or a non-empty array of them.
+    pub fn split(body: &'a [u8]) -> Result<Self, Refused> {
+        let is_batch = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'[');
+        if !is_batch {
+            return Ok(Batch(vec![body]));
+        }
+        let parts: Vec<&RawValue> = serde_json::from_slice(body).map_err(|error| Refused {
+            reason: format!("not a batch of JSON-RPC messages: {error}"),
             answer: None,
-        });
+        })?;
+        if parts.is_empty() {
+            return Err(Refused {
+                reason: "empty batch".into(),
+                answer: None,
+            });
+        }
+        Ok(Batch(
+            parts
+                .into_iter()
+                .map(|part| part.get().as_bytes())
+                .collect(),
+        ))
     }
-    parts
-        .into_iter()
-        .map(|part| decode_one(part.get().as_bytes()))
-        .collect()
+
+    /// How many messages the body holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it holds none (never: [`Batch::split`] refuses an empty batch).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every message decoded, or the first that is not one.
+    pub fn decode(self) -> Result<Vec<ClientJsonRpcMessage>, Refused> {
+        self.0.into_iter().map(decode_one).collect()
+    }
 }
 
 fn decode_one(body: &[u8]) -> Result<ClientJsonRpcMessage, Refused> {
@@ -328,5 +357,14 @@ mod tests {
             decode_batch(in_batch).is_err(),
             "one bad message refuses the batch"
         );
+    }
+
+    #[test]
+    fn a_batch_is_counted_before_any_message_is_decoded() {
+        let batch = Batch::split(br#"[{"no":1}, {"jsonrpc":"2.0","id":1,"method":"ping"}, 3]"#)
+            .expect("an array is a batch");
+        assert_eq!(batch.len(), 3);
+        assert!(batch.decode().is_err());
+        assert_eq!(Batch::split(b" {}").unwrap().len(), 1);
     }
 }

@@ -1,10 +1,10 @@
 //! What a client sends, decoded once, whatever the transport. The decoding itself lives in
 //! the `wire` crate (so that it can be fuzzed on its own): stdio lines through
 //! [`ClientLines`], streamable HTTP bodies with [`decode_message`], legacy SSE bodies (a
-//! message or a batch) with [`decode_batch`].
+//! message or a batch) with [`Batch`].
 
 use rmcp::RoleServer;
-pub use wire::message::{MAX_CLIENT_LINE, decode_batch, decode_message};
+pub use wire::message::{Batch, MAX_CLIENT_LINE, Refused, decode_message};
 
 use crate::lines::{Decoded, LineDecoder};
 

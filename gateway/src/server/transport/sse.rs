@@ -60,7 +60,7 @@ use crate::drain::OpenSession;
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
 use crate::pipeline::sessions::{Refused, Transport as SessionTransport};
-use crate::server::core::decode::decode_batch;
+use crate::server::core::decode::{Batch, Refused as Malformed};
 use crate::server::core::{ClientSession, Opening, Served};
 use crate::server::limits::{Holding, LimitError, Owner, Permit, Quotas};
 use crate::server::{session_profile, unknown_profile};
@@ -357,30 +357,23 @@ async fn accept_message(
     else {
         return unknown_session(session_id);
     };
-    let messages = match decode_batch(&body) {
-        Ok(messages) => messages,
-        Err(refused) => {
-            if let Some(answer) = refused.answer {
-                // Best effort: the 400 below is the answer the sender relies on.
-                if stream.output.outgoing.try_send(*answer).is_err() {
-                    tracing::debug!(%session_id, "no room to report a malformed message");
-                }
-            }
-            return text(
-                StatusCode::BAD_REQUEST,
-                format!("malformed JSON-RPC message: {}", refused.reason),
-            );
-        }
+    let batch = match Batch::split(&body) {
+        Ok(batch) => batch,
+        Err(refused) => return malformed(stream, refused),
     };
     let limits = state.quotas.limits();
-    if messages.len() > limits.max_batch.get() {
+    if batch.len() > limits.max_batch.get() {
         let refused = LimitError::BatchTooLong {
-            length: messages.len(),
+            length: batch.len(),
             limit: limits.max_batch.get(),
         };
         tracing::warn!(%session_id, code = refused.code(), "{refused}");
         return text(StatusCode::PAYLOAD_TOO_LARGE, refused.text());
     }
+    let messages = match batch.decode() {
+        Ok(messages) => messages,
+        Err(refused) => return malformed(stream, refused),
+    };
     let request_count = messages
         .iter()
         .filter(|message| matches!(message, JsonRpcMessage::Request(_)))
@@ -430,6 +423,21 @@ fn in_flight(permits: &Arc<Semaphore>, requests: usize) -> Option<Vec<OwnedSemap
     (0..requests)
         .map(|_| permits.clone().try_acquire_owned().ok())
         .collect()
+}
+
+/// `400` for a body that is no JSON-RPC message; the error answer a malformed request
+/// names goes to its sender's stream too.
+fn malformed(stream: &SseStream, refused: Malformed) -> Response {
+    if let Some(answer) = refused.answer {
+        // Best effort: the 400 below is the answer the sender relies on.
+        if stream.output.outgoing.try_send(*answer).is_err() {
+            tracing::debug!("no room to report a malformed message");
+        }
+    }
+    text(
+        StatusCode::BAD_REQUEST,
+        format!("malformed JSON-RPC message: {}", refused.reason),
+    )
 }
 
 fn unknown_session(session_id: &str) -> Response {
