@@ -187,14 +187,16 @@ pub async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// Wait (bounded) until this process has exactly `n` children; returns the last count.
+/// Waits until this process has exactly `n` children, for as long as [`until`] waits (a
+/// worker's start, the engine loaded by a debug build, can take seconds on a loaded
+/// machine); returns the last count.
 pub async fn settle_children(n: usize) -> usize {
-    for _ in 0..1000 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
         let count = children().len();
-        if count == n {
+        if count == n || tokio::time::Instant::now() >= deadline {
             return count;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    children().len()
 }
