@@ -52,6 +52,10 @@
 //! profile bound to it, if any. Sessions are bound to the credentials that opened them. `/healthz` is not exempt: it shows each upstream's state and last error,
 //! which are for the operator, so `status --listen` must send the token too.
 //!
+//! The per-user sign-in callback (`/oauth/callback`) is the other: a browser coming back
+//! from an authorization server has no bearer token, and the sign-in's single-use `state`
+//! authorizes it (see `auth::per_user`); Host and Origin are checked as for any path.
+//!
 //! [`check_bind`] is the start-up half: a non-loopback address without tokens is refused.
 
 // What every request passes through: nothing here may panic on what a client sends.
@@ -337,6 +341,15 @@ impl SecurityGuard {
             || (self.console && is_console_path(path));
         let credentials = if public {
             Credentials::anonymous()
+        } else if path == crate::auth::per_user::CALLBACK_PATH {
+            // A browser coming back from an authorization server carries no bearer token:
+            // the sign-in's single-use state is what authorizes it. Credentials it does
+            // present must be good, and must be the sign-in's identity's.
+            if headers_carry_token(&parts.headers) {
+                self.authenticate(&parts.headers).await?
+            } else {
+                Credentials::anonymous()
+            }
         } else {
             self.authenticate(&parts.headers).await?
         };
@@ -475,6 +488,11 @@ impl SecurityGuard {
         }
         Ok(Body::from(buffer))
     }
+}
+
+/// Whether the request presents a bearer token.
+fn headers_carry_token(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::AUTHORIZATION)
 }
 
 /// `/ui` and everything under it.

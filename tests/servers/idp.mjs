@@ -8,8 +8,10 @@
 //   verifies. Only the listed ids are published at the JWKS.
 // - Clients: `machine` / `machine-secret` may use client_credentials; any client may
 //   register itself (RFC 7591), as the MCP SDKs do.
-// - Nobody has to click: an authorization request signs in account `alice` and grants
-//   every scope asked for, then redirects back with the code at once.
+// - Nobody has to click: an authorization request signs in account `alice` (or the
+//   account its `login_hint` names, so a test can sign in several people) and grants
+//   every scope asked for, then redirects back with the code at once. `login_hint=refuse`
+//   is a person who refuses: the redirect carries `error=access_denied`.
 // - GET /test/forge?claims=JSON&key=ID[&kid=KID] signs a token the provider never issued:
 //   the claims (defaults: iss, sub alice, iat, exp in 5 min) with key ID (`stranger` is a
 //   key that is never published), header kid KID (default ID). The refusal tests use it.
@@ -89,8 +91,10 @@ provider.use(async (ctx, next) => {
   if (ctx.path.startsWith('/interaction/')) {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     let result;
-    if (details.prompt.name === 'login') {
-      result = { login: { accountId: 'alice' } };
+    if (details.params.login_hint === 'refuse') {
+      result = { error: 'access_denied', error_description: 'the person refused' };
+    } else if (details.prompt.name === 'login') {
+      result = { login: { accountId: details.params.login_hint ?? 'alice' } };
     } else {
       const grant = details.grantId
         ? await provider.Grant.find(details.grantId)

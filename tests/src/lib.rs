@@ -263,6 +263,8 @@ const SLOW_EVENTS: &str = "slow-events.jsonl";
 /// A temporary folder holding `config.toml`, with session logs kept inside it.
 pub struct Workspace {
     pub dir: tempfile::TempDir,
+    /// Environment variables the gateway gets besides the test's own.
+    env: Vec<(String, String)>,
 }
 
 impl Workspace {
@@ -278,7 +280,17 @@ impl Workspace {
             ));
         }
         std::fs::write(dir.path().join("config.toml"), text).unwrap();
-        Workspace { dir }
+        Workspace {
+            dir,
+            env: Vec::new(),
+        }
+    }
+
+    /// The same workspace, whose gateways (served or run as a command) get `name=value`
+    /// in their environment.
+    pub fn with_env(mut self, name: &str, value: &str) -> Workspace {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     pub fn config(&self) -> PathBuf {
@@ -352,6 +364,7 @@ impl Workspace {
             .arg(self.config())
             .env("RUST_LOG", "warn")
             .env("XDG_DATA_HOME", self.data_home())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
             .unwrap()
     }
@@ -385,6 +398,7 @@ impl Workspace {
             .args(extra)
             .env("RUST_LOG", "info,rmcp=warn")
             .env("XDG_DATA_HOME", self.data_home())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(

@@ -8,7 +8,9 @@
 //! sign-in stands (`auth status`, `/healthz`).
 
 pub mod keys;
+pub mod per_user;
 pub mod resource;
+pub mod sealed;
 pub mod settings;
 pub mod signed_in;
 pub mod status;

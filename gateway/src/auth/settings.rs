@@ -11,6 +11,7 @@
 //! # client_metadata_url = "https://gw.example/client.json"  # …a client ID metadata document
 //! # scopes = ["issues:read"]                # default: the server's challenge, else scopes_supported
 //! # redirect_port = 8976                    # loopback port of `auth login`, default any free one
+//! # per_user = true                         # each caller signs in as themselves (auth::per_user)
 //! ```
 //!
 //! Client identity follows the spec's order: the configured `client_id`, else the client
@@ -50,6 +51,11 @@ pub struct UpstreamOAuth {
     /// (fine for providers that allow any loopback port, as RFC 8252 asks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirect_port: Option<u16>,
+    /// Each caller identity signs in as itself, through the client (URL elicitation) and
+    /// the gateway's own `/oauth/callback`, and its calls carry its own token only (see
+    /// `auth::per_user`). Default false: one sign-in (`auth login`) for everyone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_user: bool,
 }
 
 /// How tokens are obtained.
@@ -79,6 +85,7 @@ impl fmt::Debug for UpstreamOAuth {
             .field("client_metadata_url", &self.client_metadata_url)
             .field("scopes", &self.scopes)
             .field("redirect_port", &self.redirect_port)
+            .field("per_user", &self.per_user)
             .finish()
     }
 }
@@ -92,6 +99,8 @@ pub enum OAuthSettingsError {
     MachineWithoutSecret,
     #[error("client_secret needs client_id")]
     SecretWithoutId,
+    #[error("per_user = true signs people in: it cannot go with grant = \"client_credentials\"")]
+    MachinePerUser,
 }
 
 impl OAuthSettingsError {
@@ -101,6 +110,7 @@ impl OAuthSettingsError {
             Self::NotRemote => "OAUTH_NOT_REMOTE",
             Self::MachineWithoutSecret => "OAUTH_MACHINE_WITHOUT_SECRET",
             Self::SecretWithoutId => "OAUTH_SECRET_WITHOUT_ID",
+            Self::MachinePerUser => "OAUTH_MACHINE_PER_USER",
         }
     }
 }
@@ -118,6 +128,9 @@ impl UpstreamOAuth {
             && (self.client_id.is_none() || self.client_secret.is_none())
         {
             return Err(OAuthSettingsError::MachineWithoutSecret);
+        }
+        if self.per_user && self.grant == GrantKind::ClientCredentials {
+            return Err(OAuthSettingsError::MachinePerUser);
         }
         Ok(())
     }

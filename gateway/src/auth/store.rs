@@ -13,13 +13,20 @@
 //! `auth login` writes it, the serving gateway reads it and writes refreshed tokens back,
 //! `auth logout` removes it. A file made for another URL is ignored: tokens are only ever
 //! sent to the server they were issued for. Nothing here logs or displays a token.
+//!
+//! A per-user server (`per_user = true`) keeps one file per caller identity instead, under
+//! `oauth/users/NAME/IDENTITY.json`, sealed with the token key ([`super::sealed`]) for
+//! that server and identity: a file copied under another identity's name does not open.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
+
+use super::sealed::Sealer;
 
 /// There is no data directory to keep tokens in.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -48,11 +55,17 @@ struct TokenFile {
     wanted_scopes: Vec<String>,
 }
 
-/// One server's token file, and rmcp's [`CredentialStore`] over it.
+/// One server's token file (or one identity's, for a per-user server), and rmcp's
+/// [`CredentialStore`] over it.
 #[derive(Debug, Clone)]
 pub struct TokenStore {
     path: PathBuf,
     url: String,
+    /// For one identity's file: the key that seals it, and the place it is sealed for.
+    sealed: Option<(Arc<Sealer>, String)>,
+    /// The folders above the file that must be private: the token folder, then, for an
+    /// identity's file, `users` and the server's.
+    folders: Vec<PathBuf>,
 }
 
 impl TokenStore {
@@ -61,6 +74,26 @@ impl TokenStore {
         Self {
             path: dir.join(format!("{}.json", file_stem(name))),
             url: url.to_owned(),
+            sealed: None,
+            folders: vec![dir.to_owned()],
+        }
+    }
+
+    /// The store of `identity`'s sign-in to the per-user server `name` at `url`, sealed
+    /// with `sealer`.
+    pub fn for_identity(
+        dir: &Path,
+        name: &str,
+        url: &str,
+        identity: &str,
+        sealer: Arc<Sealer>,
+    ) -> Self {
+        let users = users_dir(dir, name);
+        Self {
+            path: users.join(format!("{}.json", file_stem(identity))),
+            url: url.to_owned(),
+            sealed: Some((sealer, format!("{name}/{identity}"))),
+            folders: vec![dir.to_owned(), dir.join("users"), users],
         }
     }
 
@@ -74,6 +107,12 @@ impl TokenStore {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => return Err(store_error(&self.path, error)),
         };
+        let bytes = match &self.sealed {
+            Some((sealer, place)) => sealer.open(place, &bytes).map_err(|error| {
+                AuthError::CredentialStoreError(format!("{}: {error}", self.path.display()))
+            })?,
+            None => bytes,
+        };
         let file: TokenFile = serde_json::from_slice(&bytes).map_err(|error| {
             AuthError::CredentialStoreError(format!("{}: {error}", self.path.display()))
         })?;
@@ -81,10 +120,15 @@ impl TokenStore {
     }
 
     fn write(&self, file: &TokenFile) -> Result<(), AuthError> {
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        private_dir(dir).map_err(|e| store_error(dir, e))?;
+        for dir in &self.folders {
+            private_dir(dir).map_err(|e| store_error(dir, e))?;
+        }
         let bytes = serde_json::to_vec_pretty(file)
             .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
+        let bytes = match &self.sealed {
+            Some((sealer, place)) => sealer.seal(place, &bytes),
+            None => bytes,
+        };
         let temporary = self
             .path
             .with_extension(format!("json.{}.tmp", uuid::Uuid::new_v4().simple()));
@@ -165,6 +209,27 @@ impl CredentialStore for TokenStore {
     }
 }
 
+/// The folder of the per-user server `name`'s sign-ins.
+fn users_dir(dir: &Path, name: &str) -> PathBuf {
+    dir.join("users").join(file_stem(name))
+}
+
+/// The identities signed in (or once signed in) to the per-user server `name`, from the
+/// names of their files.
+pub fn identities(dir: &Path, name: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(users_dir(dir, name)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = entries
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            unstem(name.strip_suffix(".json")?)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 /// Makes `dir` (and its parents) if missing, and checks that it is a real folder of this
 /// user, not a symbolic link to somewhere else or someone else's folder; then makes it
 /// private (0700).
@@ -213,6 +278,14 @@ fn file_stem(name: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
+}
+
+/// The name [`file_stem`] made `stem` from.
+fn unstem(stem: &str) -> Option<String> {
+    let decoded = percent_encoding::percent_decode_str(stem)
+        .decode_utf8()
+        .ok()?;
+    (file_stem(&decoded) == stem).then(|| decoded.into_owned())
 }
 
 #[cfg(test)]
@@ -326,5 +399,31 @@ mod tests {
     fn server_names_become_safe_file_names() {
         assert_eq!(file_stem("my-server_1"), "my-server_1");
         assert_eq!(file_stem("../x y"), "%2E%2E%2Fx%20y");
+        assert_eq!(unstem("subject%3Aalice").as_deref(), Some("subject:alice"));
+        assert_eq!(unstem("a%2fb"), None, "not a name this module made");
+    }
+
+    #[tokio::test]
+    async fn an_identitys_file_is_sealed_listed_by_name_and_opens_for_that_identity_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = Arc::new(Sealer::for_tests());
+        let url = "https://t.example/mcp";
+        let alice = TokenStore::for_identity(dir.path(), "t", url, "subject:alice", sealer.clone());
+        let mut credentials = credentials("c-alice");
+        credentials.granted_scopes = vec!["scope-of-alice".into()];
+        alice.save(credentials).await.unwrap();
+        let bytes = std::fs::read(alice.path()).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("c-alice"));
+        assert_eq!(alice.load().await.unwrap().unwrap().client_id, "c-alice");
+        assert_eq!(identities(dir.path(), "t"), ["subject:alice"]);
+        // Alice's file put in Bob's place is not Bob's sign-in.
+        let bob = TokenStore::for_identity(dir.path(), "t", url, "subject:bob", sealer);
+        std::fs::copy(alice.path(), bob.path()).unwrap();
+        assert!(bob.load().await.is_err());
+        let mode = std::fs::metadata(dir.path().join("users"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
     }
 }

@@ -14,6 +14,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::transport::auth::{
@@ -22,6 +23,7 @@ use rmcp::transport::auth::{
 };
 use tokio::sync::oneshot;
 
+use super::sealed::Sealer;
 use super::settings::{GrantKind, UpstreamOAuth};
 use super::store::TokenStore;
 
@@ -87,6 +89,23 @@ impl OAuthUpstream {
             url: url.to_owned(),
             settings: settings.clone(),
             store: TokenStore::new(dir, name, url),
+        }
+    }
+
+    /// The per-user server `name` as `identity` signs in to it: its own sealed store.
+    pub fn for_identity(
+        name: &str,
+        url: &str,
+        settings: &UpstreamOAuth,
+        dir: &Path,
+        identity: &str,
+        sealer: Arc<Sealer>,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            url: url.to_owned(),
+            settings: settings.clone(),
+            store: TokenStore::for_identity(dir, name, url, identity, sealer),
         }
     }
 
@@ -175,18 +194,12 @@ impl OAuthUpstream {
         scopes
     }
 
-    /// Authorization code with PKCE on a loopback redirect (RFC 8252).
-    async fn browser_sign_in(&self, browser: &Browser) -> Result<(), SignInError> {
-        let address = SocketAddr::from(([127, 0, 0, 1], self.settings.redirect_port.unwrap_or(0)));
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .map_err(|source| SignInError::Redirect { address, source })?;
-        let port = listener
-            .local_addr()
-            .map_err(|source| SignInError::Redirect { address, source })?
-            .port();
-        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-
+    /// An authorization request (PKCE, state, `resource`) whose answer comes back to
+    /// `redirect_uri`: discovery, then the client identity in the spec's order.
+    pub async fn authorization_session(
+        &self,
+        redirect_uri: &str,
+    ) -> Result<AuthorizationSession, SignInError> {
         let mut manager = self.manager().await?;
         let challenge = probe_challenge(&self.url).await;
         let resolution = manager
@@ -195,7 +208,7 @@ impl OAuthUpstream {
         manager.set_metadata(resolution.metadata);
         // Without scopes of its own the request asks for the challenge's, else the
         // resource's `scopes_supported` (the spec's scope selection strategy).
-        let mut request = AuthorizationRequest::new(&redirect_uri)
+        let mut request = AuthorizationRequest::new(redirect_uri)
             .with_client_name(CLIENT_NAME)
             .with_initial_scope_selection();
         let scopes = self.requested_scopes();
@@ -211,10 +224,23 @@ impl OAuthUpstream {
         if let Some(document) = &self.settings.client_metadata_url {
             request = request.with_client_metadata_url(document);
         }
-        let session = AuthorizationSession::new(manager, request)
+        Ok(AuthorizationSession::new(manager, request)
             .await
-            .map_err(|(_, error)| error)?;
+            .map_err(|(_, error)| error)?)
+    }
 
+    /// Authorization code with PKCE on a loopback redirect (RFC 8252).
+    async fn browser_sign_in(&self, browser: &Browser) -> Result<(), SignInError> {
+        let address = SocketAddr::from(([127, 0, 0, 1], self.settings.redirect_port.unwrap_or(0)));
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|source| SignInError::Redirect { address, source })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| SignInError::Redirect { address, source })?
+            .port();
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        let session = self.authorization_session(&redirect_uri).await?;
         let authorization_url = session.get_authorization_url();
         let state = query_value(authorization_url, "state").ok_or_else(|| {
             AuthError::AuthorizationFailed("the authorization request carries no state".into())
@@ -457,7 +483,7 @@ async fn serve_callback(
     let _ = axum::serve(listener, app).await;
 }
 
-fn query_value(url: &str, key: &str) -> Option<String> {
+pub fn query_value(url: &str, key: &str) -> Option<String> {
     url::Url::parse(url)
         .ok()?
         .query_pairs()

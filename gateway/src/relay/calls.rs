@@ -51,6 +51,9 @@ pub struct Caller {
     /// Answers the client gave with its request before being asked (protocol 2026-07-28
     /// `inputResponses`): the upstream gets them with the call.
     pub given_input: Option<InputResponses>,
+    /// Who the client's credentials name (`token:…`, `subject:…`), if anyone: whose
+    /// sign-in a per-user server's call is made with.
+    pub identity: Option<Arc<str>>,
 }
 
 /// The keys of a request's `_meta` that describe the client's own connection (protocol
@@ -79,7 +82,14 @@ impl Caller {
             session: session.into(),
             log_level,
             given_input: None,
+            identity: None,
         }
+    }
+
+    /// The same caller, acting as `identity`.
+    pub fn with_identity(mut self, identity: Option<&str>) -> Caller {
+        self.identity = identity.map(Arc::from);
+        self
     }
 
     /// Sends the client `progress` from upstream under the client's own token, when it

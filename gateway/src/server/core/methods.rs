@@ -121,6 +121,7 @@ impl Call {
     /// The caller of this request, for what the upstream sends back during it.
     fn caller(&self) -> Caller {
         Caller::new(self.link.clone(), self.meta.clone(), self.session.id())
+            .with_identity(self.session.owner.identity.as_deref())
     }
 
     async fn initialize(

@@ -26,6 +26,7 @@ use super::limits::Quotas;
 use super::transport::sse;
 use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
+use crate::auth::per_user::CALLBACK_PATH;
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
 use crate::listener_guard::{self, SecurityLayer};
@@ -42,7 +43,13 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
     if let Some(oauth) = guard.resource_server() {
         router = metadata_routes(router, oauth);
     }
+    gateway
+        .registry
+        .downstream()
+        .sign_ins
+        .set_public_url(Some(&config.listen.public_base()));
     let mut router = router
+        .route(CALLBACK_PATH, get(sign_in_callback))
         .route("/mcp", mcp(default.clone()))
         .route("/mcp/", mcp(default))
         .route("/mcp/{profile}", any(unrouted_profile))
@@ -122,6 +129,33 @@ fn metadata_routes<S: Clone + Send + Sync + 'static>(
     router
         .route(METADATA_PATH, get(answer.clone()))
         .route(&format!("{METADATA_PATH}/{{*resource}}"), get(answer))
+}
+
+/// `/oauth/callback`: an authorization server sends a person's browser back here after a
+/// per-user sign-in (`auth::per_user`). The answer is a short page for the person.
+async fn sign_in_callback(
+    State(gateway): State<Arc<Gateway>>,
+    credentials: Option<axum::Extension<listener_guard::Credentials>>,
+    uri: http::Uri,
+) -> impl IntoResponse {
+    let presenter = credentials.and_then(|axum::Extension(c)| c.identity());
+    let sign_ins = gateway.registry.downstream().sign_ins.clone();
+    match sign_ins
+        .complete(uri.query().unwrap_or_default(), presenter.as_deref())
+        .await
+    {
+        Ok(done) => (
+            http::StatusCode::OK,
+            format!(
+                "Signed in to `{}` as {}. You can close this page and return to your client.\n",
+                done.server, done.identity
+            ),
+        ),
+        Err(error) => (
+            error.status(),
+            format!("Sign-in failed ({}): {error}\n", error.code()),
+        ),
+    }
 }
 
 /// `/mcp/{profile}` for a profile with no route of its own: unknown, or added by a reload

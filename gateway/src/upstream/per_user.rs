@@ -1,0 +1,303 @@
+//! A per-user server (`[servers.NAME.oauth] per_user = true`): one connection per caller
+//! identity, each made with that identity's own sign-in, so a call only ever reaches the
+//! server as the person who made it.
+//!
+//! The server's [`Upstream`] in the registry holds no connection of its own. A call finds
+//! (or starts) the caller's: a child [`Upstream`] whose connection carries the caller's
+//! token from its sealed store (`auth::store`). A caller without a token signs in first
+//! (`auth::per_user`): a client that declared URL elicitation is asked to open the URL
+//! (`elicitation/create` with `mode: "url"` on 2025-11-25; the same question inside an
+//! `InputRequiredResult` on 2026-07-28, which the relay's link does) and the call goes on
+//! once the callback has stored the token; any other client gets `SIGN_IN_REQUIRED` with
+//! the URL, and its next call after the sign-in goes through. A sign-in the server stops
+//! accepting (refresh refused) is forgotten, and the next call asks again.
+//!
+//! The children share the server's offer: the first connection's tool list is the
+//! server's (the registry shows it), and at start one identity already signed in is
+//! connected to learn it. Until anyone has signed in, the server offers one tool of the
+//! gateway's, [`SIGN_IN_TOOL`], whose call is the sign-in; the server's own tools replace
+//! it (`list_changed`) once it has connected.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction, Tool};
+use tokio_util::sync::CancellationToken;
+
+use super::offer::Offer;
+use super::{Upstream, UpstreamError, UpstreamState};
+use crate::auth::per_user::{PerUserError, SignIns, holds_token};
+use crate::auth::sealed::{SealError, Sealer};
+use crate::auth::store::{self, NoDataDir};
+use crate::auth::upstream::OAuthUpstream;
+use crate::relay::{self, Caller};
+
+/// The tool a per-user server offers until someone has signed in to it.
+pub const SIGN_IN_TOOL: &str = "sign_in";
+
+/// What a per-user server offers before anyone has signed in: its sign-in.
+pub fn sign_in_offer(server: &str) -> Arc<Offer> {
+    let schema = serde_json::json!({"type": "object", "properties": {}});
+    let schema = match schema {
+        serde_json::Value::Object(schema) => schema,
+        _ => serde_json::Map::new(),
+    };
+    let tool = Tool::new(
+        SIGN_IN_TOOL,
+        format!(
+            "Sign in to `{server}` as yourself. Its own tools are listed once someone has \
+             signed in; each person's calls reach it with their own sign-in."
+        ),
+        Arc::new(schema),
+    );
+    let mut offer = Offer::default();
+    offer.capabilities.tools = Some(Default::default());
+    offer.tools.push(tool);
+    Arc::new(offer)
+}
+
+/// Whether a call of `tool` is the sign-in tool and not one of the server's own.
+pub fn is_sign_in_only(tool: &str, offer: &Offer) -> bool {
+    tool == SIGN_IN_TOOL && !offer.tools.iter().any(|t| t.name == SIGN_IN_TOOL)
+}
+
+/// The result of the sign-in tool, once signed in.
+pub fn signed_in(server: &str) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(format!(
+        "Signed in to `{server}`: its tools are listed now."
+    ))])
+}
+
+/// How long a call waits for its caller to sign in.
+const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
+
+/// Whose sign-in an identity connection uses, and the key its store is sealed with.
+pub struct SignsInAs {
+    pub identity: Arc<str>,
+    pub sealer: Arc<Sealer>,
+}
+
+/// The identity connections of one per-user server.
+pub struct PerUser {
+    users: Mutex<HashMap<Arc<str>, Arc<Upstream>>>,
+    sealer: Result<Arc<Sealer>, SealError>,
+    dir: Result<PathBuf, NoDataDir>,
+}
+
+impl PerUser {
+    pub fn new() -> Self {
+        Self {
+            users: Mutex::default(),
+            sealer: Sealer::from_env().map(Arc::new),
+            dir: store::default_dir(),
+        }
+    }
+
+    /// The key and the token folder, or why per-user sign-ins cannot be kept.
+    pub fn storage(&self) -> Result<(Arc<Sealer>, PathBuf), String> {
+        let sealer = self.sealer.clone().map_err(|e| e.to_string())?;
+        let dir = self.dir.clone().map_err(|e| e.to_string())?;
+        Ok((sealer, dir))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Upstream>>> {
+        self.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops every identity's connection.
+    pub fn stop_all(&self) {
+        for (_, user) in self.lock().drain() {
+            user.stop();
+        }
+    }
+}
+
+impl Upstream {
+    /// The supervisor of a per-user server: it has no connection of its own; it connects
+    /// one identity already signed in, if any, so the server's tools are known, and stops
+    /// every identity's connection at shutdown.
+    pub(super) async fn supervise_per_user(self: Arc<Self>) {
+        let Some(users) = &self.per_user else { return };
+        match users.storage() {
+            Ok((sealer, dir)) => {
+                self.set_health(|h| h.state = UpstreamState::PerUser);
+                let known = store::identities(&dir, &self.name);
+                if let Some(first) = known.first() {
+                    let user = self.user(users, &sealer, first);
+                    user.first_attempt().await;
+                }
+            }
+            Err(why) => {
+                tracing::error!(server = %self.name, "per-user sign-ins cannot be kept: {why}");
+                self.set_health(|h| {
+                    h.state = UpstreamState::Failed;
+                    h.last_error = Some(why);
+                });
+            }
+        }
+        self.attempted.send_replace(true);
+        self.shutdown.cancelled().await;
+        users.stop_all();
+        self.set_health(|h| h.state = UpstreamState::Stopped);
+    }
+
+    /// The connection of `identity`, started if it has none.
+    fn user(&self, users: &PerUser, sealer: &Arc<Sealer>, identity: &str) -> Arc<Upstream> {
+        let mut map = users.lock();
+        if let Some(user) = map.get(identity) {
+            return user.clone();
+        }
+        let user = self.start_user(identity, sealer.clone());
+        map.insert(identity.into(), user.clone());
+        user
+    }
+
+    /// The connection of `identity` after a sign-in: the one that is connecting or
+    /// connected already (several calls of one identity wait for one sign-in), else a new
+    /// one in place of one that failed.
+    fn restart_user(&self, users: &PerUser, sealer: &Arc<Sealer>, identity: &str) -> Arc<Upstream> {
+        let mut map = users.lock();
+        if let Some(user) = map.get(identity)
+            && matches!(
+                user.health().state,
+                UpstreamState::Starting | UpstreamState::Ready
+            )
+        {
+            return user.clone();
+        }
+        let user = self.start_user(identity, sealer.clone());
+        if let Some(old) = map.insert(identity.into(), user.clone()) {
+            old.stop();
+        }
+        user
+    }
+
+    /// The connection of `caller`'s identity, signed in and connected: the caller signs in
+    /// first when it has no token.
+    pub(super) async fn connection_of(
+        &self,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Result<Arc<Upstream>, UpstreamError> {
+        let Some(caller) = caller else {
+            return Err(self.sign_in_failed(PerUserError::NoIdentity));
+        };
+        let Some(identity) = caller.identity.clone() else {
+            return Err(self.sign_in_failed(PerUserError::NoIdentity));
+        };
+        let (Some(users), Some(settings), Some(url)) =
+            (&self.per_user, &self.config.oauth, &self.config.url)
+        else {
+            return Err(self.unavailable("not a per-user server"));
+        };
+        let (sealer, dir) = users.storage().map_err(|why| self.unavailable(why))?;
+        let oauth =
+            OAuthUpstream::for_identity(&self.name, url, settings, &dir, &identity, sealer.clone());
+        let mut user = if holds_token(&oauth.store) {
+            self.user(users, &sealer, &identity)
+        } else {
+            self.sign_in(&identity, &oauth, caller, cancel).await?;
+            self.restart_user(users, &sealer, &identity)
+        };
+        for _ in 0..2 {
+            tokio::select! {
+                () = user.first_attempt() => {}
+                () = cancel.cancelled() => return Err(UpstreamError::Cancelled { server: self.name.to_string() }),
+            }
+            if user.live().is_some() {
+                return Ok(user);
+            }
+            if user.health().state != UpstreamState::NeedsLogin {
+                break;
+            }
+            // The server no longer takes this identity's sign-in (its refresh was
+            // refused): the person signs in again.
+            tracing::info!(server = %self.name, %identity, "per-user sign-in no longer valid; asking again");
+            if let Err(error) = oauth.store.forget_tokens() {
+                tracing::warn!(server = %self.name, %identity, %error, "cannot update the token file");
+            }
+            self.sign_in(&identity, &oauth, caller, cancel).await?;
+            user = self.restart_user(users, &sealer, &identity);
+        }
+        Err(self.unavailable(user.down_reason()))
+    }
+
+    /// Has `identity` sign in through `caller`'s client, and waits for the callback.
+    async fn sign_in(
+        &self,
+        identity: &str,
+        oauth: &OAuthUpstream,
+        caller: &Caller,
+        cancel: &CancellationToken,
+    ) -> Result<(), UpstreamError> {
+        let sign_ins = &self.downstream.sign_ins;
+        let watch = sign_ins.watch();
+        let begun = sign_ins
+            .begin(oauth, identity)
+            .await
+            .map_err(|error| self.sign_in_failed(error))?;
+        let elicits_urls = caller
+            .link
+            .capabilities()
+            .elicitation
+            .as_ref()
+            .is_some_and(|elicitation| elicitation.url.is_some());
+        if !elicits_urls {
+            tracing::info!(server = %self.name, %identity, "sign-in required; the client cannot open URLs: told to");
+            return Err(UpstreamError::SignInRequired {
+                server: self.name.to_string(),
+                url: begun.url,
+            });
+        }
+        if sign_ins.ask_once(&begun) {
+            let question = ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: format!(
+                    "Sign in to `{}` to continue: the call waits until you have.",
+                    self.name
+                ),
+                url: begun.url.clone(),
+                elicitation_id: begun.elicitation_id.clone(),
+            };
+            tracing::info!(server = %self.name, %identity, "asking the client to sign in (URL elicitation)");
+            let asked = relay::requests::elicit(caller, question, cancel).await;
+            let refused = match asked {
+                Ok(answer) if answer.action == ElicitationAction::Accept => None,
+                Ok(answer) => Some(format!(
+                    "the person did not open the sign-in page ({:?})",
+                    answer.action
+                )),
+                Err(why) => Some(why),
+            };
+            if let Some(why) = refused {
+                sign_ins.abandon(&begun, &why);
+                return Err(self.sign_in_failed(PerUserError::Failed(why)));
+            }
+        }
+        SignIns::wait(
+            watch,
+            &self.name,
+            identity,
+            &oauth.store,
+            SIGN_IN_WAIT,
+            cancel,
+        )
+        .await
+        .map_err(|error| match error {
+            PerUserError::Cancelled => UpstreamError::Cancelled {
+                server: self.name.to_string(),
+            },
+            error => self.sign_in_failed(error),
+        })
+    }
+
+    fn sign_in_failed(&self, error: PerUserError) -> UpstreamError {
+        UpstreamError::SignInFailed {
+            server: self.name.to_string(),
+            reason: error.code(),
+            message: error.to_string(),
+        }
+    }
+}

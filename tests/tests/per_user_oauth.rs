@@ -1,0 +1,396 @@
+//! Issue 40, per-user upstream credentials, between real processes: the test identity
+//! provider (tests/servers/idp.mjs, npm `oidc-provider`) is the authorization server of a
+//! real streamable HTTP MCP server (tests/servers/whoami.py, the official Python SDK) that
+//! verifies each bearer token and answers with its subject. The gateway's callers are told
+//! apart by their static tokens; each signs in at the provider as a person of their own
+//! (its `login_hint`), through the client:
+//!
+//! - a 2025-11-25 client gets `elicitation/create` with `mode: "url"`, and a 2026-07-28
+//!   client the same question inside an `InputRequiredResult`; the official Python SDK
+//!   client follows the URL as a browser would (tests/python/client.py `--elicit browse`),
+//!   the gateway's `/oauth/callback` stores the token, and the waiting call completes as
+//!   that person;
+//! - a client without URL elicitation gets `SIGN_IN_REQUIRED` with the URL, and its next
+//!   call after the sign-in goes through;
+//! - every call reaches the server as its own caller, concurrently;
+//! - a wrong, replayed or another identity's `state`, and an authorization server's
+//!   refusal, store nothing and complete no call with anyone's token;
+//! - the token files hold no token in clear text.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use mcp_gateway_tests::idp::IdentityProvider;
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+const KEY: &str = "4f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
+const WHOAMI: &str = "mcp__who__whoami";
+const SIGN_IN: &str = "mcp__who__sign_in";
+
+/// A caller of the gateway: its static token, and the person it signs in as upstream.
+struct Person {
+    token: &'static str,
+    account: &'static str,
+}
+
+const ALICE: Person = Person {
+    token: "alice-gateway-token-0001",
+    account: "alice",
+};
+const BOB: Person = Person {
+    token: "bob-gateway-token-000002",
+    account: "bob",
+};
+const CAROL: Person = Person {
+    token: "carol-gateway-token-0003",
+    account: "carol",
+};
+const DAVE: Person = Person {
+    token: "dave-gateway-token-00004",
+    account: "dave",
+};
+const EVE: Person = Person {
+    token: "eve-gateway-token-000005",
+    account: "eve",
+};
+const RUTH: Person = Person {
+    token: "ruth-gateway-token-00006",
+    account: "refuse",
+};
+const EVERYONE: [&Person; 6] = [&ALICE, &BOB, &CAROL, &DAVE, &EVE, &RUTH];
+
+/// tests/servers/whoami.py on a free port; killed when dropped.
+struct Whoami {
+    child: Child,
+    address: SocketAddr,
+    tokens: PathBuf,
+}
+
+impl Whoami {
+    fn start(dir: &Path, idp: &IdentityProvider) -> Whoami {
+        let address = free_address();
+        let tokens = dir.join("whoami-tokens.txt");
+        let log = std::fs::File::create(dir.join("whoami.log")).unwrap();
+        let child = Command::new(python())
+            .arg(repo().join("tests/servers/whoami.py"))
+            .arg(address.port().to_string())
+            .arg(idp.issuer())
+            .arg(&tokens)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        assert!(
+            eventually(PATIENCE, || std::net::TcpStream::connect(address).is_ok()),
+            "whoami.py did not listen: {}",
+            std::fs::read_to_string(dir.join("whoami.log")).unwrap_or_default()
+        );
+        Whoami {
+            child,
+            address,
+            tokens,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.address)
+    }
+
+    /// Every token the server accepted.
+    fn tokens(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.tokens)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for Whoami {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gateway_workspace(whoami: &Whoami) -> Workspace {
+    let tokens: Vec<String> = EVERYONE.iter().map(|p| toml_str(p.token)).collect();
+    Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        tokens.join(", "),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY)
+}
+
+/// client.py's arguments for `person` over streamable HTTP: `mode` is `legacy`
+/// (2025-11-25) or `auto` (2026-07-28); `elicit` what it does with elicitations.
+fn client(gateway: &Gateway, person: &Person, mode: &str, elicit: &str) -> Vec<String> {
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(
+        [
+            "--header",
+            &format!("Authorization=Bearer {}", person.token),
+            "--mode",
+            mode,
+            "--elicit",
+            elicit,
+            "--browse-as",
+            person.account,
+            "--timeout",
+            "60",
+        ]
+        .map(str::to_owned),
+    );
+    args
+}
+
+fn call(tool: &str) -> Value {
+    json!({"action": "call_tool", "name": tool, "arguments": {}})
+}
+
+fn subject(result: &Value) -> String {
+    result["structuredContent"]["subject"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no subject in {result:#}"))
+        .to_owned()
+}
+
+/// The one elicitation of `run`, which must be a URL one that was browsed to the end.
+fn browsed_sign_in(run: &Value) -> &Value {
+    let elicitations = run["elicitations"].as_array().unwrap();
+    assert_eq!(elicitations.len(), 1, "{run:#}");
+    let asked = &elicitations[0];
+    assert_eq!(asked["params"]["mode"], "url", "{run:#}");
+    assert!(
+        asked["params"]["url"]
+            .as_str()
+            .unwrap()
+            .contains("code_challenge="),
+        "{run:#}"
+    );
+    &asked["browsed"]
+}
+
+fn sealed_files(workspace: &Workspace) -> Vec<PathBuf> {
+    let dir = workspace.data_home().join("mcp-gateway/oauth/users/who");
+    std::fs::read_dir(dir)
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = gateway_workspace(&whoami);
+    let gateway = workspace.serve_http(&[]);
+    let auth = format!("Bearer {}", ALICE.token);
+    let (_, _, healthz) = http_request(
+        gateway.address,
+        "GET",
+        "/healthz",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    let healthz: Value = serde_json::from_str(&healthz).unwrap();
+    assert_eq!(
+        healthz["upstreams"]["who"]["state"], "per_user",
+        "{healthz:#}"
+    );
+
+    // Nobody has signed in: the server offers its sign-in. Alice (2025-11-25) calls it,
+    // is asked to open the URL, signs in, and the call completes; the server's own tools
+    // replace the sign-in tool and reach her as herself.
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([
+            {"action": "list_tools"},
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            call(WHOAMI),
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(tool_names(&run["results"][0]["result"]), [SIGN_IN]);
+    assert!(
+        result_text(&run["results"][1]["result"]).contains("Signed in to `who`"),
+        "{run:#}"
+    );
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["url"]
+            .as_str()
+            .unwrap()
+            .contains("/oauth/callback?"),
+        "{run:#}"
+    );
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("Signed in to `who` as token:"),
+        "{run:#}"
+    );
+    assert_eq!(subject(&run["results"][3]["result"]), "alice");
+
+    // Replayed: the callback Alice's browser reached, once more, stores nothing.
+    let callback = browsed["url"].as_str().unwrap().to_owned();
+    let path = callback.split_once(&gateway.address.to_string()).unwrap().1;
+    let (status, _, body) = http_get(gateway.address, path);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("SIGN_IN_STATE_UNKNOWN"), "{body}");
+    // Wrong: a state nobody was given.
+    let (status, _, body) = http_get(gateway.address, "/oauth/callback?code=c&state=made-up");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("SIGN_IN_STATE_UNKNOWN"), "{body}");
+
+    // At once: Bob (2025-11-25) and Carol (2026-07-28: the question comes inside an
+    // InputRequiredResult) sign in, while Alice calls on both revisions; every call
+    // reaches the server as its own caller.
+    let many = |n: usize| json!([{"action": "parallel", "actions": vec![call(WHOAMI); n]}]);
+    let runs: Vec<(&str, Child)> = vec![
+        (
+            "bob",
+            spawn_python_client(&client(&gateway, &BOB, "legacy", "browse"), &many(4)),
+        ),
+        (
+            "carol",
+            spawn_python_client(&client(&gateway, &CAROL, "auto", "browse"), &many(4)),
+        ),
+        (
+            "alice",
+            spawn_python_client(&client(&gateway, &ALICE, "auto", "browse"), &many(4)),
+        ),
+        (
+            "alice",
+            spawn_python_client(&client(&gateway, &ALICE, "legacy", "browse"), &many(4)),
+        ),
+    ];
+    for (who, child) in runs {
+        let run = python_client_output(child);
+        assert_eq!(run["ok"], true, "{who}: {run:#}\n{}", gateway.log_text());
+        for entry in run["results"][0]["result"].as_array().unwrap() {
+            assert_eq!(subject(&entry["result"]), who, "{run:#}");
+        }
+        if who == "alice" {
+            assert!(
+                run["elicitations"].as_array().unwrap().is_empty(),
+                "{run:#}"
+            );
+        } else {
+            // Four calls at once, one sign-in.
+            assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+        }
+        if who == "carol" {
+            assert_eq!(run["server"]["protocol_version"], "2026-07-28", "{run:#}");
+        }
+    }
+
+    // Dave's client cannot open URLs: a clear error with the URL; once he has opened it
+    // himself, his next call goes through as him.
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    let refused = &run["results"][0]["result"];
+    assert_eq!(error_code(refused), Some("SIGN_IN_REQUIRED"), "{run:#}");
+    let url = refused["_meta"]["mcp-gateway/error"]["detail"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no URL in {refused:#}"))
+        .to_owned();
+    assert!(result_text(refused).contains(&url), "{refused:#}");
+    assert!(open_as(&url, "dave"));
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(subject(&run["results"][0]["result"]), "dave", "{run:#}");
+
+    // Another identity's state: Bob's credentials presented with Eve's sign-in are
+    // refused, and the sign-in is spent: Eve's browser then stores nothing either.
+    let run = python_client(
+        &client(&gateway, &EVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    let url = run["results"][0]["result"]["_meta"]["mcp-gateway/error"]["detail"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let state = url
+        .split(['?', '&'])
+        .find_map(|pair| pair.strip_prefix("state="))
+        .unwrap()
+        .to_owned();
+    let (status, _, body) = http_request(
+        gateway.address,
+        "GET",
+        &format!("/oauth/callback?code=c&state={state}"),
+        &[("Authorization", &format!("Bearer {}", BOB.token))],
+        b"",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("SIGN_IN_STATE_FOREIGN"), "{body}");
+    assert!(!open_as(&url, "eve"), "a spent state signed Eve in");
+    let run = python_client(
+        &client(&gateway, &EVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(
+        error_code(&run["results"][0]["result"]),
+        Some("SIGN_IN_REQUIRED"),
+        "Eve has no token: {run:#}"
+    );
+
+    // The authorization server refuses: the waiting call fails saying so, and nothing
+    // is stored.
+    let run = python_client(
+        &client(&gateway, &RUTH, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    let failed = &run["results"][0]["result"];
+    assert_eq!(error_code(failed), Some("SIGN_IN_FAILED"), "{run:#}");
+    assert!(result_text(failed).contains("access_denied"), "{failed:#}");
+    assert_eq!(browsed_sign_in(&run)["status"], 400, "{run:#}");
+
+    // Four people signed in, each in a sealed file that holds none of the tokens the
+    // server saw; no token in the log or the session log either.
+    let files = sealed_files(&workspace);
+    assert_eq!(files.len(), 4, "{files:?}");
+    let tokens = whoami.tokens();
+    assert!(tokens.len() >= 4, "{tokens:?}");
+    let log = gateway.log_text();
+    let events = serde_json::to_string(&workspace.session_events()).unwrap();
+    for token in &tokens {
+        for file in &files {
+            let bytes = std::fs::read(file).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(token.as_str()),
+                "{} holds a token in clear",
+                file.display()
+            );
+        }
+        assert!(!log.contains(token.as_str()), "a token is in the log");
+        assert!(
+            !events.contains(token.as_str()),
+            "a token is in the session log"
+        );
+    }
+}
+
+/// Opens `url` as `account`'s browser would (tests/python/follow_redirects.py): whether
+/// the page it ended at (the gateway's callback) said it worked.
+fn open_as(url: &str, account: &str) -> bool {
+    Command::new(python())
+        .arg(repo().join("tests/python/follow_redirects.py"))
+        .arg(format!("{url}&login_hint={account}"))
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
