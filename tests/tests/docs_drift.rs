@@ -588,6 +588,12 @@ const REFUSED: &[(&str, &str, usize, &str)] = &[
         "OAUTH_SECRET_WITHOUT_ID",
     ),
     (
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\ngrant = \"client_credentials\"\nclient_id = \"gw\"\nclient_secret = \"s\"\nper_user = true\n",
+        "servers.r.oauth",
+        3,
+        "OAUTH_MACHINE_PER_USER",
+    ),
+    (
         "[listen.oauth]\naudience = \"https://gw.example/mcp\"\n",
         "listen.oauth",
         1,

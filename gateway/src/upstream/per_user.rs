@@ -97,7 +97,10 @@ impl PerUser {
 
     /// The key and the token folder, or why per-user sign-ins cannot be kept.
     pub fn storage(&self) -> Result<(Arc<Sealer>, PathBuf), String> {
-        let sealer = self.sealer.clone().map_err(|e| e.to_string())?;
+        let sealer = self
+            .sealer
+            .clone()
+            .map_err(|e| format!("{}: {e}", e.code()))?;
         let dir = self.dir.clone().map_err(|e| e.to_string())?;
         Ok((sealer, dir))
     }
