@@ -20,7 +20,7 @@
 //! the callback must reach that replica (HAProxy `balance source`, or sticky routing).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::transport::auth::AuthorizationSession;
@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::store::TokenStore;
 use super::upstream::{OAuthUpstream, SignInError, query_value};
+use crate::state::SharedState;
 
 /// The path of the gateway's listener that authorization servers redirect back to.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
@@ -140,6 +141,8 @@ pub struct SignIns {
     /// Where the authorization server sends the browser back: `[listen] public_url` and
     /// [`CALLBACK_PATH`]; `None` without an HTTP listener.
     redirect_uri: RwLock<Option<String>>,
+    /// The state replicas share, where sign-ins are kept when there are replicas.
+    shared: std::sync::OnceLock<Arc<dyn SharedState>>,
 }
 
 impl Default for SignIns {
@@ -148,11 +151,22 @@ impl Default for SignIns {
             pending: Mutex::default(),
             ended: broadcast::channel(64).0,
             redirect_uri: RwLock::default(),
+            shared: std::sync::OnceLock::new(),
         }
     }
 }
 
 impl SignIns {
+    /// Keeps sign-ins in `state`, which every replica shares.
+    pub fn share(&self, state: Arc<dyn SharedState>) {
+        let _ = self.shared.set(state);
+    }
+
+    /// The shared state sign-ins are kept in, when there are replicas.
+    pub fn shared(&self) -> Option<&Arc<dyn SharedState>> {
+        self.shared.get()
+    }
+
     /// Sets the listener's public base URL (`http://127.0.0.1:8765`, no trailing slash).
     pub fn set_public_url(&self, base: Option<&str>) {
         let uri = base.map(|base| format!("{}{CALLBACK_PATH}", base.trim_end_matches('/')));
@@ -326,7 +340,7 @@ impl SignIns {
     ) -> Result<(), PerUserError> {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
-            if holds_token(store) {
+            if holds_token(store).await {
                 return Ok(());
             }
             let next = tokio::select! {
@@ -353,9 +367,10 @@ impl SignIns {
 pub struct Watch(broadcast::Receiver<Ended>);
 
 /// Whether `store` holds an access token (usable or refreshable: the connection decides).
-pub fn holds_token(store: &TokenStore) -> bool {
+pub async fn holds_token(store: &TokenStore) -> bool {
     store
         .credentials()
+        .await
         .ok()
         .flatten()
         .is_some_and(|credentials| credentials.token_response.is_some())

@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 use super::sealed::Sealer;
 use super::settings::{GrantKind, UpstreamOAuth};
 use super::store::TokenStore;
+use crate::state::SharedState;
 
 /// How long `auth login` waits for the browser to come back.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -98,6 +99,7 @@ impl OAuthUpstream {
         url: &str,
         settings: &UpstreamOAuth,
         dir: &Path,
+        shared: Option<&Arc<dyn SharedState>>,
         identity: &str,
         sealer: Arc<Sealer>,
     ) -> Self {
@@ -105,7 +107,7 @@ impl OAuthUpstream {
             name: name.to_owned(),
             url: url.to_owned(),
             settings: settings.clone(),
-            store: TokenStore::for_identity(dir, name, url, identity, sealer),
+            store: TokenStore::for_identity(dir, shared, name, url, identity, sealer),
         }
     }
 
@@ -158,7 +160,7 @@ impl OAuthUpstream {
             .resolve_metadata_from_challenge(challenge.as_deref())
             .await?;
         manager.set_metadata(resolution.metadata);
-        let mut scopes = self.requested_scopes();
+        let mut scopes = self.requested_scopes().await;
         if scopes.is_empty() {
             scopes = manager.select_scopes(None, &[]);
         }
@@ -177,12 +179,12 @@ impl OAuthUpstream {
     /// already granted plus those the server asked for: re-authorization asks for the union
     /// (SEP-2350), so the larger token still does what the smaller one did. Empty leaves
     /// the choice to discovery.
-    fn requested_scopes(&self) -> Vec<String> {
-        let wanted = self.store.wanted_scopes();
+    async fn requested_scopes(&self) -> Vec<String> {
+        let wanted = self.store.wanted_scopes().await;
         let granted = if wanted.is_empty() {
             Vec::new()
         } else {
-            let credentials = self.store.credentials().ok().flatten();
+            let credentials = self.store.credentials().await.ok().flatten();
             credentials.map_or_else(Vec::new, |credentials| credentials.granted_scopes)
         };
         let mut scopes = self.settings.scopes.clone();
@@ -211,7 +213,7 @@ impl OAuthUpstream {
         let mut request = AuthorizationRequest::new(redirect_uri)
             .with_client_name(CLIENT_NAME)
             .with_initial_scope_selection();
-        let scopes = self.requested_scopes();
+        let scopes = self.requested_scopes().await;
         if !scopes.is_empty() {
             request = request.with_scopes(scopes);
         }
@@ -270,7 +272,7 @@ impl OAuthUpstream {
     /// Revokes the stored tokens where the authorization server supports it, then forgets
     /// them. Whether the server revoked them is returned; forgetting happens regardless.
     pub async fn sign_out(&self) -> Result<bool, SignInError> {
-        let revoked = match self.store.credentials() {
+        let revoked = match self.store.credentials().await {
             Ok(Some(credentials)) => self.revoke(&credentials).await.unwrap_or_else(|error| {
                 tracing::warn!(server = %self.name, %error, "revocation failed");
                 false
@@ -517,13 +519,17 @@ mod tests {
         let credentials = StoredCredentials::new("c1".into(), None, granted, Some(1));
         upstream.store.save(credentials).await.unwrap();
         assert_eq!(
-            upstream.requested_scopes(),
+            upstream.requested_scopes().await,
             ["configured"],
             "no step-up: as configured"
         );
-        upstream.store.want_scopes(vec!["write".into()]).unwrap();
+        upstream
+            .store
+            .want_scopes(vec!["write".into()])
+            .await
+            .unwrap();
         assert_eq!(
-            upstream.requested_scopes(),
+            upstream.requested_scopes().await,
             ["configured", "basic", "write"]
         );
     }

@@ -33,7 +33,7 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
                     continue;
                 };
                 let upstream = OAuthUpstream::new(name, url, settings, &dir);
-                let status = SignInStatus::read(name, settings.grant, &upstream.store);
+                let status = SignInStatus::read(name, settings.grant, &upstream.store).await;
                 println!("{name}\t{}", status.line());
             }
             Ok(ExitCode::SUCCESS)

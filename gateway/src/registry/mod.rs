@@ -164,10 +164,16 @@ impl Registry {
     /// logged, shown in `/healthz` and retried. [`Registry::first_attempts`] waits for
     /// them, for one-shot commands; [`Registry::first_attempts_of`] lets a call that
     /// arrives meanwhile wait for the ones it needs.
+    /// `state` is what replicas share, where per-user sign-ins are kept when it is.
     pub async fn start(
         config: &Config,
         shutdown: CancellationToken,
+        state: Option<Arc<dyn crate::state::SharedState>>,
     ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
+        let downstream = Downstream::new(config.gate.clone());
+        if let Some(state) = state.filter(|state| state.is_shared()) {
+            downstream.sign_ins.share(state);
+        }
         let (changed, mut changes) = mpsc::unbounded_channel();
         let (resource_updates, updates) = mpsc::unbounded_channel();
         let registry = Arc::new(Registry {
@@ -178,7 +184,7 @@ impl Registry {
             catalog: watch::Sender::new(Arc::default()),
             changed,
             resource_updates,
-            downstream: Arc::new(Downstream::new(config.gate.clone())),
+            downstream: Arc::new(downstream),
             shutdown,
         });
         for (name, server) in config.enabled_servers() {

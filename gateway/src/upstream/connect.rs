@@ -202,6 +202,7 @@ async fn connect_inner(
                             url,
                             settings,
                             &dir,
+                            user.shared.as_ref(),
                             &user.identity,
                             user.sealer.clone(),
                         ),

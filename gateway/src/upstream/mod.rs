@@ -245,22 +245,15 @@ impl Upstream {
         upstream
     }
 
-    /// The connection of this per-user server as `identity`, started in the background.
-    fn start_user(
-        &self,
-        identity: &str,
-        sealer: Arc<crate::auth::sealed::Sealer>,
-    ) -> Arc<Upstream> {
+    /// The connection of this per-user server as `who`, started in the background.
+    fn start_user(&self, who: per_user::SignsInAs) -> Arc<Upstream> {
         let upstream = Arc::new(Upstream {
             name: self.name.clone(),
             config: self.config.clone(),
             live: RwLock::new(None),
             last_offer: self.last_offer.clone(),
             per_user: None,
-            signs_in_as: Some(per_user::SignsInAs {
-                identity: identity.into(),
-                sealer,
-            }),
+            signs_in_as: Some(who),
             health: Mutex::new(Health {
                 state: UpstreamState::Starting,
                 restarts: 0,
@@ -313,6 +306,7 @@ impl Upstream {
             let store = match &self.signs_in_as {
                 Some(user) => TokenStore::for_identity(
                     &dir,
+                    user.shared.as_ref(),
                     &self.name,
                     url,
                     &user.identity,
@@ -320,7 +314,13 @@ impl Upstream {
                 ),
                 None => TokenStore::new(&dir, &self.name, url),
             };
-            health.oauth = Some(SignInStatus::read(&self.name, settings.grant, &store));
+            // A file is read at once; a record in the shared state would have to be
+            // awaited, and is left out.
+            health.oauth = futures::FutureExt::now_or_never(SignInStatus::read(
+                &self.name,
+                settings.grant,
+                &store,
+            ));
         }
         health
     }

@@ -33,6 +33,7 @@ use crate::auth::sealed::{SealError, Sealer};
 use crate::auth::store::{self, NoDataDir};
 use crate::auth::upstream::OAuthUpstream;
 use crate::relay::{self, Caller};
+use crate::state::SharedState;
 
 /// The tool a per-user server offers until someone has signed in to it.
 pub const SIGN_IN_TOOL: &str = "sign_in";
@@ -77,6 +78,8 @@ const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
 pub struct SignsInAs {
     pub identity: Arc<str>,
     pub sealer: Arc<Sealer>,
+    /// The state replicas share, where the sign-in is kept when there are replicas.
+    pub shared: Option<Arc<dyn SharedState>>,
 }
 
 /// The identity connections of one per-user server.
@@ -105,6 +108,19 @@ impl PerUser {
         Ok((sealer, dir))
     }
 
+    /// Whose sign-in a connection of `identity` uses, kept where `shared` says.
+    fn signs_in_as(
+        sealer: &Arc<Sealer>,
+        shared: Option<&Arc<dyn SharedState>>,
+        identity: &str,
+    ) -> SignsInAs {
+        SignsInAs {
+            identity: identity.into(),
+            sealer: sealer.clone(),
+            shared: shared.cloned(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Upstream>>> {
         self.users.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -126,9 +142,10 @@ impl Upstream {
         match users.storage() {
             Ok((sealer, dir)) => {
                 self.set_health(|h| h.state = UpstreamState::PerUser);
-                let known = store::identities(&dir, &self.name);
+                let shared = self.downstream.sign_ins.shared();
+                let known = store::identities(&dir, shared, &self.name).await;
                 if let Some(first) = known.first() {
-                    let user = self.user(users, &sealer, first);
+                    let user = self.user(users, PerUser::signs_in_as(&sealer, shared, first));
                     user.first_attempt().await;
                 }
             }
@@ -147,22 +164,23 @@ impl Upstream {
     }
 
     /// The connection of `identity`, started if it has none.
-    fn user(&self, users: &PerUser, sealer: &Arc<Sealer>, identity: &str) -> Arc<Upstream> {
+    fn user(&self, users: &PerUser, who: SignsInAs) -> Arc<Upstream> {
         let mut map = users.lock();
-        if let Some(user) = map.get(identity) {
+        if let Some(user) = map.get(&who.identity) {
             return user.clone();
         }
-        let user = self.start_user(identity, sealer.clone());
-        map.insert(identity.into(), user.clone());
+        let identity = who.identity.clone();
+        let user = self.start_user(who);
+        map.insert(identity, user.clone());
         user
     }
 
     /// The connection of `identity` after a sign-in: the one that is connecting or
     /// connected already (several calls of one identity wait for one sign-in), else a new
     /// one in place of one that failed.
-    fn restart_user(&self, users: &PerUser, sealer: &Arc<Sealer>, identity: &str) -> Arc<Upstream> {
+    fn restart_user(&self, users: &PerUser, who: SignsInAs) -> Arc<Upstream> {
         let mut map = users.lock();
-        if let Some(user) = map.get(identity)
+        if let Some(user) = map.get(&who.identity)
             && matches!(
                 user.health().state,
                 UpstreamState::Starting | UpstreamState::Ready
@@ -170,8 +188,9 @@ impl Upstream {
         {
             return user.clone();
         }
-        let user = self.start_user(identity, sealer.clone());
-        if let Some(old) = map.insert(identity.into(), user.clone()) {
+        let identity = who.identity.clone();
+        let user = self.start_user(who);
+        if let Some(old) = map.insert(identity, user.clone()) {
             old.stop();
         }
         user
@@ -196,13 +215,22 @@ impl Upstream {
             return Err(self.unavailable("not a per-user server"));
         };
         let (sealer, dir) = users.storage().map_err(|why| self.unavailable(why))?;
-        let oauth =
-            OAuthUpstream::for_identity(&self.name, url, settings, &dir, &identity, sealer.clone());
-        let mut user = if holds_token(&oauth.store) {
-            self.user(users, &sealer, &identity)
+        let shared = self.downstream.sign_ins.shared();
+        let who = || PerUser::signs_in_as(&sealer, shared, &identity);
+        let oauth = OAuthUpstream::for_identity(
+            &self.name,
+            url,
+            settings,
+            &dir,
+            shared,
+            &identity,
+            sealer.clone(),
+        );
+        let mut user = if holds_token(&oauth.store).await {
+            self.user(users, who())
         } else {
             self.sign_in(&identity, &oauth, caller, cancel).await?;
-            self.restart_user(users, &sealer, &identity)
+            self.restart_user(users, who())
         };
         for _ in 0..2 {
             tokio::select! {
@@ -218,11 +246,11 @@ impl Upstream {
             // The server no longer takes this identity's sign-in (its refresh was
             // refused): the person signs in again.
             tracing::info!(server = %self.name, %identity, "per-user sign-in no longer valid; asking again");
-            if let Err(error) = oauth.store.forget_tokens() {
+            if let Err(error) = oauth.store.forget_tokens().await {
                 tracing::warn!(server = %self.name, %identity, %error, "cannot update the token file");
             }
             self.sign_in(&identity, &oauth, caller, cancel).await?;
-            user = self.restart_user(users, &sealer, &identity);
+            user = self.restart_user(users, who());
         }
         Err(self.unavailable(user.down_reason()))
     }
