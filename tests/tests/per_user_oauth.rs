@@ -15,12 +15,18 @@
 //! - every call reaches the server as its own caller, concurrently;
 //! - a wrong, replayed or another identity's `state`, and an authorization server's
 //!   refusal, store nothing and complete no call with anyone's token;
-//! - the token files hold no token in clear text.
+//! - the token files hold no token in clear text;
+//! - with replicas sharing Redis behind HAProxy, a person signed in through one replica
+//!   calls through the others as themselves, Redis holds no token in clear text, and an
+//!   expired token is refreshed exactly once while 32 calls are in flight on three
+//!   replicas.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
+use mcp_gateway_tests::cluster::{Haproxy, Redis, ready};
 use mcp_gateway_tests::idp::IdentityProvider;
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
@@ -393,4 +399,189 @@ fn open_as(url: &str, account: &str) -> bool {
         .unwrap()
         .status
         .success()
+}
+
+/// Every string value in `redis` (the records among them), as text.
+fn redis_values(redis: &Redis) -> Vec<(String, String)> {
+    let port = redis.address.port().to_string();
+    let cli = |args: &[&str]| {
+        let output = Command::new("redis-cli")
+            .args(["-p", &port, "--raw"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    cli(&["--scan"])
+        .lines()
+        .filter(|key| cli(&["TYPE", key]).trim() == "string")
+        .map(|key| (key.to_owned(), cli(&["GET", key])))
+        .collect()
+}
+
+/// The `exp` claim of a JWT (not verified: the test only reads when it ends).
+fn expiry(token: &str) -> u64 {
+    let payload = token.split('.').nth(1).unwrap();
+    let bytes = base64_url(payload);
+    let claims: Value = serde_json::from_slice(&bytes).unwrap();
+    claims["exp"].as_u64().unwrap()
+}
+
+fn base64_url(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let value = ALPHABET.iter().position(|a| *a == c).unwrap() as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    out
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[test]
+fn replicas_share_each_persons_sign_in_through_redis_and_refresh_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Access tokens live 12 s: long enough to sign in and call, short enough to expire.
+    let idp = IdentityProvider::start(dir.path(), "k1", 12);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let redis = Redis::start();
+    let config = format!(
+        "[listen]\ntokens = [{}]\n[cluster]\nredis_url = {}\n[servers.who]\nurl = {}\n\
+         [servers.who.oauth]\nper_user = true\n",
+        toml_str(ALICE.token),
+        toml_str(redis.url()),
+        toml_str(whoami.url()),
+    );
+    let replicas: Vec<(Workspace, Gateway)> = (0..3)
+        .map(|_| {
+            let workspace = Workspace::new(&config).with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+            let gateway = workspace.serve_http(&[]);
+            (workspace, gateway)
+        })
+        .collect();
+    for (_, gateway) in &replicas {
+        assert!(
+            eventually(PATIENCE, || ready(gateway)),
+            "{}",
+            gateway.log_text()
+        );
+    }
+    let backends: Vec<SocketAddr> = replicas.iter().map(|(_, g)| g.address).collect();
+    let haproxy = Haproxy::start(dir.path(), &backends);
+    let logs = || {
+        replicas
+            .iter()
+            .map(|(_, g)| g.log_text())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+
+    // Alice signs in through the first replica.
+    let first = &replicas[0].1;
+    let run = python_client(
+        &client(first, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", logs());
+    assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+
+    // She calls through the others, directly and through HAProxy: as herself, never asked.
+    let mut through = vec![];
+    for (_, gateway) in &replicas[1..] {
+        through.push(client(gateway, &ALICE, "legacy", "none"));
+    }
+    let mut balanced = haproxy.client_args("/mcp");
+    balanced.extend(client(first, &ALICE, "legacy", "none").into_iter().skip(4));
+    through.push(balanced);
+    for args in &through {
+        let run = python_client(
+            args,
+            &json!([{"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI), call(WHOAMI), call(WHOAMI)]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}\n{}", logs());
+        for index in 1..4 {
+            assert_eq!(
+                subject(&run["results"][index]["result"]),
+                "alice",
+                "{run:#}"
+            );
+        }
+    }
+
+    // Redis holds her sign-in, sealed: no token the server saw is in any value, and no
+    // replica wrote a token file.
+    let values = redis_values(&redis);
+    assert!(
+        values
+            .iter()
+            .any(|(key, _)| key.contains(":record:oauth/who/")),
+        "{:?}",
+        values.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    let seen = whoami.tokens();
+    for token in &seen {
+        for (key, value) in &values {
+            assert!(
+                !value.contains(token.as_str()),
+                "{key} holds a token in clear"
+            );
+        }
+    }
+    for (workspace, _) in &replicas {
+        assert!(
+            !workspace
+                .data_home()
+                .join("mcp-gateway/oauth/users")
+                .exists()
+        );
+    }
+
+    // Once the token has expired, 32 calls at once on three replicas: one refresh.
+    let last = seen.last().unwrap().clone();
+    let ends = expiry(&last);
+    assert!(
+        eventually(Duration::from_secs(30), || now_secs() > ends),
+        "the access token never expired"
+    );
+    let before = whoami.tokens().len();
+    let runs: Vec<Child> = replicas
+        .iter()
+        .zip([11, 11, 10])
+        .map(|((_, gateway), n)| {
+            spawn_python_client(
+                &client(gateway, &ALICE, "legacy", "none"),
+                &json!([{"action": "parallel", "actions": vec![call(WHOAMI); n]}]),
+            )
+        })
+        .collect();
+    for child in runs {
+        let run = python_client_output(child);
+        assert_eq!(run["ok"], true, "{run:#}\n{}", logs());
+        for entry in run["results"][0]["result"].as_array().unwrap() {
+            assert_eq!(subject(&entry["result"]), "alice", "{run:#}");
+        }
+    }
+    let fresh = &whoami.tokens()[before..];
+    assert_eq!(
+        fresh.len(),
+        1,
+        "refreshed {} times: {}",
+        fresh.len(),
+        logs()
+    );
+    assert!(expiry(&fresh[0]) > ends);
 }

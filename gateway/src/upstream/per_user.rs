@@ -71,6 +71,10 @@ pub fn signed_in(server: &str) -> CallToolResult {
     ))])
 }
 
+/// How often a replica that knows no tools of a per-user server looks whether someone
+/// signed in elsewhere.
+const OFFER_POLL: Duration = Duration::from_secs(2);
+
 /// How long a call waits for its caller to sign in.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
 
@@ -142,11 +146,18 @@ impl Upstream {
         match users.storage() {
             Ok((sealer, dir)) => {
                 self.set_health(|h| h.state = UpstreamState::PerUser);
-                let shared = self.downstream.sign_ins.shared();
-                let known = store::identities(&dir, shared, &self.name).await;
-                if let Some(first) = known.first() {
-                    let user = self.user(users, PerUser::signs_in_as(&sealer, shared, first));
-                    user.first_attempt().await;
+                let shared = self.downstream.sign_ins.shared().cloned();
+                self.connect_someone(users, &sealer, &dir, shared.as_ref())
+                    .await;
+                self.attempted.send_replace(true);
+                // With replicas, a sign-in on another replica makes the tools known here.
+                while shared.is_some() && !self.has_own_offer() {
+                    tokio::select! {
+                        () = tokio::time::sleep(OFFER_POLL) => {}
+                        () = self.shutdown.cancelled() => break,
+                    }
+                    self.connect_someone(users, &sealer, &dir, shared.as_ref())
+                        .await;
                 }
             }
             Err(why) => {
@@ -155,12 +166,35 @@ impl Upstream {
                     h.state = UpstreamState::Failed;
                     h.last_error = Some(why);
                 });
+                self.attempted.send_replace(true);
             }
         }
-        self.attempted.send_replace(true);
         self.shutdown.cancelled().await;
         users.stop_all();
         self.set_health(|h| h.state = UpstreamState::Stopped);
+    }
+
+    /// Connects one identity already signed in, if there is one, to learn the tools.
+    async fn connect_someone(
+        &self,
+        users: &PerUser,
+        sealer: &Arc<Sealer>,
+        dir: &std::path::Path,
+        shared: Option<&Arc<dyn SharedState>>,
+    ) {
+        let known = store::identities(dir, shared, &self.name).await;
+        if let Some(first) = known.first() {
+            let user = self.user(users, PerUser::signs_in_as(sealer, shared, first));
+            user.first_attempt().await;
+        }
+    }
+
+    /// Whether a connection has brought the server's own offer (not the sign-in tool).
+    fn has_own_offer(&self) -> bool {
+        self.last_offer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// The connection of `identity`, started if it has none.
