@@ -371,6 +371,20 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
     let tokens = whoami.tokens();
     assert!(tokens.len() >= 4, "{tokens:?}");
     let log = gateway.log_text();
+    // The session log names whose sign-in each call used, and the server.
+    let calls: Vec<Value> = workspace
+        .session_events()
+        .into_iter()
+        .filter(|e| e["type"] == "tool/call" && e["tool"] == WHOAMI)
+        .collect();
+    assert!(!calls.is_empty());
+    for call in &calls {
+        assert_eq!(call["server"], "who", "{call}");
+        assert!(
+            call["identity"].as_str().unwrap().starts_with("token:"),
+            "{call}"
+        );
+    }
     let events = serde_json::to_string(&workspace.session_events()).unwrap();
     for token in &tokens {
         for file in &files {

@@ -271,6 +271,9 @@ impl Pipeline {
                 if let Origin::Code { run } = &invocation.origin {
                     attributes.push(KeyValue::new(attribute::RUN, run.clone()));
                 }
+                if let Some(identity) = invocation.identity() {
+                    attributes.push(KeyValue::new(attribute::IDENTITY, identity.to_owned()));
+                }
                 (format!("tools/call {}", invocation.tool), attributes)
             })
     }
