@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::offer::Offer;
 use super::{Upstream, UpstreamError, UpstreamState};
+use crate::auth::people::People;
 use crate::auth::per_user::{PerUserError, SignIns, holds_token};
 use crate::auth::sealed::{SealError, Sealer};
 use crate::auth::store::{self, NoDataDir};
@@ -174,6 +175,42 @@ impl Upstream {
         self.set_health(|h| h.state = UpstreamState::Stopped);
     }
 
+    /// The sign-ins of this server, for operators; `None` when it is not per-user, `Err`
+    /// when they cannot be read (no token key).
+    pub fn people(&self) -> Option<Result<People<'_>, String>> {
+        let (Some(users), Some(settings), Some(url)) =
+            (&self.per_user, &self.config.oauth, &self.config.url)
+        else {
+            return None;
+        };
+        Some(users.storage().map(|(sealer, dir)| People {
+            name: &self.name,
+            url,
+            settings,
+            dir,
+            shared: self.downstream.sign_ins.shared(),
+            sealer,
+        }))
+    }
+
+    /// Revokes `identity`'s sign-in (see [`People::sign_out`]) and closes its connection:
+    /// its next call asks it to sign in again. `Ok(None)`: it had none.
+    pub async fn revoke(&self, identity: &str) -> Result<Option<bool>, String> {
+        let people = self
+            .people()
+            .ok_or_else(|| format!("`{}` is not a per-user server", self.name))??;
+        let revoked = people
+            .sign_out(identity)
+            .await
+            .map_err(|error| error.to_string())?;
+        if let Some(users) = &self.per_user
+            && let Some(user) = users.lock().remove(identity)
+        {
+            user.stop();
+        }
+        Ok(revoked)
+    }
+
     /// Connects one identity already signed in, if there is one, to learn the tools.
     async fn connect_someone(
         &self,
@@ -209,16 +246,18 @@ impl Upstream {
         user
     }
 
-    /// The connection of `identity` after a sign-in: the one that is connecting or
-    /// connected already (several calls of one identity wait for one sign-in), else a new
-    /// one in place of one that failed.
-    fn restart_user(&self, users: &PerUser, who: SignsInAs) -> Arc<Upstream> {
+    /// The connection of `who` after a sign-in: a new one in place of `stale` (the one
+    /// from before the sign-in began, made with what is no longer there), or the one
+    /// another call of the same identity started since (several wait for one sign-in).
+    fn restart_user(
+        &self,
+        users: &PerUser,
+        who: SignsInAs,
+        stale: Option<&Arc<Upstream>>,
+    ) -> Arc<Upstream> {
         let mut map = users.lock();
         if let Some(user) = map.get(&who.identity)
-            && matches!(
-                user.health().state,
-                UpstreamState::Starting | UpstreamState::Ready
-            )
+            && !stale.is_some_and(|stale| Arc::ptr_eq(stale, user))
         {
             return user.clone();
         }
@@ -263,8 +302,9 @@ impl Upstream {
         let mut user = if holds_token(&oauth.store).await {
             self.user(users, who())
         } else {
+            let stale = users.lock().get(&identity).cloned();
             self.sign_in(&identity, &oauth, caller, cancel).await?;
-            self.restart_user(users, who())
+            self.restart_user(users, who(), stale.as_ref())
         };
         for _ in 0..2 {
             tokio::select! {
@@ -284,7 +324,7 @@ impl Upstream {
                 tracing::warn!(server = %self.name, %identity, %error, "cannot update the token file");
             }
             self.sign_in(&identity, &oauth, caller, cancel).await?;
-            user = self.restart_user(users, who());
+            user = self.restart_user(users, who(), Some(&user));
         }
         Err(self.unavailable(user.down_reason()))
     }
