@@ -212,6 +212,19 @@ impl Credentials {
     }
 }
 
+/// The identity provider's access token a request presented (`[listen.oauth]`), beside
+/// its [`Credentials`]: what a token-exchange server trades for a token of its own
+/// (`auth::exchange`). Kept out of `Credentials`, which compare equal across a client's
+/// refreshed tokens; never shown.
+#[derive(Clone)]
+pub struct SubjectToken(pub std::sync::Arc<str>);
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(***)")
+    }
+}
+
 /// One of the configured tokens, named by the first 32 bits of its SHA-256 (as 8 hex
 /// digits, `token:1a2b3c4d` in logs and session records): the same whatever the token's
 /// place in `[listen] tokens` and on every replica, and an operator can tell which token
@@ -354,6 +367,15 @@ impl SecurityGuard {
             self.authenticate(&parts.headers).await?
         };
         let body = self.bounded_body(&parts.headers, body).await?;
+        if credentials.subject.is_some()
+            && let Some(token) = parts
+                .headers
+                .get(header::AUTHORIZATION)
+                .and_then(bearer_token)
+                .and_then(|token| std::str::from_utf8(token).ok())
+        {
+            parts.extensions.insert(SubjectToken(token.into()));
+        }
         parts.extensions.insert(credentials);
         Ok(Request::from_parts(parts, body))
     }

@@ -594,6 +594,12 @@ const REFUSED: &[(&str, &str, usize, &str)] = &[
         "OAUTH_MACHINE_PER_USER",
     ),
     (
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\ngrant = \"token_exchange\"\n",
+        "servers.r.oauth",
+        3,
+        "OAUTH_EXCHANGE_WITHOUT_CLIENT",
+    ),
+    (
         "[listen.oauth]\naudience = \"https://gw.example/mcp\"\n",
         "listen.oauth",
         1,

@@ -722,3 +722,102 @@ fn replicas_share_each_persons_sign_in_through_redis_and_refresh_it_once() {
     );
     assert!(expiry(&fresh[0]) > ends);
 }
+
+/// The number of token exchanges the provider has done.
+fn exchanges(idp: &IdentityProvider) -> u64 {
+    let (status, _, body) = http_get(idp.address, "/test/exchanges");
+    assert_eq!(status, 200, "{body}");
+    body.trim().parse().unwrap()
+}
+
+#[test]
+fn token_exchange_reaches_the_server_as_each_caller_with_no_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let address = free_address();
+    let resource = format!("http://{address}/mcp");
+    let workspace = Workspace::new(&format!(
+        "[listen.oauth]\nissuer = {}\naudience = {}\n[servers.who]\nurl = {}\n\
+         [servers.who.oauth]\ngrant = \"token_exchange\"\nclient_id = \"exchanger\"\n\
+         client_secret = \"exchanger-secret\"\nscopes = [\"mcp:read\"]\n",
+        toml_str(idp.issuer()),
+        toml_str(&resource),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http_at(address, &[]);
+    // The callers' own tokens for the gateway, from the provider.
+    let token_of = |subject: &str| {
+        idp.forge(
+            &json!({"sub": subject, "aud": resource, "scope": "mcp:read"}),
+            "k1",
+            None,
+        )
+    };
+    let args = |subject: &str, mode: &str| {
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(
+            [
+                "--header",
+                &format!("Authorization=Bearer {}", token_of(subject)),
+                "--mode",
+                mode,
+                "--elicit",
+                "accept",
+            ]
+            .map(str::to_owned),
+        );
+        args
+    };
+
+    // Nobody has called yet: the first call (the sign-in tool) exchanges Alice's token and
+    // connects; the server's tools are then listed.
+    let run = python_client(
+        &args("alice", "legacy"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+
+    // Alice (2025-11-25) and Bob (2026-07-28) at once: each reaches the server as
+    // themselves, nobody is asked anything, and each identity's token is exchanged once.
+    let many = json!([{"action": "parallel", "actions": vec![call(WHOAMI); 4]}, call(WHOAMI)]);
+    let runs = [
+        (
+            "alice",
+            spawn_python_client(&args("alice", "legacy"), &many),
+        ),
+        ("bob", spawn_python_client(&args("bob", "auto"), &many)),
+    ];
+    for (who, child) in runs {
+        let run = python_client_output(child);
+        assert_eq!(run["ok"], true, "{who}: {run:#}\n{}", gateway.log_text());
+        for entry in run["results"][0]["result"].as_array().unwrap() {
+            assert_eq!(subject(&entry["result"]), who, "{run:#}");
+        }
+        assert_eq!(subject(&run["results"][1]["result"]), who, "{run:#}");
+        assert!(
+            run["elicitations"].as_array().unwrap().is_empty(),
+            "{run:#}"
+        );
+    }
+    assert_eq!(
+        exchanges(&idp),
+        2,
+        "one exchange per identity, then the cached token"
+    );
+
+    // The tokens the server saw are not the callers' own, and none is kept in clear.
+    let seen = whoami.tokens();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for file in sealed_files(&workspace) {
+        let bytes = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+        for token in &seen {
+            assert!(
+                !bytes.contains(token.as_str()),
+                "{} holds a token",
+                file.display()
+            );
+        }
+    }
+}

@@ -51,6 +51,8 @@ pub enum PerUserError {
     TimedOut(Duration),
     #[error("the call was cancelled while it waited for the sign-in")]
     Cancelled,
+    #[error(transparent)]
+    Exchange(#[from] super::exchange::ExchangeError),
 }
 
 impl PerUserError {
@@ -62,6 +64,7 @@ impl PerUserError {
             Self::Failed(_) => "SIGN_IN_FAILED",
             Self::TimedOut(_) => "SIGN_IN_TIMEOUT",
             Self::Cancelled => "ABORTED",
+            Self::Exchange(error) => error.code(),
         }
     }
 }

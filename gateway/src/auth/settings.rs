@@ -6,12 +6,14 @@
 //! url = "https://tracker.example/mcp"
 //! [servers.tracker.oauth]                   # an empty table is enough: discover, register
 //! # grant = "client_credentials"            # machine-to-machine; default authorization_code
+//! # grant = "token_exchange"                # each caller's own token traded (auth::exchange)
 //! # client_id = "gateway"                   # pre-registered client, else…
 //! # client_secret = "${TRACKER_SECRET}"     # …its secret (confidential client)
 //! # client_metadata_url = "https://gw.example/client.json"  # …a client ID metadata document
 //! # scopes = ["issues:read"]                # default: the server's challenge, else scopes_supported
 //! # redirect_port = 8976                    # loopback port of `auth login`, default any free one
 //! # per_user = true                         # each caller signs in as themselves (auth::per_user)
+//! # token_endpoint = "https://login.example.com/token"  # token_exchange: default discovered
 //! ```
 //!
 //! Client identity follows the spec's order: the configured `client_id`, else the client
@@ -56,6 +58,10 @@ pub struct UpstreamOAuth {
     /// `auth::per_user`). Default false: one sign-in (`auth login`) for everyone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub per_user: bool,
+    /// `grant = "token_exchange"`: the identity provider's token endpoint. Default: the
+    /// token endpoint of the server's authorization server (its metadata, discovered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint: Option<String>,
 }
 
 /// How tokens are obtained.
@@ -67,6 +73,10 @@ pub enum GrantKind {
     AuthorizationCode,
     /// The gateway signs in as itself with `client_id` and `client_secret`.
     ClientCredentials,
+    /// Each caller's own access token (from `[listen.oauth]`) is exchanged at the identity
+    /// provider for one whose audience is the server (RFC 8693), with no person in the
+    /// loop; per caller identity, like `per_user`.
+    TokenExchange,
 }
 
 fn masked<S: Serializer>(secret: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -86,6 +96,7 @@ impl fmt::Debug for UpstreamOAuth {
             .field("scopes", &self.scopes)
             .field("redirect_port", &self.redirect_port)
             .field("per_user", &self.per_user)
+            .field("token_endpoint", &self.token_endpoint)
             .finish()
     }
 }
@@ -101,6 +112,8 @@ pub enum OAuthSettingsError {
     SecretWithoutId,
     #[error("per_user = true signs people in: it cannot go with grant = \"client_credentials\"")]
     MachinePerUser,
+    #[error("grant = \"token_exchange\" needs the gateway's client_id at the identity provider")]
+    ExchangeWithoutClient,
 }
 
 impl OAuthSettingsError {
@@ -111,6 +124,7 @@ impl OAuthSettingsError {
             Self::MachineWithoutSecret => "OAUTH_MACHINE_WITHOUT_SECRET",
             Self::SecretWithoutId => "OAUTH_SECRET_WITHOUT_ID",
             Self::MachinePerUser => "OAUTH_MACHINE_PER_USER",
+            Self::ExchangeWithoutClient => "OAUTH_EXCHANGE_WITHOUT_CLIENT",
         }
     }
 }
@@ -132,7 +146,15 @@ impl UpstreamOAuth {
         if self.per_user && self.grant == GrantKind::ClientCredentials {
             return Err(OAuthSettingsError::MachinePerUser);
         }
+        if self.grant == GrantKind::TokenExchange && self.client_id.is_none() {
+            return Err(OAuthSettingsError::ExchangeWithoutClient);
+        }
         Ok(())
+    }
+
+    /// Whether each caller identity has its own tokens: `per_user`, or token exchange.
+    pub fn per_identity(&self) -> bool {
+        self.per_user || self.grant == GrantKind::TokenExchange
     }
 }
 

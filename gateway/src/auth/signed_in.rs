@@ -341,7 +341,7 @@ impl StreamableHttpClient for SignedInClient {
 /// Whether the stored access token is close enough to its end that rmcp's client would
 /// refresh it: a few seconds before rmcp's own margin (the lesser of 30 s and half its
 /// life), so the shared refresh comes first.
-async fn refresh_due(store: &TokenStore) -> bool {
+pub async fn refresh_due(store: &TokenStore) -> bool {
     use oauth2::TokenResponse;
     let Ok(Some(credentials)) = store.credentials().await else {
         return false;

@@ -84,6 +84,10 @@ impl SignInStatus {
                     SignInState::SignedOut,
                     Some("signs in by itself when serving".to_owned()),
                 ),
+                GrantKind::TokenExchange => (
+                    SignInState::SignedOut,
+                    Some("exchanged again at the caller's next call".to_owned()),
+                ),
                 GrantKind::AuthorizationCode => (
                     SignInState::NeedsLogin,
                     Some(format!("run `mcp-gateway auth login {name}`")),

@@ -60,6 +60,8 @@ pub enum SignInError {
     TimedOut(Duration),
     #[error("the authorization server refused: {0}")]
     Refused(String),
+    #[error("{0}")]
+    NoLogin(&'static str),
 }
 
 impl SignInError {
@@ -71,6 +73,7 @@ impl SignInError {
             Self::Browser(_) | Self::BrowserFailed(_) => "OAUTH_BROWSER",
             Self::TimedOut(_) => "OAUTH_LOGIN_TIMEOUT",
             Self::Refused(_) => "OAUTH_REFUSED",
+            Self::NoLogin(_) => "OAUTH_NO_LOGIN",
         }
     }
 }
@@ -140,6 +143,13 @@ impl OAuthUpstream {
     /// Signs in as the configuration says, and stores the tokens.
     pub async fn sign_in(&self, browser: &Browser) -> Result<(), SignInError> {
         match self.settings.grant {
+            GrantKind::TokenExchange => Err(SignInError::NoLogin(
+                "this server exchanges each caller's own token (grant = \"token_exchange\"): \
+                 there is nothing to sign in to",
+            )),
+            _ if self.settings.per_user => Err(SignInError::NoLogin(
+                "this server signs each person in through their own client (per_user = true)",
+            )),
             GrantKind::ClientCredentials => Ok(self.machine_sign_in().await?),
             GrantKind::AuthorizationCode => self.browser_sign_in(browser).await,
         }
@@ -347,7 +357,7 @@ fn is_private(ip: IpAddr) -> bool {
 /// is then asked for `tools/list` on the session it opened. `None` when neither is
 /// challenged: discovery then probes the well-known locations and the scopes come from
 /// `scopes_supported`.
-async fn probe_challenge(url: &str) -> Option<String> {
+pub(super) async fn probe_challenge(url: &str) -> Option<String> {
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},

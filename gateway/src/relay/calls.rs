@@ -29,6 +29,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::link::ClientLink;
 use super::turns::Turns;
+use crate::listener_guard::SubjectToken;
 
 /// The `_meta` key of a request's progress token.
 pub(super) const PROGRESS_TOKEN: &str = "progressToken";
@@ -54,6 +55,9 @@ pub struct Caller {
     /// Who the client's credentials name (`token:…`, `subject:…`), if anyone: whose
     /// sign-in a per-user server's call is made with.
     pub identity: Option<Arc<str>>,
+    /// The identity provider's access token the client presented, if it did: what a
+    /// token-exchange server trades for its own.
+    pub subject_token: Option<SubjectToken>,
 }
 
 /// The keys of a request's `_meta` that describe the client's own connection (protocol
@@ -83,12 +87,18 @@ impl Caller {
             log_level,
             given_input: None,
             identity: None,
+            subject_token: None,
         }
     }
 
-    /// The same caller, acting as `identity`.
-    pub fn with_identity(mut self, identity: Option<&str>) -> Caller {
+    /// The same caller, acting as `identity`, having presented `subject_token`.
+    pub fn with_identity(
+        mut self,
+        identity: Option<&str>,
+        subject_token: Option<SubjectToken>,
+    ) -> Caller {
         self.identity = identity.map(Arc::from);
+        self.subject_token = subject_token;
         self
     }
 

@@ -211,7 +211,7 @@ impl Upstream {
         let per_user = config
             .oauth
             .as_ref()
-            .is_some_and(|oauth| oauth.per_user)
+            .is_some_and(|oauth| oauth.per_identity())
             .then(per_user::PerUser::new);
         let upstream = Arc::new(Upstream {
             name: name.into(),

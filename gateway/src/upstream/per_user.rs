@@ -28,9 +28,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::offer::Offer;
 use super::{Upstream, UpstreamError, UpstreamState};
+use crate::auth::exchange::ExchangeError;
 use crate::auth::people::People;
 use crate::auth::per_user::{PerUserError, SignIns, holds_token};
 use crate::auth::sealed::{SealError, Sealer};
+use crate::auth::settings::GrantKind;
+use crate::auth::signed_in::refresh_due;
 use crate::auth::store::{self, NoDataDir};
 use crate::auth::upstream::OAuthUpstream;
 use crate::relay::{self, Caller};
@@ -90,6 +93,8 @@ pub struct SignsInAs {
 /// The identity connections of one per-user server.
 pub struct PerUser {
     users: Mutex<HashMap<Arc<str>, Arc<Upstream>>>,
+    /// Per identity, the turn of a token exchange (one at a time).
+    exchanges: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     sealer: Result<Arc<Sealer>, SealError>,
     dir: Result<PathBuf, NoDataDir>,
 }
@@ -98,6 +103,7 @@ impl PerUser {
     pub fn new() -> Self {
         Self {
             users: Mutex::default(),
+            exchanges: Mutex::default(),
             sealer: Sealer::from_env().map(Arc::new),
             dir: store::default_dir(),
         }
@@ -128,6 +134,16 @@ impl PerUser {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Upstream>>> {
         self.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The turn of `identity`'s token exchanges.
+    fn exchange_turn(&self, identity: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.exchanges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(identity.into())
+            .or_default()
+            .clone()
     }
 
     /// Stops every identity's connection.
@@ -299,7 +315,12 @@ impl Upstream {
             &identity,
             sealer.clone(),
         );
-        let mut user = if holds_token(&oauth.store).await {
+        let mut user = if settings.grant == GrantKind::TokenExchange {
+            // A connection reads the token anew at each request: one exchanged now serves
+            // the connection there is.
+            self.exchange_for(users, &identity, &oauth, caller).await?;
+            self.user(users, who())
+        } else if holds_token(&oauth.store).await {
             self.user(users, who())
         } else {
             let stale = users.lock().get(&identity).cloned();
@@ -318,15 +339,49 @@ impl Upstream {
                 break;
             }
             // The server no longer takes this identity's sign-in (its refresh was
-            // refused): the person signs in again.
-            tracing::info!(server = %self.name, %identity, "per-user sign-in no longer valid; asking again");
+            // refused): the person signs in again, or the token is exchanged again.
+            tracing::info!(server = %self.name, %identity, "per-user sign-in no longer valid; obtaining a new one");
             if let Err(error) = oauth.store.forget_tokens().await {
                 tracing::warn!(server = %self.name, %identity, %error, "cannot update the token file");
             }
-            self.sign_in(&identity, &oauth, caller, cancel).await?;
+            if settings.grant == GrantKind::TokenExchange {
+                self.exchange_for(users, &identity, &oauth, caller).await?;
+            } else {
+                self.sign_in(&identity, &oauth, caller, cancel).await?;
+            }
             user = self.restart_user(users, who(), Some(&user));
         }
         Err(self.unavailable(user.down_reason()))
+    }
+
+    /// Makes sure `identity` holds a token for this token-exchange server that is not about
+    /// to expire: the one kept, else the caller's own token exchanged for a new one. One
+    /// exchange at a time per identity: the calls that waited use its token.
+    async fn exchange_for(
+        &self,
+        users: &PerUser,
+        identity: &str,
+        oauth: &OAuthUpstream,
+        caller: &Caller,
+    ) -> Result<(), UpstreamError> {
+        let fresh = async || holds_token(&oauth.store).await && !refresh_due(&oauth.store).await;
+        if fresh().await {
+            return Ok(());
+        }
+        let turn = users.exchange_turn(identity);
+        let _turn = turn.lock().await;
+        if fresh().await {
+            return Ok(());
+        }
+        let Some(subject) = &caller.subject_token else {
+            return Err(self.sign_in_failed(PerUserError::Exchange(ExchangeError::NoSubjectToken)));
+        };
+        oauth.exchange(&subject.0).await.map_err(|error| {
+            tracing::warn!(server = %self.name, %identity, code = error.code(), "token exchange failed: {error}");
+            self.sign_in_failed(PerUserError::Exchange(error))
+        })?;
+        tracing::info!(server = %self.name, %identity, "exchanged the caller's token");
+        Ok(())
     }
 
     /// Has `identity` sign in through `caller`'s client, and waits for the callback.

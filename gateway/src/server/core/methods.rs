@@ -29,6 +29,7 @@ use super::revision::{self, Revision};
 use super::watch;
 use crate::config::CatalogMode;
 use crate::gateway::Gateway;
+use crate::listener_guard::SubjectToken;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
 use crate::pipeline::{CallContext, CallRequest, Origin, error};
@@ -120,8 +121,12 @@ impl Call {
 
     /// The caller of this request, for what the upstream sends back during it.
     fn caller(&self) -> Caller {
-        Caller::new(self.link.clone(), self.meta.clone(), self.session.id())
-            .with_identity(self.session.owner.identity.as_deref())
+        Caller::new(self.link.clone(), self.meta.clone(), self.session.id()).with_identity(
+            self.session.owner.identity.as_deref(),
+            self.http
+                .as_ref()
+                .and_then(|http| http.extensions.get::<SubjectToken>().cloned()),
+        )
     }
 
     async fn initialize(
