@@ -144,7 +144,7 @@ impl Gateway {
             Arc::new(state::memory::MemoryState::new(&config.cluster))
         });
         let (registry, resource_updates) =
-            Registry::start(&config, shutdown.clone(), Some(state.clone())).await;
+            Registry::start_sharing(&config, shutdown.clone(), Some(state.clone())).await;
         // The relay asks in the console too: one place for every question.
         let shared = Shared {
             console_asks: registry.downstream().console_asks.clone(),

@@ -358,7 +358,7 @@ pub async fn refresh_due(store: &TokenStore) -> bool {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs());
     let remaining = lifetime.saturating_sub(now.saturating_sub(received));
-    remaining < (lifetime / 2).min(30).max(1) + (lifetime / 4).min(EARLY_SECS)
+    remaining < (lifetime / 2).clamp(1, 30) + (lifetime / 4).min(EARLY_SECS)
 }
 
 /// How much sooner than rmcp a shared sign-in is refreshed, at most (a quarter of a short

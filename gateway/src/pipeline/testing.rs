@@ -42,7 +42,7 @@ pub fn settings() -> PipelineSettings {
 /// connection attempt.
 pub async fn registry(config: &str) -> Arc<Registry> {
     let config = Config::from_toml(config).expect("a valid test configuration");
-    let (registry, _updates) = Registry::start(&config, CancellationToken::new(), None).await;
+    let (registry, _updates) = Registry::start(&config, CancellationToken::new()).await;
     registry.first_attempts().await;
     registry
 }

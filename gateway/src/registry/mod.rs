@@ -164,8 +164,16 @@ impl Registry {
     /// logged, shown in `/healthz` and retried. [`Registry::first_attempts`] waits for
     /// them, for one-shot commands; [`Registry::first_attempts_of`] lets a call that
     /// arrives meanwhile wait for the ones it needs.
-    /// `state` is what replicas share, where per-user sign-ins are kept when it is.
     pub async fn start(
+        config: &Config,
+        shutdown: CancellationToken,
+    ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
+        Self::start_sharing(config, shutdown, None).await
+    }
+
+    /// [`Registry::start`], with the state replicas share (`state`), where per-user
+    /// sign-ins are kept when it is shared.
+    pub async fn start_sharing(
         config: &Config,
         shutdown: CancellationToken,
         state: Option<Arc<dyn crate::state::SharedState>>,
