@@ -821,3 +821,51 @@ fn token_exchange_reaches_the_server_as_each_caller_with_no_sign_in() {
         }
     }
 }
+
+#[test]
+fn over_stdio_the_local_user_signs_in_through_the_client_and_calls_as_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(whoami.url()),
+    ));
+    // The gateway runs as the client's child: it gets the key and data folder from here.
+    let mut args = python_stdio_args(&workspace, &[]);
+    args.extend(
+        [
+            "--env",
+            &format!("MCP_GATEWAY_TOKEN_KEY={KEY}"),
+            "--env",
+            &format!("XDG_DATA_HOME={}", workspace.data_home().display()),
+            "--env",
+            "USER=carol-at-her-desk",
+            "--elicit",
+            "browse",
+            "--browse-as",
+            "carol",
+        ]
+        .map(str::to_owned),
+    );
+    let run = python_client(
+        &args,
+        &json!([
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            call(WHOAMI),
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("as local:carol-at-her-desk"),
+        "{run:#}"
+    );
+    assert_eq!(subject(&run["results"][2]["result"]), "carol");
+    assert_eq!(sealed_files(&workspace).len(), 1);
+}

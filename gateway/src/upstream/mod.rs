@@ -813,6 +813,22 @@ impl Upstream {
         Err(self.too_many_rounds())
     }
 
+    /// [`Self::request`] on the current connection, or for a per-user server, on the
+    /// caller's own (signing it in first when it has none).
+    pub async fn request_for(
+        &self,
+        request: ClientRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+    ) -> Result<ServerResult, UpstreamError> {
+        if self.per_user.is_some() {
+            let user = self.connection_of(caller.as_ref(), cancel).await?;
+            return Box::pin(user.request_for(request, cancel, caller)).await;
+        }
+        let live = self.require_live()?;
+        Box::pin(self.request(&live, request, cancel, caller)).await
+    }
+
     /// [`Self::request`], for a call of `tool` when it is a tool call.
     async fn send(
         &self,

@@ -432,11 +432,8 @@ impl Call {
         let upstream = self.gateway().registry.upstream(server).ok_or_else(|| {
             ErrorData::internal_error(format!("upstream `{server}` was removed"), None)
         })?;
-        let live = upstream
-            .require_live()
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let caller = Some(self.caller());
-        match Box::pin(upstream.request(&live, request, &self.cancel, caller)).await {
+        match Box::pin(upstream.request_for(request, &self.cancel, caller)).await {
             Ok(result) => Ok(result),
             Err(UpstreamError::Rejected { error, .. }) => Err(*error),
             Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),

@@ -191,6 +191,45 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
     Ok(())
 }
 
+/// Over stdio the gateway has no listener for a browser to come back to: when a server
+/// signs each caller in (`per_user`, token exchange), a loopback one serves
+/// `/oauth/callback` alone, behind the same guard, on that server's `redirect_port` (else
+/// any free port), until `shutdown`.
+pub async fn serve_sign_in_callbacks(
+    gateway: Arc<Gateway>,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let config = gateway.config();
+    let ports: Vec<u16> = config
+        .enabled_servers()
+        .filter_map(|(_, server)| server.oauth.as_ref())
+        .filter(|oauth| oauth.per_identity())
+        .map(|oauth| oauth.redirect_port.unwrap_or(0))
+        .collect();
+    if ports.is_empty() {
+        return Ok(());
+    }
+    let port = ports.into_iter().find(|port| *port != 0).unwrap_or(0);
+    let guard = Arc::new(listener_guard::guard_for(&config)?);
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|source| ServeError::Bind { address, source })?;
+    let local = listener.local_addr()?;
+    gateway
+        .registry
+        .downstream()
+        .sign_ins
+        .set_public_url(Some(&format!("http://{local}")));
+    tracing::info!("per-user sign-ins come back to http://{local}{CALLBACK_PATH}");
+    let router = Router::new()
+        .route(CALLBACK_PATH, get(sign_in_callback))
+        .with_state(gateway)
+        .layer(SecurityLayer::new(guard));
+    connections::serve(listener, router, (&config.listen).into(), shutdown).await;
+    Ok(())
+}
+
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     (
         [(
