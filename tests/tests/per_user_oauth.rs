@@ -16,8 +16,8 @@
 //! - a wrong, replayed or another identity's `state`, and an authorization server's
 //!   refusal, store nothing and complete no call with anyone's token;
 //! - the token files hold no token in clear text;
-//! - with replicas sharing Redis behind HAProxy, a person signed in through one replica
-//!   calls through the others as themselves, Redis holds no token in clear text, and an
+//! - with replicas sharing Redis behind HAProxy, a person signs in through one replica
+//!   (the browser coming back to another) and calls through the others as themselves, Redis holds no token in clear text, and an
 //!   expired token is refreshed exactly once while 32 calls are in flight on three
 //!   replicas.
 
@@ -596,17 +596,21 @@ fn replicas_share_each_persons_sign_in_through_redis_and_refresh_it_once() {
     let idp = IdentityProvider::start(dir.path(), "k1", 12);
     let whoami = Whoami::start(dir.path(), &idp);
     let redis = Redis::start();
+    // Browsers come back to the second replica, whichever began the sign-in.
+    let addresses: Vec<SocketAddr> = (0..3).map(|_| free_address()).collect();
     let config = format!(
-        "[listen]\ntokens = [{}]\n[cluster]\nredis_url = {}\n[servers.who]\nurl = {}\n\
-         [servers.who.oauth]\nper_user = true\n",
+        "[listen]\ntokens = [{}]\npublic_url = {}\n[cluster]\nredis_url = {}\n\
+         [servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
         toml_str(ALICE.token),
+        toml_str(format!("http://{}", addresses[1])),
         toml_str(redis.url()),
         toml_str(whoami.url()),
     );
-    let replicas: Vec<(Workspace, Gateway)> = (0..3)
-        .map(|_| {
+    let replicas: Vec<(Workspace, Gateway)> = addresses
+        .iter()
+        .map(|address| {
             let workspace = Workspace::new(&config).with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
-            let gateway = workspace.serve_http(&[]);
+            let gateway = workspace.serve_http_at(*address, &[]);
             (workspace, gateway)
         })
         .collect();
@@ -627,14 +631,27 @@ fn replicas_share_each_persons_sign_in_through_redis_and_refresh_it_once() {
             .join("\n----\n")
     };
 
-    // Alice signs in through the first replica.
+    // Alice signs in through the first replica; her browser comes back to the second,
+    // which completes the sign-in; her call on the first goes on.
     let first = &replicas[0].1;
     let run = python_client(
         &client(first, &ALICE, "legacy", "browse"),
         &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
     );
     assert_eq!(run["ok"], true, "{run:#}\n{}", logs());
-    assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("http://{}/oauth/callback", addresses[1])),
+        "{run:#}"
+    );
+    assert!(
+        result_text(&run["results"][0]["result"]).contains("Signed in to `who`"),
+        "{run:#}"
+    );
 
     // She calls through the others, directly and through HAProxy: as herself, never asked.
     let mut through = vec![];

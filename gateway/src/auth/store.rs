@@ -194,7 +194,7 @@ impl TokenStore {
         match &self.place {
             Place::File { path, folders } => write_file(path, folders, &bytes),
             Place::Shared { state, key } => state
-                .put_record(key, bytes)
+                .put_record(key, bytes, None)
                 .await
                 .map_err(|error| AuthError::CredentialStoreError(error.to_string())),
         }

@@ -212,12 +212,29 @@ impl OAuthUpstream {
         &self,
         redirect_uri: &str,
     ) -> Result<AuthorizationSession, SignInError> {
+        let manager = self.discovered_manager().await?;
+        self.authorization_session_with(manager, redirect_uri).await
+    }
+
+    /// A manager for this server that has found its authorization server (from the
+    /// server's challenge, else the well-known paths).
+    pub async fn discovered_manager(&self) -> Result<AuthorizationManager, SignInError> {
         let mut manager = self.manager().await?;
         let challenge = probe_challenge(&self.url).await;
         let resolution = manager
             .resolve_metadata_from_challenge(challenge.as_deref())
             .await?;
         manager.set_metadata(resolution.metadata);
+        Ok(manager)
+    }
+
+    /// [`Self::authorization_session`] on `manager`, which has found its authorization
+    /// server (and may keep its PKCE verifiers elsewhere).
+    pub async fn authorization_session_with(
+        &self,
+        manager: AuthorizationManager,
+        redirect_uri: &str,
+    ) -> Result<AuthorizationSession, SignInError> {
         // Without scopes of its own the request asks for the challenge's, else the
         // resource's `scopes_supported` (the spec's scope selection strategy).
         let mut request = AuthorizationRequest::new(redirect_uri)

@@ -179,8 +179,8 @@ impl Registry {
         state: Option<Arc<dyn crate::state::SharedState>>,
     ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
         let downstream = Downstream::new(config.gate.clone());
-        if let Some(state) = state.filter(|state| state.is_shared()) {
-            downstream.sign_ins.share(state);
+        if let Some(state) = state {
+            downstream.sign_ins.keep_in(state);
         }
         let (changed, mut changes) = mpsc::unbounded_channel();
         let (resource_updates, updates) = mpsc::unbounded_channel();

@@ -58,8 +58,8 @@ struct Inner {
     /// The same for sessions, and for usage, which are created on first use.
     prune_sessions_at: usize,
     prune_usage_at: usize,
-    /// Records kept for their owners (per-user sign-ins), by key.
-    records: std::collections::BTreeMap<String, Vec<u8>>,
+    /// Records kept for their owners (per-user sign-ins), by key, with when they lapse.
+    records: std::collections::BTreeMap<String, (Vec<u8>, Option<Instant>)>,
     /// Locks held, by name: the holder and when its lease ends.
     locks: HashMap<String, (String, Instant)>,
 }
@@ -417,16 +417,46 @@ impl SharedState for MemoryState {
         &'a self,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>> {
-        Box::pin(ready(Ok(self.lock().records.get(key).cloned())))
+        let now = Instant::now();
+        let found = self
+            .lock()
+            .records
+            .get(key)
+            .filter(|(_, until)| until.is_none_or(|until| until > now))
+            .map(|(bytes, _)| bytes.clone());
+        Box::pin(ready(Ok(found)))
     }
 
     fn put_record<'a>(
         &'a self,
         key: &'a str,
         bytes: Vec<u8>,
+        ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<(), StateError>> {
-        self.lock().records.insert(key.to_owned(), bytes);
+        let mut inner = self.lock();
+        let now = Instant::now();
+        // Lapsed records go when one is written: their number stays that of the live ones.
+        inner
+            .records
+            .retain(|_, (_, until)| until.is_none_or(|until| until > now));
+        inner
+            .records
+            .insert(key.to_owned(), (bytes, ttl.map(|ttl| now + ttl)));
         Box::pin(ready(Ok(())))
+    }
+
+    fn take_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>> {
+        let now = Instant::now();
+        let taken = self
+            .lock()
+            .records
+            .remove(key)
+            .filter(|(_, until)| until.is_none_or(|until| until > now))
+            .map(|(bytes, _)| bytes);
+        Box::pin(ready(Ok(taken)))
     }
 
     fn delete_record<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StateError>> {

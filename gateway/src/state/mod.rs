@@ -234,12 +234,21 @@ pub trait SharedState: Send + Sync + 'static {
     fn get_record<'a>(&'a self, key: &'a str)
     -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>>;
 
-    /// Keeps `bytes` under `key`, in place of what was there.
+    /// Keeps `bytes` under `key`, in place of what was there, for `ttl` (or until
+    /// deleted).
     fn put_record<'a>(
         &'a self,
         key: &'a str,
         bytes: Vec<u8>,
+        ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// The record under `key`, which is gone from then on, for everyone: of several
+    /// takers, one gets it.
+    fn take_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>>;
 
     /// Forgets the record under `key`.
     fn delete_record<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StateError>>;

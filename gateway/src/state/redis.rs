@@ -590,13 +590,29 @@ impl SharedState for RedisState {
         &'a self,
         key: &'a str,
         bytes: Vec<u8>,
+        ttl: Option<Duration>,
     ) -> BoxFuture<'a, Result<(), StateError>> {
         Box::pin(async move {
             let mut connection = self.connection()?;
-            let result = redis::cmd("SET")
+            let mut command = redis::cmd("SET");
+            command.arg(self.key("record", key)).arg(bytes);
+            if let Some(ttl) = ttl {
+                command.arg("PX").arg(ttl.as_millis().max(1) as u64);
+            }
+            let result = command.query_async::<()>(&mut connection).await;
+            self.observe(result)
+        })
+    }
+
+    fn take_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("GETDEL")
                 .arg(self.key("record", key))
-                .arg(bytes)
-                .query_async::<()>(&mut connection)
+                .query_async::<Option<Vec<u8>>>(&mut connection)
                 .await;
             self.observe(result)
         })

@@ -30,7 +30,7 @@ use super::offer::Offer;
 use super::{Upstream, UpstreamError, UpstreamState};
 use crate::auth::exchange::ExchangeError;
 use crate::auth::people::People;
-use crate::auth::per_user::{PerUserError, SignIns, holds_token};
+use crate::auth::per_user::{PerUserError, holds_token};
 use crate::auth::sealed::{SealError, Sealer};
 use crate::auth::settings::GrantKind;
 use crate::auth::signed_in::refresh_due;
@@ -207,6 +207,26 @@ impl Upstream {
             shared: self.downstream.sign_ins.shared(),
             sealer,
         }))
+    }
+
+    /// The OAuth client of this per-user server as `identity`, with that identity's store;
+    /// `None` when it is not per-user or its sign-ins cannot be kept.
+    pub fn as_identity(&self, identity: &str) -> Option<OAuthUpstream> {
+        let (Some(users), Some(settings), Some(url)) =
+            (&self.per_user, &self.config.oauth, &self.config.url)
+        else {
+            return None;
+        };
+        let (sealer, dir) = users.storage().ok()?;
+        Some(OAuthUpstream::for_identity(
+            &self.name,
+            url,
+            settings,
+            &dir,
+            self.downstream.sign_ins.shared(),
+            identity,
+            sealer,
+        ))
     }
 
     /// Revokes `identity`'s sign-in (see [`People::sign_out`]) and closes its connection:
@@ -432,25 +452,19 @@ impl Upstream {
                 Err(why) => Some(why),
             };
             if let Some(why) = refused {
-                sign_ins.abandon(&begun, &why);
+                sign_ins.abandon(&begun, &why).await;
                 return Err(self.sign_in_failed(PerUserError::Failed(why)));
             }
         }
-        SignIns::wait(
-            watch,
-            &self.name,
-            identity,
-            &oauth.store,
-            SIGN_IN_WAIT,
-            cancel,
-        )
-        .await
-        .map_err(|error| match error {
-            PerUserError::Cancelled => UpstreamError::Cancelled {
-                server: self.name.to_string(),
-            },
-            error => self.sign_in_failed(error),
-        })
+        sign_ins
+            .wait(watch, &begun, &oauth.store, SIGN_IN_WAIT, cancel)
+            .await
+            .map_err(|error| match error {
+                PerUserError::Cancelled => UpstreamError::Cancelled {
+                    server: self.name.to_string(),
+                },
+                error => self.sign_in_failed(error),
+            })
     }
 
     fn sign_in_failed(&self, error: PerUserError) -> UpstreamError {

@@ -140,8 +140,14 @@ async fn sign_in_callback(
 ) -> impl IntoResponse {
     let presenter = credentials.and_then(|axum::Extension(c)| c.identity());
     let sign_ins = gateway.registry.downstream().sign_ins.clone();
+    let upstream_of =
+        |server: &str, identity: &str| gateway.registry.upstream(server)?.as_identity(identity);
     match sign_ins
-        .complete(uri.query().unwrap_or_default(), presenter.as_deref())
+        .complete(
+            uri.query().unwrap_or_default(),
+            presenter.as_deref(),
+            upstream_of,
+        )
         .await
     {
         Ok(done) => (
