@@ -886,3 +886,34 @@ fn over_stdio_the_local_user_signs_in_through_the_client_and_calls_as_themselves
     assert_eq!(subject(&run["results"][2]["result"]), "carol");
     assert_eq!(sealed_files(&workspace).len(), 1);
 }
+
+#[test]
+fn a_sign_in_whose_refresh_fails_asks_the_person_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // Access tokens live 4 s; the provider forgets every refresh token when restarted.
+    let mut idp = IdentityProvider::start(dir.path(), "k1", 4);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = gateway_workspace(&whoami);
+    let gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(subject(&run["results"][2]["result"]), "alice");
+
+    // Her token expires, and the provider no longer knows her refresh token.
+    let ends = expiry(whoami.tokens().last().unwrap());
+    assert!(
+        eventually(Duration::from_secs(30), || now_secs() > ends),
+        "the access token never expired"
+    );
+    idp.restart("k1");
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(browsed_sign_in(&run)["status"], 200, "asked again: {run:#}");
+    assert_eq!(subject(&run["results"][0]["result"]), "alice", "{run:#}");
+}

@@ -2,9 +2,11 @@
 //! every request, refreshes it before it expires and once more on a 401; this wrapper adds
 //! what the gateway does when that is not enough:
 //!
-//! - **401 after the refresh**: the sign-in is dead (revoked, or no refresh token). The
-//!   tokens are forgotten and the connection is closed, so the supervisor finds the server
-//!   signed out and reports `needs_login` until someone runs `mcp-gateway auth login`.
+//! - **401 after the refresh**, or a refresh the authorization server refused: the
+//!   sign-in is dead (revoked, the client or grant gone, or no refresh token). The tokens
+//!   are forgotten and the connection is closed, so the supervisor finds the server
+//!   signed out and reports `needs_login` until someone runs `mcp-gateway auth login`
+//!   (for a per-user server, the person's next call asks them to sign in again).
 //! - **A sign-in every replica shares** (a per-user server with `[cluster]`): it is
 //!   refreshed once across replicas. Before a request, a token about to expire is
 //!   refreshed under a lock in the shared state by whichever replica takes it first; the
@@ -225,6 +227,17 @@ impl Verdict {
     fn of<T>(result: &Result<T, Error>) -> Self {
         match result {
             Err(StreamableHttpError::AuthRequired(_)) => Self::SignInRefused,
+            // No token could be had: none is left, or the authorization server answered
+            // the refresh with an OAuth error (the grant or the client is gone). A refresh
+            // that could not reach it is transient and leaves the sign-in be.
+            Err(StreamableHttpError::Auth(
+                AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_),
+            )) => Self::SignInRefused,
+            Err(StreamableHttpError::Auth(AuthError::TokenRefreshFailed(why)))
+                if why.contains(OAUTH_ERROR_ANSWER) =>
+            {
+                Self::SignInRefused
+            }
             Err(StreamableHttpError::InsufficientScope(error)) => {
                 Self::ScopeTooSmall(error.required_scope.clone())
             }
@@ -360,6 +373,9 @@ pub async fn refresh_due(store: &TokenStore) -> bool {
     let remaining = lifetime.saturating_sub(now.saturating_sub(received));
     remaining < (lifetime / 2).clamp(1, 30) + (lifetime / 4).min(EARLY_SECS)
 }
+
+/// How rmcp (through `oauth2`) says the authorization server answered with an OAuth error.
+const OAUTH_ERROR_ANSWER: &str = "Server returned error response";
 
 /// How much sooner than rmcp a shared sign-in is refreshed, at most (a quarter of a short
 /// token's life at most, so a short-lived token is not refreshed at every request).

@@ -550,11 +550,7 @@ impl Upstream {
         trace: &opentelemetry::Context,
     ) -> Result<CallToolResult, UpstreamError> {
         if self.per_user.is_some() {
-            let user = self.connection_of(caller.as_ref(), cancel).await?;
-            if per_user::is_sign_in_only(tool, &user.offer()) {
-                return Ok(per_user::signed_in(&self.name));
-            }
-            return Box::pin(user.call_tool(tool, arguments, cancel, caller, trace)).await;
+            return Box::pin(self.call_as_caller(tool, arguments, cancel, caller, trace)).await;
         }
         // A tool known to ask its client waits for its turn (see `relay::turns`).
         let _turn = match &caller {

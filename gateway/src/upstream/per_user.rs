@@ -10,7 +10,9 @@
 //! `InputRequiredResult` on 2026-07-28, which the relay's link does) and the call goes on
 //! once the callback has stored the token; any other client gets `SIGN_IN_REQUIRED` with
 //! the URL, and its next call after the sign-in goes through. A sign-in the server stops
-//! accepting (refresh refused) is forgotten, and the next call asks again.
+//! accepting (refresh refused) is forgotten, and the next call asks again. A
+//! token-exchange server (`grant = "token_exchange"`, `auth::exchange`) works the same
+//! way, its token obtained from the caller's own instead of a sign-in.
 //!
 //! The children share the server's offer: the first connection's tool list is the
 //! server's (the registry shows it), and at start one identity already signed in is
@@ -44,11 +46,9 @@ pub const SIGN_IN_TOOL: &str = "sign_in";
 
 /// What a per-user server offers before anyone has signed in: its sign-in.
 pub fn sign_in_offer(server: &str) -> Arc<Offer> {
-    let schema = serde_json::json!({"type": "object", "properties": {}});
-    let schema = match schema {
-        serde_json::Value::Object(schema) => schema,
-        _ => serde_json::Map::new(),
-    };
+    let mut schema = serde_json::Map::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert("properties".into(), serde_json::Map::new().into());
     let tool = Tool::new(
         SIGN_IN_TOOL,
         format!(
@@ -372,6 +372,41 @@ impl Upstream {
             user = self.restart_user(users, who(), Some(&user));
         }
         Err(self.unavailable(user.down_reason()))
+    }
+
+    /// [`Upstream::call_tool`] on the caller's own connection. A sign-in the server stopped
+    /// taking during the call (its refresh refused) is forgotten by the connection, and the
+    /// call is made once more, which asks the person to sign in again: the call had not
+    /// reached the tool, whose request carries no token it takes.
+    pub(super) async fn call_as_caller(
+        &self,
+        tool: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+        trace: &opentelemetry::Context,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let mut again = true;
+        loop {
+            let user = self.connection_of(caller.as_ref(), cancel).await?;
+            if is_sign_in_only(tool, &user.offer()) {
+                return Ok(signed_in(&self.name));
+            }
+            let called = user
+                .call_tool(tool, arguments.clone(), cancel, caller.clone(), trace)
+                .await;
+            let signed_out = match (&called, &user.signs_in_as) {
+                (Err(_), Some(who)) => match self.as_identity(&who.identity) {
+                    Some(oauth) => !holds_token(&oauth.store).await,
+                    None => false,
+                },
+                _ => false,
+            };
+            if !(signed_out && std::mem::take(&mut again)) {
+                return called;
+            }
+            tracing::info!(server = %self.name, "the sign-in died during the call; signing in again");
+        }
     }
 
     /// Makes sure `identity` holds a token for this token-exchange server that is not about
