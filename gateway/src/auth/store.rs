@@ -14,9 +14,12 @@
 //! `auth logout` removes it. A file made for another URL is ignored: tokens are only ever
 //! sent to the server they were issued for. Nothing here logs or displays a token.
 //!
-//! A per-user server (`per_user = true`) keeps one file per caller identity instead, under
-//! `oauth/users/NAME/IDENTITY.json`, sealed with the token key ([`super::sealed`]) for
-//! that server and identity: a file copied under another identity's name does not open.
+//! A per-user server (`per_user = true`, or token exchange) keeps one record per caller
+//! identity instead, sealed with the token key ([`super::sealed`]) for that server and
+//! identity, so a record copied under another identity's name does not open: a file
+//! `oauth/users/NAME/IDENTITY.json`, or with `[cluster]`, a record in Redis that every
+//! replica uses (`oauth/NAME/IDENTITY`), refreshed by one replica at a time under a lock
+//! ([`TokenStore::refresh_lock`]).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
