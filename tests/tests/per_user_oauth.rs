@@ -703,6 +703,14 @@ fn replicas_share_each_persons_sign_in_through_redis_and_refresh_it_once() {
                 .exists()
         );
     }
+    // `auth status` reads the sign-ins from Redis too.
+    let status = replicas[2].0.cli(&["auth", "status"]);
+    let listed = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        listed.starts_with(&format!("who/{}\tsigned_in\t", identity_of(&ALICE))),
+        "{listed}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
 
     // Once the token has expired, 32 calls at once on three replicas: one refresh.
     let last = seen.last().unwrap().clone();
