@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod idp;
+pub mod whoami;
 
 /// The repository root.
 pub fn repo() -> PathBuf {

@@ -22,12 +22,13 @@
 //!   replicas.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use mcp_gateway_tests::cluster::{Haproxy, Redis, ready};
 use mcp_gateway_tests::idp::IdentityProvider;
+use mcp_gateway_tests::whoami::Whoami;
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -66,61 +67,6 @@ const RUTH: Person = Person {
     account: "refuse",
 };
 const EVERYONE: [&Person; 6] = [&ALICE, &BOB, &CAROL, &DAVE, &EVE, &RUTH];
-
-/// tests/servers/whoami.py on a free port; killed when dropped.
-struct Whoami {
-    child: Child,
-    address: SocketAddr,
-    tokens: PathBuf,
-}
-
-impl Whoami {
-    fn start(dir: &Path, idp: &IdentityProvider) -> Whoami {
-        let address = free_address();
-        let tokens = dir.join("whoami-tokens.txt");
-        let log = std::fs::File::create(dir.join("whoami.log")).unwrap();
-        let child = Command::new(python())
-            .arg(repo().join("tests/servers/whoami.py"))
-            .arg(address.port().to_string())
-            .arg(idp.issuer())
-            .arg(&tokens)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        assert!(
-            eventually(PATIENCE, || std::net::TcpStream::connect(address).is_ok()),
-            "whoami.py did not listen: {}",
-            std::fs::read_to_string(dir.join("whoami.log")).unwrap_or_default()
-        );
-        Whoami {
-            child,
-            address,
-            tokens,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/mcp", self.address)
-    }
-
-    /// Every token the server accepted.
-    fn tokens(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.tokens)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Drop for Whoami {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn gateway_workspace(whoami: &Whoami) -> Workspace {
     let tokens: Vec<String> = EVERYONE.iter().map(|p| toml_str(p.token)).collect();
