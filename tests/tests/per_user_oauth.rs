@@ -871,3 +871,44 @@ fn a_sign_in_whose_refresh_fails_asks_the_person_again() {
     assert_eq!(browsed_sign_in(&run)["status"], 200, "asked again: {run:#}");
     assert_eq!(subject(&run["results"][0]["result"]), "alice", "{run:#}");
 }
+
+#[test]
+fn a_listener_that_names_nobody_signs_nobody_in() {
+    // No tokens and no [listen.oauth]: a caller is nobody, and nobody's token is used.
+    let workspace = Workspace::new(
+        "[servers.who]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.who.oauth]\nper_user = true\n",
+    )
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--elicit", "browse"].map(str::to_owned));
+    let run = python_client(&args, &json!([call(SIGN_IN)]));
+    let failed = &run["results"][0]["result"];
+    assert_eq!(error_code(failed), Some("SIGN_IN_FAILED"), "{run:#}");
+    assert_eq!(
+        failed["_meta"]["mcp-gateway/error"]["detail"]["reason"], "SIGN_IN_NO_IDENTITY",
+        "{run:#}"
+    );
+    assert!(
+        run["elicitations"].as_array().unwrap().is_empty(),
+        "{run:#}"
+    );
+
+    // Without the token key, the server says why it keeps no sign-in.
+    let keyless = Workspace::new(
+        "[servers.who]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.who.oauth]\nper_user = true\n",
+    );
+    let gateway = keyless.serve_http(&[]);
+    let healthz = health(&gateway);
+    assert_eq!(
+        healthz["upstreams"]["who"]["state"], "failed",
+        "{healthz:#}"
+    );
+    assert!(
+        healthz["upstreams"]["who"]["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("TOKEN_KEY_MISSING"),
+        "{healthz:#}"
+    );
+}
