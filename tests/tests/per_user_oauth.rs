@@ -190,6 +190,15 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
         "{run:#}"
     );
     assert_eq!(subject(&run["results"][3]["result"]), "alice");
+    // The client is told the sign-in it was sent to is done.
+    let id = run["elicitations"][0]["params"]["elicitationId"].clone();
+    assert!(
+        run["notifications"].as_array().unwrap().iter().any(|n| {
+            n["method"] == "notifications/elicitation/complete"
+                && n["params"]["elicitationId"] == id
+        }),
+        "{run:#}"
+    );
 
     // Replayed: the callback Alice's browser reached, once more, stores nothing.
     let callback = browsed["url"].as_str().unwrap().to_owned();

@@ -25,7 +25,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction, Tool};
+use rmcp::model::{
+    CallToolResult, ContentBlock, CustomNotification, ElicitRequestParams, ElicitationAction,
+    ServerNotification, Tool,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::offer::Offer;
@@ -466,7 +469,8 @@ impl Upstream {
                 url: begun.url,
             });
         }
-        if sign_ins.ask_once(&begun) {
+        let asking = sign_ins.ask_once(&begun);
+        if asking {
             let question = ElicitRequestParams::UrlElicitationParams {
                 meta: None,
                 message: format!(
@@ -499,7 +503,19 @@ impl Upstream {
                     server: self.name.to_string(),
                 },
                 error => self.sign_in_failed(error),
-            })
+            })?;
+        if asking {
+            // The client may close what it showed for the URL now (2025-11-25).
+            let done = CustomNotification::new(
+                "notifications/elicitation/complete",
+                Some(serde_json::json!({"elicitationId": begun.elicitation_id})),
+            );
+            caller
+                .link
+                .notify(ServerNotification::CustomNotification(done))
+                .await;
+        }
+        Ok(())
     }
 
     fn sign_in_failed(&self, error: PerUserError) -> UpstreamError {
