@@ -108,6 +108,11 @@ pub enum SecurityError {
     InvalidAllowedOrigin { index: usize, value: String },
     #[error("[listen] max_body_bytes must be at least 1")]
     ZeroBodyLimit,
+    #[error(
+        "[listen] public_url must be an http(s) URL with no path, query or fragment, such as \
+         \"https://gateway.example\" (got {0:?})"
+    )]
+    InvalidPublicUrl(String),
     #[error("[listen] {0}")]
     BehindProxy(ProxyProblem),
     #[error(transparent)]
@@ -124,6 +129,7 @@ impl SecurityError {
             Self::InvalidAllowedHost { .. } => "LISTEN_INVALID_ALLOWED_HOST",
             Self::InvalidAllowedOrigin { .. } => "LISTEN_INVALID_ALLOWED_ORIGIN",
             Self::ZeroBodyLimit => "LISTEN_ZERO_BODY_LIMIT",
+            Self::InvalidPublicUrl(_) => "LISTEN_INVALID_PUBLIC_URL",
             Self::BehindProxy(problem) => problem.code(),
             Self::OAuth(error) => error.code(),
         }
@@ -141,6 +147,7 @@ impl SecurityError {
                 format!("listen.allowed_origins[{index}]")
             }
             Self::ZeroBodyLimit => "listen.max_body_bytes".into(),
+            Self::InvalidPublicUrl(_) => "listen.public_url".into(),
             Self::BehindProxy(_) => "listen.behind_proxy".into(),
             Self::OAuth(error) => format!("listen.oauth{}", error.field()),
         }
@@ -285,6 +292,11 @@ impl SecurityGuard {
     pub fn new(config: &ListenConfig) -> Result<Self, SecurityError> {
         if config.max_body_bytes == 0 {
             return Err(SecurityError::ZeroBodyLimit);
+        }
+        if let Some(public) = &config.public_url
+            && !is_base_url(public)
+        {
+            return Err(SecurityError::InvalidPublicUrl(public.clone()));
         }
         if let Some(problem) = config.proxy_problem() {
             return Err(SecurityError::BehindProxy(problem));
@@ -510,6 +522,19 @@ impl SecurityGuard {
         }
         Ok(Body::from(buffer))
     }
+}
+
+/// Whether `text` is an http(s) URL that is only a scheme, host and port (what
+/// `/oauth/callback` is appended to).
+fn is_base_url(text: &str) -> bool {
+    url::Url::parse(text).is_ok_and(|url| {
+        matches!(url.scheme(), "http" | "https")
+            && url.host().is_some()
+            && url.path() == "/"
+            && url.query().is_none()
+            && url.fragment().is_none()
+            && url.username().is_empty()
+    })
 }
 
 /// Whether the request presents a bearer token.
@@ -1258,5 +1283,26 @@ mod tests {
         config.allowed_origins.clear();
         config.max_body_bytes = 0;
         assert_eq!(code(&config), "LISTEN_ZERO_BODY_LIMIT");
+    }
+
+    #[test]
+    fn a_public_url_is_a_scheme_a_host_and_a_port() {
+        for good in [
+            "https://gateway.example",
+            "http://127.0.0.1:8765/",
+            "https://g.example:8443",
+        ] {
+            assert!(is_base_url(good), "{good}");
+        }
+        for bad in [
+            "gateway.example",
+            "ftp://g.example",
+            "https://g.example/mcp",
+            "https://u@g.example",
+            "https://g.example/?a=1",
+            "https://g.example#x",
+        ] {
+            assert!(!is_base_url(bad), "{bad}");
+        }
     }
 }

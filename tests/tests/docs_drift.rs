@@ -648,6 +648,12 @@ const REFUSED: &[(&str, &str, usize, &str)] = &[
         "LISTEN_INVALID_ALLOWED_ORIGIN",
     ),
     (
+        "[listen]\npublic_url = \"https://gateway.example/mcp\"\n",
+        "listen.public_url",
+        2,
+        "LISTEN_INVALID_PUBLIC_URL",
+    ),
+    (
         "[listen]\nmax_body_bytes = 0\n",
         "listen.max_body_bytes",
         2,
