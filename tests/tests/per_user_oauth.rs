@@ -921,3 +921,39 @@ fn a_listener_that_names_nobody_signs_nobody_in() {
         "{healthz:#}"
     );
 }
+
+#[test]
+fn an_idle_persons_connection_closes_and_opens_again_without_a_new_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n\
+         idle_disconnect_secs = 1\n",
+        toml_str(ALICE.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert!(
+        eventually(PATIENCE, || gateway
+            .log_text()
+            .contains("closing an idle per-user connection")),
+        "{}",
+        gateway.log_text()
+    );
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(subject(&run["results"][0]["result"]), "alice", "{run:#}");
+    assert!(
+        run["elicitations"].as_array().unwrap().is_empty(),
+        "{run:#}"
+    );
+}

@@ -14,6 +14,7 @@
 //! # redirect_port = 8976                    # loopback port of `auth login`, default any free one
 //! # per_user = true                         # each caller signs in as themselves (auth::per_user)
 //! # token_endpoint = "https://login.example.com/token"  # token_exchange: default discovered
+//! # idle_disconnect_secs = 900              # per person: close an unused connection
 //! ```
 //!
 //! Client identity follows the spec's order: the configured `client_id`, else the client
@@ -25,7 +26,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize, Serializer};
 
 /// The `[servers.NAME.oauth]` table.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamOAuth {
     /// How the gateway obtains tokens. Default `authorization_code` (a person signs in
@@ -62,6 +63,39 @@ pub struct UpstreamOAuth {
     /// token endpoint of the server's authorization server (its metadata, discovered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint: Option<String>,
+    /// Per-user and token-exchange servers: a person's connection with no call for this
+    /// long is closed (reopened at their next call), so idle people hold no upstream
+    /// session. Default 900; 0 keeps them open.
+    #[serde(
+        default = "default_idle_disconnect_secs",
+        skip_serializing_if = "is_default_idle_disconnect"
+    )]
+    pub idle_disconnect_secs: u64,
+}
+
+impl Default for UpstreamOAuth {
+    /// What an empty table means.
+    fn default() -> Self {
+        Self {
+            grant: GrantKind::default(),
+            client_id: None,
+            client_secret: None,
+            client_metadata_url: None,
+            scopes: Vec::new(),
+            redirect_port: None,
+            per_user: false,
+            token_endpoint: None,
+            idle_disconnect_secs: default_idle_disconnect_secs(),
+        }
+    }
+}
+
+fn default_idle_disconnect_secs() -> u64 {
+    900
+}
+
+fn is_default_idle_disconnect(secs: &u64) -> bool {
+    *secs == default_idle_disconnect_secs()
 }
 
 /// How tokens are obtained.
@@ -97,6 +131,7 @@ impl fmt::Debug for UpstreamOAuth {
             .field("redirect_port", &self.redirect_port)
             .field("per_user", &self.per_user)
             .field("token_endpoint", &self.token_endpoint)
+            .field("idle_disconnect_secs", &self.idle_disconnect_secs)
             .finish()
     }
 }
@@ -152,6 +187,12 @@ impl UpstreamOAuth {
         Ok(())
     }
 
+    /// How long a person's connection may go unused, `None`: for ever.
+    pub fn idle_disconnect(&self) -> Option<std::time::Duration> {
+        (self.idle_disconnect_secs > 0)
+            .then(|| std::time::Duration::from_secs(self.idle_disconnect_secs))
+    }
+
     /// Whether each caller identity has its own tokens: `per_user`, or token exchange.
     pub fn per_identity(&self) -> bool {
         self.per_user || self.grant == GrantKind::TokenExchange
@@ -165,6 +206,11 @@ mod tests {
     #[test]
     fn an_empty_table_means_sign_in_with_discovery_and_registration() {
         let settings: UpstreamOAuth = toml::from_str("").unwrap();
+        assert_eq!(settings, UpstreamOAuth::default());
+        assert_eq!(
+            settings.idle_disconnect(),
+            Some(std::time::Duration::from_secs(900))
+        );
         assert_eq!(settings.grant, GrantKind::AuthorizationCode);
         assert!(settings.client_id.is_none() && settings.scopes.is_empty());
         assert!(settings.validate(true).is_ok());

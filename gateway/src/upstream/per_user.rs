@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolResult, ContentBlock, CustomNotification, ElicitRequestParams, ElicitationAction,
@@ -82,6 +82,9 @@ pub fn signed_in(server: &str) -> CallToolResult {
 /// signed in elsewhere.
 const OFFER_POLL: Duration = Duration::from_secs(2);
 
+/// How often idle identity connections are looked for, at most.
+const IDLE_SWEEP: Duration = Duration::from_secs(30);
+
 /// How long a call waits for its caller to sign in.
 const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
 
@@ -96,6 +99,8 @@ pub struct SignsInAs {
 /// The identity connections of one per-user server.
 pub struct PerUser {
     users: Mutex<HashMap<Arc<str>, Arc<Upstream>>>,
+    /// When each identity last called.
+    used: Mutex<HashMap<Arc<str>, Instant>>,
     /// Per identity, the turn of a token exchange (one at a time).
     exchanges: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     sealer: Result<Arc<Sealer>, SealError>,
@@ -106,6 +111,7 @@ impl PerUser {
     pub fn new() -> Self {
         Self {
             users: Mutex::default(),
+            used: Mutex::default(),
             exchanges: Mutex::default(),
             sealer: Sealer::from_env().map(Arc::new),
             dir: store::default_dir(),
@@ -149,6 +155,42 @@ impl PerUser {
             .clone()
     }
 
+    /// Notes that `identity` calls now.
+    fn touch(&self, identity: &Arc<str>) {
+        self.used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(identity.clone(), Instant::now());
+    }
+
+    /// Closes the connections of the identities that have not called for `idle` and have
+    /// no request in flight; they open again at the identity's next call.
+    fn disconnect_idle(&self, server: &str, idle: Duration) {
+        let stale: Vec<Arc<str>> = {
+            let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+            let stale = used
+                .iter()
+                .filter(|(_, at)| at.elapsed() >= idle)
+                .map(|(identity, _)| identity.clone())
+                .collect::<Vec<_>>();
+            for identity in &stale {
+                used.remove(identity);
+            }
+            stale
+        };
+        let mut users = self.lock();
+        for identity in stale {
+            if users
+                .get(&identity)
+                .is_some_and(|user| user.requests.is_empty())
+                && let Some(user) = users.remove(&identity)
+            {
+                tracing::info!(server, %identity, "closing an idle per-user connection");
+                user.stop();
+            }
+        }
+    }
+
     /// Stops every identity's connection.
     pub fn stop_all(&self) {
         for (_, user) in self.lock().drain() {
@@ -189,7 +231,22 @@ impl Upstream {
                 self.attempted.send_replace(true);
             }
         }
-        self.shutdown.cancelled().await;
+        let idle = self
+            .config
+            .oauth
+            .as_ref()
+            .and_then(|oauth| oauth.idle_disconnect());
+        let sweep = idle.map_or(IDLE_SWEEP, |idle| idle.min(IDLE_SWEEP));
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(sweep), if idle.is_some() => {
+                    if let Some(idle) = idle {
+                        users.disconnect_idle(&self.name, idle);
+                    }
+                }
+                () = self.shutdown.cancelled() => break,
+            }
+        }
         users.stop_all();
         self.set_health(|h| h.state = UpstreamState::Stopped);
     }
@@ -327,6 +384,7 @@ impl Upstream {
             return Err(self.unavailable("not a per-user server"));
         };
         let (sealer, dir) = users.storage().map_err(|why| self.unavailable(why))?;
+        users.touch(&identity);
         let shared = self.downstream.sign_ins.shared();
         let who = || PerUser::signs_in_as(&sealer, shared, &identity);
         let oauth = OAuthUpstream::for_identity(
