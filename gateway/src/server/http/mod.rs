@@ -48,6 +48,19 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         .downstream()
         .sign_ins
         .set_public_url(Some(&config.listen.public_base()));
+    let signs_people_in = config
+        .enabled_servers()
+        .any(|(_, server)| server.oauth.as_ref().is_some_and(|o| o.per_identity()));
+    if signs_people_in
+        && config.listen.public_url.is_none()
+        && config.listen.address.ip().is_unspecified()
+    {
+        tracing::warn!(
+            "per-user sign-ins come back to {}/oauth/callback, which no browser can reach: \
+             set [listen] public_url",
+            config.listen.public_base()
+        );
+    }
     let mut router = router
         .route(CALLBACK_PATH, get(sign_in_callback))
         .route("/mcp", mcp(default.clone()))
