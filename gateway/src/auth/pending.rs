@@ -87,6 +87,14 @@ impl Pending {
         }))
     }
 
+    /// Whether the sign-in of `state` still waits for its callback.
+    pub async fn is_open(&self, state: &str) -> bool {
+        self.state
+            .get_record(&Self::key("signin", state))
+            .await
+            .is_ok_and(|record| record.is_some())
+    }
+
     /// Forgets the sign-in of `state` (given up).
     pub async fn forget(&self, state: &str) {
         let _ = self.state.delete_record(&Self::key("signin", state)).await;

@@ -231,11 +231,16 @@ impl SignIns {
                 .find(|o| o.server == upstream.name && o.identity == identity)
                 .map(|o| o.begun.clone())
         };
-        if let Some(begun) = ongoing(&mut self.lock()) {
-            return Ok(begun);
+        let pending = self.pending().map_err(PerUserError::Begin)?;
+        let joined = ongoing(&mut self.lock());
+        if let Some(begun) = joined {
+            // Its callback may have come to another replica since: then it is spent.
+            if pending.is_open(&begun.state).await {
+                return Ok(begun);
+            }
+            self.lock().remove(&begun.state);
         }
         let redirect_uri = self.redirect_uri().ok_or(PerUserError::NoCallback)?;
-        let pending = self.pending().map_err(PerUserError::Begin)?;
         let failed =
             |error: SignInError| PerUserError::Begin(crate::redact::urls(&error.to_string()));
         let mut manager = upstream.discovered_manager().await.map_err(failed)?;
