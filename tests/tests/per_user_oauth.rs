@@ -902,6 +902,14 @@ fn a_listener_that_names_nobody_signs_nobody_in() {
         run["elicitations"].as_array().unwrap().is_empty(),
         "{run:#}"
     );
+    // Nor is there one sign-in for everyone to make.
+    let login = workspace.cli(&["auth", "login", "who"]);
+    assert!(!login.status.success());
+    assert!(
+        String::from_utf8_lossy(&login.stderr).contains("OAUTH_NO_LOGIN"),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
 
     // Without the token key, the server says why it keeps no sign-in.
     let keyless = Workspace::new(
