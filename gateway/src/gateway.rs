@@ -138,7 +138,13 @@ pub struct ReloadReport {
 impl Gateway {
     /// Starts every upstream and assembles the pipeline.
     pub async fn start(config: Config, shutdown: CancellationToken) -> Arc<Gateway> {
-        let (registry, resource_updates) = Registry::start(&config, shutdown.clone()).await;
+        let state = state::open(&config.cluster).unwrap_or_else(|e| {
+            // The configuration was validated at load; only a library caller gets here.
+            tracing::error!("{e}: sharing nothing, state stays in this process");
+            Arc::new(state::memory::MemoryState::new(&config.cluster))
+        });
+        let (registry, resource_updates) =
+            Registry::start_sharing(&config, shutdown.clone(), Some(state.clone())).await;
         // The relay asks in the console too: one place for every question.
         let shared = Shared {
             console_asks: registry.downstream().console_asks.clone(),
@@ -148,11 +154,6 @@ impl Gateway {
         let telemetry = Telemetry::start(&config.telemetry).unwrap_or_else(|e| {
             tracing::error!("traces are not exported: {e}");
             Telemetry::default()
-        });
-        let state = state::open(&config.cluster).unwrap_or_else(|e| {
-            // The configuration was validated at load; only a library caller gets here.
-            tracing::error!("{e}: sharing nothing, state stays in this process");
-            Arc::new(state::memory::MemoryState::new(&config.cluster))
         });
         let session_ttl = Duration::from_secs(config.cluster.session_ttl_secs.max(1));
         let search_tools = Arc::new(SearchTool::start(

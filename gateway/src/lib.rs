@@ -18,7 +18,8 @@
 //! - [`observe`]: the instruments: metrics, the session log and OpenTelemetry traces.
 //! - [`http_client`]: the HTTP client of streamable HTTP upstreams.
 //! - [`resource_uri`]: the gateway's URIs for upstream resources.
-//! - [`state`]: what replicas share (sessions, limits, event streams): memory or Redis.
+//! - [`state`]: what replicas share (sessions, limits, event streams, per-user sign-ins):
+//!   memory or Redis.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
 //! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.

@@ -52,6 +52,10 @@
 //! profile bound to it, if any. Sessions are bound to the credentials that opened them. `/healthz` is not exempt: it shows each upstream's state and last error,
 //! which are for the operator, so `status --listen` must send the token too.
 //!
+//! The per-user sign-in callback (`/oauth/callback`) is the other: a browser coming back
+//! from an authorization server has no bearer token, and the sign-in's single-use `state`
+//! authorizes it (see `auth::per_user`); Host and Origin are checked as for any path.
+//!
 //! [`check_bind`] is the start-up half: a non-loopback address without tokens is refused.
 
 // What every request passes through: nothing here may panic on what a client sends.
@@ -104,6 +108,11 @@ pub enum SecurityError {
     InvalidAllowedOrigin { index: usize, value: String },
     #[error("[listen] max_body_bytes must be at least 1")]
     ZeroBodyLimit,
+    #[error(
+        "[listen] public_url must be an http(s) URL with no path, query or fragment, such as \
+         \"https://gateway.example\" (got {0:?})"
+    )]
+    InvalidPublicUrl(String),
     #[error("[listen] {0}")]
     BehindProxy(ProxyProblem),
     #[error(transparent)]
@@ -120,6 +129,7 @@ impl SecurityError {
             Self::InvalidAllowedHost { .. } => "LISTEN_INVALID_ALLOWED_HOST",
             Self::InvalidAllowedOrigin { .. } => "LISTEN_INVALID_ALLOWED_ORIGIN",
             Self::ZeroBodyLimit => "LISTEN_ZERO_BODY_LIMIT",
+            Self::InvalidPublicUrl(_) => "LISTEN_INVALID_PUBLIC_URL",
             Self::BehindProxy(problem) => problem.code(),
             Self::OAuth(error) => error.code(),
         }
@@ -137,6 +147,7 @@ impl SecurityError {
                 format!("listen.allowed_origins[{index}]")
             }
             Self::ZeroBodyLimit => "listen.max_body_bytes".into(),
+            Self::InvalidPublicUrl(_) => "listen.public_url".into(),
             Self::BehindProxy(_) => "listen.behind_proxy".into(),
             Self::OAuth(error) => format!("listen.oauth{}", error.field()),
         }
@@ -208,6 +219,19 @@ impl Credentials {
     }
 }
 
+/// The identity provider's access token a request presented (`[listen.oauth]`), beside
+/// its [`Credentials`]: what a token-exchange server trades for a token of its own
+/// (`auth::exchange`). Kept out of `Credentials`, which compare equal across a client's
+/// refreshed tokens; never shown.
+#[derive(Clone)]
+pub struct SubjectToken(pub std::sync::Arc<str>);
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(***)")
+    }
+}
+
 /// One of the configured tokens, named by the first 32 bits of its SHA-256 (as 8 hex
 /// digits, `token:1a2b3c4d` in logs and session records): the same whatever the token's
 /// place in `[listen] tokens` and on every replica, and an operator can tell which token
@@ -268,6 +292,11 @@ impl SecurityGuard {
     pub fn new(config: &ListenConfig) -> Result<Self, SecurityError> {
         if config.max_body_bytes == 0 {
             return Err(SecurityError::ZeroBodyLimit);
+        }
+        if let Some(public) = &config.public_url
+            && !is_base_url(public)
+        {
+            return Err(SecurityError::InvalidPublicUrl(public.clone()));
         }
         if let Some(problem) = config.proxy_problem() {
             return Err(SecurityError::BehindProxy(problem));
@@ -337,10 +366,28 @@ impl SecurityGuard {
             || (self.console && is_console_path(path));
         let credentials = if public {
             Credentials::anonymous()
+        } else if path == crate::auth::per_user::CALLBACK_PATH {
+            // A browser coming back from an authorization server carries no bearer token:
+            // the sign-in's single-use state is what authorizes it. Credentials it does
+            // present must be good, and must be the sign-in's identity's.
+            if headers_carry_token(&parts.headers) {
+                self.authenticate(&parts.headers).await?
+            } else {
+                Credentials::anonymous()
+            }
         } else {
             self.authenticate(&parts.headers).await?
         };
         let body = self.bounded_body(&parts.headers, body).await?;
+        if credentials.subject.is_some()
+            && let Some(token) = parts
+                .headers
+                .get(header::AUTHORIZATION)
+                .and_then(bearer_token)
+                .and_then(|token| std::str::from_utf8(token).ok())
+        {
+            parts.extensions.insert(SubjectToken(token.into()));
+        }
         parts.extensions.insert(credentials);
         Ok(Request::from_parts(parts, body))
     }
@@ -475,6 +522,24 @@ impl SecurityGuard {
         }
         Ok(Body::from(buffer))
     }
+}
+
+/// Whether `text` is an http(s) URL that is only a scheme, host and port (what
+/// `/oauth/callback` is appended to).
+fn is_base_url(text: &str) -> bool {
+    url::Url::parse(text).is_ok_and(|url| {
+        matches!(url.scheme(), "http" | "https")
+            && url.host().is_some()
+            && url.path() == "/"
+            && url.query().is_none()
+            && url.fragment().is_none()
+            && url.username().is_empty()
+    })
+}
+
+/// Whether the request presents a bearer token.
+fn headers_carry_token(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::AUTHORIZATION)
 }
 
 /// `/ui` and everything under it.
@@ -1218,5 +1283,26 @@ mod tests {
         config.allowed_origins.clear();
         config.max_body_bytes = 0;
         assert_eq!(code(&config), "LISTEN_ZERO_BODY_LIMIT");
+    }
+
+    #[test]
+    fn a_public_url_is_a_scheme_a_host_and_a_port() {
+        for good in [
+            "https://gateway.example",
+            "http://127.0.0.1:8765/",
+            "https://g.example:8443",
+        ] {
+            assert!(is_base_url(good), "{good}");
+        }
+        for bad in [
+            "gateway.example",
+            "ftp://g.example",
+            "https://g.example/mcp",
+            "https://u@g.example",
+            "https://g.example/?a=1",
+            "https://g.example#x",
+        ] {
+            assert!(!is_base_url(bad), "{bad}");
+        }
     }
 }

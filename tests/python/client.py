@@ -14,7 +14,10 @@ Usage:
   client.py --transport http --url http://127.0.0.1:PORT/mcp [--header K=V]... [--oauth]
             --oauth: sign in with the SDK's OAuth client, headless (see signin.py)
   common:   [--script JSON | --script-file PATH]   (default: the script is read from stdin)
-            [--elicit accept|decline|cancel|none] [--elicit-content JSON]
+            [--elicit accept|decline|cancel|browse|none] [--elicit-content JSON]
+            [--browse-as ACCOUNT]  (browse: a URL elicitation is accepted and its URL
+                                    followed, redirects and all, as a browser would, with
+                                    login_hint=ACCOUNT added; form ones are accepted)
             [--elicit-delay-ms MS]  (the person takes this long to answer)
             [--sample TEXT] [--sample-delay-ms MS]  (declare sampling; answer every request
                                                      with this text, after MS)
@@ -70,7 +73,8 @@ connection or the command line failed; the document is printed in every case but
                 "pages"?: int, "progress"?: [{"progress", "total"?, "message"?}],
                 "cancelled"?: bool}],
    "elicitations": [{"params": <ElicitRequestParams>, "response": <ElicitResult> | null,
-                     "cancelled"?: true}],    response null while the person "thinks"
+                     "cancelled"?: true, "browsed"?: {"status": int, "url": str, "body": str}}],
+                     response null while the person "thinks"
    "samplings": [{"params": <CreateMessageRequestParams>, "during_action": int | null,
                   "progress_token"?: str | int, "cancelled"?: true}],
    "roots_requests": [{"during_action": int | null}],
@@ -95,7 +99,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from urllib.parse import urlencode
+
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client, MCPDeprecationWarning, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
@@ -204,6 +211,7 @@ class Recorder:
         self.samplings: list[dict[str, Any]] = doc["samplings"]
         self.roots_requests: list[dict[str, Any]] = doc["roots_requests"]
         self.elicit = elicit
+        self.browse_as: str | None = None
         self.elicit_delay_ms = elicit_delay_ms
         self.elicit_content = elicit_content
         self.notifications: list[dict[str, Any]] = doc["notifications"]
@@ -263,7 +271,12 @@ class Recorder:
             except anyio.get_cancelled_exc_class():
                 entry["cancelled"] = True
                 raise
-        if self.elicit == "accept":
+        if self.elicit == "browse" and getattr(params, "mode", "form") == "url":
+            entry["browsed"] = await browse(params.url, self.browse_as)
+            response = types.ElicitResult(action="accept")
+            entry["response"] = dump(response)
+            return response
+        if self.elicit in ("accept", "browse"):
             if getattr(params, "mode", "form") == "url":
                 response = types.ElicitResult(action="accept")
             else:
@@ -279,6 +292,17 @@ class Recorder:
             response = types.ElicitResult(action=self.elicit)
         entry["response"] = dump(response)
         return response
+
+
+async def browse(url: str, account: str | None) -> dict[str, Any]:
+    """Opens `url` as a person's browser would: no credentials of the client's, cookies
+    kept, every redirect followed to the page that ends it (for a sign-in, the gateway's
+    callback). `account` is the identity provider's login_hint (tests/servers/idp.mjs)."""
+    if account is not None:
+        url += ("&" if "?" in url else "?") + urlencode({"login_hint": account})
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=30, max_redirects=20) as http:
+        response = await http.get(url)
+    return {"status": response.status_code, "url": str(response.url), "body": response.text}
 
 
 def require(action: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
@@ -525,6 +549,7 @@ async def http_transport(
 async def run(opts: argparse.Namespace, script: list[Any], doc: dict[str, Any]) -> int:
     recorder = Recorder(opts.elicit, opts.elicit_content, doc, opts.elicit_delay_ms,
                         opts.sample, opts.roots, opts.sample_delay_ms, opts.sample_progress)
+    recorder.browse_as = opts.browse_as
     client = Client(
         make_transport(opts, doc),
         mode=opts.mode,
@@ -582,7 +607,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
     parser.add_argument("--oauth", action="store_true", help="http: sign in with OAuth, headless")
     parser.add_argument("--script", help="the actions as a JSON array")
     parser.add_argument("--script-file", help="a file holding the actions as a JSON array")
-    parser.add_argument("--elicit", choices=["accept", "decline", "cancel", "none"], default="none")
+    parser.add_argument("--elicit", choices=["accept", "decline", "cancel", "browse", "none"],
+                        default="none")
+    parser.add_argument("--browse-as", help="browse: the login_hint of the sign-in page")
     parser.add_argument("--elicit-content", help="accept: the JSON object to answer with")
     parser.add_argument("--elicit-delay-ms", type=int, default=0,
                         help="wait this long before answering an elicitation")

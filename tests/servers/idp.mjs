@@ -8,8 +8,14 @@
 //   verifies. Only the listed ids are published at the JWKS.
 // - Clients: `machine` / `machine-secret` may use client_credentials; any client may
 //   register itself (RFC 7591), as the MCP SDKs do.
-// - Nobody has to click: an authorization request signs in account `alice` and grants
-//   every scope asked for, then redirects back with the code at once.
+// - Nobody has to click: an authorization request signs in account `alice` (or the
+//   account its `login_hint` names, so a test can sign in several people) and grants
+//   every scope asked for, then redirects back with the code at once. `login_hint=refuse`
+//   is a person who refuses: the redirect carries `error=access_denied`.
+// - Token exchange (RFC 8693): client `exchanger` / `exchanger-secret` may trade an access
+//   token this provider issued (or forged, below: it checks the signature with the
+//   published keys and the issuer) for one whose audience is the `resource` asked for,
+//   with the same subject; GET /test/exchanges counts the exchanges done.
 // - GET /test/forge?claims=JSON&key=ID[&kid=KID] signs a token the provider never issued:
 //   the claims (defaults: iss, sub alice, iat, exp in 5 min) with key ID (`stranger` is a
 //   key that is never published), header kid KID (default ID). The refusal tests use it.
@@ -39,6 +45,10 @@ async function newKey(kid) {
   return { ...(await jose.exportJWK(privateKey)), kid, alg: 'RS256', use: 'sig' };
 }
 
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+let exchanges = 0;
+
 const stored = existsSync(opts.keys) ? JSON.parse(readFileSync(opts.keys, 'utf8')) : {};
 const published = [];
 for (const kid of opts['key-ids'].split(',')) {
@@ -50,6 +60,14 @@ writeFileSync(opts.keys, JSON.stringify(stored), { mode: 0o600 });
 
 const provider = new Provider(issuer, {
   clients: [
+    {
+      client_id: 'exchanger',
+      client_secret: 'exchanger-secret',
+      token_endpoint_auth_method: 'client_secret_post',
+      grant_types: [TOKEN_EXCHANGE],
+      redirect_uris: [],
+      response_types: [],
+    },
     {
       client_id: 'machine',
       client_secret: 'machine-secret',
@@ -85,12 +103,48 @@ const provider = new Provider(issuer, {
 });
 provider.proxy = false;
 
+const publishedKeys = jose.createLocalJWKSet({
+  keys: published.map(({ d, p, q, dp, dq, qi, ...pub }) => pub),
+});
+provider.registerGrantType(TOKEN_EXCHANGE, async (ctx) => {
+  const { subject_token: subject, subject_token_type: type, resource, scope } = ctx.oidc.params;
+  const refuse = (error, description) => {
+    ctx.status = 400;
+    ctx.body = { error, error_description: description };
+  };
+  if (type !== ACCESS_TOKEN_TYPE || !subject) return refuse('invalid_request', 'an access token is exchanged');
+  if (!resource) return refuse('invalid_target', 'name the resource');
+  let claims;
+  try {
+    ({ payload: claims } = await jose.jwtVerify(subject, publishedKeys, { issuer }));
+  } catch (error) {
+    return refuse('invalid_grant', `the subject token does not verify: ${error.message}`);
+  }
+  exchanges += 1;
+  const now = Math.floor(Date.now() / 1000);
+  const key = await jose.importJWK(published[0], 'RS256');
+  const granted = scope ?? 'mcp:read';
+  const token = await new jose.SignJWT({
+    sub: claims.sub, client_id: ctx.oidc.client.clientId, scope: granted,
+    jti: crypto.randomUUID(), act: { sub: ctx.oidc.client.clientId },
+  })
+    .setProtectedHeader({ alg: 'RS256', typ: 'at+jwt', kid: published[0].kid })
+    .setIssuer(issuer).setAudience(resource).setIssuedAt(now).setExpirationTime(now + tokenTtl)
+    .sign(key);
+  ctx.body = {
+    access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer',
+    expires_in: tokenTtl, scope: granted,
+  };
+}, ['subject_token', 'subject_token_type', 'requested_token_type', 'resource', 'audience', 'scope'], ['resource']);
+
 provider.use(async (ctx, next) => {
   if (ctx.path.startsWith('/interaction/')) {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     let result;
-    if (details.prompt.name === 'login') {
-      result = { login: { accountId: 'alice' } };
+    if (details.params.login_hint === 'refuse') {
+      result = { error: 'access_denied', error_description: 'the person refused' };
+    } else if (details.prompt.name === 'login') {
+      result = { login: { accountId: details.params.login_hint ?? 'alice' } };
     } else {
       const grant = details.grantId
         ? await provider.Grant.find(details.grantId)
@@ -105,6 +159,10 @@ provider.use(async (ctx, next) => {
     }
     const to = await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: true });
     ctx.redirect(to);
+    return;
+  }
+  if (ctx.path === '/test/exchanges') {
+    ctx.body = String(exchanges);
     return;
   }
   if (ctx.path === '/test/forge') {

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod idp;
+pub mod whoami;
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -267,6 +268,8 @@ const SLOW_EVENTS: &str = "slow-events.jsonl";
 /// A temporary folder holding `config.toml`, with session logs kept inside it.
 pub struct Workspace {
     pub dir: tempfile::TempDir,
+    /// Environment variables the gateway gets besides the test's own.
+    env: Vec<(String, String)>,
 }
 
 impl Workspace {
@@ -282,7 +285,17 @@ impl Workspace {
             ));
         }
         std::fs::write(dir.path().join("config.toml"), text).unwrap();
-        Workspace { dir }
+        Workspace {
+            dir,
+            env: Vec::new(),
+        }
+    }
+
+    /// The same workspace, whose gateways (served or run as a command) get `name=value`
+    /// in their environment.
+    pub fn with_env(mut self, name: &str, value: &str) -> Workspace {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     pub fn config(&self) -> PathBuf {
@@ -356,6 +369,7 @@ impl Workspace {
             .arg(self.config())
             .env("RUST_LOG", "warn")
             .env("XDG_DATA_HOME", self.data_home())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
             .unwrap()
     }
@@ -389,6 +403,7 @@ impl Workspace {
             .args(extra)
             .env("RUST_LOG", "info,rmcp=warn")
             .env("XDG_DATA_HOME", self.data_home())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(

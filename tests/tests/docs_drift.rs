@@ -588,6 +588,18 @@ const REFUSED: &[(&str, &str, usize, &str)] = &[
         "OAUTH_SECRET_WITHOUT_ID",
     ),
     (
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\ngrant = \"client_credentials\"\nclient_id = \"gw\"\nclient_secret = \"s\"\nper_user = true\n",
+        "servers.r.oauth",
+        3,
+        "OAUTH_MACHINE_PER_USER",
+    ),
+    (
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.r.oauth]\ngrant = \"token_exchange\"\n",
+        "servers.r.oauth",
+        3,
+        "OAUTH_EXCHANGE_WITHOUT_CLIENT",
+    ),
+    (
         "[listen.oauth]\naudience = \"https://gw.example/mcp\"\n",
         "listen.oauth",
         1,
@@ -634,6 +646,12 @@ const REFUSED: &[(&str, &str, usize, &str)] = &[
         "listen.allowed_origins[0]",
         2,
         "LISTEN_INVALID_ALLOWED_ORIGIN",
+    ),
+    (
+        "[listen]\npublic_url = \"https://gateway.example/mcp\"\n",
+        "listen.public_url",
+        2,
+        "LISTEN_INVALID_PUBLIC_URL",
     ),
     (
         "[listen]\nmax_body_bytes = 0\n",

@@ -10,7 +10,8 @@
 //! waits for the metrics interval holding its calls, and checks that requests without the
 //! cookie, with a wrong CSRF token or from a foreign Origin are refused. On every page: each control has a label, text
 //! meets WCAG AA contrast, nothing is fetched from another origin, and nothing overflows a
-//! phone's width. Screenshots of every page land in `target/ui-screenshots/`.
+//! phone's width. Screenshots of every page land in `target/ui-screenshots/`. A second
+//! test drives the "People signed in" panel of a per-user server (`tests/ui/sign_ins.mjs`).
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -107,5 +108,77 @@ fn an_operator_drives_the_console_in_a_browser() {
             .iter()
             .any(|&c| alive(c))),
         "no upstream left behind: {children:?}"
+    );
+}
+
+/// The console's "People signed in" panel in a browser (tests/ui/sign_ins.mjs): a person
+/// signed in to a per-user server (issue 40) is listed, with no token on the page, and
+/// the operator revokes the sign-in with its button.
+#[test]
+fn an_operator_sees_and_revokes_a_persons_sign_in_in_the_browser() {
+    use mcp_gateway_tests::idp::IdentityProvider;
+    use mcp_gateway_tests::whoami::Whoami;
+    use serde_json::json;
+
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(TOKEN),
+        toml_str(whoami.url()),
+    ))
+    .with_env(
+        "MCP_GATEWAY_TOKEN_KEY",
+        "7d1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c",
+    );
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(
+        [
+            "--header",
+            &format!("Authorization=Bearer {TOKEN}"),
+            "--elicit",
+            "browse",
+            "--browse-as",
+            "alice",
+        ]
+        .map(str::to_owned),
+    );
+    let run = python_client(
+        &args,
+        &json!([{"action": "call_tool", "name": "mcp__who__sign_in", "arguments": {}}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    let identity = run["elicitations"][0]["browsed"]["body"]
+        .as_str()
+        .and_then(|page| page.split(" as ").nth(1))
+        .and_then(|rest| rest.split('.').next())
+        .unwrap_or_else(|| panic!("the callback page names the identity: {run:#}"))
+        .to_owned();
+
+    let output = Command::new("node")
+        .arg(repo().join("tests/ui/sign_ins.mjs"))
+        .env("GATEWAY_URL", gateway.url(""))
+        .env("GATEWAY_TOKEN", TOKEN)
+        .env("IDENTITY", &identity)
+        .env("SECRETS", whoami.tokens().join("\n"))
+        .env("CHROMIUM", &chromium)
+        .stdin(Stdio::null())
+        .output()
+        .expect("node runs");
+    let steps = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && steps.contains("all sign-in checks passed"),
+        "{steps}\n{}\n--- gateway log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        gateway.log_text()
+    );
+    let status = workspace.cli(&["auth", "status"]);
+    assert_eq!(
+        String::from_utf8_lossy(&status.stdout).trim(),
+        "who\tper_user\tnobody has signed in",
+        "revoked from the console"
     );
 }

@@ -5,10 +5,17 @@
 //! Upstream, [`upstream`] signs the gateway in to remote servers that want OAuth
 //! ([`settings`]: `[servers.NAME.oauth]`), keeping their tokens in [`store`]; an upstream
 //! connection sends its requests through [`signed_in`]; [`status`] says where each
-//! sign-in stands (`auth status`, `/healthz`).
+//! sign-in stands (`auth status`, `/healthz`). A per-user server signs each caller in as
+//! themselves ([`per_user`], with sign-ins in progress in [`pending`]), or trades each caller's own token for one ([`exchange`]),
+//! keeps their tokens sealed ([`sealed`]) and shows them to operators ([`people`]).
 
+pub mod exchange;
 pub mod keys;
+pub mod pending;
+pub mod people;
+pub mod per_user;
 pub mod resource;
+pub mod sealed;
 pub mod settings;
 pub mod signed_in;
 pub mod status;

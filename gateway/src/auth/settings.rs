@@ -6,11 +6,15 @@
 //! url = "https://tracker.example/mcp"
 //! [servers.tracker.oauth]                   # an empty table is enough: discover, register
 //! # grant = "client_credentials"            # machine-to-machine; default authorization_code
+//! # grant = "token_exchange"                # each caller's own token traded (auth::exchange)
 //! # client_id = "gateway"                   # pre-registered client, else…
 //! # client_secret = "${TRACKER_SECRET}"     # …its secret (confidential client)
 //! # client_metadata_url = "https://gw.example/client.json"  # …a client ID metadata document
 //! # scopes = ["issues:read"]                # default: the server's challenge, else scopes_supported
 //! # redirect_port = 8976                    # loopback port of `auth login`, default any free one
+//! # per_user = true                         # each caller signs in as themselves (auth::per_user)
+//! # token_endpoint = "https://login.example.com/token"  # token_exchange: default discovered
+//! # idle_disconnect_secs = 900              # per person: close an unused connection
 //! ```
 //!
 //! Client identity follows the spec's order: the configured `client_id`, else the client
@@ -22,7 +26,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize, Serializer};
 
 /// The `[servers.NAME.oauth]` table.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamOAuth {
     /// How the gateway obtains tokens. Default `authorization_code` (a person signs in
@@ -50,6 +54,48 @@ pub struct UpstreamOAuth {
     /// (fine for providers that allow any loopback port, as RFC 8252 asks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirect_port: Option<u16>,
+    /// Each caller identity signs in as itself, through the client (URL elicitation) and
+    /// the gateway's own `/oauth/callback`, and its calls carry its own token only (see
+    /// `auth::per_user`). Default false: one sign-in (`auth login`) for everyone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_user: bool,
+    /// `grant = "token_exchange"`: the identity provider's token endpoint. Default: the
+    /// token endpoint of the server's authorization server (its metadata, discovered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint: Option<String>,
+    /// Per-user and token-exchange servers: a person's connection with no call for this
+    /// long is closed (reopened at their next call), so idle people hold no upstream
+    /// session. Default 900; 0 keeps them open.
+    #[serde(
+        default = "default_idle_disconnect_secs",
+        skip_serializing_if = "is_default_idle_disconnect"
+    )]
+    pub idle_disconnect_secs: u64,
+}
+
+impl Default for UpstreamOAuth {
+    /// What an empty table means.
+    fn default() -> Self {
+        Self {
+            grant: GrantKind::default(),
+            client_id: None,
+            client_secret: None,
+            client_metadata_url: None,
+            scopes: Vec::new(),
+            redirect_port: None,
+            per_user: false,
+            token_endpoint: None,
+            idle_disconnect_secs: default_idle_disconnect_secs(),
+        }
+    }
+}
+
+fn default_idle_disconnect_secs() -> u64 {
+    900
+}
+
+fn is_default_idle_disconnect(secs: &u64) -> bool {
+    *secs == default_idle_disconnect_secs()
 }
 
 /// How tokens are obtained.
@@ -61,6 +107,10 @@ pub enum GrantKind {
     AuthorizationCode,
     /// The gateway signs in as itself with `client_id` and `client_secret`.
     ClientCredentials,
+    /// Each caller's own access token (from `[listen.oauth]`) is exchanged at the identity
+    /// provider for one whose audience is the server (RFC 8693), with no person in the
+    /// loop; per caller identity, like `per_user`.
+    TokenExchange,
 }
 
 fn masked<S: Serializer>(secret: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -79,6 +129,9 @@ impl fmt::Debug for UpstreamOAuth {
             .field("client_metadata_url", &self.client_metadata_url)
             .field("scopes", &self.scopes)
             .field("redirect_port", &self.redirect_port)
+            .field("per_user", &self.per_user)
+            .field("token_endpoint", &self.token_endpoint)
+            .field("idle_disconnect_secs", &self.idle_disconnect_secs)
             .finish()
     }
 }
@@ -92,6 +145,10 @@ pub enum OAuthSettingsError {
     MachineWithoutSecret,
     #[error("client_secret needs client_id")]
     SecretWithoutId,
+    #[error("per_user = true signs people in: it cannot go with grant = \"client_credentials\"")]
+    MachinePerUser,
+    #[error("grant = \"token_exchange\" needs the gateway's client_id at the identity provider")]
+    ExchangeWithoutClient,
 }
 
 impl OAuthSettingsError {
@@ -101,6 +158,8 @@ impl OAuthSettingsError {
             Self::NotRemote => "OAUTH_NOT_REMOTE",
             Self::MachineWithoutSecret => "OAUTH_MACHINE_WITHOUT_SECRET",
             Self::SecretWithoutId => "OAUTH_SECRET_WITHOUT_ID",
+            Self::MachinePerUser => "OAUTH_MACHINE_PER_USER",
+            Self::ExchangeWithoutClient => "OAUTH_EXCHANGE_WITHOUT_CLIENT",
         }
     }
 }
@@ -119,7 +178,24 @@ impl UpstreamOAuth {
         {
             return Err(OAuthSettingsError::MachineWithoutSecret);
         }
+        if self.per_user && self.grant == GrantKind::ClientCredentials {
+            return Err(OAuthSettingsError::MachinePerUser);
+        }
+        if self.grant == GrantKind::TokenExchange && self.client_id.is_none() {
+            return Err(OAuthSettingsError::ExchangeWithoutClient);
+        }
         Ok(())
+    }
+
+    /// How long a person's connection may go unused, `None`: for ever.
+    pub fn idle_disconnect(&self) -> Option<std::time::Duration> {
+        (self.idle_disconnect_secs > 0)
+            .then(|| std::time::Duration::from_secs(self.idle_disconnect_secs))
+    }
+
+    /// Whether each caller identity has its own tokens: `per_user`, or token exchange.
+    pub fn per_identity(&self) -> bool {
+        self.per_user || self.grant == GrantKind::TokenExchange
     }
 }
 
@@ -130,6 +206,11 @@ mod tests {
     #[test]
     fn an_empty_table_means_sign_in_with_discovery_and_registration() {
         let settings: UpstreamOAuth = toml::from_str("").unwrap();
+        assert_eq!(settings, UpstreamOAuth::default());
+        assert_eq!(
+            settings.idle_disconnect(),
+            Some(std::time::Duration::from_secs(900))
+        );
         assert_eq!(settings.grant, GrantKind::AuthorizationCode);
         assert!(settings.client_id.is_none() && settings.scopes.is_empty());
         assert!(settings.validate(true).is_ok());

@@ -2,9 +2,15 @@
 //! every request, refreshes it before it expires and once more on a 401; this wrapper adds
 //! what the gateway does when that is not enough:
 //!
-//! - **401 after the refresh**: the sign-in is dead (revoked, or no refresh token). The
-//!   tokens are forgotten and the connection is closed, so the supervisor finds the server
-//!   signed out and reports `needs_login` until someone runs `mcp-gateway auth login`.
+//! - **401 after the refresh**, or a refresh the authorization server refused: the
+//!   sign-in is dead (revoked, the client or grant gone, or no refresh token). The tokens
+//!   are forgotten and the connection is closed, so the supervisor finds the server
+//!   signed out and reports `needs_login` until someone runs `mcp-gateway auth login`
+//!   (for a per-user server, the person's next call asks them to sign in again).
+//! - **A sign-in every replica shares** (a per-user server with `[cluster]`): it is
+//!   refreshed once across replicas. Before a request, a token about to expire is
+//!   refreshed under a lock in the shared state by whichever replica takes it first; the
+//!   others wait, read the new token and send with it.
 //! - **403 `insufficient_scope`**: step-up, once per connection. The scope the server asked
 //!   for is remembered for the next sign-in; a machine client (`client_credentials`) gets
 //!   a token with the larger scope at once and the request is sent again; a person's
@@ -26,6 +32,7 @@ use sse_stream::{Error as SseError, Sse};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::GrantKind;
+use super::store::TokenStore;
 use super::upstream::OAuthUpstream;
 use crate::http_client::{HttpError, UpstreamHttp};
 
@@ -95,8 +102,42 @@ impl SignedInClient {
         }
     }
 
+    /// What makes a sign-in anew: the command, or for a per-user server, the next call.
     fn login_command(&self) -> String {
-        format!("mcp-gateway auth login {}", self.upstream.name)
+        if self.upstream.settings.per_user {
+            "call again: you will be asked to sign in".to_owned()
+        } else {
+            format!("run `mcp-gateway auth login {}`", self.upstream.name)
+        }
+    }
+
+    /// For a shared sign-in: refreshes a token about to expire, once across replicas (see
+    /// the module documentation). rmcp's client then finds it fresh.
+    async fn refresh_once(&self) {
+        let store = &self.upstream.store;
+        if !store.is_shared() {
+            return;
+        }
+        // One refresh per process: every request of this connection waits here.
+        let manager = self.inner.auth_manager.lock().await;
+        if !refresh_due(store).await {
+            return;
+        }
+        let lock = store.refresh_lock().await;
+        // Another replica may have refreshed while this one waited for the lock.
+        if refresh_due(store).await {
+            match manager.refresh_token().await {
+                Ok(_) => {
+                    tracing::info!(server = %self.upstream.name, "refreshed the shared sign-in")
+                }
+                Err(error) => {
+                    tracing::warn!(server = %self.upstream.name, %error, "refreshing the shared sign-in failed")
+                }
+            }
+        }
+        if let Some(lock) = lock {
+            lock.release().await;
+        }
     }
 
     /// Reacts to what the inner client's answer said; `true` asks for one more try.
@@ -117,7 +158,7 @@ impl SignedInClient {
             }
             Verdict::SignInRefused => {
                 tracing::warn!(server = %self.upstream.name, "upstream sign-in is no longer valid");
-                if let Err(error) = self.upstream.store.forget_tokens() {
+                if let Err(error) = self.upstream.store.forget_tokens().await {
                     tracing::warn!(server = %self.upstream.name, %error, "cannot update the token file");
                 }
                 self.signed_out.cancel();
@@ -129,7 +170,7 @@ impl SignedInClient {
                     return false;
                 }
                 let wanted = scope.split_whitespace().map(str::to_owned).collect();
-                if let Err(error) = self.upstream.store.want_scopes(wanted) {
+                if let Err(error) = self.upstream.store.want_scopes(wanted).await {
                     tracing::warn!(server = %self.upstream.name, %error, "cannot update the token file");
                 }
                 if self.upstream.settings.grant != GrantKind::ClientCredentials {
@@ -154,7 +195,7 @@ impl SignedInClient {
         result.map_err(|error| match error {
             StreamableHttpError::AuthRequired(_) => {
                 StreamableHttpError::AuthRequired(AuthRequiredError::new(format!(
-                    "the sign-in is no longer valid: run `{}`",
+                    "the sign-in is no longer valid: {}",
                     self.login_command()
                 )))
             }
@@ -162,7 +203,7 @@ impl SignedInClient {
                 let scope = error.required_scope.clone().unwrap_or_default();
                 StreamableHttpError::InsufficientScope(InsufficientScopeError::new(
                     format!(
-                        "the server wants scope `{scope}`: run `{}` to grant it",
+                        "the server wants scope `{scope}`: {} to grant it",
                         self.login_command()
                     ),
                     error.required_scope,
@@ -186,6 +227,17 @@ impl Verdict {
     fn of<T>(result: &Result<T, Error>) -> Self {
         match result {
             Err(StreamableHttpError::AuthRequired(_)) => Self::SignInRefused,
+            // No token could be had: none is left, or the authorization server answered
+            // the refresh with an OAuth error (the grant or the client is gone). A refresh
+            // that could not reach it is transient and leaves the sign-in be.
+            Err(StreamableHttpError::Auth(
+                AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_),
+            )) => Self::SignInRefused,
+            Err(StreamableHttpError::Auth(AuthError::TokenRefreshFailed(why)))
+                if why.contains(OAUTH_ERROR_ANSWER) =>
+            {
+                Self::SignInRefused
+            }
             Err(StreamableHttpError::InsufficientScope(error)) => {
                 Self::ScopeTooSmall(error.required_scope.clone())
             }
@@ -235,6 +287,7 @@ impl StreamableHttpClient for SignedInClient {
                 limits,
             )
         };
+        self.refresh_once().await;
         let mut result = send().await;
         if self.react(Verdict::of(&result)).await {
             result = send().await;
@@ -263,6 +316,7 @@ impl StreamableHttpClient for SignedInClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.refresh_once().await;
         let result = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -280,6 +334,7 @@ impl StreamableHttpClient for SignedInClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.refresh_once().await;
         let result = self
             .inner
             .get_stream_with_max_sse_event_size(
@@ -295,6 +350,36 @@ impl StreamableHttpClient for SignedInClient {
         self.explained(result)
     }
 }
+
+/// Whether the stored access token is close enough to its end that rmcp's client would
+/// refresh it: a few seconds before rmcp's own margin (the lesser of 30 s and half its
+/// life), so the shared refresh comes first.
+pub async fn refresh_due(store: &TokenStore) -> bool {
+    use oauth2::TokenResponse;
+    let Ok(Some(credentials)) = store.credentials().await else {
+        return false;
+    };
+    let (Some(tokens), Some(received)) =
+        (&credentials.token_response, credentials.token_received_at)
+    else {
+        return false;
+    };
+    let Some(lifetime) = tokens.expires_in().map(|life| life.as_secs()) else {
+        return false;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let remaining = lifetime.saturating_sub(now.saturating_sub(received));
+    remaining < (lifetime / 2).clamp(1, 30) + (lifetime / 4).min(EARLY_SECS)
+}
+
+/// How rmcp (through `oauth2`) says the authorization server answered with an OAuth error.
+const OAUTH_ERROR_ANSWER: &str = "Server returned error response";
+
+/// How much sooner than rmcp a shared sign-in is refreshed, at most (a quarter of a short
+/// token's life at most, so a short-lived token is not refreshed at every request).
+const EARLY_SECS: u64 = 3;
 
 /// Why no authorized client could be made.
 #[derive(Debug, thiserror::Error)]

@@ -57,17 +57,17 @@ impl SignInState {
 
 impl SignInStatus {
     /// The status of server `name`, whose tokens `store` keeps.
-    pub fn read(name: &str, grant: GrantKind, store: &TokenStore) -> Self {
+    pub async fn read(name: &str, grant: GrantKind, store: &TokenStore) -> Self {
         let mut status = SignInStatus {
             state: SignInState::SignedIn,
             grant,
             expires_at: None,
             refreshable: false,
             scopes: Vec::new(),
-            wanted_scopes: store.wanted_scopes(),
+            wanted_scopes: store.wanted_scopes().await,
             hint: None,
         };
-        let credentials = match store.credentials() {
+        let credentials = match store.credentials().await {
             Ok(credentials) => credentials,
             Err(error) => {
                 status.state = SignInState::Unreadable;
@@ -83,6 +83,10 @@ impl SignInStatus {
                 GrantKind::ClientCredentials => (
                     SignInState::SignedOut,
                     Some("signs in by itself when serving".to_owned()),
+                ),
+                GrantKind::TokenExchange => (
+                    SignInState::SignedOut,
+                    Some("exchanged again at the caller's next call".to_owned()),
                 ),
                 GrantKind::AuthorizationCode => (
                     SignInState::NeedsLogin,
@@ -145,17 +149,17 @@ mod tests {
     async fn a_person_without_tokens_needs_login_and_a_machine_signs_in_by_itself() {
         let dir = tempfile::tempdir().unwrap();
         let store = TokenStore::new(dir.path(), "t", "https://t.example/mcp");
-        let person = SignInStatus::read("t", GrantKind::AuthorizationCode, &store);
+        let person = SignInStatus::read("t", GrantKind::AuthorizationCode, &store).await;
         assert_eq!(person.state, SignInState::NeedsLogin);
         assert_eq!(person.line(), "needs_login\trun `mcp-gateway auth login t`");
-        let machine = SignInStatus::read("t", GrantKind::ClientCredentials, &store);
+        let machine = SignInStatus::read("t", GrantKind::ClientCredentials, &store).await;
         assert_eq!(machine.state, SignInState::SignedOut);
         // A registered client without tokens (revoked) still needs a login.
         store
             .save(StoredCredentials::new("c".into(), None, vec![], None))
             .await
             .unwrap();
-        let revoked = SignInStatus::read("t", GrantKind::AuthorizationCode, &store);
+        let revoked = SignInStatus::read("t", GrantKind::AuthorizationCode, &store).await;
         assert_eq!(revoked.state, SignInState::NeedsLogin);
     }
 }

@@ -14,6 +14,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::transport::auth::{
@@ -22,8 +23,10 @@ use rmcp::transport::auth::{
 };
 use tokio::sync::oneshot;
 
+use super::sealed::Sealer;
 use super::settings::{GrantKind, UpstreamOAuth};
 use super::store::TokenStore;
+use crate::state::SharedState;
 
 /// How long `auth login` waits for the browser to come back.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -57,6 +60,8 @@ pub enum SignInError {
     TimedOut(Duration),
     #[error("the authorization server refused: {0}")]
     Refused(String),
+    #[error("{0}")]
+    NoLogin(&'static str),
 }
 
 impl SignInError {
@@ -68,6 +73,7 @@ impl SignInError {
             Self::Browser(_) | Self::BrowserFailed(_) => "OAUTH_BROWSER",
             Self::TimedOut(_) => "OAUTH_LOGIN_TIMEOUT",
             Self::Refused(_) => "OAUTH_REFUSED",
+            Self::NoLogin(_) => "OAUTH_NO_LOGIN",
         }
     }
 }
@@ -87,6 +93,24 @@ impl OAuthUpstream {
             url: url.to_owned(),
             settings: settings.clone(),
             store: TokenStore::new(dir, name, url),
+        }
+    }
+
+    /// The per-user server `name` as `identity` signs in to it: its own sealed store.
+    pub fn for_identity(
+        name: &str,
+        url: &str,
+        settings: &UpstreamOAuth,
+        dir: &Path,
+        shared: Option<&Arc<dyn SharedState>>,
+        identity: &str,
+        sealer: Arc<Sealer>,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            url: url.to_owned(),
+            settings: settings.clone(),
+            store: TokenStore::for_identity(dir, shared, name, url, identity, sealer),
         }
     }
 
@@ -119,6 +143,13 @@ impl OAuthUpstream {
     /// Signs in as the configuration says, and stores the tokens.
     pub async fn sign_in(&self, browser: &Browser) -> Result<(), SignInError> {
         match self.settings.grant {
+            GrantKind::TokenExchange => Err(SignInError::NoLogin(
+                "this server exchanges each caller's own token (grant = \"token_exchange\"): \
+                 there is nothing to sign in to",
+            )),
+            _ if self.settings.per_user => Err(SignInError::NoLogin(
+                "this server signs each person in through their own client (per_user = true)",
+            )),
             GrantKind::ClientCredentials => Ok(self.machine_sign_in().await?),
             GrantKind::AuthorizationCode => self.browser_sign_in(browser).await,
         }
@@ -139,7 +170,7 @@ impl OAuthUpstream {
             .resolve_metadata_from_challenge(challenge.as_deref())
             .await?;
         manager.set_metadata(resolution.metadata);
-        let mut scopes = self.requested_scopes();
+        let mut scopes = self.requested_scopes().await;
         if scopes.is_empty() {
             scopes = manager.select_scopes(None, &[]);
         }
@@ -158,12 +189,12 @@ impl OAuthUpstream {
     /// already granted plus those the server asked for: re-authorization asks for the union
     /// (SEP-2350), so the larger token still does what the smaller one did. Empty leaves
     /// the choice to discovery.
-    fn requested_scopes(&self) -> Vec<String> {
-        let wanted = self.store.wanted_scopes();
+    async fn requested_scopes(&self) -> Vec<String> {
+        let wanted = self.store.wanted_scopes().await;
         let granted = if wanted.is_empty() {
             Vec::new()
         } else {
-            let credentials = self.store.credentials().ok().flatten();
+            let credentials = self.store.credentials().await.ok().flatten();
             credentials.map_or_else(Vec::new, |credentials| credentials.granted_scopes)
         };
         let mut scopes = self.settings.scopes.clone();
@@ -173,6 +204,58 @@ impl OAuthUpstream {
             }
         }
         scopes
+    }
+
+    /// An authorization request (PKCE, state, `resource`) whose answer comes back to
+    /// `redirect_uri`: discovery, then the client identity in the spec's order.
+    pub async fn authorization_session(
+        &self,
+        redirect_uri: &str,
+    ) -> Result<AuthorizationSession, SignInError> {
+        let manager = self.discovered_manager().await?;
+        self.authorization_session_with(manager, redirect_uri).await
+    }
+
+    /// A manager for this server that has found its authorization server (from the
+    /// server's challenge, else the well-known paths).
+    pub async fn discovered_manager(&self) -> Result<AuthorizationManager, SignInError> {
+        let mut manager = self.manager().await?;
+        let challenge = probe_challenge(&self.url).await;
+        let resolution = manager
+            .resolve_metadata_from_challenge(challenge.as_deref())
+            .await?;
+        manager.set_metadata(resolution.metadata);
+        Ok(manager)
+    }
+
+    /// [`Self::authorization_session`] on `manager`, which has found its authorization
+    /// server (and may keep its PKCE verifiers elsewhere).
+    pub async fn authorization_session_with(
+        &self,
+        manager: AuthorizationManager,
+        redirect_uri: &str,
+    ) -> Result<AuthorizationSession, SignInError> {
+        // Without scopes of its own the request asks for the challenge's, else the
+        // resource's `scopes_supported` (the spec's scope selection strategy).
+        let mut request = AuthorizationRequest::new(redirect_uri)
+            .with_client_name(CLIENT_NAME)
+            .with_initial_scope_selection();
+        let scopes = self.requested_scopes().await;
+        if !scopes.is_empty() {
+            request = request.with_scopes(scopes);
+        }
+        if let Some(client_id) = &self.settings.client_id {
+            request = request.with_preregistered_client(client_id);
+        }
+        if let Some(secret) = &self.settings.client_secret {
+            request = request.with_client_secret(secret);
+        }
+        if let Some(document) = &self.settings.client_metadata_url {
+            request = request.with_client_metadata_url(document);
+        }
+        Ok(AuthorizationSession::new(manager, request)
+            .await
+            .map_err(|(_, error)| error)?)
     }
 
     /// Authorization code with PKCE on a loopback redirect (RFC 8252).
@@ -186,35 +269,7 @@ impl OAuthUpstream {
             .map_err(|source| SignInError::Redirect { address, source })?
             .port();
         let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-
-        let mut manager = self.manager().await?;
-        let challenge = probe_challenge(&self.url).await;
-        let resolution = manager
-            .resolve_metadata_from_challenge(challenge.as_deref())
-            .await?;
-        manager.set_metadata(resolution.metadata);
-        // Without scopes of its own the request asks for the challenge's, else the
-        // resource's `scopes_supported` (the spec's scope selection strategy).
-        let mut request = AuthorizationRequest::new(&redirect_uri)
-            .with_client_name(CLIENT_NAME)
-            .with_initial_scope_selection();
-        let scopes = self.requested_scopes();
-        if !scopes.is_empty() {
-            request = request.with_scopes(scopes);
-        }
-        if let Some(client_id) = &self.settings.client_id {
-            request = request.with_preregistered_client(client_id);
-        }
-        if let Some(secret) = &self.settings.client_secret {
-            request = request.with_client_secret(secret);
-        }
-        if let Some(document) = &self.settings.client_metadata_url {
-            request = request.with_client_metadata_url(document);
-        }
-        let session = AuthorizationSession::new(manager, request)
-            .await
-            .map_err(|(_, error)| error)?;
-
+        let session = self.authorization_session(&redirect_uri).await?;
         let authorization_url = session.get_authorization_url();
         let state = query_value(authorization_url, "state").ok_or_else(|| {
             AuthError::AuthorizationFailed("the authorization request carries no state".into())
@@ -244,7 +299,7 @@ impl OAuthUpstream {
     /// Revokes the stored tokens where the authorization server supports it, then forgets
     /// them. Whether the server revoked them is returned; forgetting happens regardless.
     pub async fn sign_out(&self) -> Result<bool, SignInError> {
-        let revoked = match self.store.credentials() {
+        let revoked = match self.store.credentials().await {
             Ok(Some(credentials)) => self.revoke(&credentials).await.unwrap_or_else(|error| {
                 tracing::warn!(server = %self.name, %error, "revocation failed");
                 false
@@ -319,7 +374,7 @@ fn is_private(ip: IpAddr) -> bool {
 /// is then asked for `tools/list` on the session it opened. `None` when neither is
 /// challenged: discovery then probes the well-known locations and the scopes come from
 /// `scopes_supported`.
-async fn probe_challenge(url: &str) -> Option<String> {
+pub(super) async fn probe_challenge(url: &str) -> Option<String> {
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -457,7 +512,7 @@ async fn serve_callback(
     let _ = axum::serve(listener, app).await;
 }
 
-fn query_value(url: &str, key: &str) -> Option<String> {
+pub fn query_value(url: &str, key: &str) -> Option<String> {
     url::Url::parse(url)
         .ok()?
         .query_pairs()
@@ -491,13 +546,17 @@ mod tests {
         let credentials = StoredCredentials::new("c1".into(), None, granted, Some(1));
         upstream.store.save(credentials).await.unwrap();
         assert_eq!(
-            upstream.requested_scopes(),
+            upstream.requested_scopes().await,
             ["configured"],
             "no step-up: as configured"
         );
-        upstream.store.want_scopes(vec!["write".into()]).unwrap();
+        upstream
+            .store
+            .want_scopes(vec!["write".into()])
+            .await
+            .unwrap();
         assert_eq!(
-            upstream.requested_scopes(),
+            upstream.requested_scopes().await,
             ["configured", "basic", "write"]
         );
     }

@@ -165,16 +165,25 @@ enum AuthAction {
         #[arg(long, value_name = "CMD")]
         browser: Option<String>,
     },
-    /// List the OAuth servers with their sign-in state, expiry and scopes.
+    /// List the OAuth servers with their sign-in state, expiry and scopes; a per-user
+    /// server with each person's sign-in (`SERVER/IDENTITY`).
     Status {
         #[command(flatten)]
         config: ConfigArg,
     },
-    /// Revoke SERVER's tokens where it supports revocation, and forget them.
+    /// Revoke SERVER's tokens where it supports revocation, and forget them; for a
+    /// per-user server, one person's (`--user IDENTITY`, as `auth status` shows it).
     Logout {
         #[command(flatten)]
         config: ConfigArg,
-        server: String,
+        /// The server (or `--server`).
+        #[arg(value_name = "SERVER", required_unless_present = "server_flag")]
+        server: Option<String>,
+        #[arg(long = "server", value_name = "SERVER", conflicts_with = "server")]
+        server_flag: Option<String>,
+        /// A per-user server: whose sign-in (`token:1a2b3c4d`, `subject:alice`).
+        #[arg(long, value_name = "IDENTITY")]
+        user: Option<String>,
     },
 }
 

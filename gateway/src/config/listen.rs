@@ -16,6 +16,7 @@
 //! max_connections = 512                  # default; further clients wait to be accepted
 //! ui = true                              # the operator console at /ui; default: on loopback
 //! behind_proxy = false                   # true: requests come through a reverse proxy
+//! public_url = "https://gateway.example"  # where browsers reach it (per-user sign-ins)
 //! [listen.oauth]                         # also accept an identity provider's JWT access tokens
 //! issuer = "https://login.example.com"   # see `auth::resource` for every field
 //! audience = "https://gateway.example/mcp"
@@ -83,6 +84,11 @@ pub struct ListenConfig {
     /// `[listen.limits]`: what one client may hold at once.
     #[serde(default)]
     pub limits: ClientLimits,
+    /// The URL people's browsers reach this listener at (`https://gateway.example`), under
+    /// which per-user sign-ins come back (`/oauth/callback`). Default: `http://` and
+    /// `address`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
 }
 
 /// `[listen.limits]`: how much one client may hold at once, so that nothing one client
@@ -156,6 +162,13 @@ impl ClientLimits {
 }
 
 impl ListenConfig {
+    /// [`Self::public_url`], else `http://` and the address.
+    pub fn public_base(&self) -> String {
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.address))
+    }
+
     /// [`Self::header_timeout_ms`] as a duration.
     pub fn header_timeout(&self) -> Duration {
         Duration::from_millis(self.header_timeout_ms.get())
@@ -243,6 +256,7 @@ impl Default for ListenConfig {
             behind_proxy: false,
             oauth: None,
             limits: ClientLimits::default(),
+            public_url: None,
         }
     }
 }

@@ -56,6 +56,8 @@ pub mod attribute {
     pub const SERVER: &str = "mcp.server";
     pub const PROFILE: &str = "mcp.profile";
     pub const SESSION: &str = "mcp.session.id";
+    /// Who the caller's credentials name (`token:…`, `subject:…`), never a credential.
+    pub const IDENTITY: &str = "enduser.id";
     pub const ERROR: &str = "error.type";
     pub const GATE_DECISION: &str = "mcp.gate.decision";
     pub const RUN: &str = "mcp.run_code.run";

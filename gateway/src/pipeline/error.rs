@@ -20,6 +20,10 @@ pub enum ErrorCode {
     UpstreamError,
     OutputInvalid,
     CodeRunFailed,
+    /// A per-user server's caller must sign in first; the detail carries the URL.
+    SignInRequired,
+    /// A per-user server's sign-in did not come about (declined, refused, timed out).
+    SignInFailed,
 }
 
 impl ErrorCode {
@@ -35,6 +39,8 @@ impl ErrorCode {
             ErrorCode::UpstreamError => "UPSTREAM_ERROR",
             ErrorCode::OutputInvalid => "OUTPUT_INVALID",
             ErrorCode::CodeRunFailed => "CODE_RUN_FAILED",
+            ErrorCode::SignInRequired => "SIGN_IN_REQUIRED",
+            ErrorCode::SignInFailed => "SIGN_IN_FAILED",
         }
     }
 
@@ -50,6 +56,7 @@ impl ErrorCode {
             ErrorCode::UpstreamError => "UpstreamError",
             ErrorCode::OutputInvalid => "ToolOutputError",
             ErrorCode::CodeRunFailed => "CodeRunFailedError",
+            ErrorCode::SignInRequired | ErrorCode::SignInFailed => "SignInError",
         }
     }
 }

@@ -149,6 +149,19 @@ impl Invocation {
         Value::Object(self.arguments.clone().unwrap_or_default())
     }
 
+    /// Who the caller's credentials name, if anyone (never a credential).
+    pub fn identity(&self) -> Option<&str> {
+        self.caller.as_ref()?.identity.as_deref()
+    }
+
+    /// The server that owns the tool, for a federated one.
+    pub fn server(&self) -> Option<&str> {
+        match &self.target {
+            Some(Target::Federated(tool)) => Some(&tool.server),
+            _ => None,
+        }
+    }
+
     /// The arguments, borrowed (an empty object when none were given).
     pub fn arguments_or_empty(&self) -> &JsonObject {
         static EMPTY: LazyLock<JsonObject> = LazyLock::new(JsonObject::new);

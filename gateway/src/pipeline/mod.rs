@@ -271,6 +271,9 @@ impl Pipeline {
                 if let Origin::Code { run } = &invocation.origin {
                     attributes.push(KeyValue::new(attribute::RUN, run.clone()));
                 }
+                if let Some(identity) = invocation.identity() {
+                    attributes.push(KeyValue::new(attribute::IDENTITY, identity.to_owned()));
+                }
                 (format!("tools/call {}", invocation.tool), attributes)
             })
     }
@@ -494,9 +497,17 @@ pub fn upstream_failure(error: UpstreamError) -> ToolError {
         UpstreamError::Unavailable { .. } => ErrorCode::UpstreamUnavailable,
         UpstreamError::Rejected { .. } | UpstreamError::Protocol { .. } => ErrorCode::UpstreamError,
         UpstreamError::Cancelled { .. } => ErrorCode::Aborted,
+        UpstreamError::SignInRequired { .. } => ErrorCode::SignInRequired,
+        UpstreamError::SignInFailed { .. } => ErrorCode::SignInFailed,
     };
     let detail = match &error {
         UpstreamError::Rejected { error, .. } => ToolError::for_the_client(error),
+        UpstreamError::SignInRequired { server, url } => {
+            Some(serde_json::json!({"server": server, "url": url}))
+        }
+        UpstreamError::SignInFailed { server, reason, .. } => {
+            Some(serde_json::json!({"server": server, "reason": reason}))
+        }
         _ => None,
     };
     let failure = ToolError::new(code, error.to_string());

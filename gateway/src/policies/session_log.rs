@@ -19,6 +19,13 @@ struct CallEvent<'a> {
     arguments: &'a JsonObject,
     #[serde(skip_serializing_if = "Option::is_none")]
     run: Option<&'a str>,
+    /// The upstream that owns the tool, for a federated one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<&'a str>,
+    /// Who the caller's credentials name (`token:…`, `subject:…`): whose sign-in a
+    /// per-user server's call used. Never a credential.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity: Option<&'a str>,
 }
 
 /// `tool/result` and `tool/code-dispatch`.
@@ -69,6 +76,8 @@ impl ResultObserver for SessionLogObserver {
             tool: &invocation.tool,
             arguments: invocation.arguments_or_empty(),
             run,
+            server: invocation.server(),
+            identity: invocation.identity(),
         };
         log.append(kind, &event);
     }

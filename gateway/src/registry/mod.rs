@@ -168,6 +168,20 @@ impl Registry {
         config: &Config,
         shutdown: CancellationToken,
     ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
+        Self::start_sharing(config, shutdown, None).await
+    }
+
+    /// [`Registry::start`], with the state replicas share (`state`), where per-user
+    /// sign-ins are kept when it is shared.
+    pub async fn start_sharing(
+        config: &Config,
+        shutdown: CancellationToken,
+        state: Option<Arc<dyn crate::state::SharedState>>,
+    ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
+        let downstream = Downstream::new(config.gate.clone());
+        if let Some(state) = state {
+            downstream.sign_ins.keep_in(state);
+        }
         let (changed, mut changes) = mpsc::unbounded_channel();
         let (resource_updates, updates) = mpsc::unbounded_channel();
         let registry = Arc::new(Registry {
@@ -178,7 +192,7 @@ impl Registry {
             catalog: watch::Sender::new(Arc::default()),
             changed,
             resource_updates,
-            downstream: Arc::new(Downstream::new(config.gate.clone())),
+            downstream: Arc::new(downstream),
             shutdown,
         });
         for (name, server) in config.enabled_servers() {

@@ -29,6 +29,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::link::ClientLink;
 use super::turns::Turns;
+use crate::listener_guard::SubjectToken;
 
 /// The `_meta` key of a request's progress token.
 pub(super) const PROGRESS_TOKEN: &str = "progressToken";
@@ -51,6 +52,12 @@ pub struct Caller {
     /// Answers the client gave with its request before being asked (protocol 2026-07-28
     /// `inputResponses`): the upstream gets them with the call.
     pub given_input: Option<InputResponses>,
+    /// Who the client's credentials name (`token:…`, `subject:…`), if anyone: whose
+    /// sign-in a per-user server's call is made with.
+    pub identity: Option<Arc<str>>,
+    /// The identity provider's access token the client presented, if it did: what a
+    /// token-exchange server trades for its own.
+    pub subject_token: Option<SubjectToken>,
 }
 
 /// The keys of a request's `_meta` that describe the client's own connection (protocol
@@ -79,7 +86,20 @@ impl Caller {
             session: session.into(),
             log_level,
             given_input: None,
+            identity: None,
+            subject_token: None,
         }
+    }
+
+    /// The same caller, acting as `identity`, having presented `subject_token`.
+    pub fn with_identity(
+        mut self,
+        identity: Option<&str>,
+        subject_token: Option<SubjectToken>,
+    ) -> Caller {
+        self.identity = identity.map(Arc::from);
+        self.subject_token = subject_token;
+        self
     }
 
     /// Sends the client `progress` from upstream under the client's own token, when it

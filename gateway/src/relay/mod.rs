@@ -42,6 +42,7 @@ pub use link::{ClientLink, ClientRequests};
 pub use listeners::Listeners;
 
 use crate::approvals::ConsoleAsks;
+use crate::auth::per_user::SignIns;
 use crate::config::GateSettings;
 
 /// A list an upstream said changed.
@@ -64,6 +65,9 @@ pub struct Downstream {
     /// The lists upstreams said changed, once the gateway has read them again: a gateway
     /// that stands in for one server passes each on, even when nothing it shows differs.
     pub announced: tokio::sync::broadcast::Sender<(Arc<str>, ListKind)>,
+    /// The per-user sign-ins in progress, which ask the calling client to open a URL and
+    /// come back on the listener's callback.
+    pub sign_ins: Arc<SignIns>,
 }
 
 impl Default for Downstream {
@@ -80,6 +84,7 @@ impl Downstream {
             gate: RwLock::new(gate),
             console_asks: Arc::default(),
             announced: tokio::sync::broadcast::channel(16).0,
+            sign_ins: Arc::default(),
         }
     }
 

@@ -125,6 +125,8 @@ pub async fn relay(
                 session,
                 log_level: None,
                 given_input: None,
+                identity: None,
+                subject_token: None,
             },
             None if kind == Kind::Ping => return Ok(ClientResult::empty(())),
             None => return Err(refusal(server, kind, &Unrelated::NoCall.to_string())),

@@ -58,6 +58,10 @@ struct Inner {
     /// The same for sessions, and for usage, which are created on first use.
     prune_sessions_at: usize,
     prune_usage_at: usize,
+    /// Records kept for their owners (per-user sign-ins), by key, with when they lapse.
+    records: std::collections::BTreeMap<String, (Vec<u8>, Option<Instant>)>,
+    /// Locks held, by name: the holder and when its lease ends.
+    locks: HashMap<String, (String, Instant)>,
 }
 
 struct Session {
@@ -407,5 +411,103 @@ impl SharedState for MemoryState {
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>> {
         // Every stream in this memory is this process's own.
         Box::pin(ready(Ok(replica == self.replica)))
+    }
+
+    fn get_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>> {
+        let now = Instant::now();
+        let found = self
+            .lock()
+            .records
+            .get(key)
+            .filter(|(_, until)| until.is_none_or(|until| until > now))
+            .map(|(bytes, _)| bytes.clone());
+        Box::pin(ready(Ok(found)))
+    }
+
+    fn put_record<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        // Lapsed records go when one is written: their number stays that of the live ones.
+        inner
+            .records
+            .retain(|_, (_, until)| until.is_none_or(|until| until > now));
+        inner
+            .records
+            .insert(key.to_owned(), (bytes, ttl.map(|ttl| now + ttl)));
+        Box::pin(ready(Ok(())))
+    }
+
+    fn take_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>> {
+        let now = Instant::now();
+        let taken = self
+            .lock()
+            .records
+            .remove(key)
+            .filter(|(_, until)| until.is_none_or(|until| until > now))
+            .map(|(bytes, _)| bytes);
+        Box::pin(ready(Ok(taken)))
+    }
+
+    fn delete_record<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
+        self.lock().records.remove(key);
+        Box::pin(ready(Ok(())))
+    }
+
+    fn record_keys<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, StateError>> {
+        let keys = self
+            .lock()
+            .records
+            .keys()
+            .filter(|key| key.starts_with(prefix))
+            .cloned()
+            .collect();
+        Box::pin(ready(Ok(keys)))
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StateError>> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let free = inner.locks.get(name).is_none_or(|(_, until)| *until <= now);
+        if free {
+            inner
+                .locks
+                .insert(name.to_owned(), (holder.to_owned(), now + lease));
+        }
+        Box::pin(ready(Ok(free)))
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        let mut inner = self.lock();
+        if inner
+            .locks
+            .get(name)
+            .is_some_and(|(held, _)| held == holder)
+        {
+            inner.locks.remove(name);
+        }
+        Box::pin(ready(Ok(())))
     }
 }

@@ -229,6 +229,49 @@ pub trait SharedState: Send + Sync + 'static {
     /// Whether `replica` still runs. A replica renews a lease while it can reach the
     /// store; one whose lease lapsed (a few seconds after it died) is gone.
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>>;
+
+    /// The record kept under `key` (per-user sign-ins, sealed by their owner), if any.
+    fn get_record<'a>(&'a self, key: &'a str)
+    -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>>;
+
+    /// Keeps `bytes` under `key`, in place of what was there, for `ttl` (or until
+    /// deleted).
+    fn put_record<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// The record under `key`, which is gone from then on, for everyone: of several
+    /// takers, one gets it.
+    fn take_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>>;
+
+    /// Forgets the record under `key`.
+    fn delete_record<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// The keys of the records whose key starts with `prefix`, sorted.
+    fn record_keys<'a>(&'a self, prefix: &'a str)
+    -> BoxFuture<'a, Result<Vec<String>, StateError>>;
+
+    /// Takes the lock `name` for `holder`, for at most `lease` (it lapses by itself should
+    /// the holder die); whether it was free.
+    fn try_lock<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StateError>>;
+
+    /// Lets the lock `name` go, when `holder` still holds it.
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
 }
 
 /// The shared state `config` asks for: Redis when a URL is set, else this process's

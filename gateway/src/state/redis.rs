@@ -7,6 +7,8 @@
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
 //! - `events:<stream>`: a sorted set of `<seq>:<JSON>` scored `<seq>`.
 //! - `replica:<id>`: the lease of a running replica, renewed with every probe.
+//! - `record:<key>`: a record kept for its owner (a per-user sign-in, sealed by it).
+//! - `lock:<name>`: a lock's holder, with the lock's lease as its TTL.
 //! - the pub/sub channels `published`, events of standalone streams (see
 //!   [`Published`]), and `ended`, ids of sessions just ended; each replica keeps one
 //!   subscription to both, re-made after Redis returns.
@@ -87,8 +89,18 @@ end
 return 1
 ";
 
+/// Lets a lock go only when its holder still holds it (its lease may have lapsed and
+/// another taken it).
+const UNLOCK: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
 pub struct RedisState {
     prefix: String,
+    unlock: Script,
     session_ttl: Duration,
     replica: String,
     connection: Arc<OnceCell<ConnectionManager>>,
@@ -132,6 +144,7 @@ impl RedisState {
         ));
         Ok(RedisState {
             prefix: config.key_prefix.clone(),
+            unlock: Script::new(UNLOCK),
             session_ttl: config.session_ttl(),
             replica,
             connection: connection.clone(),
@@ -556,6 +569,144 @@ impl SharedState for RedisState {
                 .query_async::<bool>(&mut connection)
                 .await;
             self.observe(result)
+        })
+    }
+
+    fn get_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("GET")
+                .arg(self.key("record", key))
+                .query_async::<Option<Vec<u8>>>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn put_record<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let mut command = redis::cmd("SET");
+            command.arg(self.key("record", key)).arg(bytes);
+            if let Some(ttl) = ttl {
+                command.arg("PX").arg(ttl.as_millis().max(1) as u64);
+            }
+            let result = command.query_async::<()>(&mut connection).await;
+            self.observe(result)
+        })
+    }
+
+    fn take_record<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("GETDEL")
+                .arg(self.key("record", key))
+                .query_async::<Option<Vec<u8>>>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn delete_record<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("DEL")
+                .arg(self.key("record", key))
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn record_keys<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let start = self.key("record", "");
+            // The pattern's own wildcard characters in a key prefix are escaped.
+            let mut pattern = start.clone();
+            for c in prefix.chars() {
+                if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                    pattern.push('\\');
+                }
+                pattern.push(c);
+            }
+            pattern.push('*');
+            let mut keys = Vec::new();
+            let mut cursor = 0u64;
+            loop {
+                let result = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async::<(u64, Vec<String>)>(&mut connection)
+                    .await;
+                let (next, found) = self.observe(result)?;
+                keys.extend(
+                    found
+                        .into_iter()
+                        .filter_map(|k| k.strip_prefix(&start).map(str::to_owned)),
+                );
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+            keys.sort();
+            keys.dedup();
+            Ok(keys)
+        })
+    }
+
+    fn try_lock<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("SET")
+                .arg(self.key("lock", name))
+                .arg(holder)
+                .arg("NX")
+                .arg("PX")
+                .arg(lease.as_millis().max(1) as u64)
+                .query_async::<Option<String>>(&mut connection)
+                .await;
+            Ok(self.observe(result)?.is_some())
+        })
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = self
+                .unlock
+                .key(self.key("lock", name))
+                .arg(holder)
+                .invoke_async::<i64>(&mut connection)
+                .await;
+            self.observe(result).map(drop)
         })
     }
 }

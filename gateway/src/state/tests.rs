@@ -143,6 +143,71 @@ async fn contract(state: &dyn SharedState) {
         state.events_after("no-such-id").await.unwrap(),
         Replay::default()
     );
+
+    // Records: kept as given, listed by prefix (wildcards in it are plain), forgotten.
+    assert_eq!(state.get_record("oauth/a*/x").await.unwrap(), None);
+    state
+        .put_record("oauth/a*/x", vec![0, 159, 1], None)
+        .await
+        .unwrap();
+    state
+        .put_record("oauth/a*/y", b"y".to_vec(), None)
+        .await
+        .unwrap();
+    state
+        .put_record("oauth/ab/z", b"z".to_vec(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        state.get_record("oauth/a*/x").await.unwrap(),
+        Some(vec![0, 159, 1])
+    );
+    assert_eq!(
+        state.record_keys("oauth/a*/").await.unwrap(),
+        ["oauth/a*/x", "oauth/a*/y"]
+    );
+    state.delete_record("oauth/a*/x").await.unwrap();
+    assert_eq!(
+        state.record_keys("oauth/a*/").await.unwrap(),
+        ["oauth/a*/y"]
+    );
+    // Taken once: the second taker gets nothing.
+    assert_eq!(
+        state.take_record("oauth/a*/y").await.unwrap(),
+        Some(b"y".to_vec())
+    );
+    assert_eq!(state.take_record("oauth/a*/y").await.unwrap(), None);
+    // A record with a lifetime lapses.
+    let brief = Some(Duration::from_millis(1));
+    state
+        .put_record("brief", b"b".to_vec(), brief)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(state.get_record("brief").await.unwrap(), None);
+    assert_eq!(state.take_record("brief").await.unwrap(), None);
+
+    // A lock is held by one holder until it lets go or its lease lapses.
+    let lease = Duration::from_secs(30);
+    assert!(state.try_lock("refresh", "r1", lease).await.unwrap());
+    assert!(!state.try_lock("refresh", "r2", lease).await.unwrap());
+    state.unlock("refresh", "r2").await.unwrap();
+    assert!(
+        !state.try_lock("refresh", "r2", lease).await.unwrap(),
+        "not r2's to let go"
+    );
+    state.unlock("refresh", "r1").await.unwrap();
+    assert!(
+        state
+            .try_lock("refresh", "r2", Duration::from_millis(1))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        state.try_lock("refresh", "r1", lease).await.unwrap(),
+        "the lease lapsed"
+    );
     assert!(state.is_ready());
 }
 

@@ -22,6 +22,39 @@ use super::error::UiError;
 use crate::pipeline::CallRequest;
 use crate::registry::profile::DEFAULT_PROFILE;
 
+/// What revoking a sign-in names: whose.
+#[derive(Deserialize)]
+pub struct Revoke {
+    identity: String,
+}
+
+/// `POST /ui/api/sign-ins/{name}/revoke` with `{"identity"}`: revokes that person's
+/// sign-in to the per-user server `name` (at the authorization server too, where it
+/// offers revocation) and closes their connection; their next call asks them again.
+pub async fn revoke_sign_in(
+    State(state): State<UiState>,
+    _: OperatorAction,
+    Path(name): Path<String>,
+    Json(revoke): Json<Revoke>,
+) -> Result<Json<Value>, UiError> {
+    let upstream = state
+        .gateway
+        .registry
+        .upstream(&name)
+        .ok_or_else(|| UiError::UnknownServer(name.clone()))?;
+    tracing::info!(server = %name, identity = %revoke.identity, "console: revoking a sign-in");
+    match upstream.revoke(&revoke.identity).await {
+        Ok(Some(revoked)) => Ok(Json(json!({
+            "ok": true, "server": name, "identity": revoke.identity, "revoked_upstream": revoked,
+        }))),
+        Ok(None) => Err(UiError::BadRequest(format!(
+            "{} has no sign-in to `{name}`",
+            revoke.identity
+        ))),
+        Err(why) => Err(UiError::BadRequest(why)),
+    }
+}
+
 /// `POST /ui/api/servers/{name}/{restart|disable|enable}`.
 pub async fn server(
     State(state): State<UiState>,

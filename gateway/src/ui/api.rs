@@ -89,6 +89,22 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
     Json(json!({ "servers": servers }))
 }
 
+/// `GET /ui/api/sign-ins`: each per-user server's sign-ins, one per person (identity,
+/// state, expiry, scopes; never a token), or why they cannot be read.
+pub async fn sign_ins(State(state): State<UiState>, _: Operator) -> Json<Value> {
+    let mut servers = Vec::new();
+    for upstream in state.gateway.registry.upstreams() {
+        let Some(people) = upstream.people() else {
+            continue;
+        };
+        servers.push(match people {
+            Ok(people) => json!({"server": upstream.name, "people": people.list().await}),
+            Err(why) => json!({"server": upstream.name, "error": why}),
+        });
+    }
+    Json(json!({ "servers": servers }))
+}
+
 /// `GET /ui/api/catalog`: every federated tool (with schema, annotations, the profiles
 /// that see it and the gate's decision), prompt and resource.
 pub async fn catalog(State(state): State<UiState>, _: Operator) -> Json<Value> {

@@ -68,6 +68,11 @@ pub fn router(gateway: Arc<Gateway>, guard: Arc<SecurityGuard>) -> Router {
         .route("/ui/api/logout", post(auth::logout))
         .route("/ui/api/servers", get(api::servers))
         .route("/ui/api/servers/{name}/{action}", post(actions::server))
+        .route("/ui/api/sign-ins", get(api::sign_ins))
+        .route(
+            "/ui/api/sign-ins/{name}/revoke",
+            post(actions::revoke_sign_in),
+        )
         .route("/ui/api/catalog", get(api::catalog))
         .route("/ui/api/call", post(actions::call))
         .route("/ui/api/activity", get(api::activity))

@@ -22,6 +22,7 @@ use super::child::{self, ProcessGroup, Violation};
 use super::client::{self, UpstreamClient, UpstreamEvent};
 use super::http_lane::{HttpLane, Inbound, SessionSlot};
 use super::offer::Offer;
+use super::per_user::SignsInAs;
 use super::progress_in_order::ProgressInOrder;
 use super::traced_http::TracedHttp;
 use super::{CallLane, Live, sse_client};
@@ -117,13 +118,14 @@ impl Connection {
 pub async fn connect(
     name: &Arc<str>,
     config: &ServerConfig,
+    user: Option<&SignsInAs>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     calls: CallRoutes,
     downstream: Arc<Downstream>,
 ) -> Result<Connection, ConnectError> {
     tokio::time::timeout(
         CONNECT_TIMEOUT,
-        connect_inner(name, config, events, calls, downstream),
+        connect_inner(name, config, user, events, calls, downstream),
     )
     .await
     .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
@@ -146,6 +148,7 @@ fn lifecycle(protocol: UpstreamProtocol) -> ClientLifecycleMode {
 async fn connect_inner(
     name: &Arc<str>,
     config: &ServerConfig,
+    user: Option<&SignsInAs>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     calls: CallRoutes,
     downstream: Arc<Downstream>,
@@ -193,7 +196,18 @@ async fn connect_inner(
                 Some(settings) => {
                     let dir = auth::store::default_dir()
                         .map_err(|error| ConnectError::OAuth(error.to_string()))?;
-                    let upstream = OAuthUpstream::new(name, url, settings, &dir);
+                    let upstream = match user {
+                        Some(user) => OAuthUpstream::for_identity(
+                            name,
+                            url,
+                            settings,
+                            &dir,
+                            user.shared.as_ref(),
+                            &user.identity,
+                            user.sealer.clone(),
+                        ),
+                        None => OAuthUpstream::new(name, url, settings, &dir),
+                    };
                     let client = SignedInClient::open(&upstream, http, signed_out.clone())
                         .await
                         .map_err(|error| match error {

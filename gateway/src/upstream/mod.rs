@@ -17,6 +17,7 @@ mod http_lane;
 mod lane;
 mod lines;
 pub mod offer;
+mod per_user;
 mod progress_in_order;
 pub mod sse_client;
 mod traced_http;
@@ -70,6 +71,17 @@ pub enum UpstreamError {
     /// The call was cancelled here; the upstream was sent `notifications/cancelled`.
     #[error("the call to `{server}` was cancelled")]
     Cancelled { server: String },
+    /// A per-user server, and the caller has not signed in to it; its client cannot be
+    /// asked to open the URL (no URL elicitation), so the person must open it.
+    #[error("sign in to `{server}` first: open {url} in a browser, then call again")]
+    SignInRequired { server: String, url: String },
+    /// A per-user server's sign-in did not come about; `reason` is a stable code.
+    #[error("signing in to `{server}` did not work: {message}")]
+    SignInFailed {
+        server: String,
+        reason: &'static str,
+        message: String,
+    },
 }
 
 /// Lifecycle of an upstream, as `/healthz` reports it.
@@ -82,6 +94,8 @@ pub enum UpstreamState {
     Failed,
     /// An OAuth server whose sign-in is missing or was revoked: `mcp-gateway auth login`.
     NeedsLogin,
+    /// A per-user server: each caller identity connects with its own sign-in.
+    PerUser,
     Stopped,
 }
 
@@ -94,6 +108,7 @@ impl UpstreamState {
             Self::Restarting => "restarting",
             Self::Failed => "failed",
             Self::NeedsLogin => "needs_login",
+            Self::PerUser => "per_user",
             Self::Stopped => "stopped",
         }
     }
@@ -154,8 +169,13 @@ pub struct Upstream {
     /// an offer. Kept while it is down so its tools stay known and calls to them fail with
     /// UPSTREAM_UNAVAILABLE, not TOOL_NOT_FOUND. Once set, the names it offers are settled
     /// (see [`crate::registry::naming`]): one field, so a reader never sees a settled
-    /// server with the empty offer from before its connection.
-    last_offer: RwLock<Option<Arc<Offer>>>,
+    /// server with the empty offer from before its connection. A per-user server's
+    /// identity connections share it ([`per_user`]).
+    last_offer: Arc<RwLock<Option<Arc<Offer>>>>,
+    /// For a per-user server: its identity connections.
+    per_user: Option<per_user::PerUser>,
+    /// For an identity connection of a per-user server: whose sign-in it uses.
+    signs_in_as: Option<per_user::SignsInAs>,
     health: Mutex<Health>,
     /// The requests in flight here, and the client call each serves.
     calls: CallRoutes,
@@ -188,11 +208,18 @@ impl Upstream {
         downstream: Arc<Downstream>,
         shutdown: CancellationToken,
     ) -> Arc<Upstream> {
+        let per_user = config
+            .oauth
+            .as_ref()
+            .is_some_and(|oauth| oauth.per_identity())
+            .then(per_user::PerUser::new);
         let upstream = Arc::new(Upstream {
             name: name.into(),
             config,
             live: RwLock::new(None),
-            last_offer: RwLock::default(),
+            last_offer: Arc::default(),
+            per_user,
+            signs_in_as: None,
             health: Mutex::new(Health {
                 state: UpstreamState::Starting,
                 restarts: 0,
@@ -209,6 +236,40 @@ impl Upstream {
             retired: std::sync::OnceLock::new(),
             attempted: watch::Sender::new(false),
             shutdown,
+        });
+        if upstream.per_user.is_some() {
+            tokio::spawn(upstream.clone().supervise_per_user());
+        } else {
+            tokio::spawn(upstream.clone().supervise());
+        }
+        upstream
+    }
+
+    /// The connection of this per-user server as `who`, started in the background.
+    fn start_user(&self, who: per_user::SignsInAs) -> Arc<Upstream> {
+        let upstream = Arc::new(Upstream {
+            name: self.name.clone(),
+            config: self.config.clone(),
+            live: RwLock::new(None),
+            last_offer: self.last_offer.clone(),
+            per_user: None,
+            signs_in_as: Some(who),
+            health: Mutex::new(Health {
+                state: UpstreamState::Starting,
+                restarts: 0,
+                last_error: None,
+                pid: None,
+                protocol: None,
+                oauth: None,
+            }),
+            calls: CallRoutes::default(),
+            downstream: self.downstream.clone(),
+            changed: self.changed.clone(),
+            resource_updates: self.resource_updates.clone(),
+            requests: TaskTracker::new(),
+            retired: std::sync::OnceLock::new(),
+            attempted: watch::Sender::new(false),
+            shutdown: self.shutdown.child_token(),
         });
         tokio::spawn(upstream.clone().supervise());
         upstream
@@ -236,13 +297,30 @@ impl Upstream {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let (Some(settings), Some(url), Ok(dir)) = (
+        if let (Some(settings), Some(url), Ok(dir), None) = (
             &self.config.oauth,
             &self.config.url,
             crate::auth::store::default_dir(),
+            &self.per_user,
         ) {
-            let store = TokenStore::new(&dir, &self.name, url);
-            health.oauth = Some(SignInStatus::read(&self.name, settings.grant, &store));
+            let store = match &self.signs_in_as {
+                Some(user) => TokenStore::for_identity(
+                    &dir,
+                    user.shared.as_ref(),
+                    &self.name,
+                    url,
+                    &user.identity,
+                    user.sealer.clone(),
+                ),
+                None => TokenStore::new(&dir, &self.name, url),
+            };
+            // A file is read at once; a record in the shared state would have to be
+            // awaited, and is left out.
+            health.oauth = futures::FutureExt::now_or_never(SignInStatus::read(
+                &self.name,
+                settings.grant,
+                &store,
+            ));
         }
         health
     }
@@ -286,12 +364,18 @@ impl Upstream {
         self.last_offer().unwrap_or_default()
     }
 
-    /// The offer a connection last brought, `None` if none ever has.
+    /// The offer a connection last brought, `None` if none ever has. A per-user server
+    /// nobody has signed in to yet offers its sign-in ([`per_user`]).
     pub fn last_offer(&self) -> Option<Arc<Offer>> {
-        self.last_offer
+        let offer = self
+            .last_offer
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        match (offer, &self.per_user) {
+            (None, Some(_)) => Some(per_user::sign_in_offer(&self.name)),
+            (offer, _) => offer,
+        }
     }
 
     /// Whether a connection has ever brought this instance's offer.
@@ -321,7 +405,7 @@ impl Upstream {
         loop {
             let (events_tx, mut events) = mpsc::unbounded_channel();
             let attempt = tokio::select! {
-                attempt = connect::connect(&self.name, &self.config, events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
+                attempt = connect::connect(&self.name, &self.config, self.signs_in_as.as_ref(), events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
             match attempt {
@@ -465,6 +549,9 @@ impl Upstream {
         caller: Option<Caller>,
         trace: &opentelemetry::Context,
     ) -> Result<CallToolResult, UpstreamError> {
+        if self.per_user.is_some() {
+            return Box::pin(self.call_as_caller(tool, arguments, cancel, caller, trace)).await;
+        }
         // A tool known to ask its client waits for its turn (see `relay::turns`).
         let _turn = match &caller {
             Some(caller) => tokio::select! {
@@ -720,6 +807,22 @@ impl Upstream {
             }
         }
         Err(self.too_many_rounds())
+    }
+
+    /// [`Self::request`] on the current connection, or for a per-user server, on the
+    /// caller's own (signing it in first when it has none).
+    pub async fn request_for(
+        &self,
+        request: ClientRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+    ) -> Result<ServerResult, UpstreamError> {
+        if self.per_user.is_some() {
+            let user = self.connection_of(caller.as_ref(), cancel).await?;
+            return Box::pin(user.request_for(request, cancel, caller)).await;
+        }
+        let live = self.require_live()?;
+        Box::pin(self.request(&live, request, cancel, caller)).await
     }
 
     /// [`Self::request`], for a call of `tool` when it is a tool call.

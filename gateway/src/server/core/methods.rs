@@ -29,6 +29,7 @@ use super::revision::{self, Revision};
 use super::watch;
 use crate::config::CatalogMode;
 use crate::gateway::Gateway;
+use crate::listener_guard::SubjectToken;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
 use crate::pipeline::{CallContext, CallRequest, Origin, error};
@@ -120,7 +121,12 @@ impl Call {
 
     /// The caller of this request, for what the upstream sends back during it.
     fn caller(&self) -> Caller {
-        Caller::new(self.link.clone(), self.meta.clone(), self.session.id())
+        Caller::new(self.link.clone(), self.meta.clone(), self.session.id()).with_identity(
+            self.session.owner.identity.as_deref(),
+            self.http
+                .as_ref()
+                .and_then(|http| http.extensions.get::<SubjectToken>().cloned()),
+        )
     }
 
     async fn initialize(
@@ -426,11 +432,8 @@ impl Call {
         let upstream = self.gateway().registry.upstream(server).ok_or_else(|| {
             ErrorData::internal_error(format!("upstream `{server}` was removed"), None)
         })?;
-        let live = upstream
-            .require_live()
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         let caller = Some(self.caller());
-        match Box::pin(upstream.request(&live, request, &self.cancel, caller)).await {
+        match Box::pin(upstream.request_for(request, &self.cancel, caller)).await {
             Ok(result) => Ok(result),
             Err(UpstreamError::Rejected { error, .. }) => Err(*error),
             Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),

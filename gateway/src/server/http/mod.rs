@@ -26,6 +26,7 @@ use super::limits::Quotas;
 use super::transport::sse;
 use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
+use crate::auth::per_user::CALLBACK_PATH;
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
 use crate::listener_guard::{self, SecurityLayer};
@@ -42,7 +43,26 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
     if let Some(oauth) = guard.resource_server() {
         router = metadata_routes(router, oauth);
     }
+    gateway
+        .registry
+        .downstream()
+        .sign_ins
+        .set_public_url(Some(&config.listen.public_base()));
+    let signs_people_in = config
+        .enabled_servers()
+        .any(|(_, server)| server.oauth.as_ref().is_some_and(|o| o.per_identity()));
+    if signs_people_in
+        && config.listen.public_url.is_none()
+        && config.listen.address.ip().is_unspecified()
+    {
+        tracing::warn!(
+            "per-user sign-ins come back to {}/oauth/callback, which no browser can reach: \
+             set [listen] public_url",
+            config.listen.public_base()
+        );
+    }
     let mut router = router
+        .route(CALLBACK_PATH, get(sign_in_callback))
         .route("/mcp", mcp(default.clone()))
         .route("/mcp/", mcp(default))
         .route("/mcp/{profile}", any(unrouted_profile))
@@ -124,6 +144,39 @@ fn metadata_routes<S: Clone + Send + Sync + 'static>(
         .route(&format!("{METADATA_PATH}/{{*resource}}"), get(answer))
 }
 
+/// `/oauth/callback`: an authorization server sends a person's browser back here after a
+/// per-user sign-in (`auth::per_user`). The answer is a short page for the person.
+async fn sign_in_callback(
+    State(gateway): State<Arc<Gateway>>,
+    credentials: Option<axum::Extension<listener_guard::Credentials>>,
+    uri: http::Uri,
+) -> impl IntoResponse {
+    let presenter = credentials.and_then(|axum::Extension(c)| c.identity());
+    let sign_ins = gateway.registry.downstream().sign_ins.clone();
+    let upstream_of =
+        |server: &str, identity: &str| gateway.registry.upstream(server)?.as_identity(identity);
+    match sign_ins
+        .complete(
+            uri.query().unwrap_or_default(),
+            presenter.as_deref(),
+            upstream_of,
+        )
+        .await
+    {
+        Ok(done) => (
+            http::StatusCode::OK,
+            format!(
+                "Signed in to `{}` as {}. You can close this page and return to your client.\n",
+                done.server, done.identity
+            ),
+        ),
+        Err(error) => (
+            error.status(),
+            format!("Sign-in failed ({}): {error}\n", error.code()),
+        ),
+    }
+}
+
 /// `/mcp/{profile}` for a profile with no route of its own: unknown, or added by a reload
 /// (its path is made at the next start).
 async fn unrouted_profile(
@@ -154,6 +207,45 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
         listener.local_addr()?
     );
     connections::serve(listener, router, (&listen).into(), shutdown).await;
+    Ok(())
+}
+
+/// Over stdio the gateway has no listener for a browser to come back to: when a server
+/// signs each caller in (`per_user`, token exchange), a loopback one serves
+/// `/oauth/callback` alone, behind the same guard, on that server's `redirect_port` (else
+/// any free port), until `shutdown`.
+pub async fn serve_sign_in_callbacks(
+    gateway: Arc<Gateway>,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let config = gateway.config();
+    let ports: Vec<u16> = config
+        .enabled_servers()
+        .filter_map(|(_, server)| server.oauth.as_ref())
+        .filter(|oauth| oauth.per_identity())
+        .map(|oauth| oauth.redirect_port.unwrap_or(0))
+        .collect();
+    if ports.is_empty() {
+        return Ok(());
+    }
+    let port = ports.into_iter().find(|port| *port != 0).unwrap_or(0);
+    let guard = Arc::new(listener_guard::guard_for(&config)?);
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|source| ServeError::Bind { address, source })?;
+    let local = listener.local_addr()?;
+    gateway
+        .registry
+        .downstream()
+        .sign_ins
+        .set_public_url(Some(&format!("http://{local}")));
+    tracing::info!("per-user sign-ins come back to http://{local}{CALLBACK_PATH}");
+    let router = Router::new()
+        .route(CALLBACK_PATH, get(sign_in_callback))
+        .with_state(gateway)
+        .layer(SecurityLayer::new(guard));
+    connections::serve(listener, router, (&config.listen).into(), shutdown).await;
     Ok(())
 }
 

@@ -36,6 +36,16 @@ use crate::server::core::{ClientSession, Opening, STREAM_CAPACITY, Served};
 use crate::server::limits::{Owner, Quotas};
 use crate::server::{ServeError, session_profile};
 
+/// Who the client over stdio is: the local user (`local:NAME`, from `USER`, else the
+/// numeric user id).
+fn local_identity() -> String {
+    match std::env::var("USER") {
+        Ok(name) if !name.is_empty() => format!("local:{name}"),
+        // SAFETY: getuid has no preconditions.
+        _ => format!("local:{}", unsafe { libc::getuid() }),
+    }
+}
+
 /// How long the messages queued when the session ends may take to be written.
 const FLUSH: Duration = Duration::from_secs(5);
 
@@ -47,9 +57,10 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let profile = session_profile(profile.as_deref(), None);
     let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
-    // The one client of the process: its own quotas.
+    // The one client of the process, the local user: its own quotas, and its own sign-ins
+    // to per-user servers.
     let owner = Owner {
-        identity: None,
+        identity: Some(local_identity()),
         quotas: Quotas::new(gateway.config().listen.limits),
     };
     let opening = Opening {

@@ -172,7 +172,7 @@ function startPolling() {
 
 // ---- Servers
 async function refreshServers() {
-  const { servers } = await api("servers");
+  const [{ servers }] = await Promise.all([api("servers"), refreshSignIns()]);
   render($("#servers-table tbody"), "servers", servers, () => servers.map((s) => {
     const act = (action, label, cls) => h("button", {
       type: "button", class: cls, "data-key": s.name + ":" + action,
@@ -191,6 +191,40 @@ async function refreshServers() {
         s.enabled ? act("restart", "Restart") : null,
         s.enabled ? act("disable", "Disable", "quiet") : act("enable", "Enable", "quiet"))));
   }));
+}
+
+// The per-user servers' sign-ins, one row per person; hidden when there is no such server.
+async function refreshSignIns() {
+  const { servers } = await api("sign-ins");
+  $("#sign-ins").hidden = servers.length === 0;
+  const rows = servers.flatMap((s) => s.error
+    ? [{ key: s.server + ":error", server: s.server, error: s.error }]
+    : s.people.map((p) => ({ key: s.server + ":" + p.identity, server: s.server, ...p })));
+  render($("#sign-ins-table tbody"), "sign-ins", rows, () => rows.map((r) => r.error
+    ? h("tr", { "data-sign-in": r.key }, h("th", { scope: "row" }, r.server),
+        h("td", { class: "error-text", colspan: "5" }, r.error))
+    : h("tr", { "data-sign-in": r.key },
+        h("th", { scope: "row" }, r.server),
+        h("td", { class: "mono", "data-field": "identity" }, r.identity),
+        h("td", { class: "state state-" + r.state, "data-field": "state" }, r.state),
+        h("td", {}, r.expires_at ?? "—"),
+        h("td", {}, (r.scopes ?? []).join(" ")),
+        h("td", {}, h("div", { class: "actions" }, h("button", {
+          type: "button", class: "quiet", "data-key": r.key + ":revoke",
+          "aria-label": `Revoke ${r.identity} at ${r.server}`,
+          onclick: () => revokeSignIn(r.server, r.identity),
+        }, "Revoke"))))));
+}
+
+async function revokeSignIn(server, identity) {
+  $("#sign-ins-note").textContent = `revoking ${identity} at ${server}…`;
+  try {
+    await api(`sign-ins/${encodeURIComponent(server)}/revoke`, { method: "POST", body: { identity } });
+    $("#sign-ins-note").textContent = `${identity} at ${server}: revoked; their next call asks them to sign in.`;
+  } catch (e) {
+    $("#sign-ins-note").textContent = `${identity} at ${server}: revoking failed: ${e.message}`;
+  }
+  refreshSignIns();
 }
 
 // The server status' OAuth state, as it has it: a word, or an object with a `state`.

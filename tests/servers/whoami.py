@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""An MCP server that says who called it: streamable HTTP on the official Python SDK, an
+OAuth protected resource whose tokens come from the test identity provider (idp.mjs).
+
+Why this exists: per-user upstream credentials (issue 40) must be shown end to end: each
+person's call has to reach the remote server with that person's own token. This server
+verifies the bearer token for real (signature from the provider's JWKS, issuer, audience =
+this server's URL, expiry) and answers with the token's subject, so a test sees whose
+token each call carried.
+
+Usage: whoami.py PORT ISSUER TOKENS_FILE
+  listens on http://127.0.0.1:PORT/mcp; every distinct token it accepts is appended to
+  TOKENS_FILE (one a line), so a test can search the gateway's stores for them.
+
+Tools:
+  whoami {}   returns {"subject": <the bearer token's sub>}
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+
+import jwt
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+
+
+class JwtVerifier:
+    """Checks the provider's JWT access tokens (RFC 9068) for this resource."""
+
+    def __init__(self, issuer: str, resource: str, tokens_file: str) -> None:
+        with urllib.request.urlopen(f"{issuer}/.well-known/openid-configuration") as answer:
+            metadata = json.load(answer)
+        self.keys = jwt.PyJWKClient(metadata["jwks_uri"])
+        self.issuer = issuer
+        self.resource = resource
+        self.tokens_file = tokens_file
+        self.seen: set[str] = set()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            key = self.keys.get_signing_key_from_jwt(token)
+            claims = jwt.decode(token, key.key, algorithms=["RS256"], audience=self.resource,
+                                issuer=self.issuer)
+        except jwt.PyJWTError as error:
+            print(f"whoami.py: refused a token: {error}", file=sys.stderr)
+            return None
+        if token not in self.seen:
+            self.seen.add(token)
+            with open(self.tokens_file, "a", encoding="utf-8") as out:
+                out.write(token + "\n")
+        return AccessToken(token=token, client_id=claims.get("client_id", ""),
+                           scopes=claims.get("scope", "").split(), expires_at=claims.get("exp"),
+                           resource=self.resource, subject=claims.get("sub"), claims=claims)
+
+
+def main(port: int, issuer: str, tokens_file: str) -> None:
+    resource = f"http://127.0.0.1:{port}/mcp"
+    server = MCPServer(
+        "whoami",
+        token_verifier=JwtVerifier(issuer, resource, tokens_file),
+        auth=AuthSettings(issuer_url=issuer, resource_server_url=resource,
+                          required_scopes=["mcp:read"]),
+    )
+
+    @server.tool()
+    def whoami() -> dict[str, str | None]:
+        """Says whose token this call carried."""
+        token = get_access_token()
+        return {"subject": token.subject if token else None}
+
+    server.run("streamable-http", host="127.0.0.1", port=port)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit("usage: whoami.py PORT ISSUER TOKENS_FILE")
+    main(int(sys.argv[1]), sys.argv[2], sys.argv[3])

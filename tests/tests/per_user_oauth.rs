@@ -1,0 +1,967 @@
+//! Issue 40, per-user upstream credentials, between real processes: the test identity
+//! provider (tests/servers/idp.mjs, npm `oidc-provider`) is the authorization server of a
+//! real streamable HTTP MCP server (tests/servers/whoami.py, the official Python SDK) that
+//! verifies each bearer token and answers with its subject. The gateway's callers are told
+//! apart by their static tokens; each signs in at the provider as a person of their own
+//! (its `login_hint`), through the client:
+//!
+//! - a 2025-11-25 client gets `elicitation/create` with `mode: "url"`, and a 2026-07-28
+//!   client the same question inside an `InputRequiredResult`; the official Python SDK
+//!   client follows the URL as a browser would (tests/python/client.py `--elicit browse`),
+//!   the gateway's `/oauth/callback` stores the token, and the waiting call completes as
+//!   that person;
+//! - a client without URL elicitation gets `SIGN_IN_REQUIRED` with the URL, and its next
+//!   call after the sign-in goes through;
+//! - every call reaches the server as its own caller, concurrently;
+//! - a wrong, replayed or another identity's `state`, and an authorization server's
+//!   refusal, store nothing and complete no call with anyone's token;
+//! - the token files hold no token in clear text;
+//! - with replicas sharing Redis behind HAProxy, a person signs in through one replica
+//!   (the browser coming back to another) and calls through the others as themselves, Redis holds no token in clear text, and an
+//!   expired token is refreshed exactly once while 32 calls are in flight on three
+//!   replicas.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use mcp_gateway_tests::cluster::{Haproxy, Redis, ready};
+use mcp_gateway_tests::idp::IdentityProvider;
+use mcp_gateway_tests::whoami::Whoami;
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+const KEY: &str = "4f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
+const WHOAMI: &str = "mcp__who__whoami";
+const SIGN_IN: &str = "mcp__who__sign_in";
+
+/// A caller of the gateway: its static token, and the person it signs in as upstream.
+struct Person {
+    token: &'static str,
+    account: &'static str,
+}
+
+const ALICE: Person = Person {
+    token: "alice-gateway-token-0001",
+    account: "alice",
+};
+const BOB: Person = Person {
+    token: "bob-gateway-token-000002",
+    account: "bob",
+};
+const CAROL: Person = Person {
+    token: "carol-gateway-token-0003",
+    account: "carol",
+};
+const DAVE: Person = Person {
+    token: "dave-gateway-token-00004",
+    account: "dave",
+};
+const EVE: Person = Person {
+    token: "eve-gateway-token-000005",
+    account: "eve",
+};
+const RUTH: Person = Person {
+    token: "ruth-gateway-token-00006",
+    account: "refuse",
+};
+const EVERYONE: [&Person; 6] = [&ALICE, &BOB, &CAROL, &DAVE, &EVE, &RUTH];
+
+fn gateway_workspace(whoami: &Whoami) -> Workspace {
+    let tokens: Vec<String> = EVERYONE.iter().map(|p| toml_str(p.token)).collect();
+    Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        tokens.join(", "),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY)
+}
+
+/// client.py's arguments for `person` over streamable HTTP: `mode` is `legacy`
+/// (2025-11-25) or `auto` (2026-07-28); `elicit` what it does with elicitations.
+fn client(gateway: &Gateway, person: &Person, mode: &str, elicit: &str) -> Vec<String> {
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(
+        [
+            "--header",
+            &format!("Authorization=Bearer {}", person.token),
+            "--mode",
+            mode,
+            "--elicit",
+            elicit,
+            "--browse-as",
+            person.account,
+            "--timeout",
+            "60",
+        ]
+        .map(str::to_owned),
+    );
+    args
+}
+
+fn call(tool: &str) -> Value {
+    json!({"action": "call_tool", "name": tool, "arguments": {}})
+}
+
+fn subject(result: &Value) -> String {
+    result["structuredContent"]["subject"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no subject in {result:#}"))
+        .to_owned()
+}
+
+/// The one elicitation of `run`, which must be a URL one that was browsed to the end.
+fn browsed_sign_in(run: &Value) -> &Value {
+    let elicitations = run["elicitations"].as_array().unwrap();
+    assert_eq!(elicitations.len(), 1, "{run:#}");
+    let asked = &elicitations[0];
+    assert_eq!(asked["params"]["mode"], "url", "{run:#}");
+    assert!(
+        asked["params"]["url"]
+            .as_str()
+            .unwrap()
+            .contains("code_challenge="),
+        "{run:#}"
+    );
+    &asked["browsed"]
+}
+
+fn sealed_files(workspace: &Workspace) -> Vec<PathBuf> {
+    let dir = workspace.data_home().join("mcp-gateway/oauth/users/who");
+    std::fs::read_dir(dir)
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = gateway_workspace(&whoami);
+    let gateway = workspace.serve_http(&[]);
+    let auth = format!("Bearer {}", ALICE.token);
+    let (_, _, healthz) = http_request(
+        gateway.address,
+        "GET",
+        "/healthz",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    let healthz: Value = serde_json::from_str(&healthz).unwrap();
+    assert_eq!(
+        healthz["upstreams"]["who"]["state"], "per_user",
+        "{healthz:#}"
+    );
+
+    // Nobody has signed in: the server offers its sign-in. Alice (2025-11-25) calls it,
+    // is asked to open the URL, signs in, and the call completes; the server's own tools
+    // replace the sign-in tool and reach her as herself.
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([
+            {"action": "list_tools"},
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            call(WHOAMI),
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(tool_names(&run["results"][0]["result"]), [SIGN_IN]);
+    assert!(
+        result_text(&run["results"][1]["result"]).contains("Signed in to `who`"),
+        "{run:#}"
+    );
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["url"]
+            .as_str()
+            .unwrap()
+            .contains("/oauth/callback?"),
+        "{run:#}"
+    );
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("Signed in to `who` as token:"),
+        "{run:#}"
+    );
+    assert_eq!(subject(&run["results"][3]["result"]), "alice");
+    // The client is told the sign-in it was sent to is done.
+    let id = run["elicitations"][0]["params"]["elicitationId"].clone();
+    assert!(
+        run["notifications"].as_array().unwrap().iter().any(|n| {
+            n["method"] == "notifications/elicitation/complete"
+                && n["params"]["elicitationId"] == id
+        }),
+        "{run:#}"
+    );
+
+    // Replayed: the callback Alice's browser reached, once more, stores nothing.
+    let callback = browsed["url"].as_str().unwrap().to_owned();
+    let path = callback.split_once(&gateway.address.to_string()).unwrap().1;
+    let (status, _, body) = http_get(gateway.address, path);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("SIGN_IN_STATE_UNKNOWN"), "{body}");
+    // Wrong: a state nobody was given.
+    let (status, _, body) = http_get(gateway.address, "/oauth/callback?code=c&state=made-up");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("SIGN_IN_STATE_UNKNOWN"), "{body}");
+
+    // At once: Bob (2025-11-25) and Carol (2026-07-28: the question comes inside an
+    // InputRequiredResult) sign in, while Alice calls on both revisions; every call
+    // reaches the server as its own caller.
+    let many = |n: usize| json!([{"action": "parallel", "actions": vec![call(WHOAMI); n]}]);
+    let runs: Vec<(&str, Child)> = vec![
+        (
+            "bob",
+            spawn_python_client(&client(&gateway, &BOB, "legacy", "browse"), &many(4)),
+        ),
+        (
+            "carol",
+            spawn_python_client(&client(&gateway, &CAROL, "auto", "browse"), &many(4)),
+        ),
+        (
+            "alice",
+            spawn_python_client(&client(&gateway, &ALICE, "auto", "browse"), &many(4)),
+        ),
+        (
+            "alice",
+            spawn_python_client(&client(&gateway, &ALICE, "legacy", "browse"), &many(4)),
+        ),
+    ];
+    for (who, child) in runs {
+        let run = python_client_output(child);
+        assert_eq!(run["ok"], true, "{who}: {run:#}\n{}", gateway.log_text());
+        for entry in run["results"][0]["result"].as_array().unwrap() {
+            assert_eq!(subject(&entry["result"]), who, "{run:#}");
+        }
+        if who == "alice" {
+            assert!(
+                run["elicitations"].as_array().unwrap().is_empty(),
+                "{run:#}"
+            );
+        } else {
+            // Four calls at once, one sign-in.
+            assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+        }
+        if who == "carol" {
+            assert_eq!(run["server"]["protocol_version"], "2026-07-28", "{run:#}");
+        }
+    }
+
+    // Dave's client cannot open URLs: a clear error with the URL; once he has opened it
+    // himself, his next call goes through as him.
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    let refused = &run["results"][0]["result"];
+    assert_eq!(error_code(refused), Some("SIGN_IN_REQUIRED"), "{run:#}");
+    let url = refused["_meta"]["mcp-gateway/error"]["detail"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no URL in {refused:#}"))
+        .to_owned();
+    assert!(result_text(refused).contains(&url), "{refused:#}");
+    assert!(open_as(&url, "dave"));
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(subject(&run["results"][0]["result"]), "dave", "{run:#}");
+
+    // Another identity's state: Bob's credentials presented with Eve's sign-in are
+    // refused, and the sign-in is spent: Eve's browser then stores nothing either.
+    let run = python_client(
+        &client(&gateway, &EVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    let url = run["results"][0]["result"]["_meta"]["mcp-gateway/error"]["detail"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let state = url
+        .split(['?', '&'])
+        .find_map(|pair| pair.strip_prefix("state="))
+        .unwrap()
+        .to_owned();
+    let (status, _, body) = http_request(
+        gateway.address,
+        "GET",
+        &format!("/oauth/callback?code=c&state={state}"),
+        &[("Authorization", &format!("Bearer {}", BOB.token))],
+        b"",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("SIGN_IN_STATE_FOREIGN"), "{body}");
+    assert!(!open_as(&url, "eve"), "a spent state signed Eve in");
+    let run = python_client(
+        &client(&gateway, &EVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(
+        error_code(&run["results"][0]["result"]),
+        Some("SIGN_IN_REQUIRED"),
+        "Eve has no token: {run:#}"
+    );
+
+    // The authorization server refuses: the waiting call fails saying so, and nothing
+    // is stored.
+    let run = python_client(
+        &client(&gateway, &RUTH, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    let failed = &run["results"][0]["result"];
+    assert_eq!(error_code(failed), Some("SIGN_IN_FAILED"), "{run:#}");
+    assert!(result_text(failed).contains("access_denied"), "{failed:#}");
+    assert_eq!(browsed_sign_in(&run)["status"], 400, "{run:#}");
+
+    // Operations: `auth status` lists each person's sign-in, never a token.
+    let status = workspace.cli(&["auth", "status"]);
+    let listed = String::from_utf8_lossy(&status.stdout).into_owned();
+    let signed_in = |listed: &str| {
+        let lines: Vec<&str> = listed.lines().collect();
+        assert!(
+            lines.iter().all(|l| l.starts_with("who/token:")),
+            "{listed}"
+        );
+        lines.iter().filter(|l| l.contains("\tsigned_in\t")).count()
+    };
+    assert_eq!(
+        signed_in(&listed),
+        4,
+        "{listed}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+
+    // The console lists them too, and revokes Bob's: his next call asks him again.
+    let (cookie, csrf) = console_login(&gateway, ALICE.token);
+    let (status, _, body) = http_request(
+        gateway.address,
+        "GET",
+        "/ui/api/sign-ins",
+        &[("Cookie", &cookie)],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let people = listed["servers"][0]["people"].as_array().unwrap().clone();
+    assert_eq!(listed["servers"][0]["server"], "who", "{listed:#}");
+    assert_eq!(
+        people.iter().filter(|p| p["state"] == "signed_in").count(),
+        4,
+        "{listed:#}"
+    );
+    assert!(!body.contains("access_token"), "{body}");
+    let bob = identity_of(&BOB);
+    assert!(
+        people.iter().any(|p| p["identity"] == bob.as_str()),
+        "{listed:#}"
+    );
+    let (status, _, body) = http_request(
+        gateway.address,
+        "POST",
+        "/ui/api/sign-ins/who/revoke",
+        &[
+            ("Cookie", &cookie),
+            ("X-CSRF-Token", &csrf),
+            ("Content-Type", "application/json"),
+        ],
+        json!({"identity": bob}).to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let run = python_client(
+        &client(&gateway, &BOB, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(
+        error_code(&run["results"][0]["result"]),
+        Some("SIGN_IN_REQUIRED"),
+        "{run:#}"
+    );
+
+    // `auth logout --server who --user` signs Dave out (the provider revokes his tokens).
+    let dave = identity_of(&DAVE);
+    let logout = workspace.cli(&["auth", "logout", "--server", "who", "--user", &dave]);
+    assert!(
+        String::from_utf8_lossy(&logout.stdout).contains("the server revoked the tokens"),
+        "{}{}",
+        String::from_utf8_lossy(&logout.stdout),
+        String::from_utf8_lossy(&logout.stderr)
+    );
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(
+        error_code(&run["results"][0]["result"]),
+        Some("SIGN_IN_REQUIRED"),
+        "{run:#}"
+    );
+
+    // Alice and Carol remain signed in, each in a sealed file that holds none of the
+    // tokens the server saw; no token in the log or the session log either.
+    let status = workspace.cli(&["auth", "status"]);
+    assert_eq!(signed_in(&String::from_utf8_lossy(&status.stdout)), 2);
+    let files = sealed_files(&workspace);
+    assert!(files.len() >= 2, "{files:?}");
+    let tokens = whoami.tokens();
+    assert!(tokens.len() >= 4, "{tokens:?}");
+    let log = gateway.log_text();
+    // The session log names whose sign-in each call used, and the server.
+    let calls: Vec<Value> = workspace
+        .session_events()
+        .into_iter()
+        .filter(|e| e["type"] == "tool/call" && e["tool"] == WHOAMI)
+        .collect();
+    assert!(!calls.is_empty());
+    for call in &calls {
+        assert_eq!(call["server"], "who", "{call}");
+        assert!(
+            call["identity"].as_str().unwrap().starts_with("token:"),
+            "{call}"
+        );
+    }
+    let events = serde_json::to_string(&workspace.session_events()).unwrap();
+    for token in &tokens {
+        for file in &files {
+            let bytes = std::fs::read(file).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(token.as_str()),
+                "{} holds a token in clear",
+                file.display()
+            );
+        }
+        assert!(!log.contains(token.as_str()), "a token is in the log");
+        assert!(
+            !events.contains(token.as_str()),
+            "a token is in the session log"
+        );
+    }
+}
+
+/// The identity the gateway names `person` by: `token:` and the start of the SHA-256 of
+/// their token, as the callback page says it.
+fn identity_of(person: &Person) -> String {
+    let output = Command::new("sh")
+        .args([
+            "-c",
+            "printf %s \"$1\" | sha256sum | cut -c1-8",
+            "sh",
+            person.token,
+        ])
+        .output()
+        .unwrap();
+    format!("token:{}", String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// Logs in to the console with `token`: its cookie (`name=value`) and CSRF token.
+fn console_login(gateway: &Gateway, token: &str) -> (String, String) {
+    let (status, headers, body) = http_request(
+        gateway.address,
+        "POST",
+        "/ui/api/login",
+        &[("Content-Type", "application/json")],
+        json!({"token": token}).to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let cookie = headers
+        .iter()
+        .find(|(name, _)| name == "set-cookie")
+        .and_then(|(_, value)| value.split(';').next())
+        .unwrap()
+        .to_owned();
+    let csrf = serde_json::from_str::<Value>(&body).unwrap()["csrf"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (cookie, csrf)
+}
+
+/// Opens `url` as `account`'s browser would (tests/python/follow_redirects.py): whether
+/// the page it ended at (the gateway's callback) said it worked.
+fn open_as(url: &str, account: &str) -> bool {
+    Command::new(python())
+        .arg(repo().join("tests/python/follow_redirects.py"))
+        .arg(format!("{url}&login_hint={account}"))
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// Every string value in `redis` (the records among them), as text.
+fn redis_values(redis: &Redis) -> Vec<(String, String)> {
+    let port = redis.address.port().to_string();
+    let cli = |args: &[&str]| {
+        let output = Command::new("redis-cli")
+            .args(["-p", &port, "--raw"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    cli(&["--scan"])
+        .lines()
+        .filter(|key| cli(&["TYPE", key]).trim() == "string")
+        .map(|key| (key.to_owned(), cli(&["GET", key])))
+        .collect()
+}
+
+/// The `exp` claim of a JWT (not verified: the test only reads when it ends).
+fn expiry(token: &str) -> u64 {
+    let payload = token.split('.').nth(1).unwrap();
+    let bytes = base64_url(payload);
+    let claims: Value = serde_json::from_slice(&bytes).unwrap();
+    claims["exp"].as_u64().unwrap()
+}
+
+fn base64_url(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let value = ALPHABET.iter().position(|a| *a == c).unwrap() as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    out
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[test]
+fn replicas_share_each_persons_sign_in_through_redis_and_refresh_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Access tokens live 12 s: long enough to sign in and call, short enough to expire.
+    let idp = IdentityProvider::start(dir.path(), "k1", 12);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let redis = Redis::start();
+    // Browsers come back to the second replica, whichever began the sign-in.
+    let addresses: Vec<SocketAddr> = (0..3).map(|_| free_address()).collect();
+    let config = format!(
+        "[listen]\ntokens = [{}]\npublic_url = {}\n[cluster]\nredis_url = {}\n\
+         [servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(ALICE.token),
+        toml_str(format!("http://{}", addresses[1])),
+        toml_str(redis.url()),
+        toml_str(whoami.url()),
+    );
+    let replicas: Vec<(Workspace, Gateway)> = addresses
+        .iter()
+        .map(|address| {
+            let workspace = Workspace::new(&config).with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+            let gateway = workspace.serve_http_at(*address, &[]);
+            (workspace, gateway)
+        })
+        .collect();
+    for (_, gateway) in &replicas {
+        assert!(
+            eventually(PATIENCE, || ready(gateway)),
+            "{}",
+            gateway.log_text()
+        );
+    }
+    let backends: Vec<SocketAddr> = replicas.iter().map(|(_, g)| g.address).collect();
+    let haproxy = Haproxy::start(dir.path(), &backends);
+    let logs = || {
+        replicas
+            .iter()
+            .map(|(_, g)| g.log_text())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+
+    // Alice signs in through the first replica; her browser comes back to the second,
+    // which completes the sign-in; her call on the first goes on.
+    let first = &replicas[0].1;
+    let run = python_client(
+        &client(first, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", logs());
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("http://{}/oauth/callback", addresses[1])),
+        "{run:#}"
+    );
+    assert!(
+        result_text(&run["results"][0]["result"]).contains("Signed in to `who`"),
+        "{run:#}"
+    );
+
+    // She calls through the others, directly and through HAProxy: as herself, never asked.
+    let mut through = vec![];
+    for (_, gateway) in &replicas[1..] {
+        through.push(client(gateway, &ALICE, "legacy", "none"));
+    }
+    let mut balanced = haproxy.client_args("/mcp");
+    balanced.extend(client(first, &ALICE, "legacy", "none").into_iter().skip(4));
+    through.push(balanced);
+    for args in &through {
+        let run = python_client(
+            args,
+            &json!([{"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI), call(WHOAMI), call(WHOAMI)]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}\n{}", logs());
+        for index in 1..4 {
+            assert_eq!(
+                subject(&run["results"][index]["result"]),
+                "alice",
+                "{run:#}"
+            );
+        }
+    }
+
+    // Redis holds her sign-in, sealed: no token the server saw is in any value, and no
+    // replica wrote a token file.
+    let values = redis_values(&redis);
+    assert!(
+        values
+            .iter()
+            .any(|(key, _)| key.contains(":record:oauth/who/")),
+        "{:?}",
+        values.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    let seen = whoami.tokens();
+    for token in &seen {
+        for (key, value) in &values {
+            assert!(
+                !value.contains(token.as_str()),
+                "{key} holds a token in clear"
+            );
+        }
+    }
+    for (workspace, _) in &replicas {
+        assert!(
+            !workspace
+                .data_home()
+                .join("mcp-gateway/oauth/users")
+                .exists()
+        );
+    }
+    // `auth status` reads the sign-ins from Redis too.
+    let status = replicas[2].0.cli(&["auth", "status"]);
+    let listed = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        listed.starts_with(&format!("who/{}\tsigned_in\t", identity_of(&ALICE))),
+        "{listed}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+
+    // Once the token has expired, 32 calls at once on three replicas: one refresh.
+    let last = seen.last().unwrap().clone();
+    let ends = expiry(&last);
+    assert!(
+        eventually(Duration::from_secs(30), || now_secs() > ends),
+        "the access token never expired"
+    );
+    let before = whoami.tokens().len();
+    let runs: Vec<Child> = replicas
+        .iter()
+        .zip([11, 11, 10])
+        .map(|((_, gateway), n)| {
+            spawn_python_client(
+                &client(gateway, &ALICE, "legacy", "none"),
+                &json!([{"action": "parallel", "actions": vec![call(WHOAMI); n]}]),
+            )
+        })
+        .collect();
+    for child in runs {
+        let run = python_client_output(child);
+        assert_eq!(run["ok"], true, "{run:#}\n{}", logs());
+        for entry in run["results"][0]["result"].as_array().unwrap() {
+            assert_eq!(subject(&entry["result"]), "alice", "{run:#}");
+        }
+    }
+    let fresh = &whoami.tokens()[before..];
+    assert_eq!(
+        fresh.len(),
+        1,
+        "refreshed {} times: {}",
+        fresh.len(),
+        logs()
+    );
+    assert!(expiry(&fresh[0]) > ends);
+}
+
+/// The number of token exchanges the provider has done.
+fn exchanges(idp: &IdentityProvider) -> u64 {
+    let (status, _, body) = http_get(idp.address, "/test/exchanges");
+    assert_eq!(status, 200, "{body}");
+    body.trim().parse().unwrap()
+}
+
+#[test]
+fn token_exchange_reaches_the_server_as_each_caller_with_no_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let address = free_address();
+    let resource = format!("http://{address}/mcp");
+    let workspace = Workspace::new(&format!(
+        "[listen.oauth]\nissuer = {}\naudience = {}\n[servers.who]\nurl = {}\n\
+         [servers.who.oauth]\ngrant = \"token_exchange\"\nclient_id = \"exchanger\"\n\
+         client_secret = \"exchanger-secret\"\nscopes = [\"mcp:read\"]\n",
+        toml_str(idp.issuer()),
+        toml_str(&resource),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http_at(address, &[]);
+    // The callers' own tokens for the gateway, from the provider.
+    let token_of = |subject: &str| {
+        idp.forge(
+            &json!({"sub": subject, "aud": resource, "scope": "mcp:read"}),
+            "k1",
+            None,
+        )
+    };
+    let args = |subject: &str, mode: &str| {
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(
+            [
+                "--header",
+                &format!("Authorization=Bearer {}", token_of(subject)),
+                "--mode",
+                mode,
+                "--elicit",
+                "accept",
+            ]
+            .map(str::to_owned),
+        );
+        args
+    };
+
+    // Nobody has called yet: the first call (the sign-in tool) exchanges Alice's token and
+    // connects; the server's tools are then listed.
+    let run = python_client(
+        &args("alice", "legacy"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+
+    // Alice (2025-11-25) and Bob (2026-07-28) at once: each reaches the server as
+    // themselves, nobody is asked anything, and each identity's token is exchanged once.
+    let many = json!([{"action": "parallel", "actions": vec![call(WHOAMI); 4]}, call(WHOAMI)]);
+    let runs = [
+        (
+            "alice",
+            spawn_python_client(&args("alice", "legacy"), &many),
+        ),
+        ("bob", spawn_python_client(&args("bob", "auto"), &many)),
+    ];
+    for (who, child) in runs {
+        let run = python_client_output(child);
+        assert_eq!(run["ok"], true, "{who}: {run:#}\n{}", gateway.log_text());
+        for entry in run["results"][0]["result"].as_array().unwrap() {
+            assert_eq!(subject(&entry["result"]), who, "{run:#}");
+        }
+        assert_eq!(subject(&run["results"][1]["result"]), who, "{run:#}");
+        assert!(
+            run["elicitations"].as_array().unwrap().is_empty(),
+            "{run:#}"
+        );
+    }
+    assert_eq!(
+        exchanges(&idp),
+        2,
+        "one exchange per identity, then the cached token"
+    );
+
+    // The tokens the server saw are not the callers' own, and none is kept in clear.
+    let seen = whoami.tokens();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for file in sealed_files(&workspace) {
+        let bytes = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+        for token in &seen {
+            assert!(
+                !bytes.contains(token.as_str()),
+                "{} holds a token",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn over_stdio_the_local_user_signs_in_through_the_client_and_calls_as_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(whoami.url()),
+    ));
+    // The gateway runs as the client's child: it gets the key and data folder from here.
+    let mut args = python_stdio_args(&workspace, &[]);
+    args.extend(
+        [
+            "--env",
+            &format!("MCP_GATEWAY_TOKEN_KEY={KEY}"),
+            "--env",
+            &format!("XDG_DATA_HOME={}", workspace.data_home().display()),
+            "--env",
+            "USER=carol-at-her-desk",
+            "--elicit",
+            "browse",
+            "--browse-as",
+            "carol",
+        ]
+        .map(str::to_owned),
+    );
+    let run = python_client(
+        &args,
+        &json!([
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            call(WHOAMI),
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("as local:carol-at-her-desk"),
+        "{run:#}"
+    );
+    assert_eq!(subject(&run["results"][2]["result"]), "carol");
+    assert_eq!(sealed_files(&workspace).len(), 1);
+}
+
+#[test]
+fn a_sign_in_whose_refresh_fails_asks_the_person_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // Access tokens live 4 s; the provider forgets every refresh token when restarted.
+    let mut idp = IdentityProvider::start(dir.path(), "k1", 4);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = gateway_workspace(&whoami);
+    let gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(subject(&run["results"][2]["result"]), "alice");
+
+    // Her token expires, and the provider no longer knows her refresh token.
+    let ends = expiry(whoami.tokens().last().unwrap());
+    assert!(
+        eventually(Duration::from_secs(30), || now_secs() > ends),
+        "the access token never expired"
+    );
+    idp.restart("k1");
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(browsed_sign_in(&run)["status"], 200, "asked again: {run:#}");
+    assert_eq!(subject(&run["results"][0]["result"]), "alice", "{run:#}");
+}
+
+#[test]
+fn a_listener_that_names_nobody_signs_nobody_in() {
+    // No tokens and no [listen.oauth]: a caller is nobody, and nobody's token is used.
+    let workspace = Workspace::new(
+        "[servers.who]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.who.oauth]\nper_user = true\n",
+    )
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--elicit", "browse"].map(str::to_owned));
+    let run = python_client(&args, &json!([call(SIGN_IN)]));
+    let failed = &run["results"][0]["result"];
+    assert_eq!(error_code(failed), Some("SIGN_IN_FAILED"), "{run:#}");
+    assert_eq!(
+        failed["_meta"]["mcp-gateway/error"]["detail"]["reason"], "SIGN_IN_NO_IDENTITY",
+        "{run:#}"
+    );
+    assert!(
+        run["elicitations"].as_array().unwrap().is_empty(),
+        "{run:#}"
+    );
+    // Nor is there one sign-in for everyone to make.
+    let login = workspace.cli(&["auth", "login", "who"]);
+    assert!(!login.status.success());
+    assert!(
+        String::from_utf8_lossy(&login.stderr).contains("OAUTH_NO_LOGIN"),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+
+    // Without the token key, the server says why it keeps no sign-in.
+    let keyless = Workspace::new(
+        "[servers.who]\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.who.oauth]\nper_user = true\n",
+    );
+    let gateway = keyless.serve_http(&[]);
+    let healthz = health(&gateway);
+    assert_eq!(
+        healthz["upstreams"]["who"]["state"], "failed",
+        "{healthz:#}"
+    );
+    assert!(
+        healthz["upstreams"]["who"]["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("TOKEN_KEY_MISSING"),
+        "{healthz:#}"
+    );
+}
+
+#[test]
+fn an_idle_persons_connection_closes_and_opens_again_without_a_new_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n\
+         idle_disconnect_secs = 1\n",
+        toml_str(ALICE.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert!(
+        eventually(PATIENCE, || gateway
+            .log_text()
+            .contains("closing an idle per-user connection")),
+        "{}",
+        gateway.log_text()
+    );
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(subject(&run["results"][0]["result"]), "alice", "{run:#}");
+    assert!(
+        run["elicitations"].as_array().unwrap().is_empty(),
+        "{run:#}"
+    );
+}
