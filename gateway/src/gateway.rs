@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
+use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{ConsoleAsks, unix_ms};
@@ -430,6 +430,37 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// Whether `session` may still reach the work of a call of `tool` with `arguments`
+    /// that it began before (a task): its profile still shows the tool, and the gate
+    /// still lets the call through (see [`crate::pipeline::Pipeline::gate_again`]).
+    pub async fn admits_again(
+        &self,
+        session: &Arc<CallContext>,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<Target, ToolError> {
+        let origin = Origin::Client;
+        let target = self.resolve(session, tool, &origin).ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::ToolNotFound,
+                format!("no tool named `{tool}` is available"),
+            )
+        })?;
+        let invocation = Invocation {
+            target: Some(target.clone()),
+            session: session.clone(),
+            tool: tool.to_owned(),
+            arguments,
+            cancel: CancellationToken::new(),
+            caller: None,
+            origin,
+            started: std::time::Instant::now(),
+            trace: opentelemetry::Context::new(),
+        };
+        self.policy().pipeline.gate_again(&invocation).await?;
+        Ok(target)
+    }
+
     /// A call that arrives while upstreams are still in their first connection attempt
     /// waits for the ones it needs, so that it runs against what they offer instead of
     /// failing against a catalog that is not complete yet: `run_code` and `search_tools`

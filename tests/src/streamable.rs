@@ -189,6 +189,7 @@ pub fn routing_headers(body: &str) -> Vec<(&'static str, String)> {
     let named = match method {
         "tools/call" | "prompts/get" => body["params"]["name"].as_str(),
         "resources/read" => body["params"]["uri"].as_str(),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => body["params"]["taskId"].as_str(),
         _ => None,
     };
     if let Some(name) = named {

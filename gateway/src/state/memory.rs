@@ -58,6 +58,10 @@ struct Inner {
     /// The same for sessions, and for usage, which are created on first use.
     prune_sessions_at: usize,
     prune_usage_at: usize,
+    /// Task records, each with the moment it is dropped.
+    tasks: HashMap<String, (String, Instant)>,
+    /// The same for tasks, which are kept until their TTL runs out.
+    prune_tasks_at: usize,
 }
 
 struct Session {
@@ -407,5 +411,32 @@ impl SharedState for MemoryState {
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>> {
         // Every stream in this memory is this process's own.
         Box::pin(ready(Ok(replica == self.replica)))
+    }
+
+    fn put_task<'a>(
+        &'a self,
+        id: &'a str,
+        record: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        if inner.tasks.len() >= inner.prune_tasks_at {
+            inner.tasks.retain(|_, (_, until)| *until > now);
+            inner.prune_tasks_at = (inner.tasks.len() * 2).max(64);
+        }
+        inner.tasks.insert(id.to_owned(), (record, now + ttl));
+        Box::pin(ready(Ok(())))
+    }
+
+    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>> {
+        let now = Instant::now();
+        let inner = self.lock();
+        let record = inner
+            .tasks
+            .get(id)
+            .filter(|(_, until)| *until > now)
+            .map(|(record, _)| record.clone());
+        Box::pin(ready(Ok(record)))
     }
 }

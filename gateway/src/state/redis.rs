@@ -558,4 +558,35 @@ impl SharedState for RedisState {
             self.observe(result)
         })
     }
+
+    fn put_task<'a>(
+        &'a self,
+        id: &'a str,
+        record: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+            let result = redis::cmd("SET")
+                .arg(self.key("task", id))
+                .arg(record)
+                .arg("PX")
+                .arg(millis)
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("GET")
+                .arg(self.key("task", id))
+                .query_async::<Option<String>>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
 }

@@ -143,6 +143,22 @@ async fn contract(state: &dyn SharedState) {
         state.events_after("no-such-id").await.unwrap(),
         Replay::default()
     );
+    // A task record is kept for its TTL, replaced by a later write, gone once the TTL ran
+    // out (a real wait: Redis keeps the time).
+    assert_eq!(state.get_task("t1").await.unwrap(), None);
+    let ttl = Duration::from_secs(60);
+    state.put_task("t1", "working".into(), ttl).await.unwrap();
+    state.put_task("t1", "done".into(), ttl).await.unwrap();
+    assert_eq!(state.get_task("t1").await.unwrap().as_deref(), Some("done"));
+    state
+        .put_task("t2", "brief".into(), Duration::from_millis(1))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while state.get_task("t2").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "t2 outlived its TTL");
+        tokio::task::yield_now().await;
+    }
     assert!(state.is_ready());
 }
 

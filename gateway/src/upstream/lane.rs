@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CallToolResult,
-    CancelledNotification, CancelledNotificationParam, ClientNotification, ErrorData,
-    InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
+    CancelledNotification, CancelledNotificationParam, ClientNotification, CreateTaskResult,
+    ErrorData, InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
     ProgressNotificationParam, RequestId, RequestMetaObject,
 };
 use rmcp::service::TxJsonRpcMessage;
@@ -69,6 +69,8 @@ pub enum Answer {
     Result(CallToolResult),
     /// The server needs input from the client first (protocol 2026-07-28).
     InputRequired(InputRequiredResult),
+    /// The server made a task of the call (the tasks extension of 2026-07-28).
+    Task(CreateTaskResult),
     Error(ErrorData),
     /// Neither a tool result nor an error.
     Malformed(String),
@@ -206,7 +208,10 @@ pub(super) fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>)
             Ok(result) => Answer::Result(result),
             Err(e) => match serde_json::from_str(result.get()) {
                 Ok(asked) => Answer::InputRequired(asked),
-                Err(_) => Answer::Malformed(format!("not a tool result: {e}")),
+                Err(_) => match serde_json::from_str(result.get()) {
+                    Ok(task) => Answer::Task(task),
+                    Err(_) => Answer::Malformed(format!("not a tool result: {e}")),
+                },
             },
         },
         (None, Some(error)) => match serde_json::from_str(error.get()) {

@@ -1,0 +1,153 @@
+//! Tasks of 2026-07-28 (`io.modelcontextprotocol/tasks`) through the gateway, with our
+//! conformance example as the upstream, and raw stateless requests as the client (each
+//! identity a bearer token of its own):
+//!
+//! - in front of a server of 2026-07-28 the server's tasks pass through: the handle under
+//!   an id of the gateway's, `tasks/get` to the server's result, and to any other identity
+//!   the task does not exist;
+//! - in front of a server of 2025-11-25, which has no tasks, a call that runs long becomes
+//!   a task of the gateway's own, polled to its result, answered through `tasks/update`
+//!   when it asks its client something, and stopped by `tasks/cancel`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use mcp_gateway_tests::streamable;
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789abc";
+
+/// The gateway in front of the conformance example spoken to at `protocol`, with the
+/// server's own names, and two identities.
+fn gateway_config(upstream: &ListeningServer, protocol: &str) -> String {
+    format!(
+        "[listen]\ntokens = [\"{ALICE}\", \"{BOB}\"]\n\n{}",
+        upstream.server_config(
+            "conformance",
+            &format!("prefix = \"\"\nrewrite_uris = false\nprotocol = \"{protocol}\"\n"),
+        )
+    )
+}
+
+/// A client of 2026-07-28 holding `token`.
+struct Client {
+    address: SocketAddr,
+    token: &'static str,
+}
+
+impl Client {
+    /// The answer to `method` with `params`, the tasks extension declared unless `plain`.
+    fn request_as(&self, method: &str, mut params: Value, plain: bool) -> Value {
+        let capabilities = if plain {
+            json!({})
+        } else {
+            json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+        };
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let body = body.to_string();
+        let bearer = format!("Bearer {}", self.token);
+        let routing = streamable::routing_headers(&body);
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Authorization", bearer.as_str()),
+        ];
+        headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
+        let (_, _, text) = http_request(self.address, "POST", "/mcp", &headers, body.as_bytes());
+        let text = match streamable::sse_events(&text).last() {
+            Some(event) if !text.trim_start().starts_with('{') => event.data.clone(),
+            _ => text,
+        };
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+    }
+
+    fn request(&self, method: &str, params: Value) -> Value {
+        self.request_as(method, params, false)
+    }
+
+    /// The task `id` once it reached `status` (or any terminal status), polled.
+    fn poll(&self, id: &str, status: &str) -> Value {
+        let mut last = Value::Null;
+        let reached = eventually(Duration::from_secs(30), || {
+            last = self.request("tasks/get", json!({"taskId": id}));
+            let now = last["result"]["status"].as_str().unwrap_or_default();
+            now == status || ["completed", "failed", "cancelled"].contains(&now)
+        });
+        assert!(reached, "task {id} never reached {status}: {last}");
+        last["result"].clone()
+    }
+}
+
+#[test]
+fn an_upstreams_task_passes_through_to_its_creator_only() {
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&gateway_config(&upstream, "2026-07-28"));
+    let gateway = workspace.serve_http(&[]);
+    let alice = Client {
+        address: gateway.address,
+        token: ALICE,
+    };
+    let bob = Client {
+        address: gateway.address,
+        token: BOB,
+    };
+
+    let discovered = alice.request("server/discover", json!({}));
+    assert!(
+        discovered["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{discovered}"
+    );
+    let created = alice.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "through"}}),
+    );
+    let handle = &created["result"];
+    assert_eq!(handle["resultType"], "task", "{created}");
+    let id = handle["taskId"].as_str().expect("a task id");
+    assert!(
+        id.starts_with("conformance."),
+        "namespaced by its upstream: {id}"
+    );
+    assert!(
+        handle["ttlMs"].is_u64() && handle["createdAt"].is_string(),
+        "{created}"
+    );
+
+    // A task id is no bearer: to Bob the task does not exist, whatever he asks of it.
+    for method in ["tasks/get", "tasks/cancel"] {
+        let refused = bob.request(method, json!({"taskId": id}));
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+    }
+    let undeclared = alice.request_as("tasks/get", json!({"taskId": id}), true);
+    assert_eq!(undeclared["error"]["code"], -32021, "{undeclared}");
+
+    let done = alice.poll(id, "completed");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["taskId"], id, "{done}");
+    let text = done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("through"), "{done}");
+    for removed in ["tasks/result", "tasks/list"] {
+        let answer = alice.request(removed, json!({"taskId": id}));
+        assert_eq!(answer["error"]["code"], -32601, "{removed}: {answer}");
+    }
+
+    // Cancelled through the gateway, the upstream's task settles as cancelled.
+    let long = alice.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "stopped"}}),
+    );
+    let id = long["result"]["taskId"].as_str().expect("a task id");
+    let ack = alice.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(alice.poll(id, "cancelled")["status"], "cancelled");
+}
