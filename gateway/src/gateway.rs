@@ -122,6 +122,8 @@ pub struct Gateway {
     /// What replicas share (`[cluster]`); this process's memory when alone. Chosen at
     /// start: a reload does not move it.
     pub state: Arc<dyn SharedState>,
+    /// The gateway's own tasks running in this process (their records are in `state`).
+    pub tasks: crate::tasks::running::Running,
     drain: Arc<Drain>,
 }
 
@@ -179,6 +181,7 @@ impl Gateway {
             shutdown,
             telemetry,
             state,
+            tasks: Default::default(),
             drain: Arc::default(),
         });
         tokio::spawn(end_abandoned_sessions(

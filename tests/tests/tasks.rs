@@ -151,3 +151,108 @@ fn an_upstreams_task_passes_through_to_its_creator_only() {
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
     assert_eq!(alice.poll(id, "cancelled")["status"], "cancelled");
 }
+
+#[test]
+fn a_call_to_an_older_server_becomes_a_task_of_the_gateways() {
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&gateway_config(&upstream, "2025-11-25"));
+    let gateway = workspace.serve_http(&[]);
+    let alice = Client {
+        address: gateway.address,
+        token: ALICE,
+    };
+    let bob = Client {
+        address: gateway.address,
+        token: BOB,
+    };
+
+    // A quick call is answered as a call.
+    let greeted = alice.request(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ada"}}),
+    );
+    assert_eq!(
+        greeted["result"]["content"][0]["text"], "Hello, Ada!",
+        "{greeted}"
+    );
+
+    // A call that asks its client something becomes a task at once: the question is the
+    // task's, answered with tasks/update, and the server's answer its result.
+    let created = alice.request(
+        "tools/call",
+        json!({"name": "confirm_delete", "arguments": {"filename": "notes.txt"}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    assert!(id.starts_with("gateway."), "{id}");
+    assert_eq!(
+        bob.request("tasks/get", json!({"taskId": id}))["error"]["code"],
+        -32602
+    );
+    let asking = alice.poll(id, "input_required");
+    let questions = asking["inputRequests"].as_object().expect("questions");
+    assert_eq!(questions.len(), 1, "{asking}");
+    let (key, question) = questions.iter().next().unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{asking}");
+    let answers = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    let ack = alice.request(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": answers}),
+    );
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = alice.poll(id, "completed");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted `notes.txt`",
+        "{done}"
+    );
+
+    // A call that runs long becomes a task, which tasks/cancel stops.
+    let created = alice.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 600, "label": "long"}}),
+    );
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    assert_eq!(alice.poll(id, "working")["status"], "working");
+    let ack = alice.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(alice.poll(id, "cancelled")["status"], "cancelled");
+
+    // A protocol error of the server's fails the task, and says why.
+    let created = alice.request(
+        "tools/call",
+        json!({"name": "protocol_error_job", "arguments": {}}),
+    );
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let failed = alice.poll(id, "failed");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("protocol_error_job"), "{failed}");
+    assert!(failed.get("result").is_none(), "{failed}");
+}
+
+#[test]
+fn a_long_run_code_run_becomes_a_task_of_the_gateways() {
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [\"{ALICE}\"]\n\n[gateway]\nmode = \"both\"\n\n[tasks]\nanswer_within_ms = 100\n\n{}",
+        example_server("slow", "slow"),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let alice = Client {
+        address: gateway.address,
+        token: ALICE,
+    };
+    let program = "await tools.slow.sleep({ ms: 1500 }); return { slept: true };";
+    let created = alice.request(
+        "tools/call",
+        json!({"name": "run_code", "arguments": {"code": program}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let done = alice.poll(id, "completed");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["result"]["slept"], true,
+        "{done}"
+    );
+}

@@ -19,7 +19,7 @@
 //!
 //! ```toml
 //! [tasks]
-//! answer_within_ms = 1000  # a call of the gateway's own that runs longer becomes a task
+//! answer_within_ms = 500   # a call of the gateway's own that runs longer becomes a task
 //! ttl_ms = 3600000         # how long the gateway keeps its own tasks (and bindings of an
 //!                          # upstream's task that names no TTL)
 //! poll_interval_ms = 500   # the poll interval the gateway's own tasks suggest
@@ -27,6 +27,7 @@
 
 pub mod handle;
 pub mod record;
+pub mod running;
 
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ pub use record::{TaskRecord, Work};
 #[serde(deny_unknown_fields, default)]
 pub struct TasksConfig {
     /// How long a call that may become a task of the gateway's runs before it does: one
-    /// that answers sooner is answered as it is. Default 1000.
+    /// that answers sooner is answered as it is. Default 500.
     pub answer_within_ms: u64,
     /// How long the gateway keeps a task of its own from its creation, and the binding of
     /// an upstream's task that names no TTL. Default 3600000 (an hour).
@@ -51,7 +52,7 @@ pub struct TasksConfig {
 impl Default for TasksConfig {
     fn default() -> Self {
         Self {
-            answer_within_ms: 1000,
+            answer_within_ms: 500,
             ttl_ms: 3_600_000,
             poll_interval_ms: 500,
         }

@@ -130,7 +130,7 @@ impl Jobs {
                 self.spawn(move |task| run(job, arguments, Asker::Task(task)))
             ));
         }
-        if job.required() || (per_request && job.asks()) {
+        if per_request && (job.required() || job.asks()) {
             return Some(Err(tasks_required()));
         }
         let asker = Asker::Client {

@@ -339,20 +339,31 @@ impl ClientSession {
                 parked
             }
             None => {
+                let may_become_task = self.may_become_task(&request, revision);
                 let inputs = Arc::new(Inputs::default());
                 let mut call = call;
                 call.link = call.link.with_inputs(inputs.clone(), progress_token);
                 // The call outlives this request when it waits for input: it is cancelled
-                // by the request only while the request waits for it.
-                call.cancel = self.closed.child_token();
+                // by the request only while the request waits for it. One that may become
+                // a task outlives the session too (its client may come back any time).
+                call.cancel = match may_become_task {
+                    Some(_) => self.gateway.shutdown.child_token(),
+                    None => self.closed.child_token(),
+                };
                 let call_cancel = call.cancel.clone();
-                ParkedCall {
+                let parked = ParkedCall {
                     inputs,
                     link: call.link.clone(),
                     task: tokio::spawn(call.serve(request)),
                     cancel: call_cancel,
                     request: key,
+                };
+                if let Some((tool, arguments)) = may_become_task {
+                    return self
+                        .await_or_promote(parked, &cancel, tool, arguments)
+                        .await;
                 }
+                parked
             }
         };
         self.await_or_park(parked, &cancel).await

@@ -8,16 +8,27 @@
 //! the gate. Then the request goes to the task's work: the upstream whose task it is,
 //! under the upstream's id, or the gateway's own record.
 
+use std::sync::Arc;
+
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResult, CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest,
     CreateTaskResult, DetailedTask, GetTaskParams, GetTaskRequest, GetTaskResult, JsonObject,
-    ServerResult, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
+    ServerResult, Task, TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::methods::{Call, unexpected};
+use super::parked::ParkedCall;
+use super::revision::Revision;
+use super::{ClientSession, joined};
+use crate::code::tool::RUN_CODE;
+use crate::gateway::Gateway;
 use crate::pipeline::federated;
-use crate::pipeline::{ErrorCode, Target, ToolError};
+use crate::pipeline::{ErrorCode, Origin, Target, ToolError, error};
+use crate::relay::inputs::Inputs;
+use crate::tasks::running::RunningTask;
 use crate::tasks::{self, TaskRecord, Work, record};
 use crate::upstream;
 
@@ -63,7 +74,7 @@ impl Call {
     pub(super) async fn get_task(&self, params: GetTaskParams) -> Result<ServerResult, ErrorData> {
         let id = params.task_id;
         let (record, target) = self.task(&id).await?;
-        match record.work {
+        let task = match record.work {
             Work::Upstream { server, task_id } => {
                 let request =
                     ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)));
@@ -76,10 +87,58 @@ impl Call {
                 };
                 got.task.task.task_id = id;
                 got.task = self.finished(&target, got.task);
-                Ok(ServerResult::GetTaskResult(got))
+                return Ok(ServerResult::GetTaskResult(got));
             }
-            Work::Own { task, .. } => Ok(ServerResult::GetTaskResult(GetTaskResult::new(task))),
+            Work::Own { replica, task } => {
+                let record = TaskRecord {
+                    work: Work::Own {
+                        replica: replica.clone(),
+                        task: task.clone(),
+                    },
+                    ..record
+                };
+                self.own_task(&id, record, &replica, task).await
+            }
+        };
+        Ok(ServerResult::GetTaskResult(GetTaskResult::new(task)))
+    }
+
+    /// The state of the gateway's own task `id` (`record`, run on `replica`): as its
+    /// record says, unless the replica running it is gone (its lease lapsed), which leaves
+    /// it failed, and says why.
+    async fn own_task(
+        &self,
+        id: &str,
+        mut record: TaskRecord,
+        replica: &str,
+        task: DetailedTask,
+    ) -> DetailedTask {
+        let state = self.gateway().state.as_ref();
+        if record::is_terminal(&task) || replica == state.replica() {
+            return task;
         }
+        match state.replica_alive(replica).await {
+            Ok(false) => {}
+            Ok(true) => return task,
+            Err(e) => {
+                tracing::warn!(task = %id, "whether replica {replica} runs is unknown: {e}");
+                return task;
+            }
+        }
+        let error = ErrorData::internal_error(
+            format!("the replica running the task ({replica}) stopped before it finished"),
+            None,
+        );
+        let task = record::failed(task, &error);
+        record.work = Work::Own {
+            replica: replica.to_owned(),
+            task: task.clone(),
+        };
+        let ttl = self.gateway().config().tasks.ttl();
+        if let Err(e) = record::save(state, id, &record, ttl).await {
+            tracing::warn!(task = %id, "task record not written: {e}");
+        }
+        task
     }
 
     pub(super) async fn update_task(
@@ -93,7 +152,36 @@ impl Call {
                 let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(params));
                 self.acknowledged(&server, request).await
             }
-            Work::Own { .. } => Ok(ServerResult::task_ack(())),
+            Work::Own { replica, task } => {
+                let Some(running) = self.gateway().tasks.get(&params.task_id) else {
+                    if record::is_terminal(&task) {
+                        return Ok(ServerResult::task_ack(()));
+                    }
+                    return Err(ErrorData::internal_error(
+                        format!(
+                            "task {} runs on another replica ({replica}), which alone can pass \
+                             answers on to it",
+                            params.task_id
+                        ),
+                        None,
+                    ));
+                };
+                // Answered and written before the acknowledgment: the next `tasks/get`
+                // shows only the questions still open.
+                let mut record = running.record.lock().await;
+                running.inputs.answer(params.input_responses);
+                if let Work::Own { task, .. } = &mut record.work
+                    && !record::is_terminal(task)
+                {
+                    *task = asking(task.clone(), &running.inputs);
+                    let ttl = self.gateway().config().tasks.ttl();
+                    let state = self.gateway().state.as_ref();
+                    record::save(state, &params.task_id, &record, ttl)
+                        .await
+                        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                }
+                Ok(ServerResult::task_ack(()))
+            }
         }
     }
 
@@ -108,7 +196,27 @@ impl Call {
                 let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(params));
                 self.acknowledged(&server, request).await
             }
-            Work::Own { .. } => Ok(ServerResult::task_ack(())),
+            Work::Own { task, .. } if record::is_terminal(&task) => Ok(ServerResult::task_ack(())),
+            Work::Own { replica, task } => {
+                match self.gateway().tasks.get(&params.task_id) {
+                    // Settles as cancelled once its call has stopped.
+                    Some(running) => running.cancel(),
+                    // Its replica finds it settled when its call ends, and leaves it so.
+                    None => {
+                        let task = record::with_status(task, TaskStatus::Cancelled);
+                        let record = TaskRecord {
+                            work: Work::Own { replica, task },
+                            ..record
+                        };
+                        let ttl = self.gateway().config().tasks.ttl();
+                        let state = self.gateway().state.as_ref();
+                        record::save(state, &params.task_id, &record, ttl)
+                            .await
+                            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    }
+                }
+                Ok(ServerResult::task_ack(()))
+            }
         }
     }
 
@@ -205,4 +313,204 @@ fn refused(error: &ToolError) -> ErrorData {
         format!("{}: {}", error.code, error.message),
         Some(serde_json::json!({"code": error.code.as_str()})),
     )
+}
+
+/// The gateway's own tasks: a call that may become one, its promotion, and the work
+/// that keeps its record as it goes.
+impl ClientSession {
+    /// The tool and arguments of `request`, when it is a call that becomes a task of the
+    /// gateway's should it run long: a `tools/call` of a client that declared the tasks
+    /// extension, to `run_code` or to a tool of a server of 2025-11-25 (which has no
+    /// tasks of its own; a server of 2026-07-28 decides for itself).
+    pub(super) fn may_become_task(
+        &self,
+        request: &ClientRequest,
+        revision: &Revision,
+    ) -> Option<(String, Option<JsonObject>)> {
+        let ClientRequest::CallToolRequest(call) = request else {
+            return None;
+        };
+        let declared = revision.is_stateless()
+            && revision
+                .client()
+                .is_some_and(|client| client.capabilities.supports_tasks());
+        if !declared {
+            return None;
+        }
+        let name = call.params.name.as_ref();
+        let eligible = match self.gateway.resolve(&self.session, name, &Origin::Client)? {
+            Target::Builtin(_) => name == RUN_CODE,
+            Target::Federated(tool) => self
+                .gateway
+                .registry
+                .upstream(&tool.server)
+                .and_then(|upstream| upstream.live())
+                .is_some_and(|live| !live.stateless),
+        };
+        eligible.then(|| (name.to_owned(), call.params.arguments.clone()))
+    }
+
+    /// Waits for the answer of `call` (of `tool` with `arguments`) for at most
+    /// `[tasks] answer_within_ms`; a call still running then, or asking its client
+    /// something first, becomes a task of the gateway's, whose handle is the answer.
+    pub(super) async fn await_or_promote(
+        self: &Arc<Self>,
+        mut call: ParkedCall,
+        request: &CancellationToken,
+        tool: String,
+        arguments: Option<JsonObject>,
+    ) -> Result<ServerResult, ErrorData> {
+        let config = self.gateway.config().tasks;
+        tokio::select! {
+            biased;
+            answer = &mut call.task => return joined(answer),
+            () = call.inputs.asked() => {}
+            () = tokio::time::sleep(config.answer_within()) => {}
+            () = request.cancelled() => {
+                call.abandon();
+                return joined(call.task.await);
+            }
+        }
+        let id = tasks::new_id(tasks::OWN);
+        let now = record::now();
+        let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
+        task.ttl_ms = Some(config.ttl_ms);
+        task.poll_interval_ms = Some(config.poll_interval_ms);
+        let state = &self.gateway.state;
+        let record = TaskRecord {
+            identity: self.owner.identity.clone(),
+            tool,
+            arguments,
+            work: Work::Own {
+                replica: state.replica().to_owned(),
+                task: DetailedTask::new(task.clone(), TaskPayload::Working),
+            },
+        };
+        // The task exists for `tasks/get` before its handle is given out.
+        if let Err(e) = record::save(state.as_ref(), &id, &record, config.ttl()).await {
+            tracing::warn!(session = %self.id(), "the call stays a call, not a task: {e}");
+            return self.await_or_park(call, request).await;
+        }
+        let running = Arc::new(RunningTask::new(
+            call.cancel.clone(),
+            call.inputs.clone(),
+            record,
+        ));
+        self.gateway.tasks.insert(id.clone(), running.clone());
+        tokio::spawn(run(self.gateway.clone(), id, running, call.task));
+        Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
+    }
+}
+
+/// Keeps the record of the gateway's task `id` as its call goes: `input_required` with the
+/// questions it asks, then its answer (or error), or `cancelled`.
+async fn run(
+    gateway: Arc<Gateway>,
+    id: String,
+    running: Arc<RunningTask>,
+    mut call: JoinHandle<Result<ServerResult, ErrorData>>,
+) {
+    let mut seen = 0;
+    let answer = loop {
+        tokio::select! {
+            biased;
+            answer = &mut call => break answer,
+            () = running.inputs.asked_after(seen) => {
+                running.inputs.settled().await;
+                seen = running.inputs.asked_count();
+                change(&gateway, &id, &running, asking).await;
+            }
+        }
+    };
+    let cancelled = running.is_cancelled();
+    let stopping = gateway.shutdown.is_cancelled();
+    change(&gateway, &id, &running, |task, _| {
+        settled(task, joined(answer), cancelled, stopping)
+    })
+    .await;
+    gateway.tasks.remove(&id);
+}
+
+/// Changes the running task `id`'s state with `change` (given the call's open
+/// questions) and writes its record, unless it settled meanwhile (another replica
+/// cancelled it, say).
+async fn change(
+    gateway: &Gateway,
+    id: &str,
+    running: &RunningTask,
+    change: impl FnOnce(DetailedTask, &Inputs) -> DetailedTask,
+) {
+    let state = gateway.state.as_ref();
+    let mut record = running.record.lock().await;
+    if let Ok(Some(TaskRecord {
+        work: Work::Own { task: stored, .. },
+        ..
+    })) = record::load(state, id).await
+        && record::is_terminal(&stored)
+    {
+        return;
+    }
+    let Work::Own { task, .. } = &mut record.work else {
+        return;
+    };
+    *task = change(task.clone(), &running.inputs);
+    let ttl = gateway.config().tasks.ttl();
+    if let Err(e) = record::save(state, id, &record, ttl).await {
+        tracing::warn!(task = %id, "task record not written: {e}");
+    }
+}
+
+/// `task` with the call's open questions: `input_required` while there are some.
+fn asking(task: DetailedTask, inputs: &Inputs) -> DetailedTask {
+    let questions = inputs.questions();
+    if questions.is_empty() {
+        return record::with_status(task, TaskStatus::Working);
+    }
+    let mut task = task;
+    task.task.last_updated_at = record::now();
+    DetailedTask::new(
+        task.task,
+        TaskPayload::InputRequired {
+            input_requests: questions,
+        },
+    )
+}
+
+/// `task` settled by its call's `answer`: completed with the tool's result (an error the
+/// tool reported too), failed when the call came to no result of the tool's (see
+/// [`error::work_failure`]), or cancelled.
+fn settled(
+    task: DetailedTask,
+    answer: Result<ServerResult, ErrorData>,
+    cancelled: bool,
+    stopping: bool,
+) -> DetailedTask {
+    if cancelled {
+        return record::with_status(task, TaskStatus::Cancelled);
+    }
+    if stopping {
+        let error = ErrorData::internal_error(
+            "the gateway running the task stopped before it finished",
+            None,
+        );
+        return record::failed(task, &error);
+    }
+    match answer {
+        Ok(ServerResult::CallToolResult(result))
+            if let Some(error) = error::work_failure(&result) =>
+        {
+            record::failed(task, &error)
+        }
+        Ok(ServerResult::CallToolResult(result)) => {
+            let result = match serde_json::to_value(result) {
+                Ok(serde_json::Value::Object(result)) => result,
+                _ => JsonObject::new(),
+            };
+            let mut task = task;
+            task.task.last_updated_at = record::now();
+            DetailedTask::new(task.task, TaskPayload::Completed { result })
+        }
+        Ok(other) => record::failed(task, &unexpected(&other)),
+        Err(error) => record::failed(task, &error),
+    }
 }
