@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use mcp_gateway_tests::cluster::{Haproxy, Redis, ready, replicas};
-use mcp_gateway_tests::streamable::{INITIALIZE, SseResponse, open_session, post, sse_events};
+use mcp_gateway_tests::streamable::{
+    INITIALIZE, SseResponse, TaskClient, open_session, post, sse_events,
+};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -460,4 +462,54 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
             json!({"key": format!("k{i}"), "value": format!("v{i}")}),
         );
     }
+}
+
+/// A client of 2026-07-28 that declares the tasks extension, on replica `at`.
+fn task_client(at: &Gateway) -> TaskClient {
+    TaskClient::new(at.address, None)
+}
+
+#[test]
+fn a_task_created_on_one_replica_is_polled_to_its_result_on_another() {
+    let redis = Redis::start();
+    let slow = example_server("slow", "slow");
+    let replicas = replicas(&config(&redis, &slow), 2);
+    let (first, second) = (task_client(&replicas[0].1), task_client(&replicas[1].1));
+    // Longer than `[tasks] answer_within_ms`: the call to a 2025-11-25 server becomes a
+    // task of the gateway's, on the first replica.
+    let created = first.request(
+        "tools/call",
+        json!({"name": "mcp__slow__sleep", "arguments": {"ms": 2000, "label": "t"}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let working = second.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    let done = second.poll(id, "completed");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+}
+
+#[test]
+fn a_replica_killed_while_its_task_runs_leaves_the_task_failed_with_why() {
+    let redis = Redis::start();
+    let slow = example_server("slow", "slow");
+    let mut replicas = replicas(&config(&redis, &slow), 2);
+    let created = task_client(&replicas[0].1).request(
+        "tools/call",
+        json!({"name": "mcp__slow__sleep", "arguments": {"ms": 600_000, "label": "t"}}),
+    );
+    let id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    replicas[0]
+        .1
+        .signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
+    // Once the killed replica's lease lapses, the task reads as failed, and says why.
+    let failed = task_client(&replicas[1].1).poll(&id, "failed");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let why = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("stopped before it finished"), "{failed}");
+    assert!(failed.get("result").is_none(), "{failed}");
 }

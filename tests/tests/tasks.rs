@@ -9,12 +9,9 @@
 //!   a task of the gateway's own, polled to its result, answered through `tasks/update`
 //!   when it asks its client something, and stopped by `tasks/cancel`.
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
-use mcp_gateway_tests::streamable;
+use mcp_gateway_tests::streamable::TaskClient;
 use mcp_gateway_tests::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789abc";
@@ -31,73 +28,13 @@ fn gateway_config(upstream: &ListeningServer, protocol: &str) -> String {
     )
 }
 
-/// A client of 2026-07-28 holding `token`.
-struct Client {
-    address: SocketAddr,
-    token: &'static str,
-}
-
-impl Client {
-    /// The answer to `method` with `params`, the tasks extension declared unless `plain`.
-    fn request_as(&self, method: &str, mut params: Value, plain: bool) -> Value {
-        let capabilities = if plain {
-            json!({})
-        } else {
-            json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
-        };
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        });
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let body = body.to_string();
-        let bearer = format!("Bearer {}", self.token);
-        let routing = streamable::routing_headers(&body);
-        let mut headers = vec![
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Authorization", bearer.as_str()),
-        ];
-        headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
-        let (_, _, text) = http_request(self.address, "POST", "/mcp", &headers, body.as_bytes());
-        let text = match streamable::sse_events(&text).last() {
-            Some(event) if !text.trim_start().starts_with('{') => event.data.clone(),
-            _ => text,
-        };
-        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
-    }
-
-    fn request(&self, method: &str, params: Value) -> Value {
-        self.request_as(method, params, false)
-    }
-
-    /// The task `id` once it reached `status` (or any terminal status), polled.
-    fn poll(&self, id: &str, status: &str) -> Value {
-        let mut last = Value::Null;
-        let reached = eventually(Duration::from_secs(30), || {
-            last = self.request("tasks/get", json!({"taskId": id}));
-            let now = last["result"]["status"].as_str().unwrap_or_default();
-            now == status || ["completed", "failed", "cancelled"].contains(&now)
-        });
-        assert!(reached, "task {id} never reached {status}: {last}");
-        last["result"].clone()
-    }
-}
-
 #[test]
 fn an_upstreams_task_passes_through_to_its_creator_only() {
     let upstream = ListeningServer::conformance();
     let workspace = Workspace::new(&gateway_config(&upstream, "2026-07-28"));
     let gateway = workspace.serve_http(&[]);
-    let alice = Client {
-        address: gateway.address,
-        token: ALICE,
-    };
-    let bob = Client {
-        address: gateway.address,
-        token: BOB,
-    };
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let bob = TaskClient::new(gateway.address, Some(BOB));
 
     let discovered = alice.request("server/discover", json!({}));
     assert!(
@@ -157,14 +94,8 @@ fn a_call_to_an_older_server_becomes_a_task_of_the_gateways() {
     let upstream = ListeningServer::conformance();
     let workspace = Workspace::new(&gateway_config(&upstream, "2025-11-25"));
     let gateway = workspace.serve_http(&[]);
-    let alice = Client {
-        address: gateway.address,
-        token: ALICE,
-    };
-    let bob = Client {
-        address: gateway.address,
-        token: BOB,
-    };
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let bob = TaskClient::new(gateway.address, Some(BOB));
 
     // A quick call is answered as a call.
     let greeted = alice.request(
@@ -238,10 +169,7 @@ fn a_long_run_code_run_becomes_a_task_of_the_gateways() {
         example_server("slow", "slow"),
     ));
     let gateway = workspace.serve_http(&[]);
-    let alice = Client {
-        address: gateway.address,
-        token: ALICE,
-    };
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
     let program = "await tools.slow.sleep({ ms: 1500 }); return { slept: true };";
     let created = alice.request(
         "tools/call",
