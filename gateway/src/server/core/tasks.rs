@@ -28,6 +28,7 @@ use crate::gateway::Gateway;
 use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Origin, Target, ToolError, error};
 use crate::relay::inputs::Inputs;
+use crate::state::StateError;
 use crate::tasks::running::RunningTask;
 use crate::tasks::{self, TaskRecord, Work, record};
 use crate::upstream;
@@ -67,7 +68,7 @@ impl Call {
             .map_or(config.ttl(), std::time::Duration::from_millis);
         record::save(self.gateway().state.as_ref(), &id, &record, ttl)
             .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            .map_err(state_error)?;
         Ok(ServerResult::CreateTaskResult(created))
     }
 
@@ -178,7 +179,7 @@ impl Call {
                     let state = self.gateway().state.as_ref();
                     record::save(state, &params.task_id, &record, ttl)
                         .await
-                        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                        .map_err(state_error)?;
                 }
                 Ok(ServerResult::task_ack(()))
             }
@@ -212,7 +213,7 @@ impl Call {
                         let state = self.gateway().state.as_ref();
                         record::save(state, &params.task_id, &record, ttl)
                             .await
-                            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                            .map_err(state_error)?;
                     }
                 }
                 Ok(ServerResult::task_ack(()))
@@ -244,7 +245,7 @@ impl Call {
         let unknown = || ErrorData::invalid_params(format!("unknown task: {id}"), None);
         let record = record::load(self.gateway().state.as_ref(), id)
             .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+            .map_err(state_error)?
             .filter(|record| record.belongs_to(self.identity()))
             .ok_or_else(unknown)?;
         let session = self.session.session.clone();
@@ -305,6 +306,11 @@ impl Call {
     fn identity(&self) -> Option<&str> {
         self.session.owner.identity.as_deref()
     }
+}
+
+/// The shared state failed a task request: its code, and why.
+fn state_error(error: StateError) -> ErrorData {
+    ErrorData::internal_error(format!("{}: {error}", error.code()), None)
 }
 
 /// A task request the gate refuses now, as a JSON-RPC error carrying the failure's code.
