@@ -41,8 +41,8 @@ const TTL_MS: u64 = 300_000;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Job {
     SlowCompute,
-    FailingJob,
-    ProtocolErrorJob,
+    Failing,
+    ProtocolError,
     ConfirmDelete,
     MultiInput,
 }
@@ -51,8 +51,8 @@ impl Job {
     fn named(name: &str) -> Option<Self> {
         Some(match name {
             "slow_compute" => Self::SlowCompute,
-            "failing_job" => Self::FailingJob,
-            "protocol_error_job" => Self::ProtocolErrorJob,
+            "failing_job" => Self::Failing,
+            "protocol_error_job" => Self::ProtocolError,
             "confirm_delete" => Self::ConfirmDelete,
             "multi_input" => Self::MultiInput,
             _ => return None,
@@ -61,7 +61,7 @@ impl Job {
 
     /// A tool that must be a task (`taskSupport: required`).
     fn required(self) -> bool {
-        self == Self::FailingJob
+        self == Self::Failing
     }
 
     /// A tool that asks its client mid-call.
@@ -290,13 +290,13 @@ fn run(job: Job, arguments: JsonObject, asker: Asker) -> rmcp::task_manager::Tas
                     "slow_compute `{label}` done after {seconds}s"
                 )))
             }
-            Job::FailingJob => {
+            Job::Failing => {
                 asker.work(FAILING_AFTER).await?;
                 Ok(CallToolResult::error(vec![ContentBlock::text(
                     "failing_job failed, as it always does",
                 )]))
             }
-            Job::ProtocolErrorJob => {
+            Job::ProtocolError => {
                 asker.work(FAILING_AFTER).await?;
                 Err(TaskExit::Error(ErrorData::internal_error(
                     "protocol_error_job failed with a protocol error, as it always does",
