@@ -9,7 +9,7 @@
 //!   a task of the gateway's own, polled to its result, answered through `tasks/update`
 //!   when it asks its client something, and stopped by `tasks/cancel`.
 
-use mcp_gateway_tests::streamable::TaskClient;
+use mcp_gateway_tests::streamable::{self, TaskClient};
 use mcp_gateway_tests::*;
 use serde_json::json;
 
@@ -183,4 +183,36 @@ fn a_long_run_code_run_becomes_a_task_of_the_gateways() {
         done["result"]["structuredContent"]["result"]["slept"], true,
         "{done}"
     );
+}
+
+#[test]
+fn a_session_of_2025_gets_its_answer_whatever_it_declares() {
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&gateway_config(&upstream, "2026-07-28"));
+    let gateway = workspace.serve_http(&[]);
+    // Declaring the extension of 2026-07-28 at `initialize` makes no session a task taker.
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": {"name": "old", "version": "1"},
+        "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}});
+    let (status, headers, body) =
+        streamable::post(gateway.address, None, Some(ALICE), &initialize.to_string());
+    assert_eq!(status, 200, "{body}");
+    let session = streamable::header(&headers, "mcp-session-id").expect("a session");
+    let (status, _, body) = streamable::post(
+        gateway.address,
+        Some(session),
+        Some(ALICE),
+        streamable::INITIALIZED,
+    );
+    assert_eq!(status, 202, "{body}");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "slow_compute", "arguments": {"seconds": 0.2, "label": "old"}}});
+    let (status, _, body) = streamable::post(
+        gateway.address,
+        Some(session),
+        Some(ALICE),
+        &call.to_string(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("slow_compute `old` done"), "{body}");
 }

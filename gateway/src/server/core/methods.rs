@@ -141,6 +141,11 @@ impl Call {
         identity::settle(gateway).await;
         let mut client = request;
         client.protocol_version = revision::negotiate(&client.protocol_version);
+        // Tasks are an extension of 2026-07-28: a session has none, whatever its client
+        // declares, so no server is asked for one on its behalf.
+        if let Some(extensions) = &mut client.capabilities.extensions {
+            extensions.remove(TASKS_EXTENSION_ID);
+        }
         // What the client can list from now on: the watcher tells it of any change since.
         watch::shown_at_initialize(gateway, session);
         let mut answer = identity::info(gateway, Some(session));
