@@ -30,7 +30,7 @@ use crate::pipeline::{
 use crate::policies;
 use crate::policies::activity::Activity;
 use crate::registry::Registry;
-use crate::registry::profile::Profiles;
+use crate::registry::profile::{DEFAULT_PROFILE, Profiles};
 use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
@@ -442,6 +442,24 @@ impl Gateway {
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<Target, ToolError> {
+        // The profile as configured now: a session keeps the one it started with, a task's
+        // requests meet the one in force.
+        let name = session.profile.name.as_str();
+        let current = self
+            .policy()
+            .profiles
+            .get((name != DEFAULT_PROFILE).then_some(name));
+        let session = match current {
+            Some(current) if Arc::ptr_eq(&current, &session.profile) => session.clone(),
+            Some(current) => Arc::new(CallContext::new(session.id.clone(), current, None)),
+            None => {
+                return Err(ToolError::new(
+                    ErrorCode::ToolNotFound,
+                    format!("the profile `{name}` is gone"),
+                ));
+            }
+        };
+        let session = &session;
         let origin = Origin::Client;
         let target = self.resolve(session, tool, &origin).ok_or_else(|| {
             ToolError::new(

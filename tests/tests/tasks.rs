@@ -10,6 +10,8 @@
 //!   when it asks its client something, and stopped by `tasks/cancel`.
 
 use mcp_gateway_tests::streamable::{self, TaskClient};
+use std::time::Duration;
+
 use mcp_gateway_tests::*;
 use serde_json::json;
 
@@ -215,4 +217,60 @@ fn a_session_of_2025_gets_its_answer_whatever_it_declares() {
     );
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("slow_compute `old` done"), "{body}");
+}
+
+/// Rewrites the gateway's configuration by `edit` and waits until it reloaded.
+fn reload(workspace: &Workspace, gateway: &Gateway, edit: impl FnOnce(String) -> String) {
+    let before = gateway.log_text().matches("configuration reloaded").count();
+    let config = std::fs::read_to_string(workspace.config()).unwrap();
+    std::fs::write(workspace.config(), edit(config)).unwrap();
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe { libc::kill(gateway.pid(), libc::SIGHUP) };
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            gateway.log_text().matches("configuration reloaded").count() > before
+        }),
+        "never reloaded: {}",
+        gateway.log_text()
+    );
+}
+
+#[test]
+fn every_request_about_a_task_passes_the_gate_and_the_profile_again() {
+    let upstream = ListeningServer::conformance();
+    // Alice's token is bound to a profile that shows every tool, for now.
+    let config = gateway_config(&upstream, "2026-07-28").replace(
+        &format!("\"{ALICE}\""),
+        &format!("{{ token = \"{ALICE}\", profile = \"narrow\" }}"),
+    ) + "\n[profiles.narrow]\ndeny = []\n";
+    let workspace = Workspace::new(&config);
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let created = alice.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 600, "label": "gated"}}),
+    );
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    assert_eq!(alice.poll(id, "working")["status"], "working");
+
+    // A rule that denies the call now refuses every request about its task.
+    let rule = "[[policy]]\ntool = \"slow_compute\"\ndecision = \"deny\"\nreason = \"no more\"\n\n";
+    reload(&workspace, &gateway, |config| format!("{rule}{config}"));
+    for method in ["tasks/get", "tasks/cancel"] {
+        let refused = alice.request(method, json!({"taskId": id}));
+        assert_eq!(refused["error"]["code"], -32600, "{method}: {refused}");
+        assert_eq!(
+            refused["error"]["data"]["code"], "DENIED",
+            "{method}: {refused}"
+        );
+    }
+
+    // A profile that no longer shows the tool knows no task of it.
+    reload(&workspace, &gateway, |config| {
+        config
+            .replace(rule, "")
+            .replace("deny = []", "deny = [\"slow_compute\"]")
+    });
+    let unknown = alice.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
