@@ -513,3 +513,60 @@ fn a_replica_killed_while_its_task_runs_leaves_the_task_failed_with_why() {
     assert!(why.contains("stopped before it finished"), "{failed}");
     assert!(failed.get("result").is_none(), "{failed}");
 }
+
+#[test]
+fn a_task_is_answered_and_cancelled_through_a_replica_that_does_not_run_it() {
+    let redis = Redis::start();
+    let upstream = ListeningServer::conformance();
+    let servers = format!(
+        "{}{}",
+        upstream.server_config("conformance", "protocol = \"2025-11-25\"\n"),
+        slow_server_with_events("")
+    );
+    let replicas = replicas(&config(&redis, &servers), 2);
+    let (first, second) = (task_client(&replicas[0].1), task_client(&replicas[1].1));
+
+    // The first replica runs the call, which asks its client; the second answers for it.
+    let created = first.request(
+        "tools/call",
+        json!({"name": "mcp__conformance__confirm_delete", "arguments": {"filename": "x"}}),
+    );
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let asking = second.poll(id, "input_required");
+    let key = asking["inputRequests"]
+        .as_object()
+        .and_then(|questions| questions.keys().next().cloned())
+        .unwrap_or_else(|| panic!("no question: {asking}"));
+    let answers = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    let ack = second.request(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": answers}),
+    );
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = second.poll(id, "completed");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted `x`",
+        "{done}"
+    );
+
+    // Cancelled through the second replica, the call stops at the first one's server.
+    let created = first.request(
+        "tools/call",
+        json!({"name": "mcp__slow__sleep", "arguments": {"ms": 600_000, "label": "stopped"}}),
+    );
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let ack = second.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(second.poll(id, "cancelled")["status"], "cancelled");
+    let workspace = &replicas[0].0;
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            workspace
+                .slow_events("stopped")
+                .iter()
+                .any(|event| event["event"] == "cancelled")
+        }),
+        "the call never stopped: {:?}",
+        workspace.slow_events("stopped")
+    );
+}

@@ -1,7 +1,8 @@
 //! State that every replica of the gateway must see alike, behind one trait: the
 //! streamable HTTP session records (who opened a session, its `initialize` handshake,
 //! its log level), the rate limiter's windows, the repeat reminder's chains, the
-//! resumable event streams, the records of tasks (see `crate::tasks`), and the notifications one replica publishes for a session
+//! resumable event streams, the records of tasks and what replicas leave for the one running a
+//! task (see `crate::tasks`), and the notifications one replica publishes for a session
 //! whose stream another replica holds. One process keeps it in memory ([`memory::MemoryState`], the default);
 //! several replicas behind a load balancer share it in Redis ([`redis::RedisState`]).
 //! Nothing outside this module knows which.
@@ -240,6 +241,21 @@ pub trait SharedState: Send + Sync + 'static {
 
     /// The record of task `id`, while it is kept.
     fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>>;
+
+    /// Leaves `message` (JSON) for the replica that runs task `id`, kept for `ttl` unless
+    /// taken before.
+    fn send_to_task<'a>(
+        &'a self,
+        id: &'a str,
+        message: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// Takes the messages left for task `id`, oldest first.
+    fn take_task_messages<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, StateError>>;
 }
 
 /// The shared state `config` asks for: Redis when a URL is set, else this process's

@@ -7,6 +7,8 @@
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
 //! - `events:<stream>`: a sorted set of `<seq>:<JSON>` scored `<seq>`.
 //! - `replica:<id>`: the lease of a running replica, renewed with every probe.
+//! - `task:<id>`: a task's record (JSON), for its TTL; `task-messages:<id>`: a list of
+//!   what other replicas left for the replica running it.
 //! - the pub/sub channels `published`, events of standalone streams (see
 //!   [`Published`]), and `ended`, ids of sessions just ended; each replica keeps one
 //!   subscription to both, re-made after Redis returns.
@@ -587,6 +589,46 @@ impl SharedState for RedisState {
                 .query_async::<Option<String>>(&mut connection)
                 .await;
             self.observe(result)
+        })
+    }
+
+    fn send_to_task<'a>(
+        &'a self,
+        id: &'a str,
+        message: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let key = self.key("task-messages", id);
+            let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
+            let result = redis::pipe()
+                .atomic()
+                .rpush(&key, message)
+                .ignore()
+                .pexpire(&key, millis)
+                .ignore()
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn take_task_messages<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let key = self.key("task-messages", id);
+            let result = redis::pipe()
+                .atomic()
+                .lrange(&key, 0, -1)
+                .del(&key)
+                .ignore()
+                .query_async::<(Vec<String>,)>(&mut connection)
+                .await;
+            self.observe(result).map(|(messages,)| messages)
         })
     }
 }

@@ -159,6 +159,12 @@ async fn contract(state: &dyn SharedState) {
         assert!(std::time::Instant::now() < deadline, "t2 outlived its TTL");
         tokio::task::yield_now().await;
     }
+    // Messages for a task's replica are taken once, in order.
+    assert!(state.take_task_messages("t1").await.unwrap().is_empty());
+    state.send_to_task("t1", "a".into(), ttl).await.unwrap();
+    state.send_to_task("t1", "b".into(), ttl).await.unwrap();
+    assert_eq!(state.take_task_messages("t1").await.unwrap(), ["a", "b"]);
+    assert!(state.take_task_messages("t1").await.unwrap().is_empty());
     assert!(state.is_ready());
 }
 

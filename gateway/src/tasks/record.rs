@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{DetailedTask, JsonObject, TaskPayload, TaskStatus};
+use rmcp::model::{DetailedTask, InputResponses, JsonObject, TaskPayload, TaskStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::state::{SharedState, StateError};
@@ -78,6 +78,27 @@ pub fn failed(mut task: DetailedTask, error: &ErrorData) -> DetailedTask {
         _ => JsonObject::new(),
     };
     DetailedTask::new(task.task, TaskPayload::Failed { error })
+}
+
+/// `task` once the questions `answered` names are answered (by the replica running it):
+/// `input_required` while some are left, `working` once none are.
+pub fn answered(task: DetailedTask, answered: &InputResponses) -> DetailedTask {
+    let TaskPayload::InputRequired { input_requests } = &task.payload else {
+        return task;
+    };
+    let mut left = input_requests.clone();
+    left.retain(|key, _| !answered.contains_key(key));
+    let mut task = task;
+    task.task.last_updated_at = now();
+    if left.is_empty() {
+        return DetailedTask::new(task.task, TaskPayload::Working);
+    }
+    DetailedTask::new(
+        task.task,
+        TaskPayload::InputRequired {
+            input_requests: left,
+        },
+    )
 }
 
 /// Whether `task` has settled.

@@ -2,18 +2,32 @@
 //! questions wait, and its record, which only one writer changes at a time.
 //!
 //! A task's record lives in the shared state; the work lives here, on the replica that
-//! took the call. `tasks/update` and `tasks/cancel` reach the work only on this replica
-//! (another replica can read the record, and mark the task cancelled or, once this
-//! replica's lease lapsed, failed: see `server::core::tasks`).
+//! took the call. `tasks/update` and `tasks/cancel` that reach another replica are left
+//! for this one as [`Message`]s in the shared state, which it takes while the task runs
+//! (every `[tasks] poll_interval_ms`); the other replica writes what they change in the
+//! record at once. Once this replica's lease lapsed, any other marks its tasks failed
+//! (see `server::core::tasks`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use rmcp::model::InputResponses;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::TaskRecord;
 use crate::relay::inputs::Inputs;
+
+/// What another replica asks of the one running a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Message {
+    /// `tasks/update`: the client's answers to the task's questions.
+    Answer(InputResponses),
+    /// `tasks/cancel`.
+    Cancel,
+}
 
 /// One task running here.
 pub struct RunningTask {

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResult, CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest,
-    CreateTaskResult, DetailedTask, GetTaskParams, GetTaskRequest, GetTaskResult, JsonObject,
-    ServerResult, Task, TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
+    CreateTaskResult, DetailedTask, GetTaskParams, GetTaskRequest, GetTaskResult, InputResponses,
+    JsonObject, ServerResult, Task, TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -29,7 +29,7 @@ use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Origin, Target, ToolError, error};
 use crate::relay::inputs::Inputs;
 use crate::state::StateError;
-use crate::tasks::running::RunningTask;
+use crate::tasks::running::{Message, RunningTask};
 use crate::tasks::{self, TaskRecord, Work, record};
 use crate::upstream;
 
@@ -153,33 +153,25 @@ impl Call {
                 let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(params));
                 self.acknowledged(&server, request).await
             }
+            Work::Own { task, .. } if record::is_terminal(&task) => Ok(ServerResult::task_ack(())),
             Work::Own { replica, task } => {
-                let Some(running) = self.gateway().tasks.get(&params.task_id) else {
-                    if record::is_terminal(&task) {
-                        return Ok(ServerResult::task_ack(()));
-                    }
-                    return Err(ErrorData::internal_error(
-                        format!(
-                            "task {} runs on another replica ({replica}), which alone can pass \
-                             answers on to it",
-                            params.task_id
-                        ),
-                        None,
-                    ));
-                };
+                let id = &params.task_id;
+                let gateway = self.gateway();
                 // Answered and written before the acknowledgment: the next `tasks/get`
                 // shows only the questions still open.
-                let mut record = running.record.lock().await;
-                running.inputs.answer(params.input_responses);
-                if let Work::Own { task, .. } = &mut record.work
-                    && !record::is_terminal(task)
-                {
-                    *task = asking(task.clone(), &running.inputs);
-                    let ttl = self.gateway().config().tasks.ttl();
-                    let state = self.gateway().state.as_ref();
-                    record::save(state, &params.task_id, &record, ttl)
+                match gateway.tasks.get(id) {
+                    Some(running) => answer_here(gateway, id, &running, params.input_responses)
                         .await
-                        .map_err(state_error)?;
+                        .map_err(state_error)?,
+                    None => {
+                        let task = record::answered(task, &params.input_responses);
+                        let record = TaskRecord {
+                            work: Work::Own { replica, task },
+                            ..record
+                        };
+                        let message = Message::Answer(params.input_responses);
+                        send(gateway, id, &record, message).await?;
+                    }
                 }
                 Ok(ServerResult::task_ack(()))
             }
@@ -202,18 +194,15 @@ impl Call {
                 match self.gateway().tasks.get(&params.task_id) {
                     // Settles as cancelled once its call has stopped.
                     Some(running) => running.cancel(),
-                    // Its replica finds it settled when its call ends, and leaves it so.
+                    // Settled here at once, and its replica stops its call, which finds
+                    // the task settled when it ends, and leaves it so.
                     None => {
                         let task = record::with_status(task, TaskStatus::Cancelled);
                         let record = TaskRecord {
                             work: Work::Own { replica, task },
                             ..record
                         };
-                        let ttl = self.gateway().config().tasks.ttl();
-                        let state = self.gateway().state.as_ref();
-                        record::save(state, &params.task_id, &record, ttl)
-                            .await
-                            .map_err(state_error)?;
+                        send(self.gateway(), &params.task_id, &record, Message::Cancel).await?;
                     }
                 }
                 Ok(ServerResult::task_ack(()))
@@ -408,8 +397,72 @@ impl ClientSession {
     }
 }
 
+/// Writes `record`, changed by a request about task `id` that reached a replica other than
+/// the one running it, and leaves `message` for that one.
+async fn send(
+    gateway: &Gateway,
+    id: &str,
+    record: &TaskRecord,
+    message: Message,
+) -> Result<(), ErrorData> {
+    let state = gateway.state.as_ref();
+    let ttl = gateway.config().tasks.ttl();
+    record::save(state, id, record, ttl)
+        .await
+        .map_err(state_error)?;
+    let message = serde_json::to_string(&message)
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    state
+        .send_to_task(id, message, ttl)
+        .await
+        .map_err(state_error)
+}
+
+/// Hands `responses` to the questions of task `id`, running here, and writes the
+/// questions left open.
+async fn answer_here(
+    gateway: &Gateway,
+    id: &str,
+    running: &RunningTask,
+    responses: InputResponses,
+) -> Result<(), StateError> {
+    let mut record = running.record.lock().await;
+    running.inputs.answer(responses);
+    if let Work::Own { task, .. } = &mut record.work
+        && !record::is_terminal(task)
+    {
+        *task = asking(task.clone(), &running.inputs);
+        let ttl = gateway.config().tasks.ttl();
+        record::save(gateway.state.as_ref(), id, &record, ttl).await?;
+    }
+    Ok(())
+}
+
+/// What other replicas left for task `id`, running here, done.
+async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
+    let messages = match gateway.state.take_task_messages(id).await {
+        Ok(messages) => messages,
+        Err(e) => {
+            tracing::debug!(task = %id, "messages for the task not read: {e}");
+            return;
+        }
+    };
+    for message in messages {
+        match serde_json::from_str(&message) {
+            Ok(Message::Answer(responses)) => {
+                if let Err(e) = answer_here(gateway, id, running, responses).await {
+                    tracing::warn!(task = %id, "task record not written: {e}");
+                }
+            }
+            Ok(Message::Cancel) => running.cancel(),
+            Err(e) => tracing::warn!(task = %id, "an unreadable message for the task: {e}"),
+        }
+    }
+}
+
 /// Keeps the record of the gateway's task `id` as its call goes: `input_required` with the
-/// questions it asks, then its answer (or error), or `cancelled`.
+/// questions it asks, then its answer (or error), or `cancelled`; meanwhile, with
+/// replicas, takes what requests that reached another replica left for it.
 async fn run(
     gateway: Arc<Gateway>,
     id: String,
@@ -417,6 +470,8 @@ async fn run(
     mut call: JoinHandle<Result<ServerResult, ErrorData>>,
 ) {
     let mut seen = 0;
+    let shared = gateway.state.is_shared();
+    let poll = std::time::Duration::from_millis(gateway.config().tasks.poll_interval_ms.max(1));
     let answer = loop {
         tokio::select! {
             biased;
@@ -425,6 +480,9 @@ async fn run(
                 running.inputs.settled().await;
                 seen = running.inputs.asked_count();
                 change(&gateway, &id, &running, asking).await;
+            }
+            () = tokio::time::sleep(poll), if shared => {
+                take_messages(&gateway, &id, &running).await;
             }
         }
     };
