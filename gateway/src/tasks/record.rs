@@ -1,12 +1,13 @@
 //! What the gateway keeps of one task, in the shared state under the task's id (the
 //! gateway's), as JSON: who created it, the call it stands for, and where its work is.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use rmcp::ErrorData;
 use rmcp::model::{DetailedTask, InputResponses, JsonObject, TaskPayload, TaskStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::approvals::unix_ms;
 use crate::state::{SharedState, StateError};
 
 /// One task as the gateway keeps it.
@@ -21,6 +22,8 @@ pub struct TaskRecord {
     pub tool: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<JsonObject>,
+    /// When the record goes (Unix milliseconds): its task's `ttlMs` after its creation.
+    pub expires_ms: u64,
     pub work: Work,
 }
 
@@ -42,6 +45,17 @@ pub enum Work {
 }
 
 impl TaskRecord {
+    /// When a task created now with a TTL of `ttl` expires (Unix milliseconds).
+    pub fn expiry(ttl: Duration) -> u64 {
+        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        unix_ms(SystemTime::now()).saturating_add(ttl)
+    }
+
+    /// How long the record is still kept.
+    pub fn left(&self) -> Duration {
+        Duration::from_millis(self.expires_ms.saturating_sub(unix_ms(SystemTime::now())))
+    }
+
     /// Whether a request of `identity` may know of this task.
     pub fn belongs_to(&self, identity: Option<&str>) -> bool {
         self.identity.as_deref() == identity
@@ -58,16 +72,17 @@ pub async fn load(state: &dyn SharedState, id: &str) -> Result<Option<TaskRecord
         .map_err(|e| StateError::Corrupt(format!("task `{id}`: {e}")))
 }
 
-/// Keeps `record` as task `id`'s for `ttl`.
+/// Keeps `record` as task `id`'s until it expires (a record expired already is kept for
+/// a moment: no longer than it takes to read it back).
 pub async fn save(
     state: &dyn SharedState,
     id: &str,
     record: &TaskRecord,
-    ttl: Duration,
 ) -> Result<(), StateError> {
     let json = serde_json::to_string(record)
         .map_err(|e| StateError::Corrupt(format!("task `{id}`: {e}")))?;
-    state.put_task(id, json, ttl).await
+    let left = record.left().max(Duration::from_millis(1));
+    state.put_task(id, json, left).await
 }
 
 /// `task`, settled as failed with `error`, now.
@@ -137,14 +152,13 @@ mod tests {
             identity: Some("alice".into()),
             tool: "run_code".into(),
             arguments: None,
+            expires_ms: TaskRecord::expiry(Duration::from_secs(60)),
             work: Work::Own {
                 replica: "r1".into(),
                 task: DetailedTask::new(task, TaskPayload::Working),
             },
         };
-        save(&state, "gateway.1", &record, Duration::from_secs(60))
-            .await
-            .unwrap();
+        save(&state, "gateway.1", &record).await.unwrap();
         let read = load(&state, "gateway.1").await.unwrap().unwrap();
         assert_eq!(read, record);
         assert!(read.belongs_to(Some("alice")));

@@ -51,22 +51,22 @@ impl Call {
             ));
         }
         let id = tasks::new_id(&server);
+        // Kept as long as the upstream says it keeps the task.
+        let ttl = created.task.ttl_ms.map_or_else(
+            || self.gateway().config().tasks.ttl(),
+            std::time::Duration::from_millis,
+        );
         let record = TaskRecord {
             identity: self.identity().map(str::to_owned),
             tool,
             arguments,
+            expires_ms: TaskRecord::expiry(ttl),
             work: Work::Upstream {
                 server,
                 task_id: std::mem::replace(&mut created.task.task_id, id.clone()),
             },
         };
-        // Kept as long as the upstream says it keeps the task.
-        let config = self.gateway().config().tasks;
-        let ttl = created
-            .task
-            .ttl_ms
-            .map_or(config.ttl(), std::time::Duration::from_millis);
-        record::save(self.gateway().state.as_ref(), &id, &record, ttl)
+        record::save(self.gateway().state.as_ref(), &id, &record)
             .await
             .map_err(state_error)?;
         Ok(ServerResult::CreateTaskResult(created))
@@ -135,8 +135,7 @@ impl Call {
             replica: replica.to_owned(),
             task: task.clone(),
         };
-        let ttl = self.gateway().config().tasks.ttl();
-        if let Err(e) = record::save(state, id, &record, ttl).await {
+        if let Err(e) = record::save(state, id, &record).await {
             tracing::warn!(task = %id, "task record not written: {e}");
         }
         task
@@ -376,13 +375,14 @@ impl ClientSession {
             identity: self.owner.identity.clone(),
             tool,
             arguments,
+            expires_ms: TaskRecord::expiry(config.ttl()),
             work: Work::Own {
                 replica: state.replica().to_owned(),
                 task: DetailedTask::new(task.clone(), TaskPayload::Working),
             },
         };
         // The task exists for `tasks/get` before its handle is given out.
-        if let Err(e) = record::save(state.as_ref(), &id, &record, config.ttl()).await {
+        if let Err(e) = record::save(state.as_ref(), &id, &record).await {
             tracing::warn!(session = %self.id(), "the call stays a call, not a task: {e}");
             return self.await_or_park(call, request).await;
         }
@@ -406,14 +406,11 @@ async fn send(
     message: Message,
 ) -> Result<(), ErrorData> {
     let state = gateway.state.as_ref();
-    let ttl = gateway.config().tasks.ttl();
-    record::save(state, id, record, ttl)
-        .await
-        .map_err(state_error)?;
+    record::save(state, id, record).await.map_err(state_error)?;
     let message = serde_json::to_string(&message)
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     state
-        .send_to_task(id, message, ttl)
+        .send_to_task(id, message, record.left())
         .await
         .map_err(state_error)
 }
@@ -432,8 +429,7 @@ async fn answer_here(
         && !record::is_terminal(task)
     {
         *task = asking(task.clone(), &running.inputs);
-        let ttl = gateway.config().tasks.ttl();
-        record::save(gateway.state.as_ref(), id, &record, ttl).await?;
+        record::save(gateway.state.as_ref(), id, &record).await?;
     }
     Ok(())
 }
@@ -462,7 +458,8 @@ async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
 
 /// Keeps the record of the gateway's task `id` as its call goes: `input_required` with the
 /// questions it asks, then its answer (or error), or `cancelled`; meanwhile, with
-/// replicas, takes what requests that reached another replica left for it.
+/// replicas, takes what requests that reached another replica left for it. A call still
+/// running when its task expires is cancelled.
 async fn run(
     gateway: Arc<Gateway>,
     id: String,
@@ -472,10 +469,18 @@ async fn run(
     let mut seen = 0;
     let shared = gateway.state.is_shared();
     let poll = std::time::Duration::from_millis(gateway.config().tasks.poll_interval_ms.max(1));
+    // Work whose result nobody can fetch any more stops.
+    let expiry = tokio::time::sleep(running.record.lock().await.left());
+    tokio::pin!(expiry);
+    let mut expired = false;
     let answer = loop {
         tokio::select! {
             biased;
             answer = &mut call => break answer,
+            () = &mut expiry, if !expired => {
+                expired = true;
+                running.cancel();
+            }
             () = running.inputs.asked_after(seen) => {
                 running.inputs.settled().await;
                 seen = running.inputs.asked_count();
@@ -518,8 +523,7 @@ async fn change(
         return;
     };
     *task = change(task.clone(), &running.inputs);
-    let ttl = gateway.config().tasks.ttl();
-    if let Err(e) = record::save(state, id, &record, ttl).await {
+    if let Err(e) = record::save(state, id, &record).await {
         tracing::warn!(task = %id, "task record not written: {e}");
     }
 }
