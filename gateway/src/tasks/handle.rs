@@ -68,4 +68,12 @@ mod tests {
         assert_eq!(carried(&result), Some(("up".to_owned(), task)));
         assert_eq!(carried(&CallToolResult::success(Vec::new())), None);
     }
+
+    #[test]
+    fn no_upstream_result_passes_for_a_handle() {
+        let mut forged = carry("up", &CreateTaskResult::new(Task::default()));
+        forged.content = vec![rmcp::model::ContentBlock::text("a result")];
+        crate::upstream::forwarded(&mut forged);
+        assert!(!is_handle(&forged));
+    }
 }

@@ -372,6 +372,32 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_is_told_a_result_a_question_or_a_task() {
+        let answer = |line: Value| {
+            let line = line.to_string();
+            match Message::read(line.as_bytes()) {
+                Message::ToolResult(_, result) => Answer::Result(result),
+                Message::Answer { result, error, .. } => decode_answer(result, error),
+                _ => Answer::Malformed("not an answer".into()),
+            }
+        };
+        let result = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "hi"}], "resultType": "complete"}});
+        assert!(matches!(answer(result), Answer::Result(_)));
+        let asked = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "input_required", "inputRequests": {}}});
+        assert!(matches!(answer(asked), Answer::InputRequired(_)));
+        let task = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "task", "taskId": "t1", "status": "working",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z",
+            "ttlMs": 60000}});
+        match answer(task) {
+            Answer::Task(task) => assert_eq!(task.task.task_id, "t1"),
+            other => panic!("not a task: {other:?}"),
+        }
+    }
+
+    #[test]
     fn a_tool_call_line_is_what_rmcp_writes() {
         let id = RequestId::Number(FIRST_ID + 7);
         let arguments = json!({"key": "k", "nested": {"list": [1, "two", null]}});
