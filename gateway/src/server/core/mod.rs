@@ -14,11 +14,13 @@
 //!   transport drops it, after writing it;
 //! - the requests sent to the client ([`ClientRequests`]), whose answers come back here;
 //! - for a client on 2026-07-28, which takes no requests, the calls parked while it
-//!   answers the input it was asked for ([`parked`]), and the task methods ([`tasks`]);
+//!   answers the input it was asked for ([`parked`]), the task methods ([`tasks`]) and
+//!   the gateway's own tasks ([`own_tasks`]);
 //! - the catalog watch that tells an initialized client what changed ([`watch`]).
 
 pub mod decode;
 mod methods;
+mod own_tasks;
 mod parked;
 pub mod revision;
 mod tasks;
