@@ -7,7 +7,7 @@
 //! for `tasks/get`, `tasks/update` and `tasks/cancel`. A task tool the request cannot
 //! have as a task runs as an ordinary call, unless it must be a task (`failing_job`,
 //! `test_tool_with_task`: `-32021`) or, on 2026-07-28, would need to ask its client
-//! mid-call. A client of 2025-11-25 calls the same tools, which answer when done and ask
+//! mid-call (it says so as its text). A client of 2025-11-25 calls the same tools, which answer when done and ask
 //! it through requests of their own: that is the server a gateway in front of an older
 //! server sees, and makes tasks of itself.
 //!
@@ -130,8 +130,17 @@ impl Jobs {
                 self.spawn(move |task| run(job, arguments, Asker::Task(task)))
             ));
         }
-        if per_request && (job.required() || job.asks()) {
+        if per_request && job.required() {
             return Some(Err(tasks_required()));
+        }
+        if per_request && job.asks() {
+            // A request of 2026-07-28 takes no questions mid-call: as the suite's reference
+            // server does for a client that cannot answer, the tool says so.
+            return Some(Ok(text(format!(
+                "{name} asks its client mid-call, which on this revision needs the tasks \
+                 extension: nothing was done"
+            ))
+            .into()));
         }
         let asker = Asker::Client {
             peer: context.peer.clone(),
