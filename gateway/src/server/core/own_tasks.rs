@@ -69,7 +69,7 @@ impl ClientSession {
         tool: String,
         arguments: Option<JsonObject>,
     ) -> Result<ServerResult, ErrorData> {
-        let config = self.gateway.config().tasks;
+        let config = self.gateway.policy().config.tasks.clone();
         tokio::select! {
             biased;
             answer = &mut call.task => return joined(answer),
@@ -183,7 +183,8 @@ async fn run(
 ) {
     let mut seen = 0;
     let shared = gateway.state.is_shared();
-    let poll = std::time::Duration::from_millis(gateway.config().tasks.poll_interval_ms.max(1));
+    let poll =
+        std::time::Duration::from_millis(gateway.policy().config.tasks.poll_interval_ms.max(1));
     // Work whose result nobody can fetch any more stops.
     let expiry = tokio::time::sleep(running.record.lock().await.left());
     tokio::pin!(expiry);
@@ -261,7 +262,7 @@ pub(super) fn asking(task: DetailedTask, inputs: &Inputs) -> DetailedTask {
 
 /// `task` settled by its call's `answer`: completed with the tool's result (an error the
 /// tool reported too), failed when the call came to no result of the tool's (see
-/// [`error::work_failure`]), or cancelled.
+/// [`error::work_failure`]; when the gateway is `stopping`, saying so), or cancelled.
 fn settled(
     task: DetailedTask,
     answer: Result<ServerResult, ErrorData>,
@@ -271,17 +272,19 @@ fn settled(
     if cancelled {
         return record::with_status(task, TaskStatus::Cancelled);
     }
-    if stopping {
-        let error = ErrorData::internal_error(
-            "the gateway running the task stopped before it finished",
-            None,
-        );
-        return record::failed(task, &error);
-    }
     match answer {
+        // Cut by the gateway's shutdown, most likely: said so.
         Ok(ServerResult::CallToolResult(result))
             if let Some(error) = error::work_failure(&result) =>
         {
+            let error = if stopping {
+                ErrorData::internal_error(
+                    "the gateway running the task stopped before it finished",
+                    error.data,
+                )
+            } else {
+                error
+            };
             record::failed(task, &error)
         }
         Ok(ServerResult::CallToolResult(result)) => {

@@ -45,7 +45,7 @@ impl Call {
         let id = tasks::new_id(&server);
         // Kept as long as the upstream says it keeps the task.
         let ttl = created.task.ttl_ms.map_or_else(
-            || self.gateway().config().tasks.ttl(),
+            || self.gateway().policy().config.tasks.ttl(),
             std::time::Duration::from_millis,
         );
         let record = TaskRecord {
