@@ -274,3 +274,43 @@ fn every_request_about_a_task_passes_the_gate_and_the_profile_again() {
     let unknown = alice.request("tasks/get", json!({"taskId": id}));
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
+
+#[test]
+fn past_its_quota_of_tasks_a_long_call_stays_a_call() {
+    let upstream = ListeningServer::conformance();
+    let config = gateway_config(&upstream, "2025-11-25").replace(
+        "[listen]\n",
+        "[listen.limits]\nmax_tasks_per_identity = 1\n\n[listen]\n",
+    );
+    let workspace = Workspace::new(&config);
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let first = alice.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 600, "label": "first"}}),
+    );
+    let id = first["result"]["taskId"].as_str().expect("a task id");
+    // Alice has her one task: her next long call is answered when done, as a call.
+    let second = alice.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "second"}}),
+    );
+    assert_eq!(second["result"]["resultType"], "complete", "{second}");
+    let text = second["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("second"), "{second}");
+    assert!(
+        gateway.log_text().contains("TASK_LIMIT"),
+        "{}",
+        gateway.log_text()
+    );
+    // Once her task has settled, a long call becomes a task again.
+    alice.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(alice.poll(id, "cancelled")["status"], "cancelled");
+    let third = alice.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 600, "label": "third"}}),
+    );
+    assert_eq!(third["result"]["resultType"], "task", "{third}");
+}

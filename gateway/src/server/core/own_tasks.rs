@@ -22,6 +22,7 @@ use crate::code::tool::RUN_CODE;
 use crate::gateway::Gateway;
 use crate::pipeline::{Origin, Target, error};
 use crate::relay::inputs::Inputs;
+use crate::server::limits::{Holding, Permit};
 use crate::state::StateError;
 use crate::tasks::running::{Message, RunningTask};
 use crate::tasks::{self, TaskRecord, Work, record};
@@ -80,6 +81,14 @@ impl ClientSession {
                 return joined(call.task.await);
             }
         }
+        // What one identity may have running is bounded: past it, the call stays a call.
+        let permit = match self.owner.acquire(Holding::Task) {
+            Ok(permit) => permit,
+            Err(refused) => {
+                tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
+                return self.await_or_park(call, request).await;
+            }
+        };
         let id = tasks::new_id(tasks::OWN);
         let now = record::now();
         let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
@@ -107,7 +116,7 @@ impl ClientSession {
             record,
         ));
         self.gateway.tasks.insert(id.clone(), running.clone());
-        tokio::spawn(run(self.gateway.clone(), id, running, call.task));
+        tokio::spawn(run(self.gateway.clone(), id, running, call.task, permit));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
     }
 }
@@ -180,6 +189,8 @@ async fn run(
     id: String,
     running: Arc<RunningTask>,
     mut call: JoinHandle<Result<ServerResult, ErrorData>>,
+    // The task's place in its identity's quota, until it settles.
+    permit: Permit,
 ) {
     let mut seen = 0;
     let shared = gateway.state.is_shared();
@@ -209,6 +220,8 @@ async fn run(
     };
     let cancelled = running.is_cancelled();
     let stopping = gateway.shutdown.is_cancelled();
+    // Free before the end is written: whoever sees the task settled may start another.
+    drop(permit);
     change(&gateway, &id, &running, |task, _| {
         settled(task, joined(answer), cancelled, stopping)
     })
