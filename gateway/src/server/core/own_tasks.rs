@@ -116,6 +116,7 @@ impl ClientSession {
             record,
         ));
         self.gateway.tasks.insert(id.clone(), running.clone());
+        tracing::info!(session = %self.id(), task = %id, "a call became a task of the gateway's");
         tokio::spawn(run(self.gateway.clone(), id, running, call.task, permit));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
     }
@@ -227,6 +228,7 @@ async fn run(
     })
     .await;
     gateway.tasks.remove(&id);
+    tracing::info!(task = %id, cancelled, "the gateway's task settled");
 }
 
 /// Changes the running task `id`'s state with `change` (given the call's open

@@ -61,6 +61,7 @@ impl Call {
         record::save(self.gateway().state.as_ref(), &id, &record)
             .await
             .map_err(state_error)?;
+        tracing::info!(session = %self.session.id(), task = %id, "a call became an upstream's task");
         Ok(ServerResult::CreateTaskResult(created))
     }
 
