@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use rmcp::model::{CallToolResult, ServerCapabilities, Tool};
+use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities, Tool};
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{ConsoleAsks, unix_ms};
@@ -30,7 +30,7 @@ use crate::pipeline::{
 use crate::policies;
 use crate::policies::activity::Activity;
 use crate::registry::Registry;
-use crate::registry::profile::Profiles;
+use crate::registry::profile::{DEFAULT_PROFILE, Profiles};
 use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
@@ -122,6 +122,8 @@ pub struct Gateway {
     /// What replicas share (`[cluster]`); this process's memory when alone. Chosen at
     /// start: a reload does not move it.
     pub state: Arc<dyn SharedState>,
+    /// The gateway's own tasks running in this process (their records are in `state`).
+    pub tasks: crate::tasks::running::Running,
     drain: Arc<Drain>,
 }
 
@@ -180,6 +182,7 @@ impl Gateway {
             shutdown,
             telemetry,
             state,
+            tasks: Default::default(),
             drain: Arc::default(),
         });
         tokio::spawn(end_abandoned_sessions(
@@ -431,6 +434,55 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// Whether `session` may still reach the work of a call of `tool` with `arguments`
+    /// that it began before (a task): its profile still shows the tool, and the gate
+    /// still lets the call through (see [`crate::pipeline::Pipeline::gate_again`]).
+    pub async fn admits_again(
+        &self,
+        session: &Arc<CallContext>,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<Target, ToolError> {
+        // The profile as configured now: a session keeps the one it started with, a task's
+        // requests meet the one in force.
+        let name = session.profile.name.as_str();
+        let current = self
+            .policy()
+            .profiles
+            .get((name != DEFAULT_PROFILE).then_some(name));
+        let session = match current {
+            Some(current) if Arc::ptr_eq(&current, &session.profile) => session.clone(),
+            Some(current) => Arc::new(CallContext::new(session.id.clone(), current, None)),
+            None => {
+                return Err(ToolError::new(
+                    ErrorCode::ToolNotFound,
+                    format!("the profile `{name}` is gone"),
+                ));
+            }
+        };
+        let session = &session;
+        let origin = Origin::Client;
+        let target = self.resolve(session, tool, &origin).ok_or_else(|| {
+            ToolError::new(
+                ErrorCode::ToolNotFound,
+                format!("no tool named `{tool}` is available"),
+            )
+        })?;
+        let invocation = Invocation {
+            target: Some(target.clone()),
+            session: session.clone(),
+            tool: tool.to_owned(),
+            arguments,
+            cancel: CancellationToken::new(),
+            caller: None,
+            origin,
+            started: std::time::Instant::now(),
+            trace: opentelemetry::Context::new(),
+        };
+        self.policy().pipeline.gate_again(&invocation).await?;
+        Ok(target)
+    }
+
     /// A call that arrives while upstreams are still in their first connection attempt
     /// waits for the ones it needs, so that it runs against what they offer instead of
     /// failing against a catalog that is not complete yet: `run_code` and `search_tools`

@@ -18,8 +18,10 @@
 //! - [`observe`]: the instruments: metrics, the session log and OpenTelemetry traces.
 //! - [`http_client`]: the HTTP client of streamable HTTP upstreams.
 //! - [`resource_uri`]: the gateway's URIs for upstream resources.
-//! - [`state`]: what replicas share (sessions, limits, event streams, per-user sign-ins):
-//!   memory or Redis.
+//! - [`state`]: what replicas share (sessions, limits, event streams, per-user sign-ins,
+//!   tasks): memory or Redis.
+//! - [`tasks`]: tasks of the tasks extension (2026-07-28): an upstream's, passed through,
+//!   and the gateway's own.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
 //! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
@@ -54,5 +56,6 @@ pub mod search_tools;
 pub mod server;
 pub mod startup_memory;
 pub mod state;
+pub mod tasks;
 pub mod ui;
 pub mod upstream;

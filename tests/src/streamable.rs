@@ -189,10 +189,80 @@ pub fn routing_headers(body: &str) -> Vec<(&'static str, String)> {
     let named = match method {
         "tools/call" | "prompts/get" => body["params"]["name"].as_str(),
         "resources/read" => body["params"]["uri"].as_str(),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => body["params"]["taskId"].as_str(),
         _ => None,
     };
     if let Some(name) = named {
         headers.push(("Mcp-Name", name.to_owned()));
     }
     headers
+}
+
+/// A client of 2026-07-28 that sends each request on its own (with the routing headers,
+/// and `token` as its bearer), for tests of tasks.
+pub struct TaskClient {
+    address: SocketAddr,
+    token: Option<&'static str>,
+}
+
+impl TaskClient {
+    pub fn new(address: SocketAddr, token: Option<&'static str>) -> TaskClient {
+        TaskClient { address, token }
+    }
+
+    /// The answer to `method` with `params`, the tasks extension declared (and
+    /// elicitation) unless `plain`.
+    pub fn request_as(
+        &self,
+        method: &str,
+        mut params: serde_json::Value,
+        plain: bool,
+    ) -> serde_json::Value {
+        let capabilities = if plain {
+            serde_json::json!({})
+        } else {
+            serde_json::json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+        };
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let body = body.to_string();
+        let bearer = self.token.map(|token| format!("Bearer {token}"));
+        let routing = routing_headers(&body);
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+        ];
+        if let Some(bearer) = &bearer {
+            headers.push(("Authorization", bearer.as_str()));
+        }
+        headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
+        let (_, _, text) = http_request(self.address, "POST", "/mcp", &headers, body.as_bytes());
+        let text = match sse_events(&text).last() {
+            Some(event) if !text.trim_start().starts_with('{') => event.data.clone(),
+            _ => text,
+        };
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+    }
+
+    /// [`Self::request_as`], the tasks extension declared.
+    pub fn request(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.request_as(method, params, false)
+    }
+
+    /// Task `id` once it reached `status` or settled (polled, for at most 30 s).
+    pub fn poll(&self, id: &str, status: &str) -> serde_json::Value {
+        let mut last = serde_json::Value::Null;
+        let reached = crate::eventually(Duration::from_secs(30), || {
+            last = self.request("tasks/get", serde_json::json!({"taskId": id}));
+            let now = last["result"]["status"].as_str().unwrap_or_default();
+            now == status || ["completed", "failed", "cancelled"].contains(&now)
+        });
+        assert!(reached, "task {id} never reached {status}: {last}");
+        last["result"].clone()
+    }
 }

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use mcp_gateway_tests::cluster::{Haproxy, Redis, ready, replicas};
-use mcp_gateway_tests::streamable::{INITIALIZE, SseResponse, open_session, post, sse_events};
+use mcp_gateway_tests::streamable::{
+    INITIALIZE, SseResponse, TaskClient, open_session, post, sse_events,
+};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -460,4 +462,111 @@ fn a_replica_killed_mid_run_fails_only_its_calls_and_its_stream_resumes_elsewher
             json!({"key": format!("k{i}"), "value": format!("v{i}")}),
         );
     }
+}
+
+/// A client of 2026-07-28 that declares the tasks extension, on replica `at`.
+fn task_client(at: &Gateway) -> TaskClient {
+    TaskClient::new(at.address, None)
+}
+
+#[test]
+fn a_task_created_on_one_replica_is_polled_to_its_result_on_another() {
+    let redis = Redis::start();
+    let slow = example_server("slow", "slow");
+    let replicas = replicas(&config(&redis, &slow), 2);
+    let (first, second) = (task_client(&replicas[0].1), task_client(&replicas[1].1));
+    // Longer than `[tasks] answer_within_ms`: the call to a 2025-11-25 server becomes a
+    // task of the gateway's, on the first replica.
+    let created = first.request(
+        "tools/call",
+        json!({"name": "mcp__slow__sleep", "arguments": {"ms": 2000, "label": "t"}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let working = second.request("tasks/get", json!({"taskId": id}));
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    let done = second.poll(id, "completed");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+}
+
+#[test]
+fn a_replica_killed_while_its_task_runs_leaves_the_task_failed_with_why() {
+    let redis = Redis::start();
+    let slow = example_server("slow", "slow");
+    let mut replicas = replicas(&config(&redis, &slow), 2);
+    let created = task_client(&replicas[0].1).request(
+        "tools/call",
+        json!({"name": "mcp__slow__sleep", "arguments": {"ms": 600_000, "label": "t"}}),
+    );
+    let id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    replicas[0]
+        .1
+        .signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
+    // Once the killed replica's lease lapses, the task reads as failed, and says why.
+    let failed = task_client(&replicas[1].1).poll(&id, "failed");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let why = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("stopped before it finished"), "{failed}");
+    assert!(failed.get("result").is_none(), "{failed}");
+}
+
+#[test]
+fn a_task_is_answered_and_cancelled_through_a_replica_that_does_not_run_it() {
+    let redis = Redis::start();
+    let upstream = ListeningServer::conformance();
+    let servers = format!(
+        "{}{}",
+        upstream.server_config("conformance", "protocol = \"2025-11-25\"\n"),
+        slow_server_with_events("")
+    );
+    let replicas = replicas(&config(&redis, &servers), 2);
+    let (first, second) = (task_client(&replicas[0].1), task_client(&replicas[1].1));
+
+    // The first replica runs the call, which asks its client; the second answers for it.
+    let created = first.request(
+        "tools/call",
+        json!({"name": "mcp__conformance__confirm_delete", "arguments": {"filename": "x"}}),
+    );
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let asking = second.poll(id, "input_required");
+    let key = asking["inputRequests"]
+        .as_object()
+        .and_then(|questions| questions.keys().next().cloned())
+        .unwrap_or_else(|| panic!("no question: {asking}"));
+    let answers = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    let ack = second.request(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": answers}),
+    );
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = second.poll(id, "completed");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted `x`",
+        "{done}"
+    );
+
+    // Cancelled through the second replica, the call stops at the first one's server.
+    let created = first.request(
+        "tools/call",
+        json!({"name": "mcp__slow__sleep", "arguments": {"ms": 600_000, "label": "stopped"}}),
+    );
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let ack = second.request("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    assert_eq!(second.poll(id, "cancelled")["status"], "cancelled");
+    let workspace = &replicas[0].0;
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            workspace
+                .slow_events("stopped")
+                .iter()
+                .any(|event| event["event"] == "cancelled")
+        }),
+        "the call never stopped: {:?}",
+        workspace.slow_events("stopped")
+    );
 }

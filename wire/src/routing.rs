@@ -51,12 +51,16 @@ pub fn check(
     Ok(())
 }
 
-/// What a request names, which `Mcp-Name` repeats: a tool, a prompt, a resource's URI.
+/// What a request names, which `Mcp-Name` repeats: a tool, a prompt, a resource's URI,
+/// a task.
 fn named(request: &ClientRequest) -> Option<&str> {
     match request {
         ClientRequest::CallToolRequest(call) => Some(&call.params.name),
         ClientRequest::GetPromptRequest(get) => Some(&get.params.name),
         ClientRequest::ReadResourceRequest(read) => Some(&read.params.uri),
+        ClientRequest::GetTaskRequest(get) => Some(&get.params.task_id),
+        ClientRequest::UpdateTaskRequest(update) => Some(&update.params.task_id),
+        ClientRequest::CancelTaskRequest(cancel) => Some(&cancel.params.task_id),
         _ => None,
     }
 }
@@ -272,6 +276,16 @@ mod tests {
         );
         let unnamed = headers(&[("mcp-method", "tools/call")]);
         assert_eq!(code(check(&unnamed, &call, None)), Some(-32020));
+    }
+
+    #[test]
+    fn the_name_header_of_a_task_request_is_its_task_id() {
+        let get = request(json!({"method": "tasks/get", "params": {"taskId": "up.1"}}));
+        let named = |name: &str| headers(&[("mcp-method", "tasks/get"), ("mcp-name", name)]);
+        assert_eq!(code(check(&named("up.1"), &get, None)), None);
+        assert_eq!(code(check(&named("up.2"), &get, None)), Some(-32020));
+        let unnamed = headers(&[("mcp-method", "tasks/get")]);
+        assert_eq!(code(check(&unnamed, &get, None)), Some(-32020));
     }
 
     #[test]

@@ -129,6 +129,10 @@ pub struct ClientLimits {
     /// Event streams one identity may hold open: `GET /sse`, a session's `GET /mcp` and
     /// `subscriptions/listen` (`STREAM_LIMIT`, 429). Default 64.
     pub max_streams_per_identity: NonZeroUsize,
+    /// Tasks of the gateway's own one identity may have running (2026-07-28); past it, a
+    /// call that runs long stays a call of its request (`TASK_LIMIT` is logged). Default
+    /// 64.
+    pub max_tasks_per_identity: NonZeroUsize,
 }
 
 impl Default for ClientLimits {
@@ -145,6 +149,7 @@ impl Default for ClientLimits {
             max_in_flight_per_session: count(64),
             max_in_flight_per_identity: count(256),
             max_streams_per_identity: count(64),
+            max_tasks_per_identity: count(64),
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct Config {
     /// `[search]`: semantic tool search (a local sentence-embedding model).
     #[serde(default)]
     pub search: super::SearchConfig,
+    /// `[tasks]`: the gateway's own tasks (protocol 2026-07-28); see `tasks`.
+    #[serde(default)]
+    pub tasks: crate::tasks::TasksConfig,
 }
 
 /// How tools are presented to clients.

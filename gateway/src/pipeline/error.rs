@@ -121,6 +121,29 @@ impl ToolError {
     }
 }
 
+/// The failure of a call that did not come to its tool's result, as the JSON-RPC error a
+/// task settles with (`failed`): the upstream was unreachable, broke the protocol or
+/// answered an error, the call ran out of time or was stopped. Any other failure, like a
+/// tool's own `isError` result, is the task's result (`completed`).
+pub fn work_failure(result: &CallToolResult) -> Option<rmcp::ErrorData> {
+    let error = result.meta.as_ref()?.get(ERROR_META_KEY)?;
+    let failed_work = [
+        ErrorCode::UpstreamUnavailable,
+        ErrorCode::UpstreamError,
+        ErrorCode::ToolTimeout,
+        ErrorCode::Aborted,
+    ];
+    let code = error.get("code")?.as_str()?;
+    if !failed_work.iter().any(|failed| failed.as_str() == code) {
+        return None;
+    }
+    let message = error.get("message")?.as_str()?.to_owned();
+    Some(rmcp::ErrorData::internal_error(
+        format!("{code}: {message}"),
+        Some(error.clone()),
+    ))
+}
+
 /// The key of a failure's detail that holds a JSON-RPC error for the client.
 const PROTOCOL_ERROR: &str = "jsonrpc";
 

@@ -11,6 +11,7 @@ use super::invocation::{Executor, Invocation, Target};
 use super::outcome::BoxFuture;
 use super::{ErrorCode, ToolError, upstream_failure, validate};
 use crate::registry::Registry;
+use crate::registry::tool::FederatedTool;
 use crate::resource_uri;
 use crate::upstream::UpstreamError;
 
@@ -23,6 +24,24 @@ impl FederatedExecutor {
     pub fn new(registry: Arc<Registry>) -> Self {
         Self { registry }
     }
+}
+
+/// A federated tool's answer as the client sees it: resource links under gateway URIs
+/// (unless the server passes its URIs through), and its value checked against the tool's
+/// output schema (OUTPUT_INVALID when it breaks it). For a call's answer, and for the
+/// result of an upstream's task.
+pub fn finish(
+    tool: &FederatedTool,
+    rewrite_uris: bool,
+    mut result: CallToolResult,
+) -> Result<CallToolResult, ToolError> {
+    if rewrite_uris {
+        resource_uri::rewrite_links(&tool.server, &mut result.content);
+    }
+    if result.is_error != Some(true) {
+        validate::output(tool, result.structured_content.as_ref())?;
+    }
+    Ok(result)
 }
 
 impl Executor for FederatedExecutor {
@@ -58,14 +77,12 @@ impl Executor for FederatedExecutor {
                     reason: "removed from the configuration".into(),
                 }),
             };
-            let mut result = called.map_err(upstream_failure)?;
-            if rewrite_uris {
-                resource_uri::rewrite_links(&tool.server, &mut result.content);
+            let result = called.map_err(upstream_failure)?;
+            // A task's handle: its result is finished when `tasks/get` carries it.
+            if crate::tasks::handle::is_handle(&result) {
+                return Ok(result);
             }
-            if result.is_error != Some(true) {
-                validate::output(tool, result.structured_content.as_ref())?;
-            }
-            Ok(result)
+            finish(tool, rewrite_uris, result)
         })
     }
 }

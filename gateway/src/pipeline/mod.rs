@@ -17,7 +17,7 @@
 
 mod ask;
 pub mod error;
-mod federated;
+pub mod federated;
 pub mod invocation;
 pub mod outcome;
 pub mod sessions;
@@ -372,6 +372,23 @@ impl Pipeline {
                 asked
             }
         }
+    }
+
+    /// Whether the gate still lets `invocation` through, for a request about work it let
+    /// through before (a task's `tasks/get`, `tasks/update`, `tasks/cancel`): a rule that
+    /// denies it now refuses the request. Nobody is asked again: the person answered when
+    /// the work began, and a client polling would ask them at every poll.
+    pub async fn gate_again(&self, invocation: &Invocation) -> Result<(), ToolError> {
+        for gate in &self.stages.gates {
+            match gate.decide(invocation).await {
+                GateDecision::Pass => continue,
+                GateDecision::Deny { reason } => {
+                    return Err(ToolError::new(ErrorCode::Denied, reason));
+                }
+                GateDecision::Allow | GateDecision::Ask { .. } => return Ok(()),
+            }
+        }
+        Ok(())
     }
 
     /// Tells every observer what a stage decided.

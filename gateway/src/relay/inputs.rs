@@ -103,6 +103,23 @@ impl Inputs {
         }
     }
 
+    /// How many questions have been asked so far (a ping is none).
+    pub fn asked_count(&self) -> u64 {
+        self.lock().next_key
+    }
+
+    /// Resolves once more than `count` questions have been asked
+    /// ([`Inputs::asked_count`]): a question came since the count was taken.
+    pub async fn asked_after(&self, count: u64) {
+        loop {
+            let notified = self.asked.notified();
+            if self.lock().next_key > count {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Resolves once no new question has come for a moment: questions a call asks side
     /// by side go to the client together.
     pub async fn settled(&self) {

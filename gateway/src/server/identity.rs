@@ -5,8 +5,9 @@
 //! unchanged (`prefix = ""` and `rewrite_uris = false`) it is a transparent proxy, and a
 //! client must not be able to tell it from the server: the `initialize` result carries the
 //! upstream's `serverInfo`, `instructions` and capabilities (tools, prompts, resources,
-//! completions and logging as the upstream declared them; `experimental` and extensions
-//! such as tasks, which the gateway does not relay, are left out). A session whose profile lists the
+//! completions and logging as the upstream declared them; `experimental` and the upstream's
+//! extensions are left out: `server/discover` names the one the gateway serves itself,
+//! tasks, see `crate::tasks`). A session whose profile lists the
 //! gateway's own tools (`run_code`, `search_tools`) is told about tools in any case.
 //!
 //! A client may arrive before the upstream is up. `initialize` then waits for the

@@ -29,6 +29,8 @@ pub enum Holding {
     /// A legacy SSE request running (its `POST` was answered; its answer comes on the
     /// stream).
     Request,
+    /// A task of the gateway's own running (2026-07-28).
+    Task,
 }
 
 /// Why a client was refused: a limit it reached.
@@ -61,6 +63,10 @@ pub enum LimitError {
     )]
     Streams { limit: usize },
     #[error(
+        "these credentials have {limit} tasks running already ([listen.limits] max_tasks_per_identity)"
+    )]
+    Tasks { limit: usize },
+    #[error(
         "events of this stream after Last-Event-ID were dropped to keep the stored events within bounds ([cluster] max_event_bytes, max_events_per_stream); what they held cannot be replayed"
     )]
     EventsDropped,
@@ -77,6 +83,7 @@ impl LimitError {
             Self::InFlight { .. } => "SSE_IN_FLIGHT_LIMIT",
             Self::InFlightPerIdentity { .. } => "SSE_IDENTITY_IN_FLIGHT_LIMIT",
             Self::Streams { .. } => "STREAM_LIMIT",
+            Self::Tasks { .. } => "TASK_LIMIT",
             Self::EventsDropped => "EVENTS_DROPPED",
         }
     }
@@ -127,6 +134,7 @@ impl Quotas {
             Holding::Parked => self.limits.max_parked_per_identity.get(),
             Holding::Stream => self.limits.max_streams_per_identity.get(),
             Holding::Request => self.limits.max_in_flight_per_identity.get(),
+            Holding::Task => self.limits.max_tasks_per_identity.get(),
         };
         let key = (what, identity.map(str::to_owned));
         let mut held = self.lock();
@@ -136,6 +144,7 @@ impl Quotas {
                 Holding::Parked => LimitError::ParkedPerIdentity { limit },
                 Holding::Stream => LimitError::Streams { limit },
                 Holding::Request => LimitError::InFlightPerIdentity { limit },
+                Holding::Task => LimitError::Tasks { limit },
             });
         }
         *count += 1;

@@ -58,6 +58,13 @@ struct Inner {
     /// The same for sessions, and for usage, which are created on first use.
     prune_sessions_at: usize,
     prune_usage_at: usize,
+    /// Task records, each with the moment it is dropped.
+    tasks: HashMap<String, (String, Instant)>,
+    /// The same for tasks, which are kept until their TTL runs out.
+    prune_tasks_at: usize,
+    /// Messages for the replica running a task, each task's with the moment they are
+    /// dropped (pruned with the task records).
+    task_messages: HashMap<String, (Vec<String>, Instant)>,
     /// Records kept for their owners (per-user sign-ins), by key, with when they lapse.
     records: std::collections::BTreeMap<String, (Vec<u8>, Option<Instant>)>,
     /// Locks held, by name: the holder and when its lease ends.
@@ -509,5 +516,65 @@ impl SharedState for MemoryState {
             inner.locks.remove(name);
         }
         Box::pin(ready(Ok(())))
+    }
+
+    fn put_task<'a>(
+        &'a self,
+        id: &'a str,
+        record: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        if inner.tasks.len() >= inner.prune_tasks_at {
+            inner.tasks.retain(|_, (_, until)| *until > now);
+            inner.task_messages.retain(|_, (_, until)| *until > now);
+            inner.prune_tasks_at = (inner.tasks.len() * 2).max(64);
+        }
+        inner.tasks.insert(id.to_owned(), (record, now + ttl));
+        Box::pin(ready(Ok(())))
+    }
+
+    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>> {
+        let now = Instant::now();
+        let inner = self.lock();
+        let record = inner
+            .tasks
+            .get(id)
+            .filter(|(_, until)| *until > now)
+            .map(|(record, _)| record.clone());
+        Box::pin(ready(Ok(record)))
+    }
+
+    fn send_to_task<'a>(
+        &'a self,
+        id: &'a str,
+        message: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        let until = Instant::now() + ttl;
+        let mut inner = self.lock();
+        let (messages, kept_until) = inner
+            .task_messages
+            .entry(id.to_owned())
+            .or_insert_with(|| (Vec::new(), until));
+        messages.push(message);
+        *kept_until = until;
+        Box::pin(ready(Ok(())))
+    }
+
+    fn take_task_messages<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, StateError>> {
+        let now = Instant::now();
+        let taken = self
+            .lock()
+            .task_messages
+            .remove(id)
+            .filter(|(_, until)| *until > now)
+            .map(|(messages, _)| messages)
+            .unwrap_or_default();
+        Box::pin(ready(Ok(taken)))
     }
 }

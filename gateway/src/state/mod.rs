@@ -1,7 +1,8 @@
 //! State that every replica of the gateway must see alike, behind one trait: the
 //! streamable HTTP session records (who opened a session, its `initialize` handshake,
 //! its log level), the rate limiter's windows, the repeat reminder's chains, the
-//! resumable event streams, and the notifications one replica publishes for a session
+//! resumable event streams, the records of tasks and what replicas leave for the one running a
+//! task (see `crate::tasks`), and the notifications one replica publishes for a session
 //! whose stream another replica holds. One process keeps it in memory ([`memory::MemoryState`], the default);
 //! several replicas behind a load balancer share it in Redis ([`redis::RedisState`]).
 //! Nothing outside this module knows which.
@@ -229,6 +230,32 @@ pub trait SharedState: Send + Sync + 'static {
     /// Whether `replica` still runs. A replica renews a lease while it can reach the
     /// store; one whose lease lapsed (a few seconds after it died) is gone.
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>>;
+
+    /// Keeps the record (JSON) of task `id` for `ttl` from now, in place of any before.
+    fn put_task<'a>(
+        &'a self,
+        id: &'a str,
+        record: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// The record of task `id`, while it is kept.
+    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>>;
+
+    /// Leaves `message` (JSON) for the replica that runs task `id`, kept for `ttl` unless
+    /// taken before.
+    fn send_to_task<'a>(
+        &'a self,
+        id: &'a str,
+        message: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>>;
+
+    /// Takes the messages left for task `id`, oldest first.
+    fn take_task_messages<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, StateError>>;
 
     /// The record kept under `key` (per-user sign-ins, sealed by their owner), if any.
     fn get_record<'a>(&'a self, key: &'a str)

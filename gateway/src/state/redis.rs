@@ -7,6 +7,8 @@
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
 //! - `events:<stream>`: a sorted set of `<seq>:<JSON>` scored `<seq>`.
 //! - `replica:<id>`: the lease of a running replica, renewed with every probe.
+//! - `task:<id>`: a task's record (JSON), for its TTL; `task-messages:<id>`: a list of
+//!   what other replicas left for the replica running it.
 //! - `record:<key>`: a record kept for its owner (a per-user sign-in, sealed by it).
 //! - `lock:<name>`: a lock's holder, with the lock's lease as its TTL.
 //! - the pub/sub channels `published`, events of standalone streams (see
@@ -707,6 +709,77 @@ impl SharedState for RedisState {
                 .invoke_async::<i64>(&mut connection)
                 .await;
             self.observe(result).map(drop)
+        })
+    }
+
+    fn put_task<'a>(
+        &'a self,
+        id: &'a str,
+        record: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+            let result = redis::cmd("SET")
+                .arg(self.key("task", id))
+                .arg(record)
+                .arg("PX")
+                .arg(millis)
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let result = redis::cmd("GET")
+                .arg(self.key("task", id))
+                .query_async::<Option<String>>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn send_to_task<'a>(
+        &'a self,
+        id: &'a str,
+        message: String,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let key = self.key("task-messages", id);
+            let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
+            let result = redis::pipe()
+                .atomic()
+                .rpush(&key, message)
+                .ignore()
+                .pexpire(&key, millis)
+                .ignore()
+                .query_async::<()>(&mut connection)
+                .await;
+            self.observe(result)
+        })
+    }
+
+    fn take_task_messages<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, StateError>> {
+        Box::pin(async move {
+            let mut connection = self.connection()?;
+            let key = self.key("task-messages", id);
+            let result = redis::pipe()
+                .atomic()
+                .lrange(&key, 0, -1)
+                .del(&key)
+                .ignore()
+                .query_async::<(Vec<String>,)>(&mut connection)
+                .await;
+            self.observe(result).map(|(messages,)| messages)
         })
     }
 }

@@ -208,6 +208,28 @@ async fn contract(state: &dyn SharedState) {
         state.try_lock("refresh", "r1", lease).await.unwrap(),
         "the lease lapsed"
     );
+    // A task record is kept for its TTL, replaced by a later write, gone once the TTL ran
+    // out (a real wait: Redis keeps the time).
+    assert_eq!(state.get_task("t1").await.unwrap(), None);
+    let ttl = Duration::from_secs(60);
+    state.put_task("t1", "working".into(), ttl).await.unwrap();
+    state.put_task("t1", "done".into(), ttl).await.unwrap();
+    assert_eq!(state.get_task("t1").await.unwrap().as_deref(), Some("done"));
+    state
+        .put_task("t2", "brief".into(), Duration::from_millis(1))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while state.get_task("t2").await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "t2 outlived its TTL");
+        tokio::task::yield_now().await;
+    }
+    // Messages for a task's replica are taken once, in order.
+    assert!(state.take_task_messages("t1").await.unwrap().is_empty());
+    state.send_to_task("t1", "a".into(), ttl).await.unwrap();
+    state.send_to_task("t1", "b".into(), ttl).await.unwrap();
+    assert_eq!(state.take_task_messages("t1").await.unwrap(), ["a", "b"]);
+    assert!(state.take_task_messages("t1").await.unwrap().is_empty());
     assert!(state.is_ready());
 }
 

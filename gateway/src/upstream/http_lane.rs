@@ -200,6 +200,7 @@ impl HttpLane {
                 Ok(match response.result {
                     ServerResult::CallToolResult(result) => Answer::Result(result),
                     ServerResult::InputRequiredResult(asked) => Answer::InputRequired(asked),
+                    ServerResult::CreateTaskResult(task) => Answer::Task(task),
                     _ => Answer::Malformed("not a tool result".into()),
                 })
             }

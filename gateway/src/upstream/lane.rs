@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CallToolResult,
-    CancelledNotification, CancelledNotificationParam, ClientNotification, ErrorData,
-    InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
+    CancelledNotification, CancelledNotificationParam, ClientNotification, CreateTaskResult,
+    ErrorData, InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
     ProgressNotificationParam, RequestId, RequestMetaObject,
 };
 use rmcp::service::TxJsonRpcMessage;
@@ -69,6 +69,8 @@ pub enum Answer {
     Result(CallToolResult),
     /// The server needs input from the client first (protocol 2026-07-28).
     InputRequired(InputRequiredResult),
+    /// The server made a task of the call (the tasks extension of 2026-07-28).
+    Task(CreateTaskResult),
     Error(ErrorData),
     /// Neither a tool result nor an error.
     Malformed(String),
@@ -206,7 +208,10 @@ pub(super) fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>)
             Ok(result) => Answer::Result(result),
             Err(e) => match serde_json::from_str(result.get()) {
                 Ok(asked) => Answer::InputRequired(asked),
-                Err(_) => Answer::Malformed(format!("not a tool result: {e}")),
+                Err(_) => match serde_json::from_str(result.get()) {
+                    Ok(task) => Answer::Task(task),
+                    Err(_) => Answer::Malformed(format!("not a tool result: {e}")),
+                },
             },
         },
         (None, Some(error)) => match serde_json::from_str(error.get()) {
@@ -364,6 +369,32 @@ mod tests {
         let mut params = CallToolRequestParams::new("get");
         params.arguments = arguments.as_object().cloned();
         CallToolRequest::new(params)
+    }
+
+    #[test]
+    fn an_answer_is_told_a_result_a_question_or_a_task() {
+        let answer = |line: Value| {
+            let line = line.to_string();
+            match Message::read(line.as_bytes()) {
+                Message::ToolResult(_, result) => Answer::Result(result),
+                Message::Answer { result, error, .. } => decode_answer(result, error),
+                _ => Answer::Malformed("not an answer".into()),
+            }
+        };
+        let result = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "hi"}], "resultType": "complete"}});
+        assert!(matches!(answer(result), Answer::Result(_)));
+        let asked = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "input_required", "inputRequests": {}}});
+        assert!(matches!(answer(asked), Answer::InputRequired(_)));
+        let task = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "task", "taskId": "t1", "status": "working",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z",
+            "ttlMs": 60000}});
+        match answer(task) {
+            Answer::Task(task) => assert_eq!(task.task.task_id, "t1"),
+            other => panic!("not a task: {other:?}"),
+        }
     }
 
     #[test]

@@ -45,6 +45,7 @@ use crate::observe::telemetry;
 use crate::relay::calls::answer_after_progress;
 use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Listeners};
 use crate::resource_uri;
+use crate::tasks;
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
 pub use offer::Offer;
@@ -613,16 +614,12 @@ impl Upstream {
                     // An older upstream leaves `resultType` out, which means "complete";
                     // say so, as the gateway's own results do.
                     result.result_type.get_or_insert(ResultType::COMPLETE);
-                    // Its name for itself (2026-07-28) does not name what the gateway's
-                    // clients talk to.
-                    if let Some(meta) = &mut result.meta {
-                        meta.0.remove(SERVER_INFO_META_KEY);
-                        if meta.0.is_empty() {
-                            result.meta = None;
-                        }
-                    }
+                    forwarded(&mut result);
                     return Ok(result);
                 }
+                // The call became the upstream's task: its handle goes to the client (see
+                // `tasks::handle`), which polls the task for the result.
+                lane::Answer::Task(task) => return Ok(tasks::handle::carry(&self.name, &task)),
                 lane::Answer::InputRequired(asked) => {
                     let answers = self.input_for(caller.as_ref(), &asked, cancel).await?;
                     params.input_responses = Some(answers);
@@ -728,6 +725,7 @@ impl Upstream {
         match self.send(live, request, cancel, caller, Some(tool)).await? {
             ServerResult::CallToolResult(result) => Ok(lane::Answer::Result(result)),
             ServerResult::InputRequiredResult(asked) => Ok(lane::Answer::InputRequired(asked)),
+            ServerResult::CreateTaskResult(task) => Ok(lane::Answer::Task(task)),
             other => Err(self.protocol_error(&other)),
         }
     }
@@ -943,6 +941,19 @@ impl Upstream {
                 reason: "unexpected response type".into(),
             },
             other => self.unavailable(crate::redact::urls(&other.to_string())),
+        }
+    }
+}
+
+/// An upstream's tool result as the gateway passes it on: its name for itself
+/// (2026-07-28) does not name what the gateway's clients talk to, and no key of the
+/// gateway's own may come from it (see [`tasks::handle`]).
+pub fn forwarded(result: &mut CallToolResult) {
+    if let Some(meta) = &mut result.meta {
+        meta.0.remove(SERVER_INFO_META_KEY);
+        tasks::handle::forget(&mut meta.0);
+        if meta.0.is_empty() {
+            result.meta = None;
         }
     }
 }

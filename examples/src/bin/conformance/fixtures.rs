@@ -12,6 +12,7 @@ use rmcp::model::ResultType;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::jobs;
 use crate::lifecycle::Lifecycle;
 use crate::rounds;
 
@@ -45,10 +46,14 @@ pub fn complete_result<T: DeserializeOwned, R: From<T>>(mut result: Value) -> Re
 /// The tools the scenarios call, as `tools/list` shows them.
 pub fn tools(lifecycle: Lifecycle) -> Value {
     let mut tools = common_tools();
-    if lifecycle == Lifecycle::PerRequest
-        && let Some(all) = tools.as_array_mut()
-    {
-        all.extend(per_request_tools());
+    if let Some(all) = tools.as_array_mut() {
+        // The task tools, for clients of either revision (see [`jobs`]).
+        if let Value::Array(jobs) = jobs::listed() {
+            all.extend(jobs);
+        }
+        if lifecycle == Lifecycle::PerRequest {
+            all.extend(per_request_tools());
+        }
     }
     tools
 }

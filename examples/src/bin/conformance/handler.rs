@@ -12,14 +12,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Prompt,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, CreateMessageRequestParams,
+    ElicitRequestParams, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
+    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, Prompt, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    TASKS_EXTENSION_ID, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -29,6 +30,7 @@ use crate::fixtures::{
     HEADER_PARAMETER_TOOL, TEMPLATE_PREFIX, TEMPLATE_SUFFIX, TEST_AUDIO, TEST_IMAGE,
     complete_result, decode, defaults_form, enums_form, prompts, resources, simple_form, tools,
 };
+use crate::jobs::Jobs;
 use crate::lifecycle::Lifecycle;
 use crate::list_changes::{ListChange, ListChanges};
 use crate::request_state::Sealer;
@@ -41,6 +43,8 @@ const LOGGER: &str = "conformance-test-server";
 pub struct Shared {
     pub sealer: Sealer,
     pub list_changes: ListChanges,
+    /// The tasks of every client (a task is polled on requests of its own).
+    pub jobs: Jobs,
 }
 
 impl Shared {
@@ -48,6 +52,7 @@ impl Shared {
         Self {
             sealer: Sealer::new(),
             list_changes: ListChanges::new(),
+            jobs: Jobs::default(),
         }
     }
 }
@@ -350,7 +355,8 @@ impl ServerHandler for Conformance {
             "resources": {"subscribe": true, "listChanged": true},
             "prompts": {"listChanged": true},
             "logging": {},
-            "completions": {}
+            "completions": {},
+            "extensions": {TASKS_EXTENSION_ID: {}}
         }))
         .unwrap_or_default();
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
@@ -399,6 +405,16 @@ impl ServerHandler for Conformance {
         {
             return response;
         }
+        let open_round = || {
+            self.open_round(
+                request.input_responses.clone(),
+                request.request_state.as_deref(),
+                &context,
+            )
+        };
+        if let Some(response) = self.shared.jobs.call(&request, &context, open_round).await {
+            return response;
+        }
         self.call_common_tool(request, &context).await
     }
 
@@ -442,6 +458,32 @@ impl ServerHandler for Conformance {
             },
         };
         complete_result::<ReadResourceResult, _>(json!({"contents": [contents]}))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.shared.jobs.get(&request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared
+            .jobs
+            .update(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.jobs.cancel(&request.task_id)
     }
 
     accepted!(subscribe(SubscribeRequestParams));

@@ -15,7 +15,8 @@
 //! - [`fixtures`]: the fixed definitions, as the suite spells them;
 //! - [`rounds`]: the 2026-07-28 multi round-trip tools (`InputRequiredResult`), whose
 //!   `requestState` is sealed by [`request_state`];
-//! - [`list_changes`]: list changes fanned out to `subscriptions/listen` streams.
+//! - [`list_changes`]: list changes fanned out to `subscriptions/listen` streams;
+//! - [`jobs`]: the tools of the tasks extension, and the tasks they become.
 //!
 //! Everything the 2026-07-28 scenarios check at the HTTP level (statuses, `Mcp-Method`
 //! and `MCP-Protocol-Version` headers, `-32020`/`-32021`/`-32022`) is rmcp's
@@ -28,6 +29,7 @@
 
 mod fixtures;
 mod handler;
+mod jobs;
 mod lifecycle;
 mod list_changes;
 mod request_state;

@@ -283,7 +283,8 @@ fn list_roots() -> Value {
     json!({"method": "roots/list", "params": {}})
 }
 
-fn greet(round: &Round) -> Result<Outcome, ErrorData> {
+/// `test_input_required_result_elicitation`: asks for a name (`user_name`), then greets it.
+pub fn greet(round: &Round) -> Result<Outcome, ErrorData> {
     Ok(match round.form_text("user_name", "name") {
         Some(name) => Outcome::Complete(format!("Hello, {name}!")),
         None => Ask::new([("user_name", elicit("What is your name?", "name", "string"))]).into(),

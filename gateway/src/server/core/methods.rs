@@ -19,7 +19,7 @@ use rmcp::model::{
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     LoggingLevel, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
     Reference, RequestId, RequestMetaObject, ServerResult, SetLevelRequestParams, SubscribeRequest,
-    SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    SubscribeRequestParams, TASKS_EXTENSION_ID, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -37,6 +37,7 @@ use crate::registry::view::SessionView;
 use crate::relay::{Caller, ClientLink};
 use crate::resource_uri;
 use crate::server::identity;
+use crate::tasks;
 use crate::upstream::UpstreamError;
 
 /// How long `logging/setLevel` waits for the upstreams to take a new level.
@@ -88,6 +89,9 @@ impl Call {
                 self.list_resource_templates(request.params)
             }
             ClientRequest::ReadResourceRequest(request) => self.read_resource(request.params).await,
+            ClientRequest::GetTaskRequest(request) => self.get_task(request.params).await,
+            ClientRequest::UpdateTaskRequest(request) => self.update_task(request.params).await,
+            ClientRequest::CancelTaskRequest(request) => self.cancel_task(request.params).await,
             ClientRequest::CompleteRequest(request) => self.complete(request.params).await,
             ClientRequest::SetLevelRequest(request) => self.set_level(request.params).await,
             ClientRequest::SubscribeRequest(request) => self.subscribe(request.params).await,
@@ -107,7 +111,7 @@ impl Call {
         }
     }
 
-    fn gateway(&self) -> &Arc<Gateway> {
+    pub(super) fn gateway(&self) -> &Arc<Gateway> {
         &self.session.gateway
     }
 
@@ -143,6 +147,11 @@ impl Call {
         identity::settle(gateway).await;
         let mut client = request;
         client.protocol_version = revision::negotiate(&client.protocol_version);
+        // Tasks are an extension of 2026-07-28: a session has none, whatever its client
+        // declares, so no server is asked for one on its behalf.
+        if let Some(extensions) = &mut client.capabilities.extensions {
+            extensions.remove(TASKS_EXTENSION_ID);
+        }
         // What the client can list from now on: the watcher tells it of any change since.
         watch::shown_at_initialize(gateway, session);
         let mut answer = identity::info(gateway, Some(session));
@@ -152,7 +161,12 @@ impl Call {
     }
 
     fn discover(&self) -> ServerResult {
-        let info = identity::info(self.gateway(), Some(self.pipeline_session()));
+        let mut info = identity::info(self.gateway(), Some(self.pipeline_session()));
+        // Tasks are the gateway's to keep, whoever does the work (see `crate::tasks`).
+        info.capabilities
+            .extensions
+            .get_or_insert_default()
+            .insert(TASKS_EXTENSION_ID.into(), Default::default());
         ServerResult::DiscoverResult(DiscoverResult::from_server_info(
             revision::supported().to_vec(),
             info,
@@ -211,6 +225,10 @@ impl Call {
     async fn call_tool(&self, request: CallToolRequestParams) -> Result<ServerResult, ErrorData> {
         let mut caller = self.caller();
         caller.given_input = request.input_responses;
+        // What the task's record keeps, should the call become a task.
+        let asked = self
+            .declared_tasks()
+            .then(|| (request.name.to_string(), request.arguments.clone()));
         let result = self
             .gateway()
             .call(
@@ -225,6 +243,10 @@ impl Call {
                 },
             )
             .await;
+        if let Some((server, created)) = tasks::handle::carried(&result) {
+            let (tool, arguments) = asked.unwrap_or_default();
+            return self.upstream_task(tool, arguments, server, created).await;
+        }
         match error::protocol_error(&result) {
             Some(error) => Err(error),
             None => Ok(ServerResult::CallToolResult(result)),
@@ -424,7 +446,7 @@ impl Call {
 
     /// Sends a request to the upstream `server`, cancelled with the client's request;
     /// what the upstream sends back meanwhile goes to this client.
-    async fn forward(
+    pub(super) async fn forward(
         &self,
         server: &str,
         request: ClientRequest,
@@ -542,7 +564,7 @@ fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
     request.as_ref().and_then(|r| r.cursor.as_deref())
 }
 
-fn unexpected(got: &ServerResult) -> ErrorData {
+pub(super) fn unexpected(got: &ServerResult) -> ErrorData {
     ErrorData::internal_error(
         format!("unexpected upstream response: {got:?}")
             .chars()

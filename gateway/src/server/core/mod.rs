@@ -14,13 +14,16 @@
 //!   transport drops it, after writing it;
 //! - the requests sent to the client ([`ClientRequests`]), whose answers come back here;
 //! - for a client on 2026-07-28, which takes no requests, the calls parked while it
-//!   answers the input it was asked for ([`parked`]);
+//!   answers the input it was asked for ([`parked`]), the task methods ([`tasks`]) and
+//!   the gateway's own tasks ([`own_tasks`]);
 //! - the catalog watch that tells an initialized client what changed ([`watch`]).
 
 pub mod decode;
 mod methods;
+mod own_tasks;
 mod parked;
 pub mod revision;
+mod tasks;
 mod watch;
 
 use std::any::Any;
@@ -338,20 +341,31 @@ impl ClientSession {
                 parked
             }
             None => {
+                let may_become_task = self.may_become_task(&request, revision);
                 let inputs = Arc::new(Inputs::default());
                 let mut call = call;
                 call.link = call.link.with_inputs(inputs.clone(), progress_token);
                 // The call outlives this request when it waits for input: it is cancelled
-                // by the request only while the request waits for it.
-                call.cancel = self.closed.child_token();
+                // by the request only while the request waits for it. One that may become
+                // a task outlives the session too (its client may come back any time).
+                call.cancel = match may_become_task {
+                    Some(_) => self.gateway.shutdown.child_token(),
+                    None => self.closed.child_token(),
+                };
                 let call_cancel = call.cancel.clone();
-                ParkedCall {
+                let parked = ParkedCall {
                     inputs,
                     link: call.link.clone(),
                     task: tokio::spawn(call.serve(request)),
                     cancel: call_cancel,
                     request: key,
+                };
+                if let Some((tool, arguments)) = may_become_task {
+                    return self
+                        .await_or_promote(parked, &cancel, tool, arguments)
+                        .await;
                 }
+                parked
             }
         };
         self.await_or_park(parked, &cancel).await

@@ -71,7 +71,10 @@ impl Serves {
             ClientRequest::SetLevelRequest(_)
             | ClientRequest::SubscribeRequest(_)
             | ClientRequest::UnsubscribeRequest(_) => Serves::SESSION,
-            ClientRequest::SubscriptionsListenRequest(_) => Serves::STATELESS,
+            ClientRequest::SubscriptionsListenRequest(_)
+            | ClientRequest::GetTaskRequest(_)
+            | ClientRequest::UpdateTaskRequest(_)
+            | ClientRequest::CancelTaskRequest(_) => Serves::STATELESS,
             ClientRequest::ListToolsRequest(_)
             | ClientRequest::CallToolRequest(_)
             | ClientRequest::ListPromptsRequest(_)

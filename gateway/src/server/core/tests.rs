@@ -304,22 +304,28 @@ async fn stateless_sessions_past_the_bound_end_the_idle_ones() {
 }
 
 #[tokio::test]
-async fn task_methods_answer_method_not_found() {
+async fn task_methods_need_the_extension_and_the_removed_ones_are_not_found() {
     let upstream = Upstream::start().await;
     let gateway = gateway(&upstream).await;
     let mut client = Client::open(&gateway, None);
-    for (id, method) in [
-        (1, "tasks/get"),
-        (2, "tasks/cancel"),
-        (3, "tasks/result"),
-        (4, "tasks/list"),
-    ] {
+    let mut declaring = meta();
+    declaring["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let cases = [
+        ("tasks/get", meta(), -32021),
+        ("tasks/cancel", meta(), -32021),
+        ("tasks/get", declaring.clone(), -32602),
+        ("tasks/cancel", declaring.clone(), -32602),
+        ("tasks/result", declaring.clone(), -32601),
+        ("tasks/list", declaring, -32601),
+    ];
+    for (id, (method, meta, code)) in cases.into_iter().enumerate() {
         client
             .send(json!({"jsonrpc": "2.0", "id": id, "method": method,
-                "params": {"taskId": "t", "_meta": meta()}}))
+                "params": {"taskId": "nobody.1", "_meta": meta}}))
             .await;
         let answer = client.answer().await;
-        assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{method}: {answer}");
     }
 }
 

@@ -1,0 +1,317 @@
+//! The gateway's own tasks (see [`crate::tasks`]): which call may become one, its
+//! promotion when it runs long or asks its client something, and the work that keeps the
+//! task's record as the call goes, on the replica that runs it (its questions, its end,
+//! what other replicas left for it).
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientRequest, CreateTaskResult, DetailedTask, InputResponses, JsonObject, ServerResult, Task,
+    TaskPayload, TaskStatus,
+};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::methods::unexpected;
+use super::parked::ParkedCall;
+use super::revision::Revision;
+use super::tasks::state_error;
+use super::{ClientSession, joined};
+use crate::code::tool::RUN_CODE;
+use crate::gateway::Gateway;
+use crate::pipeline::{Origin, Target, error};
+use crate::relay::inputs::Inputs;
+use crate::server::limits::{Holding, Permit};
+use crate::state::StateError;
+use crate::tasks::running::{Message, RunningTask};
+use crate::tasks::{self, TaskRecord, Work, record};
+
+impl ClientSession {
+    /// The tool and arguments of `request`, when it is a call that becomes a task of the
+    /// gateway's should it run long: a `tools/call` of a client that declared the tasks
+    /// extension, to `run_code` or to a tool of a server of 2025-11-25 (which has no
+    /// tasks of its own; a server of 2026-07-28 decides for itself).
+    pub(super) fn may_become_task(
+        &self,
+        request: &ClientRequest,
+        revision: &Revision,
+    ) -> Option<(String, Option<JsonObject>)> {
+        let ClientRequest::CallToolRequest(call) = request else {
+            return None;
+        };
+        let declared = revision.is_stateless()
+            && revision
+                .client()
+                .is_some_and(|client| client.capabilities.supports_tasks());
+        if !declared {
+            return None;
+        }
+        let name = call.params.name.as_ref();
+        let eligible = match self.gateway.resolve(&self.session, name, &Origin::Client)? {
+            Target::Builtin(_) => name == RUN_CODE,
+            Target::Federated(tool) => self
+                .gateway
+                .registry
+                .upstream(&tool.server)
+                .and_then(|upstream| upstream.live())
+                .is_some_and(|live| !live.stateless),
+        };
+        eligible.then(|| (name.to_owned(), call.params.arguments.clone()))
+    }
+
+    /// Waits for the answer of `call` (of `tool` with `arguments`) for at most
+    /// `[tasks] answer_within_ms`; a call still running then, or asking its client
+    /// something first, becomes a task of the gateway's, whose handle is the answer.
+    pub(super) async fn await_or_promote(
+        self: &Arc<Self>,
+        mut call: ParkedCall,
+        request: &CancellationToken,
+        tool: String,
+        arguments: Option<JsonObject>,
+    ) -> Result<ServerResult, ErrorData> {
+        let config = self.gateway.policy().config.tasks.clone();
+        tokio::select! {
+            biased;
+            answer = &mut call.task => return joined(answer),
+            () = call.inputs.asked() => {}
+            () = tokio::time::sleep(config.answer_within()) => {}
+            () = request.cancelled() => {
+                call.abandon();
+                return joined(call.task.await);
+            }
+        }
+        // What one identity may have running is bounded: past it, the call stays a call.
+        let permit = match self.owner.acquire(Holding::Task) {
+            Ok(permit) => permit,
+            Err(refused) => {
+                tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
+                return self.await_or_park(call, request).await;
+            }
+        };
+        let id = tasks::new_id(tasks::OWN);
+        let now = record::now();
+        let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
+        task.ttl_ms = Some(config.ttl_ms);
+        task.poll_interval_ms = Some(config.poll_interval_ms);
+        let state = &self.gateway.state;
+        let record = TaskRecord {
+            identity: self.owner.identity.clone(),
+            tool,
+            arguments,
+            expires_ms: TaskRecord::expiry(config.ttl()),
+            work: Work::Own {
+                replica: state.replica().to_owned(),
+                task: DetailedTask::new(task.clone(), TaskPayload::Working),
+            },
+        };
+        // The task exists for `tasks/get` before its handle is given out.
+        if let Err(e) = record::save(state.as_ref(), &id, &record).await {
+            tracing::warn!(session = %self.id(), "the call stays a call, not a task: {e}");
+            return self.await_or_park(call, request).await;
+        }
+        let running = Arc::new(RunningTask::new(
+            call.cancel.clone(),
+            call.inputs.clone(),
+            record,
+        ));
+        self.gateway.tasks.insert(id.clone(), running.clone());
+        tracing::info!(session = %self.id(), task = %id, "a call became a task of the gateway's");
+        tokio::spawn(run(self.gateway.clone(), id, running, call.task, permit));
+        Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
+    }
+}
+
+/// Writes `record`, changed by a request about task `id` that reached a replica other than
+/// the one running it, and leaves `message` for that one.
+pub(super) async fn send(
+    gateway: &Gateway,
+    id: &str,
+    record: &TaskRecord,
+    message: Message,
+) -> Result<(), ErrorData> {
+    let state = gateway.state.as_ref();
+    record::save(state, id, record).await.map_err(state_error)?;
+    let message = serde_json::to_string(&message)
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    state
+        .send_to_task(id, message, record.left())
+        .await
+        .map_err(state_error)
+}
+
+/// Hands `responses` to the questions of task `id`, running here, and writes the
+/// questions left open.
+pub(super) async fn answer_here(
+    gateway: &Gateway,
+    id: &str,
+    running: &RunningTask,
+    responses: InputResponses,
+) -> Result<(), StateError> {
+    let mut record = running.record.lock().await;
+    running.inputs.answer(responses);
+    if let Work::Own { task, .. } = &mut record.work
+        && !record::is_terminal(task)
+    {
+        *task = asking(task.clone(), &running.inputs);
+        record::save(gateway.state.as_ref(), id, &record).await?;
+    }
+    Ok(())
+}
+
+/// What other replicas left for task `id`, running here, done.
+async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
+    let messages = match gateway.state.take_task_messages(id).await {
+        Ok(messages) => messages,
+        Err(e) => {
+            tracing::debug!(task = %id, "messages for the task not read: {e}");
+            return;
+        }
+    };
+    for message in messages {
+        match serde_json::from_str(&message) {
+            Ok(Message::Answer(responses)) => {
+                if let Err(e) = answer_here(gateway, id, running, responses).await {
+                    tracing::warn!(task = %id, "task record not written: {e}");
+                }
+            }
+            Ok(Message::Cancel) => running.cancel(),
+            Err(e) => tracing::warn!(task = %id, "an unreadable message for the task: {e}"),
+        }
+    }
+}
+
+/// Keeps the record of the gateway's task `id` as its call goes: `input_required` with the
+/// questions it asks, then its answer (or error), or `cancelled`; meanwhile, with
+/// replicas, takes what requests that reached another replica left for it. A call still
+/// running when its task expires is cancelled.
+async fn run(
+    gateway: Arc<Gateway>,
+    id: String,
+    running: Arc<RunningTask>,
+    mut call: JoinHandle<Result<ServerResult, ErrorData>>,
+    // The task's place in its identity's quota, until it settles.
+    permit: Permit,
+) {
+    let mut seen = 0;
+    let shared = gateway.state.is_shared();
+    let poll =
+        std::time::Duration::from_millis(gateway.policy().config.tasks.poll_interval_ms.max(1));
+    // Work whose result nobody can fetch any more stops.
+    let expiry = tokio::time::sleep(running.record.lock().await.left());
+    tokio::pin!(expiry);
+    let mut expired = false;
+    let answer = loop {
+        tokio::select! {
+            biased;
+            answer = &mut call => break answer,
+            () = &mut expiry, if !expired => {
+                expired = true;
+                running.cancel();
+            }
+            () = running.inputs.asked_after(seen) => {
+                running.inputs.settled().await;
+                seen = running.inputs.asked_count();
+                change(&gateway, &id, &running, asking).await;
+            }
+            () = tokio::time::sleep(poll), if shared => {
+                take_messages(&gateway, &id, &running).await;
+            }
+        }
+    };
+    let cancelled = running.is_cancelled();
+    let stopping = gateway.shutdown.is_cancelled();
+    // Free before the end is written: whoever sees the task settled may start another.
+    drop(permit);
+    change(&gateway, &id, &running, |task, _| {
+        settled(task, joined(answer), cancelled, stopping)
+    })
+    .await;
+    gateway.tasks.remove(&id);
+    tracing::info!(task = %id, cancelled, "the gateway's task settled");
+}
+
+/// Changes the running task `id`'s state with `change` (given the call's open
+/// questions) and writes its record, unless it settled meanwhile (another replica
+/// cancelled it, say).
+async fn change(
+    gateway: &Gateway,
+    id: &str,
+    running: &RunningTask,
+    change: impl FnOnce(DetailedTask, &Inputs) -> DetailedTask,
+) {
+    let state = gateway.state.as_ref();
+    let mut record = running.record.lock().await;
+    if let Ok(Some(TaskRecord {
+        work: Work::Own { task: stored, .. },
+        ..
+    })) = record::load(state, id).await
+        && record::is_terminal(&stored)
+    {
+        return;
+    }
+    let Work::Own { task, .. } = &mut record.work else {
+        return;
+    };
+    *task = change(task.clone(), &running.inputs);
+    if let Err(e) = record::save(state, id, &record).await {
+        tracing::warn!(task = %id, "task record not written: {e}");
+    }
+}
+
+/// `task` with the call's open questions: `input_required` while there are some.
+pub(super) fn asking(task: DetailedTask, inputs: &Inputs) -> DetailedTask {
+    let questions = inputs.questions();
+    if questions.is_empty() {
+        return record::with_status(task, TaskStatus::Working);
+    }
+    let mut task = task;
+    task.task.last_updated_at = record::now();
+    DetailedTask::new(
+        task.task,
+        TaskPayload::InputRequired {
+            input_requests: questions,
+        },
+    )
+}
+
+/// `task` settled by its call's `answer`: completed with the tool's result (an error the
+/// tool reported too), failed when the call came to no result of the tool's (see
+/// [`error::work_failure`]; when the gateway is `stopping`, saying so), or cancelled.
+fn settled(
+    task: DetailedTask,
+    answer: Result<ServerResult, ErrorData>,
+    cancelled: bool,
+    stopping: bool,
+) -> DetailedTask {
+    if cancelled {
+        return record::with_status(task, TaskStatus::Cancelled);
+    }
+    match answer {
+        // Cut by the gateway's shutdown, most likely: said so.
+        Ok(ServerResult::CallToolResult(result))
+            if let Some(error) = error::work_failure(&result) =>
+        {
+            let error = if stopping {
+                ErrorData::internal_error(
+                    "the gateway running the task stopped before it finished",
+                    error.data,
+                )
+            } else {
+                error
+            };
+            record::failed(task, &error)
+        }
+        Ok(ServerResult::CallToolResult(result)) => {
+            let result = match serde_json::to_value(result) {
+                Ok(serde_json::Value::Object(result)) => result,
+                _ => JsonObject::new(),
+            };
+            let mut task = task;
+            task.task.last_updated_at = record::now();
+            DetailedTask::new(task.task, TaskPayload::Completed { result })
+        }
+        Ok(other) => record::failed(task, &unexpected(&other)),
+        Err(error) => record::failed(task, &error),
+    }
+}

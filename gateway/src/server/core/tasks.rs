@@ -1,0 +1,303 @@
+//! The task methods of 2026-07-28 (`tasks/get`, `tasks/update`, `tasks/cancel`, see
+//! [`crate::tasks`]), and the handle a `tools/call` answers with when it became an
+//! upstream's task (the gateway's own: [`super::own_tasks`]).
+//!
+//! Every task request goes the same way: the client must have declared the tasks
+//! extension on it (`-32021` otherwise); the task must exist and belong to the request's
+//! identity (`-32602`, "unknown task", otherwise: to anyone else a task id names
+//! nothing); its tool must still be visible to the request's profile and let through by
+//! the gate. Then the request goes to the task's work: the upstream whose task it is,
+//! under the upstream's id, or the gateway's own record.
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolResult, CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest,
+    CreateTaskResult, DetailedTask, GetTaskParams, GetTaskRequest, GetTaskResult, JsonObject,
+    ServerResult, TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
+};
+
+use super::methods::{Call, unexpected};
+use super::own_tasks::{answer_here, send};
+use crate::pipeline::federated;
+use crate::pipeline::{ErrorCode, Target, ToolError};
+use crate::state::StateError;
+use crate::tasks::running::Message;
+use crate::tasks::{self, TaskRecord, Work, record};
+use crate::upstream;
+
+impl Call {
+    /// The answer to a call of `tool` with `arguments` that the upstream `server` made a
+    /// task of (`created`): the handle as the upstream wrote it, under an id of the
+    /// gateway's, bound to this request's identity.
+    pub(super) async fn upstream_task(
+        &self,
+        tool: String,
+        arguments: Option<JsonObject>,
+        server: String,
+        mut created: CreateTaskResult,
+    ) -> Result<ServerResult, ErrorData> {
+        if !self.declared_tasks() {
+            return Err(ErrorData::internal_error(
+                format!("upstream `{server}` answered with a task, which this request cannot take"),
+                None,
+            ));
+        }
+        let id = tasks::new_id(&server);
+        // Kept as long as the upstream says it keeps the task.
+        let ttl = created.task.ttl_ms.map_or_else(
+            || self.gateway().policy().config.tasks.ttl(),
+            std::time::Duration::from_millis,
+        );
+        let record = TaskRecord {
+            identity: self.identity().map(str::to_owned),
+            tool,
+            arguments,
+            expires_ms: TaskRecord::expiry(ttl),
+            work: Work::Upstream {
+                server,
+                task_id: std::mem::replace(&mut created.task.task_id, id.clone()),
+            },
+        };
+        record::save(self.gateway().state.as_ref(), &id, &record)
+            .await
+            .map_err(state_error)?;
+        tracing::info!(session = %self.session.id(), task = %id, "a call became an upstream's task");
+        Ok(ServerResult::CreateTaskResult(created))
+    }
+
+    pub(super) async fn get_task(&self, params: GetTaskParams) -> Result<ServerResult, ErrorData> {
+        let id = params.task_id;
+        let (record, target) = self.task(&id).await?;
+        let task = match record.work {
+            Work::Upstream { server, task_id } => {
+                let request =
+                    ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)));
+                let ServerResult::GetTaskResult(mut got) = self.forward(&server, request).await?
+                else {
+                    return Err(ErrorData::internal_error(
+                        format!("upstream `{server}` answered tasks/get with something else"),
+                        None,
+                    ));
+                };
+                got.task.task.task_id = id;
+                got.task = self.finished(&target, got.task);
+                return Ok(ServerResult::GetTaskResult(got));
+            }
+            Work::Own { replica, task } => {
+                let record = TaskRecord {
+                    work: Work::Own {
+                        replica: replica.clone(),
+                        task: task.clone(),
+                    },
+                    ..record
+                };
+                self.own_task(&id, record, &replica, task).await
+            }
+        };
+        Ok(ServerResult::GetTaskResult(GetTaskResult::new(task)))
+    }
+
+    /// The state of the gateway's own task `id` (`record`, run on `replica`): as its
+    /// record says, unless the replica running it is gone (its lease lapsed), which leaves
+    /// it failed, and says why.
+    async fn own_task(
+        &self,
+        id: &str,
+        mut record: TaskRecord,
+        replica: &str,
+        task: DetailedTask,
+    ) -> DetailedTask {
+        let state = self.gateway().state.as_ref();
+        if record::is_terminal(&task) || replica == state.replica() {
+            return task;
+        }
+        match state.replica_alive(replica).await {
+            Ok(false) => {}
+            Ok(true) => return task,
+            Err(e) => {
+                tracing::warn!(task = %id, "whether replica {replica} runs is unknown: {e}");
+                return task;
+            }
+        }
+        let error = ErrorData::internal_error(
+            format!("the replica running the task ({replica}) stopped before it finished"),
+            None,
+        );
+        let task = record::failed(task, &error);
+        record.work = Work::Own {
+            replica: replica.to_owned(),
+            task: task.clone(),
+        };
+        if let Err(e) = record::save(state, id, &record).await {
+            tracing::warn!(task = %id, "task record not written: {e}");
+        }
+        task
+    }
+
+    pub(super) async fn update_task(
+        &self,
+        params: UpdateTaskParams,
+    ) -> Result<ServerResult, ErrorData> {
+        let (record, _) = self.task(&params.task_id).await?;
+        match record.work {
+            Work::Upstream { server, task_id } => {
+                let params = UpdateTaskParams::new(task_id, params.input_responses);
+                let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(params));
+                self.acknowledged(&server, request).await
+            }
+            Work::Own { task, .. } if record::is_terminal(&task) => Ok(ServerResult::task_ack(())),
+            Work::Own { replica, task } => {
+                let id = &params.task_id;
+                let gateway = self.gateway();
+                // Answered and written before the acknowledgment: the next `tasks/get`
+                // shows only the questions still open.
+                match gateway.tasks.get(id) {
+                    Some(running) => answer_here(gateway, id, &running, params.input_responses)
+                        .await
+                        .map_err(state_error)?,
+                    None => {
+                        let task = record::answered(task, &params.input_responses);
+                        let record = TaskRecord {
+                            work: Work::Own { replica, task },
+                            ..record
+                        };
+                        let message = Message::Answer(params.input_responses);
+                        send(gateway, id, &record, message).await?;
+                    }
+                }
+                Ok(ServerResult::task_ack(()))
+            }
+        }
+    }
+
+    pub(super) async fn cancel_task(
+        &self,
+        params: CancelTaskParams,
+    ) -> Result<ServerResult, ErrorData> {
+        let (record, _) = self.task(&params.task_id).await?;
+        match record.work {
+            Work::Upstream { server, task_id } => {
+                let params = CancelTaskParams::new(task_id);
+                let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(params));
+                self.acknowledged(&server, request).await
+            }
+            Work::Own { task, .. } if record::is_terminal(&task) => Ok(ServerResult::task_ack(())),
+            Work::Own { replica, task } => {
+                match self.gateway().tasks.get(&params.task_id) {
+                    // Settles as cancelled once its call has stopped.
+                    Some(running) => running.cancel(),
+                    // Settled here at once, and its replica stops its call, which finds
+                    // the task settled when it ends, and leaves it so.
+                    None => {
+                        let task = record::with_status(task, TaskStatus::Cancelled);
+                        let record = TaskRecord {
+                            work: Work::Own { replica, task },
+                            ..record
+                        };
+                        send(self.gateway(), &params.task_id, &record, Message::Cancel).await?;
+                    }
+                }
+                Ok(ServerResult::task_ack(()))
+            }
+        }
+    }
+
+    /// The upstream's acknowledgment of `request` (`tasks/update`, `tasks/cancel`).
+    async fn acknowledged(
+        &self,
+        server: &str,
+        request: ClientRequest,
+    ) -> Result<ServerResult, ErrorData> {
+        match self.forward(server, request).await? {
+            ServerResult::TaskAckResult(_) | ServerResult::EmptyResult(_) => {
+                Ok(ServerResult::task_ack(()))
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The record of task `id` and its tool's target, when this request may reach it.
+    async fn task(&self, id: &str) -> Result<(TaskRecord, Target), ErrorData> {
+        if !self.declared_tasks() {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        let unknown = || ErrorData::invalid_params(format!("unknown task: {id}"), None);
+        let record = record::load(self.gateway().state.as_ref(), id)
+            .await
+            .map_err(state_error)?
+            .filter(|record| record.belongs_to(self.identity()))
+            .ok_or_else(unknown)?;
+        let session = self.session.session.clone();
+        let admitted = self
+            .gateway()
+            .admits_again(&session, &record.tool, record.arguments.clone())
+            .await;
+        match admitted {
+            Ok(target) => Ok((record, target)),
+            // Hidden from the profile now: as unknown as the tool.
+            Err(error) if error.code == ErrorCode::ToolNotFound => Err(unknown()),
+            Err(error) => Err(refused(&error)),
+        }
+    }
+
+    /// `task` with its result as the client sees a result of its tool, once completed
+    /// (an upstream's task: see [`federated::finish`]).
+    fn finished(&self, target: &Target, mut task: DetailedTask) -> DetailedTask {
+        let (Target::Federated(tool), TaskPayload::Completed { result }) = (target, &task.payload)
+        else {
+            return task;
+        };
+        let rewrite_uris = self
+            .gateway()
+            .registry
+            .upstream(&tool.server)
+            .is_none_or(|upstream| upstream.config.rewrite_uris);
+        let finished = serde_json::from_value::<CallToolResult>(result.clone().into())
+            .map_err(|e| {
+                ToolError::new(
+                    ErrorCode::UpstreamError,
+                    format!(
+                        "upstream `{}` finished the task with no tool result: {e}",
+                        tool.server
+                    ),
+                )
+            })
+            .and_then(|mut result| {
+                upstream::forwarded(&mut result);
+                federated::finish(tool, rewrite_uris, result)
+            })
+            .unwrap_or_else(|error| error.to_result());
+        if let Ok(serde_json::Value::Object(result)) = serde_json::to_value(finished) {
+            task.payload = TaskPayload::Completed { result };
+        }
+        task
+    }
+
+    /// Whether this request declared the tasks extension.
+    pub(super) fn declared_tasks(&self) -> bool {
+        self.revision.is_stateless()
+            && self
+                .revision
+                .client()
+                .is_some_and(|client| client.capabilities.supports_tasks())
+    }
+
+    fn identity(&self) -> Option<&str> {
+        self.session.owner.identity.as_deref()
+    }
+}
+
+/// The shared state failed a task request: its code, and why.
+pub(super) fn state_error(error: StateError) -> ErrorData {
+    ErrorData::internal_error(format!("{}: {error}", error.code()), None)
+}
+
+/// A task request the gate refuses now, as a JSON-RPC error carrying the failure's code.
+fn refused(error: &ToolError) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("{}: {}", error.code, error.message),
+        Some(serde_json::json!({"code": error.code.as_str()})),
+    )
+}
