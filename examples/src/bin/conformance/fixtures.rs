@@ -258,12 +258,15 @@ mod tests {
     use super::*;
 
     /// Every fixed definition decodes into rmcp's types, so no scenario meets an internal
-    /// error; a handshake session sees exactly the 2025-11-25 listing.
+    /// error; a handshake session sees exactly the 2025-11-25 listing, plus the task tools
+    /// (which serve clients of either revision).
     #[test]
     fn definitions_decode() {
         let count = |listing: Value| decode::<Vec<Tool>>(listing).expect("tools").len();
-        assert_eq!(count(tools(Lifecycle::Handshake)), 14);
-        assert_eq!(count(tools(Lifecycle::PerRequest)), 14 + 14);
+        let jobs = count(jobs::listed());
+        assert_eq!(jobs, 7);
+        assert_eq!(count(tools(Lifecycle::Handshake)), 14 + jobs);
+        assert_eq!(count(tools(Lifecycle::PerRequest)), 14 + jobs + 14);
         assert_eq!(
             decode::<Vec<Resource>>(resources())
                 .expect("resources")
