@@ -132,6 +132,20 @@ pub struct Health {
     pub oauth: Option<SignInStatus>,
 }
 
+impl Health {
+    /// A connection's health before its first attempt.
+    fn starting() -> Self {
+        Health {
+            state: UpstreamState::Starting,
+            restarts: 0,
+            last_error: None,
+            pid: None,
+            protocol: None,
+            oauth: None,
+        }
+    }
+}
+
 /// The `_meta` key under which a server of protocol 2026-07-28 names itself on results.
 const SERVER_INFO_META_KEY: &str = "io.modelcontextprotocol/serverInfo";
 
@@ -221,14 +235,7 @@ impl Upstream {
             last_offer: Arc::default(),
             per_user,
             signs_in_as: None,
-            health: Mutex::new(Health {
-                state: UpstreamState::Starting,
-                restarts: 0,
-                last_error: None,
-                pid: None,
-                protocol: None,
-                oauth: None,
-            }),
+            health: Mutex::new(Health::starting()),
             calls: CallRoutes::default(),
             downstream,
             changed,
@@ -255,14 +262,7 @@ impl Upstream {
             last_offer: self.last_offer.clone(),
             per_user: None,
             signs_in_as: Some(who),
-            health: Mutex::new(Health {
-                state: UpstreamState::Starting,
-                restarts: 0,
-                last_error: None,
-                pid: None,
-                protocol: None,
-                oauth: None,
-            }),
+            health: Mutex::new(Health::starting()),
             calls: CallRoutes::default(),
             downstream: self.downstream.clone(),
             changed: self.changed.clone(),
