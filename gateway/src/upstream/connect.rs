@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::ClientHandler;
 use rmcp::RoleClient;
-use rmcp::model::ProtocolVersion;
+use rmcp::model::{ProtocolVersion, RequestMetaObject};
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService,
     RunningServiceCancellationToken,
@@ -154,6 +155,7 @@ async fn connect_inner(
     downstream: Arc<Downstream>,
 ) -> Result<Connection, ConnectError> {
     let handler = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
+    let gateway_side = handler.get_info();
     let violation = Violation::default();
     let init_error =
         |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
@@ -257,19 +259,28 @@ async fn connect_inner(
             )
         }
     };
+    let revision = service
+        .peer()
+        .peer_info()
+        .map(|info| info.protocol_version.clone());
     let stateless = match config.protocol {
         UpstreamProtocol::Session => false,
         UpstreamProtocol::Stateless => true,
         // Whether `server/discover` found a server of 2026-07-28.
-        UpstreamProtocol::Auto => service
-            .peer()
-            .peer_info()
-            .is_some_and(|info| !info.protocol_version.has_initialize()),
+        UpstreamProtocol::Auto => revision.as_ref().is_some_and(|v| !v.has_initialize()),
     };
-    // The lane writes requests as a session's, without the context each request of a
-    // stateless server carries.
-    let lane = lane.filter(|_| !stateless);
-    if stateless {
+    // What rmcp puts in each request to a stateless server, for the requests the stdio
+    // lane writes itself.
+    let stateless = stateless.then(|| {
+        let mut context = RequestMetaObject::new();
+        context.set_protocol_version(revision.unwrap_or(ProtocolVersion::V_2026_07_28));
+        context.set_client_info(gateway_side.client_info);
+        context.set_client_capabilities(gateway_side.capabilities);
+        context
+    });
+    // The streamable HTTP lane writes requests with a session's headers.
+    let lane = lane.filter(|lane| stateless.is_none() || matches!(lane, CallLane::Stdio(_)));
+    if stateless.is_some() {
         // A server of 2026-07-28 tells of its changes only on a subscription.
         tokio::spawn(client::listen_for_changes(
             name.clone(),

@@ -14,8 +14,9 @@
 //!
 //! Everything else still goes through rmcp: the upstream's log messages and requests to
 //! the client (routed by [`crate::relay::CallRoutes`], which the caller enters under the
-//! lane's request id and progress token), and every other request. The gateway opens
-//! upstreams with `initialize`, so a request needs no per-request metadata of rmcp's.
+//! lane's request id and progress token), and every other request. A request to a server
+//! of 2026-07-28 carries the context rmcp would give it (revision, the gateway's name and
+//! capabilities), which the caller puts in its `_meta`.
 
 use std::collections::HashMap;
 use std::io;

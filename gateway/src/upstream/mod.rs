@@ -161,9 +161,18 @@ pub struct Live {
     pub violation: child::Violation,
     /// The lane of the connection's tool calls, beside rmcp's client, where it has one.
     lane: Option<CallLane>,
-    /// Whether the server is spoken to at 2026-07-28 (no session: every request carries
-    /// its own context).
-    pub stateless: bool,
+    /// For a server spoken to at 2026-07-28 (no session), what every request to it
+    /// carries of the gateway's side: the revision, the gateway's name and capabilities.
+    /// `None` for a server spoken to in a session.
+    stateless: Option<RequestMetaObject>,
+}
+
+impl Live {
+    /// Whether the server is spoken to at 2026-07-28: no session, every request carries
+    /// its own context.
+    pub fn is_stateless(&self) -> bool {
+        self.stateless.is_some()
+    }
 }
 
 /// The way a connection's tool calls take beside rmcp's client.
@@ -515,7 +524,7 @@ impl Upstream {
                             pid: live.pid,
                             violation: live.violation.clone(),
                             lane: live.lane.clone(),
-                            stateless: live.stateless,
+                            stateless: live.stateless.clone(),
                         })));
                         let _ = self.downstream.announced.send((self.name.clone(), kind));
                     }
@@ -688,6 +697,12 @@ impl Upstream {
             .extensions
             .get_or_insert_default::<RequestMetaObject>();
         add_client_meta(caller.as_ref(), meta);
+        if let Some(context) = &live.stateless {
+            meta.extend(context.clone());
+            if let Some(caller) = &caller {
+                meta.extend(client_context(caller, &self.downstream.listeners));
+            }
+        }
         meta.set_progress_token(token.clone());
         let _route = caller.clone().map(|caller| {
             self.calls
@@ -837,9 +852,10 @@ impl Upstream {
         let mut request = request;
         add_client_meta(caller.as_ref(), request.get_meta_mut());
         let mut options = PeerRequestOptions::no_options();
-        if live.stateless
+        if live.is_stateless()
             && let Some(caller) = &caller
         {
+            // rmcp adds the gateway's side of the context itself.
             options.meta = Some(client_context(caller, &self.downstream.listeners));
         }
         // rmcp's writer may be stuck on a server that stopped reading: the cancellation

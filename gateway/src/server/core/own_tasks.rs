@@ -55,7 +55,7 @@ impl ClientSession {
                 .registry
                 .upstream(&tool.server)
                 .and_then(|upstream| upstream.live())
-                .is_some_and(|live| !live.stateless),
+                .is_some_and(|live| !live.is_stateless()),
         };
         eligible.then(|| (name.to_owned(), call.params.arguments.clone()))
     }
