@@ -99,23 +99,40 @@ fn sampling_elicitation_roots_and_logging_reach_the_python_client() {
     );
 }
 
+/// A client that cannot sample calls a tool that samples: it gets an error naming
+/// sampling, not a hang. A server spoken to at 2025-11-25 sends its request and the
+/// tool tells of the refusal; one of 2026-07-28 is told the client's capabilities with
+/// the call and refuses it with `-32021` (missing capability), passed on as it came.
 #[test]
 fn a_client_without_sampling_gets_the_tool_an_error_not_a_hang() {
     let upstream = ListeningServer::conformance();
-    let workspace = Workspace::new(&upstream.server_config("conformance", ""));
-    let gateway = workspace.serve_http(&[]);
-    let run = python_client(
-        &args(gateway.client_args("http", "/mcp"), &["--timeout", "30"]),
-        &json!([call(
-            "mcp__conformance__test_sampling",
-            json!({"prompt": "hello"})
-        )]),
-    );
-    let text = result_text(action_result(&run, 0));
-    assert!(
-        text.contains("Sampling not supported or error") && text.contains("sampling"),
-        "{text}"
-    );
+    for protocol in ["2025-11-25", "2026-07-28"] {
+        let workspace = Workspace::new(
+            &upstream.server_config("conformance", &format!("protocol = \"{protocol}\"\n")),
+        );
+        let gateway = workspace.serve_http(&[]);
+        let mut run = python_client(
+            &args(gateway.client_args("http", "/mcp"), &["--timeout", "30"]),
+            &json!([call(
+                "mcp__conformance__test_sampling",
+                json!({"prompt": "hello"})
+            )]),
+        );
+        if protocol == "2025-11-25" {
+            let text = result_text(action_result(&run, 0));
+            assert!(
+                text.contains("Sampling not supported or error") && text.contains("sampling"),
+                "{text}"
+            );
+        } else {
+            let error = run["results"][0]["error"].take();
+            assert_eq!(error["code"], -32021, "{run:#}");
+            assert!(
+                error["data"]["requiredCapabilities"]["sampling"].is_object(),
+                "{error:#}"
+            );
+        }
+    }
 }
 
 #[test]

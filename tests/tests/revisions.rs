@@ -12,8 +12,6 @@
 //! `InputRequiredResult` for what the server requested; a client of 2025-11-25 in front of
 //! a server of 2026-07-28 gets the server's questions as requests of their own.
 
-use std::time::Duration;
-
 use mcp_gateway_tests::streamable;
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
@@ -259,6 +257,41 @@ fn list_changed_reaches_clients_of_both_revisions() {
     assert_eq!(listened["events"], json!(["ToolsListChanged"]), "{run:#}");
 }
 
+/// A server of 2026-07-28 may say how long its list stays fresh (`ttlMs`) instead of
+/// announcing changes: `fresh.py` changes its tools without a word, and the gateway reads
+/// the list again once its time is up, so a client sees the new tool.
+#[test]
+fn a_list_is_read_again_when_its_ttl_runs_out() {
+    // The server runs in the workspace (`cwd = "."`), where the test writes its file.
+    let workspace = Workspace::new(&format!(
+        "[servers.fresh]\ncommand = {}\nargs = [{}, \"fresh-tools.txt\", \"1500\"]\ncwd = \".\"\n",
+        toml_str(python().to_string_lossy()),
+        toml_str(repo().join("tests/servers/fresh.py").to_string_lossy()),
+    ));
+    let tools_file = workspace.path("fresh-tools.txt");
+    let gateway = workspace.serve_http(&[]);
+    let client = streamable::TaskClient::new(gateway.address, None);
+    let listed = || {
+        let answer = client.request_as("tools/list", json!({}), true);
+        tool_names(&answer["result"])
+    };
+    assert!(
+        eventually(PATIENCE, || listed()
+            .contains(&"mcp__fresh__hello".to_owned())),
+        "{:?}\n{}",
+        listed(),
+        gateway.log_text()
+    );
+    std::fs::write(&tools_file, "late\n").unwrap();
+    assert!(
+        eventually(PATIENCE, || listed()
+            .contains(&"mcp__fresh__late".to_owned())),
+        "the gateway did not read the list again: {:?}\n{}",
+        listed(),
+        gateway.log_text()
+    );
+}
+
 /// A client of 2025-11-25 sets its log level once, with `logging/setLevel`; a server of
 /// 2026-07-28 has no such method and logs only at the level each request names. The
 /// gateway names the session's level in the calls it makes for that client, so the
@@ -391,44 +424,78 @@ fn routing_headers_and_retries_must_repeat_the_request() {
     );
 }
 
-/// `protocol = "auto"`: the gateway asks each server with `server/discover` first, and a
-/// server that does not know it (npm server-memory, on the TypeScript SDK 1.x) gets
-/// `initialize`; each is spoken to at its own revision, and a client of either revision
-/// works with both.
+/// No `protocol` key: the gateway asks each server with `server/discover` first and gives
+/// `initialize` to a server that does not know it, so servers of both revisions, over stdio
+/// and streamable HTTP, work side by side with nothing configured: `asks.py` (Python SDK)
+/// and rmcp's `echo` are spoken to at 2026-07-28; npm server-memory (TypeScript SDK 1.x),
+/// our `kv` and npm server-everything at 2025-11-25. A client of either revision calls a
+/// tool of each.
 #[test]
-fn auto_speaks_to_each_server_at_its_own_revision() {
+fn servers_of_both_revisions_need_no_protocol_key() {
+    let everything = ListeningServer::everything("streamableHttp");
+    let echo = ListeningServer::rmcp_echo();
     let workspace = Workspace::new(&format!(
-        "{}{}protocol = \"auto\"\n",
-        config("auto"),
-        npm_server("memory", "mcp-server-memory", &[])
+        "{}{}{}{}{}",
+        config("auto").replace("protocol = \"auto\"\n", ""),
+        npm_server("memory", "mcp-server-memory", &[]),
+        example_server("kv", "kv"),
+        everything.server_config("everything", ""),
+        echo.server_config("echo", ""),
     ));
+    assert!(
+        !std::fs::read_to_string(workspace.config())
+            .unwrap()
+            .contains("protocol"),
+        "the configuration names no protocol"
+    );
     let gateway = workspace.serve_http(&[]);
+    let servers = ["asks", "memory", "kv", "everything", "echo"];
     let protocols = || {
         let health = health(&gateway);
-        let upstreams = &health["upstreams"];
-        (
-            upstreams["asks"]["protocol"].clone(),
-            upstreams["memory"]["protocol"].clone(),
-        )
+        servers.map(|server| health["upstreams"][server]["protocol"].clone())
     };
     assert!(
-        eventually(Duration::from_secs(30), || protocols().1 != Value::Null
-            && protocols().0 != Value::Null),
-        "{}",
+        eventually(PATIENCE, || protocols().iter().all(|p| !p.is_null())),
+        "{:?}\n{}",
+        protocols(),
         gateway.log_text()
     );
-    assert_eq!(protocols(), (json!("2026-07-28"), json!("2025-11-25")));
+    assert_eq!(
+        protocols(),
+        [
+            "2026-07-28",
+            "2025-11-25",
+            "2025-11-25",
+            "2025-11-25",
+            "2026-07-28"
+        ]
+        .map(|p| json!(p))
+    );
     for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         every_question_is_answered(gateway.client_args("http", "/mcp"), mode, revision);
         let mut args = gateway.client_args("http", "/mcp");
         args.extend(["--mode".into(), mode.into()]);
         let run = python_client(
             &args,
-            &json!([{"action": "call_tool", "name": "mcp__memory__read_graph"}]),
+            &json!([
+                {"action": "call_tool", "name": "mcp__memory__read_graph"},
+                {"action": "call_tool", "name": "mcp__kv__set", "arguments": {"key": mode, "value": revision}},
+                {"action": "call_tool", "name": "mcp__everything__echo", "arguments": {"message": mode}},
+                {"action": "call_tool", "name": "mcp__echo__echo", "arguments": {"text": revision}},
+            ]),
         );
         assert_eq!(run["ok"], true, "{run:#}");
         assert!(
             result_text(action_result(&run, 0)).contains("entities"),
+            "{run:#}"
+        );
+        assert_eq!(error_code(action_result(&run, 1)), None, "{run:#}");
+        assert!(
+            result_text(action_result(&run, 2)).contains(mode),
+            "{run:#}"
+        );
+        assert!(
+            result_text(action_result(&run, 3)).contains(revision),
             "{run:#}"
         );
     }

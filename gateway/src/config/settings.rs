@@ -199,7 +199,6 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum UpstreamProtocol {
     /// A session opened with `initialize`; what every server of 2025 speaks.
-    #[default]
     #[serde(rename = "2025-11-25")]
     Session,
     /// `server/discover`, then requests that carry their own context: for a server of
@@ -208,6 +207,7 @@ pub enum UpstreamProtocol {
     Stateless,
     /// `server/discover` first; a server that does not know it (or does not answer it
     /// within 10 s) gets `initialize`.
+    #[default]
     #[serde(rename = "auto")]
     Auto,
 }

@@ -23,7 +23,7 @@ pub mod sse_client;
 mod traced_http;
 
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
@@ -148,6 +148,10 @@ impl Health {
 
 /// The `_meta` key under which a server of protocol 2026-07-28 names itself on results.
 const SERVER_INFO_META_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The shortest time between two readings of an upstream's lists because their `ttlMs`
+/// ran out: a server that gives `ttlMs: 0` (or a few) is not asked again and again.
+const MIN_RELIST_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How many times one call may ask its client for input before the gateway gives up on it.
 pub const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -441,6 +445,7 @@ impl Upstream {
                         tokio::select! {
                             () = connection.closed() => break,
                             () = self.shutdown.cancelled() => break,
+                            stale = self.next_stale_list() => self.on_event(stale).await,
                             Some(event) = events.recv() => {
                                 // A flood of list_changed is one refresh, not one per event.
                                 let mut batch = vec![event];
@@ -500,6 +505,21 @@ impl Upstream {
             h.protocol = None;
         });
         self.attempted.send_replace(true);
+    }
+
+    /// Waits until one of the live connection's lists is past the `ttlMs` the upstream
+    /// gave it, then names the list to read again; never, when no list has a `ttlMs`. At
+    /// most one such reading per [`MIN_RELIST_INTERVAL`], whatever the `ttlMs`.
+    async fn next_stale_list(&self) -> UpstreamEvent {
+        let lapse = self
+            .live()
+            .and_then(|live| live.offer.fresh_until.first_to_lapse());
+        let Some((until, event)) = lapse else {
+            return std::future::pending().await;
+        };
+        let earliest = Instant::now() + MIN_RELIST_INTERVAL;
+        tokio::time::sleep_until(until.max(earliest).into()).await;
+        event
     }
 
     async fn on_event(&self, event: UpstreamEvent) {

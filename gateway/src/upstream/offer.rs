@@ -28,7 +28,8 @@ pub struct Offer {
 }
 
 /// Until when each of an upstream's lists is fresh: `None` where the upstream gave no
-/// `ttlMs` (it says when a list changes, or never).
+/// `ttlMs`, or 0 (it says when a list changes, or never). A list past its time is read
+/// again.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FreshUntil {
     pub tools: Option<Instant>,
@@ -37,14 +38,34 @@ pub struct FreshUntil {
     pub resource_templates: Option<Instant>,
 }
 
+impl FreshUntil {
+    /// The first list to go stale, when, and the event that reads it again; `None` when
+    /// no list has a `ttlMs`.
+    pub fn first_to_lapse(&self) -> Option<(Instant, UpstreamEvent)> {
+        [
+            (self.tools, UpstreamEvent::ToolsChanged),
+            (self.prompts, UpstreamEvent::PromptsChanged),
+            (self.resources, UpstreamEvent::ResourcesChanged),
+            (self.resource_templates, UpstreamEvent::ResourcesChanged),
+        ]
+        .into_iter()
+        .filter_map(|(until, event)| Some((until?, event)))
+        .min_by_key(|(until, _)| *until)
+    }
+}
+
 /// The items of `list` (none when there is no list), and until when the upstream says
 /// they are fresh.
 fn fresh<T>(list: Option<MergedList<T>>) -> (Vec<T>, Option<Instant>) {
     let Some(list) = list else {
         return (Vec::new(), None);
     };
+    // `ttlMs: 0` (rmcp's servers give it unless told otherwise) promises no freshness: it
+    // is taken as no hint, so the list is read again when the server says it changed,
+    // not polled.
     let until = list
         .ttl_ms
+        .filter(|ttl| *ttl > 0)
         .and_then(|ttl| Instant::now().checked_add(Duration::from_millis(ttl)));
     (list.items, until)
 }

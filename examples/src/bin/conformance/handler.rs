@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
-    CompleteRequestParams, CompleteResult, ContentBlock, CreateMessageRequestParams,
-    ElicitRequestParams, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
-    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, Prompt, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-    TASKS_EXTENSION_ID, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID, Tool, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -28,13 +28,14 @@ use serde_json::{Value, json};
 
 use crate::fixtures::{
     HEADER_PARAMETER_TOOL, TEMPLATE_PREFIX, TEMPLATE_SUFFIX, TEST_AUDIO, TEST_IMAGE,
-    complete_result, decode, defaults_form, enums_form, prompts, resources, simple_form, tools,
+    complete_result, decode, prompts, resources, tools,
 };
 use crate::jobs::Jobs;
 use crate::lifecycle::Lifecycle;
 use crate::list_changes::{ListChange, ListChanges};
+use crate::questions::Question;
 use crate::request_state::Sealer;
-use crate::rounds::{self, Round};
+use crate::rounds::{self, Outcome, Round};
 
 const LOGGER: &str = "conformance-test-server";
 
@@ -148,48 +149,10 @@ impl Conformance {
         }
     }
 
-    async fn sample(
-        &self,
-        prompt: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<String, ErrorData> {
-        let params: CreateMessageRequestParams = decode(json!({
-            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
-            "maxTokens": 100
-        }))?;
-        Ok(match context.peer.create_message(params).await {
-            Ok(answer) => format!(
-                "LLM response: {}",
-                rounds::sampled_text(&answer).unwrap_or_else(|| "No response".into())
-            ),
-            Err(e) => format!("Sampling not supported or error: {e}"),
-        })
-    }
-
-    async fn elicit(
-        &self,
-        form: Value,
-        context: &RequestContext<RoleServer>,
-        label: &str,
-    ) -> Result<String, ErrorData> {
-        let params: ElicitRequestParams = decode(form)?;
-        Ok(match context.peer.create_elicitation(params).await {
-            Ok(answer) => format!(
-                "{label}: action={}, content={}",
-                serde_json::to_value(answer.action)
-                    .ok()
-                    .and_then(|a| a.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                answer.content.unwrap_or_else(|| json!({}))
-            ),
-            Err(e) => format!("Elicitation not supported or error: {e}"),
-        })
-    }
-
     /// One round of a multi round-trip tool.
     fn round_trip(
         &self,
-        tool: rounds::Tool,
+        tool: impl FnOnce(&Round) -> Result<Outcome, ErrorData>,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -251,6 +214,14 @@ impl Conformance {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(question) = Question::of(&request) {
+            return match Lifecycle::of(context) {
+                Lifecycle::PerRequest => {
+                    self.round_trip(|round| Ok(question.round(round)), &request, context)
+                }
+                Lifecycle::Handshake => Ok(text_result(question.ask(context).await?)),
+            };
+        }
         let content =
             |content: Value| complete_result::<CallToolResult, _>(json!({"content": content}));
         match request.name.as_ref() {
@@ -289,25 +260,6 @@ impl Conformance {
                      properly reconnected after stream closure.",
                 ))
             }
-            "test_sampling" => Ok(text_result(
-                self.sample(argument(&request, "prompt"), context).await?,
-            )),
-            "test_elicitation" => Ok(text_result(
-                self.elicit(
-                    simple_form(argument(&request, "message")),
-                    context,
-                    "User response",
-                )
-                .await?,
-            )),
-            "test_elicitation_sep1034_defaults" => Ok(text_result(
-                self.elicit(defaults_form(), context, "Elicitation completed")
-                    .await?,
-            )),
-            "test_elicitation_sep1330_enums" => Ok(text_result(
-                self.elicit(enums_form(), context, "Elicitation completed")
-                    .await?,
-            )),
             "json_schema_2020_12_tool" => Ok(text_result(format!(
                 "JSON Schema 2020-12 tool called with: {}",
                 Value::Object(request.arguments.unwrap_or_default())

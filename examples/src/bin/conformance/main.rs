@@ -15,6 +15,8 @@
 //! - [`fixtures`]: the fixed definitions, as the suite spells them;
 //! - [`rounds`]: the 2026-07-28 multi round-trip tools (`InputRequiredResult`), whose
 //!   `requestState` is sealed by [`request_state`];
+//! - [`questions`]: the 2025-11-25 tools that ask their client mid-call, asking in an
+//!   `InputRequiredResult` on 2026-07-28;
 //! - [`list_changes`]: list changes fanned out to `subscriptions/listen` streams;
 //! - [`jobs`]: the tools of the tasks extension, and the tasks they become.
 //!
@@ -32,6 +34,7 @@ mod handler;
 mod jobs;
 mod lifecycle;
 mod list_changes;
+mod questions;
 mod request_state;
 mod rounds;
 

@@ -167,7 +167,7 @@ impl<'a> Round<'a> {
     }
 
     /// The client's answer under `key`, if it is a well-formed `T`.
-    fn answer<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+    pub fn answer<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
         serde_json::from_value(self.responses.get(key)?.clone()).ok()
     }
 
@@ -213,6 +213,11 @@ impl Ask {
         self.state = Some(state);
         self
     }
+}
+
+/// A round that needs `request` answered under `key`.
+pub fn ask(key: &str, request: Value) -> Outcome {
+    Ask::new([(key, request)]).into()
 }
 
 impl From<Ask> for Outcome {
