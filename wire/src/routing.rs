@@ -11,7 +11,7 @@
 //! twice is refused: its first and last copies could route differently.
 
 use base64::Engine;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{ClientRequest, ErrorData, JsonObject};
 use serde_json::Value;
 
@@ -49,6 +49,60 @@ pub fn check(
         check_params(headers, schema, arguments)?;
     }
     Ok(())
+}
+
+/// The routing headers a 2026-07-28 `request` carries toward a server, the ones [`check`]
+/// checks: `Mcp-Method`, `Mcp-Name`, and an `Mcp-Param-*` for each argument that
+/// `input_schema` (the called tool's) designates. A value that is not plain visible ASCII,
+/// or that would read as something else once trimmed or decoded, is sent as
+/// `=?base64?…?=`.
+pub fn headers(
+    request: &ClientRequest,
+    input_schema: Option<&JsonObject>,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let mut headers = vec![(
+        HeaderName::from_static(MCP_METHOD),
+        encode(request.method()),
+    )];
+    if let Some(named) = named(request) {
+        headers.push((HeaderName::from_static(MCP_NAME), encode(named)));
+    }
+    if let (ClientRequest::CallToolRequest(call), Some(schema)) = (request, input_schema) {
+        let empty = JsonObject::new();
+        let arguments = call.params.arguments.as_ref().unwrap_or(&empty);
+        for (path, token, _) in designated(schema) {
+            let name = format!("{MCP_PARAM_PREFIX}{}", token.to_ascii_lowercase());
+            let rendered = match value_at(arguments, &path) {
+                Some(Value::String(text)) => text.clone(),
+                Some(value @ (Value::Bool(_) | Value::Number(_))) => value.to_string(),
+                _ => continue,
+            };
+            if let Ok(name) = HeaderName::try_from(name) {
+                headers.push((name, encode(&rendered)));
+            }
+        }
+    }
+    headers
+}
+
+/// `value` as a header value that [`decode`] reads back as it is.
+fn encode(value: &str) -> HeaderValue {
+    let plain = value.bytes().all(|byte| (0x20..0x7f).contains(&byte))
+        && value.trim() == value
+        && !value.starts_with("=?base64?");
+    let literal = if plain {
+        HeaderValue::from_str(value).ok()
+    } else {
+        None
+    };
+    literal.unwrap_or_else(|| {
+        let wrapped = format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        );
+        // Base64 and its wrapping are visible ASCII.
+        HeaderValue::from_str(&wrapped).unwrap_or_else(|_| HeaderValue::from_static(""))
+    })
 }
 
 /// What a request names, which `Mcp-Name` repeats: a tool, a prompt, a resource's URI,
@@ -227,6 +281,38 @@ mod tests {
 
     fn code(result: Result<(), ErrorData>) -> Option<i32> {
         result.err().map(|error| error.code.0)
+    }
+
+    /// What the gateway sends a server passes the check the gateway makes of its clients,
+    /// whatever the names and values hold.
+    #[test]
+    fn the_headers_built_for_a_request_pass_its_check() {
+        let calls = [
+            call(json!({"region": "eu-west", "count": 3, "query": "x"})),
+            call(json!({"region": " padded ", "count": 3.0})),
+            call(json!({"region": "Zürich\nnext line"})),
+            call(json!({"region": "=?base64?looks-wrapped?="})),
+            call(json!({})),
+            request(json!({"method": "tools/call", "params": {"name": "café au lait"}})),
+            request(json!({"method": "resources/read", "params": {"uri": "file:///a b"}})),
+            request(json!({"method": "tools/list"})),
+        ];
+        for request in calls {
+            let mut built = HeaderMap::new();
+            for (name, value) in super::headers(&request, Some(&schema())) {
+                built.append(name, value);
+            }
+            assert_eq!(
+                code(check(&built, &request, Some(&schema()))),
+                None,
+                "{built:?}"
+            );
+        }
+        let built = super::headers(&call(json!({"region": "eu"})), Some(&schema()));
+        assert!(built.contains(&(
+            HeaderName::from_static("mcp-param-region"),
+            HeaderValue::from_static("eu")
+        )));
     }
 
     #[test]

@@ -269,17 +269,19 @@ async fn connect_inner(
         // Whether `server/discover` found a server of 2026-07-28.
         UpstreamProtocol::Auto => revision.as_ref().is_some_and(|v| !v.has_initialize()),
     };
-    // What rmcp puts in each request to a stateless server, for the requests the stdio
-    // lane writes itself.
+    // What rmcp puts in each request to a stateless server, for the calls the lanes
+    // write themselves.
     let stateless = stateless.then(|| {
+        let revision = revision.unwrap_or(ProtocolVersion::V_2026_07_28);
+        if let Some(CallLane::Http(lane)) = &lane {
+            lane.serve_stateless(&revision);
+        }
         let mut context = RequestMetaObject::new();
-        context.set_protocol_version(revision.unwrap_or(ProtocolVersion::V_2026_07_28));
+        context.set_protocol_version(revision);
         context.set_client_info(gateway_side.client_info);
         context.set_client_capabilities(gateway_side.capabilities);
         context
     });
-    // The streamable HTTP lane writes requests with a session's headers.
-    let lane = lane.filter(|lane| stateless.is_none() || matches!(lane, CallLane::Stdio(_)));
     if stateless.is_some() {
         // A server of 2026-07-28 tells of its changes only on a subscription.
         tokio::spawn(client::listen_for_changes(
@@ -319,10 +321,10 @@ where
 {
     let session = SessionSlot::default();
     let client = TracedHttp::new(client, session.clone());
-    let uri = config.uri.clone();
+    let lane_config = config.clone();
     let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
     let (transport, inbound) = Inbound::new(transport);
-    let lane = HttpLane::new(client, uri, session, &inbound);
+    let lane = HttpLane::new(client, &lane_config, session, &inbound);
     let service = handler
         .serve_with_lifecycle(ProgressInOrder::new(transport, calls.clone()), lifecycle)
         .await;

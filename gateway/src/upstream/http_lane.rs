@@ -18,10 +18,12 @@
 //!
 //! Everything else stays rmcp's: `initialize`, the standalone GET stream, every other
 //! request. The lane learns the session from rmcp's own `notifications/initialized`
-//! (see [`SessionSlot`]), and serves only once there is one: an upstream of the
-//! stateless revision (2026-07-28), which has no such notification, keeps rmcp's path.
-//! When the upstream has forgotten the session (404), the call goes through rmcp, which
-//! opens a new session and sends it again; the lane then takes the new one.
+//! (see [`SessionSlot`]), and serves only once there is one. When the upstream has
+//! forgotten the session (404), the call goes through rmcp, which opens a new session and
+//! sends it again; the lane then takes the new one. An upstream of 2026-07-28 has no
+//! session: the connection tells the slot so once `server/discover` found it
+//! ([`SessionSlot::serve_stateless`]), and each call then carries its own routing headers
+//! (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) as well as its context in `_meta`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -33,14 +35,16 @@ use futures::stream::{BoxStream, StreamExt};
 use http::{HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage,
-    ClientNotification, ClientRequest, GetExtensions, NumberOrString, ProgressNotificationParam,
-    RequestId, ServerJsonRpcMessage, ServerResult,
+    CallToolRequest, CancelledNotification, CancelledNotificationMethod,
+    CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    ConstString, GetExtensions, JsonObject, NumberOrString, ProgressNotificationParam,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse,
 };
 use sse_stream::{Error as SseError, Sse};
 use tokio::sync::mpsc;
@@ -54,6 +58,22 @@ pub struct UpstreamSession {
     id: Option<Arc<str>>,
     /// The configured headers and `MCP-Protocol-Version`.
     headers: HashMap<HeaderName, HeaderValue>,
+    /// No session at all (2026-07-28): every request carries its routing headers.
+    stateless: bool,
+}
+
+impl UpstreamSession {
+    /// The headers of `message`, which names `routing`'s method and what it calls.
+    fn headers_for(
+        &self,
+        routing: Vec<(HeaderName, HeaderValue)>,
+    ) -> HashMap<HeaderName, HeaderValue> {
+        let mut headers = self.headers.clone();
+        if self.stateless {
+            headers.extend(routing);
+        }
+        headers
+    }
 }
 
 /// Where the connection's HTTP client notes the session each time rmcp opens one: its
@@ -76,6 +96,7 @@ impl SessionSlot {
             let session = UpstreamSession {
                 id: id.cloned(),
                 headers: headers.clone(),
+                stateless: false,
             };
             *self.lock() = Some(Arc::new(session));
         }
@@ -100,7 +121,8 @@ trait Post: Send + Sync {
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
-        session: &UpstreamSession,
+        session: Option<Arc<str>>,
+        headers: HashMap<HeaderName, HeaderValue>,
     ) -> BoxFuture<'_, PostResult>;
 }
 
@@ -109,11 +131,12 @@ impl<C: StreamableHttpClient<Error = HttpError> + Sync> Post for C {
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
-        session: &UpstreamSession,
+        session: Option<Arc<str>>,
+        headers: HashMap<HeaderName, HeaderValue>,
     ) -> BoxFuture<'_, PostResult> {
-        let (id, headers) = (session.id.clone(), session.headers.clone());
         // No `Authorization` of our own: a signed-in client puts its token on.
-        self.post_message(uri, message, id, None, headers).boxed()
+        self.post_message(uri, message, session, None, headers)
+            .boxed()
     }
 }
 
@@ -121,6 +144,8 @@ impl<C: StreamableHttpClient<Error = HttpError> + Sync> Post for C {
 pub struct HttpLane {
     client: Box<dyn Post>,
     uri: Arc<str>,
+    /// The headers the connection is configured with.
+    configured: HashMap<HeaderName, HeaderValue>,
     session: SessionSlot,
     /// What the upstream sends on a call's stream that is not the call's own.
     inbound: mpsc::UnboundedSender<ServerJsonRpcMessage>,
@@ -137,20 +162,41 @@ pub enum Unanswered {
 }
 
 impl HttpLane {
-    /// A lane posting with `client` (the one rmcp's transport uses) to `uri`, in the
-    /// session `session` holds, handing what is not a call's own to `inbound`'s
-    /// transport.
-    pub fn new<C>(client: C, uri: Arc<str>, session: SessionSlot, inbound: &InboundSender) -> Self
+    /// A lane posting with `client` (the one rmcp's transport uses) as rmcp's transport
+    /// configured by `config` does, in the session `session` holds, handing what is not a
+    /// call's own to `inbound`'s transport.
+    pub fn new<C>(
+        client: C,
+        config: &StreamableHttpClientTransportConfig,
+        session: SessionSlot,
+        inbound: &InboundSender,
+    ) -> Self
     where
         C: StreamableHttpClient<Error = HttpError> + Sync,
     {
         Self {
             client: Box::new(client),
-            uri,
+            uri: config.uri.clone(),
+            configured: config.custom_headers.clone(),
             session,
             inbound: inbound.0.clone(),
             next_id: AtomicI64::new(FIRST_ID),
         }
+    }
+
+    /// Serves an upstream of 2026-07-28 (`revision`), which has no session: every call
+    /// carries the configured headers, `MCP-Protocol-Version` and its routing headers.
+    pub fn serve_stateless(&self, revision: &ProtocolVersion) {
+        let mut headers = self.configured.clone();
+        if let Ok(version) = HeaderValue::from_str(revision.as_str()) {
+            headers.insert(HeaderName::from_static("mcp-protocol-version"), version);
+        }
+        let session = UpstreamSession {
+            id: None,
+            headers,
+            stateless: true,
+        };
+        *self.session.lock() = Some(Arc::new(session));
     }
 
     /// A request id for the next call, unique on the connection; also its progress token.
@@ -159,21 +205,27 @@ impl HttpLane {
     }
 
     /// Posts `request` under `id` and reads the upstream's answer, awaiting `progress`
-    /// for each progress notification of the call that comes before it. Dropping the
-    /// future drops the connection's answer (see [`Self::cancel`]).
+    /// for each progress notification of the call that comes before it; `input_schema`
+    /// is the called tool's, for the headers its arguments travel in. Dropping the future
+    /// drops the connection's answer (see [`Self::cancel`]).
     pub async fn call<F>(
         &self,
         id: &RequestId,
         request: CallToolRequest,
+        input_schema: Option<&JsonObject>,
         mut progress: impl FnMut(ProgressNotificationParam) -> F,
     ) -> Result<Answer, Unanswered>
     where
         F: Future<Output = ()>,
     {
         let session = self.session.get().ok_or(Unanswered::NoSession)?;
-        let message =
-            ClientJsonRpcMessage::request(ClientRequest::CallToolRequest(request), id.clone());
-        let response = match self.client.post(self.uri.clone(), message, &session).await {
+        let request = ClientRequest::CallToolRequest(request);
+        let headers = session.headers_for(wire::routing::headers(&request, input_schema));
+        let message = ClientJsonRpcMessage::request(request, id.clone());
+        let posted = self
+            .client
+            .post(self.uri.clone(), message, session.id.clone(), headers);
+        let response = match posted.await {
             Ok(response) => response,
             Err(StreamableHttpError::SessionExpired) => return Err(Unanswered::NoSession),
             Err(error) => return Err(failed(&error)),
@@ -287,16 +339,23 @@ impl HttpLane {
         let Some(session) = self.session.get() else {
             return;
         };
+        let cancelled = CancelledNotification::new(CancelledNotificationParam::new(
+            Some(id),
+            Some(reason.to_owned()),
+        ));
+        let method = HeaderValue::from_static(CancelledNotificationMethod::VALUE);
+        let headers = session.headers_for(vec![(
+            HeaderName::from_static(wire::routing::MCP_METHOD),
+            method,
+        )]);
         let notification = ClientJsonRpcMessage::notification(
-            ClientNotification::CancelledNotification(CancelledNotification::new(
-                CancelledNotificationParam::new(Some(id), Some(reason.to_owned())),
-            )),
+            ClientNotification::CancelledNotification(cancelled),
         );
         let lane = Arc::clone(self);
         tokio::spawn(async move {
             let posted = lane
                 .client
-                .post(lane.uri.clone(), notification, &session)
+                .post(lane.uri.clone(), notification, session.id.clone(), headers)
                 .await;
             if let Err(error) = posted {
                 tracing::debug!("could not cancel a tool call upstream: {error}");

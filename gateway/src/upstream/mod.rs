@@ -441,11 +441,15 @@ impl Upstream {
                         self.set_log_level(level).await;
                     }
                     self.attempted.send_replace(true);
+                    let mut relist_after = Instant::now();
                     loop {
                         tokio::select! {
                             () = connection.closed() => break,
                             () = self.shutdown.cancelled() => break,
-                            stale = self.next_stale_list() => self.on_event(stale).await,
+                            stale = self.next_stale_list(relist_after) => {
+                                relist_after = Instant::now() + MIN_RELIST_INTERVAL;
+                                self.on_event(stale).await;
+                            }
                             Some(event) = events.recv() => {
                                 // A flood of list_changed is one refresh, not one per event.
                                 let mut batch = vec![event];
@@ -508,17 +512,16 @@ impl Upstream {
     }
 
     /// Waits until one of the live connection's lists is past the `ttlMs` the upstream
-    /// gave it, then names the list to read again; never, when no list has a `ttlMs`. At
-    /// most one such reading per [`MIN_RELIST_INTERVAL`], whatever the `ttlMs`.
-    async fn next_stale_list(&self) -> UpstreamEvent {
+    /// gave it, and `not_before`, then names the list to read again; never, when no list
+    /// has a `ttlMs`.
+    async fn next_stale_list(&self, not_before: Instant) -> UpstreamEvent {
         let lapse = self
             .live()
             .and_then(|live| live.offer.fresh_until.first_to_lapse());
         let Some((until, event)) = lapse else {
             return std::future::pending().await;
         };
-        let earliest = Instant::now() + MIN_RELIST_INTERVAL;
-        tokio::time::sleep_until(until.max(earliest).into()).await;
+        tokio::time::sleep_until(until.max(not_before).into()).await;
         event
     }
 
@@ -615,8 +618,14 @@ impl Upstream {
                         .await?
                 }
                 Some(CallLane::Http(lane)) => {
-                    let on_lane =
-                        self.call_on_http_lane(lane, request.clone(), cancel, caller.clone(), tool);
+                    let on_lane = self.call_on_http_lane(
+                        lane,
+                        &live,
+                        request.clone(),
+                        cancel,
+                        caller.clone(),
+                        tool,
+                    );
                     match on_lane.await? {
                         Some(answer) => answer,
                         None => {
@@ -716,13 +725,7 @@ impl Upstream {
         let meta = request
             .extensions
             .get_or_insert_default::<RequestMetaObject>();
-        add_client_meta(caller.as_ref(), meta);
-        if let Some(context) = &live.stateless {
-            meta.extend(context.clone());
-            if let Some(caller) = &caller {
-                meta.extend(client_context(caller, &self.downstream.listeners));
-            }
-        }
+        self.add_lane_meta(live, caller.as_ref(), meta);
         meta.set_progress_token(token.clone());
         let _route = caller.clone().map(|caller| {
             self.calls
@@ -745,6 +748,19 @@ impl Upstream {
             });
         };
         answer.ok_or_else(|| self.closed_before_answering(live))
+    }
+
+    /// What a request the gateway writes itself on a lane carries in its `_meta`, besides
+    /// its progress token: the client's own `_meta` and, to a server of 2026-07-28, the
+    /// request's context (what rmcp adds to its own requests, and the client's side).
+    fn add_lane_meta(&self, live: &Live, caller: Option<&Caller>, meta: &mut RequestMetaObject) {
+        add_client_meta(caller, meta);
+        if let Some(context) = &live.stateless {
+            meta.extend(context.clone());
+            if let Some(caller) = caller {
+                meta.extend(client_context(caller, &self.downstream.listeners));
+            }
+        }
     }
 
     /// [`Self::send`] for a tool call, as a lane's answer.
@@ -771,6 +787,7 @@ impl Upstream {
     async fn call_on_http_lane(
         &self,
         lane: &Arc<http_lane::HttpLane>,
+        live: &Live,
         mut request: CallToolRequest,
         cancel: &CancellationToken,
         caller: Option<Caller>,
@@ -782,8 +799,14 @@ impl Upstream {
         let meta = request
             .extensions
             .get_or_insert_default::<RequestMetaObject>();
-        add_client_meta(caller.as_ref(), meta);
+        self.add_lane_meta(live, caller.as_ref(), meta);
         meta.set_progress_token(token.clone());
+        let schema = live
+            .offer
+            .tools
+            .iter()
+            .find(|listed| listed.name == tool)
+            .map(|listed| listed.input_schema.clone());
         let _route = caller
             .clone()
             .map(|caller| self.calls.enter(id.clone(), token, caller, Some(tool)));
@@ -793,7 +816,7 @@ impl Upstream {
             }
         };
         let answer = tokio::select! {
-            answer = lane.call(&id, request, forward) => answer,
+            answer = lane.call(&id, request, schema.as_deref(), forward) => answer,
             () = cancel.cancelled() => {
                 lane.cancel(id, "cancelled by the gateway");
                 return Err(UpstreamError::Cancelled {
