@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use mcp_gateway_tests::cluster::{Haproxy, Redis, ready, replicas};
+use mcp_gateway_tests::streamable;
 use mcp_gateway_tests::streamable::{
     INITIALIZE, SseResponse, TaskClient, open_session, post, sse_events,
 };
-use mcp_gateway_tests::streamable;
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -674,7 +674,10 @@ fn a_multi_round_call_goes_on_whichever_replica_each_round_reaches() {
     let (next, key) = parked(&second);
     assert_ne!(next, state, "{second}");
     let asked = &second["result"]["inputRequests"][&key]["params"]["message"];
-    assert!(asked.as_str().unwrap_or_default().contains("color"), "{second}");
+    assert!(
+        asked.as_str().unwrap_or_default().contains("color"),
+        "{second}"
+    );
     // Through the third, and back to the first, which holds it.
     let third = client.call(
         &replicas[2].1,
@@ -742,7 +745,10 @@ fn a_retry_through_another_replica_is_refused_for_another_tool_or_identity() {
     );
     // Neither took the call: its own retry still completes it.
     let done = alice.call(second, greet, retry);
-    assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Ada!",
+        "{done}"
+    );
 }
 
 #[test]
@@ -782,4 +788,41 @@ fn a_retry_naming_a_killed_replica_is_refused_promptly_and_says_why() {
     );
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("without requestState"), "{refused}");
+}
+
+#[test]
+fn a_call_expired_on_its_replica_is_told_so_through_another() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let servers = format!(
+        "[listen.limits]\nparked_ttl_secs = 1\n{}",
+        asking_servers(&conformance)
+    );
+    let replicas = replicas(&config(&redis, &servers), 2);
+    let (first, second) = (&replicas[0].1, &replicas[1].1);
+    let client = Asked { token: None };
+    let greet = "mcp__conf__test_input_required_result_elicitation";
+    let (state, key) = parked(&client.call(first, greet, json!({"arguments": {}})));
+    // The first replica's timer cancels the call it holds.
+    assert!(
+        eventually(Duration::from_secs(20), || first
+            .log_text()
+            .contains("a call parked for input was cancelled")),
+        "{}",
+        first.log_text()
+    );
+    let late = client.call(
+        second,
+        greet,
+        json!({"arguments": {}, "requestState": state,
+               "inputResponses": {key: accepted(json!({"name": "Ada"}))}}),
+    );
+    assert_eq!(late["error"]["data"]["code"], "INPUT_EXPIRED", "{late}");
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("parked_ttl_secs"),
+        "{late}"
+    );
 }

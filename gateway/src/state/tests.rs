@@ -227,8 +227,14 @@ async fn contract(state: &dyn SharedState) {
     // Messages left in a mailbox are taken once, in order, and each is news.
     let mut news = state.new_messages();
     assert!(state.take_messages("task:t1").await.unwrap().is_empty());
-    state.send_message("task:t1", "a".into(), ttl).await.unwrap();
-    state.send_message("task:t1", "b".into(), ttl).await.unwrap();
+    state
+        .send_message("task:t1", "a".into(), ttl)
+        .await
+        .unwrap();
+    state
+        .send_message("task:t1", "b".into(), ttl)
+        .await
+        .unwrap();
     assert_eq!(state.take_messages("task:t1").await.unwrap(), ["a", "b"]);
     assert!(state.take_messages("task:t1").await.unwrap().is_empty());
     let heard = tokio::time::timeout(Duration::from_secs(5), news.recv()).await;

@@ -82,9 +82,9 @@ enum FromHolder {
     /// The retry is being taken up.
     Taken,
     /// A message of the round to the client.
-    Message(ServerJsonRpcMessage),
+    Message(Box<ServerJsonRpcMessage>),
     /// The round's answer; nothing follows.
-    Answer(Answer),
+    Answer(Box<Answer>),
 }
 
 /// A round's answer, by its kind (a `ServerResult` does not say its own).
@@ -190,9 +190,9 @@ pub(super) async fn forward(
                 Ok(FromHolder::Taken) => taken = true,
                 Ok(FromHolder::Message(message)) => {
                     // A client that left misses it; its round is cancelled above.
-                    let _ = stream.send(message).await;
+                    let _ = stream.send(*message).await;
                 }
-                Ok(FromHolder::Answer(answer)) => return answer.into(),
+                Ok(FromHolder::Answer(answer)) => return (*answer).into(),
                 Err(e) => tracing::warn!(%holder, "an unreadable message from the holder: {e}"),
             }
         }
@@ -269,7 +269,9 @@ struct Rounds(Arc<Mutex<HashMap<String, CancellationToken>>>);
 
 impl Rounds {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, CancellationToken>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -281,6 +283,8 @@ async fn take_up(
     retry: Retry,
     cancel: &CancellationToken,
 ) {
+    // A stopping replica's drain waits for the round, as for a request of its own.
+    let _delivery = gateway.drain().delivery();
     let state = gateway.state.as_ref();
     if let Err(e) = send(state, reply, &FromHolder::Taken).await {
         tracing::warn!("a retry handed over is not taken up: {e:?}");
@@ -302,11 +306,11 @@ async fn take_up(
                 tokio::select! {
                     biased;
                     Some(message) = messages.recv() => {
-                        relay(state, reply, FromHolder::Message(message)).await;
+                        relay(state, reply, FromHolder::Message(Box::new(message))).await;
                     }
                     answer = &mut round => {
                         while let Ok(message) = messages.try_recv() {
-                            relay(state, reply, FromHolder::Message(message)).await;
+                            relay(state, reply, FromHolder::Message(Box::new(message))).await;
                         }
                         break answer;
                     }
@@ -314,7 +318,7 @@ async fn take_up(
             }
         }
     };
-    relay(state, reply, FromHolder::Answer(answer.into())).await;
+    relay(state, reply, FromHolder::Answer(Box::new(answer.into()))).await;
 }
 
 /// Leaves `message` in `reply`, or says why not.
@@ -353,4 +357,48 @@ fn gone(holder: &str, why: &str) -> ErrorData {
         ),
         Some(serde_json::json!({ "code": REPLICA_GONE })),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ContentBlock, InputRequests};
+
+    use super::*;
+
+    /// What the holder answers reads back, on the other replica, as the answer it was.
+    fn relayed(answer: Result<ServerResult, ErrorData>) -> Result<ServerResult, ErrorData> {
+        let json = serde_json::to_string(&FromHolder::Answer(Box::new(answer.into()))).unwrap();
+        match serde_json::from_str(&json).unwrap() {
+            FromHolder::Answer(answer) => (*answer).into(),
+            _ => panic!("not an answer: {json}"),
+        }
+    }
+
+    #[test]
+    fn an_answer_keeps_its_kind_between_replicas() {
+        let result = CallToolResult::success(vec![ContentBlock::text("done")]);
+        let asked = InputRequiredResult::new(Some(InputRequests::new()), Some("r.1".into()));
+        let error = ErrorData::invalid_params("no", None);
+        for answer in [
+            Ok(ServerResult::CallToolResult(result)),
+            Ok(ServerResult::InputRequiredResult(asked)),
+            Err(error),
+        ] {
+            let json = |answer: &Result<ServerResult, ErrorData>| match answer {
+                Ok(result) => serde_json::to_value(result).unwrap(),
+                Err(error) => serde_json::json!({ "error": error }),
+            };
+            assert_eq!(json(&relayed(answer.clone())), json(&answer));
+            let kind = |answer: Result<ServerResult, ErrorData>| {
+                answer.ok().map(|result| std::mem::discriminant(&result))
+            };
+            assert_eq!(kind(relayed(answer.clone())), kind(answer));
+        }
+    }
+
+    #[test]
+    fn a_token_names_its_holder_when_replicas_share_state() {
+        assert_eq!(parked::holder("r1.0a1b"), Some("r1"));
+        assert_eq!(parked::holder("0a1b"), None);
+    }
 }
