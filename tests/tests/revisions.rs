@@ -433,3 +433,56 @@ fn auto_speaks_to_each_server_at_its_own_revision() {
         );
     }
 }
+
+/// An upstream that says how long its tool list stays fresh (`ttlMs`) is listed once within
+/// that time, and again once it ran out, so the gateway's clients see the newer list.
+#[test]
+fn an_upstream_list_is_read_again_once_its_ttl_ms_ran_out_and_not_before() {
+    const TTL_MS: u64 = 1500;
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let workspace = Workspace::new(&misbehaving_server(
+        "m",
+        "well",
+        &events,
+        &[("MISBEHAVE_LIST_TTL_MS", &TTL_MS.to_string())],
+    ));
+    let gateway = workspace.serve_http(&[]);
+    // The upstream's third reading (`listing_3`) reaches the gateway's clients.
+    let tools = || {
+        let listed = streamable::stateless_request(
+            gateway.address,
+            None,
+            &json!({}),
+            "tools/list",
+            json!({}),
+        );
+        listed["result"]["tools"]
+            .as_array()
+            .map(|tools| {
+                let name = |tool: &Value| tool["name"].as_str().unwrap_or_default().to_owned();
+                tools.iter().map(name).collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || tools()
+            .iter()
+            .any(|name| name == "mcp__m__listing_3")),
+        "{:?}\n{}",
+        tools(),
+        gateway.log_text()
+    );
+    let listed: Vec<u64> = misbehave_events(&events)
+        .iter()
+        .filter(|event| event["method"] == "tools/list")
+        .filter_map(|event| event["at_ms"].as_u64())
+        .collect();
+    assert!(listed.len() >= 3, "{listed:?}");
+    for pair in listed.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= TTL_MS,
+            "listed again within its ttlMs: {listed:?}"
+        );
+    }
+}
