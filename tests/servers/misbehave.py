@@ -52,7 +52,12 @@ Modes:
 With MISBEHAVE_DISCOVER=1 it also answers `server/discover` as a server of 2026-07-28 does
 (without it, as a server of 2025 does: -32601), so every mode can be tried at either revision.
 
-With MISBEHAVE_LOG=/path set, it appends one JSON line per event to that file:
+With MISBEHAVE_LIST_TTL_MS=N set, its `tools/list` says the list stays fresh N ms (`ttlMs`)
+and carries one more tool each time it is read: `listing_K` for the K-th reading (from 1),
+so a client sees which reading it got.
+
+With MISBEHAVE_LOG=/path set, it appends one JSON line per event to that file, each with
+the time it was written (`at_ms`, Unix milliseconds):
 {"event": "start", "pid", "mode"}, {"event": "received", "pid", "method"?, "id"?, "params"?}
 for every message read (params only for notifications/cancelled), {"event": "stdout-closed"},
 and the flood and stderr events above. Tests read it to see that a cancellation arrived or
@@ -143,11 +148,13 @@ class Server:
         self.log_path = os.environ.get("MISBEHAVE_LOG")
         self.flooding = False
         self.stdout_closed = False
+        self.listings = 0
 
     def record(self, event: dict[str, Any]) -> None:
         if not self.log_path:
             return
         event["pid"] = os.getpid()
+        event["at_ms"] = int(time.time() * 1000)
         line = (json.dumps(event) + "\n").encode()
         # One write on a file opened for appending: lines never interleave.
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -155,6 +162,15 @@ class Server:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+    def tool_list(self) -> dict[str, Any]:
+        ttl = os.environ.get("MISBEHAVE_LIST_TTL_MS")
+        if ttl is None:
+            return {"tools": TOOLS}
+        self.listings += 1
+        listing = {"name": f"listing_{self.listings}", "description": "which reading this is",
+                   "inputSchema": {"type": "object"}}
+        return {"tools": TOOLS + [listing], "ttlMs": int(ttl)}
 
     def starts(self) -> int:
         if not self.log_path or not os.path.exists(self.log_path):
@@ -269,7 +285,7 @@ class Server:
                     "name": f"misbehave-{self.mode}", "version": "1.0.0"}},
             })
         elif method == "tools/list":
-            self.result(request_id, {"tools": TOOLS})
+            self.result(request_id, self.tool_list())
         elif method == "ping":
             self.result(request_id, {})
         elif method == "tools/call":

@@ -198,6 +198,41 @@ pub fn routing_headers(body: &str) -> Vec<(&'static str, String)> {
     headers
 }
 
+/// The answer (the last event of a stream) to a request of 2026-07-28 of `method` with
+/// `params`, sent to `address` on its own with the routing headers, `token` as its bearer,
+/// and `capabilities` as the client's.
+pub fn stateless_request(
+    address: SocketAddr,
+    token: Option<&str>,
+    capabilities: &serde_json::Value,
+    method: &str,
+    mut params: serde_json::Value,
+) -> serde_json::Value {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let body = body.to_string();
+    let bearer = token.map(|token| format!("Bearer {token}"));
+    let routing = routing_headers(&body);
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+    ];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer.as_str()));
+    }
+    headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
+    let (_, _, text) = http_request(address, "POST", "/mcp", &headers, body.as_bytes());
+    let text = match sse_events(&text).last() {
+        Some(event) if !text.trim_start().starts_with('{') => event.data.clone(),
+        _ => text,
+    };
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
 /// A client of 2026-07-28 that sends each request on its own (with the routing headers,
 /// and `token` as its bearer), for tests of tasks.
 pub struct TaskClient {
@@ -215,7 +250,7 @@ impl TaskClient {
     pub fn request_as(
         &self,
         method: &str,
-        mut params: serde_json::Value,
+        params: serde_json::Value,
         plain: bool,
     ) -> serde_json::Value {
         let capabilities = if plain {
@@ -223,30 +258,7 @@ impl TaskClient {
         } else {
             serde_json::json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
         };
-        params["_meta"] = serde_json::json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        });
-        let body =
-            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let body = body.to_string();
-        let bearer = self.token.map(|token| format!("Bearer {token}"));
-        let routing = routing_headers(&body);
-        let mut headers = vec![
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-            ("MCP-Protocol-Version", "2026-07-28"),
-        ];
-        if let Some(bearer) = &bearer {
-            headers.push(("Authorization", bearer.as_str()));
-        }
-        headers.extend(routing.iter().map(|(name, value)| (*name, value.as_str())));
-        let (_, _, text) = http_request(self.address, "POST", "/mcp", &headers, body.as_bytes());
-        let text = match sse_events(&text).last() {
-            Some(event) if !text.trim_start().starts_with('{') => event.data.clone(),
-            _ => text,
-        };
-        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+        stateless_request(self.address, self.token, &capabilities, method, params)
     }
 
     /// [`Self::request_as`], the tasks extension declared.

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use mcp_gateway_tests::cluster::{Haproxy, Redis, ready, replicas};
+use mcp_gateway_tests::streamable;
 use mcp_gateway_tests::streamable::{
     INITIALIZE, SseResponse, TaskClient, open_session, post, sse_events,
 };
@@ -568,5 +569,260 @@ fn a_task_is_answered_and_cancelled_through_a_replica_that_does_not_run_it() {
         }),
         "the call never stopped: {:?}",
         workspace.slow_events("stopped")
+    );
+}
+
+const TOKEN_A: &str = "token-of-client-a-0123456789";
+const TOKEN_B: &str = "token-of-client-b-0123456789";
+
+/// The tools asking their client mid-call: `slow`'s `ask` (a server of 2025-11-25 that
+/// sends `sampling/createMessage` mid-call), and the conformance example's multi
+/// round-trip tools, spoken to at 2026-07-28 (they answer `InputRequiredResult`).
+fn asking_servers(conformance: &ListeningServer) -> String {
+    format!(
+        "{}{}",
+        example_server("slow", "slow"),
+        conformance.server_config("conf", "protocol = \"2026-07-28\"\n")
+    )
+}
+
+/// A client of 2026-07-28 that can be asked for elicitation and sampling (and declares no
+/// tasks, so its calls stay calls), with `token` as its bearer.
+struct Asked {
+    token: Option<&'static str>,
+}
+
+impl Asked {
+    /// The answer of `at` to `tools/call` of `tool` with `params` (`arguments`,
+    /// `requestState`, `inputResponses`).
+    fn call(&self, at: &Gateway, tool: &str, mut params: Value) -> Value {
+        params["name"] = json!(tool);
+        let capabilities = json!({"elicitation": {}, "sampling": {}});
+        streamable::stateless_request(at.address, self.token, &capabilities, "tools/call", params)
+    }
+}
+
+/// The `requestState` of `answer` and the key of its one question, asserting that the call
+/// was parked for input.
+fn parked(answer: &Value) -> (String, String) {
+    assert_eq!(answer["result"]["resultType"], "input_required", "{answer}");
+    let state = answer["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no requestState: {answer}"));
+    let questions = answer["result"]["inputRequests"].as_object();
+    let key = questions
+        .and_then(|questions| questions.keys().next())
+        .unwrap_or_else(|| panic!("no question: {answer}"));
+    (state.to_owned(), key.clone())
+}
+
+/// The answer of a client's model to a sampling question.
+fn sampled(text: &str) -> Value {
+    json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "test"})
+}
+
+/// A form the person filled in with `content`.
+fn accepted(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+#[test]
+fn a_call_parked_on_one_replica_is_resumed_through_another() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let replicas = replicas(&config(&redis, &asking_servers(&conformance)), 2);
+    let (first, second) = (&replicas[0].1, &replicas[1].1);
+    let client = Asked { token: None };
+    let asked = client.call(
+        first,
+        "mcp__slow__ask",
+        json!({"arguments": {"prompt": "The capital of France?"}}),
+    );
+    let (state, key) = parked(&asked);
+    let done = client.call(
+        second,
+        "mcp__slow__ask",
+        json!({"arguments": {"prompt": "The capital of France?"}, "requestState": state,
+               "inputResponses": {key: sampled("Paris")}}),
+    );
+    assert_eq!(
+        done["result"]["structuredContent"]["answer"], "Paris",
+        "{done}"
+    );
+    // The call ran, start to end, on the replica that parked it.
+    assert_eq!(calls_served(first, "mcp__slow__ask"), 1);
+    assert_eq!(calls_served(second, "mcp__slow__ask"), 0);
+}
+
+#[test]
+fn a_multi_round_call_goes_on_whichever_replica_each_round_reaches() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let replicas = replicas(&config(&redis, &asking_servers(&conformance)), 3);
+    let client = Asked { token: None };
+    let tool = "mcp__conf__test_input_required_result_multi_round";
+    let first = client.call(&replicas[0].1, tool, json!({"arguments": {}}));
+    let (state, key) = parked(&first);
+    // Through the second replica: the first takes the answer and asks the next question,
+    // under a new state.
+    let second = client.call(
+        &replicas[1].1,
+        tool,
+        json!({"arguments": {}, "requestState": state,
+               "inputResponses": {key: accepted(json!({"name": "Ada"}))}}),
+    );
+    let (next, key) = parked(&second);
+    assert_ne!(next, state, "{second}");
+    let asked = &second["result"]["inputRequests"][&key]["params"]["message"];
+    assert!(
+        asked.as_str().unwrap_or_default().contains("color"),
+        "{second}"
+    );
+    // Through the third, and back to the first, which holds it.
+    let third = client.call(
+        &replicas[2].1,
+        tool,
+        json!({"arguments": {}, "requestState": next,
+               "inputResponses": {key: accepted(json!({"color": "teal"}))}}),
+    );
+    assert_eq!(
+        third["result"]["content"][0]["text"], "Multi-round complete for Ada who likes teal",
+        "{third}"
+    );
+    let served: Vec<u64> = replicas
+        .iter()
+        .map(|(_, g)| calls_served(g, tool))
+        .collect();
+    assert_eq!(served, [1, 0, 0], "one call, run by the first replica");
+}
+
+#[test]
+fn a_retry_through_another_replica_is_refused_for_another_tool_or_identity() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let tokens = format!(
+        "[listen]\ntokens = [{}, {}]\n{}",
+        toml_str(TOKEN_A),
+        toml_str(TOKEN_B),
+        asking_servers(&conformance)
+    );
+    let replicas = replicas(&config(&redis, &tokens), 2);
+    let (first, second) = (&replicas[0].1, &replicas[1].1);
+    let (alice, bob) = (
+        Asked {
+            token: Some(TOKEN_A),
+        },
+        Asked {
+            token: Some(TOKEN_B),
+        },
+    );
+    let greet = "mcp__conf__test_input_required_result_elicitation";
+    let (state, key) = parked(&alice.call(first, greet, json!({"arguments": {}})));
+    let retry = json!({"arguments": {}, "requestState": state,
+                       "inputResponses": {key: accepted(json!({"name": "Ada"}))}});
+
+    let other_tool = alice.call(
+        second,
+        "mcp__conf__test_input_required_result_multi_round",
+        retry.clone(),
+    );
+    assert_eq!(other_tool["error"]["code"], -32602, "{other_tool}");
+    assert!(
+        other_tool["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("another request"),
+        "{other_tool}"
+    );
+    let other_identity = bob.call(second, greet, retry.clone());
+    assert_eq!(other_identity["error"]["code"], -32602, "{other_identity}");
+    assert!(
+        other_identity["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("names no request"),
+        "{other_identity}"
+    );
+    // Neither took the call: its own retry still completes it.
+    let done = alice.call(second, greet, retry);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Ada!",
+        "{done}"
+    );
+}
+
+#[test]
+fn a_retry_naming_a_killed_replica_is_refused_promptly_and_says_why() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let mut replicas = replicas(&config(&redis, &asking_servers(&conformance)), 2);
+    let client = Asked { token: None };
+    let ask = json!({"arguments": {"prompt": "Anyone there?"}});
+    let (state, key) = parked(&client.call(&replicas[0].1, "mcp__slow__ask", ask.clone()));
+    replicas[0]
+        .1
+        .signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
+    let mut retry = ask;
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = json!({key: sampled("yes")});
+    let (answered, answer) = std::sync::mpsc::channel();
+    let second = replicas[1].1.address;
+    std::thread::spawn(move || {
+        let capabilities = json!({"elicitation": {}, "sampling": {}});
+        retry["name"] = json!("mcp__slow__ask");
+        let _ = answered.send(streamable::stateless_request(
+            second,
+            None,
+            &capabilities,
+            "tools/call",
+            retry,
+        ));
+    });
+    // The killed replica's lease lapses within seconds: the retry waits no longer.
+    let refused = answer
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the retry hangs");
+    assert_eq!(
+        refused["error"]["data"]["code"], "PARKED_REPLICA_GONE",
+        "{refused}"
+    );
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("without requestState"), "{refused}");
+}
+
+#[test]
+fn a_call_expired_on_its_replica_is_told_so_through_another() {
+    let redis = Redis::start();
+    let conformance = ListeningServer::conformance();
+    let servers = format!(
+        "[listen.limits]\nparked_ttl_secs = 1\n{}",
+        asking_servers(&conformance)
+    );
+    let replicas = replicas(&config(&redis, &servers), 2);
+    let (first, second) = (&replicas[0].1, &replicas[1].1);
+    let client = Asked { token: None };
+    let greet = "mcp__conf__test_input_required_result_elicitation";
+    let (state, key) = parked(&client.call(first, greet, json!({"arguments": {}})));
+    // The first replica's timer cancels the call it holds.
+    assert!(
+        eventually(Duration::from_secs(20), || first
+            .log_text()
+            .contains("a call parked for input was cancelled")),
+        "{}",
+        first.log_text()
+    );
+    let late = client.call(
+        second,
+        greet,
+        json!({"arguments": {}, "requestState": state,
+               "inputResponses": {key: accepted(json!({"name": "Ada"}))}}),
+    );
+    assert_eq!(late["error"]["data"]["code"], "INPUT_EXPIRED", "{late}");
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("parked_ttl_secs"),
+        "{late}"
     );
 }

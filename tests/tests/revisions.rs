@@ -257,41 +257,6 @@ fn list_changed_reaches_clients_of_both_revisions() {
     assert_eq!(listened["events"], json!(["ToolsListChanged"]), "{run:#}");
 }
 
-/// A server of 2026-07-28 may say how long its list stays fresh (`ttlMs`) instead of
-/// announcing changes: `fresh.py` changes its tools without a word, and the gateway reads
-/// the list again once its time is up, so a client sees the new tool.
-#[test]
-fn a_list_is_read_again_when_its_ttl_runs_out() {
-    // The server runs in the workspace (`cwd = "."`), where the test writes its file.
-    let workspace = Workspace::new(&format!(
-        "[servers.fresh]\ncommand = {}\nargs = [{}, \"fresh-tools.txt\", \"1500\"]\ncwd = \".\"\n",
-        toml_str(python().to_string_lossy()),
-        toml_str(repo().join("tests/servers/fresh.py").to_string_lossy()),
-    ));
-    let tools_file = workspace.path("fresh-tools.txt");
-    let gateway = workspace.serve_http(&[]);
-    let client = streamable::TaskClient::new(gateway.address, None);
-    let listed = || {
-        let answer = client.request_as("tools/list", json!({}), true);
-        tool_names(&answer["result"])
-    };
-    assert!(
-        eventually(PATIENCE, || listed()
-            .contains(&"mcp__fresh__hello".to_owned())),
-        "{:?}\n{}",
-        listed(),
-        gateway.log_text()
-    );
-    std::fs::write(&tools_file, "late\n").unwrap();
-    assert!(
-        eventually(PATIENCE, || listed()
-            .contains(&"mcp__fresh__late".to_owned())),
-        "the gateway did not read the list again: {:?}\n{}",
-        listed(),
-        gateway.log_text()
-    );
-}
-
 /// A client of 2025-11-25 sets its log level once, with `logging/setLevel`; a server of
 /// 2026-07-28 has no such method and logs only at the level each request names. The
 /// gateway names the session's level in the calls it makes for that client, so the
@@ -497,6 +462,61 @@ fn servers_of_both_revisions_need_no_protocol_key() {
         assert!(
             result_text(action_result(&run, 3)).contains(revision),
             "{run:#}"
+        );
+    }
+}
+
+/// An upstream that says how long its tool list stays fresh (`ttlMs`) is listed once within
+/// that time, and again once it ran out, so the gateway's clients see the newer list.
+#[test]
+fn an_upstream_list_is_read_again_once_its_ttl_ms_ran_out_and_not_before() {
+    const TTL_MS: u64 = 1500;
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let workspace = Workspace::new(&misbehaving_server(
+        "m",
+        "well",
+        &events,
+        &[("MISBEHAVE_LIST_TTL_MS", &TTL_MS.to_string())],
+    ))
+    .with_env("RUST_LOG", "info,mcp_gateway::upstream=debug");
+    let gateway = workspace.serve_http(&[]);
+    // The upstream's third reading (`listing_3`) reaches the gateway's clients.
+    let tools = || {
+        let listed = streamable::stateless_request(
+            gateway.address,
+            None,
+            &json!({}),
+            "tools/list",
+            json!({}),
+        );
+        listed["result"]["tools"]
+            .as_array()
+            .map(|tools| {
+                let name = |tool: &Value| tool["name"].as_str().unwrap_or_default().to_owned();
+                tools.iter().map(name).collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(PATIENCE, || tools()
+            .iter()
+            .any(|name| name == "mcp__m__listing_3")),
+        "{:?}\n{}\nthe server's events: {:?}",
+        tools(),
+        gateway.log_text(),
+        misbehave_events(&events)
+    );
+    let listed: Vec<u64> = misbehave_events(&events)
+        .iter()
+        .filter(|event| event["method"] == "tools/list")
+        .filter_map(|event| event["at_ms"].as_u64())
+        .collect();
+    assert!(listed.len() >= 3, "{listed:?}");
+    for pair in listed.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= TTL_MS,
+            "listed again within its ttlMs: {listed:?}"
         );
     }
 }

@@ -35,6 +35,8 @@ pub struct MemoryState {
     inner: Mutex<Inner>,
     /// Published events: in one process, the streams of every path of this listener.
     published: tokio::sync::broadcast::Sender<Published>,
+    /// The names of the mailboxes messages were just left in.
+    new_messages: tokio::sync::broadcast::Sender<String>,
 }
 
 #[derive(Default)]
@@ -62,9 +64,9 @@ struct Inner {
     tasks: HashMap<String, (String, Instant)>,
     /// The same for tasks, which are kept until their TTL runs out.
     prune_tasks_at: usize,
-    /// Messages for the replica running a task, each task's with the moment they are
-    /// dropped (pruned with the task records).
-    task_messages: HashMap<String, (Vec<String>, Instant)>,
+    /// Messages left in mailboxes, each mailbox's with the moment they are dropped
+    /// (pruned with the task records).
+    mailboxes: HashMap<String, (Vec<String>, Instant)>,
     /// Records kept for their owners (per-user sign-ins), by key, with when they lapse.
     records: std::collections::BTreeMap<String, (Vec<u8>, Option<Instant>)>,
     /// Locks held, by name: the holder and when its lease ends.
@@ -136,6 +138,7 @@ impl MemoryState {
             replica: uuid::Uuid::new_v4().simple().to_string(),
             inner: Mutex::default(),
             published: tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0,
+            new_messages: tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0,
         }
     }
 
@@ -528,7 +531,7 @@ impl SharedState for MemoryState {
         let mut inner = self.lock();
         if inner.tasks.len() >= inner.prune_tasks_at {
             inner.tasks.retain(|_, (_, until)| *until > now);
-            inner.task_messages.retain(|_, (_, until)| *until > now);
+            inner.mailboxes.retain(|_, (_, until)| *until > now);
             inner.prune_tasks_at = (inner.tasks.len() * 2).max(64);
         }
         inner.tasks.insert(id.to_owned(), (record, now + ttl));
@@ -546,35 +549,41 @@ impl SharedState for MemoryState {
         Box::pin(ready(Ok(record)))
     }
 
-    fn send_to_task<'a>(
+    fn send_message<'a>(
         &'a self,
-        id: &'a str,
+        mailbox: &'a str,
         message: String,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<(), StateError>> {
         let until = Instant::now() + ttl;
         let mut inner = self.lock();
         let (messages, kept_until) = inner
-            .task_messages
-            .entry(id.to_owned())
+            .mailboxes
+            .entry(mailbox.to_owned())
             .or_insert_with(|| (Vec::new(), until));
         messages.push(message);
         *kept_until = until;
+        drop(inner);
+        let _ = self.new_messages.send(mailbox.to_owned());
         Box::pin(ready(Ok(())))
     }
 
-    fn take_task_messages<'a>(
+    fn take_messages<'a>(
         &'a self,
-        id: &'a str,
+        mailbox: &'a str,
     ) -> BoxFuture<'a, Result<Vec<String>, StateError>> {
         let now = Instant::now();
         let taken = self
             .lock()
-            .task_messages
-            .remove(id)
+            .mailboxes
+            .remove(mailbox)
             .filter(|(_, until)| *until > now)
             .map(|(messages, _)| messages)
             .unwrap_or_default();
         Box::pin(ready(Ok(taken)))
+    }
+
+    fn new_messages(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.new_messages.subscribe()
     }
 }

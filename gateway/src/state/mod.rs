@@ -1,10 +1,11 @@
 //! State that every replica of the gateway must see alike, behind one trait: the
 //! streamable HTTP session records (who opened a session, its `initialize` handshake,
 //! its log level), the rate limiter's windows, the repeat reminder's chains, the
-//! resumable event streams, the records of tasks and what replicas leave for the one running a
-//! task (see `crate::tasks`), and the notifications one replica publishes for a session
-//! whose stream another replica holds. One process keeps it in memory ([`memory::MemoryState`], the default);
-//! several replicas behind a load balancer share it in Redis ([`redis::RedisState`]).
+//! resumable event streams, the records of tasks, the mailboxes in which one replica
+//! leaves messages for another (for the one running a task, see `crate::tasks`; for the
+//! one holding a parked call, see `server::core::handover`), and the notifications one
+//! replica publishes for a session whose stream another replica holds. One process keeps
+//! it in memory ([`memory::MemoryState`], the default); several replicas behind a load balancer share it in Redis ([`redis::RedisState`]).
 //! Nothing outside this module knows which.
 //!
 //! ```toml
@@ -242,20 +243,28 @@ pub trait SharedState: Send + Sync + 'static {
     /// The record of task `id`, while it is kept.
     fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>>;
 
-    /// Leaves `message` (JSON) for the replica that runs task `id`, kept for `ttl` unless
-    /// taken before.
-    fn send_to_task<'a>(
+    /// Leaves `message` (JSON) in `mailbox`, kept for `ttl` unless taken before, and tells
+    /// every replica's [`SharedState::new_messages`] receivers that it did. A mailbox is
+    /// read by the one replica it is for: the one running a task (`task:<id>`, see
+    /// `crate::tasks`), the one holding a parked call (`replica:<id>`), the one waiting for
+    /// another's answer.
+    fn send_message<'a>(
         &'a self,
-        id: &'a str,
+        mailbox: &'a str,
         message: String,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<(), StateError>>;
 
-    /// Takes the messages left for task `id`, oldest first.
-    fn take_task_messages<'a>(
+    /// Takes the messages left in `mailbox`, oldest first.
+    fn take_messages<'a>(
         &'a self,
-        id: &'a str,
+        mailbox: &'a str,
     ) -> BoxFuture<'a, Result<Vec<String>, StateError>>;
+
+    /// The names of the mailboxes messages are left in from now on, so their reader takes
+    /// them at once. At most once: a reader not listening then (Redis's subscription
+    /// being made again, say) misses the news, so it also looks now and then.
+    fn new_messages(&self) -> tokio::sync::broadcast::Receiver<String>;
 
     /// The record kept under `key` (per-user sign-ins, sealed by their owner), if any.
     fn get_record<'a>(&'a self, key: &'a str)

@@ -7,13 +7,16 @@
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
 //! - `events:<stream>`: a sorted set of `<seq>:<JSON>` scored `<seq>`.
 //! - `replica:<id>`: the lease of a running replica, renewed with every probe.
-//! - `task:<id>`: a task's record (JSON), for its TTL; `task-messages:<id>`: a list of
-//!   what other replicas left for the replica running it.
+//! - `task:<id>`: a task's record (JSON), for its TTL.
+//! - `mailbox:<name>`: a list of messages one replica left for another (for the one
+//!   running task `<id>` in `task:<id>`, for replica `<id>` in `replica:<id>`, …), each
+//!   announced on the channel `mail`.
 //! - `record:<key>`: a record kept for its owner (a per-user sign-in, sealed by it).
 //! - `lock:<name>`: a lock's holder, with the lock's lease as its TTL.
 //! - the pub/sub channels `published`, events of standalone streams (see
-//!   [`Published`]), and `ended`, ids of sessions just ended; each replica keeps one
-//!   subscription to both, re-made after Redis returns.
+//!   [`Published`]), `ended`, ids of sessions just ended, and `mail`, names of mailboxes
+//!   a message was just left in; each replica keeps one subscription to the three,
+//!   re-made after Redis returns.
 //!
 //! Each operation is one command, one `MULTI` pipeline or one Lua script, so replicas
 //! racing on the same session see the effects of each other's whole steps only. Two
@@ -112,6 +115,8 @@ pub struct RedisState {
     set_log_level: Script,
     /// Events from the subscription, for [`SharedState::published`].
     published: tokio::sync::broadcast::Sender<Published>,
+    /// Mailbox names from the subscription, for [`SharedState::new_messages`].
+    new_messages: tokio::sync::broadcast::Sender<String>,
     recent: Arc<RecentSessions>,
     events: EventWriter,
     /// Stops the connector and the probe when the state is dropped.
@@ -127,14 +132,18 @@ impl RedisState {
         let ready = Arc::new(AtomicBool::new(false));
         let stop = tokio_util::sync::CancellationToken::new();
         let published = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
+        let new_messages = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
         let recent = Arc::new(RecentSessions::default());
         let replica = uuid::Uuid::new_v4().simple().to_string();
         let lease = format!("{}:replica:{replica}", config.key_prefix);
         tokio::spawn(keep_subscribed(
             client.clone(),
             Channels::of(&config.key_prefix),
-            published.clone(),
-            recent.clone(),
+            Heard {
+                published: published.clone(),
+                new_messages: new_messages.clone(),
+                recent: recent.clone(),
+            },
             stop.clone(),
         ));
         tokio::spawn(keep_connected(
@@ -155,6 +164,7 @@ impl RedisState {
             extend_chain: Script::new(EXTEND_CHAIN),
             set_log_level: Script::new(SET_LOG_LEVEL),
             published,
+            new_messages,
             recent,
             events: EventWriter::start(
                 connection.clone(),
@@ -271,6 +281,8 @@ struct Channels {
     published: String,
     /// Ids of sessions just ended.
     ended: String,
+    /// Names of mailboxes a message was just left in.
+    mail: String,
 }
 
 impl Channels {
@@ -278,17 +290,27 @@ impl Channels {
         Channels {
             published: format!("{prefix}:published"),
             ended: format!("{prefix}:ended"),
+            mail: format!("{prefix}:mail"),
         }
     }
 }
 
-/// Keeps one subscription to `channels` (re-made a second after it breaks): passes
-/// published events to `published`, and forgets ended sessions' copies in `recent`.
+/// Where what the subscription hears goes.
+struct Heard {
+    /// Published events.
+    published: tokio::sync::broadcast::Sender<Published>,
+    /// Names of mailboxes with new messages.
+    new_messages: tokio::sync::broadcast::Sender<String>,
+    /// The copies of session records, of which ended sessions' are forgotten.
+    recent: Arc<RecentSessions>,
+}
+
+/// Keeps one subscription to `channels` (re-made a second after it breaks), and passes
+/// what it hears on to `heard`.
 async fn keep_subscribed(
     client: redis::Client,
     channels: Channels,
-    published: tokio::sync::broadcast::Sender<Published>,
-    recent: Arc<RecentSessions>,
+    heard: Heard,
     stop: tokio_util::sync::CancellationToken,
 ) {
     use futures::StreamExt;
@@ -296,7 +318,7 @@ async fn keep_subscribed(
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub
-                .subscribe(&[&channels.published, &channels.ended])
+                .subscribe(&[&channels.published, &channels.ended, &channels.mail])
                 .await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())
         };
@@ -312,13 +334,20 @@ async fn keep_subscribed(
                 };
                 let Some(message) = message else { break };
                 let payload = message.get_payload_bytes();
-                if message.get_channel_name() == channels.ended {
-                    recent.forget(&String::from_utf8_lossy(payload));
+                let channel = message.get_channel_name();
+                if channel == channels.ended {
+                    heard.recent.forget(&String::from_utf8_lossy(payload));
+                    continue;
+                }
+                if channel == channels.mail {
+                    let _ = heard
+                        .new_messages
+                        .send(String::from_utf8_lossy(payload).into_owned());
                     continue;
                 }
                 match serde_json::from_slice::<Published>(payload) {
                     Ok(event) => {
-                        let _ = published.send(event);
+                        let _ = heard.published.send(event);
                     }
                     Err(e) => tracing::warn!("unreadable event on {}: {e}", channels.published),
                 }
@@ -743,15 +772,15 @@ impl SharedState for RedisState {
         })
     }
 
-    fn send_to_task<'a>(
+    fn send_message<'a>(
         &'a self,
-        id: &'a str,
+        mailbox: &'a str,
         message: String,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<(), StateError>> {
         Box::pin(async move {
             let mut connection = self.connection()?;
-            let key = self.key("task-messages", id);
+            let key = self.key("mailbox", mailbox);
             let millis = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
             let result = redis::pipe()
                 .atomic()
@@ -759,19 +788,21 @@ impl SharedState for RedisState {
                 .ignore()
                 .pexpire(&key, millis)
                 .ignore()
+                .publish(Channels::of(&self.prefix).mail, mailbox)
+                .ignore()
                 .query_async::<()>(&mut connection)
                 .await;
             self.observe(result)
         })
     }
 
-    fn take_task_messages<'a>(
+    fn take_messages<'a>(
         &'a self,
-        id: &'a str,
+        mailbox: &'a str,
     ) -> BoxFuture<'a, Result<Vec<String>, StateError>> {
         Box::pin(async move {
             let mut connection = self.connection()?;
-            let key = self.key("task-messages", id);
+            let key = self.key("mailbox", mailbox);
             let result = redis::pipe()
                 .atomic()
                 .lrange(&key, 0, -1)
@@ -781,5 +812,9 @@ impl SharedState for RedisState {
                 .await;
             self.observe(result).map(|(messages,)| messages)
         })
+    }
+
+    fn new_messages(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.new_messages.subscribe()
     }
 }

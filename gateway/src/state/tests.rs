@@ -224,12 +224,21 @@ async fn contract(state: &dyn SharedState) {
         assert!(std::time::Instant::now() < deadline, "t2 outlived its TTL");
         tokio::task::yield_now().await;
     }
-    // Messages for a task's replica are taken once, in order.
-    assert!(state.take_task_messages("t1").await.unwrap().is_empty());
-    state.send_to_task("t1", "a".into(), ttl).await.unwrap();
-    state.send_to_task("t1", "b".into(), ttl).await.unwrap();
-    assert_eq!(state.take_task_messages("t1").await.unwrap(), ["a", "b"]);
-    assert!(state.take_task_messages("t1").await.unwrap().is_empty());
+    // Messages left in a mailbox are taken once, in order, and each is news.
+    let mut news = state.new_messages();
+    assert!(state.take_messages("task:t1").await.unwrap().is_empty());
+    state
+        .send_message("task:t1", "a".into(), ttl)
+        .await
+        .unwrap();
+    state
+        .send_message("task:t1", "b".into(), ttl)
+        .await
+        .unwrap();
+    assert_eq!(state.take_messages("task:t1").await.unwrap(), ["a", "b"]);
+    assert!(state.take_messages("task:t1").await.unwrap().is_empty());
+    let heard = tokio::time::timeout(Duration::from_secs(5), news.recv()).await;
+    assert_eq!(heard.ok().and_then(Result::ok).as_deref(), Some("task:t1"));
     assert!(state.is_ready());
 }
 

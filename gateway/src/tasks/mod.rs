@@ -75,5 +75,11 @@ pub fn new_id(owner: &str) -> String {
     format!("{owner}.{}", uuid::Uuid::new_v4().simple())
 }
 
+/// The mailbox (in the shared state) of the replica that runs the gateway's own task `id`,
+/// where other replicas leave what `tasks/update` and `tasks/cancel` ask of it.
+pub fn mailbox(id: &str) -> String {
+    format!("task:{id}")
+}
+
 /// The name of the namespace of the gateway's own tasks.
 pub const OWN: &str = "gateway";

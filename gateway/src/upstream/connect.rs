@@ -9,8 +9,8 @@ use rmcp::ClientHandler;
 use rmcp::RoleClient;
 use rmcp::model::{ProtocolVersion, RequestMetaObject};
 use rmcp::service::{
-    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService,
-    RunningServiceCancellationToken,
+    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt,
+    RunningService, RunningServiceCancellationToken,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
@@ -290,6 +290,12 @@ async fn connect_inner(
             events,
         ));
     }
+    // The gateway keeps its own copy of each list, read again as its `ttlMs` says, and
+    // passes every other request on: rmcp's cache of answers would have a list read again
+    // just before its `ttlMs` ran out come back from the cache, with none left.
+    let mut no_cache = ClientCacheConfig::default();
+    no_cache.enabled = false;
+    service.peer().set_response_cache_config(no_cache).await;
     let initialized = service.peer().peer_info().map(|info| (*info).clone());
     let offer = Offer::read(service.peer(), initialized)
         .await

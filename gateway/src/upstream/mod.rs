@@ -52,6 +52,23 @@ pub use offer::Offer;
 
 /// First reconnect delay; doubled per failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Whether a list read again is announced to clients (`list_changed`).
+#[derive(Clone, Copy)]
+enum Announce {
+    /// The upstream said it changed.
+    Always,
+    /// Its `ttlMs` ran out: only when it differs from what clients had.
+    IfChanged,
+}
+
+/// Resolves at `at`, or never when there is no `at`.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Why a call to an upstream did not produce a result.
@@ -148,10 +165,6 @@ impl Health {
 
 /// The `_meta` key under which a server of protocol 2026-07-28 names itself on results.
 const SERVER_INFO_META_KEY: &str = "io.modelcontextprotocol/serverInfo";
-
-/// The shortest time between two readings of an upstream's lists because their `ttlMs`
-/// ran out: a server that gives `ttlMs: 0` (or a few) is not asked again and again.
-const MIN_RELIST_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How many times one call may ask its client for input before the gateway gives up on it.
 pub const MAX_INPUT_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -441,14 +454,15 @@ impl Upstream {
                         self.set_log_level(level).await;
                     }
                     self.attempted.send_replace(true);
-                    let mut relist_after = Instant::now();
+                    let mut relisted = Instant::now();
                     loop {
+                        let relist = self.relist_at(relisted);
                         tokio::select! {
                             () = connection.closed() => break,
                             () = self.shutdown.cancelled() => break,
-                            stale = self.next_stale_list(relist_after) => {
-                                relist_after = Instant::now() + MIN_RELIST_INTERVAL;
-                                self.on_event(stale).await;
+                            () = sleep_until(relist) => {
+                                relisted = Instant::now();
+                                self.relist().await;
                             }
                             Some(event) = events.recv() => {
                                 // A flood of list_changed is one refresh, not one per event.
@@ -511,49 +525,60 @@ impl Upstream {
         self.attempted.send_replace(true);
     }
 
-    /// Waits until one of the live connection's lists is past the `ttlMs` the upstream
-    /// gave it, and `not_before`, then names the list to read again; never, when no list
-    /// has a `ttlMs`.
-    async fn next_stale_list(&self, not_before: Instant) -> UpstreamEvent {
-        let lapse = self
-            .live()
-            .and_then(|live| live.offer.fresh_until.first_to_lapse());
-        let Some((until, event)) = lapse else {
-            return std::future::pending().await;
-        };
-        tokio::time::sleep_until(until.max(not_before).into()).await;
-        event
-    }
-
     async fn on_event(&self, event: UpstreamEvent) {
         match event {
             UpstreamEvent::ResourceUpdated(uri) => {
                 let uri = resource_uri::expose(&self.name, self.config.rewrite_uris, &uri);
                 let _ = self.resource_updates.send((self.name.clone(), uri));
             }
-            refresh => {
-                let Some(live) = self.live() else { return };
-                match live.offer.refreshed(&live.peer, &refresh).await {
-                    Ok(offer) => {
-                        tracing::debug!(server = %self.name, ?refresh, "upstream offer refreshed");
-                        let kind = match refresh {
-                            UpstreamEvent::PromptsChanged => ListKind::Prompts,
-                            UpstreamEvent::ResourcesChanged => ListKind::Resources,
-                            _ => ListKind::Tools,
-                        };
-                        self.set_live(Some(Arc::new(Live {
-                            peer: live.peer.clone(),
-                            offer,
-                            pid: live.pid,
-                            violation: live.violation.clone(),
-                            lane: live.lane.clone(),
-                            stateless: live.stateless.clone(),
-                        })));
-                        let _ = self.downstream.announced.send((self.name.clone(), kind));
-                    }
-                    Err(e) => tracing::warn!(server = %self.name, "refresh failed: {e}"),
+            refresh => self.refresh(&refresh, Announce::Always).await,
+        }
+    }
+
+    /// When to read again the first of the live offer's lists whose `ttlMs` runs out
+    /// (`None`: none does), and never sooner than [`offer::RELIST_AT_MOST_EVERY`] after
+    /// the last time, `relisted`.
+    fn relist_at(&self, relisted: Instant) -> Option<Instant> {
+        let next = self.live()?.offer.fresh_until.next()?;
+        Some(next.max(relisted + offer::RELIST_AT_MOST_EVERY))
+    }
+
+    /// Reads again the lists whose `ttlMs` ran out; clients hear of those that changed.
+    async fn relist(&self) {
+        let Some(live) = self.live() else { return };
+        for stale in live.offer.fresh_until.stale(Instant::now()) {
+            self.refresh(&stale, Announce::IfChanged).await;
+        }
+    }
+
+    /// Reads the list `refresh` names again, and tells clients as `announce` says.
+    async fn refresh(&self, refresh: &UpstreamEvent, announce: Announce) {
+        let Some(live) = self.live() else { return };
+        match live.offer.refreshed(&live.peer, refresh).await {
+            Ok(offer) => {
+                tracing::debug!(server = %self.name, ?refresh, "upstream offer refreshed");
+                let kind = match refresh {
+                    UpstreamEvent::PromptsChanged => ListKind::Prompts,
+                    UpstreamEvent::ResourcesChanged => ListKind::Resources,
+                    _ => ListKind::Tools,
+                };
+                let changed = match announce {
+                    Announce::Always => true,
+                    Announce::IfChanged => offer.differs(&live.offer, refresh),
+                };
+                self.set_live(Some(Arc::new(Live {
+                    peer: live.peer.clone(),
+                    offer,
+                    pid: live.pid,
+                    violation: live.violation.clone(),
+                    lane: live.lane.clone(),
+                    stateless: live.stateless.clone(),
+                })));
+                if changed {
+                    let _ = self.downstream.announced.send((self.name.clone(), kind));
                 }
             }
+            Err(e) => tracing::warn!(server = %self.name, "refresh failed: {e}"),
         }
     }
 

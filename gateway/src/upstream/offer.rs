@@ -1,6 +1,8 @@
 //! What one upstream offers: who it says it is at `initialize`, and its tools, prompts,
 //! resources and resource templates, read to the end of every paginated list, with how
-//! long the upstream says each list stays fresh (`ttlMs`, protocol 2026-07-28).
+//! long the upstream says each list stays fresh (`ttlMs`, protocol 2026-07-28). A list is
+//! read again when the upstream says it changed, and when its `ttlMs` has run out
+//! ([`FreshUntil::stale`]), not before.
 
 use std::time::{Duration, Instant};
 
@@ -38,19 +40,38 @@ pub struct FreshUntil {
     pub resource_templates: Option<Instant>,
 }
 
+/// How soon after a list was read it is read again at the earliest, whatever `ttlMs` the
+/// upstream gave (a few milliseconds would have the gateway list without pause).
+pub const RELIST_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+
 impl FreshUntil {
-    /// The first list to go stale, when, and the event that reads it again; `None` when
-    /// no list has a `ttlMs`.
-    pub fn first_to_lapse(&self) -> Option<(Instant, UpstreamEvent)> {
+    /// When the first of the lists stops being fresh (`None`: none ever does).
+    pub fn next(&self) -> Option<Instant> {
         [
-            (self.tools, UpstreamEvent::ToolsChanged),
-            (self.prompts, UpstreamEvent::PromptsChanged),
-            (self.resources, UpstreamEvent::ResourcesChanged),
-            (self.resource_templates, UpstreamEvent::ResourcesChanged),
+            self.tools,
+            self.prompts,
+            self.resources,
+            self.resource_templates,
         ]
         .into_iter()
-        .filter_map(|(until, event)| Some((until?, event)))
-        .min_by_key(|(until, _)| *until)
+        .flatten()
+        .min()
+    }
+
+    /// What reads again the lists that are no longer fresh at `now`.
+    pub fn stale(&self, now: Instant) -> Vec<UpstreamEvent> {
+        let stale = |until: Option<Instant>| until.is_some_and(|until| until <= now);
+        let mut events = Vec::new();
+        if stale(self.tools) {
+            events.push(UpstreamEvent::ToolsChanged);
+        }
+        if stale(self.prompts) {
+            events.push(UpstreamEvent::PromptsChanged);
+        }
+        if stale(self.resources) || stale(self.resource_templates) {
+            events.push(UpstreamEvent::ResourcesChanged);
+        }
+        events
     }
 }
 
@@ -91,6 +112,19 @@ impl Offer {
         offer.read_prompts(peer).await?;
         offer.read_resources(peer).await?;
         Ok(offer)
+    }
+
+    /// Whether the list that `event` names differs in `other`.
+    pub fn differs(&self, other: &Offer, event: &UpstreamEvent) -> bool {
+        match event {
+            UpstreamEvent::ToolsChanged => self.tools != other.tools,
+            UpstreamEvent::PromptsChanged => self.prompts != other.prompts,
+            UpstreamEvent::ResourcesChanged => {
+                self.resources != other.resources
+                    || self.resource_templates != other.resource_templates
+            }
+            UpstreamEvent::ResourceUpdated(_) => false,
+        }
     }
 
     /// A copy with the list that `event` says changed read again.
@@ -149,5 +183,30 @@ fn tolerate_missing<T>(
             Ok(None)
         }
         other => other.map(Some),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_is_stale_once_its_ttl_ran_out_and_resources_go_with_their_templates() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        let fresh = FreshUntil {
+            tools: Some(now),
+            prompts: Some(later),
+            resources: None,
+            resource_templates: Some(now),
+        };
+        assert_eq!(fresh.next(), Some(now));
+        assert_eq!(
+            fresh.stale(now),
+            [UpstreamEvent::ToolsChanged, UpstreamEvent::ResourcesChanged]
+        );
+        assert!(fresh.stale(now - Duration::from_millis(1)).is_empty());
+        assert_eq!(FreshUntil::default().next(), None);
+        assert!(FreshUntil::default().stale(later).is_empty());
     }
 }

@@ -14,11 +14,13 @@
 //!   transport drops it, after writing it;
 //! - the requests sent to the client ([`ClientRequests`]), whose answers come back here;
 //! - for a client on 2026-07-28, which takes no requests, the calls parked while it
-//!   answers the input it was asked for ([`parked`]), the task methods ([`tasks`]) and
-//!   the gateway's own tasks ([`own_tasks`]);
+//!   answers the input it was asked for ([`parked`]; a retry reaching another replica is
+//!   handed over to the one holding its call, [`handover`]), the task methods
+//!   ([`tasks`]) and the gateway's own tasks ([`own_tasks`]);
 //! - the catalog watch that tells an initialized client what changed ([`watch`]).
 
 pub mod decode;
+pub mod handover;
 mod methods;
 mod own_tasks;
 mod parked;
@@ -42,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wire::round_trip::{input_responses, request_state};
 
-use self::parked::{Parked, ParkedCall, RequestKey};
+use self::parked::{Parked, ParkedCall, RequestKey, Retry};
 use self::revision::Revision;
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
@@ -326,49 +328,68 @@ impl ClientSession {
         if !revision.is_stateless() {
             return call.serve(request).await;
         }
-        let state = request_state(&request).map(str::to_owned);
-        let key = request_key(&request);
-        let parked = match state {
-            Some(state) => {
-                let parked = self
-                    .parked
-                    .take(&state, &key)
-                    .map_err(|untaken| untaken.to_error())?;
-                parked.link.next_round(stream, progress_token);
-                if let Some(responses) = input_responses(&request) {
-                    parked.inputs.answer(responses);
+        let key = request_key(&request, self.owner.identity.as_deref());
+        if let Some(state) = request_state(&request) {
+            let retry = Retry {
+                state: state.to_owned(),
+                request: key,
+                responses: input_responses(&request),
+                progress_token,
+            };
+            return match handover::holder_elsewhere(&self.gateway, &retry.state) {
+                Some(replica) => {
+                    let replica = replica.to_owned();
+                    handover::forward(self, &replica, retry, stream, &cancel).await
                 }
-                parked
-            }
-            None => {
-                let may_become_task = self.may_become_task(&request, revision);
-                let inputs = Arc::new(Inputs::default());
-                let mut call = call;
-                call.link = call.link.with_inputs(inputs.clone(), progress_token);
-                // The call outlives this request when it waits for input: it is cancelled
-                // by the request only while the request waits for it. One that may become
-                // a task outlives the session too (its client may come back any time).
-                call.cancel = match may_become_task {
-                    Some(_) => self.gateway.shutdown.child_token(),
-                    None => self.closed.child_token(),
-                };
-                let call_cancel = call.cancel.clone();
-                let parked = ParkedCall {
-                    inputs,
-                    link: call.link.clone(),
-                    task: tokio::spawn(call.serve(request)),
-                    cancel: call_cancel,
-                    request: key,
-                };
-                if let Some((tool, arguments)) = may_become_task {
-                    return self
-                        .await_or_promote(parked, &cancel, tool, arguments)
-                        .await;
-                }
-                parked
-            }
+                None => self.resume(retry, stream, &cancel).await,
+            };
+        }
+        let may_become_task = self.may_become_task(&request, revision);
+        let inputs = Arc::new(Inputs::default());
+        let mut call = call;
+        call.link = call.link.with_inputs(inputs.clone(), progress_token);
+        // The call outlives this request when it waits for input: it is cancelled by the
+        // request only while the request waits for it. One that may become a task
+        // outlives the session too (its client may come back any time).
+        call.cancel = match may_become_task {
+            Some(_) => self.gateway.shutdown.child_token(),
+            None => self.closed.child_token(),
         };
+        let call_cancel = call.cancel.clone();
+        let parked = ParkedCall {
+            inputs,
+            link: call.link.clone(),
+            task: tokio::spawn(call.serve(request)),
+            cancel: call_cancel,
+            request: key,
+        };
+        if let Some((tool, arguments)) = may_become_task {
+            return self
+                .await_or_promote(parked, &cancel, tool, arguments)
+                .await;
+        }
         self.await_or_park(parked, &cancel).await
+    }
+
+    /// Takes up the call parked here that `retry` continues, with the client's answers:
+    /// its messages go to `stream` from now on, and its answer is this round's (the next
+    /// round's questions, when it asks again). `request` is cancelled when the client
+    /// stops waiting for this round.
+    async fn resume(
+        &self,
+        retry: Retry,
+        stream: mpsc::Sender<ServerJsonRpcMessage>,
+        request: &CancellationToken,
+    ) -> Result<ServerResult, ErrorData> {
+        let parked = self
+            .parked
+            .take(&retry.state, &retry.request)
+            .map_err(|untaken| untaken.to_error())?;
+        parked.link.next_round(stream, retry.progress_token);
+        if let Some(responses) = retry.responses {
+            parked.inputs.answer(responses);
+        }
+        self.await_or_park(parked, request).await
     }
 
     /// Waits for a stateless call's answer; when it asks its client for input first,
@@ -389,7 +410,8 @@ impl ClientSession {
         }
         call.inputs.settled().await;
         let questions = call.inputs.questions();
-        let state = match self.parked.park(call, &self.owner) {
+        let replica = self.gateway.state.replica();
+        let state = match self.parked.park(call, &self.owner, replica) {
             Ok(state) => state,
             Err((refused, call)) => {
                 tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
@@ -549,15 +571,19 @@ impl Drop for Serving {
     }
 }
 
-/// What a retry of `request` must repeat.
-fn request_key(request: &ClientRequest) -> RequestKey {
+/// What a retry of `request`, sent by `identity`, must repeat.
+fn request_key(request: &ClientRequest, identity: Option<&str>) -> RequestKey {
     let (method, name) = match request {
         ClientRequest::CallToolRequest(call) => ("tools/call", call.params.name.to_string()),
         ClientRequest::GetPromptRequest(get) => ("prompts/get", get.params.name.clone()),
         ClientRequest::ReadResourceRequest(read) => ("resources/read", read.params.uri.clone()),
         _ => ("", String::new()),
     };
-    RequestKey { method, name }
+    RequestKey {
+        method: method.to_owned(),
+        name,
+        identity: identity.map(str::to_owned),
+    }
 }
 
 /// The id of the session serving the stateless requests of `identity` with `profile`: the same on every replica,

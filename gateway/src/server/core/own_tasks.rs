@@ -135,7 +135,7 @@ pub(super) async fn send(
     let message = serde_json::to_string(&message)
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     state
-        .send_to_task(id, message, record.left())
+        .send_message(&tasks::mailbox(id), message, record.left())
         .await
         .map_err(state_error)
 }
@@ -161,7 +161,7 @@ pub(super) async fn answer_here(
 
 /// What other replicas left for task `id`, running here, done.
 async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
-    let messages = match gateway.state.take_task_messages(id).await {
+    let messages = match gateway.state.take_messages(&tasks::mailbox(id)).await {
         Ok(messages) => messages,
         Err(e) => {
             tracing::debug!(task = %id, "messages for the task not read: {e}");

@@ -2,12 +2,13 @@
 //! a multi round-trip request (protocol 2026-07-28), because the call is still running
 //! when its request is answered with `InputRequiredResult`.
 //!
-//! A parked call is known by the `requestState` its client was given: a random token,
-//! which the client sends back unchanged with its answers. A token names nothing once
-//! its call was taken up again, and takes up only a retry of the same request: the same
-//! method and the same tool, prompt or resource (the session, and so the identity, is the
-//! same already). Parked calls live in the process that runs them: with
-//! replicas, the client's next round must reach the same replica.
+//! A parked call is known by the `requestState` its client was given: a token naming the
+//! replica that holds the call and a random part, which the client sends back unchanged
+//! with its answers. A token names nothing once its call was taken up again, and takes up
+//! only a retry of the same request: the same method, the same tool, prompt or resource,
+//! and the same identity ([`RequestKey`]). Parked calls live in the process that runs
+//! them (the call is a future, its upstream's request in flight); with replicas, a retry
+//! that reaches another replica is handed over to this one ([`super::handover`]).
 //!
 //! Each parked call costs memory (its task, its upstream's call), so what one client may
 //! park is bounded (`[listen.limits]`): a session holds at most `max_parked_per_session`
@@ -21,7 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use rmcp::ErrorData;
-use rmcp::model::ServerResult;
+use rmcp::model::{InputResponses, ProgressToken, ServerResult};
+use serde::{Deserialize, Serialize};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -46,12 +48,32 @@ pub struct ParkedCall {
     pub request: RequestKey,
 }
 
-/// What a retry must repeat of the request it continues: its method and what it names
-/// (the tool, the prompt or the resource).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a retry must repeat of the request it continues: its method, what it names (the
+/// tool, the prompt or the resource), and who sent it (the identity of its credentials).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestKey {
-    pub method: &'static str,
+    pub method: String,
     pub name: String,
+    pub identity: Option<String>,
+}
+
+/// A client's retry of a parked call: the `requestState` it brought back, the request it
+/// repeats, its answers, and the token it asks for this round's progress under.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retry {
+    pub state: String,
+    pub request: RequestKey,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responses: Option<InputResponses>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_token: Option<ProgressToken>,
+}
+
+/// The replica that holds the call `state` names (see [`Parked::park`]), if `state` is a
+/// token of the gateway's.
+pub fn holder(state: &str) -> Option<&str> {
+    state.split_once('.').map(|(replica, _)| replica)
 }
 
 /// Why a `requestState` takes up no call.
@@ -113,12 +135,14 @@ struct Entry {
 }
 
 impl Parked {
-    /// Parks `call` for `owner`; the `requestState` that takes it up again. A call past
-    /// the session's or the identity's limit is abandoned and handed back with why.
+    /// Parks `call` for `owner` on this process, `replica`; the `requestState` that takes
+    /// it up again. A call past the session's or the identity's limit is abandoned and
+    /// handed back with why.
     pub fn park(
         &self,
         call: ParkedCall,
         owner: &Owner,
+        replica: &str,
     ) -> Result<String, (LimitError, Box<ParkedCall>)> {
         let limits = owner.quotas.limits();
         let mut waiting = self.lock();
@@ -135,7 +159,7 @@ impl Parked {
                 return Err((refused, Box::new(call)));
             }
         };
-        let state = uuid::Uuid::new_v4().simple().to_string();
+        let state = format!("{replica}.{}", uuid::Uuid::new_v4().simple());
         let now = Instant::now();
         let idle = now + limits.parked_ttl();
         let unanswered = call

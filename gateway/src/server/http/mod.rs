@@ -198,6 +198,9 @@ async fn unrouted_profile(
 pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<(), ServeError> {
     let listen = gateway.config().listen;
     let address = listen.address;
+    // A 2026-07-28 client's retry may reach this replica for a call another holds, and
+    // the other way round.
+    crate::server::core::handover::take_handed_over(&gateway);
     let router = router(gateway, shutdown.clone())?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
