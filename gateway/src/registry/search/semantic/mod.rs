@@ -19,12 +19,13 @@ use std::path::Path;
 #[cfg(test)]
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::terms;
@@ -128,8 +129,8 @@ pub enum State {
     /// The model is being read, or its endpoint asked for the first time.
     Loading,
     Ready,
-    /// The endpoint did not answer: asked again after a wait, ranking lexical meanwhile
-    /// for the tools without a vector.
+    /// The model failed (an endpoint that did not answer, a batch it could not embed):
+    /// asked again after a wait, ranking lexical meanwhile for the tools without a vector.
     Unreachable,
     /// The model could not be loaded: ranking stays lexical.
     Failed,
@@ -588,6 +589,65 @@ pub(crate) mod tests {
         restarted.settled().await;
         assert_eq!(again.embedded.load(Ordering::SeqCst), 0);
         assert_eq!(restarted.embed_query("xyz").await, [letters("xyz")]);
+    }
+
+    /// [`Letters`] behind a switch: while it is off, every call fails, as an endpoint
+    /// that is down does.
+    struct Flaky {
+        up: std::sync::atomic::AtomicBool,
+        letters: Arc<Letters>,
+    }
+
+    impl Embedder for Flaky {
+        fn dimension(&self) -> usize {
+            26
+        }
+
+        fn embed(
+            self: Arc<Self>,
+            texts: Vec<String>,
+            role: Role,
+        ) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>> {
+            if self.up.load(Ordering::SeqCst) {
+                self.letters.clone().embed(texts, role)
+            } else {
+                Box::pin(async { Err(EmbedError("connection refused".into())) })
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_batch_is_embedded_on_a_later_try_and_failed_queries_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(Flaky {
+            up: false.into(),
+            letters: Arc::default(),
+        });
+        let semantic = Semantic::with_model(model.clone(), dir.path().join("v"));
+        semantic.want(vec![document("abc"), document("def")]);
+        semantic.settled().await;
+        assert_eq!(semantic.progress.borrow().0, State::Unreachable);
+        assert!(semantic.vectors(&[document("abc").key]).is_none());
+        assert!(semantic.embed_query("abc").await.is_empty(), "words alone");
+        model.up.store(true, Ordering::SeqCst);
+        assert!(
+            semantic.embed_query("abc").await.is_empty(),
+            "queries pause after a failure"
+        );
+        tokio::time::sleep(QUERY_PAUSE).await;
+        assert_eq!(semantic.embed_query("abc").await, [letters("abc")]);
+        let mut progress = semantic.progress.subscribe();
+        progress
+            .wait_for(|&(state, pending)| state == State::Ready && pending == 0)
+            .await
+            .unwrap();
+        let keys = [document("abc").key, document("def").key];
+        assert_eq!(semantic.vectors(&keys).unwrap().len(), 2);
+        assert_eq!(
+            model.letters.embedded.load(Ordering::SeqCst),
+            3,
+            "2 tools, 1 query"
+        );
     }
 
     #[tokio::test]
