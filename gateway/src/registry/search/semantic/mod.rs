@@ -1,14 +1,17 @@
 //! Semantic ranking: tools and queries as sentence-embedding vectors, compared by cosine
 //! similarity. BM25 finds a tool when the query shares its words; an agent asks "is
 //! anything still waiting to be committed" of a tool that "shows the working tree
-//! status". A sentence-embedding model (`[search] model`, a folder such as
-//! all-MiniLM-L6-v2's, run in process by [`bert`]) places both near each other.
+//! status". A sentence-embedding model places both near each other: a folder such as
+//! all-MiniLM-L6-v2's (`[search] model`, run in process by [`bert`]), or an
+//! OpenAI-compatible embeddings endpoint (`[search] embeddings_url`, [`endpoint`]).
 //!
 //! Cost stays off the request path: each tool's [`Document`] is embedded once, keyed by
-//! its hash ([`store`], kept on disk), by a background task fed with every new catalog
-//! ([`Semantic::want`]); start-up and list changes never wait for the model, a changed
-//! tool is the only one embedded again, and until every tool of an index has its vector
-//! the index ranks lexically. A query costs one short model run.
+//! its hash in a vectors file per model ([`store`], kept on disk), by a background task
+//! fed with every new catalog ([`Semantic::want`]); start-up and list changes never wait
+//! for the model, a changed tool is the only one embedded again, and until every tool of
+//! an index has its vector the index ranks lexically. A model that fails (an endpoint
+//! down or slow) is asked again after a wait, and searches rank by words meanwhile. A
+//! query costs one short model run or request.
 
 #[cfg(feature = "semantic")]
 mod bert;
