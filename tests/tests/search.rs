@@ -453,6 +453,13 @@ fn search_finds_the_tools_for_the_tasks_it_was_tuned_on() {
     let measured = measure("fitted tasks", TASKS);
     let [lexical, minilm, e5] = &measured;
     assert!(lexical.recall >= 0.95, "{}", lexical.report);
+    // What all-MiniLM-L6-v2 found before the fusion on one scale and the masked reading
+    // of queries (recall@5 1.00, MRR 0.958): tuning for agent phrasings must not cost it.
+    assert!(
+        minilm.recall >= 1.0 && minilm.mrr >= 0.958,
+        "the fitted tasks got worse with all-MiniLM-L6-v2:\n{}",
+        minilm.report
+    );
     for semantic in [minilm, e5] {
         assert!(
             semantic.recall >= lexical.recall && semantic.mrr >= lexical.mrr,
