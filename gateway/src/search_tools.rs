@@ -204,18 +204,13 @@ impl SearchTool {
                 ),
             ));
         }
-        let meaning = match index.semantic() {
+        let meanings = match index.semantic() {
             Some(semantic) if !query.text.trim().is_empty() => {
-                semantic.embed_query_async(&query.text).await
+                semantic.embed_query(&query.text).await
             }
-            _ => None,
+            _ => Vec::new(),
         };
-        Ok(index.search(
-            &query.text,
-            meaning.as_deref(),
-            query.server.as_deref(),
-            query.limit,
-        ))
+        Ok(index.search(&query.text, &meanings, query.server.as_deref(), query.limit))
     }
 }
 

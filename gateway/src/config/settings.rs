@@ -52,7 +52,8 @@ pub struct Config {
     /// `[cluster]`: state shared by replicas (Redis); see `state`.
     #[serde(default)]
     pub cluster: crate::state::ClusterConfig,
-    /// `[search]`: semantic tool search (a local sentence-embedding model).
+    /// `[search]`: semantic tool search (a local sentence-embedding model, or an
+    /// OpenAI-compatible embeddings endpoint).
     #[serde(default)]
     pub search: super::SearchConfig,
     /// `[tasks]`: the gateway's own tasks (protocol 2026-07-28); see `tasks`.

@@ -10,12 +10,14 @@
 //! looks for common synonyms of its words (`terms`).
 //!
 //! With a sentence-embedding model configured ([`semantic`]), the tools are also ranked
-//! by the cosine similarity of their vectors to the query's, and the two scores are
-//! fused: the cosine, plus a fifth of the BM25F score relative to the query's best match
-//! ([`LEXICAL_WEIGHT`]). Meaning decides; shared words break near-ties and lift the
-//! tool that is named outright. A query that shares no word with any tool still finds the
-//! nearest in meaning. Until every tool of the index has its vector, ranking is lexical
-//! alone.
+//! by the cosine similarity of their vectors to the query's (the better of the query as
+//! written and the query with its particulars masked: [`semantic::query_texts`]), and the
+//! two scores are fused: the cosine as a z-score over the tools in scope, plus the BM25F
+//! score relative to the query's best match ([`LEXICAL_WEIGHT`]). The z-score puts every
+//! model on one scale (all-MiniLM-L6-v2's cosines spread from 0 to 0.7, e5's crowd
+//! between 0.7 and 0.9); meaning decides, and shared words lift the tool that is named
+//! outright. A query that shares no word with any tool still finds the nearest in
+//! meaning. Until every tool of the index has its vector, ranking is lexical alone.
 //!
 //! An index is built once per catalog and profile ([`SearchIndexes`]) from the tools that
 //! profile sees, so a hidden tool is never in results, counts or term statistics. A new
@@ -40,12 +42,15 @@ use semantic::{Document, Key, Semantic};
 /// BM25's term-frequency saturation.
 const K1: f32 = 1.2;
 
-/// What words count beside meaning: a tool's fused score is its cosine similarity to the
-/// query plus this much of its BM25F score relative to the query's best. Chosen on the
-/// fitted tasks (`TASKS`, `TUNING_TASKS` of tests/tests/search.rs), never on the held-out
-/// ones: 0.1 and 0.2 ranked best there; reciprocal rank fusion ranked worse, since a word
-/// shared by chance ranks a tool as high as a close meaning does.
-const LEXICAL_WEIGHT: f32 = 0.2;
+/// What words count beside meaning: a tool's fused score is the z-score of its cosine
+/// similarity to the query (over the tools in scope) plus this much of its BM25F score
+/// relative to the query's best. Chosen on the fitted tasks (`TASKS`, `TUNING_TASKS` of
+/// tests/tests/search.rs), never on the held-out ones, for both all-MiniLM-L6-v2 and e5:
+/// 1.0 ranked best of 0.5 to 1.5; adding a share of the raw cosine instead (what this
+/// was first) favours words too much with a model whose cosines crowd together, and
+/// reciprocal rank fusion ranked worse, since a word shared by chance ranks a tool as
+/// high as a close meaning does.
+const LEXICAL_WEIGHT: f32 = 1.0;
 
 /// Schema levels below `properties` whose parameter names and descriptions are indexed.
 const MAX_SCHEMA_DEPTH: usize = 4;
@@ -252,13 +257,14 @@ impl SearchIndex {
 
     /// The best `limit` matches for `query`, best first (ties by name), only of `server`
     /// when given, and how they were ranked: by words alone, or fused with their
-    /// similarity to `meaning` (the query's vector) when given and every tool has its
-    /// vector. A query with no searchable word matches every tool equally, so it lists
-    /// tools in name order: `{"query": "", "server": "git"}` shows what `git` has.
+    /// similarity to `meanings` (the query's vectors, [`semantic::Semantic::embed_query`])
+    /// when there are some and every tool has its vector. A query with no searchable word
+    /// matches every tool equally, so it lists tools in name order: `{"query": "",
+    /// "server": "git"}` shows what `git` has.
     pub fn search(
         &self,
         query: &str,
-        meaning: Option<&[f32]>,
+        meanings: &[Vec<f32>],
         server: Option<&str>,
         limit: usize,
     ) -> (Vec<Hit>, Ranking) {
@@ -267,17 +273,32 @@ impl SearchIndex {
             .filter(|&index| server.is_none_or(|s| *self.tools[index].server == *s))
             .collect();
         let lexical = self.lexical_scores(&query_terms);
-        let cosines = meaning
-            .filter(|_| !query.trim().is_empty())
-            .and_then(|meaning| self.cosines(meaning));
+        let cosines = Some(meanings)
+            .filter(|meanings| !meanings.is_empty() && !query.trim().is_empty())
+            .and_then(|meanings| self.cosines(meanings));
         let (mut hits, ranking): (Vec<(usize, f32)>, _) = match cosines {
             Some(cosines) => {
                 // BM25 scores have no fixed scale: the best match of this query is 1.
                 let best = in_scope.iter().map(|&i| lexical[i]).fold(0f32, f32::max);
                 let lexical = |i: usize| if best > 0.0 { lexical[i] / best } else { 0.0 };
+                // Nor have cosines across models: each as a z-score over the tools in scope.
+                let n = in_scope.len().max(1) as f32;
+                let mean = in_scope.iter().map(|&i| cosines[i]).sum::<f32>() / n;
+                let spread = (in_scope
+                    .iter()
+                    .map(|&i| (cosines[i] - mean).powi(2))
+                    .sum::<f32>()
+                    / n)
+                    .sqrt()
+                    .max(1e-6);
                 let hits = in_scope
                     .iter()
-                    .map(|&i| (i, cosines[i] + LEXICAL_WEIGHT * lexical(i)))
+                    .map(|&i| {
+                        (
+                            i,
+                            (cosines[i] - mean) / spread + LEXICAL_WEIGHT * lexical(i),
+                        )
+                    })
                     .collect();
                 (hits, Ranking::Fused)
             }
@@ -314,14 +335,20 @@ impl SearchIndex {
         scores
     }
 
-    /// Each tool's cosine similarity to `meaning`, when every tool has its vector (they
-    /// and `meaning` are unit length, so it is their dot product).
-    fn cosines(&self, meaning: &[f32]) -> Option<Vec<f32>> {
+    /// Each tool's best cosine similarity to one of `meanings`, when every tool has its
+    /// vector (they and `meanings` are unit length, so it is their dot product).
+    fn cosines(&self, meanings: &[Vec<f32>]) -> Option<Vec<f32>> {
         self.semantic()?;
         let vectors = self.meaning.as_ref()?.vectors.get()?;
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
         let cosines = vectors
             .iter()
-            .map(|vector| vector.iter().zip(meaning).map(|(a, b)| a * b).sum())
+            .map(|vector| {
+                meanings
+                    .iter()
+                    .map(|meaning| dot(vector, meaning))
+                    .fold(f32::MIN, f32::max)
+            })
             .collect();
         Some(cosines)
     }

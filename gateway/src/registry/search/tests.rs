@@ -27,7 +27,7 @@ fn tool(server: &str, name: &str, description: &str, schema: Value) -> Arc<Feder
 impl SearchIndex {
     /// A search by words alone.
     fn lexical(&self, query: &str, server: Option<&str>, limit: usize) -> Vec<Hit> {
-        let (hits, ranking) = self.search(query, None, server, limit);
+        let (hits, ranking) = self.search(query, &[], server, limit);
         assert_eq!(ranking, Ranking::Lexical);
         hits
     }
@@ -249,7 +249,7 @@ async fn with_every_vector_made_rankings_fuse_and_a_wordless_query_finds_tools()
     let index = SearchIndex::build(&tools, Some(&semantic));
     assert!(index.semantic().is_none(), "no vectors yet");
     let meaning = letters("the commit history");
-    let (_, ranking) = index.search("commit logs", Some(&meaning), None, 3);
+    let (_, ranking) = index.search("commit logs", std::slice::from_ref(&meaning), None, 3);
     assert_eq!(
         ranking,
         Ranking::Lexical,
@@ -258,16 +258,21 @@ async fn with_every_vector_made_rankings_fuse_and_a_wordless_query_finds_tools()
     semantic.want(tools.iter().map(|tool| Document::of(tool)).collect());
     semantic.settled().await;
     assert!(index.semantic().is_some());
-    let (hits, ranking) = index.search("commit logs", Some(&meaning), None, 3);
+    let (hits, ranking) = index.search("commit logs", std::slice::from_ref(&meaning), None, 3);
     assert_eq!(ranking, Ranking::Fused);
     assert_eq!(hits.len(), 3);
     assert_eq!(hits[0].tool.original, "git_log", "first in both rankings");
     // No word of any tool: nothing by words, the nearest by meaning.
     assert!(index.lexical("zebra unicorn", None, 5).is_empty());
-    let (hits, _) = index.search("zebra unicorn", Some(&meaning), Some("git"), 5);
+    let (hits, _) = index.search(
+        "zebra unicorn",
+        std::slice::from_ref(&meaning),
+        Some("git"),
+        5,
+    );
     assert!(!hits.is_empty() && hits.iter().all(|hit| &*hit.tool.server == "git"));
     // An empty query still lists a server's tools in name order.
-    let (hits, ranking) = index.search(" ", Some(&meaning), Some("git"), 5);
+    let (hits, ranking) = index.search(" ", std::slice::from_ref(&meaning), Some("git"), 5);
     assert_eq!(ranking, Ranking::Lexical);
     assert_eq!(names(&hits), ["git_diff", "git_log"]);
 }

@@ -5,13 +5,15 @@
 //! these models, so a dot product of two vectors is their cosine similarity.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use candle_core::{D, DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
+use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 
-use super::{EmbedError, Embedder};
+use super::{EmbedError, Embedder, Role};
 
 /// Tokens of a text the model reads; the rest is cut. A tool's name, description and
 /// parameters rarely need more, and the cost grows with the square of the length.
@@ -86,10 +88,23 @@ impl Embedder for Bert {
         self.dimension
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.forward(texts).map_err(|e| EmbedError(e.to_string()))
+    /// Runs on a blocking thread: a batch is milliseconds to seconds of CPU. Queries and
+    /// documents are read alike (their prefixes, if any, are already on the texts).
+    fn embed(
+        self: Arc<Self>,
+        texts: Vec<String>,
+        _role: Role,
+    ) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move {
+            if texts.is_empty() {
+                return Ok(Vec::new());
+            }
+            tokio::task::spawn_blocking(move || {
+                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+                self.forward(&texts).map_err(|e| EmbedError(e.to_string()))
+            })
+            .await
+            .map_err(|e| EmbedError(e.to_string()))?
+        })
     }
 }
