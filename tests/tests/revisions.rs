@@ -393,19 +393,23 @@ fn routing_headers_and_retries_must_repeat_the_request() {
 /// `initialize` to a server that does not know it, so servers of both revisions, over stdio
 /// and streamable HTTP, work side by side with nothing configured: `asks.py` (Python SDK)
 /// and rmcp's `echo` are spoken to at 2026-07-28; npm server-memory (TypeScript SDK 1.x),
-/// our `kv` and npm server-everything at 2025-11-25. A client of either revision calls a
-/// tool of each.
+/// our `kv`, npm server-everything and `misbehave.py` at 2025-11-25. A client of either
+/// revision calls a tool of each, directly and from `run_code`; `misbehave.py`'s list,
+/// fresh for a minute (`ttlMs`), is read once however often clients list.
 #[test]
 fn servers_of_both_revisions_need_no_protocol_key() {
     let everything = ListeningServer::everything("streamableHttp");
     let echo = ListeningServer::rmcp_echo();
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
     let workspace = Workspace::new(&format!(
-        "{}{}{}{}{}",
+        "[gateway]\nmode = \"both\"\n{}{}{}{}{}{}",
         config("auto").replace("protocol = \"auto\"\n", ""),
         npm_server("memory", "mcp-server-memory", &[]),
         example_server("kv", "kv"),
         everything.server_config("everything", ""),
         echo.server_config("echo", ""),
+        misbehaving_server("m", "well", &events, &[("MISBEHAVE_LIST_TTL_MS", "60000")]),
     ));
     assert!(
         !std::fs::read_to_string(workspace.config())
@@ -414,7 +418,7 @@ fn servers_of_both_revisions_need_no_protocol_key() {
         "the configuration names no protocol"
     );
     let gateway = workspace.serve_http(&[]);
-    let servers = ["asks", "memory", "kv", "everything", "echo"];
+    let servers = ["asks", "memory", "kv", "everything", "echo", "m"];
     let protocols = || {
         let health = health(&gateway);
         servers.map(|server| health["upstreams"][server]["protocol"].clone())
@@ -432,7 +436,8 @@ fn servers_of_both_revisions_need_no_protocol_key() {
             "2025-11-25",
             "2025-11-25",
             "2025-11-25",
-            "2026-07-28"
+            "2026-07-28",
+            "2025-11-25"
         ]
         .map(|p| json!(p))
     );
@@ -440,6 +445,7 @@ fn servers_of_both_revisions_need_no_protocol_key() {
         every_question_is_answered(gateway.client_args("http", "/mcp"), mode, revision);
         let mut args = gateway.client_args("http", "/mcp");
         args.extend(["--mode".into(), mode.into()]);
+        let code = format!("return (await tools.kv.get({{ key: {mode:?} }})).value;");
         let run = python_client(
             &args,
             &json!([
@@ -447,6 +453,8 @@ fn servers_of_both_revisions_need_no_protocol_key() {
                 {"action": "call_tool", "name": "mcp__kv__set", "arguments": {"key": mode, "value": revision}},
                 {"action": "call_tool", "name": "mcp__everything__echo", "arguments": {"message": mode}},
                 {"action": "call_tool", "name": "mcp__echo__echo", "arguments": {"text": revision}},
+                {"action": "call_tool", "name": "run_code", "arguments": {"code": code}},
+                {"action": "list_tools"},
             ]),
         );
         assert_eq!(run["ok"], true, "{run:#}");
@@ -463,7 +471,26 @@ fn servers_of_both_revisions_need_no_protocol_key() {
             result_text(action_result(&run, 3)).contains(revision),
             "{run:#}"
         );
+        assert!(
+            result_text(action_result(&run, 4)).contains(revision),
+            "{run:#}"
+        );
+        let listed = tool_names(action_result(&run, 5));
+        for tool in [
+            "run_code",
+            "mcp__asks__greet",
+            "mcp__kv__get",
+            "mcp__echo__echo",
+            "mcp__m__echo",
+        ] {
+            assert!(listed.contains(&tool.to_owned()), "{tool}: {listed:?}");
+        }
     }
+    let listings = misbehave_events(&events)
+        .iter()
+        .filter(|event| event["method"] == "tools/list")
+        .count();
+    assert_eq!(listings, 1, "read again within its ttlMs");
 }
 
 /// An upstream that says how long its tool list stays fresh (`ttlMs`) is listed once within

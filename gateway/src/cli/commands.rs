@@ -342,12 +342,11 @@ async fn serve(
         shutdown.clone(),
     ));
     let served = if stdio {
-        let callbacks = server::http::serve_sign_in_callbacks(gateway.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            if let Err(error) = callbacks.await {
-                tracing::error!("per-user sign-ins cannot come back: {error}");
-            }
-        });
+        match server::http::bind_sign_in_callbacks(gateway.clone(), shutdown.clone()).await {
+            Ok(Some(callbacks)) => drop(tokio::spawn(callbacks)),
+            Ok(None) => {}
+            Err(error) => tracing::error!("per-user sign-ins cannot come back: {error}"),
+        }
         server::transport::stdio::serve(gateway.clone(), profile, shutdown.clone()).await
     } else {
         server::http::serve(gateway.clone(), shutdown.clone()).await

@@ -216,11 +216,12 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
 /// Over stdio the gateway has no listener for a browser to come back to: when a server
 /// signs each caller in (`per_user`, token exchange), a loopback one serves
 /// `/oauth/callback` alone, behind the same guard, on that server's `redirect_port` (else
-/// any free port), until `shutdown`.
-pub async fn serve_sign_in_callbacks(
+/// any free port), until `shutdown`. It is bound when this returns (so a sign-in that
+/// comes at once has its callback URL); the future it gives serves it.
+pub async fn bind_sign_in_callbacks(
     gateway: Arc<Gateway>,
     shutdown: CancellationToken,
-) -> Result<(), ServeError> {
+) -> Result<Option<impl Future<Output = ()>>, ServeError> {
     let config = gateway.config();
     let ports: Vec<u16> = config
         .enabled_servers()
@@ -229,7 +230,7 @@ pub async fn serve_sign_in_callbacks(
         .map(|oauth| oauth.redirect_port.unwrap_or(0))
         .collect();
     if ports.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let port = ports.into_iter().find(|port| *port != 0).unwrap_or(0);
     let guard = Arc::new(listener_guard::guard_for(&config)?);
@@ -248,8 +249,8 @@ pub async fn serve_sign_in_callbacks(
         .route(CALLBACK_PATH, get(sign_in_callback))
         .with_state(gateway)
         .layer(SecurityLayer::new(guard));
-    connections::serve(listener, router, (&config.listen).into(), shutdown).await;
-    Ok(())
+    let limits = (&config.listen).into();
+    Ok(Some(connections::serve(listener, router, limits, shutdown)))
 }
 
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
