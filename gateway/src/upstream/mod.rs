@@ -554,7 +554,13 @@ impl Upstream {
     /// Reads the list `refresh` names again, and tells clients as `announce` says.
     async fn refresh(&self, refresh: &UpstreamEvent, announce: Announce) {
         let Some(live) = self.live() else { return };
-        match live.offer.refreshed(&live.peer, refresh).await {
+        // The supervisor waits on this: an upstream that never answers must not hold it.
+        let read = live.offer.refreshed(&live.peer, refresh);
+        let read = match tokio::time::timeout(CONNECT_TIMEOUT, read).await {
+            Ok(read) => read.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
+        };
+        match read {
             Ok(offer) => {
                 tracing::debug!(server = %self.name, ?refresh, "upstream offer refreshed");
                 let kind = match refresh {
