@@ -269,13 +269,13 @@ async fn connect_inner(
         // Whether `server/discover` found a server of 2026-07-28.
         UpstreamProtocol::Auto => revision.as_ref().is_some_and(|v| !v.has_initialize()),
     };
+    let stateless = stateless.then(|| revision.unwrap_or(ProtocolVersion::V_2026_07_28));
+    if let (Some(revision), Some(CallLane::Http(lane))) = (&stateless, &lane) {
+        lane.serve_stateless(revision);
+    }
     // What rmcp puts in each request to a stateless server, for the calls the lanes
     // write themselves.
-    let stateless = stateless.then(|| {
-        let revision = revision.unwrap_or(ProtocolVersion::V_2026_07_28);
-        if let Some(CallLane::Http(lane)) = &lane {
-            lane.serve_stateless(&revision);
-        }
+    let stateless = stateless.map(|revision| {
         let mut context = RequestMetaObject::new();
         context.set_protocol_version(revision);
         context.set_client_info(gateway_side.client_info);

@@ -22,7 +22,7 @@
 //! forgotten the session (404), the call goes through rmcp, which opens a new session and
 //! sends it again; the lane then takes the new one. An upstream of 2026-07-28 has no
 //! session: the connection tells the slot so once `server/discover` found it
-//! ([`SessionSlot::serve_stateless`]), and each call then carries its own routing headers
+//! ([`HttpLane::serve_stateless`]), and each call then carries its own routing headers
 //! (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) as well as its context in `_meta`.
 
 use std::collections::HashMap;
@@ -63,14 +63,15 @@ pub struct UpstreamSession {
 }
 
 impl UpstreamSession {
-    /// The headers of `message`, which names `routing`'s method and what it calls.
+    /// The headers of a request: this session's, and with no session the request's
+    /// routing headers, which `routing` makes.
     fn headers_for(
         &self,
-        routing: Vec<(HeaderName, HeaderValue)>,
+        routing: impl FnOnce() -> Vec<(HeaderName, HeaderValue)>,
     ) -> HashMap<HeaderName, HeaderValue> {
         let mut headers = self.headers.clone();
         if self.stateless {
-            headers.extend(routing);
+            headers.extend(routing());
         }
         headers
     }
@@ -220,7 +221,7 @@ impl HttpLane {
     {
         let session = self.session.get().ok_or(Unanswered::NoSession)?;
         let request = ClientRequest::CallToolRequest(request);
-        let headers = session.headers_for(wire::routing::headers(&request, input_schema));
+        let headers = session.headers_for(|| wire::routing::headers(&request, input_schema));
         let message = ClientJsonRpcMessage::request(request, id.clone());
         let posted = self
             .client
@@ -344,10 +345,8 @@ impl HttpLane {
             Some(reason.to_owned()),
         ));
         let method = HeaderValue::from_static(CancelledNotificationMethod::VALUE);
-        let headers = session.headers_for(vec![(
-            HeaderName::from_static(wire::routing::MCP_METHOD),
-            method,
-        )]);
+        let headers = session
+            .headers_for(|| vec![(HeaderName::from_static(wire::routing::MCP_METHOD), method)]);
         let notification = ClientJsonRpcMessage::notification(
             ClientNotification::CancelledNotification(cancelled),
         );

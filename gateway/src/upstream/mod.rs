@@ -832,10 +832,13 @@ impl Upstream {
             .get_or_insert_default::<RequestMetaObject>();
         self.add_lane_meta(live, caller.as_ref(), meta);
         meta.set_progress_token(token.clone());
+        // A call to a server of 2026-07-28 repeats the arguments its tool's schema
+        // designates in headers.
         let schema = live
             .offer
             .tools
             .iter()
+            .filter(|_| live.is_stateless())
             .find(|listed| listed.name == tool)
             .map(|listed| listed.input_schema.clone());
         let _route = caller
