@@ -38,6 +38,8 @@ Modes:
   close-stdout   on tools/call, closes its stdout and keeps running (ignoring SIGTERM and
                  the end of stdin) without answering
   exit-on-init   exits with status 1 when it receives `initialize`, without answering
+  exit-on-discover  exits with status 1 when it receives `server/discover` (a server that
+                 cannot bear a method it does not know before `initialize`); otherwise well
   mute-on-init   never answers `initialize` and keeps running: an upstream that hangs
                  at start
   exit-on-reinit behaves on its first start; `echo` then exits mid-call, and every later
@@ -86,6 +88,7 @@ MODES = {
     "oversized",
     "close-stdout",
     "exit-on-init",
+    "exit-on-discover",
     "exit-on-reinit",
     "stderr-noline",
     "stderr-binary",
@@ -274,6 +277,10 @@ class Server:
                 "capabilities": {"tools": {"listChanged": True}, "logging": {}},
                 "serverInfo": {"name": f"misbehave-{self.mode}", "version": "1.0.0"},
             })
+        elif method == "server/discover" and self.mode == "exit-on-discover":
+            sys.stderr.write("misbehave: exiting on server/discover\n")
+            sys.stderr.flush()
+            os._exit(1)
         elif method == "server/discover" and os.environ.get("MISBEHAVE_DISCOVER") == "1":
             self.result(request_id, {
                 "resultType": "complete",

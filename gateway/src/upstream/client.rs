@@ -19,7 +19,7 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, CustomNotification, ElicitRequest,
     ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
     Implementation, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotification,
-    LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam,
+    LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam, ProtocolVersion,
     ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, SubscriptionFilter,
     UrlElicitationCapability,
 };
@@ -108,10 +108,13 @@ impl ClientHandler for UpstreamClient {
                     .with_url(UrlElicitationCapability::new()),
             )
             .build();
+        // What `initialize` asks for, when the gateway opens a session: the last revision
+        // that has one (`server/discover` names its own versions).
         ClientConfig::new(
             capabilities,
             Implementation::new("mcp-gateway", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn ping(&self, context: RequestContext<RoleClient>) -> Result<(), ErrorData> {

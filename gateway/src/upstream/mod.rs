@@ -40,7 +40,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::status::SignInStatus;
 use crate::auth::store::TokenStore;
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, UpstreamProtocol};
 use crate::observe::telemetry;
 use crate::relay::calls::answer_after_progress;
 use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Listeners};
@@ -429,12 +429,26 @@ impl Upstream {
     /// The supervisor: connect, serve until the connection drops, back off, repeat.
     async fn supervise(self: Arc<Self>) {
         let mut backoff = FIRST_BACKOFF;
+        // Under `auto`: whether the next attempt skips `server/discover`, because the last
+        // one failed while starting (a server that exits, or breaks off, when asked a
+        // method it does not know before `initialize`). Attempts alternate from then on
+        // until one succeeds.
+        let mut skip_discover = false;
         loop {
             let (events_tx, mut events) = mpsc::unbounded_channel();
+            let mut config = self.config.clone();
+            if skip_discover {
+                config.protocol = UpstreamProtocol::Session;
+            }
             let attempt = tokio::select! {
-                attempt = connect::connect(&self.name, &self.config, self.signs_in_as.as_ref(), events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
+                attempt = connect::connect(&self.name, &config, self.signs_in_as.as_ref(), events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
+            if let Err(connect::ConnectError::Initialize(_)) = &attempt
+                && self.config.protocol == UpstreamProtocol::Auto
+            {
+                skip_discover = !skip_discover;
+            }
             match attempt {
                 Ok(connection) => {
                     backoff = FIRST_BACKOFF;
