@@ -8,7 +8,7 @@
 //! a handshake session sees exactly what 2025-11-25 clients always saw.
 
 use rmcp::ErrorData;
-use rmcp::model::ResultType;
+use rmcp::model::{CallToolRequestParams, ResultType};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -249,6 +249,16 @@ fn common_prompts() -> Value {
         {"name": "test_prompt_with_image", "title": "Prompt With Image",
          "description": "A prompt that includes image content"}
     ])
+}
+
+/// The text argument `name` of a tool call, empty when it has none.
+pub fn argument<'a>(request: &'a CallToolRequestParams, name: &str) -> &'a str {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|args| args.get(name))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::fixtures::{
-    HEADER_PARAMETER_TOOL, TEMPLATE_PREFIX, TEMPLATE_SUFFIX, TEST_AUDIO, TEST_IMAGE,
+    HEADER_PARAMETER_TOOL, TEMPLATE_PREFIX, TEMPLATE_SUFFIX, TEST_AUDIO, TEST_IMAGE, argument,
     complete_result, decode, prompts, resources, tools,
 };
 use crate::jobs::Jobs;
@@ -82,15 +82,6 @@ fn severity(level: LoggingLevel) -> u8 {
         LoggingLevel::Alert => 6,
         LoggingLevel::Emergency => 7,
     }
-}
-
-fn argument<'a>(request: &'a CallToolRequestParams, name: &str) -> &'a str {
-    request
-        .arguments
-        .as_ref()
-        .and_then(|args| args.get(name))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 impl Conformance {

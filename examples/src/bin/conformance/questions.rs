@@ -12,7 +12,7 @@ use rmcp::service::RequestContext;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::fixtures::{decode, defaults_form, enums_form, simple_form};
+use crate::fixtures::{argument, decode, defaults_form, enums_form, simple_form};
 use crate::rounds::{self, Outcome, Round};
 
 /// The key the question is asked under in an `InputRequiredResult`.
@@ -29,21 +29,12 @@ pub enum Question {
 impl Question {
     /// The question the tool called in `request` asks, if it is one of these tools.
     pub fn of(request: &CallToolRequestParams) -> Option<Self> {
-        let argument = |name: &str| {
-            request
-                .arguments
-                .as_ref()
-                .and_then(|args| args.get(name))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
         Some(match request.name.as_ref() {
             "test_sampling" => Self::Sample {
-                prompt: argument("prompt"),
+                prompt: argument(request, "prompt").to_owned(),
             },
             "test_elicitation" => Self::Elicit {
-                form: simple_form(&argument("message")),
+                form: simple_form(argument(request, "message")),
                 label: "User response",
             },
             "test_elicitation_sep1034_defaults" => Self::Elicit {
