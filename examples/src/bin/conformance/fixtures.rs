@@ -8,7 +8,7 @@
 //! a handshake session sees exactly what 2025-11-25 clients always saw.
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, ResultType};
+use rmcp::model::{JsonObject, ResultType};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -251,11 +251,10 @@ fn common_prompts() -> Value {
     ])
 }
 
-/// The text argument `name` of a tool call, empty when it has none.
-pub fn argument<'a>(request: &'a CallToolRequestParams, name: &str) -> &'a str {
-    request
-        .arguments
-        .as_ref()
+/// The text argument `name` among a tool call's or a prompt's `arguments`, empty when it
+/// has none.
+pub fn argument<'a>(arguments: Option<&'a JsonObject>, name: &str) -> &'a str {
+    arguments
         .and_then(|args| args.get(name))
         .and_then(Value::as_str)
         .unwrap_or_default()

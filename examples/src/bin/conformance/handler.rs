@@ -191,7 +191,7 @@ impl Conformance {
             }
             HEADER_PARAMETER_TOOL => Ok(text_result(format!(
                 "Routed to region {}",
-                argument(request, "region")
+                argument(request.arguments.as_ref(), "region")
             ))),
             "test_trigger_tool_change" => announce(ListChange::Tools),
             "test_trigger_prompt_change" => announce(ListChange::Prompts),
@@ -440,15 +440,7 @@ impl ServerHandler for Conformance {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let arg = |name: &str| {
-            request
-                .arguments
-                .as_ref()
-                .and_then(|args| args.get(name))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let arg = |name: &str| argument(request.arguments.as_ref(), name).to_owned();
         let user = |content: Value| json!({"role": "user", "content": content});
         let text = |text: String| user(json!({"type": "text", "text": text}));
         let messages = match request.name.as_str() {

@@ -31,10 +31,10 @@ impl Question {
     pub fn of(request: &CallToolRequestParams) -> Option<Self> {
         Some(match request.name.as_ref() {
             "test_sampling" => Self::Sample {
-                prompt: argument(request, "prompt").to_owned(),
+                prompt: argument(request.arguments.as_ref(), "prompt").to_owned(),
             },
             "test_elicitation" => Self::Elicit {
-                form: simple_form(argument(request, "message")),
+                form: simple_form(argument(request.arguments.as_ref(), "message")),
                 label: "User response",
             },
             "test_elicitation_sep1034_defaults" => Self::Elicit {
