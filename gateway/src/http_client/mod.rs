@@ -1,5 +1,5 @@
-//! The HTTP client of streamable HTTP upstreams: hyper's pooled client, on connections
-//! that acknowledge what they receive at once.
+//! The HTTP client of streamable HTTP upstreams: pooled connections that the task using
+//! one drives itself ([`pool`]), and that acknowledge what they receive at once.
 //!
 //! Many MCP servers write an answer in two pieces. rmcp's `StreamableHttpService` sends
 //! the response head with an SSE priming event first, then the message; served by
@@ -29,11 +29,9 @@ use http::header::{
 };
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::Client;
+use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use rmcp::ErrorData;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::{
@@ -47,13 +45,17 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::{Error as SseError, Sse, SseStream};
 use tokio::net::TcpStream;
 
+use pool::{DrivenBody, Pool};
+
+mod pool;
+
 /// What went wrong below the MCP layer.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
+    #[error("could not connect: {0}")]
+    Connect(Box<dyn std::error::Error + Send + Sync>),
     #[error("{0}")]
-    Request(#[from] hyper_util::client::legacy::Error),
-    #[error("{0}")]
-    Body(#[from] hyper::Error),
+    Exchange(#[from] hyper::Error),
     #[error("{0}")]
     Http(#[from] http::Error),
     #[error("{0}")]
@@ -67,7 +69,7 @@ type Error = StreamableHttpError<HttpError>;
 /// See the module documentation. Cheap to clone: clones share one connection pool.
 #[derive(Clone)]
 pub struct UpstreamHttp {
-    client: Client<HttpsConnector<QuickAckConnector>, Full<Bytes>>,
+    pool: Pool,
 }
 
 impl UpstreamHttp {
@@ -91,15 +93,15 @@ impl UpstreamHttp {
             .enable_http1()
             .wrap_connector(QuickAckConnector(tcp));
         Ok(Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            pool: Pool::new(connector),
         })
     }
 
-    async fn send(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, Error> {
-        self.client
-            .request(request)
+    async fn send(&self, request: Request<Full<Bytes>>) -> Result<Response<DrivenBody>, Error> {
+        self.pool
+            .send(request)
             .await
-            .map_err(|error| StreamableHttpError::Client(error.into()))
+            .map_err(StreamableHttpError::Client)
     }
 }
 
@@ -201,7 +203,7 @@ fn content_type(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Up to `limit` bytes of `body`; `Err` past it when `refuse` (else the prefix).
-async fn read_body(body: Incoming, limit: usize, refuse: bool) -> Result<Vec<u8>, Error> {
+async fn read_body(body: DrivenBody, limit: usize, refuse: bool) -> Result<Vec<u8>, Error> {
     let mut data = body.into_data_stream();
     let mut read = Vec::new();
     while let Some(chunk) = data.next().await {
@@ -219,7 +221,7 @@ async fn read_body(body: Incoming, limit: usize, refuse: bool) -> Result<Vec<u8>
 }
 
 /// The events of an SSE body, none larger than `max_event` bytes.
-fn events(body: Incoming, max_event: usize) -> BoxStream<'static, Result<Sse, SseError>> {
+fn events(body: DrivenBody, max_event: usize) -> BoxStream<'static, Result<Sse, SseError>> {
     let mut pending = 0usize;
     let mut last = BytesMut::new();
     let bounded = body.into_data_stream().map(move |chunk| {
