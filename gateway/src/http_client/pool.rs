@@ -37,6 +37,9 @@ const IDLE_PER_ORIGIN: usize = 64;
 
 type Stream = MaybeHttpsStream<QuickAck>;
 
+/// What reads and writes a connection's socket, as a future polled by its users.
+type Driver = Pin<Box<http1::Connection<Stream, Full<Bytes>>>>;
+
 /// Where connections go: a scheme and an authority.
 type Origin = (Scheme, Authority);
 
@@ -55,7 +58,7 @@ struct Connection {
     sender: http1::SendRequest<Full<Bytes>>,
     /// `None` once it finished: the connection is closed, and a request sent on it now
     /// comes back unsent.
-    driver: Option<Pin<Box<http1::Connection<Stream, Full<Bytes>>>>>,
+    driver: Option<Driver>,
     /// Since when it has been idle in the pool.
     idle_since: Instant,
 }
