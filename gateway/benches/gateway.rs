@@ -132,13 +132,24 @@ fn release_bin(name: &str) -> PathBuf {
     let built = modified(&path).unwrap_or_else(|| panic!("{} is missing", path.display()));
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     // The gateway is built from its crate and sdkgen; every other binary is an example,
-    // which cargo leaves alone (and older) when only the gateway changed.
+    // which cargo leaves alone (and older) when only the gateway or another example
+    // changed: it is built from the examples' library and its own file or folder.
     let crates: &[&str] = if name == "mcp-gateway" {
         &["gateway", "sdkgen"]
     } else {
         &["examples"]
     };
-    let (newest, source) = newest_source(&workspace, crates);
+    let bins = workspace.join("examples/src/bin");
+    let own = |path: &Path| {
+        path.strip_prefix(&bins)
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .is_none_or(|first| {
+                let first = Path::new(first.as_os_str());
+                first == Path::new(name) || first.file_stem() == Some(name.as_ref())
+            })
+    };
+    let (newest, source) = newest_source(&workspace, crates, own);
     assert!(
         built >= newest,
         "refusing to measure a stale binary: {} is older than {}; run \
@@ -153,9 +164,13 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-/// The most recently modified source of `crates`: their `src/` folders, their manifests,
-/// and the workspace's manifest and lock file.
-fn newest_source(workspace: &Path, crates: &[&str]) -> (std::time::SystemTime, PathBuf) {
+/// The most recently modified source of `crates` that `counts`: their `src/` folders,
+/// their manifests, and the workspace's manifest and lock file.
+fn newest_source(
+    workspace: &Path,
+    crates: &[&str],
+    counts: impl Fn(&Path) -> bool,
+) -> (std::time::SystemTime, PathBuf) {
     let mut newest = (std::time::UNIX_EPOCH, workspace.join("Cargo.lock"));
     let mut pending = vec![workspace.join("Cargo.lock"), workspace.join("Cargo.toml")];
     for krate in crates {
@@ -171,7 +186,8 @@ fn newest_source(workspace: &Path, crates: &[&str]) -> (std::time::SystemTime, P
                     .flatten()
                     .map(|e| e.path()),
             );
-        } else if let Some(time) = modified(&path)
+        } else if counts(&path)
+            && let Some(time) = modified(&path)
             && time > newest.0
         {
             newest = (time, path);
