@@ -196,6 +196,8 @@ pub(crate) struct Channel {
     fd: RawFd,
     buffered: Vec<u8>,
     received: VecDeque<OwnedFd>,
+    /// The gateway closed its end.
+    ended: bool,
 }
 
 impl Channel {
@@ -204,6 +206,7 @@ impl Channel {
             fd,
             buffered: Vec::new(),
             received: VecDeque::new(),
+            ended: false,
         }
     }
 
@@ -224,9 +227,16 @@ impl Channel {
                 return None;
             }
             if self.receive().ok()? == 0 {
+                self.ended = true;
                 return None;
             }
         }
+    }
+
+    /// Whether the gateway closed its end: a `None` from [`Self::next_message`] was the
+    /// end of the channel, not a message it could not read.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
     }
 
     /// Whether a message (or the end) is waiting to be read.
@@ -310,5 +320,26 @@ impl Channel {
         let n = n as usize;
         self.buffered.extend_from_slice(&chunk[..n]);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    use super::Channel;
+
+    #[test]
+    fn the_end_of_the_channel_is_told_apart_from_a_message_it_cannot_read() {
+        let (mut gateway, worker) = UnixStream::pair().unwrap();
+        let mut channel = Channel::new(worker.as_raw_fd());
+        gateway.write_all(b"not a message\n").unwrap();
+        assert!(channel.next_message().is_none());
+        assert!(!channel.ended(), "a bad message is not the end");
+        drop(gateway);
+        assert!(channel.next_message().is_none());
+        assert!(channel.ended(), "the gateway closed its end");
     }
 }

@@ -105,6 +105,10 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
     }
     link.send(&WorkerMessage::Ready { forks });
     let Some(became) = template::serve_until_run(&link, &mut channel, forks) else {
+        // The gateway stopped before giving the template work: it ends quietly.
+        if channel.ended() {
+            return ExitCode::SUCCESS;
+        }
         eprintln!("code worker: expected a fork or a run message");
         return ExitCode::FAILURE;
     };
@@ -158,6 +162,10 @@ fn run_worker(link: Arc<HostLink>, mut channel: Channel, role: Role) -> ExitCode
         max_output_bytes,
     }) = run
     else {
+        // A worker started ahead whose gateway stopped before giving it work ends quietly.
+        if channel.ended() {
+            return ExitCode::SUCCESS;
+        }
         eprintln!("code worker: expected a run message");
         return ExitCode::FAILURE;
     };
