@@ -52,7 +52,7 @@ mod pool;
 /// What went wrong below the MCP layer.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error("could not connect: {0}")]
+    #[error("could not connect: {}", with_causes(.0.as_ref()))]
     Connect(Box<dyn std::error::Error + Send + Sync>),
     #[error("{0}")]
     Exchange(#[from] hyper::Error),
@@ -65,6 +65,19 @@ pub enum HttpError {
 }
 
 type Error = StreamableHttpError<HttpError>;
+
+/// `error` and what caused it, down to the first cause (where the connector's "tcp connect
+/// error" says why: "Connection refused", say).
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
 
 /// See the module documentation. Cheap to clone: clones share one connection pool.
 #[derive(Clone)]

@@ -64,6 +64,21 @@ pub enum ConnectError {
     OAuth(String),
 }
 
+/// `text` without the Rust type rmcp's transport errors name (`Send message error
+/// Transport [mcp_gateway::upstream::…<…>] error: …`), which tells a person reading why an
+/// upstream failed nothing.
+fn without_transport_type(text: &str) -> String {
+    const OPEN: &str = " Transport [";
+    const CLOSE: &str = "] error: ";
+    let Some(start) = text.find(OPEN) else {
+        return text.to_owned();
+    };
+    match text[start..].find(CLOSE) {
+        Some(end) => format!("{}: {}", &text[..start], &text[start + end + CLOSE.len()..]),
+        None => text.to_owned(),
+    }
+}
+
 /// An open connection: the running rmcp client service and, for stdio, the child group.
 pub struct Connection {
     pub live: Arc<Live>,
@@ -157,8 +172,9 @@ async fn connect_inner(
     let handler = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
     let gateway_side = handler.get_info();
     let violation = Violation::default();
-    let init_error =
-        |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(e.to_string());
+    let init_error = |e: rmcp::service::ClientInitializeError| {
+        ConnectError::Initialize(without_transport_type(&e.to_string()))
+    };
     let endpoint = config.endpoint();
     let lifecycle = lifecycle(config.protocol);
     let signed_out = CancellationToken::new();
@@ -350,4 +366,25 @@ fn header_map(
             Ok((name, value))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_transport_type;
+
+    #[test]
+    fn why_an_upstream_failed_leaves_out_the_transports_rust_type() {
+        let rmcp = "Send message error Transport [mcp_gateway::upstream::a::B<c::D<E>>] error: \
+                    Client error: could not connect: tcp connect error: Connection refused \
+                    (os error 111), when send initialize request";
+        assert_eq!(
+            without_transport_type(rmcp),
+            "Send message error: Client error: could not connect: tcp connect error: \
+             Connection refused (os error 111), when send initialize request"
+        );
+        assert_eq!(
+            without_transport_type("connection closed"),
+            "connection closed"
+        );
+    }
 }
