@@ -1,8 +1,10 @@
 //! A sentence-transformers BERT (all-MiniLM-L6-v2 and its kind) run in process with
 //! candle: the text is tokenized (`tokenizer.json`, by the `tokenizers` crate), run
-//! through the model (`model.safetensors`, `config.json`), and its token vectors averaged
-//! over the real tokens and scaled to unit length: the "mean pooling, normalize" recipe of
-//! these models, so a dot product of two vectors is their cosine similarity.
+//! through the model (`model.safetensors`, `config.json`), and its token vectors pooled
+//! into one and scaled to unit length, so a dot product of two vectors is their cosine
+//! similarity. The pooling is the folder's own (`1_Pooling/config.json`): the mean over
+//! the real tokens (all-MiniLM-L6-v2, gte, e5), or the first token's vector (bge,
+//! arctic-embed); the mean when the folder does not say.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,6 +26,50 @@ pub struct Bert {
     model: BertModel,
     tokenizer: Tokenizer,
     dimension: usize,
+    pooling: Pooling,
+}
+
+/// How a text's token vectors become one.
+#[derive(Debug, PartialEq)]
+pub(super) enum Pooling {
+    /// Their mean over the real tokens (padding left out).
+    Mean,
+    /// The vector of the first token (`[CLS]`).
+    Cls,
+}
+
+/// The modes of sentence-transformers' `1_Pooling/config.json` that matter here.
+#[derive(serde::Deserialize)]
+struct PoolingConfig {
+    #[serde(default)]
+    pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+}
+
+impl Pooling {
+    /// The pooling `dir` asks for: the mean unless its `1_Pooling/config.json` asks for
+    /// exactly the first token; any other mode (max, several at once) is refused rather
+    /// than read wrongly.
+    pub(super) fn of(dir: &Path) -> Result<Pooling, EmbedError> {
+        let path = dir.join("1_Pooling").join("config.json");
+        let Ok(text) = std::fs::read(&path) else {
+            return Ok(Pooling::Mean);
+        };
+        let config: PoolingConfig = serde_json::from_slice(&text)
+            .map_err(|e| EmbedError(format!("{}: {e}", path.display())))?;
+        match (
+            config.pooling_mode_mean_tokens,
+            config.pooling_mode_cls_token,
+        ) {
+            (true, false) => Ok(Pooling::Mean),
+            (false, true) => Ok(Pooling::Cls),
+            _ => Err(EmbedError(format!(
+                "{}: only the mean of the tokens or the first token's vector is supported",
+                path.display()
+            ))),
+        }
+    }
 }
 
 impl Bert {
@@ -56,6 +102,7 @@ impl Bert {
             model,
             tokenizer,
             dimension: config.hidden_size,
+            pooling: Pooling::of(dir)?,
         })
     }
 
@@ -74,12 +121,18 @@ impl Bert {
         let ids = rows(|e| e.get_ids())?;
         let mask = rows(|e| e.get_attention_mask())?;
         let tokens = self.model.forward(&ids, &ids.zeros_like()?, Some(&mask))?;
-        // Mean over the real tokens (padding masked out), then unit length.
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let sum = tokens.broadcast_mul(&mask)?.sum(1)?;
-        let mean = sum.broadcast_div(&mask.sum(1)?)?;
-        let norm = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?;
-        mean.broadcast_div(&norm)?.to_vec2()
+        let pooled = match self.pooling {
+            // Mean over the real tokens (padding masked out).
+            Pooling::Mean => {
+                let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let sum = tokens.broadcast_mul(&mask)?.sum(1)?;
+                sum.broadcast_div(&mask.sum(1)?)?
+            }
+            Pooling::Cls => tokens.narrow(1, 0, 1)?.squeeze(1)?,
+        };
+        // Unit length.
+        let norm = pooled.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?;
+        pooled.broadcast_div(&norm)?.to_vec2()
     }
 }
 
@@ -106,5 +159,40 @@ impl Embedder for Bert {
             .await
             .map_err(|e| EmbedError(e.to_string()))?
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pooling;
+
+    fn folder_with(pooling: Option<&str>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(config) = pooling {
+            std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+            std::fs::write(dir.path().join("1_Pooling/config.json"), config).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn the_pooling_is_the_model_folders_own() {
+        let mean = r#"{"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true}"#;
+        let cls = r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#;
+        let max = r#"{"pooling_mode_max_tokens": true}"#;
+        assert_eq!(
+            Pooling::of(folder_with(None).path()).unwrap(),
+            Pooling::Mean
+        );
+        assert_eq!(
+            Pooling::of(folder_with(Some(mean)).path()).unwrap(),
+            Pooling::Mean
+        );
+        assert_eq!(
+            Pooling::of(folder_with(Some(cls)).path()).unwrap(),
+            Pooling::Cls
+        );
+        let refused = Pooling::of(folder_with(Some(max)).path()).unwrap_err();
+        assert!(refused.0.contains("only the mean"), "{}", refused.0);
     }
 }

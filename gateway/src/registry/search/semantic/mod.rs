@@ -521,6 +521,11 @@ fn identity(dir: &Path, document_prefix: &str) -> Result<String, EmbedError> {
     if !document_prefix.is_empty() {
         hash.update(document_prefix.as_bytes());
     }
+    // Vectors pooled by the mean (the only pooling once) keep their name.
+    #[cfg(feature = "semantic")]
+    if bert::Pooling::of(dir)? == bert::Pooling::Cls {
+        hash.update(b"first-token pooling");
+    }
     let digest = hash.finalize();
     Ok(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
 }
