@@ -66,8 +66,8 @@ pub enum HttpError {
 
 type Error = StreamableHttpError<HttpError>;
 
-/// `error` and what caused it, down to the first cause (where the connector's "tcp connect
-/// error" says why: "Connection refused", say).
+/// `error` and the chain of what caused it: the connector's "tcp connect error" is
+/// followed by why ("Connection refused", say).
 fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
