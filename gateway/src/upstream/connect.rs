@@ -64,18 +64,19 @@ pub enum ConnectError {
     OAuth(String),
 }
 
-/// `text` without the Rust type rmcp's transport errors name (`Send message error
-/// Transport [mcp_gateway::upstream::…<…>] error: …`), which tells a person reading why an
-/// upstream failed nothing.
-fn without_transport_type(text: &str) -> String {
+/// An rmcp error as a person reads it: without the Rust type rmcp's transport errors name
+/// (`Send message error Transport [mcp_gateway::upstream::…<…>] error: …`), which tells
+/// someone reading why an upstream failed nothing.
+pub(super) fn worded(error: &impl std::fmt::Display) -> String {
     const OPEN: &str = " Transport [";
     const CLOSE: &str = "] error: ";
+    let text = error.to_string();
     let Some(start) = text.find(OPEN) else {
-        return text.to_owned();
+        return text;
     };
     match text[start..].find(CLOSE) {
         Some(end) => format!("{}: {}", &text[..start], &text[start + end + CLOSE.len()..]),
-        None => text.to_owned(),
+        None => text,
     }
 }
 
@@ -172,9 +173,7 @@ async fn connect_inner(
     let handler = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
     let gateway_side = handler.get_info();
     let violation = Violation::default();
-    let init_error = |e: rmcp::service::ClientInitializeError| {
-        ConnectError::Initialize(without_transport_type(&e.to_string()))
-    };
+    let init_error = |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(worded(&e));
     let endpoint = config.endpoint();
     let lifecycle = lifecycle(config.protocol);
     let signed_out = CancellationToken::new();
@@ -315,7 +314,7 @@ async fn connect_inner(
     let initialized = service.peer().peer_info().map(|info| (*info).clone());
     let offer = Offer::read(service.peer(), initialized)
         .await
-        .map_err(|e| ConnectError::List(e.to_string()))?;
+        .map_err(|e| ConnectError::List(worded(&e)))?;
     let live = Arc::new(Live {
         peer: service.peer().clone(),
         offer,
@@ -370,7 +369,7 @@ fn header_map(
 
 #[cfg(test)]
 mod tests {
-    use super::without_transport_type;
+    use super::worded;
 
     #[test]
     fn why_an_upstream_failed_leaves_out_the_transports_rust_type() {
@@ -378,13 +377,10 @@ mod tests {
                     Client error: could not connect: tcp connect error: Connection refused \
                     (os error 111), when send initialize request";
         assert_eq!(
-            without_transport_type(rmcp),
+            worded(&rmcp),
             "Send message error: Client error: could not connect: tcp connect error: \
              Connection refused (os error 111), when send initialize request"
         );
-        assert_eq!(
-            without_transport_type("connection closed"),
-            "connection closed"
-        );
+        assert_eq!(worded(&"connection closed"), "connection closed");
     }
 }

@@ -1047,7 +1047,7 @@ impl Upstream {
                 server: self.name.to_string(),
                 reason: "unexpected response type".into(),
             },
-            other => self.unavailable(crate::redact::urls(&other.to_string())),
+            other => self.unavailable(crate::redact::urls(&connect::worded(&other))),
         }
     }
 }
