@@ -49,7 +49,9 @@ impl Scenario {
     /// `bad_extra` is appended to the `[servers.bad]` table (e.g. `timeout_ms = 1000`),
     /// `gateway_extra` goes first in the file (e.g. a `[gateway]` table).
     fn start(mode: &str, env: &[(&str, &str)], bad_extra: &str, gateway_extra: &str) -> Scenario {
-        let workspace = Workspace::new("");
+        // One worker thread, whatever the machine: a flood then has no second thread to
+        // drain what it queues, and every other misbehaviour shares the thread with calls.
+        let workspace = Workspace::new("").with_env("TOKIO_WORKER_THREADS", "1");
         let events = workspace.path("misbehave-events.jsonl");
         let config = format!(
             "{gateway_extra}\n{}{}{bad_extra}\n{}",

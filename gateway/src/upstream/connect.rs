@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::child::{self, ProcessGroup, Violation};
 use super::client::{self, UpstreamClient, UpstreamEvent};
 use super::http_lane::{HttpLane, Inbound, SessionSlot};
+use super::notifications_in_flight::InFlightBound;
 use super::offer::Offer;
 use super::per_user::SignsInAs;
 use super::progress_in_order::ProgressInOrder;
@@ -192,7 +193,7 @@ async fn connect_inner(
             (
                 handler
                     .serve_with_lifecycle(
-                        ProgressInOrder::new(transport, calls.clone()),
+                        InFlightBound::new(ProgressInOrder::new(transport, calls.clone())),
                         lifecycle.clone(),
                     )
                     .await
@@ -264,7 +265,7 @@ async fn connect_inner(
             (
                 handler
                     .serve_with_lifecycle(
-                        ProgressInOrder::new(transport, calls.clone()),
+                        InFlightBound::new(ProgressInOrder::new(transport, calls.clone())),
                         lifecycle.clone(),
                     )
                     .await
@@ -347,7 +348,10 @@ where
     let (transport, inbound) = Inbound::new(transport);
     let lane = HttpLane::new(client, &lane_config, session, &inbound);
     let service = handler
-        .serve_with_lifecycle(ProgressInOrder::new(transport, calls.clone()), lifecycle)
+        .serve_with_lifecycle(
+            InFlightBound::new(ProgressInOrder::new(transport, calls.clone())),
+            lifecycle,
+        )
         .await;
     (service, lane)
 }

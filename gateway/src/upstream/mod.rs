@@ -16,6 +16,7 @@ mod connect;
 mod http_lane;
 mod lane;
 mod lines;
+mod notifications_in_flight;
 pub mod offer;
 mod per_user;
 mod progress_in_order;
