@@ -278,8 +278,11 @@ fn worker_threads() -> Result<usize, String> {
 }
 
 /// The default filter: `-v` and `-vv` open everything up (debug, trace), without them the
-/// gateway's own info lines and everyone's warnings; `RUST_LOG` replaces it outright.
-const QUIET: &str = "warn,mcp_gateway=info";
+/// gateway's own info lines and everyone's warnings, but for rmcp's transport worker: an
+/// upstream it cannot reach it reports in its own terms (Rust types and all) just before
+/// the gateway's line about the same failure, at every retry. `RUST_LOG` replaces it
+/// outright.
+const QUIET: &str = "warn,mcp_gateway=info,rmcp::transport::worker=off";
 
 fn init_logging(verbose: u8) {
     let default = match verbose {
