@@ -258,9 +258,9 @@ pub fn main() -> ExitCode {
 ///
 /// Not one per core (tokio's default): the gateway shares its machine with its stdio
 /// upstreams, its run_code workers and often its clients, and a call handed between
-/// idle workers costs each of them a wake-up. On two cores one worker served calls over
-/// streamable HTTP with about a third less CPU per call than two, and more calls per
-/// second at concurrency 32 (docs/operations.md, "Threads").
+/// idle workers costs each of them a wake-up. On two cores one worker served calls with a
+/// fifth to a third less CPU than two, and more calls per second at concurrency 32 but for
+/// those to an HTTP upstream (docs/operations.md, "Threads").
 fn worker_threads() -> Result<usize, String> {
     const VARIABLE: &str = "TOKIO_WORKER_THREADS";
     match std::env::var(VARIABLE) {

@@ -12,10 +12,10 @@ use rmcp::service::{
     ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt,
     RunningService, RunningServiceCancellationToken,
 };
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpClientTransportConfig,
 };
+use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -192,10 +192,7 @@ async fn connect_inner(
             })?;
             (
                 handler
-                    .serve_with_lifecycle(
-                        InFlightBound::new(ProgressInOrder::new(transport, calls.clone())),
-                        lifecycle.clone(),
-                    )
+                    .serve_with_lifecycle(guarded(transport, &calls), lifecycle.clone())
                     .await
                     .map_err(init_error)?,
                 Some(group),
@@ -264,10 +261,7 @@ async fn connect_inner(
                 .map_err(|e| ConnectError::Transport(e.to_string()))?;
             (
                 handler
-                    .serve_with_lifecycle(
-                        InFlightBound::new(ProgressInOrder::new(transport, calls.clone())),
-                        lifecycle.clone(),
-                    )
+                    .serve_with_lifecycle(guarded(transport, &calls), lifecycle.clone())
                     .await
                     .map_err(init_error)?,
                 None,
@@ -348,12 +342,19 @@ where
     let (transport, inbound) = Inbound::new(transport);
     let lane = HttpLane::new(client, &lane_config, session, &inbound);
     let service = handler
-        .serve_with_lifecycle(
-            InFlightBound::new(ProgressInOrder::new(transport, calls.clone())),
-            lifecycle,
-        )
+        .serve_with_lifecycle(guarded(transport, calls), lifecycle)
         .await;
     (service, lane)
+}
+
+/// What rmcp's service loop reads from an upstream: its progress kept in order with the
+/// answers ([`ProgressInOrder`]), and its notifications handled a bounded number at a time
+/// ([`InFlightBound`]).
+fn guarded<T: Transport<RoleClient>>(
+    transport: T,
+    calls: &CallRoutes,
+) -> InFlightBound<ProgressInOrder<T>> {
+    InFlightBound::new(ProgressInOrder::new(transport, calls.clone()))
 }
 
 fn header_map(
