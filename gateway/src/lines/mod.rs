@@ -156,7 +156,8 @@ where
         loop {
             // Lines already buffered are read without waiting, and rmcp spawns a task per
             // notification: counting each line against this task's budget makes a flood
-            // yield to those tasks now and then instead of piling them up.
+            // yield to those tasks now and then. On one worker thread that is not enough
+            // to keep them from piling up; `upstream::notifications_in_flight` bounds them.
             tokio::task::consume_budget().await;
             if !self.read_line().await {
                 self.decoder.ended();
