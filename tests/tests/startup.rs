@@ -9,6 +9,10 @@
 //! direct call all see the late server's tools, and a tool of a server that failed or is
 //! still starting fails with UPSTREAM_UNAVAILABLE naming the server and its state.
 //!
+//! A server that cannot start is retried for as long as the gateway runs; its failure is
+//! logged once, not at every retry, while `/healthz` counts the retries and keeps the
+//! latest error.
+//!
 //! The hung upstream is `tests/servers/misbehave.py mute-on-init`: it never answers
 //! `initialize`, so its first connection attempt lasts the whole 60 s start timeout, after
 //! which the gateway kills it and starts it again. The good tool must be listed and
@@ -371,4 +375,41 @@ fn the_first_list_over_stdio_waits_for_upstreams_still_starting_but_not_for_a_hu
         "the first list waited for the hung upstream: {:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn a_server_that_cannot_start_is_logged_once_not_at_every_retry() {
+    // Nothing listens there: every attempt is refused at once, and retried after 250 ms,
+    // 500 ms, 1 s...
+    let nobody = free_address();
+    let workspace = Workspace::new(&format!(
+        "{}[servers.gone]\nurl = \"http://{nobody}/mcp\"\n",
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let gone = || health(&gateway)["upstreams"]["gone"].clone();
+    assert!(
+        eventually(Duration::from_secs(30), || gone()["restarts"]
+            .as_u64()
+            .is_some_and(|restarts| restarts >= 4)),
+        "retried: {}",
+        gone()
+    );
+    assert_eq!(gone()["state"], "failed", "{}", gone());
+    assert!(
+        gone()["last_error"]
+            .as_str()
+            .is_some_and(|error| error.contains("Connection refused")),
+        "the latest error says why: {}",
+        gone()
+    );
+    let log = gateway.log_text();
+    let failures = log
+        .lines()
+        .filter(|line| line.contains("upstream failed to start") && line.contains("gone"))
+        .count();
+    // Five attempts so far. Under `protocol = "auto"` they alternate between two ways of
+    // opening (with and without `server/discover`), and the error names which: one line
+    // each.
+    assert_eq!(failures, 2, "logged once, not at every retry:\n{log}");
 }

@@ -72,6 +72,30 @@ async fn sleep_until(at: Option<Instant>) {
 }
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// The start-up failures of one upstream logged as errors since it last came up: one
+/// seen again, at every retry of a server down for hours, is a debug line (its health
+/// keeps the latest). Attempts under `auto` alternate between two ways of opening, so one
+/// failure may read two ways; past [`Self::AT_MOST`] distinct ones (errors that name a new
+/// port or time at every attempt) all are debug lines.
+#[derive(Default)]
+struct LoggedFailures(Vec<String>);
+
+impl LoggedFailures {
+    const AT_MOST: usize = 8;
+
+    fn log(&mut self, server: &str, error: &str) {
+        if self.0.iter().any(|logged| logged == error) || self.0.len() >= Self::AT_MOST {
+            tracing::debug!(server, "upstream still fails to start: {error}");
+        } else {
+            tracing::error!(
+                server,
+                "upstream failed to start: {error} (retrying; the same failure is not logged again)"
+            );
+            self.0.push(error.to_owned());
+        }
+    }
+}
+
 /// Why a call to an upstream did not produce a result.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum UpstreamError {
@@ -435,6 +459,7 @@ impl Upstream {
         // method it does not know before `initialize`). Attempts alternate from then on
         // until one succeeds.
         let mut skip_discover = false;
+        let mut logged_failures = LoggedFailures::default();
         loop {
             let (events_tx, mut events) = mpsc::unbounded_channel();
             let mut config = self.config.clone();
@@ -453,6 +478,7 @@ impl Upstream {
             match attempt {
                 Ok(connection) => {
                     backoff = FIRST_BACKOFF;
+                    logged_failures = LoggedFailures::default();
                     let protocol = connection
                         .live
                         .peer
@@ -517,7 +543,7 @@ impl Upstream {
                         _ => UpstreamState::Failed,
                     };
                     let error = crate::redact::urls(&error.to_string());
-                    tracing::error!(server = %self.name, "upstream failed to start: {error}");
+                    logged_failures.log(&self.name, &error);
                     self.set_health(|h| {
                         h.state = state;
                         h.last_error = Some(error);
