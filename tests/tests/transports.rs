@@ -64,6 +64,57 @@ fn a_call_after_an_http_upstream_restarted_is_answered_in_a_new_session() {
     assert!(echo_call(3, "and again").contains(r#""text":"and again""#));
 }
 
+/// An upstream over streamable HTTP that goes away: the call that finds it gone fails with
+/// UPSTREAM_UNAVAILABLE, `/healthz` stops calling it ready and says why, the other
+/// upstreams serve on, and once it is back where it was its calls are answered again.
+#[test]
+fn an_http_upstream_that_goes_away_is_not_ready_until_it_is_back() {
+    let echo = ListeningServer::rmcp_echo();
+    let address = echo.address;
+    let workspace = Workspace::new(&format!(
+        "{}{}",
+        echo.server_config("echo", ""),
+        example_server("kv", "kv")
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let call = |id: u64, name: &str, arguments: Value| {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}});
+        let (status, _, body) = post(gateway.address, Some(&session), None, &call.to_string());
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    let echo_health = || health(&gateway)["upstreams"]["echo"].clone();
+    assert!(call(1, "mcp__echo__echo", json!({"text": "before"})).contains(r#""text":"before""#));
+
+    drop(echo);
+    let body = call(2, "mcp__echo__echo", json!({"text": "while gone"}));
+    assert!(body.contains("UPSTREAM_UNAVAILABLE"), "{body}");
+    assert!(
+        eventually(PATIENCE, || {
+            let echo = echo_health();
+            echo["state"] != "ready"
+                && echo["last_error"]
+                    .as_str()
+                    .is_some_and(|error| error.contains("Connection refused"))
+        }),
+        "not ready, and why: {}\n{}",
+        echo_health(),
+        gateway.log_text()
+    );
+    let body = call(3, "mcp__kv__list", json!({}));
+    assert!(!body.contains("isError\":true"), "kv serves on: {body}");
+
+    let _echo = ListeningServer::rmcp_echo_at(address);
+    assert!(
+        eventually(PATIENCE, || echo_health()["state"] == "ready"),
+        "ready again: {}",
+        echo_health()
+    );
+    assert!(call(4, "mcp__echo__echo", json!({"text": "back"})).contains(r#""text":"back""#));
+}
+
 #[test]
 fn upstreams_over_streamable_http_and_sse() {
     let http = ListeningServer::everything("streamableHttp");

@@ -315,6 +315,7 @@ async fn connect_inner(
         offer,
         pid: group.as_ref().map(ProcessGroup::pid),
         violation,
+        unreachable: Default::default(),
         lane,
         stateless,
     });

@@ -160,6 +160,8 @@ pub enum Unanswered {
     NoSession,
     /// The request or its answer was lost on the way (the reason, for the caller).
     Failed(String),
+    /// No connection to the server could be made: it is down, or gone from its address.
+    Unreachable(String),
 }
 
 impl HttpLane {
@@ -364,7 +366,11 @@ impl HttpLane {
 }
 
 fn failed(error: &StreamableHttpError<HttpError>) -> Unanswered {
-    Unanswered::Failed(crate::redact::urls(&error.to_string()))
+    let reason = crate::redact::urls(&error.to_string());
+    match error {
+        StreamableHttpError::Client(HttpError::Connect(_)) => Unanswered::Unreachable(reason),
+        _ => Unanswered::Failed(reason),
+    }
 }
 
 /// Reads what is left of an answered call's stream, so that its connection goes back to

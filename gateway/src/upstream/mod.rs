@@ -23,7 +23,7 @@ mod progress_in_order;
 pub mod sse_client;
 mod traced_http;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
@@ -201,6 +201,8 @@ pub struct Live {
     pub pid: Option<i32>,
     /// Set when the gateway closed this connection because the server broke the protocol.
     pub violation: child::Violation,
+    /// Raised when a call could not reach the server (streamable HTTP).
+    pub unreachable: Unreachable,
     /// The lane of the connection's tool calls, beside rmcp's client, where it has one.
     lane: Option<CallLane>,
     /// For a server spoken to at 2026-07-28 (no session), what every request to it
@@ -214,6 +216,27 @@ impl Live {
     /// its own context.
     pub fn is_stateless(&self) -> bool {
         self.stateless.is_some()
+    }
+}
+
+/// Raised by a call that could not reach a streamable HTTP upstream. No connection of
+/// ours ends when such a server goes away, so without it `/healthz` would call the server
+/// ready while every call to it fails; the supervisor closes the connection instead and
+/// connects again with backoff, as when a child exits.
+#[derive(Debug, Clone, Default)]
+pub struct Unreachable {
+    reason: Arc<OnceLock<String>>,
+    raised: CancellationToken,
+}
+
+impl Unreachable {
+    fn raise(&self, reason: &str) {
+        self.reason.get_or_init(|| reason.to_owned());
+        self.raised.cancel();
+    }
+
+    fn reason(&self) -> Option<&str> {
+        self.reason.get().map(String::as_str)
     }
 }
 
@@ -500,6 +523,7 @@ impl Upstream {
                         let relist = self.relist_at(relisted);
                         tokio::select! {
                             () = connection.closed() => break,
+                            () = connection.live.unreachable.raised.cancelled() => break,
                             () = self.shutdown.cancelled() => break,
                             () = sleep_until(relist) => {
                                 relisted = Instant::now();
@@ -521,13 +545,15 @@ impl Upstream {
                     }
                     self.set_live(None);
                     let violation = connection.live.violation.clone();
+                    let unreachable = connection.live.unreachable.clone();
                     connection.close().await;
                     if self.shutdown.is_cancelled() {
                         break;
                     }
-                    let why = match violation.get() {
-                        Some(violation) => format!("closed by the gateway: {violation}"),
-                        None => "connection closed".into(),
+                    let why = match (violation.get(), unreachable.reason()) {
+                        (Some(violation), _) => format!("closed by the gateway: {violation}"),
+                        (None, Some(reason)) => format!("unreachable ({reason})"),
+                        (None, None) => "connection closed".into(),
                     };
                     tracing::warn!(server = %self.name, "upstream {why}; reconnecting");
                     self.set_health(|h| {
@@ -618,6 +644,7 @@ impl Upstream {
                     offer,
                     pid: live.pid,
                     violation: live.violation.clone(),
+                    unreachable: live.unreachable.clone(),
                     lane: live.lane.clone(),
                     stateless: live.stateless.clone(),
                 })));
@@ -903,6 +930,10 @@ impl Upstream {
             Ok(answer) => Ok(Some(answer)),
             Err(http_lane::Unanswered::NoSession) => Ok(None),
             Err(http_lane::Unanswered::Failed(reason)) => Err(self.unavailable(reason)),
+            Err(http_lane::Unanswered::Unreachable(reason)) => {
+                live.unreachable.raise(&reason);
+                Err(self.unavailable(reason))
+            }
         }
     }
 
