@@ -187,7 +187,11 @@ pub struct ListeningServer {
 impl ListeningServer {
     /// `mcp-server-everything MODE` (`streamableHttp` or `sse`).
     pub fn everything(mode: &str) -> ListeningServer {
-        let address = free_address();
+        Self::everything_at(mode, free_address())
+    }
+
+    /// [`Self::everything`] at `address` (a server started again where it was).
+    pub fn everything_at(mode: &str, address: SocketAddr) -> ListeningServer {
         let mut command = Command::new(npm_bin("mcp-server-everything"));
         command.arg(mode).env("PORT", address.port().to_string());
         Self::start(command, address)

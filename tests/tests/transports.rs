@@ -115,6 +115,42 @@ fn an_http_upstream_that_goes_away_is_not_ready_until_it_is_back() {
     assert!(call(4, "mcp__echo__echo", json!({"text": "back"})).contains(r#""text":"back""#));
 }
 
+/// The same through rmcp's client, which serves everything but tool calls: a prompt asked
+/// of a server that went away.
+#[test]
+fn a_prompt_asked_of_a_gone_http_upstream_marks_it_not_ready() {
+    let everything = ListeningServer::everything("streamableHttp");
+    let address = everything.address;
+    let workspace = Workspace::new(&everything.server_config("ev", ""));
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let prompt = |id: u64| {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "prompts/get",
+            "params": {"name": "mcp__ev__simple-prompt"}});
+        post(gateway.address, Some(&session), None, &request.to_string()).2
+    };
+    let ev_health = || health(&gateway)["upstreams"]["ev"].clone();
+    assert!(prompt(1).contains("simple prompt"), "{}", prompt(1));
+
+    drop(everything);
+    let body = prompt(2);
+    assert!(body.contains("upstream `ev` is unavailable"), "{body}");
+    assert!(
+        eventually(PATIENCE, || ev_health()["state"] != "ready"),
+        "not ready: {}\n{}",
+        ev_health(),
+        gateway.log_text()
+    );
+
+    let _everything = ListeningServer::everything_at("streamableHttp", address);
+    assert!(
+        eventually(PATIENCE, || ev_health()["state"] == "ready"),
+        "ready again: {}",
+        ev_health()
+    );
+    assert!(prompt(3).contains("simple prompt"), "{}", prompt(3));
+}
+
 #[test]
 fn upstreams_over_streamable_http_and_sse() {
     let http = ListeningServer::everything("streamableHttp");

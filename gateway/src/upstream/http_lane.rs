@@ -367,10 +367,16 @@ impl HttpLane {
 
 fn failed(error: &StreamableHttpError<HttpError>) -> Unanswered {
     let reason = crate::redact::urls(&error.to_string());
-    match error {
-        StreamableHttpError::Client(HttpError::Connect(_)) => Unanswered::Unreachable(reason),
-        _ => Unanswered::Failed(reason),
+    if cannot_connect(error) {
+        Unanswered::Unreachable(reason)
+    } else {
+        Unanswered::Failed(reason)
     }
+}
+
+/// Whether `error` says that no connection to the server could be made.
+pub fn cannot_connect(error: &StreamableHttpError<HttpError>) -> bool {
+    matches!(error, StreamableHttpError::Client(HttpError::Connect(_)))
 }
 
 /// Reads what is left of an answered call's stream, so that its connection goes back to

@@ -33,6 +33,7 @@ use rmcp::model::{
     RequestMetaObject, ResultType, ServerResult, SetLevelRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpError;
 use rmcp::{ErrorData, Peer, RoleClient};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
@@ -42,6 +43,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::status::SignInStatus;
 use crate::auth::store::TokenStore;
 use crate::config::{ServerConfig, UpstreamProtocol};
+use crate::http_client::HttpError;
 use crate::observe::telemetry;
 use crate::relay::calls::answer_after_progress;
 use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Listeners};
@@ -1015,7 +1017,7 @@ impl Upstream {
                 server: self.name.to_string(),
             }),
         };
-        let mut handle = sent.map_err(|e| self.service_error(e))?;
+        let mut handle = sent.map_err(|e| self.service_error(live, e))?;
         let answer = match caller {
             Some(caller) => {
                 let (_route, mut progress) = self.calls.enter_in_order(
@@ -1038,7 +1040,7 @@ impl Upstream {
         };
         match answer {
             Some(Ok(Ok(result))) => Ok(result),
-            Some(Ok(Err(e))) => Err(self.service_error(e)),
+            Some(Ok(Err(e))) => Err(self.service_error(live, e)),
             Some(Err(_closed)) => Err(self.closed_before_answering(live)),
             None => {
                 // Told in the background: the notice waits behind whatever rmcp's writer
@@ -1095,7 +1097,17 @@ impl Upstream {
         }
     }
 
-    fn service_error(&self, error: ServiceError) -> UpstreamError {
+    /// What `error` from rmcp's client means for the caller; one that says the server
+    /// cannot be reached is also raised on `live`.
+    fn service_error(&self, live: &Live, error: ServiceError) -> UpstreamError {
+        if let ServiceError::TransportSend(sent) = &error
+            && let Some(error) = sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
+            && http_lane::cannot_connect(error)
+        {
+            let reason = crate::redact::urls(&error.to_string());
+            live.unreachable.raise(&reason);
+            return self.unavailable(reason);
+        }
         match error {
             ServiceError::McpError(error) => UpstreamError::Rejected {
                 server: self.name.to_string(),
