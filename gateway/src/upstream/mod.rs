@@ -87,10 +87,10 @@ impl LoggedFailures {
 
     fn log(&mut self, server: &str, error: &str) {
         if self.0.iter().any(|logged| logged == error) || self.0.len() >= Self::AT_MOST {
-            tracing::debug!(server, "upstream still fails to start: {error}");
+            tracing::debug!(server = %server, "upstream still fails to start: {error}");
         } else {
             tracing::error!(
-                server,
+                server = %server,
                 "upstream failed to start: {error} (retrying; the same failure is not logged again)"
             );
             self.0.push(error.to_owned());
@@ -1101,10 +1101,10 @@ impl Upstream {
     /// cannot be reached is also raised on `live`.
     fn service_error(&self, live: &Live, error: ServiceError) -> UpstreamError {
         if let ServiceError::TransportSend(sent) = &error
-            && let Some(error) = sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
-            && http_lane::cannot_connect(error)
+            && let Some(http) = sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
+            && http_lane::cannot_connect(http)
         {
-            let reason = crate::redact::urls(&error.to_string());
+            let reason = crate::redact::urls(&http.to_string());
             live.unreachable.raise(&reason);
             return self.unavailable(reason);
         }
