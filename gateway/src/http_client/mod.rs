@@ -68,7 +68,7 @@ type Error = StreamableHttpError<HttpError>;
 
 /// `error` and the chain of what caused it: the connector's "tcp connect error" is
 /// followed by why ("Connection refused", say).
-fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
     while let Some(next) = cause {

@@ -13,7 +13,7 @@ use rmcp::service::{
     RunningService, RunningServiceCancellationToken,
 };
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig,
+    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
 };
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use tokio::sync::mpsc;
@@ -34,7 +34,7 @@ use crate::auth::{
     upstream::OAuthUpstream,
 };
 use crate::config::{Endpoint, RemoteTransport, ServerConfig, UpstreamProtocol};
-use crate::http_client::{HttpError, UpstreamHttp};
+use crate::http_client::{HttpError, UpstreamHttp, with_causes};
 use crate::relay::{CallRoutes, Downstream};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
@@ -52,6 +52,9 @@ pub enum ConnectError {
     Header(String),
     #[error("cannot connect: {0}")]
     Transport(String),
+    /// Nothing answered at the server's address (connection refused, no such host).
+    #[error("cannot reach {url}: {reason}")]
+    Unreachable { url: String, reason: String },
     #[error("initialize failed: {0}")]
     Initialize(String),
     #[error("listing failed: {0}")]
@@ -79,6 +82,23 @@ pub(super) fn worded(error: &impl std::fmt::Display) -> String {
         Some(end) => format!("{}: {}", &text[..start], &text[start + end + CLOSE.len()..]),
         None => text,
     }
+}
+
+/// Why a streamable HTTP server's opening exchange failed. One that never reached the
+/// server says so plainly, and the same whichever way the gateway opened
+/// (`server/discover` or `initialize`): rmcp's wording names the transport and the
+/// request, which tells an operator nothing more.
+fn http_start_failed(error: ClientInitializeError, url: &str) -> ConnectError {
+    if let ClientInitializeError::TransportError { error: sent, .. } = &error
+        && let Some(StreamableHttpError::Client(HttpError::Connect(cause))) =
+            sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
+    {
+        return ConnectError::Unreachable {
+            url: crate::redact::urls(url),
+            reason: with_causes(cause.as_ref()),
+        };
+    }
+    ConnectError::Initialize(worded(&error))
 }
 
 /// An open connection: the running rmcp client service and, for stdio, the child group.
@@ -245,7 +265,7 @@ async fn connect_inner(
                 });
             }
             (
-                service.map_err(init_error)?,
+                service.map_err(|error| http_start_failed(error, url.as_str()))?,
                 None,
                 Some(CallLane::Http(Arc::new(lane))),
             )
