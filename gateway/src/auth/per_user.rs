@@ -137,6 +137,9 @@ struct Ongoing {
     at: Instant,
     /// Whether a call has asked its client to open the URL already.
     asked: bool,
+    /// Whether its callback came and its code is being exchanged: the calls that come
+    /// meanwhile join it still, though its state no longer works for a callback.
+    completing: bool,
 }
 
 /// The sign-ins in progress: their records in the shared state ([`Pending`]), which any
@@ -229,13 +232,13 @@ impl SignIns {
             ongoing
                 .values()
                 .find(|o| o.server == upstream.name && o.identity == identity)
-                .map(|o| o.begun.clone())
+                .map(|o| (o.begun.clone(), o.completing))
         };
         let pending = self.pending().map_err(PerUserError::Begin)?;
         let joined = ongoing(&mut self.lock());
-        if let Some(begun) = joined {
+        if let Some((begun, completing)) = joined {
             // Its callback may have come to another replica since: then it is spent.
-            if pending.is_open(&begun.state).await {
+            if completing || pending.is_open(&begun.state).await {
                 return Ok(begun);
             }
             self.lock().remove(&begun.state);
@@ -285,12 +288,13 @@ impl SignIns {
                         begun: begun.clone(),
                         at: Instant::now(),
                         asked: false,
+                        completing: false,
                     },
                 );
             }
             joined
         };
-        if let Some(joined) = joined {
+        if let Some((joined, _)) = joined {
             pending.forget(&state).await;
             return Ok(joined);
         }
@@ -309,11 +313,22 @@ impl SignIns {
     /// Gives `begun` up (the person declined, or could not be asked): its state no longer
     /// works, and the calls waiting for it fail with `why`.
     pub async fn abandon(&self, begun: &Begun, why: &str) {
+        self.close(begun, Some(why.to_owned())).await;
+    }
+
+    /// Ends `begun` without asking anyone: the identity it was for holds a token already
+    /// (another sign-in of theirs completed meanwhile). The calls waiting for it find the
+    /// token.
+    pub async fn not_needed(&self, begun: &Begun) {
+        self.close(begun, None).await;
+    }
+
+    async fn close(&self, begun: &Begun, failure: Option<String>) {
         self.lock().remove(&begun.state);
         if let Ok(pending) = self.pending() {
             pending.forget(&begun.state).await;
         }
-        self.end(&begun.state, Some(why.to_owned())).await;
+        self.end(&begun.state, failure).await;
     }
 
     /// Tells the calls waiting for the sign-in of `state`, here and on other replicas.
@@ -349,8 +364,13 @@ impl SignIns {
             .map_err(CallbackError::Exchange)?
             .filter(|record| !record.expired(PENDING_TTL))
             .ok_or(CallbackError::UnknownState)?;
-        self.lock().remove(&state);
+        // Calls of the same identity keep joining it until its token is kept: one that
+        // began a new sign-in now would ask the person again.
+        if let Some(ongoing) = self.lock().get_mut(&state) {
+            ongoing.completing = true;
+        }
         let outcome = exchange(&pending, &record, &url, presenter, upstream_of).await;
+        self.lock().remove(&state);
         let failure = outcome.as_ref().err().map(ToString::to_string);
         match &failure {
             None => {

@@ -514,6 +514,12 @@ impl Upstream {
             .begin(oauth, identity)
             .await
             .map_err(|error| self.sign_in_failed(error))?;
+        // A sign-in of theirs may have completed since the caller looked at the store
+        // (the calls of one burst look at once): then nobody is asked again.
+        if holds_token(&oauth.store).await {
+            sign_ins.not_needed(&begun).await;
+            return Ok(());
+        }
         let elicits_urls = caller
             .link
             .capabilities()
