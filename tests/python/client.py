@@ -51,6 +51,10 @@ failure). Actions:
                                (an upstream's event log says it saw something)
   {"action": "wait_notification", "method": str, "count"?: int (default 1),
    "timeout_ms"?: int (default 5000)}      until `count` notifications of `method` arrived
+  {"action": "wait_call", "name": str, "arguments"?: {}, "text": str, "timeout_ms"?: int
+   (default 5000)}
+                 calls the tool every 100 ms until a text of its result contains `text`;
+                 result = that result
   {"action": "wait_tool", "name": str, "timeout_ms"?: int (default 5000)}
                  lists tools every 100 ms until `name` is listed; result = that listing
   {"action": "listen", "tools_list_changed"?: bool, "prompts_list_changed"?: bool,
@@ -435,6 +439,19 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
         if seen < count:
             raise ActionFailed(f"{seen} of {count} {method} notifications within {timeout_ms} ms")
         return {"count": seen}
+    if kind == "wait_call":
+        name = require(action, "name", str)
+        wanted = require(action, "text", str)
+        timeout_ms = action.get("timeout_ms", 5000)
+        result: dict[str, Any] = {}
+        with anyio.move_on_after(timeout_ms / 1000):
+            while True:
+                result = dump(await client.call_tool(name, action.get("arguments")))
+                texts = [c.get("text", "") for c in result.get("content", [])]
+                if any(wanted in text for text in texts):
+                    return result
+                await anyio.sleep(0.1)
+        raise ActionFailed(f"{name} never answered with {wanted!r} within {timeout_ms} ms", result)
     if kind == "wait_tool":
         name = require(action, "name", str)
         timeout_ms = action.get("timeout_ms", 5000)

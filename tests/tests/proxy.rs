@@ -99,6 +99,38 @@ fn sampling_elicitation_roots_and_logging_reach_the_python_client() {
     );
 }
 
+/// server-filesystem given no directory serves those of its client's roots. It asks for
+/// them when it starts, before any client has come, and the gateway has nobody to ask;
+/// once a client that has roots connects, the server is told the roots changed, asks
+/// again, and serves that client's directory, as it would without the gateway.
+#[test]
+fn a_server_that_asked_for_roots_before_any_client_came_learns_the_clients_roots() {
+    let files = tempfile::tempdir().unwrap();
+    let note = files.path().join("note.txt");
+    std::fs::write(&note, "kept under the client's root").unwrap();
+    let workspace = Workspace::new(&npm_server("fs", "mcp-server-filesystem", &[]));
+    let gateway = workspace.serve_http(&[]);
+    let roots = json!([{"uri": format!("file://{}", files.path().display()), "name": "files"}]);
+    let run = python_client(
+        &args(
+            gateway.client_args("http", "/mcp"),
+            &["--roots", &roots.to_string()],
+        ),
+        &json!([{
+            "action": "wait_call",
+            "name": "mcp__fs__read_text_file",
+            "arguments": {"path": note},
+            "text": "kept under the client's root",
+            "timeout_ms": 15000,
+        }]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert!(
+        !run["roots_requests"].as_array().unwrap().is_empty(),
+        "{run:#}"
+    );
+}
+
 /// A client that cannot sample calls a tool that samples: it gets an error naming
 /// sampling, not a hang. A server spoken to at 2025-11-25 sends its request and the
 /// tool tells of the refusal; one of 2026-07-28 is told the client's capabilities with

@@ -470,6 +470,18 @@ impl ClientSession {
         listeners.join(self.id().into(), link.clone());
         watch::catalog(self.clone(), link);
         methods::resume_log_level(self).await;
+        // A server asks for the roots when it starts, when no client may be there to
+        // answer (server-filesystem, say, then allows no directory at all). Once this
+        // client is the one that can answer, the servers are told the roots changed, so
+        // they ask again and learn this client's, as they would without the gateway.
+        let answers_roots = |link: &ClientLink| link.capabilities().roots.is_some();
+        if listeners
+            .sole(answers_roots)
+            .is_some_and(|(sole, _)| *sole == *self.id())
+        {
+            let gateway = self.gateway.clone();
+            tokio::spawn(async move { methods::roots_changed(&gateway).await });
+        }
     }
 
     /// The way to the client outside any request.
