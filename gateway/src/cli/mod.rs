@@ -223,7 +223,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let runtime = match worker_threads().and_then(|threads| {
-        runtime_for(threads)
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
             .enable_all()
             .build()
             .map_err(|e| e.to_string())
@@ -234,11 +235,10 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The command runs as a task. With a pool of workers that puts it on them, not on
-    // this thread inside `block_on`: there the HTTP accept loop sat on a thread of its
-    // own, and as clients open a connection per call, every call was accepted here and
-    // handed to a worker (one more thread wake-up per call). With one worker this thread
-    // is the worker. Either way a panic comes back here as an error.
+    // The command runs as a task on the runtime's workers, not on this thread inside
+    // `block_on`: there the HTTP accept loop sat on a thread of its own, and as clients
+    // open a connection per call, every call was accepted here and handed to a worker
+    // (one more thread wake-up per call: the main thread's context switches per call).
     let result = runtime
         .block_on(runtime.spawn(commands::run(cli.command)))
         .unwrap_or_else(|panicked| Err(format!("the command failed: {panicked}")));
@@ -251,20 +251,6 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The scheduler for `threads` workers. One worker is tokio's current-thread scheduler
-/// on the main thread: the same single thread as a one-worker pool, without the pool's
-/// hand-offs (a task woken goes to a run queue shared with no one, not through the
-/// work-stealing machinery). On two cores, in one bench run against the pool, the CPU
-/// per call over streamable HTTP was 0.91–0.99× with the same calls/s.
-fn runtime_for(threads: usize) -> tokio::runtime::Builder {
-    if threads == 1 {
-        return tokio::runtime::Builder::new_current_thread();
-    }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(threads);
-    builder
 }
 
 /// How many threads run the gateway's tasks: `TOKIO_WORKER_THREADS` when set, else half
