@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::child::{self, ProcessGroup, Violation};
 use super::client::{self, UpstreamClient, UpstreamEvent};
-use super::http_lane::{HttpLane, Inbound, SessionSlot};
+use super::http_lane::{self, HttpLane, Inbound, SessionSlot};
 use super::notifications_in_flight::InFlightBound;
 use super::offer::Offer;
 use super::per_user::SignsInAs;
@@ -34,7 +34,7 @@ use crate::auth::{
     upstream::OAuthUpstream,
 };
 use crate::config::{Endpoint, RemoteTransport, ServerConfig, UpstreamProtocol};
-use crate::http_client::{HttpError, UpstreamHttp, with_causes};
+use crate::http_client::{HttpError, UpstreamHttp};
 use crate::relay::{CallRoutes, Downstream};
 
 /// How long one connection attempt (spawn, initialize, list) may take.
@@ -90,12 +90,12 @@ pub(super) fn worded(error: &impl std::fmt::Display) -> String {
 /// request, which tells an operator nothing more.
 fn http_start_failed(error: ClientInitializeError, url: &str) -> ConnectError {
     if let ClientInitializeError::TransportError { error: sent, .. } = &error
-        && let Some(StreamableHttpError::Client(HttpError::Connect(cause))) =
-            sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
+        && let Some(http) = sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
+        && let Some(reason) = http_lane::why_unreachable(http)
     {
         return ConnectError::Unreachable {
             url: crate::redact::urls(url),
-            reason: with_causes(cause.as_ref()),
+            reason,
         };
     }
     ConnectError::Initialize(worded(&error))

@@ -50,7 +50,7 @@ use sse_stream::{Error as SseError, Sse};
 use tokio::sync::mpsc;
 
 use super::lane::{self, Answer, FIRST_ID, Message};
-use crate::http_client::HttpError;
+use crate::http_client::{HttpError, with_causes};
 
 /// The session rmcp opened with the upstream, as its requests carry it.
 pub struct UpstreamSession {
@@ -366,17 +366,22 @@ impl HttpLane {
 }
 
 fn failed(error: &StreamableHttpError<HttpError>) -> Unanswered {
-    let reason = crate::redact::urls(&error.to_string());
-    if cannot_connect(error) {
-        Unanswered::Unreachable(reason)
-    } else {
-        Unanswered::Failed(reason)
+    match why_unreachable(error) {
+        Some(why) => Unanswered::Unreachable(why),
+        None => Unanswered::Failed(crate::redact::urls(&error.to_string())),
     }
 }
 
-/// Whether `error` says that no connection to the server could be made.
-pub fn cannot_connect(error: &StreamableHttpError<HttpError>) -> bool {
-    matches!(error, StreamableHttpError::Client(HttpError::Connect(_)))
+/// Why no connection to the server could be made, when that is what `error` says:
+/// the connector's words and their cause ("tcp connect error: Connection refused"),
+/// without the layers of rmcp's and ours above them.
+pub fn why_unreachable(error: &StreamableHttpError<HttpError>) -> Option<String> {
+    match error {
+        StreamableHttpError::Client(HttpError::Connect(cause)) => {
+            Some(crate::redact::urls(&with_causes(cause.as_ref())))
+        }
+        _ => None,
+    }
 }
 
 /// Reads what is left of an answered call's stream, so that its connection goes back to

@@ -1102,9 +1102,8 @@ impl Upstream {
     fn service_error(&self, live: &Live, error: ServiceError) -> UpstreamError {
         if let ServiceError::TransportSend(sent) = &error
             && let Some(http) = sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
-            && http_lane::cannot_connect(http)
+            && let Some(reason) = http_lane::why_unreachable(http)
         {
-            let reason = crate::redact::urls(&http.to_string());
             live.unreachable.raise(&reason);
             return self.unavailable(reason);
         }
