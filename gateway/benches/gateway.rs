@@ -485,8 +485,9 @@ fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
 ///
 /// First, the floor of a hop on this machine, against the same baselines: kv behind a
 /// process that only copies lines and behind a tokio relay that only reads and rewrites
-/// them ([`relays`]), and kv's HTTP behind HAProxy. What
-/// a proxy can reach (CPU per call, calls/s against direct) is bounded by these.
+/// them ([`relays`]), and kv's HTTP behind HAProxy and behind a hyper relay that reads
+/// and rewrites each request. What a proxy can reach (CPU per call, calls/s against
+/// direct) is bounded by these.
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let kv = release_bin("kv");
     let kv_http = HttpServer::kv();
@@ -520,6 +521,9 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     } else {
         eprintln!("haproxy is missing (scripts/install-cluster-deps): no HTTP floor row");
     }
+    let hyper_relay = BenchService::http_relay(&relay, kv_http.1);
+    let scenario = "streamable HTTP, hyper relay (the floor of a Rust hop)";
+    compare_http_hop(rows, scenario, &kv_http, &hyper_relay, ("/mcp", KV.via)).await;
     if which("mcp-proxy") {
         let proxy = BenchService::mcp_proxy(dir, &kv);
         let scenario = "streamable HTTP (kv over stdio), the Rust mcp-proxy";
@@ -1441,6 +1445,18 @@ impl BenchService {
 
     /// `haproxy` balancing `backends` round robin on a free port, with `options` (lines
     /// of its `defaults` section) besides plain HTTP mode and timeouts.
+    /// This bench's [`relays::HTTP`] in front of `upstream`'s `/mcp`.
+    fn http_relay(bench: &Path, upstream: std::net::SocketAddr) -> BenchService {
+        let address = free_address();
+        let mut command = std::process::Command::new(bench);
+        command.args([
+            relays::HTTP.to_owned(),
+            address.to_string(),
+            format!("http://{upstream}/mcp"),
+        ]);
+        BenchService::spawn(command, address, "the bench's HTTP relay")
+    }
+
     fn haproxy(dir: &Path, backends: &[std::net::SocketAddr], options: &str) -> BenchService {
         let address = free_address();
         let servers: String = backends

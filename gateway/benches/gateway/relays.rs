@@ -8,12 +8,27 @@
 //!   renames a `tools/call`'s tool from `mcp__kv__x` to `x`, and writes it again: the
 //!   least a gateway built on tokio and JSON does per call, before any pipeline.
 //!
+//! And the floor of a streamable HTTP hop in Rust, beside HAProxy's:
+//!
+//! - [`HTTP`]: hyper's HTTP/1.1 server in front of hyper's pooled client (hyper-util's),
+//!   on one tokio worker thread as the gateway runs, which reads each POST's body as a
+//!   JSON-RPC message, renames a `tools/call`'s tool as [`ASYNC`] does, and sends it on
+//!   with the client's headers; the answer comes back as it came. What a Rust HTTP hop
+//!   that reads its requests costs, before sessions, checks and the pipeline.
+//!
 //! The bench executable becomes a relay when its first argument names one; the rest is
-//! the relayed program.
+//! the relayed program (for [`HTTP`]: the address to listen on and the upstream's URL).
 
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
 use std::process::Stdio;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, header};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -21,6 +36,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 pub const BARE: &str = "--bare-relay";
 pub const ASYNC: &str = "--async-relay";
+pub const HTTP: &str = "--http-relay";
 
 /// Runs the relay `args[0]` names over the program in the rest and exits; returns when
 /// `args[0]` names none.
@@ -34,6 +50,20 @@ pub fn run_if_named(args: &[OsString]) {
         tokio::runtime::Runtime::new()
             .unwrap()
             .block_on(relay_async(program));
+    } else if first == HTTP {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (listen, upstream) = (&program[0], &program[1]);
+        let upstream: hyper::Uri = upstream.to_str().unwrap().parse().unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(listen.to_str().unwrap()))
+            .unwrap();
+        runtime
+            .block_on(runtime.spawn(relay_http(listener, upstream)))
+            .unwrap();
     } else {
         return;
     }
@@ -78,6 +108,63 @@ async fn relay_async(program: &[OsString]) {
     let answers = tokio::spawn(copy_messages(BufReader::new(from_child), stdout));
     copy_messages(BufReader::new(stdin), to_child).await;
     answers.abort();
+}
+
+/// Serves HTTP/1.1 on `listener`, each POST's body rewritten and sent on to `upstream`.
+async fn relay_http(listener: tokio::net::TcpListener, upstream: hyper::Uri) {
+    type Client = hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Full<Bytes>,
+    >;
+    let client: Arc<Client> = Arc::new(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
+    );
+    while let Ok((stream, _)) = listener.accept().await {
+        let _ = stream.set_nodelay(true);
+        let (client, upstream) = (client.clone(), upstream.clone());
+        let forward = service_fn(move |request: Request<Incoming>| {
+            forward_http(client.clone(), upstream.clone(), request)
+        });
+        tokio::spawn(
+            hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), forward),
+        );
+    }
+}
+
+async fn forward_http<C>(
+    client: Arc<hyper_util::client::legacy::Client<C, Full<Bytes>>>,
+    upstream: hyper::Uri,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Box<dyn std::error::Error + Send + Sync>>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await?.to_bytes();
+    let body = match rewritten(&body) {
+        Some(message) => Bytes::from(message),
+        None => body,
+    };
+    let mut out = Request::builder().method(parts.method).uri(upstream);
+    for (name, value) in &parts.headers {
+        if name != header::HOST && name != header::CONTENT_LENGTH {
+            out = out.header(name, value);
+        }
+    }
+    let (parts, body) = client
+        .request(out.body(Full::new(body))?)
+        .await?
+        .into_parts();
+    let body = body.collect().await?.to_bytes();
+    let mut back = Response::builder().status(parts.status);
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
+            back = back.header(name, value);
+        }
+    }
+    Ok(back.body(Full::new(body))?)
 }
 
 /// Copies JSON-RPC messages, one per line, each read and written again.
