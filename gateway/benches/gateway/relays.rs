@@ -110,13 +110,15 @@ async fn relay_async(program: &[OsString]) {
     answers.abort();
 }
 
+/// hyper's pooled HTTP/1.1 client.
+type PooledClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Full<Bytes>,
+>;
+
 /// Serves HTTP/1.1 on `listener`, each POST's body rewritten and sent on to `upstream`.
 async fn relay_http(listener: tokio::net::TcpListener, upstream: hyper::Uri) {
-    type Client = hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        Full<Bytes>,
-    >;
-    let client: Arc<Client> = Arc::new(
+    let client: Arc<PooledClient> = Arc::new(
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build_http(),
     );
@@ -133,14 +135,11 @@ async fn relay_http(listener: tokio::net::TcpListener, upstream: hyper::Uri) {
     }
 }
 
-async fn forward_http<C>(
-    client: Arc<hyper_util::client::legacy::Client<C, Full<Bytes>>>,
+async fn forward_http(
+    client: Arc<PooledClient>,
     upstream: hyper::Uri,
     request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Box<dyn std::error::Error + Send + Sync>>
-where
-    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
-{
+) -> Result<Response<Full<Bytes>>, Box<dyn std::error::Error + Send + Sync>> {
     let (parts, body) = request.into_parts();
     let body = body.collect().await?.to_bytes();
     let body = match rewritten(&body) {
