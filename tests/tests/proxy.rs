@@ -129,6 +129,10 @@ fn a_server_that_asked_for_roots_before_any_client_came_learns_the_clients_roots
         !run["roots_requests"].as_array().unwrap().is_empty(),
         "{run:#}"
     );
+    // The server asked because it was told the roots changed, not as part of the call in
+    // flight then: that tool's calls need not take turns between sessions.
+    let log = gateway.log_text();
+    assert!(!log.contains("take turns between sessions"), "{log}");
 }
 
 /// A client that cannot sample calls a tool that samples: it gets an error naming

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     InputResponses, LoggingLevel, ProgressNotification, ProgressNotificationParam, ProgressToken,
@@ -136,7 +136,19 @@ pub struct CallRoutes {
     turns: Arc<Turns>,
     /// Woken whenever a request is entered.
     entered: Arc<Notify>,
+    /// The session whose change of roots this upstream was last told of.
+    roots_told: Arc<Mutex<Option<RootsTold>>>,
 }
+
+/// A session's change of roots, and when the upstream was told of it.
+struct RootsTold {
+    session: Arc<str>,
+    at: Instant,
+}
+
+/// How long after the gateway tells an upstream that a session's roots changed its
+/// `roots/list` is taken as asking for that session's.
+const ROOTS_ASKED_WITHIN: Duration = Duration::from_secs(5);
 
 /// How long an upstream's request that names a call waits for that call to be entered.
 /// rmcp hands a request to its transport before the task that sent it can enter it, so
@@ -185,6 +197,28 @@ impl std::fmt::Display for Unrelated {
 }
 
 impl CallRoutes {
+    /// Remembers that this upstream is being told that `session`'s roots changed.
+    pub fn roots_told(&self, session: Arc<str>) {
+        let told = RootsTold {
+            session,
+            at: Instant::now(),
+        };
+        *self.roots_told.lock().unwrap_or_else(|p| p.into_inner()) = Some(told);
+    }
+
+    /// The session whose roots a `roots/list` from this upstream asks for when it answers
+    /// being told they changed (within [`ROOTS_ASKED_WITHIN`]): whichever calls are in
+    /// flight then, the roots are that session's, and no tool learns it asks its client.
+    /// Taken: a later `roots/list` is attributed as any other request.
+    pub fn roots_asked_for(&self) -> Option<Arc<str>> {
+        self.roots_told
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|told| told.at.elapsed() < ROOTS_ASKED_WITHIN)
+            .map(|told| told.session)
+    }
+
     /// The turns this upstream's calls take between sessions.
     pub fn turns(&self) -> &Arc<Turns> {
         &self.turns

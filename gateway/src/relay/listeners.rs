@@ -76,6 +76,14 @@ impl Listeners {
         lowest(&sessions).unwrap_or(level)
     }
 
+    /// The way to `session`'s client, while it is open.
+    pub fn link(&self, session: &str) -> Option<ClientLink> {
+        self.lock()
+            .get(session)
+            .map(|listener| listener.link.clone())
+            .filter(|link| !link.is_closed())
+    }
+
     /// The one open session whose client `can` do something, when there is exactly one.
     pub fn sole(&self, can: impl Fn(&ClientLink) -> bool) -> Option<(Arc<str>, ClientLink)> {
         let sessions = self.lock();

@@ -11,6 +11,7 @@
 //! `[gate] ask_fallback`, which may hold it in the operator console).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -22,10 +23,10 @@ use rmcp::service::{InboundStreamOrigin, RequestContext, ServiceError};
 use rmcp::{ErrorData, Peer, RoleClient};
 use tokio_util::sync::CancellationToken;
 
-use super::Downstream;
 use super::calls::{CallRoutes, Caller, PROGRESS_TOKEN, Unrelated};
 use super::inputs::InputKey;
 use super::progress::RelayedProgress;
+use super::{ClientLink, Downstream};
 use crate::approvals::{ConsoleAsks, Subject};
 use crate::config::{AskFallback, RuleDecision};
 
@@ -105,8 +106,18 @@ pub async fn relay(
 ) -> Result<ClientResult, ErrorData> {
     let kind = Kind::of(&request);
     let origin = context.extensions.get::<InboundStreamOrigin>();
+    // The roots asked for right after the upstream was told a session's roots changed
+    // are that session's, whichever calls are in flight, unless the request came on the
+    // stream of a call, which names whose it is.
+    let on_a_calls_stream = matches!(origin, Some(InboundStreamOrigin::OutboundRequest(_)));
+    let roots_of = (kind == Kind::Roots && !on_a_calls_stream)
+        .then(|| calls.roots_asked_for())
+        .flatten()
+        .and_then(|session| Some((session.clone(), downstream.listeners.link(&session)?)));
     // A ping says nothing about the tool that sent it: no call learns from it.
-    let attributed = if kind == Kind::Ping {
+    let attributed = if let Some((session, link)) = roots_of {
+        Ok(outside_any_call(session, link))
+    } else if kind == Kind::Ping {
         calls.caller_of(origin)
     } else {
         calls.caller_of_entered_request(server, origin).await
@@ -118,16 +129,7 @@ pub async fn relay(
             .listeners
             .sole(|link| kind.supported_by(link.capabilities()))
         {
-            Some((session, link)) => Caller {
-                link,
-                progress_token: None,
-                meta: None,
-                session,
-                log_level: None,
-                given_input: None,
-                identity: None,
-                subject_token: None,
-            },
+            Some((session, link)) => outside_any_call(session, link),
             None if kind == Kind::Ping => return Ok(ClientResult::empty(())),
             None => return Err(refusal(server, kind, &Unrelated::NoCall.to_string())),
         },
@@ -151,6 +153,20 @@ pub async fn relay(
         &context.ct,
     )
     .await
+}
+
+/// `session`'s client reached outside any call of its own.
+fn outside_any_call(session: Arc<str>, link: ClientLink) -> Caller {
+    Caller {
+        link,
+        progress_token: None,
+        meta: None,
+        session,
+        log_level: None,
+        given_input: None,
+        identity: None,
+        subject_token: None,
+    }
 }
 
 /// Asks `caller`'s client the questions of an upstream's `InputRequiredResult` (protocol

@@ -363,6 +363,18 @@ impl Upstream {
         let _ = attempted.wait_for(|done| *done).await;
     }
 
+    /// Tells the server that `session`'s roots changed; the `roots/list` it may send back
+    /// goes to that session.
+    pub async fn tell_roots_changed(&self, session: &str) {
+        let Some(live) = self.live() else {
+            return;
+        };
+        self.calls.roots_told(session.into());
+        if let Err(e) = live.peer.notify_roots_list_changed().await {
+            tracing::debug!(server = %self.name, "roots/list_changed not delivered: {e}");
+        }
+    }
+
     /// The current connection, if any.
     pub fn live(&self) -> Option<Arc<Live>> {
         self.live.read().unwrap_or_else(|p| p.into_inner()).clone()

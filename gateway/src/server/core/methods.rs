@@ -533,14 +533,10 @@ pub(super) async fn resume_log_level(session: &ClientSession) {
     }
 }
 
-/// The client's roots changed: every upstream may have asked for them, so each is told.
-pub(super) async fn roots_changed(gateway: &Gateway) {
+/// `session`'s roots changed: every upstream may have asked for them, so each is told.
+pub(super) async fn roots_changed(gateway: &Gateway, session: &str) {
     for upstream in gateway.registry.upstreams() {
-        if let Some(live) = upstream.live()
-            && let Err(e) = live.peer.notify_roots_list_changed().await
-        {
-            tracing::debug!(server = %upstream.name, "roots/list_changed not delivered: {e}");
-        }
+        upstream.tell_roots_changed(session).await;
     }
 }
 

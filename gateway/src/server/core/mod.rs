@@ -447,7 +447,7 @@ impl ClientSession {
                 relayed.report(&self.session.id, progress.params).await;
             }
             ClientNotification::RootsListChangedNotification(_) => {
-                methods::roots_changed(&self.gateway).await;
+                methods::roots_changed(&self.gateway, &self.session.id).await;
             }
             _ => {}
         }
@@ -479,8 +479,8 @@ impl ClientSession {
             .sole(answers_roots)
             .is_some_and(|(sole, _)| *sole == *self.id())
         {
-            let gateway = self.gateway.clone();
-            tokio::spawn(async move { methods::roots_changed(&gateway).await });
+            let (gateway, session) = (self.gateway.clone(), self.session.id.clone());
+            tokio::spawn(async move { methods::roots_changed(&gateway, &session).await });
         }
     }
 
