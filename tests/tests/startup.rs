@@ -408,9 +408,9 @@ fn a_server_that_cannot_start_is_logged_once_not_at_every_retry() {
         .lines()
         .filter(|line| line.contains("upstream failed to start") && line.contains("gone"))
         .collect();
-    // Five attempts so far. Under `protocol = "auto"` they alternate between two ways of
-    // opening (with and without `server/discover`); a server that cannot be reached
-    // fails both the same way, so that is one failure too.
+    // Five attempts so far. Under `protocol = "auto"` a failed opening alternates between
+    // two ways (with and without `server/discover`), but a server that cannot be reached
+    // has not refused either: one failure, said once.
     assert_eq!(failures.len(), 1, "logged once, not at every retry:\n{log}");
     assert!(
         failures[0].contains(&format!("cannot reach http://{nobody}/mcp: "))

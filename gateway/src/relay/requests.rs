@@ -106,17 +106,9 @@ pub async fn relay(
 ) -> Result<ClientResult, ErrorData> {
     let kind = Kind::of(&request);
     let origin = context.extensions.get::<InboundStreamOrigin>();
-    // The roots asked for right after the upstream was told a session's roots changed
-    // are that session's, whichever calls are in flight, unless the request came on the
-    // stream of a call, which names whose it is.
-    let on_a_calls_stream = matches!(origin, Some(InboundStreamOrigin::OutboundRequest(_)));
-    let roots_of = (kind == Kind::Roots && !on_a_calls_stream)
-        .then(|| calls.roots_asked_for())
-        .flatten()
-        .and_then(|session| Some((session.clone(), downstream.listeners.link(&session)?)));
     // A ping says nothing about the tool that sent it: no call learns from it.
-    let attributed = if let Some((session, link)) = roots_of {
-        Ok(outside_any_call(session, link))
+    let attributed = if let Some(caller) = whose_roots_were_told(kind, origin, calls, downstream) {
+        Ok(caller)
     } else if kind == Kind::Ping {
         calls.caller_of(origin)
     } else {
@@ -153,6 +145,25 @@ pub async fn relay(
         &context.ct,
     )
     .await
+}
+
+/// The client of the session whose change of roots the upstream was just told of, when
+/// its request is the `roots/list` that answers that: whichever calls are in flight, those
+/// roots are that session's. Not for one that came on a call's own stream, which names
+/// whose it is.
+fn whose_roots_were_told(
+    kind: Kind,
+    origin: Option<&InboundStreamOrigin>,
+    calls: &CallRoutes,
+    downstream: &Downstream,
+) -> Option<Caller> {
+    let on_a_calls_stream = matches!(origin, Some(InboundStreamOrigin::OutboundRequest(_)));
+    if kind != Kind::Roots || on_a_calls_stream {
+        return None;
+    }
+    let session = calls.roots_asked_for()?;
+    let link = downstream.listeners.link(&session)?;
+    Some(outside_any_call(session, link))
 }
 
 /// `session`'s client reached outside any call of its own.
