@@ -479,6 +479,75 @@ fn an_http_call_cancelled_by_its_client_or_its_session_end_is_cancelled_upstream
 }
 
 #[test]
+fn a_sessions_call_whose_client_hung_up_still_runs_to_its_end() {
+    use std::io::Write;
+    let workspace = Workspace::new("");
+    let events = workspace.path("slow-events.jsonl");
+    let slow = format!(
+        "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
+        example_server("slow", "slow"),
+        toml_str(events.to_string_lossy())
+    );
+    // Before the workspace's own `[log]` section.
+    let text = std::fs::read_to_string(workspace.config()).unwrap();
+    std::fs::write(workspace.config(), format!("{slow}{text}")).unwrap();
+    let gateway = workspace.serve_http(&[]);
+    let session = open_session(gateway.address, None);
+    let slow_events = |event: &str| -> usize {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|e| e["event"] == event && e["label"] == "hung-up")
+            .count()
+    };
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                      "params": {"name": "mcp__slow__wait",
+                                 "arguments": {"ms": 600, "label": "hung-up"}}})
+    .to_string();
+    let mut client = std::net::TcpStream::connect(gateway.address).unwrap();
+    write!(
+        client,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
+         Mcp-Session-Id: {session}\r\nContent-Length: {}\r\n\r\n{call}",
+        gateway.address,
+        call.len()
+    )
+    .unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || slow_events("start") == 1),
+        "the call reached the upstream"
+    );
+    // The client goes away before the answer.
+    drop(client);
+    assert!(
+        eventually(Duration::from_secs(10), || slow_events("end") == 1),
+        "the call ran to its end upstream: {}",
+        std::fs::read_to_string(&events).unwrap_or_default()
+    );
+    assert_eq!(slow_events("cancelled"), 0, "the call was not cancelled");
+    let finished = || {
+        workspace
+            .session_events()
+            .into_iter()
+            .find(|e| e["type"] == "tool/result" && e["tool"] == "mcp__slow__wait")
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || finished().is_some()),
+        "the session log has the call's result"
+    );
+    let result = finished().unwrap();
+    assert_eq!(result["isError"], false, "{result}");
+    // The session serves the next call as usual.
+    let get = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                     "params": {"name": "mcp__slow__wait", "arguments": {"ms": 1}}});
+    let (status, _, body) = post(gateway.address, Some(&session), None, &get.to_string());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""id":6"#), "{body}");
+}
+
+#[test]
 fn list_changed_reaches_the_client() {
     let workspace = Workspace::new(&example_server("dyn", "dynamic"));
     let run = python_client(

@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -484,8 +485,11 @@ impl Endpoint {
             http: Some(parts),
         };
         let id = request.id.clone();
-        let serving = tokio::spawn(session.serve(id.clone(), request.request, scope));
-        let mut answer: Answer = Box::pin(async move { serving.await.ok().flatten() });
+        let mut answer: Answer = Box::pin(Outliving::new(session.serve(
+            id.clone(),
+            request.request,
+            scope,
+        )));
         let mut first = None;
         let mut silent = false;
         if may_be_plain {
@@ -632,6 +636,41 @@ impl Endpoint {
 
 /// The answer a request's stream ends with, once it comes.
 type Answer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
+
+/// A request being served by the response that waits for it, with no task of its own;
+/// dropped before its answer (the client went away), it goes on in a task, so that a
+/// session's request still ends, is recorded for its client to resume, and leaves
+/// nothing entered behind it.
+struct Outliving(Option<Answer>);
+
+impl Outliving {
+    fn new(serving: impl Future<Output = Option<Served>> + Send + 'static) -> Self {
+        Self(Some(Box::pin(serving)))
+    }
+}
+
+impl Future for Outliving {
+    type Output = Option<Served>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(serving) = self.0.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let served = std::task::ready!(serving.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(served)
+    }
+}
+
+impl Drop for Outliving {
+    fn drop(&mut self) {
+        if let Some(serving) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(serving);
+        }
+    }
+}
 
 /// What a request's stream carries.
 enum Outgoing {
