@@ -637,10 +637,11 @@ impl Endpoint {
 /// The answer a request's stream ends with, once it comes.
 type Answer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
 
-/// A request being served by the response that waits for it, with no task of its own;
-/// dropped before its answer (the client went away), it goes on in a task, so that a
-/// session's request still ends, is recorded for its client to resume, and leaves
-/// nothing entered behind it.
+/// A request being served by the response that waits for it, with no task of its own
+/// (a spawned task and the wake-up of its joiner cost the connection more than polling
+/// the request in place); dropped before its answer (the client hung up), it goes on in a
+/// task, so that a session's call still runs to its end, is logged, and leaves nothing
+/// entered in the session (a stateless request's, cancelled by then, ends at once).
 struct Outliving(Option<Answer>);
 
 impl Outliving {
