@@ -481,25 +481,12 @@ fn an_http_call_cancelled_by_its_client_or_its_session_end_is_cancelled_upstream
 #[test]
 fn a_sessions_call_whose_client_hung_up_still_runs_to_its_end() {
     use std::io::Write;
-    let workspace = Workspace::new("");
-    let events = workspace.path("slow-events.jsonl");
-    let slow = format!(
-        "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
-        example_server("slow", "slow"),
-        toml_str(events.to_string_lossy())
-    );
-    // Before the workspace's own `[log]` section.
-    let text = std::fs::read_to_string(workspace.config()).unwrap();
-    std::fs::write(workspace.config(), format!("{slow}{text}")).unwrap();
+    let workspace = Workspace::new(&slow_server_with_events(""));
     let gateway = workspace.serve_http(&[]);
     let session = open_session(gateway.address, None);
     let slow_events = |event: &str| -> usize {
-        std::fs::read_to_string(&events)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|e| e["event"] == event && e["label"] == "hung-up")
-            .count()
+        let events = workspace.slow_events("hung-up");
+        events.iter().filter(|e| e["event"] == event).count()
     };
     let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                       "params": {"name": "mcp__slow__wait",
@@ -515,16 +502,13 @@ fn a_sessions_call_whose_client_hung_up_still_runs_to_its_end() {
         call.len()
     )
     .unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || slow_events("start") == 1),
-        "the call reached the upstream"
-    );
+    workspace.slow_call_started("hung-up");
     // The client goes away before the answer.
     drop(client);
     assert!(
         eventually(Duration::from_secs(10), || slow_events("end") == 1),
-        "the call ran to its end upstream: {}",
-        std::fs::read_to_string(&events).unwrap_or_default()
+        "the call ran to its end upstream: {:?}",
+        workspace.slow_events("hung-up")
     );
     assert_eq!(slow_events("cancelled"), 0, "the call was not cancelled");
     let finished = || {
