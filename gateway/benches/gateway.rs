@@ -487,7 +487,8 @@ fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
 /// process that only copies lines and behind a tokio relay that only reads and rewrites
 /// them ([`relays`]), and kv's HTTP behind HAProxy and behind a hyper relay that reads
 /// and rewrites each request. What a proxy can reach (CPU per call, calls/s against
-/// direct) is bounded by these.
+/// direct) is bounded by these. With HAProxy there, the gateway (kv over stdio, and kv
+/// over streamable HTTP) is also measured against it directly, in alternating rounds.
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let kv = release_bin("kv");
     let kv_http = HttpServer::kv();
@@ -514,10 +515,10 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         via.cancel().await.unwrap();
         direct.cancel().await.unwrap();
     }
-    if which("haproxy") {
-        let haproxy = BenchService::haproxy(dir, &[kv_http.1], "");
+    let haproxy = which("haproxy").then(|| BenchService::haproxy(dir, &[kv_http.1], ""));
+    if let Some(haproxy) = &haproxy {
         let scenario = "streamable HTTP, HAProxy (the floor of a hop)";
-        compare_http_hop(rows, scenario, &kv_http, &haproxy, ("/mcp", "get")).await;
+        compare_http_hop(rows, scenario, &kv_http, haproxy, ("/mcp", "get")).await;
     } else {
         eprintln!("haproxy is missing (scripts/install-cluster-deps): no HTTP floor row");
     }
@@ -582,6 +583,10 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         if !logged {
             continue;
         }
+        if let Some(haproxy) = &haproxy {
+            let scenario = "streamable HTTP (kv over stdio), the gateway";
+            compare_with_hop(rows, scenario, haproxy, &config).await;
+        }
 
         let remote = format!("[servers.kv]\nurl = \"http://{}/mcp\"\n", kv_http.1);
         let config = write_config_as(dir, "forwarding-http.toml", &remote, true);
@@ -600,6 +605,10 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         }
         let scenario = format!("streamable HTTP (kv over streamable HTTP), {log}");
         compare_over_http(rows, &KV, &scenario, &kv_http, &config).await;
+        if let Some(haproxy) = &haproxy {
+            let scenario = "streamable HTTP (kv over streamable HTTP), the gateway";
+            compare_with_hop(rows, scenario, haproxy, &config).await;
+        }
 
         // Servers written as most remote ones are: rmcp's and the Python SDK's defaults.
         let others = [
@@ -646,6 +655,32 @@ async fn compare_http_hop(
     .await;
     via.cancel().await.unwrap();
     direct.cancel().await.unwrap();
+}
+
+/// kv's `get` through a gateway serving `config` over streamable HTTP against the same
+/// call through `haproxy` in front of kv's own streamable HTTP, in alternating rounds:
+/// the two hops side by side, with both their CPU per call.
+async fn compare_with_hop(
+    rows: &mut Vec<Row>,
+    scenario: &str,
+    haproxy: &BenchService,
+    config: &Path,
+) {
+    let gateway = HttpServer::gateway(config);
+    let (through_haproxy, via) = (http_client(haproxy.1, "/mcp").await, gateway.client().await);
+    let baseline = CallPath::via(&through_haproxy, KV.direct, haproxy.0.id());
+    let measured = CallPath::via(&via, KV.via, gateway.pid());
+    compare_forwarding(
+        rows,
+        &KV,
+        scenario,
+        "HAProxy in front of kv's HTTP",
+        baseline,
+        measured,
+    )
+    .await;
+    via.cancel().await.unwrap();
+    through_haproxy.cancel().await.unwrap();
 }
 
 /// How many alternating rounds the direct and the gateway path take turns in, so both

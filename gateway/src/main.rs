@@ -4,6 +4,13 @@
 //! must be recognised before anything else (logging, argument parsing) touches stdout,
 //! which is the worker's bridge to the gateway. `__code-confinement-probe` is the same
 //! worker reporting its confinement instead of running programs (for tests).
+//!
+//! The allocator is jemalloc: forwarding a call allocates a few buffers of 8–16 KB
+//! (hyper's, a channel's first block, the larger futures), which glibc's malloc serves
+//! from its slow path and jemalloc from its thread cache (docs/performance.md).
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
     let first = std::env::args_os().nth(1);
