@@ -106,94 +106,41 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
-/// A release binary of the workspace. The first call builds the gateway and the example
-/// servers (cargo does nothing when they are fresh); every call refuses a binary older
-/// than the newest source it is built from, so a figure never describes old code.
+/// A release binary of the workspace: the first call builds the gateway and the example
+/// servers, and every call returns the binary cargo reported for `name` (built now, or
+/// fresh), so that a figure never describes old code.
 fn release_bin(name: &str) -> PathBuf {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| {
-        let status = std::process::Command::new(env!("CARGO"))
+    static BUILT: std::sync::OnceLock<std::collections::HashMap<String, PathBuf>> =
+        std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let output = std::process::Command::new(env!("CARGO"))
             .args([
                 "build",
                 "--release",
-                "-p",
-                "mcp-gateway",
-                "-p",
-                "mcp-gateway-examples",
+                "--message-format=json-render-diagnostics",
             ])
-            .status()
+            .args(["-p", "mcp-gateway", "-p", "mcp-gateway-examples"])
+            .stderr(std::process::Stdio::inherit())
+            .output()
             .expect("cargo build");
         assert!(
-            status.success(),
+            output.status.success(),
             "building the gateway and the examples failed"
         );
-    });
-    let path = target_dir().join("release").join(name);
-    let built = modified(&path).unwrap_or_else(|| panic!("{} is missing", path.display()));
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    // The gateway is built from its crate and sdkgen; every other binary is an example,
-    // which cargo leaves alone (and older) when only the gateway or another example
-    // changed: it is built from the examples' library and its own file or folder.
-    let crates: &[&str] = if name == "mcp-gateway" {
-        &["gateway", "sdkgen"]
-    } else {
-        &["examples"]
-    };
-    let bins = workspace.join("examples/src/bin");
-    let own = |path: &Path| {
-        path.strip_prefix(&bins)
-            .ok()
-            .and_then(|rest| rest.components().next())
-            .is_none_or(|first| {
-                let first = Path::new(first.as_os_str());
-                first == Path::new(name) || first.file_stem() == Some(name.as_ref())
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|message| {
+                let executable = message.get("executable")?.as_str()?;
+                let name = message.pointer("/target/name")?.as_str()?;
+                Some((name.to_owned(), PathBuf::from(executable)))
             })
-    };
-    let (newest, source) = newest_source(&workspace, crates, own);
-    assert!(
-        built >= newest,
-        "refusing to measure a stale binary: {} is older than {}; run \
-         `cargo build --release -p mcp-gateway -p mcp-gateway-examples`",
-        path.display(),
-        source.display()
-    );
-    path
-}
-
-fn modified(path: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
-/// The most recently modified source of `crates` that `counts`: their `src/` folders,
-/// their manifests, and the workspace's manifest and lock file.
-fn newest_source(
-    workspace: &Path,
-    crates: &[&str],
-    counts: impl Fn(&Path) -> bool,
-) -> (std::time::SystemTime, PathBuf) {
-    let mut newest = (std::time::UNIX_EPOCH, workspace.join("Cargo.lock"));
-    let mut pending = vec![workspace.join("Cargo.lock"), workspace.join("Cargo.toml")];
-    for krate in crates {
-        pending.push(workspace.join(krate).join("Cargo.toml"));
-        pending.push(workspace.join(krate).join("src"));
-    }
-    while let Some(path) = pending.pop() {
-        if path.is_dir() {
-            pending.extend(
-                std::fs::read_dir(&path)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .map(|e| e.path()),
-            );
-        } else if counts(&path)
-            && let Some(time) = modified(&path)
-            && time > newest.0
-        {
-            newest = (time, path);
-        }
-    }
-    newest
+            .collect()
+    });
+    built
+        .get(name)
+        .unwrap_or_else(|| panic!("cargo built no binary named {name}"))
+        .clone()
 }
 
 /// The gateway measured: the fresh release build, or the binary `BENCH_GATEWAY` names (to
