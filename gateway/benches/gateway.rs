@@ -532,7 +532,7 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         }
         if let Some(haproxy) = &haproxy {
             let scenario = "streamable HTTP (kv over stdio), the gateway";
-            compare_with_hop(rows, scenario, haproxy, &config).await;
+            gateway_against_haproxy(rows, scenario, haproxy, &config).await;
         }
 
         let remote = format!("[servers.kv]\nurl = \"http://{}/mcp\"\n", kv_http.1);
@@ -554,7 +554,7 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         compare_over_http(rows, &KV, &scenario, &kv_http, &config).await;
         if let Some(haproxy) = &haproxy {
             let scenario = "streamable HTTP (kv over streamable HTTP), the gateway";
-            compare_with_hop(rows, scenario, haproxy, &config).await;
+            gateway_against_haproxy(rows, scenario, haproxy, &config).await;
         }
 
         // Servers written as most remote ones are: rmcp's and the Python SDK's defaults.
@@ -607,7 +607,7 @@ async fn compare_http_hop(
 /// kv's `get` through a gateway serving `config` over streamable HTTP against the same
 /// call through `haproxy` in front of kv's own streamable HTTP, in alternating rounds:
 /// the two hops side by side, with both their CPU per call.
-async fn compare_with_hop(
+async fn gateway_against_haproxy(
     rows: &mut Vec<Row>,
     scenario: &str,
     haproxy: &BenchService,
