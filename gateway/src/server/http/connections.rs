@@ -14,12 +14,15 @@
 //! connections in flight get [`CLOSE_DEADLINE`] to finish their response (sessions end on
 //! the same signal, so their streams close), after which they are dropped.
 
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use axum::body::Body;
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -27,6 +30,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tower::util::MapRequestLayer;
+use tower::{Layer, Service};
 
 use crate::config::listen::ListenConfig;
 
@@ -57,12 +62,18 @@ impl From<&ListenConfig> for ConnectionLimits {
 
 /// Serves `app` on every connection accepted from `listener` until `shutdown`, then closes
 /// the connections as described in the module documentation.
-pub async fn serve(
+pub async fn serve<S>(
     listener: TcpListener,
-    app: Router,
+    app: S,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
-) {
+) where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
@@ -83,8 +94,9 @@ pub async fn serve(
                 }
             }
         };
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let app = MapRequestLayer::new(|request: Request<Incoming>| request.map(Body::new))
+            .layer(app.clone());
+        let connection = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -157,6 +169,7 @@ fn is_connection_error(error: &io::Error) -> bool {
 mod tests {
     use super::*;
 
+    use axum::Router;
     use axum::routing::get;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

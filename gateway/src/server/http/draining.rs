@@ -10,12 +10,10 @@
 //! session).
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode, header};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
@@ -23,15 +21,16 @@ use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 
 use crate::drain::{Delivery, Drain, RETRY_AFTER_SECS};
 
-/// The middleware: refuses new sessions during a drain.
-pub async fn guard(State(drain): State<Arc<Drain>>, request: Request, next: Next) -> Response {
-    if drain.is_draining() && opens_session(&request) {
-        return refusal();
+/// The answer to `request` while the gateway stops, when it is refused: a new session
+/// during the drain, or a session the gateway already ended.
+pub fn refused(drain: &Drain, request: &Request) -> Option<Response> {
+    if drain.is_draining() && opens_session(request) {
+        return Some(refusal());
     }
-    if drain.sessions_over() && names_session(&request) {
-        return over();
+    if drain.sessions_over() && names_session(request) {
+        return Some(over());
     }
-    next.run(request).await
+    None
 }
 
 /// Whether `request` belongs to a session: a streamable HTTP request with

@@ -6,11 +6,14 @@
 //!
 //! - [`connections`]: the accept loop (request-head timeout, connection cap, graceful
 //!   close).
+//! - [`dispatch`]: behind the guard, the drain's check, then the streamable HTTP paths
+//!   matched first and the rest through the router.
 //! - [`draining`]: during the shutdown drain, new sessions refused with 503, `/readyz`, and
 //!   streamable HTTP answers counted until written.
 //! - [`health`]: `/healthz` for people, `/readyz` for load balancers.
 
 pub mod connections;
+mod dispatch;
 pub mod draining;
 pub mod health;
 
@@ -21,7 +24,9 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::routing::{any, get};
 use tokio_util::sync::CancellationToken;
+use tower::Layer;
 
+use self::dispatch::Dispatch;
 use super::limits::Quotas;
 use super::transport::sse;
 use super::transport::streamable_http::StreamableHttp;
@@ -29,11 +34,14 @@ use super::{ServeError, unknown_profile};
 use crate::auth::per_user::CALLBACK_PATH;
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
-use crate::listener_guard::{self, SecurityLayer};
+use crate::listener_guard::{self, Security, SecurityLayer};
 
 /// The routes, all behind the security guard, then the drain's. A path naming no profile
 /// gets 404.
-pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Router, ServeError> {
+fn routes(
+    gateway: Arc<Gateway>,
+    shutdown: CancellationToken,
+) -> Result<Security<Dispatch>, ServeError> {
     let config = gateway.config();
     let guard = Arc::new(listener_guard::guard_for(&config)?);
     let quotas = Quotas::new(config.listen.limits.clone());
@@ -63,24 +71,24 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
     }
     let mut router = router
         .route(CALLBACK_PATH, get(sign_in_callback))
-        .route("/mcp", mcp(default.clone()))
-        .route("/mcp/", mcp(default))
         .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(health::healthz))
         .route(listener_guard::READINESS_PATH, get(health::readyz))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone());
-    for name in config.profiles.keys() {
-        let endpoint = StreamableHttp::new(
-            &gateway,
-            Some(name.clone()),
-            quotas.clone(),
-            shutdown.clone(),
-        );
-        router = router
-            .route(&format!("/mcp/{name}"), mcp(endpoint.clone()))
-            .route(&format!("/mcp/{name}/"), mcp(endpoint));
-    }
+    let profiles: Vec<_> = config
+        .profiles
+        .keys()
+        .map(|name| {
+            let endpoint = StreamableHttp::new(
+                &gateway,
+                Some(name.clone()),
+                quotas.clone(),
+                shutdown.clone(),
+            );
+            (name.clone(), endpoint)
+        })
+        .collect();
     if config.listen.ui_enabled() {
         router = router.merge(crate::ui::router(gateway.clone(), guard.clone()));
     }
@@ -89,13 +97,9 @@ pub fn router(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<Rout
         // The guard bounds every body; axum's own 2 MB default must not undercut it.
         .layer(axum::extract::DefaultBodyLimit::max(
             config.listen.max_body_bytes,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            gateway.drain().clone(),
-            draining::guard,
-        ))
-        .layer(SecurityLayer::new(guard));
-    Ok(router)
+        ));
+    let dispatch = Dispatch::new(gateway.drain().clone(), default, profiles, router);
+    Ok(SecurityLayer::new(guard).layer(dispatch))
 }
 
 /// What ends the sessions' open streams: `shutdown`, or, before it, the drain ending the
@@ -112,13 +116,6 @@ fn streams_end(gateway: &Gateway, shutdown: CancellationToken) -> CancellationTo
         ended.cancel();
     });
     streams
-}
-
-/// The streamable HTTP route of `endpoint`, for any method.
-fn mcp<S: Clone + Send + Sync + 'static>(
-    endpoint: StreamableHttp,
-) -> axum::routing::MethodRouter<S> {
-    any(StreamableHttp::handle).with_state(endpoint)
 }
 
 /// `[listen.oauth]`'s protected resource metadata (RFC 9728), at the well-known path alone
@@ -201,7 +198,7 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
     // A 2026-07-28 client's retry may reach this replica for a call another holds, and
     // the other way round.
     crate::server::core::handover::take_handed_over(&gateway);
-    let router = router(gateway, shutdown.clone())?;
+    let routes = routes(gateway, shutdown.clone())?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|source| ServeError::Bind { address, source })?;
@@ -209,7 +206,7 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
         "listening on http://{} (streamable HTTP at /mcp, SSE at /sse)",
         listener.local_addr()?
     );
-    connections::serve(listener, router, (&listen).into(), shutdown).await;
+    connections::serve(listener, routes, (&listen).into(), shutdown).await;
     Ok(())
 }
 
@@ -247,8 +244,8 @@ pub async fn bind_sign_in_callbacks(
     tracing::info!("per-user sign-ins come back to http://{local}{CALLBACK_PATH}");
     let router = Router::new()
         .route(CALLBACK_PATH, get(sign_in_callback))
-        .with_state(gateway)
-        .layer(SecurityLayer::new(guard));
+        .with_state(gateway);
+    let router = SecurityLayer::new(guard).layer(router);
     let limits = (&config.listen).into();
     Ok(Some(connections::serve(listener, router, limits, shutdown)))
 }
