@@ -45,7 +45,7 @@ impl Dispatch {
         let served = std::iter::once(("/mcp".to_owned(), default)).chain(
             profiles
                 .into_iter()
-                .map(|(name, e)| (format!("/mcp/{name}"), e)),
+                .map(|(name, endpoint)| (format!("/mcp/{name}"), endpoint)),
         );
         for (path, endpoint) in served {
             endpoints.insert(format!("{path}/"), endpoint.clone());
