@@ -3,7 +3,7 @@
 //! straight to its endpoint, and every other path through axum's router.
 //!
 //! Nearly every request is a `POST /mcp`, and axum's router costs each one a clone of a
-//! boxed service, a boxed middleware future and the wrappers of its route: 3–7% of the
+//! boxed service, a boxed middleware future and the wrappers of its route: 2–7% of the
 //! gateway's CPU for a forwarded call (docs/performance.md). An exact match on the path
 //! costs a lookup.
 
