@@ -15,6 +15,8 @@
 //! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
 //! redis-server and haproxy from scripts/install-cluster-deps).
 
+#[path = "gateway/keep_alive.rs"]
+mod keep_alive;
 #[path = "gateway/relays.rs"]
 mod relays;
 #[path = "gateway/report.rs"]
@@ -532,7 +534,7 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         }
         if let Some(haproxy) = &haproxy {
             let scenario = "streamable HTTP (kv over stdio), the gateway";
-            gateway_against_haproxy(rows, scenario, haproxy, &config).await;
+            gateway_against_haproxy(rows, dir, scenario, &kv_http, haproxy, &config).await;
         }
 
         let remote = format!("[servers.kv]\nurl = \"http://{}/mcp\"\n", kv_http.1);
@@ -554,7 +556,7 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
         compare_over_http(rows, &KV, &scenario, &kv_http, &config).await;
         if let Some(haproxy) = &haproxy {
             let scenario = "streamable HTTP (kv over streamable HTTP), the gateway";
-            gateway_against_haproxy(rows, scenario, haproxy, &config).await;
+            gateway_against_haproxy(rows, dir, scenario, &kv_http, haproxy, &config).await;
         }
 
         // Servers written as most remote ones are: rmcp's and the Python SDK's defaults.
@@ -605,11 +607,14 @@ async fn compare_http_hop(
 }
 
 /// kv's `get` through a gateway serving `config` over streamable HTTP against the same
-/// call through `haproxy` in front of kv's own streamable HTTP, in alternating rounds:
-/// the two hops side by side, with both their CPU per call.
+/// call through `haproxy` in front of `kv`'s own streamable HTTP, in alternating rounds:
+/// the two hops side by side, with both their CPU per call; from rmcp's client, then
+/// (with `wrk` at hand) from one that keeps its connections ([`keep_alive`]).
 async fn gateway_against_haproxy(
     rows: &mut Vec<Row>,
+    dir: &Path,
     scenario: &str,
+    kv: &HttpServer,
     haproxy: &BenchService,
     config: &Path,
 ) {
@@ -628,6 +633,11 @@ async fn gateway_against_haproxy(
     .await;
     via.cancel().await.unwrap();
     through_haproxy.cancel().await.unwrap();
+    if keep_alive::available() {
+        keep_alive::against_haproxy(rows, dir, scenario, kv, haproxy, &gateway).await;
+    } else {
+        eprintln!("wrk is missing (scripts/install-cluster-deps): no rows with kept connections");
+    }
 }
 
 /// How many alternating rounds the direct and the gateway path take turns in, so both

@@ -1,0 +1,218 @@
+//! Calls from a client that keeps its connections, HAProxy against the gateway.
+//!
+//! rmcp's client, which every other forwarding row uses, opens a new connection for each
+//! call, and accepting, reading the end of and closing a connection costs a hop about as
+//! much as the call itself: it hides how much more than HAProxy the gateway does per
+//! request. Most clients keep their connections (the Python and TypeScript SDKs do), so
+//! these rows send the same `tools/call` with `wrk` on kept connections, through HAProxy
+//! and through the gateway in alternating rounds, each on a session it opened first; at
+//! concurrency 1 kv is called directly in the same rounds too, for what each hop adds.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use super::{BenchService, HttpServer, KV, Row, rate_row, summary_row};
+
+/// Seconds each round of `wrk` runs.
+const ROUND_SECONDS: u32 = 1;
+
+/// Rounds per concurrency and way (fewer with `BENCH_QUICK`).
+fn rounds() -> usize {
+    if super::quick() { 2 } else { 10 }
+}
+
+/// The request `wrk` sends: a `tools/call` of `TOOL` on session `SID`, each with an id of
+/// its own. `wrk` counts answers other than 2xx (the run then fails).
+const SCRIPT: &str = r#"
+local id = 0
+local tool, session = os.getenv("TOOL"), os.getenv("SID")
+function request()
+  id = id + 1
+  return wrk.format("POST", nil, {
+    ["content-type"] = "application/json",
+    ["accept"] = "application/json, text/event-stream",
+    ["mcp-session-id"] = session,
+    ["mcp-protocol-version"] = "2025-06-18",
+  }, '{"jsonrpc":"2.0","id":' .. id .. ',"method":"tools/call","params":{"name":"'
+    .. tool .. '","arguments":{"key":"k"}}}')
+end
+"#;
+
+/// Whether `wrk` can be run (scripts/install-cluster-deps installs it).
+pub fn available() -> bool {
+    super::which("wrk")
+}
+
+/// kv's `get` through `gateway` against the same call through `haproxy` (in front of
+/// `kv`), at concurrency 1 and 32, kept connections: calls/s and both hops' CPU per call,
+/// and at concurrency 1 the time each hop adds to a call.
+pub async fn against_haproxy(
+    rows: &mut Vec<Row>,
+    dir: &Path,
+    scenario: &str,
+    kv: &HttpServer,
+    haproxy: &BenchService,
+    gateway: &HttpServer,
+) {
+    let script = dir.join("keep-alive.lua");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let direct = Hop::open(kv.1, KV.direct, None).await;
+    let baseline = Hop::open(haproxy.1, KV.direct, Some(haproxy.0.id())).await;
+    let measured = Hop::open(gateway.1, KV.via, Some(gateway.pid())).await;
+    let label = format!("{}, {scenario}, connections kept (wrk)", KV.label);
+    for connections in [1, 32] {
+        let (mut alone, mut base, mut ours) =
+            (Tally::default(), Tally::default(), Tally::default());
+        for _ in 0..rounds() {
+            if connections == 1 {
+                alone.add(direct.run(&script, connections).await);
+            }
+            base.add(baseline.run(&script, connections).await);
+            ours.add(measured.run(&script, connections).await);
+        }
+        let row = rate_row(
+            &format!("{label}, concurrency {connections} (vs HAProxy in front of kv's HTTP)"),
+            ours.rate(),
+            Some(base.rate()),
+        );
+        rows.push(Row {
+            hop_cpu_us_per_call: Some(ours.cpu_per_call()),
+            baseline_hop_cpu_us_per_call: Some(base.cpu_per_call()),
+            hop_cpu_ratio: Some(ours.cpu_per_call() / base.cpu_per_call()),
+            ..row
+        });
+        if connections == 1 {
+            let (kv_alone, haproxy_adds, gateway_adds) = (
+                alone.mean_us(),
+                base.mean_us() - alone.mean_us(),
+                ours.mean_us() - alone.mean_us(),
+            );
+            rows.push(summary_row(format!(
+                "{label}, concurrency 1, time added to a call (mean): HAProxy {haproxy_adds:.0} \
+                 µs, the gateway {gateway_adds:.0} µs ({:.2}×), to kv's own {kv_alone:.0} µs",
+                gateway_adds / haproxy_adds
+            )));
+        }
+    }
+}
+
+/// Opens a session at `address`'s `/mcp` (`initialize`, then `notifications/initialized`)
+/// and gives its id.
+async fn session(address: SocketAddr) -> String {
+    let client = reqwest::Client::new();
+    let url = format!("http://{address}/mcp");
+    let post = |body: &'static str, session: Option<&str>| {
+        let mut request = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let opened = post(
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#,
+        None,
+    )
+    .await
+    .unwrap();
+    let id = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    opened.bytes().await.unwrap();
+    let initialized = post(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        Some(&id),
+    )
+    .await
+    .unwrap();
+    assert!(initialized.status().is_success(), "{initialized:?}");
+    id
+}
+
+/// One way to the tool: where, under which name, on which session, and which process in
+/// the middle has its CPU counted (none for kv called directly).
+struct Hop {
+    address: SocketAddr,
+    tool: &'static str,
+    session: String,
+    pid: Option<u32>,
+}
+
+impl Hop {
+    async fn open(address: SocketAddr, tool: &'static str, pid: Option<u32>) -> Self {
+        Self {
+            address,
+            tool,
+            session: session(address).await,
+            pid,
+        }
+    }
+
+    /// One round of `wrk` with `connections` kept connections: (calls, seconds, hop CPU µs).
+    async fn run(&self, script: &Path, connections: usize) -> (f64, f64, f64) {
+        let cpu = || self.pid.map_or(0.0, super::cpu_us);
+        let before = cpu();
+        let output = tokio::process::Command::new("wrk")
+            .args([
+                "-t1",
+                &format!("-c{connections}"),
+                &format!("-d{ROUND_SECONDS}s"),
+            ])
+            .arg("-s")
+            .arg(script)
+            .arg(format!("http://{}/mcp", self.address))
+            .env("TOOL", self.tool)
+            .env("SID", &self.session)
+            .output()
+            .await
+            .unwrap();
+        let spent = cpu() - before;
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && !text.contains("Non-2xx") && !text.contains("errors"),
+            "wrk failed: {text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // "N requests in 1.00s, …"
+        let (calls, rest) = text
+            .split_once(" requests in ")
+            .map(|(head, rest)| (head.rsplit(' ').next().unwrap(), rest))
+            .expect("wrk's summary");
+        let seconds = rest.split_once('s').unwrap().0;
+        (calls.parse().unwrap(), seconds.parse().unwrap(), spent)
+    }
+}
+
+/// Calls, seconds and hop CPU summed over rounds.
+#[derive(Default)]
+struct Tally {
+    calls: f64,
+    seconds: f64,
+    cpu_us: f64,
+}
+
+impl Tally {
+    fn add(&mut self, (calls, seconds, cpu_us): (f64, f64, f64)) {
+        self.calls += calls;
+        self.seconds += seconds;
+        self.cpu_us += cpu_us;
+    }
+
+    fn rate(&self) -> f64 {
+        self.calls / self.seconds
+    }
+
+    fn cpu_per_call(&self) -> f64 {
+        self.cpu_us / self.calls
+    }
+
+    /// Mean µs per call: at concurrency 1, how long a call takes.
+    fn mean_us(&self) -> f64 {
+        self.seconds / self.calls * 1e6
+    }
+}
