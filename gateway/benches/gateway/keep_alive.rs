@@ -21,11 +21,11 @@ fn rounds() -> usize {
     if super::quick() { 2 } else { 10 }
 }
 
-/// The request `wrk` sends: a `tools/call` of `TOOL` on session `SID`, each with an id of
-/// its own. `wrk` counts answers other than 2xx (the run then fails).
+/// The request `wrk` sends: a `tools/call` of `TOOL` with `ARGUMENTS` on session `SID`,
+/// each with an id of its own. `wrk` counts answers other than 2xx (the run then fails).
 const SCRIPT: &str = r#"
 local id = 0
-local tool, session = os.getenv("TOOL"), os.getenv("SID")
+local tool, arguments, session = os.getenv("TOOL"), os.getenv("ARGUMENTS"), os.getenv("SID")
 function request()
   id = id + 1
   return wrk.format("POST", nil, {
@@ -34,7 +34,7 @@ function request()
     ["mcp-session-id"] = session,
     ["mcp-protocol-version"] = "2025-06-18",
   }, '{"jsonrpc":"2.0","id":' .. id .. ',"method":"tools/call","params":{"name":"'
-    .. tool .. '","arguments":{"key":"k"}}}')
+    .. tool .. '","arguments":' .. arguments .. '}}')
 end
 "#;
 
@@ -96,12 +96,13 @@ pub async fn against_haproxy(
     }
 }
 
-/// Opens a session at `address`'s `/mcp` (`initialize`, then `notifications/initialized`)
-/// and gives its id.
-async fn session(address: SocketAddr) -> String {
+/// Opens a session at `address`'s `/mcp` (`initialize`, then `notifications/initialized`),
+/// checks that `tool` answers there without an error (`wrk` sees only statuses), and
+/// gives the session's id.
+async fn session(address: SocketAddr, tool: &str) -> String {
     let client = reqwest::Client::new();
     let url = format!("http://{address}/mcp");
-    let post = |body: &'static str, session: Option<&str>| {
+    let post = async |body: String, session: Option<&str>| {
         let mut request = client
             .post(&url)
             .header("content-type", "application/json")
@@ -111,26 +112,28 @@ async fn session(address: SocketAddr) -> String {
         if let Some(session) = session {
             request = request.header("mcp-session-id", session);
         }
-        request.send()
+        let response = request.send().await.unwrap();
+        assert!(response.status().is_success(), "{response:?}");
+        let id = response
+            .headers()
+            .get("mcp-session-id")
+            .map(|id| id.to_str().unwrap().to_owned());
+        (id, response.text().await.unwrap())
     };
-    let opened = post(
-        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#,
-        None,
-    )
-    .await
-    .unwrap();
-    let id = opened.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    opened.bytes().await.unwrap();
-    let initialized = post(
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        Some(&id),
-    )
-    .await
-    .unwrap();
-    assert!(initialized.status().is_success(), "{initialized:?}");
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+    let (id, _) = post(initialize.to_owned(), None).await;
+    let id = id.expect("a session id");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    post(initialized.to_owned(), Some(&id)).await;
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{}}}}}"#,
+        KV.arguments
+    );
+    let (_, answer) = post(call, Some(&id)).await;
+    assert!(
+        answer.contains(r#""isError":false"#),
+        "{tool} at {url}: {answer}"
+    );
     id
 }
 
@@ -148,7 +151,7 @@ impl Hop {
         Self {
             address,
             tool,
-            session: session(address).await,
+            session: session(address, tool).await,
             pid,
         }
     }
@@ -167,6 +170,7 @@ impl Hop {
             .arg(script)
             .arg(format!("http://{}/mcp", self.address))
             .env("TOOL", self.tool)
+            .env("ARGUMENTS", KV.arguments)
             .env("SID", &self.session)
             .output()
             .await
