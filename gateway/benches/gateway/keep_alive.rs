@@ -6,7 +6,8 @@
 //! request. Most clients keep their connections (the Python and TypeScript SDKs do), so
 //! these rows send the same `tools/call` with `wrk` on kept connections, through HAProxy
 //! and through the gateway in alternating rounds, each on a session it opened first; at
-//! concurrency 1 kv is called directly in the same rounds too, for what each hop adds.
+//! concurrency 1 kv is called directly in the same rounds too, for what each hop adds to
+//! a call's median time.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -45,7 +46,7 @@ pub fn available() -> bool {
 
 /// kv's `get` through `gateway` against the same call through `haproxy` (in front of
 /// `kv`), at concurrency 1 and 32, kept connections: calls/s and both hops' CPU per call,
-/// and at concurrency 1 the time each hop adds to a call.
+/// and at concurrency 1 what each hop adds to a call's median time.
 pub async fn against_haproxy(
     rows: &mut Vec<Row>,
     dir: &Path,
@@ -83,13 +84,13 @@ pub async fn against_haproxy(
         });
         if connections == 1 {
             let (kv_alone, haproxy_adds, gateway_adds) = (
-                alone.mean_us(),
-                base.mean_us() - alone.mean_us(),
-                ours.mean_us() - alone.mean_us(),
+                alone.p50_us(),
+                base.p50_us() - alone.p50_us(),
+                ours.p50_us() - alone.p50_us(),
             );
             rows.push(summary_row(format!(
-                "{label}, concurrency 1, time added to a call (mean): HAProxy {haproxy_adds:.0} \
-                 µs, the gateway {gateway_adds:.0} µs ({:.2}×), to kv's own {kv_alone:.0} µs",
+                "{label}, concurrency 1, added p50: HAProxy {haproxy_adds:.0} µs, the gateway \
+                 {gateway_adds:.0} µs ({:.2}×), to kv's own {kv_alone:.0} µs",
                 gateway_adds / haproxy_adds
             )));
         }
@@ -156,12 +157,13 @@ impl Hop {
         }
     }
 
-    /// One round of `wrk` with `connections` kept connections: (calls, seconds, hop CPU µs).
-    async fn run(&self, script: &Path, connections: usize) -> (f64, f64, f64) {
+    /// One round of `wrk` with `connections` kept connections.
+    async fn run(&self, script: &Path, connections: usize) -> Round {
         let cpu = || self.pid.map_or(0.0, super::cpu_us);
         let before = cpu();
         let output = tokio::process::Command::new("wrk")
             .args([
+                "--latency",
                 "-t1",
                 &format!("-c{connections}"),
                 &format!("-d{ROUND_SECONDS}s"),
@@ -188,23 +190,61 @@ impl Hop {
             .map(|(head, rest)| (head.rsplit(' ').next().unwrap(), rest))
             .expect("wrk's summary");
         let seconds = rest.split_once('s').unwrap().0;
-        (calls.parse().unwrap(), seconds.parse().unwrap(), spent)
+        // "     50%  219.00us" under "Latency Distribution"
+        let p50 = text
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("50%"))
+            .map(|value| microseconds(value.trim()))
+            .expect("wrk's latency distribution");
+        Round {
+            calls: calls.parse().unwrap(),
+            seconds: seconds.parse().unwrap(),
+            cpu_us: spent,
+            p50_us: p50,
+        }
     }
 }
 
-/// Calls, seconds and hop CPU summed over rounds.
+/// `wrk`'s way of writing a duration ("219.00us", "1.64ms", "2.00s") in µs.
+fn microseconds(text: &str) -> f64 {
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "us" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        other => panic!("wrk wrote a duration in {other:?}: {text}"),
+    };
+    number.parse::<f64>().unwrap() * scale
+}
+
+/// What one round of `wrk` measured.
+struct Round {
+    calls: f64,
+    seconds: f64,
+    /// The hop's CPU in the round.
+    cpu_us: f64,
+    /// The median time of a call.
+    p50_us: f64,
+}
+
+/// Calls, seconds and hop CPU summed over rounds, and each round's median time.
 #[derive(Default)]
 struct Tally {
     calls: f64,
     seconds: f64,
     cpu_us: f64,
+    p50s_us: Vec<f64>,
 }
 
 impl Tally {
-    fn add(&mut self, (calls, seconds, cpu_us): (f64, f64, f64)) {
-        self.calls += calls;
-        self.seconds += seconds;
-        self.cpu_us += cpu_us;
+    fn add(&mut self, round: Round) {
+        self.calls += round.calls;
+        self.seconds += round.seconds;
+        self.cpu_us += round.cpu_us;
+        self.p50s_us.push(round.p50_us);
     }
 
     fn rate(&self) -> f64 {
@@ -215,8 +255,10 @@ impl Tally {
         self.cpu_us / self.calls
     }
 
-    /// Mean µs per call: at concurrency 1, how long a call takes.
-    fn mean_us(&self) -> f64 {
-        self.seconds / self.calls * 1e6
+    /// The median of the rounds' median times.
+    fn p50_us(&self) -> f64 {
+        let mut p50s = self.p50s_us.clone();
+        p50s.sort_by(f64::total_cmp);
+        p50s[p50s.len() / 2]
     }
 }
