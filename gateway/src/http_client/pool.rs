@@ -164,9 +164,11 @@ impl Shared {
     /// The most recently used idle connection to `origin` that is still open; the ones
     /// idle too long go.
     fn take_idle(&self, origin: &Origin) -> Option<Connection> {
+        // One reading of the clock for every idle connection, outside the lock.
+        let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let connections = idle.get_mut(origin)?;
-        connections.retain(|c| c.is_open() && c.idle_since.elapsed() < IDLE_FOR);
+        connections.retain(|c| c.is_open() && now.duration_since(c.idle_since) < IDLE_FOR);
         connections.pop()
     }
 
