@@ -543,7 +543,9 @@ impl Gateway {
         format!("http://{}{path}", self.address)
     }
 
+    /// Waits until this gateway says it listens on its address; fails if it exits first.
     fn wait_healthy(&mut self) {
+        let listening = format!("listening on http://{} ", self.address);
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -553,7 +555,9 @@ impl Gateway {
                     self.log_text()
                 );
             }
-            if std::net::TcpStream::connect(self.address).is_ok() {
+            // Its own line, not a connection: another test's gateway may hold the port a
+            // moment (both found it free), and this one then exits on its bind error.
+            if self.log_text().contains(&listening) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
