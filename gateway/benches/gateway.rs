@@ -437,7 +437,8 @@ fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
 /// them ([`relays`]), and kv's HTTP behind HAProxy and behind a hyper relay that reads
 /// and rewrites each request. What a proxy can reach (CPU per call, calls/s against
 /// direct) is bounded by these. With HAProxy there, the gateway (kv over stdio, and kv
-/// over streamable HTTP) is also measured against it directly, in alternating rounds.
+/// over streamable HTTP) and the hyper relay are also measured against it directly, in
+/// alternating rounds.
 async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let kv = release_bin("kv");
     let kv_http = HttpServer::kv();
@@ -474,6 +475,14 @@ async fn forwarding(dir: &Path, rows: &mut Vec<Row>) {
     let hyper_relay = BenchService::http_relay(&relay, kv_http.1);
     let scenario = "streamable HTTP, hyper relay (the floor of a Rust hop)";
     compare_http_hop(rows, scenario, &kv_http, &hyper_relay, ("/mcp", KV.via)).await;
+    if let Some(haproxy) = haproxy.as_ref().filter(|_| keep_alive::available()) {
+        let hop = keep_alive::Measured {
+            name: "the hyper relay",
+            address: hyper_relay.1,
+            pid: hyper_relay.0.id(),
+        };
+        keep_alive::against_haproxy(rows, dir, scenario, &kv_http, haproxy, hop).await;
+    }
     if which("mcp-proxy") {
         let proxy = BenchService::mcp_proxy(dir, &kv);
         let scenario = "streamable HTTP (kv over stdio), the Rust mcp-proxy";
@@ -634,7 +643,12 @@ async fn gateway_against_haproxy(
     via.cancel().await.unwrap();
     through_haproxy.cancel().await.unwrap();
     if keep_alive::available() {
-        keep_alive::against_haproxy(rows, dir, scenario, kv, haproxy, &gateway).await;
+        let hop = keep_alive::Measured {
+            name: "the gateway",
+            address: gateway.1,
+            pid: gateway.pid(),
+        };
+        keep_alive::against_haproxy(rows, dir, scenario, kv, haproxy, hop).await;
     } else {
         eprintln!("wrk is missing (scripts/install-cluster-deps): no rows with kept connections");
     }

@@ -1,4 +1,5 @@
-//! Calls from a client that keeps its connections, HAProxy against the gateway.
+//! Calls from a client that keeps its connections, HAProxy against the gateway (and
+//! against the hyper relay, the floor of a Rust hop).
 //!
 //! rmcp's client, which every other forwarding row uses, opens a new connection for each
 //! call, and accepting, reading the end of and closing a connection costs a hop about as
@@ -13,6 +14,14 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use super::{BenchService, HttpServer, KV, Row, rate_row, summary_row};
+
+/// The hop measured against HAProxy: what the rows call it, where it listens (tools
+/// under the gateway's names) and its process.
+pub struct Measured<'a> {
+    pub name: &'a str,
+    pub address: SocketAddr,
+    pub pid: u32,
+}
 
 /// Seconds each round of `wrk` runs.
 const ROUND_SECONDS: u32 = 1;
@@ -44,22 +53,22 @@ pub fn available() -> bool {
     super::which("wrk")
 }
 
-/// kv's `get` through `gateway` against the same call through `haproxy` (in front of
-/// `kv`), at concurrency 1 and 32, kept connections: calls/s and both hops' CPU per call,
-/// and at concurrency 1 what each hop adds to a call's median time.
+/// kv's `get` through `hop` against the same call through `haproxy` (in front of `kv`),
+/// at concurrency 1 and 32, kept connections: calls/s and both hops' CPU per call, and at
+/// concurrency 1 what each hop adds to a call's median time.
 pub async fn against_haproxy(
     rows: &mut Vec<Row>,
     dir: &Path,
     scenario: &str,
     kv: &HttpServer,
     haproxy: &BenchService,
-    gateway: &HttpServer,
+    hop: Measured<'_>,
 ) {
     let script = dir.join("keep-alive.lua");
     std::fs::write(&script, SCRIPT).unwrap();
     let direct = Hop::open(kv.1, KV.direct, None).await;
     let baseline = Hop::open(haproxy.1, KV.direct, Some(haproxy.0.id())).await;
-    let measured = Hop::open(gateway.1, KV.via, Some(gateway.pid())).await;
+    let measured = Hop::open(hop.address, KV.via, Some(hop.pid)).await;
     let label = format!("{}, {scenario}, connections kept (wrk)", KV.label);
     for connections in [1, 32] {
         let (mut alone, mut base, mut ours) =
@@ -83,15 +92,16 @@ pub async fn against_haproxy(
             ..row
         });
         if connections == 1 {
-            let (kv_alone, haproxy_adds, gateway_adds) = (
+            let (kv_alone, haproxy_adds, hop_adds) = (
                 alone.p50_us(),
                 base.p50_us() - alone.p50_us(),
                 ours.p50_us() - alone.p50_us(),
             );
             rows.push(summary_row(format!(
-                "{label}, concurrency 1, added p50: HAProxy {haproxy_adds:.0} µs, the gateway \
-                 {gateway_adds:.0} µs ({:.2}×), to kv's own {kv_alone:.0} µs",
-                gateway_adds / haproxy_adds
+                "{label}, concurrency 1, added p50: HAProxy {haproxy_adds:.0} µs, {} \
+                 {hop_adds:.0} µs ({:.2}×), to kv's own {kv_alone:.0} µs",
+                hop.name,
+                hop_adds / haproxy_adds
             )));
         }
     }
