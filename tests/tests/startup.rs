@@ -377,6 +377,43 @@ fn the_first_list_over_stdio_waits_for_upstreams_still_starting_but_not_for_a_hu
     );
 }
 
+/// A client asks only for what `initialize` announced (prompts, resources, completions),
+/// and cannot be told later of a capability it missed: `initialize`, like the first list,
+/// waits for the upstreams still starting, and announces what those that come up within
+/// `[gateway] first_list_wait_ms` offer.
+#[test]
+fn initialize_over_stdio_announces_what_upstreams_still_starting_offer() {
+    let everything = npm_bin("mcp-server-everything");
+    let workspace = Workspace::new(&format!(
+        "[gateway]\nfirst_list_wait_ms = 10000\n\
+         [servers.everything]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\
+         [servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+        toml_str(format!(
+            "sleep {KV_START_DELAY_S} && exec {}",
+            everything.to_string_lossy()
+        )),
+    ));
+    let run = python_client(
+        &stdio_at_once(&workspace),
+        &json!([{"action": "list_prompts"}]),
+    );
+    let announced = &run["server"]["capabilities"];
+    for capability in ["prompts", "resources", "completions"] {
+        assert!(
+            announced.get(capability).is_some(),
+            "initialize did not announce {capability}: {announced:#}"
+        );
+    }
+    let prompts = action_result(&run, 0)["prompts"].as_array().unwrap();
+    assert!(
+        prompts.iter().any(|prompt| prompt["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp__everything__")),
+        "{run:#}"
+    );
+}
+
 #[test]
 fn a_server_that_cannot_start_is_logged_once_not_at_every_retry() {
     // Nothing listens there: every attempt is refused at once, and retried after 250 ms,
