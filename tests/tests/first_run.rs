@@ -1,13 +1,15 @@
 //! What a first run prints: `mcp-gateway serve` on a configuration like the default one,
 //! with no `RUST_LOG`, says where it listens and one line per upstream when it is ready
 //! (with its tool count), and nothing from its dependencies or its upstreams' own logs at
-//! info; `RUST_LOG` still opens them up.
+//! info, nor a warning for a server's question it cannot relay; `RUST_LOG` still opens
+//! them up.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mcp_gateway_tests::*;
+use serde_json::json;
 
 /// The default configuration's servers: the two example servers.
 fn default_like() -> Workspace {
@@ -97,4 +99,39 @@ fn rust_log_still_shows_the_dependencies() {
             .any(|l| l.contains(" INFO ") && !l.contains(" INFO mcp_gateway")),
         "RUST_LOG=info shows no dependency's info line:\n{log}"
     );
+}
+
+/// A server that asks its client for what no client gives it (npm `server-everything`
+/// asks for the roots as it starts, before any client came, and again when a client
+/// without roots calls `get-roots-list`) gets an error, as it would from a client without
+/// the capability: that is no fault, and a default run shows no warning for it.
+#[test]
+fn a_question_no_client_can_take_is_no_warning_in_a_default_run() {
+    let workspace = Workspace::new(&format!(
+        "[servers.everything]\ncommand = {}\n",
+        toml_str(npm_bin("mcp-server-everything").to_string_lossy())
+    ));
+    let (mut gateway, address) = serve(&workspace, None, "quiet.log");
+    let read = || std::fs::read_to_string(workspace.path("quiet.log")).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(60), || read()
+            .contains("upstream ready")),
+        "{}",
+        read()
+    );
+    let run = python_client(
+        &[
+            "--transport".into(),
+            "http".into(),
+            "--url".into(),
+            format!("http://{address}/mcp"),
+        ],
+        &json!([{"action": "call_tool", "name": "mcp__everything__get-roots-list", "arguments": {}}]),
+    );
+    let asked = result_text(action_result(&run, 0));
+    assert!(asked.contains("roots"), "{run:#}");
+    let log = read();
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    assert!(!log.contains(" WARN "), "{log}");
 }

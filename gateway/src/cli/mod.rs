@@ -280,21 +280,43 @@ fn worker_threads() -> Result<usize, String> {
 /// The default filter: `-v` and `-vv` open everything up (debug, trace), without them the
 /// gateway's own info lines and everyone's warnings, but for rmcp's transport worker: an
 /// upstream it cannot reach it reports in its own terms (Rust types and all) just before
-/// the gateway's line about the same failure, at every retry. `RUST_LOG` replaces it
-/// outright.
+/// the gateway's line about the same failure, at every retry (nor, see
+/// [`answered_with_an_error`], rmcp's warning for an upstream's request the gateway
+/// refused). `RUST_LOG` replaces it outright.
 const QUIET: &str = "warn,mcp_gateway=info,rmcp::transport::worker=off";
 
 fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => QUIET,
-        1 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{FilterExt, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let from_env = tracing_subscriber::EnvFilter::try_from_default_env().ok();
+    let quiet = from_env.is_none() && verbose == 0;
+    let filter = from_env.unwrap_or_else(|| {
+        tracing_subscriber::EnvFilter::new(match verbose {
+            0 => QUIET,
+            1 => "debug",
+            _ => "trace",
+        })
+    });
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(log_sink::RedactedStderr)
         .with_ansi(false)
-        .init();
+        .with_filter(filter.and(filter_fn(move |line| {
+            !(quiet && answered_with_an_error(line))
+        })));
+    tracing_subscriber::registry().with(lines).init();
+}
+
+/// rmcp's warning, in Rust's debug form, for each request of an upstream's that the
+/// gateway answers with an error: a question no client can take (a server asking for
+/// roots as it starts, before any client came) or one its client declined. Neither is a
+/// fault. `-v` and `RUST_LOG` show them, with the gateway's own debug line on why it
+/// refused (`relay::requests`).
+fn answered_with_an_error(line: &tracing::Metadata<'_>) -> bool {
+    line.target() == "rmcp::service"
+        && *line.level() == tracing::Level::WARN
+        && line.fields().field("id").is_some()
+        && line.fields().field("error").is_some()
 }
