@@ -347,41 +347,27 @@ impl Gateway {
         tools
     }
 
-    /// What the gateway announces: tools always, and prompts, resources (with
-    /// subscriptions) and completions when any upstream offers them.
+    /// What the gateway announces: tools, prompts, resources (with subscriptions and list
+    /// changes) and completions, whatever its upstreams offer now. A client asks only for
+    /// what `initialize` announced and cannot be told of more later, while upstreams join
+    /// after it (those still starting, those a reload adds); where none offers a kind, its
+    /// list is empty, and its requests get the upstream's error.
     #[allow(deprecated, reason = "logging is what pre-2026 clients use")]
     pub fn capabilities(&self) -> ServerCapabilities {
         // Logging is the gateway's own: it keeps each session's level and relays upstream
-        // log messages by it.
-        let mut capabilities = ServerCapabilities::builder()
+        // log messages by it. List changes are the gateway's too: it re-emits upstream
+        // changes and reloads.
+        ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_completions()
             .enable_logging()
-            .build();
-        for upstream in self.registry.upstreams() {
-            let offered = upstream.offer().capabilities.clone();
-            if offered.prompts.is_some() {
-                capabilities.prompts = offered.prompts;
-            }
-            if let Some(resources) = offered.resources {
-                let merged = capabilities
-                    .resources
-                    .get_or_insert_with(|| resources.clone());
-                merged.subscribe = merged.subscribe.or(resources.subscribe);
-                merged.list_changed = merged.list_changed.or(resources.list_changed);
-            }
-            if offered.completions.is_some() {
-                capabilities.completions = offered.completions;
-            }
-        }
-        // The gateway re-emits list changes (upstream changes, reloads) for what it offers.
-        if let Some(prompts) = capabilities.prompts.as_mut() {
-            prompts.list_changed = Some(true);
-        }
-        if let Some(resources) = capabilities.resources.as_mut() {
-            resources.list_changed = Some(true);
-        }
-        capabilities
+            .build()
     }
 
     /// The shutdown drain: transports count their requests with it, the HTTP listener

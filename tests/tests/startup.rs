@@ -378,9 +378,9 @@ fn the_first_list_over_stdio_waits_for_upstreams_still_starting_but_not_for_a_hu
 }
 
 /// A client asks only for what `initialize` announced (prompts, resources, completions),
-/// and cannot be told later of a capability it missed: `initialize`, like the first list,
-/// waits for the upstreams still starting, and announces what those that come up within
-/// `[gateway] first_list_wait_ms` offer.
+/// and cannot be told later of a capability it missed: a client that initializes while
+/// the only server with prompts is still starting is told of prompts all the same, and its
+/// first list of them waits for that server as a first list of tools does.
 #[test]
 fn initialize_over_stdio_announces_what_upstreams_still_starting_offer() {
     let everything = npm_bin("mcp-server-everything");

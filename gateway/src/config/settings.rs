@@ -109,10 +109,9 @@ pub struct GatewaySettings {
     /// a replaced or removed server's calls in flight may take before it stops.
     /// Default 10 000 ms.
     pub shutdown_grace_ms: u64,
-    /// How long a session's `initialize` (or `server/discover`, or first list) waits for
-    /// upstreams still in their first connection attempt, so that it announces what they
-    /// offer; the client hears of the tools of the ones that come up later through
-    /// `list_changed`. Default 5 000 ms.
+    /// How long a session's first list (tools, prompts, resources) waits for upstreams
+    /// still in their first connection attempt; the client hears of the ones that come up
+    /// later through `list_changed`. Default 5 000 ms.
     pub first_list_wait_ms: u64,
 }
 

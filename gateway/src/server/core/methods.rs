@@ -43,10 +43,9 @@ use crate::upstream::UpstreamError;
 /// How long `logging/setLevel` waits for the upstreams to take a new level.
 const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
 
-/// Whether the session has looked at what the gateway offers yet (see
-/// [`Call::first_look`]).
+/// Whether the session has listed anything yet (see [`Call::first_list`]).
 #[derive(Default, Clone)]
-struct Looked(bool);
+struct Listed(bool);
 
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
@@ -69,24 +68,24 @@ impl Call {
         self.revision.admits(&request)?;
         match request {
             ClientRequest::InitializeRequest(request) => self.initialize(request.params).await,
-            ClientRequest::DiscoverRequest(_) => Ok(self.discover().await),
+            ClientRequest::DiscoverRequest(_) => Ok(self.discover()),
             ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
             ClientRequest::ListToolsRequest(request) => {
-                self.first_look().await;
+                self.first_list().await;
                 self.list_tools(request.params)
             }
             ClientRequest::CallToolRequest(request) => self.call_tool(request.params).await,
             ClientRequest::ListPromptsRequest(request) => {
-                self.first_look().await;
+                self.first_list().await;
                 self.list_prompts(request.params)
             }
             ClientRequest::GetPromptRequest(request) => self.get_prompt(request.params).await,
             ClientRequest::ListResourcesRequest(request) => {
-                self.first_look().await;
+                self.first_list().await;
                 self.list_resources(request.params)
             }
             ClientRequest::ListResourceTemplatesRequest(request) => {
-                self.first_look().await;
+                self.first_list().await;
                 self.list_resource_templates(request.params)
             }
             ClientRequest::ReadResourceRequest(request) => self.read_resource(request.params).await,
@@ -146,7 +145,6 @@ impl Call {
             &request.client_info.version,
         );
         identity::settle(gateway).await;
-        self.first_look().await;
         let mut client = request;
         client.protocol_version = revision::negotiate(&client.protocol_version);
         // Tasks are an extension of 2026-07-28: a session has none, whatever its client
@@ -162,8 +160,7 @@ impl Call {
         Ok(ServerResult::InitializeResult(answer))
     }
 
-    async fn discover(&self) -> ServerResult {
-        self.first_look().await;
+    fn discover(&self) -> ServerResult {
         let mut info = identity::info(self.gateway(), Some(self.pipeline_session()));
         // Tasks are the gateway's to keep, whoever does the work (see `crate::tasks`).
         info.capabilities
@@ -176,16 +173,14 @@ impl Call {
         ))
     }
 
-    /// A session's first look at what the gateway offers (its `initialize`, its
-    /// `server/discover` or its first list) waits, for at most `[gateway]
-    /// first_list_wait_ms`, for the upstreams still in their first connection attempt: a
-    /// client asks only for the capabilities `initialize` announced, and one that lists
-    /// once right after it (and ignores `list_changed`) sees what they offer. The log names
-    /// the upstreams the answer had to go without; a hung upstream holds only this one
-    /// request, and only up to the bound. Later requests never wait.
-    async fn first_look(&self) {
+    /// A session's first list waits, for at most `[gateway] first_list_wait_ms`, for the
+    /// upstreams still in their first connection attempt, so that a client that lists once
+    /// right after `initialize` (and ignores `list_changed`) sees what they offer. The log
+    /// names the upstreams the list had to go without; a hung upstream holds only this one
+    /// list, and only up to the bound. Later lists never wait.
+    async fn first_list(&self) {
         let session = self.pipeline_session();
-        if session.with_state(|looked: &mut Looked| std::mem::replace(&mut looked.0, true)) {
+        if session.with_state(|listed: &mut Listed| std::mem::replace(&mut listed.0, true)) {
             return;
         }
         let gateway = self.gateway();
@@ -206,7 +201,7 @@ impl Call {
                 session = %session.id,
                 waited_ms = bound.as_millis(),
                 ?starting,
-                "first answer sent without upstreams still starting; the client is told when they join"
+                "first list sent without upstreams still starting; the client is told when they join"
             );
         }
     }
