@@ -300,12 +300,14 @@ fn init_logging(verbose: u8) {
             _ => "trace",
         })
     });
+    // Its own hint says "anything": the combined filter keeps the env filter's, so that
+    // events below its level stay off at their call sites.
+    let quiet_about_refusals = filter_fn(move |line| !(quiet && answered_with_an_error(line)))
+        .with_max_level_hint(tracing_subscriber::filter::LevelFilter::TRACE);
     let lines = tracing_subscriber::fmt::layer()
         .with_writer(log_sink::RedactedStderr)
         .with_ansi(false)
-        .with_filter(filter.and(filter_fn(move |line| {
-            !(quiet && answered_with_an_error(line))
-        })));
+        .with_filter(filter.and(quiet_about_refusals));
     tracing_subscriber::registry().with(lines).init();
 }
 
