@@ -254,8 +254,10 @@ const HELD_OUT: &[(&str, &[&str])] = &[
 /// The figures docs/tool-search.md states for the row whose first cell names `tasks`
 /// (`TASKS`, `TUNING_TASKS`, `HELD_OUT`, `AGENT_TASKS`): its number of tasks, then recall@5
 /// and MRR by words alone, with all-MiniLM-L6-v2 and with e5-small through an endpoint.
-/// Search is deterministic, so a measure that differs from the page (in its two decimals)
-/// fails.
+/// Search is deterministic on one machine, so a measure that differs from the page (in
+/// its two decimals) fails; a figure that moves with the processor (the 4-bit e5 model's
+/// scores do) is stated as the range it was seen in, `0.64–0.65`, and a measure outside
+/// it fails.
 fn documented(tasks: &str) -> (usize, [String; 6]) {
     let page = std::fs::read_to_string(repo().join("docs/tool-search.md")).unwrap();
     let row = page
@@ -285,16 +287,35 @@ fn assert_as_documented(name: &str, tasks: &[(&str, &[&str])], measured: &[Relev
         .flat_map(|r| [r.recall, r.mrr])
         .map(|figure| format!("{figure:.2}"))
         .collect::<Vec<_>>();
-    assert_eq!(
-        figures_measured,
-        figures,
-        "docs/tool-search.md states other figures than measured:\n{}",
+    let within = figures_measured
+        .iter()
+        .zip(&figures)
+        .all(|(measured, stated)| within_stated(measured, stated));
+    assert!(
+        within,
+        "docs/tool-search.md states {figures:?}, measured {figures_measured:?}:\n{}",
         measured
             .iter()
             .map(|r| r.report.as_str())
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// Whether `measured` (two decimals) is the figure `stated`, or within it when it is a
+/// range (`0.64–0.65`).
+fn within_stated(measured: &str, stated: &str) -> bool {
+    match stated.split_once('–') {
+        None => measured == stated,
+        Some((low, high)) => {
+            let number = |text: &str| {
+                text.trim()
+                    .parse::<f64>()
+                    .unwrap_or_else(|_| panic!("`{stated}` is no figure or range"))
+            };
+            (number(low)..=number(high)).contains(&number(measured))
+        }
+    }
 }
 
 /// `server/tool` → `mcp__server__tool`.
