@@ -52,9 +52,10 @@
 //! profile bound to it, if any. Sessions are bound to the credentials that opened them. `/healthz` is not exempt: it shows each upstream's state and last error,
 //! which are for the operator, so `status --listen` must send the token too.
 //!
-//! The per-user sign-in callback (`/oauth/callback`) is the other: a browser coming back
-//! from an authorization server has no bearer token, and the sign-in's single-use `state`
-//! authorizes it (see `auth::per_user`); Host and Origin are checked as for any path.
+//! A person's browser on a per-user sign-in is the other (its page `/oauth/sign-in`, the
+//! identity provider's return and the callback `/oauth/callback`): it has no bearer token,
+//! and the sign-in's single-use `state` with the browser's proof of who it is authorize it
+//! (see `auth::per_user`, `auth::browser`); Host and Origin are checked as for any path.
 //!
 //! [`check_bind`] is the start-up half: a non-loopback address without tokens is refused.
 
@@ -366,10 +367,12 @@ impl SecurityGuard {
             || (self.console && is_console_path(path));
         let credentials = if public {
             Credentials::anonymous()
-        } else if path == crate::auth::per_user::CALLBACK_PATH {
-            // A browser coming back from an authorization server carries no bearer token:
-            // the sign-in's single-use state is what authorizes it. Credentials it does
-            // present must be good, and must be the sign-in's identity's.
+        } else if crate::auth::browser::is_browser_path(path) {
+            // A person's browser on a per-user sign-in (its page, the identity provider's
+            // return, the authorization server's callback) carries no bearer token: the
+            // sign-in's single-use state, and the browser's proof of who it is, are what
+            // authorize it. Credentials it does present must be good, and must be the
+            // sign-in's identity's.
             if headers_carry_token(&parts.headers) {
                 self.authenticate(&parts.headers).await?
             } else {

@@ -111,7 +111,8 @@ fn subject(result: &Value) -> String {
         .to_owned()
 }
 
-/// The one elicitation of `run`, which must be a URL one that was browsed to the end.
+/// The one elicitation of `run`, which must be a URL one, to the gateway's sign-in page,
+/// that was browsed to the end.
 fn browsed_sign_in(run: &Value) -> &Value {
     let elicitations = run["elicitations"].as_array().unwrap();
     assert_eq!(elicitations.len(), 1, "{run:#}");
@@ -121,7 +122,7 @@ fn browsed_sign_in(run: &Value) -> &Value {
         asked["params"]["url"]
             .as_str()
             .unwrap()
-            .contains("code_challenge="),
+            .contains("/oauth/sign-in?state="),
         "{run:#}"
     );
     &asked["browsed"]
@@ -266,7 +267,7 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
         .unwrap_or_else(|| panic!("no URL in {refused:#}"))
         .to_owned();
     assert!(result_text(refused).contains(&url), "{refused:#}");
-    assert!(open_as(&url, "dave"));
+    assert!(open_as(&url, &DAVE));
     let run = python_client(
         &client(&gateway, &DAVE, "legacy", "none"),
         &json!([call(WHOAMI)]),
@@ -297,7 +298,7 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
     );
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("SIGN_IN_STATE_FOREIGN"), "{body}");
-    assert!(!open_as(&url, "eve"), "a spent state signed Eve in");
+    assert!(!open_as(&url, &EVE), "a spent state signed Eve in");
     let run = python_client(
         &client(&gateway, &EVE, "legacy", "none"),
         &json!([call(WHOAMI)]),
@@ -481,16 +482,33 @@ fn console_login(gateway: &Gateway, token: &str) -> (String, String) {
     (cookie, csrf)
 }
 
-/// Opens `url` as `account`'s browser would (tests/python/follow_redirects.py): whether
-/// the page it ended at (the gateway's callback) said it worked.
-fn open_as(url: &str, account: &str) -> bool {
-    Command::new(python())
-        .arg(repo().join("tests/python/follow_redirects.py"))
-        .arg(format!("{url}&login_hint={account}"))
-        .output()
-        .unwrap()
-        .status
-        .success()
+/// Opens `url` as `person`'s browser would (tests/python/browser.py: their account at the
+/// provider, their token typed into the gateway's form): whether the page it ended at (the
+/// gateway's callback) said it worked.
+fn open_as(url: &str, person: &Person) -> bool {
+    browse(url, person.account, Some(person.token))["status"]
+        .as_u64()
+        .is_some_and(|status| status < 400)
+}
+
+/// What `account`'s browser, holding the gateway token `token`, ended at after opening
+/// `url` (tests/python/browser.py): `{"status", "url", "body"}`.
+fn browse(url: &str, account: &str, token: Option<&str>) -> Value {
+    let mut command = Command::new(python());
+    command
+        .arg(repo().join("tests/python/browser.py"))
+        .args([url, "--as", account]);
+    if let Some(token) = token {
+        command.args(["--token", token]);
+    }
+    let output = command.output().unwrap();
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "browser.py: {error}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
 }
 
 /// Every string value in `redis` (the records among them), as text.
@@ -963,5 +981,226 @@ fn an_idle_persons_connection_closes_and_opens_again_without_a_new_sign_in() {
     assert!(
         run["elicitations"].as_array().unwrap().is_empty(),
         "{run:#}"
+    );
+}
+
+/// `client` for `person`, whose sign-in link is opened by `at_browser`'s browser instead
+/// (their account at the provider, their gateway token typed into the page).
+fn client_opened_by(
+    gateway: &Gateway,
+    person: &Person,
+    mode: &str,
+    at_browser: &Person,
+) -> Vec<String> {
+    let mut args = client(gateway, person, mode, "browse");
+    let account = args.iter().position(|arg| arg == "--browse-as").unwrap() + 1;
+    args[account] = at_browser.account.to_owned();
+    args.extend(["--browse-token".to_owned(), at_browser.token.to_owned()]);
+    args
+}
+
+/// The sign-in link a client without URL elicitation was given with `SIGN_IN_REQUIRED`.
+fn required_sign_in(run: &Value) -> String {
+    let refused = &run["results"][0]["result"];
+    assert_eq!(error_code(refused), Some("SIGN_IN_REQUIRED"), "{run:#}");
+    refused["_meta"]["mcp-gateway/error"]["detail"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no URL in {refused:#}"))
+        .to_owned()
+}
+
+#[test]
+fn a_sign_in_link_opened_by_another_person_signs_nobody_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = gateway_workspace(&whoami);
+    let gateway = workspace.serve_http(&[]);
+    let bob = identity_of(&BOB);
+
+    // Alice's client (2025-11-25), then Carol's (2026-07-28), is shown a sign-in link, and
+    // Bob's browser opens it: signed in at the provider as Bob, with Bob's gateway token.
+    for (person, mode) in [(&ALICE, "legacy"), (&CAROL, "auto")] {
+        let run = python_client(
+            &client_opened_by(&gateway, person, mode, &BOB),
+            &json!([call(WHOAMI)]),
+        );
+        let browsed = browsed_sign_in(&run);
+        assert_eq!(browsed["status"], 403, "{run:#}");
+        assert!(
+            browsed["body"]
+                .as_str()
+                .unwrap()
+                .contains("SIGN_IN_WRONG_PERSON"),
+            "{run:#}"
+        );
+        // The waiting call ends, saying why.
+        let failed = &run["results"][0]["result"];
+        assert_eq!(error_code(failed), Some("SIGN_IN_FAILED"), "{run:#}");
+        let text = result_text(failed);
+        assert!(
+            text.contains(&identity_of(person)) && text.contains(&bob),
+            "{failed:#}"
+        );
+        // Nothing was stored: the next call asks again, and the person's own browser
+        // then completes it, and the call that waited returns as them.
+        let run = python_client(
+            &client(&gateway, person, mode, "none"),
+            &json!([call(WHOAMI)]),
+        );
+        required_sign_in(&run);
+        let run = python_client(
+            &client(&gateway, person, mode, "browse"),
+            &json!([call(WHOAMI)]),
+        );
+        assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+        assert_eq!(subject(&run["results"][0]["result"]), person.account);
+    }
+    let status = String::from_utf8_lossy(&workspace.cli(&["auth", "status"]).stdout).into_owned();
+    assert!(!status.contains(&bob), "Bob was never signed in: {status}");
+
+    // Dave shows he is himself, but his browser does not go on: the authorization
+    // server's URL is opened by Bob's browser, which the gateway never saw. The callback
+    // stores nothing, and Dave's sign-in is spent.
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    let url = required_sign_in(&run);
+    let state = url.split_once("state=").unwrap().1.to_owned();
+    let page = &url[url.find("/oauth/").unwrap()..];
+    let form = format!("state={state}&token={}", DAVE.token);
+    let (status, headers, body) = http_request(
+        gateway.address,
+        "POST",
+        page,
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        form.as_bytes(),
+    );
+    assert_eq!(status, 303, "{body}");
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+            .unwrap_or_else(|| panic!("no {name} in {headers:?}"))
+    };
+    assert!(header("set-cookie").contains("HttpOnly"), "{headers:?}");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    let authorization_url = header("location");
+    assert!(authorization_url.contains("code_challenge="), "{headers:?}");
+    let elsewhere = browse(&authorization_url, BOB.account, None);
+    assert_eq!(elsewhere["status"], 403, "{elsewhere:#}");
+    assert!(
+        elsewhere["body"]
+            .as_str()
+            .unwrap()
+            .contains("SIGN_IN_BROWSER_UNPROVEN"),
+        "{elsewhere:#}"
+    );
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    // A token nobody holds is nobody's proof either.
+    let url = required_sign_in(&run);
+    let wrong = Person {
+        token: "nobody-has-this-token-07",
+        account: "dave",
+    };
+    assert!(!open_as(&url, &wrong));
+    assert!(whoami.tokens().iter().all(|token| {
+        let claims = token.split('.').nth(1).map(base64_url).unwrap_or_default();
+        !String::from_utf8_lossy(&claims).contains("\"sub\":\"bob\"")
+    }));
+}
+
+#[test]
+fn with_an_identity_provider_the_person_at_the_browser_signs_in_there_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let address = free_address();
+    let resource = format!("http://{address}/mcp");
+    let workspace = Workspace::new(&format!(
+        "[listen.oauth]\nissuer = {}\naudience = {}\n[servers.who]\nurl = {}\n\
+         [servers.who.oauth]\nper_user = true\n",
+        toml_str(idp.issuer()),
+        toml_str(&resource),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http_at(address, &[]);
+    // The callers' own tokens for the gateway, from the provider.
+    let args = |caller: &str, mode: &str, at_browser: &str| {
+        let token = idp.forge(
+            &json!({"sub": caller, "aud": resource, "scope": "mcp:read"}),
+            "k1",
+            None,
+        );
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(
+            [
+                "--header",
+                &format!("Authorization=Bearer {token}"),
+                "--mode",
+                mode,
+                "--elicit",
+                "browse",
+                "--browse-as",
+                at_browser,
+                "--timeout",
+                "60",
+            ]
+            .map(str::to_owned),
+        );
+        args
+    };
+
+    // Alice (2025-11-25) signs in at the gateway's provider, as herself, then at the
+    // server's: her call returns as her.
+    let run = python_client(&args("alice", "legacy", "alice"), &json!([call(SIGN_IN)]));
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}\n{}", gateway.log_text());
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("Signed in to `who` as subject:alice"),
+        "{run:#}"
+    );
+
+    // Bob's link (2026-07-28) opened by a browser signed in as Eve: refused at the
+    // gateway's page, before the server's provider is reached; nothing is stored.
+    let run = python_client(
+        &args("bob", "auto", "eve"),
+        &json!([call(WHOAMI)]),
+    );
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 403, "{run:#}");
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("SIGN_IN_WRONG_PERSON"),
+        "{run:#}"
+    );
+    assert_eq!(
+        error_code(&run["results"][0]["result"]),
+        Some("SIGN_IN_FAILED"),
+        "{run:#}"
+    );
+    // Bob's own browser then signs him in, and the call that waited returns as him.
+    let run = python_client(&args("bob", "auto", "bob"), &json!([call(WHOAMI)]));
+    assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+    assert_eq!(subject(&run["results"][0]["result"]), "bob", "{run:#}");
+    let seen: Vec<String> = whoami.tokens();
+    assert!(
+        seen.iter().all(|token| {
+            let claims = token.split('.').nth(1).map(base64_url).unwrap_or_default();
+            !String::from_utf8_lossy(&claims).contains("\"sub\":\"eve\"")
+        }),
+        "Eve's account reached the server"
     );
 }

@@ -72,6 +72,14 @@ pub struct ResourceConfig {
     /// admitted, with the profile of the path it uses.
     #[serde(default, skip_serializing_if = "ScopeProfiles::is_empty")]
     pub scopes: ScopeProfiles,
+    /// The client the gateway signs a person in at the provider as, when a per-user sign-in
+    /// must find out who is at the browser (`auth::browser`). Default: none, and the
+    /// gateway registers a client of its own (RFC 7591) where the provider allows it.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// That client's secret, when it is a confidential one. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
 }
 
 fn default_algorithms() -> Vec<SigningAlgorithm> {
@@ -322,6 +330,37 @@ impl ResourceServer {
 
     /// Checks `token` and tells whom it speaks for.
     pub async fn verify(&self, token: &str) -> Result<Grant, TokenRejection> {
+        let claims = self.claims(token).await?;
+        let profile = self.profile_for(&claims.scopes())?;
+        let subject = claims.subject()?;
+        Ok(Grant { subject, profile })
+    }
+
+    /// The subject of `token`, checked as [`Self::verify`] checks it but for its scopes:
+    /// what a person's login at the provider proves about who they are (`super::idp_login`),
+    /// whatever they may call.
+    pub async fn verify_subject(&self, token: &str) -> Result<String, TokenRejection> {
+        self.claims(token).await?.subject()
+    }
+
+    /// The issuer tokens must come from, if configured.
+    pub fn issuer(&self) -> Option<&str> {
+        self.config.issuer.as_deref()
+    }
+
+    /// The resource identifier clients ask the provider for.
+    pub fn resource(&self) -> &url::Url {
+        &self.resource
+    }
+
+    /// The client the gateway signs people in at the provider as, if configured
+    /// (`client_id`, `client_secret`); else it registers one.
+    pub fn login_client(&self) -> Option<(&str, Option<&str>)> {
+        let id = self.config.client_id.as_deref()?;
+        Some((id, self.config.client_secret.as_deref()))
+    }
+
+    async fn claims(&self, token: &str) -> Result<Claims, TokenRejection> {
         let header = decode_header(token).map_err(|e| TokenRejection::from_jwt(&e))?;
         if !self.validation.algorithms.contains(&header.alg) {
             return Err(TokenRejection::WrongAlgorithm);
@@ -344,10 +383,7 @@ impl ResourceServer {
                 break;
             }
         }
-        let claims = outcome?.claims;
-        let profile = self.profile_for(&claims.scopes())?;
-        let subject = claims.subject()?;
-        Ok(Grant { subject, profile })
+        Ok(outcome?.claims)
     }
 
     /// The profile of the first configured scope among `scopes`; `None` when no scopes are

@@ -85,8 +85,8 @@ pub struct ListenConfig {
     #[serde(default)]
     pub limits: ClientLimits,
     /// The URL people's browsers reach this listener at (`https://gateway.example`), under
-    /// which per-user sign-ins come back (`/oauth/callback`). Default: `http://` and
-    /// `address`.
+    /// which per-user sign-ins begin (`/oauth/sign-in`) and come back (`/oauth/callback`).
+    /// Default: `http://` and `address`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_url: Option<String>,
 }
