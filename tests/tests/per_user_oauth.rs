@@ -1017,6 +1017,12 @@ fn a_sign_in_link_opened_by_another_person_signs_nobody_in() {
     let workspace = gateway_workspace(&whoami);
     let gateway = workspace.serve_http(&[]);
     let bob = identity_of(&BOB);
+    // Eve signs in first, with her own browser, so the server's tools are known.
+    let run = python_client(
+        &client(&gateway, &EVE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
 
     // Alice's client (2025-11-25), then Carol's (2026-07-28), is shown a sign-in link, and
     // Bob's browser opens it: signed in at the provider as Bob, with Bob's gateway token.
@@ -1173,10 +1179,7 @@ fn with_an_identity_provider_the_person_at_the_browser_signs_in_there_first() {
 
     // Bob's link (2026-07-28) opened by a browser signed in as Eve: refused at the
     // gateway's page, before the server's provider is reached; nothing is stored.
-    let run = python_client(
-        &args("bob", "auto", "eve"),
-        &json!([call(WHOAMI)]),
-    );
+    let run = python_client(&args("bob", "auto", "eve"), &json!([call(WHOAMI)]));
     let browsed = browsed_sign_in(&run);
     assert_eq!(browsed["status"], 403, "{run:#}");
     assert!(

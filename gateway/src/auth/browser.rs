@@ -135,13 +135,12 @@ fn same_end(column: &str, address: SocketAddr) -> bool {
     };
     // Each 32-bit word is printed as the host's integer of the bytes in network order.
     let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_ne_bytes()).collect();
-    let ip = match (bytes.len(), address.ip()) {
+    match (bytes.len(), address.ip()) {
         (4, std::net::IpAddr::V4(v4)) => bytes == v4.octets(),
         (16, std::net::IpAddr::V6(v6)) => bytes == v6.octets(),
         (16, std::net::IpAddr::V4(v4)) => bytes == v4.to_ipv6_mapped().octets(),
         _ => false,
-    };
-    ip
+    }
 }
 
 #[cfg(test)]

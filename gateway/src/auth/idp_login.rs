@@ -185,7 +185,7 @@ impl IdentityProviderLogin {
     /// endpoints, keeping its PKCE verifiers in the shared state.
     async fn manager(&self, pending: &Pending) -> Result<AuthorizationManager, LoginError> {
         let issuer = self.resource.issuer().ok_or(LoginError::NoIssuer)?;
-        let mut provider = allowing_loopback(issuer).await?;
+        let provider = allowing_loopback(issuer).await?;
         let metadata = provider.resolve_metadata().await.map_err(provider_error)?;
         let mut manager = allowing_loopback(self.resource.resource().as_str()).await?;
         manager.set_metadata(metadata.metadata);

@@ -103,7 +103,10 @@ pub async fn serve<S>(
                 }
             }
         };
-        let ends = local.as_ref().ok().map(|&local| ConnectionEnds { peer, local });
+        let ends = local
+            .as_ref()
+            .ok()
+            .map(|&local| ConnectionEnds { peer, local });
         let app = MapRequestLayer::new(move |request: Request<Incoming>| {
             let mut request = request.map(Body::new);
             if let Some(ends) = ends {
