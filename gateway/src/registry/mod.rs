@@ -10,6 +10,7 @@
 //! (like a removed server) is retired, which lets its requests in flight finish for up to
 //! `[gateway] shutdown_grace_ms` before it stops.
 
+pub mod instructions;
 pub mod naming;
 pub mod profile;
 pub mod search;
@@ -61,6 +62,8 @@ pub struct Catalog {
     pub settled: BTreeSet<Arc<str>>,
     /// Names and URIs two servers both offered, and who kept them.
     pub collisions: Vec<naming::Collision>,
+    /// What each server that gave any said of itself (its `instructions`), by server.
+    pub instructions: BTreeMap<Arc<str>, String>,
     /// Until when each merged list is fresh: the earliest of its upstreams' `ttlMs`;
     /// `None` when one of them gave none.
     pub fresh_until: FreshUntil,
@@ -447,6 +450,13 @@ impl Registry {
                 .insert(upstream.name.clone(), naming::exposed_prefix(prefix));
             if *connected {
                 catalog.settled.insert(upstream.name.clone());
+            }
+            if let Some(said) = offer.instructions.as_deref().map(str::trim)
+                && !said.is_empty()
+            {
+                catalog
+                    .instructions
+                    .insert(upstream.name.clone(), said.to_owned());
             }
             if upstream.config.rewrite_uris {
                 catalog.rewriting.insert(upstream.name.clone());

@@ -91,6 +91,16 @@ impl SessionView {
         self.profile.sees_prefix(&self.catalog.prefix(server))
     }
 
+    /// What the servers the session sees say of themselves (`instructions`), by server
+    /// name, in order.
+    pub fn instructions(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.catalog
+            .instructions
+            .iter()
+            .filter(|(server, _)| self.sees_server(server))
+            .map(|(server, said)| (server.as_ref(), said.as_str()))
+    }
+
     /// Whether the session sees the federated name `name`, known or not (used to tell
     /// "hidden" from "its server is down").
     pub fn sees_name(&self, name: &str) -> bool {
