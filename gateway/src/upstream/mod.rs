@@ -493,8 +493,9 @@ impl Upstream {
         let mut backoff = FIRST_BACKOFF;
         // Under `auto`: whether the next attempt skips `server/discover`, because the last
         // one failed while starting (a server that exits, or breaks off, when asked a
-        // method it does not know before `initialize`). Attempts alternate from then on
-        // until one succeeds.
+        // method it does not know before `initialize`, or answers it with something that
+        // is no discover result). The attempt with `initialize` follows at once; attempts
+        // alternate from then on until one succeeds.
         let mut skip_discover = false;
         let mut logged_failures = LoggedFailures::default();
         loop {
@@ -507,10 +508,14 @@ impl Upstream {
                 attempt = connect::connect(&self.name, &config, self.signs_in_as.as_ref(), events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
-            if let Err(connect::ConnectError::Initialize(_)) = &attempt
+            if let Err(connect::ConnectError::Initialize(error)) = &attempt
                 && self.config.protocol == UpstreamProtocol::Auto
             {
                 skip_discover = !skip_discover;
+                if skip_discover {
+                    tracing::debug!(server = %self.name, %error, "server/discover failed; trying initialize");
+                    continue;
+                }
             }
             match attempt {
                 Ok(connection) => {
