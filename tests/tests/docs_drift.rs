@@ -2,7 +2,10 @@
 //! or a failing test. Everything is parsed from both sides, never listed here:
 //! - every key docs/configuration.md (and run-code.md's `[code]` table) gives a value has
 //!   that value as its default in the parser (`mcp-gateway config dump` of a configuration
-//!   naming only what must be named), unless its comment calls the value an example;
+//!   naming only what must be named; a key the dump leaves out has no default, but for an
+//!   empty list or table), unless its own comment begins `an example`;
+//! - every documented table refuses a key it does not have, and every documented key a
+//!   value of another type, naming the file, the key and its line;
 //! - every error code of docs/error-codes.md is a string the gateway's code holds, and
 //!   every code an error type gives (`fn code(&self) -> &'static str`, `ErrorCode`, the
 //!   run_code failure kinds) is listed there;
@@ -27,7 +30,8 @@ fn read(file: &str) -> String {
 
 // ---- configuration defaults ----
 
-/// One `key = value  # comment` of a documented TOML block, with its table's path.
+/// One `key = value  # comment` of a documented TOML block, with its table's path and
+/// the comment on its own line.
 struct Setting {
     place: String,
     path: Vec<String>,
@@ -35,18 +39,32 @@ struct Setting {
     comment: String,
 }
 
-/// The settings of a TOML block, line by line: comment lines under a setting continue its
-/// comment; `[[array]]` tables are skipped (their entries have no defaults).
+impl Setting {
+    /// Its value is an example, not the default: its own comment says so first
+    /// (`# an example: …`). A comment on the lines under it does not count: that is where
+    /// the comment of the setting before continues, or a setting left commented out.
+    fn is_example(&self) -> bool {
+        self.comment.starts_with("an example")
+    }
+
+    /// The table it is in.
+    fn table(&self) -> &[String] {
+        &self.path[..self.path.len() - 1]
+    }
+
+    fn key(&self) -> String {
+        self.path.join(".")
+    }
+}
+
+/// The settings of a TOML block, line by line; comment lines are not settings, and
+/// `[[array]]` tables are skipped (their entries have no defaults).
 fn settings(place: &str, text: &str) -> Vec<Setting> {
     let mut found: Vec<Setting> = Vec::new();
     let mut table: Option<Vec<String>> = Some(Vec::new());
     for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim();
-        if let Some(comment) = trimmed.strip_prefix('#') {
-            if let Some(last) = found.last_mut() {
-                last.comment.push(' ');
-                last.comment.push_str(comment.trim());
-            }
+        if trimmed.starts_with('#') {
             continue;
         }
         let (code, comment) = split_comment(trimmed);
@@ -149,6 +167,15 @@ fn documented_settings() -> Vec<Setting> {
         .collect()
 }
 
+/// An empty list or table: what `config dump` leaves out rather than prints.
+fn is_empty(value: &toml::Value) -> bool {
+    match value {
+        toml::Value::Array(items) => items.is_empty(),
+        toml::Value::Table(table) => table.is_empty(),
+        _ => false,
+    }
+}
+
 #[test]
 fn every_documented_value_is_the_parsers_default_unless_called_an_example() {
     let documented = documented_settings();
@@ -156,25 +183,113 @@ fn every_documented_value_is_the_parsers_default_unless_called_an_example() {
     let defaults = dump(&named_only(&documented));
     let mut compared = 0;
     let mut wrong = Vec::new();
-    for setting in &documented {
-        let Some(default) = lookup(&defaults, &setting.path) else {
-            continue;
-        };
-        if setting.comment.contains("example") {
-            continue;
-        }
+    for setting in documented.iter().filter(|s| !s.is_example()) {
         compared += 1;
-        if *default != setting.value {
-            wrong.push(format!(
+        match lookup(&defaults, &setting.path) {
+            Some(default) if *default == setting.value => {}
+            Some(default) => wrong.push(format!(
                 "{}: `{} = {}` but the default is {default}",
                 setting.place,
-                setting.path.join("."),
+                setting.key(),
                 setting.value
-            ));
+            )),
+            None if is_empty(&setting.value) => {}
+            None => wrong.push(format!(
+                "{}: `{} = {}` but `config dump` has no `{}`: there is no such default; \
+                 show the default, or begin the comment with `an example`",
+                setting.place,
+                setting.key(),
+                setting.value,
+                setting.key()
+            )),
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    assert!(compared > 25, "only {compared} defaults compared");
+    assert!(compared > 40, "only {compared} defaults compared");
+}
+
+// ---- refusals of unknown keys and of values of the wrong type ----
+
+/// The lines that open `table` as the documentation writes it: its header, after the
+/// header of the server it belongs to and that server's `command` or `url` (unless
+/// `endpoint_tried` is the one being tried).
+fn opening(table: &[String], documented: &[Setting], endpoint_tried: Option<&str>) -> String {
+    let mut text = String::new();
+    if let [servers, name, ..] = table
+        && servers == "servers"
+    {
+        text.push_str(&format!("[servers.{name}]\n"));
+        let endpoint = documented.iter().find(|s| {
+            s.path.len() == 3
+                && s.path[..2] == table[..2]
+                && ["command", "url"].contains(&s.path[2].as_str())
+        });
+        if let Some(endpoint) = endpoint
+            && (table.len() > 2 || endpoint_tried != Some(endpoint.path[2].as_str()))
+        {
+            text.push_str(&format!("{} = {}\n", endpoint.path[2], endpoint.value));
+        }
+        if table.len() > 2 {
+            text.push_str(&format!("[{}]\n", table.join(".")));
+        }
+    } else if !table.is_empty() {
+        text.push_str(&format!("[{}]\n", table.join(".")));
+    }
+    text
+}
+
+/// A value of another type than `value`.
+fn of_another_type(value: &toml::Value) -> &'static str {
+    match value {
+        toml::Value::String(_) => "1",
+        toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Datetime(_) => "\"1\"",
+        toml::Value::Boolean(_) => "\"yes\"",
+        toml::Value::Array(_) | toml::Value::Table(_) => "1",
+    }
+}
+
+#[test]
+fn an_unknown_key_or_a_value_of_the_wrong_type_is_refused_naming_the_key_and_its_line() {
+    let documented = documented_settings();
+    // (the file's text, the key the refusal must name, its line)
+    let mut cases: Vec<(String, String, usize)> = Vec::new();
+    let tables: BTreeSet<&[String]> = documented.iter().map(Setting::table).collect();
+    for table in tables {
+        let text = opening(table, &documented, None);
+        let line = text.lines().count() + 1;
+        let mut key = table.to_vec();
+        key.push("no_such_key".into());
+        cases.push((format!("{text}no_such_key = 1\n"), key.join("."), line));
+    }
+    for setting in &documented {
+        let last = setting.path.last().map(String::as_str);
+        let text = opening(setting.table(), &documented, last);
+        let line = text.lines().count() + 1;
+        let written = format!(
+            "{text}{} = {}\n",
+            last.unwrap_or_default(),
+            of_another_type(&setting.value)
+        );
+        cases.push((written, setting.key(), line));
+    }
+    assert!(cases.len() > 60, "only {} cases", cases.len());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gateway.toml");
+    let mut wrong = Vec::new();
+    for (text, key, line) in &cases {
+        std::fs::write(&file, text).unwrap();
+        let output = Command::new(gateway_bin())
+            .args(["config", "check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!("{}:{line}: `{key}`: ", file.display());
+        if output.status.success() || !stderr.contains(&expected) {
+            wrong.push(format!("{text}expected `{expected}`, got: {stderr}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n---\n"));
 }
 
 // ---- error codes ----
