@@ -7,8 +7,9 @@
 //! - every documented table refuses a key it does not have, and every documented key a
 //!   value of another type, naming the file, the key and its line;
 //! - every error code of docs/error-codes.md is a string the gateway's code holds, and
-//!   every code an error type gives (`fn code(&self) -> &'static str`, `ErrorCode`, the
-//!   run_code failure kinds) is listed there;
+//!   every code the gateway gives is listed there: those its error types give
+//!   (`fn code(&self) -> &'static str`, `ErrorCode`, the run_code failure kinds) and every
+//!   other `LIKE_THIS` string of its sources that does not name an environment variable;
 //! - every relative link and anchor of README.md and docs/*.md resolves;
 //! - the figures of docs/performance.md's current table are those of the committed bench
 //!   report, docs/bench-report.json, which names the commit it measured;
@@ -295,8 +296,9 @@ fn an_unknown_key_or_a_value_of_the_wrong_type_is_refused_naming_the_key_and_its
 // ---- error codes ----
 
 /// The codes of error-codes.md's tables: the backticked names in each row's first cell
-/// (`A` / `B` rows name two), by the heading they are under. Numeric JSON-RPC codes are
-/// left out: they are the protocol's.
+/// (`A` / `B` rows name two), and the backticked upper-case names (`PARKED_REPLICA_GONE`)
+/// in its other cells, by the heading they are under. Numeric JSON-RPC codes are left out:
+/// they are the protocol's.
 fn documented_codes() -> BTreeMap<String, String> {
     let mut codes = BTreeMap::new();
     let mut heading = String::new();
@@ -304,19 +306,33 @@ fn documented_codes() -> BTreeMap<String, String> {
         if let Some(title) = line.strip_prefix("## ") {
             heading = title.to_owned();
         }
-        let Some(first) = line
-            .strip_prefix('|')
-            .and_then(|rest| rest.split('|').next())
-        else {
+        let Some(row) = line.strip_prefix('|') else {
             continue;
         };
-        for name in first.split('`').skip(1).step_by(2) {
-            if name.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
-                codes.insert(name.to_owned(), heading.clone());
+        for (index, cell) in row.split('|').enumerate() {
+            for name in cell.split('`').skip(1).step_by(2) {
+                let named = if index == 0 {
+                    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                } else {
+                    is_upper_snake(name)
+                };
+                if named {
+                    codes.insert(name.to_owned(), heading.clone());
+                }
             }
         }
     }
     codes
+}
+
+/// `LIKE_THIS`: upper-case words joined by `_`, the shape of our codes (and of
+/// environment variables' names).
+fn is_upper_snake(text: &str) -> bool {
+    text.contains('_')
+        && text.starts_with(|c: char| c.is_ascii_uppercase())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The gateway's Rust sources (not its tests).
@@ -371,9 +387,10 @@ fn literals(text: &str) -> Vec<&str> {
     text.split('"').skip(1).step_by(2).collect()
 }
 
-/// Every code an error type of the gateway gives: the literals (and named constants) in
-/// each `fn code(&self) -> &'static str`, in `ErrorCode::as_str`, and run_code's failure
-/// kinds in `FailureKind::as_str`.
+/// Every code the gateway gives: the literals (and named constants) in each
+/// `fn code(&self) -> &'static str`, in `ErrorCode::as_str`, and run_code's failure kinds
+/// in `FailureKind::as_str`; and wherever else it writes one, every `LIKE_THIS` string
+/// literal of its sources that is not the name of an environment variable.
 fn emitted_codes() -> BTreeSet<String> {
     let sources = sources();
     let constants: BTreeMap<&str, &str> = sources
@@ -399,14 +416,46 @@ fn emitted_codes() -> BTreeSet<String> {
         }
         for body in found {
             codes.extend(literals(body).into_iter().map(str::to_owned));
-            for word in body.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            for word in words(body) {
                 if let Some(value) = constants.get(word) {
                     codes.insert((*value).to_owned());
                 }
             }
         }
     }
+    let variables = environment_variables(&sources, &constants);
+    for (_, text) in &sources {
+        // Between two consecutive quotes: a whole `LIKE_THIS` is a literal's text, never
+        // code between two literals.
+        for quoted in text.split('"').filter(|piece| is_upper_snake(piece)) {
+            if !variables.contains(quoted) {
+                codes.insert(quoted.to_owned());
+            }
+        }
+    }
     codes
+}
+
+/// The identifiers of `text`.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// The names of the environment variables the sources read or set: the literals on a line
+/// that reads or sets one (`env!`, `env::var`, `var_os`, `.env(`, clap's `env =`), and the
+/// constants such a line names.
+fn environment_variables<'a>(
+    sources: &'a [(String, String)],
+    constants: &BTreeMap<&str, &'a str>,
+) -> BTreeSet<&'a str> {
+    const USES: &[&str] = &["env!(", "env::var", "var_os(", ".env(", "env = "];
+    let mut names = BTreeSet::new();
+    let lines = sources.iter().flat_map(|(_, text)| text.lines());
+    for line in lines.filter(|line| USES.iter().any(|usage| line.contains(usage))) {
+        names.extend(line.split('"').filter(|piece| is_upper_snake(piece)));
+        names.extend(words(line).filter_map(|word| constants.get(word).copied()));
+    }
+    names
 }
 
 #[test]
