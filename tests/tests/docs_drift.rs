@@ -516,7 +516,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn prose_lines(text: &str) -> impl Iterator<Item = &str> {
     let mut fenced = false;
     text.lines().filter(move |line| {
-        if line.starts_with("```") {
+        if line.trim_start().starts_with("```") {
             fenced = !fenced;
             return false;
         }
