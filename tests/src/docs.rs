@@ -76,3 +76,29 @@ pub fn blocks() -> Vec<Block> {
     }
     blocks
 }
+
+/// The rows of the first Markdown table after `heading` in `text`: its cells, the
+/// header row and the separator left out.
+pub fn table_after(text: &str, heading: &str) -> (String, Vec<Vec<String>>) {
+    let section = text
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("no `{heading}`"))
+        .1;
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let rows = section
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+        .map(|line| {
+            let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+            // `\|` is a bar inside a cell.
+            inner
+                .replace("\\|", "\u{0}")
+                .split('|')
+                .map(|cell| cell.trim().replace('\u{0}', "|"))
+                .collect()
+        })
+        .collect();
+    (section.to_owned(), rows)
+}

@@ -11,8 +11,6 @@
 //!   (`fn code(&self) -> &'static str`, `ErrorCode`, the run_code failure kinds) and every
 //!   other `LIKE_THIS` string of its sources that does not name an environment variable;
 //! - every relative link and anchor of README.md and docs/*.md resolves;
-//! - the figures of docs/performance.md's current table are those of the committed bench
-//!   report, docs/bench-report.json, which names the commit it measured;
 //! - every refusal of a configuration value names the file, the key, the line and, where
 //!   it has one, the code (each code of error-codes.md's configuration table is tried);
 //! - `rust-version` is what the dependencies need.
@@ -21,9 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use mcp_gateway_tests::docs::{blocks, documents};
+use mcp_gateway_tests::docs::{blocks, documents, table_after};
 use mcp_gateway_tests::*;
-use serde_json::Value;
 
 fn read(file: &str) -> String {
     std::fs::read_to_string(repo().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
@@ -575,127 +572,6 @@ fn every_relative_link_and_anchor_resolves() {
     }
     assert!(checked > 20, "only {checked} links found");
     assert!(broken.is_empty(), "{}", broken.join("\n"));
-}
-
-// ---- performance figures ----
-
-/// The committed bench report.
-fn bench_report() -> Value {
-    serde_json::from_str(&read("docs/bench-report.json")).expect("docs/bench-report.json")
-}
-
-/// Every number written in `cell` (not part of a word such as `p99`), with its decimals.
-fn numbers(cell: &str) -> Vec<(String, usize)> {
-    let mut found = Vec::new();
-    let chars: Vec<char> = cell.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let starts = chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
-        if !starts {
-            i += 1;
-            continue;
-        }
-        let mut number = String::new();
-        while i < chars.len()
-            && (chars[i].is_ascii_digit()
-                || (matches!(chars[i], ',' | '.')
-                    && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
-        {
-            if chars[i] != ',' {
-                number.push(chars[i]);
-            }
-            i += 1;
-        }
-        let decimals = number.split_once('.').map_or(0, |(_, f)| f.len());
-        found.push((number, decimals));
-    }
-    found
-}
-
-/// The rows of the first Markdown table after `heading` in `text`: its cells, the
-/// header row and the separator left out.
-fn table_after(text: &str, heading: &str) -> (String, Vec<Vec<String>>) {
-    let section = text
-        .split_once(heading)
-        .unwrap_or_else(|| panic!("no `{heading}`"))
-        .1;
-    let section = section.split("\n## ").next().unwrap_or_default();
-    let rows = section
-        .lines()
-        .skip_while(|line| !line.starts_with('|'))
-        .take_while(|line| line.starts_with('|'))
-        .skip(2)
-        .map(|line| {
-            let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
-            // `\|` is a bar inside a cell.
-            inner
-                .replace("\\|", "\u{0}")
-                .split('|')
-                .map(|cell| cell.trim().replace('\u{0}', "|"))
-                .collect()
-        })
-        .collect();
-    (section.to_owned(), rows)
-}
-
-#[test]
-fn the_current_figures_are_the_committed_bench_reports() {
-    let report = bench_report();
-    let commit = report["commit"].as_str().unwrap_or_default();
-    assert!(
-        commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit()),
-        "the report names no clean commit: {commit:?}"
-    );
-    let known = Command::new("git")
-        .arg("-C")
-        .arg(repo())
-        .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        known,
-        "the report's commit {commit} is not in this repository's history"
-    );
-    let rows: BTreeMap<&str, &serde_json::Map<String, Value>> = report["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|row| (row["scenario"].as_str().unwrap(), row.as_object().unwrap()))
-        .collect();
-
-    let (section, table) = table_after(&read("docs/performance.md"), "## Current figures");
-    assert!(
-        section.contains(&format!("`{}`", &commit[..10])),
-        "docs/performance.md's current figures do not name the report's commit `{}`",
-        &commit[..10]
-    );
-    let mut wrong = Vec::new();
-    let mut shown = BTreeSet::new();
-    for cells in &table {
-        let scenario = cells[0].as_str();
-        let Some(row) = rows.get(scenario) else {
-            wrong.push(format!("no row `{scenario}` in the report"));
-            continue;
-        };
-        shown.insert(scenario);
-        let figures: Vec<f64> = row.values().filter_map(Value::as_f64).collect();
-        for (number, decimals) in cells[1..].iter().flat_map(|cell| numbers(cell)) {
-            let matches = figures
-                .iter()
-                .any(|figure| format!("{figure:.decimals$}") == number);
-            if !matches {
-                wrong.push(format!(
-                    "`{scenario}`: {number} is none of the report's figures {figures:?}"
-                ));
-            }
-        }
-    }
-    for scenario in rows.keys() {
-        if !shown.contains(scenario) {
-            wrong.push(format!("the report's row `{scenario}` is not in the table"));
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 // ---- refusals of configuration values ----
