@@ -1,5 +1,6 @@
-//! The figures of the documentation read against the benchmark's committed reports, so
-//! that no page says a run measured what it did not:
+//! The figures of the documentation read against the committed outputs they come from
+//! (the benchmark's reports, the conformance suite's run), so that no page says a run
+//! measured what it did not:
 //! - docs/bench-report.json (the last full run) and docs/bench-reports/COMMIT.json (earlier
 //!   runs that pages cite) each name a commit of this repository, and a cited report's
 //!   file is named after the first ten digits of its commit;
@@ -14,7 +15,10 @@
 //!   written. Where no report is named, a page may give no figure in a unit only
 //!   measurements have (×, µs, calls/s, %), and the pages of measurements (performance,
 //!   tool search) none in any unit, but the parameters the bench's scenarios are named
-//!   with (`10 ms calls`).
+//!   with (`10 ms calls`);
+//! - the conformance tables of docs/transports-and-security.md are those of the committed
+//!   output of scripts/conformance, docs/conformance-report.txt, whose commit the page
+//!   names.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -569,4 +573,67 @@ fn the_last_runs_table_is_the_committed_reports() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+// ---- the conformance run ----
+
+/// The lines of `text`'s Markdown tables, in order.
+fn table_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|line| line.starts_with('|')).collect()
+}
+
+#[test]
+fn the_conformance_tables_are_the_committed_output_of_scripts_conformance() {
+    let report = std::fs::read_to_string(repo().join("docs/conformance-report.txt"))
+        .expect("docs/conformance-report.txt");
+    let commit = report
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("scripts/conformance on commit "))
+        .unwrap_or_default();
+    assert!(
+        commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "docs/conformance-report.txt names no clean commit: {commit:?}"
+    );
+    let known = Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        known,
+        "the conformance run's commit {commit} is not in this repository's history"
+    );
+    let page = std::fs::read_to_string(repo().join("docs/transports-and-security.md")).unwrap();
+    let section = page
+        .split_once("## Conformance")
+        .expect("docs/transports-and-security.md has no `## Conformance`")
+        .1;
+    let section = section.split("\n## ").next().unwrap_or_default();
+    assert!(
+        section.contains(&format!("`{}`", &commit[..10])),
+        "the conformance section does not name the run's commit `{}`",
+        &commit[..10]
+    );
+    let shown = table_lines(section);
+    let run = table_lines(&report);
+    assert!(
+        run.len() > 40,
+        "only {} table lines in the report",
+        run.len()
+    );
+    let differing: Vec<String> = shown
+        .iter()
+        .zip(&run)
+        .filter(|(shown, run)| shown != run)
+        .map(|(shown, run)| format!("the page: {shown}\nthe run:  {run}"))
+        .collect();
+    assert!(
+        differing.is_empty() && shown.len() == run.len(),
+        "the page's tables are not the run's ({} lines against {}):\n{}",
+        shown.len(),
+        run.len(),
+        differing.join("\n")
+    );
 }
