@@ -189,10 +189,10 @@ pub struct ServerConfig {
     /// Default true: resource URIs become `mcp-gateway://<server>/…`. False passes the
     /// upstream's URIs and templates through unchanged (reads are routed by exact URI,
     /// then by template match).
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    #[serde(default = "yes")]
     pub rewrite_uris: bool,
-    /// The protocol revision the gateway speaks to this server. Default `2025-11-25`.
-    #[serde(default, skip_serializing_if = "UpstreamProtocol::is_default")]
+    /// The protocol revision the gateway speaks to this server. Default `auto`.
+    #[serde(default)]
     pub protocol: UpstreamProtocol,
 }
 
@@ -213,22 +213,12 @@ pub enum UpstreamProtocol {
     Auto,
 }
 
-impl UpstreamProtocol {
-    fn is_default(&self) -> bool {
-        *self == UpstreamProtocol::default()
-    }
-}
-
 /// Prefixes stay short enough that a name keeps room for its own part and a hash suffix.
 const MAX_PREFIX_LEN: usize = 40;
 
 /// A name the environment can hold: not empty, without `=` or NUL.
 fn is_variable_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['=', '\0'])
-}
-
-fn is_true(value: &bool) -> bool {
-    *value
 }
 
 fn yes() -> bool {
