@@ -22,6 +22,7 @@
 //!   replicas.
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -68,8 +69,15 @@ const RUTH: Person = Person {
 };
 const EVERYONE: [&Person; 6] = [&ALICE, &BOB, &CAROL, &DAVE, &EVE, &RUTH];
 
+/// Everyone's a caller, and Alice the gateway's operator besides (she uses the console).
 fn gateway_workspace(whoami: &Whoami) -> Workspace {
-    let tokens: Vec<String> = EVERYONE.iter().map(|p| toml_str(p.token)).collect();
+    let tokens: Vec<String> = EVERYONE
+        .iter()
+        .map(|p| match p.account {
+            "alice" => format!("{{ token = {}, operator = true }}", toml_str(p.token)),
+            _ => toml_str(p.token),
+        })
+        .collect();
     Workspace::new(&format!(
         "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
         tokens.join(", "),
@@ -444,13 +452,13 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
     }
 }
 
-/// The identity the gateway names `person` by: `token:` and the start of the SHA-256 of
-/// their token, as the callback page says it.
+/// The identity the gateway names `person` by: `token:` and the first 128 bits of the
+/// SHA-256 of their token, as the callback page says it.
 fn identity_of(person: &Person) -> String {
     let output = Command::new("sh")
         .args([
             "-c",
-            "printf %s \"$1\" | sha256sum | cut -c1-8",
+            "printf %s \"$1\" | sha256sum | cut -c1-32",
             "sh",
             person.token,
         ])
@@ -1206,4 +1214,163 @@ fn with_an_identity_provider_the_person_at_the_browser_signs_in_there_first() {
         }),
         "Eve's account reached the server"
     );
+
+/// The key the token key is rotated to, in [`a_token_key_rotation_keeps_every_sign_in`].
+const NEW_KEY: &str = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b";
+
+/// `auth status`'s lines that say signed in, with the token key `keys`.
+fn signed_in_with(workspace: &Workspace, keys: &str) -> usize {
+    let status = Command::new(gateway_bin())
+        .args(["auth", "status", "--config"])
+        .arg(workspace.config())
+        .env("RUST_LOG", "warn")
+        .env("XDG_DATA_HOME", workspace.data_home())
+        .env("MCP_GATEWAY_TOKEN_KEY", keys)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&status.stdout)
+        .lines()
+        .filter(|line| line.contains("\tsigned_in\t"))
+        .count()
+}
+
+/// A key rotation across replicas sharing Redis, rolled out as docs/oauth.md says: while
+/// one replica still seals with the old key and another already with the new one, a
+/// sign-in begun on the first (its sign-in-in-progress records sealed with the old key)
+/// completes on the second (which seals the tokens with the new key), and the call
+/// waiting on the first goes on; a sign-in sealed with the old key is used by the second;
+/// `auth rotate-key` seals what the old key sealed again, after which the new key alone
+/// serves everyone without asking anyone to sign in again. The key file must be private.
+#[test]
+fn a_token_key_rotation_keeps_every_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let redis = Redis::start();
+    let config = |public_url: Option<SocketAddr>| {
+        let public = public_url
+            .map(|address| format!("public_url = {}\n", toml_str(format!("http://{address}"))))
+            .unwrap_or_default();
+        format!(
+            "[listen]\ntokens = [{}, {}]\n{public}[cluster]\nredis_url = {}\n\
+             [servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+            toml_str(ALICE.token),
+            toml_str(BOB.token),
+            toml_str(redis.url()),
+            toml_str(whoami.url()),
+        )
+    };
+    let serve = |workspace: &Workspace, address: SocketAddr| {
+        let gateway = workspace.serve_http_at(address, &[]);
+        assert!(
+            eventually(PATIENCE, || ready(&gateway)),
+            "{}",
+            gateway.log_text()
+        );
+        gateway
+    };
+    let calls_as = |gateway: &Gateway, person: &Person| {
+        let run = python_client(
+            &client(gateway, person, "legacy", "none"),
+            &json!([{"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+        subject(&run["results"][1]["result"])
+    };
+
+    // Before: the old key alone. Bob signs in.
+    let before = Workspace::new(&config(None)).with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = serve(&before, free_address());
+    let run = python_client(
+        &client(&gateway, &BOB, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(subject(&run["results"][2]["result"]), "bob", "{run:#}");
+    drop(gateway);
+
+    // Mid-rotation: the first replica seals with the old key, the second with the new;
+    // browsers come back to the second. Alice signs in through the first.
+    let addresses = [free_address(), free_address()];
+    let first = Workspace::new(&config(Some(addresses[1])))
+        .with_env("MCP_GATEWAY_TOKEN_KEY", &format!("{KEY} {NEW_KEY}"));
+    let second = Workspace::new(&config(Some(addresses[1])))
+        .with_env("MCP_GATEWAY_TOKEN_KEY", &format!("{NEW_KEY} {KEY}"));
+    let replicas = [serve(&first, addresses[0]), serve(&second, addresses[1])];
+    let run = python_client(
+        &client(&replicas[0], &ALICE, "legacy", "browse"),
+        &json!([{"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    let logs = || {
+        format!(
+            "{}\n----\n{}",
+            replicas[0].log_text(),
+            replicas[1].log_text()
+        )
+    };
+    assert_eq!(
+        subject(&run["results"][1]["result"]),
+        "alice",
+        "{run:#}\n{}",
+        logs()
+    );
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("http://{}/oauth/callback", addresses[1])),
+        "{run:#}"
+    );
+    // Each replica serves both, whichever key sealed their sign-in.
+    for gateway in &replicas {
+        assert_eq!(calls_as(gateway, &ALICE), "alice");
+        assert_eq!(calls_as(gateway, &BOB), "bob");
+    }
+    assert_eq!(
+        signed_in_with(&second, NEW_KEY),
+        1,
+        "Bob's is the old key's"
+    );
+    assert_eq!(signed_in_with(&second, KEY), 1, "Alice's is the new key's");
+
+    // `auth rotate-key` seals Bob's sign-in again, under the new key.
+    let rotated = second.cli(&["auth", "rotate-key"]);
+    let said = String::from_utf8_lossy(&rotated.stdout).into_owned();
+    assert!(
+        rotated.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&rotated.stderr)
+    );
+    let bob = identity_of(&BOB);
+    let alice = identity_of(&ALICE);
+    assert!(
+        said.contains(&format!("who/{bob}\tsealed again under the current key")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("who/{alice}\tunder the current key already")),
+        "{said}"
+    );
+    assert_eq!(signed_in_with(&second, NEW_KEY), 2, "{said}");
+    assert_eq!(signed_in_with(&second, KEY), 0, "{said}");
+    drop(replicas);
+
+    // After: the new key alone, from a file. One that others can read is refused.
+    let key_file = dir.path().join("token-key");
+    std::fs::write(&key_file, format!("{NEW_KEY}\n")).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let after = Workspace::new(&config(None))
+        .with_env("MCP_GATEWAY_TOKEN_KEY_FILE", &key_file.to_string_lossy());
+    let status = after.cli(&["auth", "status"]);
+    let listed = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        listed.starts_with("who\tper_user\tTOKEN_KEY_FILE_EXPOSED"),
+        "{listed}"
+    );
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let gateway = serve(&after, free_address());
+    assert_eq!(calls_as(&gateway, &ALICE), "alice");
+    assert_eq!(calls_as(&gateway, &BOB), "bob");
 }

@@ -50,6 +50,8 @@ fn config_check(file: &Path) -> std::process::Output {
         .env("TOKEN", "t")
         .env("GATEWAY_TOKEN", "gateway-token-of-16+")
         .env("CI_TOKEN", "ci-token-of-16+chars")
+        .env("ALICE_TOKEN", "alice-token-of-16+chars")
+        .env("OPS_TOKEN", "ops-token-of-16+chars")
         .env("REDIS_URL", "redis://127.0.0.1:6379")
         .output()
         .unwrap()
@@ -351,7 +353,9 @@ fn the_command_table_matches_the_command_line() {
         let words: Vec<&str> = command.split_whitespace().collect();
         let subcommand: Vec<&str> = words
             .iter()
-            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+            .take_while(|w| {
+                !w.starts_with('-') && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+            })
             .copied()
             .collect();
         let help = Command::new(gateway_bin())

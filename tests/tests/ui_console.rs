@@ -34,7 +34,7 @@ fn an_operator_drives_the_console_in_a_browser() {
         playwright.display()
     );
     let config = format!(
-        "[listen]\ntokens = [{token}]\n\n{kv}{slow}\n\
+        "[listen]\ntokens = [{{ token = {token}, operator = true }}]\n\n{kv}{slow}\n\
          [[policy]]\ntool = \"mcp__kv__set\"\ndecision = \"allow\"\n\n\
          [[policy]]\ntool = \"mcp__kv__delete\"\ndecision = \"ask\"\nreason = \"deleting needs a person\"\n\n\
          [gate]\nask_fallback = \"console\"\nask_timeout_ms = 60000\n",
@@ -125,7 +125,8 @@ fn an_operator_sees_and_revokes_a_persons_sign_in_in_the_browser() {
     let idp = IdentityProvider::start(dir.path(), "k1", 300);
     let whoami = Whoami::start(dir.path(), &idp);
     let workspace = Workspace::new(&format!(
-        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        "[listen]\ntokens = [{{ token = {}, operator = true }}]\n[servers.who]\nurl = {}\n\
+         [servers.who.oauth]\nper_user = true\n",
         toml_str(TOKEN),
         toml_str(whoami.url()),
     ))

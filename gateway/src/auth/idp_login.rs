@@ -18,7 +18,6 @@ use rmcp::transport::auth::{AuthorizationCallback, AuthorizationManager, OAuthCl
 use super::pending::{LoginRecord, Pending};
 use super::resource::ResourceServer;
 use super::upstream::query_value;
-use crate::listener_guard::Credentials;
 
 /// Where the identity provider sends the browser back after the login.
 pub const RETURN_PATH: &str = "/oauth/sign-in/verified";
@@ -142,18 +141,12 @@ impl IdentityProviderLogin {
             )
             .await
             .map_err(provider_error)?;
-        let subject = self
+        let person = self
             .resource
             .verify_subject(tokens.access_token().secret())
             .await
-            .map_err(|rejection| LoginError::Token(rejection.to_string()))?;
-        let person = Credentials {
-            token: None,
-            subject: Some(subject),
-            profile: None,
-        }
-        .identity()
-        .expect("a subject names an identity");
+            .map_err(|rejection| LoginError::Token(rejection.to_string()))?
+            .identity();
         Ok(LoggedIn {
             sign_in: record.sign_in,
             person,

@@ -211,9 +211,30 @@ impl ResourceConfigError {
 pub struct Grant {
     /// `sub`, else `client_id` (a machine's own token). A token with neither is refused:
     /// sessions belong to their subject, and tokens without one would all share one.
-    pub subject: String,
+    pub subject: Subject,
     /// The profile its first mapped scope picks, if `scopes` is configured.
     pub profile: Option<String>,
+}
+
+/// Whom a token speaks for. A machine client's own token may name no subject, only its
+/// `client_id`; it is named apart from subjects, so a client whose id happens to be a
+/// person's subject never passes for that person (their sessions, sign-ins and tasks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// The token's `sub`.
+    Sub(String),
+    /// The `client_id` of a token without `sub`.
+    Client(String),
+}
+
+impl Subject {
+    /// How it is named as an identity: `subject:SUB` or `client:ID`.
+    pub fn identity(&self) -> String {
+        match self {
+            Self::Sub(sub) => format!("subject:{sub}"),
+            Self::Client(id) => format!("client:{id}"),
+        }
+    }
 }
 
 /// Why a bearer token was refused.
@@ -339,7 +360,7 @@ impl ResourceServer {
     /// The subject of `token`, checked as [`Self::verify`] checks it but for its scopes:
     /// what a person's login at the provider proves about who they are (`super::idp_login`),
     /// whatever they may call.
-    pub async fn verify_subject(&self, token: &str) -> Result<String, TokenRejection> {
+    pub async fn verify_subject(&self, token: &str) -> Result<Subject, TokenRejection> {
         self.claims(token).await?.subject()
     }
 
@@ -526,11 +547,11 @@ enum ScopeClaim {
 
 impl Claims {
     /// Whom the token speaks for: `sub`, else `client_id`; neither (or empty) is refused.
-    fn subject(self) -> Result<String, TokenRejection> {
-        [self.sub, self.client_id]
-            .into_iter()
-            .flatten()
-            .find(|subject| !subject.is_empty())
+    fn subject(self) -> Result<Subject, TokenRejection> {
+        let named = |claim: Option<String>| claim.filter(|value| !value.is_empty());
+        named(self.sub)
+            .map(Subject::Sub)
+            .or_else(|| named(self.client_id).map(Subject::Client))
             .ok_or_else(|| TokenRejection::MissingClaim("sub or client_id".into()))
     }
 
@@ -671,9 +692,13 @@ mod tests {
         let subject =
             |claims: serde_json::Value| serde_json::from_value::<Claims>(claims).unwrap().subject();
         let both = serde_json::json!({"sub": "alice", "client_id": "ide"});
-        assert_eq!(subject(both), Ok("alice".to_owned()));
-        let machine = serde_json::json!({"client_id": "ci"});
-        assert_eq!(subject(machine), Ok("ci".to_owned()));
+        assert_eq!(subject(both), Ok(Subject::Sub("alice".to_owned())));
+        let machine = serde_json::json!({"client_id": "alice"});
+        let machine = subject(machine).unwrap();
+        assert_eq!(machine, Subject::Client("alice".to_owned()));
+        assert_eq!(machine.identity(), "client:alice");
+        let person = subject(serde_json::json!({"sub": "alice"})).unwrap();
+        assert_eq!(person.identity(), "subject:alice");
         for nobody in [
             serde_json::json!({}),
             serde_json::json!({"sub": null}),

@@ -181,9 +181,17 @@ enum AuthAction {
         server: Option<String>,
         #[arg(long = "server", value_name = "SERVER", conflicts_with = "server")]
         server_flag: Option<String>,
-        /// A per-user server: whose sign-in (`token:1a2b3c4d`, `subject:alice`).
+        /// A per-user server: whose sign-in (`token:1a2b…`, `subject:alice`), as
+        /// `auth status` shows it.
         #[arg(long, value_name = "IDENTITY")]
         user: Option<String>,
+    },
+    /// After a token key rotation (`MCP_GATEWAY_TOKEN_KEY` holds the new key, then the
+    /// previous ones): seal every per-user sign-in that a previous key sealed again under
+    /// the new one, so that the previous key can go.
+    RotateKey {
+        #[command(flatten)]
+        config: ConfigArg,
     },
 }
 

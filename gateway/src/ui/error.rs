@@ -17,10 +17,10 @@ pub enum UiError {
     #[error("too many failed logins: try again in {0} s")]
     TooManyLogins(u64),
     #[error(
-        "this token is bound to profile `{0}`; the console needs an operator token (one \
-         without a profile)"
+        "this token is a caller's: the console opens only for an operator, whose token is \
+         marked `operator = true` in [listen] tokens"
     )]
-    ProfileBoundToken(String),
+    NotOperator,
     #[error("missing or wrong CSRF token (X-CSRF-Token)")]
     BadCsrf,
     #[error("no server named `{0}` is configured")]
@@ -47,7 +47,7 @@ impl UiError {
             Self::LoginRequired => "UI_LOGIN_REQUIRED",
             Self::WrongToken => "UI_WRONG_TOKEN",
             Self::TooManyLogins(_) => "UI_TOO_MANY_LOGINS",
-            Self::ProfileBoundToken(_) => "UI_PROFILE_BOUND_TOKEN",
+            Self::NotOperator => "UI_NOT_OPERATOR",
             Self::BadCsrf => "UI_BAD_CSRF",
             Self::UnknownServer(_) => "UI_UNKNOWN_SERVER",
             Self::UnknownProfile(_) => "UI_UNKNOWN_PROFILE",
@@ -62,7 +62,7 @@ impl UiError {
     fn status(&self) -> StatusCode {
         match self {
             Self::LoginRequired | Self::WrongToken => StatusCode::UNAUTHORIZED,
-            Self::ProfileBoundToken(_) | Self::BadCsrf => StatusCode::FORBIDDEN,
+            Self::NotOperator | Self::BadCsrf => StatusCode::FORBIDDEN,
             Self::UnknownServer(_) | Self::UnknownProfile(_) | Self::UnknownCall(_) => {
                 StatusCode::NOT_FOUND
             }
