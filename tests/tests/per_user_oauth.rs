@@ -1214,6 +1214,7 @@ fn with_an_identity_provider_the_person_at_the_browser_signs_in_there_first() {
         }),
         "Eve's account reached the server"
     );
+}
 
 /// The key the token key is rotated to, in [`a_token_key_rotation_keeps_every_sign_in`].
 const NEW_KEY: &str = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b";
