@@ -188,6 +188,18 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// Whether `path` is one a person's browser opens during a per-user sign-in, with no
+/// bearer token: the sign-in page, the identity provider's return, and the callback.
+fn is_sign_in_path(path: &str) -> bool {
+    use crate::auth::{idp_login, per_user};
+    [
+        per_user::SIGN_IN_PATH,
+        idp_login::RETURN_PATH,
+        per_user::CALLBACK_PATH,
+    ]
+    .contains(&path)
+}
+
 /// The readiness route, open to load balancers' probes without a token or Host check.
 pub const READINESS_PATH: &str = "/readyz";
 
@@ -383,7 +395,7 @@ impl SecurityGuard {
             || (self.console && is_console_path(path));
         let credentials = if public {
             Credentials::anonymous()
-        } else if crate::auth::browser::is_browser_path(path) {
+        } else if is_sign_in_path(path) {
             // A person's browser on a per-user sign-in (its page, the identity provider's
             // return, the authorization server's callback) carries no bearer token: the
             // sign-in's single-use state, and the browser's proof of who it is, are what

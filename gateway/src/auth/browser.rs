@@ -24,17 +24,6 @@ use std::net::SocketAddr;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// Whether `path` is one a person's browser opens during a per-user sign-in, with no
-/// bearer token: the sign-in page, the identity provider's return, and the callback.
-pub fn is_browser_path(path: &str) -> bool {
-    [
-        super::per_user::SIGN_IN_PATH,
-        super::idp_login::RETURN_PATH,
-        super::per_user::CALLBACK_PATH,
-    ]
-    .contains(&path)
-}
-
 /// The cookie of the browser that proved to be the person of the sign-in of `state`.
 /// One per sign-in, so a person with two in progress keeps both.
 pub fn cookie_name(state: &str) -> String {

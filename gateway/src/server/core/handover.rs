@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::methods::unexpected;
 use super::parked::{self, Retry, Untaken};
-use super::tasks::state_error;
+use super::own_tasks::state_error;
 use super::{ClientSession, STREAM_CAPACITY, Serving};
 use crate::gateway::Gateway;
 use crate::state::SharedState;

@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 use super::methods::unexpected;
 use super::parked::ParkedCall;
 use super::revision::Revision;
-use super::tasks::state_error;
 use super::{ClientSession, joined};
 use crate::code::tool::RUN_CODE;
 use crate::gateway::Gateway;
@@ -337,4 +336,9 @@ fn settled(
         Ok(other) => record::failed(task, &unexpected(&other)),
         Err(error) => record::failed(task, &error),
     }
+}
+
+/// The shared state failed a task request: its code, and why.
+pub(super) fn state_error(error: StateError) -> ErrorData {
+    ErrorData::internal_error(format!("{}: {error}", error.code()), None)
 }

@@ -20,11 +20,11 @@ use rmcp::model::{
 };
 
 use super::methods::{Call, unexpected};
-use super::own_tasks::{answer_here, send};
+use super::own_tasks::{answer_here, send, state_error};
 use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Target, ToolError};
 use crate::server::limits::LimitError;
-use crate::state::{StateError, TaskKept};
+use crate::state::TaskKept;
 use crate::tasks::record::Lookup;
 use crate::tasks::running::Message;
 use crate::tasks::{self, TaskError, TaskRecord, TasksConfig, Work, record};
@@ -357,11 +357,6 @@ impl Call {
 fn capped_ttl(upstreams: Option<u64>, config: &TasksConfig) -> u64 {
     let cap = config.ttl().as_millis().try_into().unwrap_or(u64::MAX);
     upstreams.map_or(cap, |ttl| ttl.min(cap))
-}
-
-/// The shared state failed a task request: its code, and why.
-pub(super) fn state_error(error: StateError) -> ErrorData {
-    ErrorData::internal_error(format!("{}: {error}", error.code()), None)
 }
 
 /// A task request the gate refuses now, as a JSON-RPC error carrying the failure's code.
