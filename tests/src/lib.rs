@@ -80,6 +80,34 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// Runs the official conformance suite's client scenarios `selection` (`--scenario NAME`,
+/// `--suite auth --spec-version REV`, …) with the gateway as the client, through the
+/// harness `tests/conformance/SCRIPT` (given the built binary in `MCP_GATEWAY_BIN`),
+/// writing each scenario's checks under `output_dir`.
+pub fn conformance_client(
+    script: &str,
+    selection: &[&str],
+    output_dir: &std::path::Path,
+) -> std::process::Output {
+    let client = format!(
+        "{} {}",
+        python().display(),
+        repo().join("tests/conformance").join(script).display()
+    );
+    std::process::Command::new(npm_bin("node"))
+        .arg(
+            repo().join("tests/peers/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+        )
+        .arg("client")
+        .args(selection)
+        .args(["--command", &client])
+        .arg("--output-dir")
+        .arg(output_dir)
+        .env("MCP_GATEWAY_BIN", gateway_bin())
+        .output()
+        .expect("node runs the conformance suite (scripts/install-test-peers installs it)")
+}
+
 /// An executable of the test peers' Python venv (the PyPI peers `mcp-server-time`,
 /// `mcp-server-git`).
 pub fn venv_bin(name: &str) -> PathBuf {

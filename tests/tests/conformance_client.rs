@@ -6,8 +6,6 @@
 //! pass with no failed check and no warning. The suite needs Node 22, which tests/peers
 //! installs beside the machine's Node as the npm package `node`.
 
-use std::process::Command;
-
 use mcp_gateway_tests::*;
 use serde_json::Value;
 
@@ -18,20 +16,7 @@ const PASSING: &[&str] = &["SUCCESS", "INFO", "SKIPPED"];
 /// Runs `scenario` with the gateway as the client: its checks.
 fn checks_of(scenario: &str) -> Vec<Value> {
     let output_dir = tempfile::tempdir().unwrap();
-    let peers = repo().join("tests/peers");
-    let client = format!(
-        "{} {}",
-        python().display(),
-        repo().join("tests/conformance/client.py").display()
-    );
-    let output = Command::new(npm_bin("node"))
-        .arg(peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
-        .args(["client", "--scenario", scenario, "--command", &client])
-        .arg("--output-dir")
-        .arg(output_dir.path())
-        .env("MCP_GATEWAY_BIN", gateway_bin())
-        .output()
-        .unwrap();
+    let output = conformance_client("client.py", &["--scenario", scenario], output_dir.path());
     let checks: Vec<Value> = files_named(output_dir.path(), "checks.json")
         .iter()
         .flat_map(|file| {

@@ -82,15 +82,7 @@ impl Pending {
 
     /// Keeps `record` under `state`.
     pub async fn put(&self, state: &str, record: &PendingRecord) -> Result<(), String> {
-        let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
-        self.state
-            .put_record(
-                &Self::key("signin", state),
-                self.sealer.seal(PLACE, &json),
-                Some(self.ttl),
-            )
-            .await
-            .map_err(|e| e.to_string())
+        self.put_sealed("signin", state, record).await
     }
 
     /// Takes the record of `state`: it is gone for everyone once read. `Ok(None)` when
@@ -111,10 +103,19 @@ impl Pending {
 
     /// Keeps the login `record` under the login's own `state`.
     pub async fn put_login(&self, state: &str, record: &LoginRecord) -> Result<(), String> {
+        self.put_sealed("signin-login", state, record).await
+    }
+
+    async fn put_sealed(
+        &self,
+        kind: &str,
+        state: &str,
+        record: &impl Serialize,
+    ) -> Result<(), String> {
         let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
         self.state
             .put_record(
-                &Self::key("signin-login", state),
+                &Self::key(kind, state),
                 self.sealer.seal(PLACE, &json),
                 Some(self.ttl),
             )
