@@ -484,6 +484,8 @@ impl Workspace {
         let mut child = Command::new(command)
             .args(args)
             .env("RUST_LOG", "warn")
+            .env("XDG_DATA_HOME", self.data_home())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -1375,3 +1375,68 @@ fn a_token_key_rotation_keeps_every_sign_in() {
     assert_eq!(calls_as(&gateway, &ALICE), "alice");
     assert_eq!(calls_as(&gateway, &BOB), "bob");
 }
+
+/// Over stdio the sign-in page is served on loopback, and only the local user the gateway
+/// runs as gets past it: another user of the machine who opens the link (here `nobody`,
+/// by `setpriv`) ends the sign-in, and the waiting call says who opened it.
+#[test]
+fn over_stdio_another_local_user_cannot_complete_the_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let mut gateway = workspace.raw_stdio();
+    gateway.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {"form": {}, "url": {}}},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert_eq!(gateway.read()["id"], 1);
+    gateway.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    gateway.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": SIGN_IN, "arguments": {}}}));
+    let asked = loop {
+        let message = gateway.read();
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+    };
+    assert_eq!(asked["params"]["mode"], "url", "{asked:#}");
+    let url = asked["params"]["url"].as_str().unwrap().to_owned();
+    let opened = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+        .arg(
+            "import sys, urllib.request, urllib.error\n\
+             try:\n    r = urllib.request.urlopen(sys.argv[1]); print(r.status, r.read().decode())\n\
+             except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())",
+        )
+        .arg(&url)
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&opened.stdout).into_owned();
+    assert!(
+        page.starts_with("403") && page.contains("SIGN_IN_WRONG_PERSON"),
+        "{page}{}",
+        String::from_utf8_lossy(&opened.stderr)
+    );
+    gateway.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}}));
+    let answer = loop {
+        let message = gateway.read();
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        answer["result"]["isError"] == true && text.contains("uid 65534"),
+        "{answer:#}"
+    );
+    assert!(sealed_files(&workspace).is_empty(), "nothing is stored");
+}
