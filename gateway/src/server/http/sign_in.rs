@@ -11,7 +11,7 @@
 //!    token only for the browser holding that cookie.
 //!
 //! Every answer is a short page for a person: never cached, never framed, never sniffed,
-//! and sent with no referrer (the URLs carry the sign-in's state).
+//! and its URL (which carries the sign-in's state) never sent to another site as a referrer.
 
 use std::sync::Arc;
 
@@ -152,11 +152,17 @@ async fn proceed(pages: &Pages, state: &str, person: &str) -> Response {
             cookie_secret,
             authorization_url,
         }) => {
-            let secure = sign_ins
+            // The callback's path under the public URL, which may have a path of its own.
+            let base = sign_ins
                 .public_url()
-                .is_some_and(|base| base.starts_with("https:"));
+                .and_then(|base| url::Url::parse(&base).ok());
+            let secure = base.as_ref().is_some_and(|base| base.scheme() == "https");
+            let prefix = base
+                .as_ref()
+                .map_or("", |base| base.path().trim_end_matches('/'));
             let cookie = format!(
-                "{}={cookie_secret}; Path={CALLBACK_PATH}; Max-Age={}; HttpOnly; SameSite=Lax{}",
+                "{}={cookie_secret}; Path={prefix}{CALLBACK_PATH}; Max-Age={}; HttpOnly; \
+                 SameSite=Lax{}",
                 browser::cookie_name(state),
                 PENDING_TTL.as_secs(),
                 if secure { "; Secure" } else { "" }
@@ -289,11 +295,15 @@ fn protect(headers: &mut HeaderMap) {
     for (name, value) in [
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::CACHE_CONTROL, "no-store"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        // Not `no-referrer`: a browser then sends the token form's POST with `Origin: null`,
+        // which the guard refuses. `same-origin` keeps the URLs from other sites all the same.
+        (header::REFERRER_POLICY, "same-origin"),
         (header::X_FRAME_OPTIONS, "DENY"),
+        // No `form-action`: browsers hold the token form's redirect to the authorization
+        // server to it, and would stop the person there.
         (
             header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
+            "default-src 'none'; frame-ancestors 'none'",
         ),
     ] {
         headers.insert(name, HeaderValue::from_static(value));
