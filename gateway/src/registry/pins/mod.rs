@@ -54,6 +54,9 @@ use store::{Generation, Store};
 /// How often the store is asked whether someone else changed the book.
 const POLL: Duration = Duration::from_secs(1);
 
+/// How many held and warned definitions a process remembers having logged.
+const MAX_LOGGED: usize = 4096;
+
 /// How long a start waits to read the book before it goes on without it (every pinned
 /// server's tools are withheld until it is read).
 const FIRST_READ: Duration = Duration::from_secs(3);
@@ -298,7 +301,7 @@ impl Pins {
         }
         let changed = inner.book.as_ref() != Ok(&book);
         if inner.book.is_err() && changed {
-            tracing::info!("approved tool definitions: {}", self.store);
+            tracing::debug!("tool definitions are pinned in {}", self.store);
         }
         inner.book = Ok(book);
         inner.generation = generation;
@@ -369,6 +372,18 @@ impl Pins {
             }
         }
         pending.extend(changes);
+        // What this process recorded and the book no longer holds is forgotten, and what
+        // it logged is forgotten past a bound: a server that keeps changing a tool costs
+        // no memory.
+        recorded.retain(|(server, tool, sha256)| {
+            book.servers
+                .get(server)
+                .and_then(|pins| pins.held.get(tool))
+                .is_some_and(|held| held.sha256 == *sha256)
+        });
+        if logged.len() > MAX_LOGGED {
+            logged.clear();
+        }
         for judged in log {
             if logged.insert(judged.key) {
                 log_judgement(server, &judged.exposed, &judged.reasons, judged.held);
@@ -411,7 +426,7 @@ impl Pins {
             Ok((book, ())) => {
                 for server in first_seen {
                     let count = book.servers.get(&server).map_or(0, |p| p.approved.len());
-                    tracing::info!(
+                    tracing::debug!(
                         server = %server,
                         "pinned {count} tool definitions of `{server}` in {}",
                         self.store
