@@ -479,19 +479,20 @@ impl Registry {
             if upstream.config.rewrite_uris {
                 catalog.rewriting.insert(upstream.name.clone());
             }
-            let exposed = |tool: &rmcp::model::Tool| {
-                tool_names[&(upstream.name.to_string(), tool.name.to_string())].clone()
-            };
+            let exposed: Vec<String> = offer
+                .tools
+                .iter()
+                .map(|tool| tool_names[&(upstream.name.to_string(), tool.name.to_string())].clone())
+                .collect();
             // The gateway's own sign-in tool of a per-user server is not the server's.
             let verdicts = if *connected && !upstream.offers_sign_in_only() {
                 let policy = self.pins.policy_for(&upstream.config);
                 self.pins
-                    .judge(&upstream.name, policy, &offer.tools, exposed)
+                    .judge_offer(&upstream.name, policy, offer, exposed.clone())
             } else {
                 vec![Verdict::Pass; offer.tools.len()]
             };
-            for (tool, verdict) in offer.tools.iter().zip(verdicts) {
-                let name = exposed(tool);
+            for ((tool, verdict), name) in offer.tools.iter().zip(verdicts).zip(exposed) {
                 let (definition, hold) = match verdict {
                     Verdict::Pass => (Cow::Borrowed(tool), None),
                     Verdict::Approved { definition, hold } => (Cow::Owned(*definition), Some(hold)),

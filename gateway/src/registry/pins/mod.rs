@@ -35,7 +35,7 @@ pub mod diff;
 pub mod screen;
 pub mod store;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::unix_ms;
 use crate::config::{Config, PinMode, PinPolicy, PinningConfig, ServerConfig};
 use crate::state::{SharedState, StateError};
+use crate::upstream::offer::Offer;
 use book::{Approver, Book, Change, Held, Pin, Reason, fingerprint, readable};
 pub use store::PinError;
 use store::{Generation, Store};
@@ -172,6 +173,21 @@ struct Inner {
     /// The held definitions this process recorded, by (server, tool, sha256): the only ones
     /// it replaces or releases.
     recorded: HashSet<DefinitionKey>,
+    /// Per server, a counter that moves whenever its pins change.
+    versions: HashMap<String, u64>,
+    /// Per server, its last judgement: a catalog rebuild judges again only the servers
+    /// whose offer or pins changed since.
+    judged: HashMap<String, LastJudgement>,
+}
+
+/// A server's offer as last judged, what it was judged against, and the verdicts.
+struct LastJudgement {
+    /// Held so that its identity stays its own.
+    offer: Arc<Offer>,
+    version: u64,
+    policy: PinPolicy,
+    exposed: Vec<String>,
+    verdicts: Vec<Verdict>,
 }
 
 impl Pins {
@@ -229,6 +245,8 @@ impl Pins {
                 generation: None,
                 logged: HashSet::new(),
                 recorded: HashSet::new(),
+                versions: HashMap::new(),
+                judged: HashMap::new(),
             }),
             defaults: Mutex::new(defaults),
             writing: tokio::sync::Mutex::default(),
@@ -288,6 +306,7 @@ impl Pins {
         );
         inner.book = Err(error);
         inner.generation = None;
+        inner.judged.clear();
         drop(inner);
         self.request_rebuild();
     }
@@ -300,8 +319,25 @@ impl Pins {
             book.apply(change);
         }
         let changed = inner.book.as_ref() != Ok(&book);
-        if inner.book.is_err() && changed {
-            tracing::debug!("tool definitions are pinned in {}", self.store);
+        if changed {
+            match &inner.book {
+                Ok(before) => {
+                    let servers: BTreeSet<&String> =
+                        before.servers.keys().chain(book.servers.keys()).collect();
+                    let moved: Vec<String> = servers
+                        .into_iter()
+                        .filter(|server| before.servers.get(*server) != book.servers.get(*server))
+                        .cloned()
+                        .collect();
+                    for server in moved {
+                        *inner.versions.entry(server).or_default() += 1;
+                    }
+                }
+                Err(_) => {
+                    tracing::debug!("tool definitions are pinned in {}", self.store);
+                    inner.judged.clear();
+                }
+            }
         }
         inner.book = Ok(book);
         inner.generation = generation;
@@ -311,15 +347,55 @@ impl Pins {
         }
     }
 
+    /// What the catalog serves for each tool of `offer`, which `server` (pinned by
+    /// `policy`) offers now; `exposed` names its tools as clients see them, in order. The
+    /// last judgement of the server is reused while its offer, its pins, its policy and
+    /// the names are what they were.
+    pub fn judge_offer(
+        &self,
+        server: &str,
+        policy: PinPolicy,
+        offer: &Arc<Offer>,
+        exposed: Vec<String>,
+    ) -> Vec<Verdict> {
+        {
+            let inner = self.lock();
+            let version = inner.versions.get(server).copied().unwrap_or_default();
+            if let Some(last) = inner.judged.get(server)
+                && inner.book.is_ok()
+                && Arc::ptr_eq(&last.offer, offer)
+                && last.version == version
+                && last.policy == policy
+                && last.exposed == exposed
+            {
+                return last.verdicts.clone();
+            }
+        }
+        let verdicts = self.judge(server, policy, &offer.tools, &exposed);
+        let mut inner = self.lock();
+        if inner.book.is_ok() {
+            let version = inner.versions.get(server).copied().unwrap_or_default();
+            let last = LastJudgement {
+                offer: offer.clone(),
+                version,
+                policy,
+                exposed,
+                verdicts: verdicts.clone(),
+            };
+            inner.judged.insert(server.to_owned(), last);
+        }
+        verdicts
+    }
+
     /// What the catalog serves for each of `tools`, which `server` (pinned by `policy`)
-    /// offers now; `exposed` names a tool as clients see it. Records what is new in the
-    /// book (written by [`Pins::write`]) and logs each hold and warning once.
-    pub fn judge(
+    /// offers now; `exposed` names them as clients see them, in order. Records what is new
+    /// in the book (written by [`Pins::write`]) and logs each hold and warning once.
+    fn judge(
         &self,
         server: &str,
         policy: PinPolicy,
         tools: &[Tool],
-        exposed: impl Fn(&Tool) -> String,
+        exposed: &[String],
     ) -> Vec<Verdict> {
         if policy.mode == PinMode::Off {
             return vec![Verdict::Pass; tools.len()];
@@ -330,6 +406,7 @@ impl Pins {
             pending,
             logged,
             recorded,
+            versions,
             ..
         } = &mut *inner;
         let book = match book {
@@ -362,7 +439,8 @@ impl Pins {
         }
         let verdicts = tools
             .iter()
-            .map(|tool| judging.tool(tool, exposed(tool)))
+            .zip(exposed)
+            .map(|(tool, exposed)| judging.tool(tool, exposed.clone()))
             .collect();
         let Judging { changes, log, .. } = judging;
         for change in &changes {
@@ -370,6 +448,9 @@ impl Pins {
             if let Change::Hold { server, tool, held } = change {
                 recorded.insert((server.clone(), tool.clone(), held.sha256.clone()));
             }
+        }
+        if !changes.is_empty() {
+            *versions.entry(server.to_owned()).or_default() += 1;
         }
         pending.extend(changes);
         // What this process recorded and the book no longer holds is forgotten, and what
@@ -811,7 +892,11 @@ mod tests {
     }
 
     fn judge(pins: &Pins, policy: PinPolicy, tools: &[Tool]) -> Vec<Verdict> {
-        pins.judge("s", policy, tools, |t| format!("mcp__s__{}", t.name))
+        let exposed: Vec<String> = tools
+            .iter()
+            .map(|t| format!("mcp__s__{}", t.name))
+            .collect();
+        pins.judge("s", policy, tools, &exposed)
     }
 
     /// What each verdict serves: the description clients see (`None`: not listed), and
