@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::ToolsAction;
 use crate::config::Config;
+use crate::registry::pins::screen::reveal;
 use crate::registry::pins::{HeldView, Pins};
 use crate::state::{self, SharedState};
 
@@ -43,7 +44,10 @@ pub async fn run(action: ToolsAction) -> Result<ExitCode, String> {
             for approval in approved {
                 println!(
                     "approved {} (server {}, tool {}, sha256 {})",
-                    approval.name, approval.server, approval.tool, approval.sha256
+                    approval.name,
+                    approval.server,
+                    reveal(&approval.tool),
+                    approval.sha256
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -62,13 +66,14 @@ async fn open(config: &Config) -> Result<Pins, String> {
         .map_err(|e| format!("{}: {e}", e.code()))
 }
 
-/// One held definition, readably: its name, why it is held, and what changed.
+/// One held definition, readably: its name, why it is held, and what changed. What the
+/// server wrote is shown [revealed](reveal): a terminal obeys escape sequences.
 fn describe(view: &HeldView) -> String {
     let mut text = format!(
         "{}\t(server {}, tool {})\n  held since {}\n  sha256 {}\n  why:\n",
         view.name,
         view.server,
-        view.tool,
+        reveal(&view.tool),
         rfc3339(view.since_ms),
         view.sha256
     );

@@ -130,7 +130,8 @@ pub struct HeldView {
     pub approved: Option<serde_json::Value>,
     /// What a model would read of the held one.
     pub offered: serde_json::Value,
-    /// From the approved definition to the held one, line by line (`' '`, `'-'`, `'+'`).
+    /// From the approved definition to the held one, line by line (`' '`, `'-'`, `'+'`),
+    /// invisible characters [revealed](screen::reveal).
     pub diff: Vec<String>,
 }
 
@@ -544,8 +545,9 @@ impl Pins {
                 pins.held.iter().map(move |(tool, held)| {
                     let approved = pins.approved.get(tool).map(|pin| readable(&pin.definition));
                     let offered = readable(&held.definition);
+                    // What is hidden in it shows in the diff.
                     let pretty = |value: &serde_json::Value| {
-                        serde_json::to_string_pretty(value).unwrap_or_default()
+                        screen::reveal(&serde_json::to_string_pretty(value).unwrap_or_default())
                     };
                     HeldView {
                         server: server.clone(),
