@@ -615,7 +615,7 @@ function drawPins(p) {
     const id = "pin-" + d.sha256.slice(0, 12);
     return h("li", { "data-pin": d.name, "aria-labelledby": id },
       h("strong", { id }, `${d.name} (server ${d.server})`),
-      h("ul", {}, d.reasons.map((r) => h("li", {}, `${r.code}: ${r.text}`))),
+      h("ul", { class: "reasons" }, d.reasons.map((r) => h("li", {}, `${r.code}: ${r.text}`))),
       h("div", { class: "note" }, `${d.approved ? "Approved → held" : "Held, nothing of it approved before"}; held since ${fmtTime(d.since_ms)}; sha256 ${d.sha256.slice(0, 16)}…`),
       h("pre", { class: "code diff", tabindex: "0", "aria-label": `what changed in ${d.name}` },
         d.diff.map((line) => h("span", { class: line[0] === "+" ? "add" : line[0] === "-" ? "del" : null }, line + "\n"))),
