@@ -401,7 +401,8 @@ impl Workspace {
         );
     }
 
-    /// Where the gateway keeps its data here (`XDG_DATA_HOME`): OAuth tokens.
+    /// Where the gateway keeps its data here (`XDG_DATA_HOME`): approved tool definitions,
+    /// OAuth tokens.
     pub fn data_home(&self) -> PathBuf {
         self.path("data")
     }
@@ -687,7 +688,8 @@ pub fn python_client_output(child: Child) -> Value {
     })
 }
 
-/// client.py arguments that run the gateway over stdio in `workspace`.
+/// client.py arguments that run the gateway over stdio in `workspace`, with its data
+/// (approved tool definitions, OAuth tokens) in the workspace.
 pub fn python_stdio_args(workspace: &Workspace, extra: &[&str]) -> Vec<String> {
     let (command, args) = workspace.stdio_command(extra);
     vec![
@@ -698,6 +700,8 @@ pub fn python_stdio_args(workspace: &Workspace, extra: &[&str]) -> Vec<String> {
         "--args".into(),
         serde_json::to_string(&args).unwrap(),
         "--inherit-env".into(),
+        "--env".into(),
+        format!("XDG_DATA_HOME={}", workspace.data_home().display()),
     ]
 }
 

@@ -12,6 +12,7 @@ pub mod env;
 pub mod globs;
 pub mod listen;
 pub mod locate;
+mod pinning;
 pub mod search;
 mod settings;
 mod telemetry;
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use code::CodeBudgets;
+pub use pinning::{PinMode, PinPolicy, PinningConfig};
 pub use search::SearchConfig;
 pub use settings::*;
 pub use telemetry::TelemetryConfig;
@@ -131,6 +133,9 @@ impl Config {
             redis::Client::open(url.as_str()).map_err(|e| (key(), e.to_string()))?;
         }
         self.search.resolve(base)?;
+        if let Some(file) = &mut self.pinning.file {
+            *file = base.join(&*file);
+        }
         for (index, glob) in self.gateway.pinned.iter().enumerate() {
             globset::Glob::new(glob)
                 .map_err(|e| (format!("gateway.pinned[{index}]"), e.to_string()))?;

@@ -59,6 +59,9 @@ pub struct Config {
     /// `[tasks]`: the gateway's own tasks (protocol 2026-07-28); see `tasks`.
     #[serde(default)]
     pub tasks: crate::tasks::TasksConfig,
+    /// `[pinning]`: what a changed tool definition gets; see `registry::pins`.
+    #[serde(default)]
+    pub pinning: super::PinningConfig,
 }
 
 /// How tools are presented to clients.
@@ -194,6 +197,13 @@ pub struct ServerConfig {
     /// The protocol revision the gateway speaks to this server. Default `auto`.
     #[serde(default)]
     pub protocol: UpstreamProtocol,
+    /// What a changed tool definition of this server gets; default `[pinning] pin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<super::PinMode>,
+    /// Whether this server's new tools are approved on sight; default `[pinning]
+    /// approve_new_tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_new_tools: Option<bool>,
 }
 
 /// How the gateway speaks to an upstream.
@@ -283,6 +293,8 @@ impl ServerConfig {
             prefix: None,
             rewrite_uris: true,
             protocol: UpstreamProtocol::default(),
+            pin: None,
+            approve_new_tools: None,
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rmcp::model::{Resource, ResourceTemplate};
 
+use super::pins::Hold;
 use super::profile::Profile;
 use super::{Catalog, FederatedPrompt, FederatedTool};
 
@@ -46,6 +47,14 @@ impl SessionView {
     pub fn tool(&self, name: &str) -> Option<&Arc<FederatedTool>> {
         self.catalog
             .tools
+            .get(name)
+            .filter(|_| self.profile.sees(name))
+    }
+
+    /// A visible tool held for approval with no approved definition to show (not listed).
+    pub fn withheld(&self, name: &str) -> Option<&Arc<Hold>> {
+        self.catalog
+            .withheld
             .get(name)
             .filter(|_| self.profile.sees(name))
     }

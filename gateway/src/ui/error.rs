@@ -6,6 +6,8 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::json;
 
+use crate::registry::pins::PinError;
+
 /// Why a console request was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
@@ -36,6 +38,9 @@ pub enum UiError {
     Restart(#[from] crate::registry::RestartError),
     #[error(transparent)]
     Ask(#[from] crate::approvals::AnswerError),
+    /// Approving a held tool definition failed.
+    #[error(transparent)]
+    Pin(#[from] crate::registry::pins::PinError),
     #[error("bad request: {0}")]
     BadRequest(String),
 }
@@ -55,6 +60,7 @@ impl UiError {
             Self::Draining => "UI_DRAINING",
             Self::Restart(e) => e.code(),
             Self::Ask(e) => e.code(),
+            Self::Pin(e) => e.code(),
             Self::BadRequest(_) => "UI_BAD_REQUEST",
         }
     }
@@ -67,6 +73,9 @@ impl UiError {
                 StatusCode::NOT_FOUND
             }
             Self::Restart(_) | Self::Ask(_) => StatusCode::CONFLICT,
+            Self::Pin(PinError::NotHeld { .. }) => StatusCode::NOT_FOUND,
+            Self::Pin(PinError::Stale { .. }) => StatusCode::CONFLICT,
+            Self::Pin(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Self::TooManyLogins(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,

@@ -472,6 +472,17 @@ impl Upstream {
         self.last_offer().is_some()
     }
 
+    /// Whether what this instance offers is the gateway's own sign-in tool of a per-user
+    /// server nobody has signed in to yet, not the server's.
+    pub fn offers_sign_in_only(&self) -> bool {
+        self.per_user.is_some()
+            && self
+                .last_offer
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none()
+    }
+
     fn set_live(&self, live: Option<Arc<Live>>) {
         if let Some(live) = &live {
             *self.last_offer.write().unwrap_or_else(|p| p.into_inner()) =
