@@ -260,7 +260,10 @@ fn a_person_completes_their_own_sign_in_in_the_browser_and_no_one_elses() {
     in_browser(&alices, ALICE, "Signed in to `who`");
     // Her next call of the sign-in tool connects as her, and the server's tools come.
     let again = call(ALICE, "mcp__who__sign_in");
-    assert!(result_text(&again).contains("Signed in to `who`"), "{again:#}");
+    assert!(
+        result_text(&again).contains("Signed in to `who`"),
+        "{again:#}"
+    );
     let mut last = serde_json::Value::Null;
     assert!(
         eventually(Duration::from_secs(30), || {
