@@ -27,9 +27,10 @@ fn workspace(extra: &str) -> Workspace {
     config.push_str(extra);
     let workspace = Workspace::new(&config);
     let slow = format!(
-        "{}env = {{ SLOW_EVENT_LOG = {} }}\n[servers.slow.tools.sleep]\ntimeout_ms = 400\n",
+        "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}[servers.slow.tools.sleep]\ntimeout_ms = 400\n",
         example_server("slow", "slow"),
-        toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+        toml_str(workspace.path("slow-events.jsonl").to_string_lossy()),
+        event_log_grant(&workspace.path("slow-events.jsonl")),
     );
     let text = std::fs::read_to_string(workspace.config()).unwrap();
     std::fs::write(workspace.config(), format!("{slow}{text}")).unwrap();
@@ -350,9 +351,11 @@ fn a_read_only_call_is_retried_after_its_upstream_restarts() {
         bin("kv").display()
     );
     let workspace = Workspace::new(&format!(
-        "[servers.kv]\ncommand = \"sh\"\nargs = [\"-c\", {}]\ncwd = {}\n[retry]\nmax_attempts = 8\nbackoff_ms = 200\n",
+        "[servers.kv]\ncommand = \"sh\"\nargs = [\"-c\", {}]\ncwd = {}\nsandbox = {{ write = [{}] }}\n\
+         [retry]\nmax_attempts = 8\nbackoff_ms = 200\n",
         toml_str(script),
-        toml_str(marker.path().to_string_lossy())
+        toml_str(marker.path().to_string_lossy()),
+        toml_str(marker.path().to_string_lossy()),
     ));
     let gateway = workspace.serve_http(&[]);
     let kv_pid = health(&gateway)["upstreams"]["kv"]["pid"].as_i64().unwrap() as i32;

@@ -586,9 +586,10 @@ fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
         std::fs::write(
             workspace.config(),
             format!(
-                "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
+                "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
                 example_server("slow", "slow"),
-                toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+                toml_str(workspace.path("slow-events.jsonl").to_string_lossy()),
+                event_log_grant(&workspace.path("slow-events.jsonl")),
             ),
         )
         .unwrap();

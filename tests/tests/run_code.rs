@@ -19,9 +19,10 @@ fn workspace(extra: &str) -> Workspace {
         npm_server("everything", "mcp-server-everything", &["stdio"]),
     ));
     let slow = format!(
-        "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
+        "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
         example_server("slow", "slow"),
-        toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+        toml_str(workspace.path("slow-events.jsonl").to_string_lossy()),
+        event_log_grant(&workspace.path("slow-events.jsonl")),
     );
     let text = std::fs::read_to_string(workspace.config()).unwrap();
     std::fs::write(workspace.config(), format!("{slow}{text}")).unwrap();

@@ -291,9 +291,10 @@ fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
     std::fs::write(
         workspace.config(),
         format!(
-            "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
+            "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}{}",
             example_server("slow", "slow"),
             toml_str(events.to_string_lossy()),
+            event_log_grant(&events),
             std::fs::read_to_string(workspace.config()).unwrap()
         ),
     )

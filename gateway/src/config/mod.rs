@@ -12,6 +12,7 @@ pub mod env;
 pub mod globs;
 pub mod listen;
 pub mod locate;
+pub mod sandbox;
 pub mod search;
 mod settings;
 mod telemetry;
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use code::CodeBudgets;
+pub use sandbox::{Network, Sandbox, SandboxRules};
 pub use search::SearchConfig;
 pub use settings::*;
 pub use telemetry::TelemetryConfig;
@@ -126,6 +128,10 @@ impl Config {
             *url = env::expand(url).map_err(|e| (key(), e.to_string()))?;
             redis::Client::open(url.as_str()).map_err(|e| (key(), e.to_string()))?;
         }
+        let context = self.sandbox_context();
+        for server in self.servers.values_mut() {
+            server.sandbox_context = context.clone();
+        }
         self.search.resolve(base)?;
         for (index, glob) in self.gateway.pinned.iter().enumerate() {
             globset::Glob::new(glob)
@@ -169,6 +175,19 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// What every confined server must know of this configuration.
+    fn sandbox_context(&self) -> SandboxContext {
+        let mut gateway_files = vec![std::path::absolute(&self.source).unwrap_or_default()];
+        if let SessionsDir::Path(dir) = &self.log.sessions_dir {
+            gateway_files.push(std::path::absolute(dir).unwrap_or_default());
+        }
+        gateway_files.retain(|path| !path.as_os_str().is_empty());
+        SandboxContext {
+            require: self.gateway.require_sandbox,
+            gateway_files,
+        }
     }
 
     /// The enabled upstream servers, by name.
