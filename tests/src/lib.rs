@@ -348,6 +348,11 @@ impl Workspace {
         self.dir.path().join(name)
     }
 
+    /// Where the slow server's event log is read from ([`Self::slow_events`]).
+    pub fn slow_event_log(&self) -> PathBuf {
+        self.path(SLOW_EVENTS)
+    }
+
     /// The events of [`slow_server_with_events`] (`start`, `end`, `cancelled`, …) for
     /// calls labelled `label`.
     pub fn slow_events(&self, label: &str) -> Vec<Value> {

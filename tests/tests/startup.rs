@@ -175,7 +175,7 @@ fn span(events_file: &std::path::Path, label: &str) -> (i64, i64) {
 #[test]
 fn a_reload_that_changes_only_concurrency_safe_takes_effect() {
     let workspace = Workspace::new("");
-    let events = workspace.path("slow-events.jsonl");
+    let events = workspace.slow_event_log();
     let config = |safe: bool| {
         format!(
             "[gateway]\nmode = \"both\"\n{}env = {{ SLOW_EVENT_LOG = {} }}\n{}\

@@ -287,7 +287,7 @@ const LONG_SLEEP: Duration = Duration::from_secs(300);
 #[test]
 fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
     let workspace = Workspace::new("");
-    let events = workspace.path("slow-events.jsonl");
+    let events = workspace.slow_event_log();
     std::fs::write(
         workspace.config(),
         format!(

@@ -129,7 +129,7 @@ impl Config {
             redis::Client::open(url.as_str()).map_err(|e| (key(), e.to_string()))?;
         }
         let context = self.sandbox_context();
-        for server in self.servers.values_mut() {
+        for server in self.servers.values_mut().filter(|s| s.command.is_some()) {
             server.sandbox_context = context.clone();
         }
         self.search.resolve(base)?;

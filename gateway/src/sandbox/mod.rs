@@ -10,7 +10,9 @@
 //! - `syscalls`: the seccomp filter (what no MCP server needs; no sockets with
 //!   `network = "none"`);
 //! - `enter`: what the child does to itself between fork and exec;
+//! - `folders`: its state folder and private temporary folder;
 //! - [`refusals`]: naming what the sandbox refused, from what the server says;
+//! - `status`: what is known of a running server's confinement;
 //! - [`kernel`]: what this kernel offers.
 //!
 //! A server is confined unless its entry says `sandbox = false`. On a kernel without
@@ -20,26 +22,28 @@
 //! `network` this kernel cannot enforce does not start.
 
 mod enter;
+mod folders;
 pub mod kernel;
 mod landlock;
 pub mod paths;
 pub mod refusals;
+mod status;
 mod syscalls;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use serde::Serialize;
-use tokio::sync::watch;
 
 pub use enter::Entry;
+pub use folders::PrivateTmp;
+use folders::{make_private_dir, state_dir};
 use paths::{Access, FileRules};
 use refusals::Explained;
+pub use status::Status;
 
 use crate::config::{Config, Endpoint, Network, SandboxContext, SandboxRules, ServerConfig};
 
@@ -160,27 +164,6 @@ impl Judge {
     }
 }
 
-/// The folder of the gateway's own data: OAuth tokens, session logs and every server's
-/// state, hidden from every server.
-pub fn gateway_data_dir() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("mcp-gateway")
-}
-
-/// Where `server` keeps its state (and its private temporary folders).
-pub fn state_dir(server: &str) -> PathBuf {
-    gateway_data_dir().join("servers").join(server)
-}
-
-/// The gateway's folders hidden from every server: its data folder and its configuration
-/// folder.
-fn gateway_dirs() -> Vec<PathBuf> {
-    let mut dirs = vec![gateway_data_dir()];
-    dirs.extend(dirs::config_dir().map(|config| config.join("mcp-gateway")));
-    dirs
-}
-
 /// Prepares the confinement of `server`, to be started as `endpoint` (a stdio one) with
 /// the environment `child_env`, under `rules` and the configuration's `context`.
 pub fn prepare(
@@ -198,7 +181,7 @@ pub fn prepare(
     let mut added = Vec::new();
     if !child_env.contains_key(&OsString::from("TMPDIR")) {
         for name in ["TMPDIR", "TMP", "TEMP"] {
-            added.push((OsString::from(name), tmp.path.clone().into_os_string()));
+            added.push((OsString::from(name), tmp.path().as_os_str().to_owned()));
         }
     }
     env.extend(added.iter().cloned());
@@ -290,7 +273,7 @@ fn plan(
         .clone()
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("/"));
-    let gateway_dirs = gateway_dirs();
+    let gateway_dirs = folders::gateway_dirs();
     let files = paths::plan(&paths::Inputs {
         command,
         args,
@@ -415,172 +398,6 @@ fn report(
         }),
         refused: Vec::new(),
     }
-}
-
-/// Makes `dir` (and its parents) and keeps it to its owner (0700).
-fn make_private_dir(dir: &Path) -> Result<(), SandboxError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let setup = |source| SandboxError::Setup {
-        what: format!("making {}", dir.display()),
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(setup)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(setup)
-}
-
-/// A server's private temporary folder, `STATE/tmp-PID-N`: made at its start, removed
-/// when it ends; one left by a gateway that died is removed at the next start.
-#[derive(Debug)]
-pub struct PrivateTmp {
-    path: PathBuf,
-}
-
-impl PrivateTmp {
-    fn create(state_dir: &Path) -> Result<Self, SandboxError> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        remove_abandoned_tmps(state_dir);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = state_dir.join(format!("tmp-{}-{n}", std::process::id()));
-        make_private_dir(&path)?;
-        Ok(Self { path })
-    }
-}
-
-impl Drop for PrivateTmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-/// Removes the temporary folders of gateways that no longer run.
-fn remove_abandoned_tmps(state_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(state_dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("tmp-")
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        // SAFETY: signal 0 only asks whether the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// What is known of one server's confinement while it runs: the rules of its last start,
-/// the refusals its stderr reported, and when its stderr last closed.
-#[derive(Debug, Clone, Default)]
-pub struct Status(Arc<StatusInner>);
-
-#[derive(Debug, Default)]
-struct StatusInner {
-    applied: Mutex<Option<Confinement>>,
-    refusals: Mutex<Refusals>,
-    /// How many of its stderr streams have closed (one per start).
-    stderr_closed: watch::Sender<u64>,
-}
-
-/// The refusals seen, newest last, each once per start.
-#[derive(Debug, Default)]
-struct Refusals {
-    recent: VecDeque<Refusal>,
-    /// How many have been recorded.
-    seen: u64,
-}
-
-#[derive(Debug)]
-struct Refusal {
-    /// Its number among those recorded.
-    number: u64,
-    /// The start it happened in: how many stderr streams had closed before.
-    start: u64,
-    text: String,
-}
-
-/// How many refusals `/healthz` keeps per server.
-const RECENT_REFUSALS: usize = 8;
-
-impl Status {
-    /// The confinement of the last start (with its recent refusals), `None` before one.
-    pub fn snapshot(&self) -> Option<Confinement> {
-        let mut confinement = lock(&self.0.applied).clone()?;
-        confinement.refused = lock(&self.0.refusals)
-            .recent
-            .iter()
-            .map(|refusal| refusal.text.clone())
-            .collect();
-        Some(confinement)
-    }
-
-    /// A start under `confinement`.
-    pub fn started(&self, confinement: Confinement) {
-        *lock(&self.0.applied) = Some(confinement);
-    }
-
-    /// Records (and logs, once per start) what the sandbox refused `server`.
-    pub fn refused(&self, server: &str, explained: &Explained) {
-        let text = explained.to_string();
-        let mut refusals = lock(&self.0.refusals);
-        let start = *self.0.stderr_closed.borrow();
-        if refusals
-            .recent
-            .iter()
-            .any(|seen| seen.start == start && seen.text == text)
-        {
-            return;
-        }
-        tracing::warn!(target: "sandbox", server, "the sandbox refused {text}");
-        refusals.seen += 1;
-        let number = refusals.seen;
-        refusals.recent.push_back(Refusal {
-            number,
-            start,
-            text,
-        });
-        if refusals.recent.len() > RECENT_REFUSALS {
-            refusals.recent.pop_front();
-        }
-    }
-
-    /// A mark to ask [`Self::refusals_since`] about later.
-    pub fn mark(&self) -> (u64, u64) {
-        (lock(&self.0.refusals).seen, *self.0.stderr_closed.borrow())
-    }
-
-    /// A stderr stream of the server closed (it exited).
-    pub fn stderr_closed(&self) {
-        self.0.stderr_closed.send_modify(|closed| *closed += 1);
-    }
-
-    /// The refusals reported since `mark`, once the stderr of the start after it has
-    /// closed (what a server writes as it dies arrives after its stdout closed), waiting
-    /// at most `bound`.
-    pub async fn refusals_since(&self, mark: (u64, u64), bound: Duration) -> Vec<String> {
-        let mut closed = self.0.stderr_closed.subscribe();
-        let _ = tokio::time::timeout(bound, closed.wait_for(|closed| *closed > mark.1)).await;
-        lock(&self.0.refusals)
-            .recent
-            .iter()
-            .filter(|refusal| refusal.number > mark.0)
-            .map(|refusal| refusal.text.clone())
-            .collect()
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Says once, at start-up, what this kernel lacks of the confinement of `config`'s stdio

@@ -31,13 +31,10 @@ use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::config::{SandboxContext, SandboxRules};
 
 /// What a grant allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
     /// Read files, list folders, run programs.
     Read,
@@ -46,8 +43,7 @@ pub enum Access {
 }
 
 /// Why a path is granted: shown beside it, and whether it may lie inside a secret.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Why {
     System,
     Device,
@@ -71,7 +67,7 @@ impl Why {
 }
 
 /// One path a server may reach.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub path: PathBuf,
     pub access: Access,
@@ -79,14 +75,13 @@ pub struct Grant {
 }
 
 /// A server's file allow-list: its grants and the secrets carved out of them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileRules {
     pub grants: Vec<Grant>,
     /// Existing secrets no grant reaches unless it names them, canonical.
     pub hidden: Vec<PathBuf>,
     /// What was not granted and why (an argument naming a secret, the home folder as
     /// working folder), for the start-up log.
-    #[serde(skip)]
     pub notes: Vec<String>,
 }
 
@@ -106,7 +101,8 @@ const DEVICES: [&str; 6] = [
     "/dev/tty",
 ];
 
-/// The secrets a user keeps at home, relative to it, hidden from every server.
+/// The secrets a user keeps at home, relative to it, hidden from every server (in the
+/// server's home and in the gateway user's).
 pub const HOME_SECRETS: [&str; 19] = [
     ".ssh",
     ".gnupg",
@@ -249,7 +245,12 @@ pub fn plan(inputs: &Inputs) -> FileRules {
 /// The existing secrets of `inputs`' server, canonical.
 fn hidden(inputs: &Inputs, home: Option<&Path>) -> Vec<PathBuf> {
     let mut hidden: Vec<PathBuf> = Vec::new();
-    if let Some(home) = home {
+    // The server's home (its `env` may set one of its own) and the gateway user's.
+    for home in home
+        .into_iter()
+        .map(Path::to_path_buf)
+        .chain(dirs::home_dir())
+    {
         hidden.extend(HOME_SECRETS.iter().map(|secret| home.join(secret)));
     }
     hidden.extend(inputs.gateway_dirs.iter().cloned());

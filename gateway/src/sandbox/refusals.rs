@@ -27,6 +27,8 @@ pub enum Refused {
     Write(PathBuf),
     /// A path inside one of the hidden secrets.
     Secret(PathBuf),
+    /// Another process's memory, environment or descriptors under `/proc`.
+    OtherProcess(PathBuf),
     /// A network address its `network` setting does not allow.
     Connect(String),
     /// The network, with no address named (a name lookup, a socket).
@@ -47,6 +49,10 @@ impl Refused {
                 "read = [{}]: a secret is granted only by its own name",
                 quoted(path)
             ),
+            Self::OtherProcess(_) => {
+                "sandbox = false: a confined server never reaches into processes outside its own"
+                    .into()
+            }
             Self::Connect(address) => match (address.rsplit_once(':'), network) {
                 (Some((_, port)), Network::Ports(ports)) => {
                     format!("network = {:?}, or \"any\"", with_port(ports, port))
@@ -93,6 +99,11 @@ impl fmt::Display for Refused {
             Self::Secret(path) => write!(
                 f,
                 "access to {} (one of the secrets hidden from every server)",
+                path.display()
+            ),
+            Self::OtherProcess(path) => write!(
+                f,
+                "access to {} (a process outside the server's own)",
                 path.display()
             ),
             Self::Connect(address) => write!(f, "a connection to {address}"),
@@ -206,6 +217,16 @@ fn quoted_setting(network: &Network) -> String {
 /// What the rules say of `path`: the refusal they make of it, `None` when they allow
 /// writing it (then the refusal was not the sandbox's).
 fn judge(path: &Path, files: &FileRules) -> Option<Refused> {
+    let mut parts = path.components().skip(1);
+    let in_proc = parts.next().is_some_and(|part| part.as_os_str() == "proc");
+    let of_a_process = parts.next().is_some_and(|part| {
+        part.as_os_str()
+            .to_str()
+            .is_some_and(|pid| pid.parse::<u32>().is_ok())
+    });
+    if in_proc && of_a_process {
+        return Some(Refused::OtherProcess(path.to_path_buf()));
+    }
     if files.is_hidden(path) && files.allows(path).is_none() {
         return Some(Refused::Secret(path.to_path_buf()));
     }

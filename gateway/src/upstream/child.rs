@@ -14,7 +14,8 @@
 //!
 //! Unless its entry says `sandbox = false`, the child confines itself between fork and
 //! exec, with walls the gateway made ready before the fork ([`crate::sandbox`]); it gets
-//! a private `TMPDIR`, and its stderr is read for what the sandbox refused it.
+//! a private `TMPDIR` (and `TMP`, `TEMP`), and its stderr is read for what the sandbox
+//! refused it.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -276,21 +277,25 @@ pub fn spawn(
             SpawnError::Io(source)
         }
     })?;
+    // Each start is recorded with the stderr stream that tells when it is over.
     confine.status.started(confinement);
+    match child.stderr.take() {
+        Some(stderr) => {
+            tokio::spawn(forward_stderr(
+                server.to_owned(),
+                stderr,
+                judge,
+                confine.status.clone(),
+            ));
+        }
+        None => confine.status.stderr_closed(),
+    }
     let pid = child
         .id()
         .ok_or_else(|| std::io::Error::other("child exited at once"))?;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(io::Error::other("child pipes missing").into());
     };
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(forward_stderr(
-            server.to_owned(),
-            stderr,
-            judge,
-            confine.status.clone(),
-        ));
-    }
     let stdout = LimitedLines::new(stdout, max_message_bytes, server, violation);
     // `LimitedLines` refuses a line over its limit first (closing the connection).
     let (transport, lane) = lines::transport(stdout, stdin);

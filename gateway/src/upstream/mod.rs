@@ -631,7 +631,7 @@ impl Upstream {
 
     /// `why` the connection ended, with what the sandbox refused the server since `mark`
     /// (a server that failed for it says so on its way out).
-    async fn with_refusals(&self, why: String, mark: (u64, u64)) -> String {
+    async fn with_refusals(&self, why: String, mark: u64) -> String {
         if self.config.command.is_none() {
             return why;
         }
