@@ -59,6 +59,22 @@ pub enum Why {
 }
 
 impl Why {
+    /// The reason in words, for the start-up log.
+    fn words(self) -> &'static str {
+        match self {
+            Why::System => "a system folder",
+            Why::Device => "a device",
+            Why::Path => "a folder on its PATH",
+            Why::Install => "its install",
+            Why::WorkingFolder => "its working folder",
+            Why::Argument => "a path its arguments name",
+            Why::Cache => "a package cache",
+            Why::ToolConfig => "a tool's configuration",
+            Why::State => "its state folder",
+            Why::Configured => "a configured path",
+        }
+    }
+
     /// Whether a grant for this reason stands even inside a hidden secret: only what the
     /// configuration names, and the server's own state folder.
     fn may_lie_in_a_secret(self) -> bool {
@@ -362,9 +378,10 @@ impl Planner {
         };
         if self.too_wide(&path) {
             self.notes.push(format!(
-                "{} is not granted ({why:?}): it holds the home folder; grant what the server \
+                "{} is not granted as {}: it holds the home folder; grant what the server \
                  needs with [servers.NAME.sandbox] read or write",
-                path.display()
+                path.display(),
+                why.words()
             ));
             return;
         }
@@ -562,10 +579,10 @@ impl Planner {
             match inside {
                 Some(secret) if !grant.why.may_lie_in_a_secret() => {
                     notes.push(format!(
-                        "{} is not granted ({:?}): it is inside {}, which is hidden; grant it by \
+                        "{} is not granted as {}: it is inside {}, which is hidden; grant it by \
                          name with [servers.NAME.sandbox] read or write",
                         grant.path.display(),
-                        grant.why,
+                        grant.why.words(),
                         secret.display()
                     ));
                     false

@@ -33,6 +33,8 @@ struct Refusals {
     recent: VecDeque<Refusal>,
     /// How many have been recorded.
     seen: u64,
+    /// The start whose refusals are being logged, and how many of them were.
+    logging: (u64, usize),
 }
 
 #[derive(Debug)]
@@ -46,6 +48,10 @@ struct Refusal {
 
 /// How many refusals `/healthz` keeps per server.
 const RECENT_REFUSALS: usize = 8;
+
+/// How many refusals are logged per start: a server that walks a tree it may not read
+/// must not flood the log.
+const LOGGED_PER_START: usize = 20;
 
 impl Status {
     /// The confinement of the last start (with its recent refusals), `None` before one.
@@ -77,7 +83,19 @@ impl Status {
         {
             return;
         }
-        tracing::warn!(target: "sandbox", server, "the sandbox refused {text}");
+        if refusals.logging.0 != start {
+            refusals.logging = (start, 0);
+        }
+        refusals.logging.1 += 1;
+        match refusals.logging.1 {
+            logged if logged <= LOGGED_PER_START => {
+                tracing::warn!(target: "sandbox", server, "the sandbox refused {text}");
+            }
+            logged if logged == LOGGED_PER_START + 1 => {
+                tracing::warn!(target: "sandbox", server, "the sandbox refused more; the rest of this start's refusals are not logged (/healthz keeps the last {RECENT_REFUSALS})");
+            }
+            _ => {}
+        }
         refusals.seen += 1;
         let number = refusals.seen;
         refusals.recent.push_back(Refusal {
@@ -118,4 +136,47 @@ impl Status {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::refusals::{Explained, Refused};
+    use super::*;
+
+    fn refusal(path: &str) -> Explained {
+        Explained {
+            refused: Refused::Reach(path.into()),
+            setting: None,
+            remedy: "read = [..]".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_counts_once_per_start_and_the_last_ones_are_kept() {
+        let status = Status::default();
+        status.started(Confinement::off());
+        let mark = status.mark();
+        for _ in 0..3 {
+            status.refused("s", &refusal("/a"));
+        }
+        status.refused("s", &refusal("/b"));
+        status.stderr_closed();
+        let since = status.refusals_since(mark, Duration::from_millis(10)).await;
+        assert_eq!(since.len(), 2, "{since:?}");
+        assert!(
+            since[0].contains("/a") && since[1].contains("/b"),
+            "{since:?}"
+        );
+        // The next start sees the same refusal anew; the snapshot keeps the last eight.
+        status.started(Confinement::off());
+        let mark = status.mark();
+        for n in 0..30 {
+            status.refused("s", &refusal(&format!("/n{n}")));
+        }
+        status.stderr_closed();
+        let since = status.refusals_since(mark, Duration::from_secs(5)).await;
+        assert_eq!(since.len(), RECENT_REFUSALS);
+        assert!(since.last().unwrap().contains("/n29"), "{since:?}");
+        assert_eq!(status.snapshot().unwrap().refused.len(), RECENT_REFUSALS);
+    }
 }
