@@ -200,20 +200,28 @@ async fn gateway_over_stdio(config: &Path) -> (Client, u32) {
 }
 
 async fn gateway_binary_over_stdio(binary: &Path, config: &Path) -> (Client, u32) {
-    let config = config.to_string_lossy();
-    let args = [
-        "serve",
-        "--stdio",
-        "--wait-for-upstreams",
-        "--config",
-        &config,
-    ];
-    stdio_client_with_pid(binary, &args).await
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .args(["serve", "--stdio", "--wait-for-upstreams", "--config"])
+        .arg(config)
+        .env("XDG_DATA_HOME", data_home(config));
+    serve_over_stdio(command).await
+}
+
+/// The folder a gateway of `config` keeps its data in (its pins, say): beside the
+/// configuration, never the user's own.
+fn data_home(config: &Path) -> std::path::PathBuf {
+    config.with_extension("data")
 }
 
 async fn stdio_client_with_pid(program: &Path, args: &[&str]) -> (Client, u32) {
     let mut command = tokio::process::Command::new(program);
-    command.args(args).env("RUST_LOG", "error");
+    command.args(args);
+    serve_over_stdio(command).await
+}
+
+async fn serve_over_stdio(mut command: tokio::process::Command) -> (Client, u32) {
+    command.env("RUST_LOG", "error");
     let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
     let pid = transport.id().unwrap();
     (().serve(transport).await.unwrap(), pid)
@@ -325,7 +333,8 @@ impl HttpServer {
                 &address.to_string(),
             ])
             .arg("--config")
-            .arg(config);
+            .arg(config)
+            .env("XDG_DATA_HOME", data_home(config));
         HttpServer::start(command, address)
     }
 

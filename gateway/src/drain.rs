@@ -178,7 +178,8 @@ impl Drain {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    // Paused time: the sleeps below step the clock, they do not wait.
+    #[tokio::test(start_paused = true)]
     async fn a_drain_waits_for_deliveries_and_cancels_calls_only_after_the_grace() {
         let drain = std::sync::Arc::new(Drain::default());
         let delivered_late = drain.delivery();

@@ -7,6 +7,7 @@
 //! ```toml
 //! [listen]
 //! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens; empty (the default) = no auth
+//! # tokens = [{ token = "${ADMIN_TOKEN}", operator = true }]  # may also use the console
 //! allowed_origins = ["https://app.example:8443"]  # loopback origins are always accepted
 //! allowed_hosts = ["gateway.lan"]        # Host names accepted besides loopback ones
 //! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
@@ -44,17 +45,20 @@
 //!
 //! The operator console (`/ui`, when `[listen] ui` is on) is the one exception to step 3:
 //! a browser cannot attach a bearer header to a page load, so the console checks the token
-//! itself, once, at its login, with [`SecurityGuard::verify_token`], and then admits its own
-//! cookie (`crate::ui::auth`). Host, Origin and body size are checked for it all the same.
+//! itself, once, at its login, with [`SecurityGuard::verify_token`], admits only an
+//! operator's ([`SecurityGuard::is_operator`]: a token marked `operator = true`, or anyone
+//! when no tokens are configured), and then admits its own cookie (`crate::ui::auth`).
+//! Host, Origin and body size are checked for it all the same.
 //!
 //! Unauthenticated requests never reach the body check: a stranger learns only "401".
 //! On success the request carries its [`Credentials`]: which token was presented and the
 //! profile bound to it, if any. Sessions are bound to the credentials that opened them. `/healthz` is not exempt: it shows each upstream's state and last error,
 //! which are for the operator, so `status --listen` must send the token too.
 //!
-//! The per-user sign-in callback (`/oauth/callback`) is the other: a browser coming back
-//! from an authorization server has no bearer token, and the sign-in's single-use `state`
-//! authorizes it (see `auth::per_user`); Host and Origin are checked as for any path.
+//! A person's browser on a per-user sign-in is the other (its page `/oauth/sign-in`, the
+//! identity provider's return and the callback `/oauth/callback`): it has no bearer token,
+//! and the sign-in's single-use `state` with the browser's proof of who it is authorize it
+//! (see `auth::per_user`, `auth::browser`); Host and Origin are checked as for any path.
 //!
 //! [`check_bind`] is the start-up half: a non-loopback address without tokens is refused.
 
@@ -79,6 +83,7 @@ use sha2::{Digest, Sha256};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
+pub use crate::auth::resource::Subject;
 use crate::auth::resource::{ResourceConfigError, ResourceServer, TokenRejection};
 use crate::config::listen::{ListenConfig, ProxyProblem, validate_token};
 use crate::config::{Config, ConfigError};
@@ -183,6 +188,18 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// Whether `path` is one a person's browser opens during a per-user sign-in, with no
+/// bearer token: the sign-in page, the identity provider's return, and the callback.
+fn is_sign_in_path(path: &str) -> bool {
+    use crate::auth::{idp_login, per_user};
+    [
+        per_user::SIGN_IN_PATH,
+        idp_login::RETURN_PATH,
+        per_user::CALLBACK_PATH,
+    ]
+    .contains(&path)
+}
+
 /// The readiness route, open to load balancers' probes without a token or Host check.
 pub const READINESS_PATH: &str = "/readyz";
 
@@ -192,8 +209,8 @@ pub const READINESS_PATH: &str = "/readyz";
 pub struct Credentials {
     /// The static bearer token that was presented, or `None` (none configured, or OAuth).
     pub token: Option<TokenId>,
-    /// The subject of the identity provider's token that was presented, if that was one.
-    pub subject: Option<String>,
+    /// Whom the identity provider's token that was presented speaks for, if that was one.
+    pub subject: Option<Subject>,
     /// The profile bound to that token, or `None` (no tokens, or a token without a profile).
     pub profile: Option<String>,
 }
@@ -209,11 +226,13 @@ impl Credentials {
     }
 
     /// How a session's owner is recorded in the shared state and shown in logs: the
-    /// token's [`TokenId`] or the identity provider's subject, never the token itself.
+    /// token's [`TokenId`] (`token:…`), or whom the identity provider's token names
+    /// (`subject:…`, or `client:…` for a machine's token without a subject), never the
+    /// token itself.
     pub fn identity(&self) -> Option<String> {
         match (&self.token, &self.subject) {
             (Some(token), _) => Some(format!("token:{token}")),
-            (None, Some(subject)) => Some(format!("subject:{subject}")),
+            (None, Some(subject)) => Some(subject.identity()),
             (None, None) => None,
         }
     }
@@ -232,16 +251,23 @@ impl std::fmt::Debug for SubjectToken {
     }
 }
 
-/// One of the configured tokens, named by the first 32 bits of its SHA-256 (as 8 hex
-/// digits, `token:1a2b3c4d` in logs and session records): the same whatever the token's
-/// place in `[listen] tokens` and on every replica, and an operator can tell which token
-/// it is (`printf %s "$TOKEN" | sha256sum | cut -c1-8`) without it ever being shown.
+/// One of the configured tokens, named by the first 128 bits of its SHA-256 (as 32 hex
+/// digits, `token:1a2b…` in logs and session records): the same whatever the token's
+/// place in `[listen] tokens` and on every replica, too long for two tokens to share by
+/// chance (each identity has sign-ins and tasks of its own), and an operator can tell
+/// which token it is (`printf %s "$TOKEN" | sha256sum | cut -c1-32`) without it ever
+/// being shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TokenId([u8; 4]);
+pub struct TokenId([u8; TOKEN_ID_BYTES]);
+
+/// How much of a token's SHA-256 names it.
+const TOKEN_ID_BYTES: usize = 16;
 
 impl TokenId {
     fn of(digest: &[u8; 32]) -> Self {
-        Self([digest[0], digest[1], digest[2], digest[3]])
+        let mut id = [0u8; TOKEN_ID_BYTES];
+        id.iter_mut().zip(digest).for_each(|(to, from)| *to = *from);
+        Self(id)
     }
 }
 
@@ -268,6 +294,8 @@ struct KnownToken {
     digest: [u8; 32],
     id: TokenId,
     profile: Option<String>,
+    /// Marked `operator = true`: may use the console.
+    operator: bool,
 }
 
 struct HostRule {
@@ -314,6 +342,7 @@ impl SecurityGuard {
                 digest,
                 id,
                 profile: entry.profile.clone(),
+                operator: entry.operator,
             });
         }
         let allowed_hosts = parse_all(&config.allowed_hosts, parse_authority, |index, value| {
@@ -366,10 +395,12 @@ impl SecurityGuard {
             || (self.console && is_console_path(path));
         let credentials = if public {
             Credentials::anonymous()
-        } else if path == crate::auth::per_user::CALLBACK_PATH {
-            // A browser coming back from an authorization server carries no bearer token:
-            // the sign-in's single-use state is what authorizes it. Credentials it does
-            // present must be good, and must be the sign-in's identity's.
+        } else if is_sign_in_path(path) {
+            // A person's browser on a per-user sign-in (its page, the identity provider's
+            // return, the authorization server's callback) carries no bearer token: the
+            // sign-in's single-use state, and the browser's proof of who it is, are what
+            // authorize it. Credentials it does present must be good, and must be the
+            // sign-in's identity's.
             if headers_carry_token(&parts.headers) {
                 self.authenticate(&parts.headers).await?
             } else {
@@ -463,6 +494,20 @@ impl SecurityGuard {
     /// admitted without one).
     pub fn tokens_required(&self) -> bool {
         !self.tokens.is_empty() || self.oauth.is_some()
+    }
+
+    /// Whether `credentials` are an operator's, who may use the console: a static token
+    /// marked `operator = true`, or, on a listener that takes no credentials at all
+    /// (loopback only), whoever reaches it, the local user. A caller's token is none.
+    pub fn is_operator(&self, credentials: &Credentials) -> bool {
+        if !self.tokens_required() {
+            return true;
+        }
+        credentials.token.is_some_and(|id| {
+            self.tokens
+                .iter()
+                .any(|known| known.id == id && known.operator)
+        })
     }
 
     /// The credentials of a presented static token, or `None` when it is none of the
@@ -787,6 +832,7 @@ mod tests {
                 .map(|(token, profile)| TokenConfig {
                     token: (*token).to_owned(),
                     profile: profile.map(str::to_owned),
+                    operator: false,
                 })
                 .collect(),
             allowed_origins: vec!["https://app.example".to_owned()],
@@ -902,19 +948,19 @@ mod tests {
     #[tokio::test]
     async fn right_token_is_admitted_with_its_profile() {
         let config = config(&[(OTHER, Some("ci")), (TOKEN, None), (ADMIN, Some("admin"))]);
-        // Identities are the first 32 bits of each token's SHA-256.
+        // Identities are the first 128 bits of each token's SHA-256.
         for (authorization, expected) in [
             (
                 "Bearer s3cret-token-for-unit-tests",
-                "identity=Some(\"token:986d13ea\") profile=None bytes=2",
+                "identity=Some(\"token:986d13eab24ab12c8facaf60c9c41082\") profile=None bytes=2",
             ),
             (
                 "bearer  admin-token-for-unit-tests",
-                "identity=Some(\"token:49d0ebae\") profile=Some(\"admin\") bytes=2",
+                "identity=Some(\"token:49d0ebae6589b827135cfc2f56690481\") profile=Some(\"admin\") bytes=2",
             ),
             (
                 "BEARER other-token-for-unit-tests",
-                "identity=Some(\"token:62f1e48e\") profile=Some(\"ci\") bytes=2",
+                "identity=Some(\"token:62f1e48e4108f6aad8e24e4c2d97f1d4\") profile=Some(\"ci\") bytes=2",
             ),
         ] {
             let request = post_mcp(LOOPBACK, Some(authorization), Body::from("{}"));
@@ -936,11 +982,48 @@ mod tests {
                 .and_then(|credentials| credentials.identity())
         };
         let alone = identity(&[(TOKEN, None)]);
-        assert_eq!(alone.as_deref(), Some("token:986d13ea"));
+        assert_eq!(
+            alone.as_deref(),
+            Some("token:986d13eab24ab12c8facaf60c9c41082")
+        );
         assert_eq!(
             identity(&[(OTHER, None), (ADMIN, None), (TOKEN, None)]),
             alone
         );
+    }
+
+    #[test]
+    fn only_tokens_marked_operator_are_operators_and_without_tokens_everyone_is() {
+        let mut listen = config(&[(TOKEN, None), (ADMIN, None), (OTHER, Some("ci"))]);
+        listen.tokens[1].operator = true;
+        let guard = SecurityGuard::new(&listen).unwrap();
+        let operator = |token: &str| {
+            let credentials = guard.verify_token(token.as_bytes()).unwrap();
+            guard.is_operator(&credentials)
+        };
+        assert!(operator(ADMIN));
+        assert!(!operator(TOKEN), "a caller's token");
+        assert!(!operator(OTHER), "a profile's token");
+        assert!(!guard.is_operator(&Credentials::anonymous()));
+        let open = SecurityGuard::new(&config(&[])).unwrap();
+        assert!(
+            open.is_operator(&Credentials::anonymous()),
+            "the local user"
+        );
+    }
+
+    #[test]
+    fn a_machine_token_without_a_subject_is_named_apart_from_a_person() {
+        let named = |subject: Subject| Credentials {
+            token: None,
+            subject: Some(subject),
+            profile: None,
+        };
+        let person = named(Subject::Sub("alice".into()));
+        let machine = named(Subject::Client("alice".into()));
+        assert_eq!(person.identity().as_deref(), Some("subject:alice"));
+        assert_eq!(machine.identity().as_deref(), Some("client:alice"));
+        assert_ne!(person, machine);
     }
 
     #[tokio::test]
@@ -1222,7 +1305,8 @@ mod tests {
         let config: ListenConfig = toml::from_str(
             r#"
             address = "0.0.0.0:9000"
-            tokens = ["plain-token-of-16+", { token = "bound-token-of-16+", profile = "ci" }]
+            tokens = ["plain-token-of-16+", { token = "bound-token-of-16+", profile = "ci" },
+                      { token = "admin-token-of-16+", operator = true }]
             allowed_origins = ["http://localhost:3000"]
             allowed_hosts = ["gateway.lan"]
             max_body_bytes = 1024
@@ -1243,11 +1327,16 @@ mod tests {
             ),
             ("bound-token-of-16+", Some("ci"))
         );
+        assert!(config.tokens[2].operator && config.tokens[2].profile.is_none());
+        assert!(!config.tokens[0].operator && !config.tokens[1].operator);
         let shown = format!("{config:?} {}", serde_json::to_string(&config).unwrap());
         assert!(
-            !shown.contains("plain-token") && !shown.contains("bound-token"),
+            !shown.contains("plain-token")
+                && !shown.contains("bound-token")
+                && !shown.contains("admin-token"),
             "{shown}"
         );
+        assert!(shown.contains("\"operator\":true"), "{shown}");
         assert!(shown.contains("ci"), "{shown}");
         assert!(SecurityGuard::new(&config).is_ok());
     }
@@ -1259,7 +1348,7 @@ mod tests {
             "tokens = [\"\"]",
             "tokens = [\"has space\"]",
             "tokens = [{ token = \"t\", profile = \"p\", extra = 1 }]",
-            "tokens = [{ token = \"t\" }]",
+            "tokens = [{ token = \"t\", operator = \"yes\" }]",
         ] {
             assert!(toml::from_str::<ListenConfig>(bad).is_err(), "{bad}");
         }

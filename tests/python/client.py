@@ -15,9 +15,13 @@ Usage:
             --oauth: sign in with the SDK's OAuth client, headless (see signin.py)
   common:   [--script JSON | --script-file PATH]   (default: the script is read from stdin)
             [--elicit accept|decline|cancel|browse|none] [--elicit-content JSON]
-            [--browse-as ACCOUNT]  (browse: a URL elicitation is accepted and its URL
-                                    followed, redirects and all, as a browser would, with
-                                    login_hint=ACCOUNT added; form ones are accepted)
+            [--browse-as ACCOUNT] [--browse-token TOKEN]
+                                   (browse: a URL elicitation is accepted and its URL
+                                    opened by ACCOUNT's browser (browser.py): redirects
+                                    followed, login_hint=ACCOUNT added to authorization
+                                    requests, and TOKEN typed into the gateway's sign-in
+                                    form (default: the bearer token of --header
+                                    Authorization); form ones are accepted)
             [--elicit-delay-ms MS]  (the person takes this long to answer)
             [--sample TEXT] [--sample-delay-ms MS]  (declare sampling; answer every request
                                                      with this text, after MS)
@@ -103,7 +107,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from urllib.parse import urlencode
 
 import anyio
 import httpx2
@@ -115,6 +118,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 import signin
+from browser import browse
 
 LIST_ACTIONS = {
     "list_tools": "tools",
@@ -174,6 +178,14 @@ def key_values(pairs: list[str], what: str) -> dict[str, str]:
     return parsed
 
 
+def bearer_token(headers: dict[str, str]) -> str | None:
+    """The bearer token among `headers`, if any: what the person at the browser holds."""
+    for key, value in headers.items():
+        if key.lower() == "authorization" and value.startswith("Bearer "):
+            return value.removeprefix("Bearer ")
+    return None
+
+
 def example_value(schema: dict[str, Any]) -> Any:
     """A value that satisfies a (flat) elicitation property schema."""
     if "default" in schema:
@@ -216,6 +228,7 @@ class Recorder:
         self.roots_requests: list[dict[str, Any]] = doc["roots_requests"]
         self.elicit = elicit
         self.browse_as: str | None = None
+        self.browse_token: str | None = None
         self.elicit_delay_ms = elicit_delay_ms
         self.elicit_content = elicit_content
         self.notifications: list[dict[str, Any]] = doc["notifications"]
@@ -276,7 +289,7 @@ class Recorder:
                 entry["cancelled"] = True
                 raise
         if self.elicit == "browse" and getattr(params, "mode", "form") == "url":
-            entry["browsed"] = await browse(params.url, self.browse_as)
+            entry["browsed"] = await browse(params.url, self.browse_as, self.browse_token)
             response = types.ElicitResult(action="accept")
             entry["response"] = dump(response)
             return response
@@ -296,17 +309,6 @@ class Recorder:
             response = types.ElicitResult(action=self.elicit)
         entry["response"] = dump(response)
         return response
-
-
-async def browse(url: str, account: str | None) -> dict[str, Any]:
-    """Opens `url` as a person's browser would: no credentials of the client's, cookies
-    kept, every redirect followed to the page that ends it (for a sign-in, the gateway's
-    callback). `account` is the identity provider's login_hint (tests/servers/idp.mjs)."""
-    if account is not None:
-        url += ("&" if "?" in url else "?") + urlencode({"login_hint": account})
-    async with httpx2.AsyncClient(follow_redirects=True, timeout=30, max_redirects=20) as http:
-        response = await http.get(url)
-    return {"status": response.status_code, "url": str(response.url), "body": response.text}
 
 
 def require(action: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
@@ -567,6 +569,7 @@ async def run(opts: argparse.Namespace, script: list[Any], doc: dict[str, Any]) 
     recorder = Recorder(opts.elicit, opts.elicit_content, doc, opts.elicit_delay_ms,
                         opts.sample, opts.roots, opts.sample_delay_ms, opts.sample_progress)
     recorder.browse_as = opts.browse_as
+    recorder.browse_token = opts.browse_token or bearer_token(key_values(opts.header, "--header"))
     client = Client(
         make_transport(opts, doc),
         mode=opts.mode,
@@ -627,6 +630,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[Any]]:
     parser.add_argument("--elicit", choices=["accept", "decline", "cancel", "browse", "none"],
                         default="none")
     parser.add_argument("--browse-as", help="browse: the login_hint of the sign-in page")
+    parser.add_argument("--browse-token", help="browse: the gateway token typed into its form")
     parser.add_argument("--elicit-content", help="accept: the JSON object to answer with")
     parser.add_argument("--elicit-delay-ms", type=int, default=0,
                         help="wait this long before answering an elicitation")

@@ -42,25 +42,32 @@ pub fn documents() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Every fenced block of every document, those indented in a list item too (their lines
+/// without the fence's indentation).
 pub fn blocks() -> Vec<Block> {
     let mut blocks = Vec::new();
     for (file, text) in documents() {
-        let mut open: Option<Block> = None;
+        let mut open: Option<(Block, usize)> = None;
         for (index, line) in text.lines().enumerate() {
-            match (open.take(), line.strip_prefix("```")) {
+            let indent = line.len() - line.trim_start().len();
+            match (open.take(), line.trim_start().strip_prefix("```")) {
                 (None, Some(lang)) => {
-                    open = Some(Block {
+                    let block = Block {
                         file: file.clone(),
                         lang: lang.trim().to_owned(),
                         text: String::new(),
                         line: index + 1,
-                    });
+                    };
+                    open = Some((block, indent));
                 }
-                (Some(block), Some(_)) => blocks.push(block),
-                (Some(mut block), None) => {
-                    block.text.push_str(line);
+                (Some((block, _)), Some(_)) => blocks.push(block),
+                (Some((mut block, indent)), None) => {
+                    let unindented = line
+                        .get(indent..)
+                        .filter(|_| line.chars().take(indent).all(char::is_whitespace));
+                    block.text.push_str(unindented.unwrap_or(line.trim_start()));
                     block.text.push('\n');
-                    open = Some(block);
+                    open = Some((block, indent));
                 }
                 (None, None) => {}
             }
@@ -68,4 +75,30 @@ pub fn blocks() -> Vec<Block> {
         assert!(open.is_none(), "{file} has an unclosed code block");
     }
     blocks
+}
+
+/// The rows of the first Markdown table after `heading` in `text`: its cells, the
+/// header row and the separator left out.
+pub fn table_after(text: &str, heading: &str) -> (String, Vec<Vec<String>>) {
+    let section = text
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("no `{heading}`"))
+        .1;
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let rows = section
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+        .map(|line| {
+            let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+            // `\|` is a bar inside a cell.
+            inner
+                .replace("\\|", "\u{0}")
+                .split('|')
+                .map(|cell| cell.trim().replace('\u{0}', "|"))
+                .collect()
+        })
+        .collect();
+    (section.to_owned(), rows)
 }

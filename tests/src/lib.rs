@@ -80,6 +80,34 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// Runs the official conformance suite's client scenarios `selection` (`--scenario NAME`,
+/// `--suite auth --spec-version REV`, …) with the gateway as the client, through the
+/// harness `tests/conformance/SCRIPT` (given the built binary in `MCP_GATEWAY_BIN`),
+/// writing each scenario's checks under `output_dir`.
+pub fn conformance_client(
+    script: &str,
+    selection: &[&str],
+    output_dir: &std::path::Path,
+) -> std::process::Output {
+    let client = format!(
+        "{} {}",
+        python().display(),
+        repo().join("tests/conformance").join(script).display()
+    );
+    std::process::Command::new(npm_bin("node"))
+        .arg(
+            repo().join("tests/peers/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+        )
+        .arg("client")
+        .args(selection)
+        .args(["--command", &client])
+        .arg("--output-dir")
+        .arg(output_dir)
+        .env("MCP_GATEWAY_BIN", gateway_bin())
+        .output()
+        .expect("node runs the conformance suite (scripts/install-test-peers installs it)")
+}
+
 /// An executable of the test peers' Python venv (the PyPI peers `mcp-server-time`,
 /// `mcp-server-git`).
 pub fn venv_bin(name: &str) -> PathBuf {
@@ -403,7 +431,8 @@ impl Workspace {
         );
     }
 
-    /// Where the gateway keeps its data here (`XDG_DATA_HOME`): OAuth tokens.
+    /// Where the gateway keeps its data here (`XDG_DATA_HOME`): approved tool definitions,
+    /// OAuth tokens.
     pub fn data_home(&self) -> PathBuf {
         self.path("data")
     }
@@ -486,6 +515,8 @@ impl Workspace {
         let mut child = Command::new(command)
             .args(args)
             .env("RUST_LOG", "warn")
+            .env("XDG_DATA_HOME", self.data_home())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -687,7 +718,8 @@ pub fn python_client_output(child: Child) -> Value {
     })
 }
 
-/// client.py arguments that run the gateway over stdio in `workspace`.
+/// client.py arguments that run the gateway over stdio in `workspace`, with its data
+/// (approved tool definitions, OAuth tokens) in the workspace.
 pub fn python_stdio_args(workspace: &Workspace, extra: &[&str]) -> Vec<String> {
     let (command, args) = workspace.stdio_command(extra);
     vec![
@@ -698,6 +730,8 @@ pub fn python_stdio_args(workspace: &Workspace, extra: &[&str]) -> Vec<String> {
         "--args".into(),
         serde_json::to_string(&args).unwrap(),
         "--inherit-env".into(),
+        "--env".into(),
+        format!("XDG_DATA_HOME={}", workspace.data_home().display()),
     ]
 }
 

@@ -9,8 +9,6 @@
 //! check or a warning. The suite needs Node 22, which tests/peers installs beside the
 //! machine's Node as the npm package `node`.
 
-use std::process::Command;
-
 use mcp_gateway_tests::*;
 use serde_json::Value;
 
@@ -40,21 +38,11 @@ const PASSING: &[&str] = &["SUCCESS", "INFO", "SKIPPED"];
 #[test]
 fn every_2025_11_25_authorization_scenario_passes_with_the_gateway_as_the_client() {
     let output_dir = tempfile::tempdir().unwrap();
-    let peers = repo().join("tests/peers");
-    let client = format!(
-        "{} {}",
-        python().display(),
-        repo().join("tests/conformance/auth_client.py").display()
+    let output = conformance_client(
+        "auth_client.py",
+        &["--suite", "auth", "--spec-version", "2025-11-25"],
+        output_dir.path(),
     );
-    let output = Command::new(npm_bin("node"))
-        .arg(peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
-        .args(["client", "--suite", "auth", "--spec-version", "2025-11-25"])
-        .args(["--command", &client])
-        .arg("--output-dir")
-        .arg(output_dir.path())
-        .env("MCP_GATEWAY_BIN", gateway_bin())
-        .output()
-        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let results = scenario_results(output_dir.path());
     eprintln!("conformance auth scenarios: {results:?}");

@@ -2,13 +2,15 @@
 //! or a failing test. Everything is parsed from both sides, never listed here:
 //! - every key docs/configuration.md (and run-code.md's `[code]` table) gives a value has
 //!   that value as its default in the parser (`mcp-gateway config dump` of a configuration
-//!   naming only what must be named), unless its comment calls the value an example;
+//!   naming only what must be named; a key the dump leaves out has no default, but for an
+//!   empty list or table), unless its own comment begins `an example`;
+//! - every documented table refuses a key it does not have, and every documented key a
+//!   value of another type, naming the file, the key and its line;
 //! - every error code of docs/error-codes.md is a string the gateway's code holds, and
-//!   every code an error type gives (`fn code(&self) -> &'static str`, `ErrorCode`, the
-//!   run_code failure kinds) is listed there;
+//!   every code the gateway gives is listed there: those its error types give
+//!   (`fn code(&self) -> &'static str`, `ErrorCode`, the run_code failure kinds) and every
+//!   other `LIKE_THIS` string of its sources that does not name an environment variable;
 //! - every relative link and anchor of README.md and docs/*.md resolves;
-//! - the figures of docs/performance.md's current table are those of the committed bench
-//!   report, docs/bench-report.json, which names the commit it measured;
 //! - every refusal of a configuration value names the file, the key, the line and, where
 //!   it has one, the code (each code of error-codes.md's configuration table is tried);
 //! - `rust-version` is what the dependencies need.
@@ -17,9 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use mcp_gateway_tests::docs::{blocks, documents};
+use mcp_gateway_tests::docs::{blocks, documents, table_after};
 use mcp_gateway_tests::*;
-use serde_json::Value;
 
 fn read(file: &str) -> String {
     std::fs::read_to_string(repo().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
@@ -27,7 +28,8 @@ fn read(file: &str) -> String {
 
 // ---- configuration defaults ----
 
-/// One `key = value  # comment` of a documented TOML block, with its table's path.
+/// One `key = value  # comment` of a documented TOML block, with its table's path and
+/// the comment on its own line.
 struct Setting {
     place: String,
     path: Vec<String>,
@@ -35,18 +37,32 @@ struct Setting {
     comment: String,
 }
 
-/// The settings of a TOML block, line by line: comment lines under a setting continue its
-/// comment; `[[array]]` tables are skipped (their entries have no defaults).
+impl Setting {
+    /// Its value is an example, not the default: its own comment says so first
+    /// (`# an example: …`). A comment on the lines under it does not count: that is where
+    /// the comment of the setting before continues, or a setting left commented out.
+    fn is_example(&self) -> bool {
+        self.comment.starts_with("an example")
+    }
+
+    /// The table it is in.
+    fn table(&self) -> &[String] {
+        &self.path[..self.path.len() - 1]
+    }
+
+    fn key(&self) -> String {
+        self.path.join(".")
+    }
+}
+
+/// The settings of a TOML block, line by line; comment lines are not settings, and
+/// `[[array]]` tables are skipped (their entries have no defaults).
 fn settings(place: &str, text: &str) -> Vec<Setting> {
     let mut found: Vec<Setting> = Vec::new();
     let mut table: Option<Vec<String>> = Some(Vec::new());
     for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim();
-        if let Some(comment) = trimmed.strip_prefix('#') {
-            if let Some(last) = found.last_mut() {
-                last.comment.push(' ');
-                last.comment.push_str(comment.trim());
-            }
+        if trimmed.starts_with('#') {
             continue;
         }
         let (code, comment) = split_comment(trimmed);
@@ -149,6 +165,15 @@ fn documented_settings() -> Vec<Setting> {
         .collect()
 }
 
+/// An empty list or table: what `config dump` leaves out rather than prints.
+fn is_empty(value: &toml::Value) -> bool {
+    match value {
+        toml::Value::Array(items) => items.is_empty(),
+        toml::Value::Table(table) => table.is_empty(),
+        _ => false,
+    }
+}
+
 #[test]
 fn every_documented_value_is_the_parsers_default_unless_called_an_example() {
     let documented = documented_settings();
@@ -156,32 +181,121 @@ fn every_documented_value_is_the_parsers_default_unless_called_an_example() {
     let defaults = dump(&named_only(&documented));
     let mut compared = 0;
     let mut wrong = Vec::new();
-    for setting in &documented {
-        let Some(default) = lookup(&defaults, &setting.path) else {
-            continue;
-        };
-        if setting.comment.contains("example") {
-            continue;
-        }
+    for setting in documented.iter().filter(|s| !s.is_example()) {
         compared += 1;
-        if *default != setting.value {
-            wrong.push(format!(
+        match lookup(&defaults, &setting.path) {
+            Some(default) if *default == setting.value => {}
+            Some(default) => wrong.push(format!(
                 "{}: `{} = {}` but the default is {default}",
                 setting.place,
-                setting.path.join("."),
+                setting.key(),
                 setting.value
-            ));
+            )),
+            None if is_empty(&setting.value) => {}
+            None => wrong.push(format!(
+                "{}: `{} = {}` but `config dump` has no `{}`: there is no such default; \
+                 show the default, or begin the comment with `an example`",
+                setting.place,
+                setting.key(),
+                setting.value,
+                setting.key()
+            )),
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    assert!(compared > 25, "only {compared} defaults compared");
+    assert!(compared > 40, "only {compared} defaults compared");
+}
+
+// ---- refusals of unknown keys and of values of the wrong type ----
+
+/// The lines that open `table` as the documentation writes it: its header, after the
+/// header of the server it belongs to and that server's `command` or `url` (unless
+/// `endpoint_tried` is the one being tried).
+fn opening(table: &[String], documented: &[Setting], endpoint_tried: Option<&str>) -> String {
+    let mut text = String::new();
+    if let [servers, name, ..] = table
+        && servers == "servers"
+    {
+        text.push_str(&format!("[servers.{name}]\n"));
+        let endpoint = documented.iter().find(|s| {
+            s.path.len() == 3
+                && s.path[..2] == table[..2]
+                && ["command", "url"].contains(&s.path[2].as_str())
+        });
+        if let Some(endpoint) = endpoint
+            && (table.len() > 2 || endpoint_tried != Some(endpoint.path[2].as_str()))
+        {
+            text.push_str(&format!("{} = {}\n", endpoint.path[2], endpoint.value));
+        }
+        if table.len() > 2 {
+            text.push_str(&format!("[{}]\n", table.join(".")));
+        }
+    } else if !table.is_empty() {
+        text.push_str(&format!("[{}]\n", table.join(".")));
+    }
+    text
+}
+
+/// A value of another type than `value`.
+fn of_another_type(value: &toml::Value) -> &'static str {
+    match value {
+        toml::Value::String(_) => "1",
+        toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Datetime(_) => "\"1\"",
+        toml::Value::Boolean(_) => "\"yes\"",
+        toml::Value::Array(_) | toml::Value::Table(_) => "1",
+    }
+}
+
+#[test]
+fn an_unknown_key_or_a_value_of_the_wrong_type_is_refused_naming_the_key_and_its_line() {
+    let documented = documented_settings();
+    // (the file's text, the key the refusal must name, its line)
+    let mut cases: Vec<(String, String, usize)> = Vec::new();
+    let tables: BTreeSet<&[String]> = documented.iter().map(Setting::table).collect();
+    for table in tables {
+        let text = opening(table, &documented, None);
+        let line = text.lines().count() + 1;
+        let mut key = table.to_vec();
+        key.push("no_such_key".into());
+        cases.push((format!("{text}no_such_key = 1\n"), key.join("."), line));
+    }
+    for setting in &documented {
+        let last = setting.path.last().map(String::as_str);
+        let text = opening(setting.table(), &documented, last);
+        let line = text.lines().count() + 1;
+        let written = format!(
+            "{text}{} = {}\n",
+            last.unwrap_or_default(),
+            of_another_type(&setting.value)
+        );
+        cases.push((written, setting.key(), line));
+    }
+    assert!(cases.len() > 60, "only {} cases", cases.len());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gateway.toml");
+    let mut wrong = Vec::new();
+    for (text, key, line) in &cases {
+        std::fs::write(&file, text).unwrap();
+        let output = Command::new(gateway_bin())
+            .args(["config", "check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!("{}:{line}: `{key}`: ", file.display());
+        if output.status.success() || !stderr.contains(&expected) {
+            wrong.push(format!("{text}expected `{expected}`, got: {stderr}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n---\n"));
 }
 
 // ---- error codes ----
 
 /// The codes of error-codes.md's tables: the backticked names in each row's first cell
-/// (`A` / `B` rows name two), by the heading they are under. Numeric JSON-RPC codes are
-/// left out: they are the protocol's.
+/// (`A` / `B` rows name two), and the backticked upper-case names (`PARKED_REPLICA_GONE`)
+/// in its other cells, by the heading they are under. Numeric JSON-RPC codes are left out:
+/// they are the protocol's.
 fn documented_codes() -> BTreeMap<String, String> {
     let mut codes = BTreeMap::new();
     let mut heading = String::new();
@@ -189,19 +303,33 @@ fn documented_codes() -> BTreeMap<String, String> {
         if let Some(title) = line.strip_prefix("## ") {
             heading = title.to_owned();
         }
-        let Some(first) = line
-            .strip_prefix('|')
-            .and_then(|rest| rest.split('|').next())
-        else {
+        let Some(row) = line.strip_prefix('|') else {
             continue;
         };
-        for name in first.split('`').skip(1).step_by(2) {
-            if name.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
-                codes.insert(name.to_owned(), heading.clone());
+        for (index, cell) in row.split('|').enumerate() {
+            for name in cell.split('`').skip(1).step_by(2) {
+                let named = if index == 0 {
+                    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                } else {
+                    is_upper_snake(name)
+                };
+                if named {
+                    codes.insert(name.to_owned(), heading.clone());
+                }
             }
         }
     }
     codes
+}
+
+/// `LIKE_THIS`: upper-case words joined by `_`, the shape of our codes (and of
+/// environment variables' names).
+fn is_upper_snake(text: &str) -> bool {
+    text.contains('_')
+        && text.starts_with(|c: char| c.is_ascii_uppercase())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The gateway's Rust sources (not its tests).
@@ -256,9 +384,10 @@ fn literals(text: &str) -> Vec<&str> {
     text.split('"').skip(1).step_by(2).collect()
 }
 
-/// Every code an error type of the gateway gives: the literals (and named constants) in
-/// each `fn code(&self) -> &'static str`, in `ErrorCode::as_str`, and run_code's failure
-/// kinds in `FailureKind::as_str`.
+/// Every code the gateway gives: the literals (and named constants) in each
+/// `fn code(&self) -> &'static str`, in `ErrorCode::as_str`, and run_code's failure kinds
+/// in `FailureKind::as_str`; and wherever else it writes one, every `LIKE_THIS` string
+/// literal of its sources that is not the name of an environment variable.
 fn emitted_codes() -> BTreeSet<String> {
     let sources = sources();
     let constants: BTreeMap<&str, &str> = sources
@@ -284,14 +413,46 @@ fn emitted_codes() -> BTreeSet<String> {
         }
         for body in found {
             codes.extend(literals(body).into_iter().map(str::to_owned));
-            for word in body.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            for word in words(body) {
                 if let Some(value) = constants.get(word) {
                     codes.insert((*value).to_owned());
                 }
             }
         }
     }
+    let variables = environment_variables(&sources, &constants);
+    for (_, text) in &sources {
+        // Between two consecutive quotes: a whole `LIKE_THIS` is a literal's text, never
+        // code between two literals.
+        for quoted in text.split('"').filter(|piece| is_upper_snake(piece)) {
+            if !variables.contains(quoted) {
+                codes.insert(quoted.to_owned());
+            }
+        }
+    }
     codes
+}
+
+/// The identifiers of `text`.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// The names of the environment variables the sources read or set: the literals on a line
+/// that reads or sets one (`env!`, `env::var`, `var_os`, `.env(`, clap's `env =`), and the
+/// constants such a line names.
+fn environment_variables<'a>(
+    sources: &'a [(String, String)],
+    constants: &BTreeMap<&str, &'a str>,
+) -> BTreeSet<&'a str> {
+    const USES: &[&str] = &["env!(", "env::var", "var_os(", ".env(", "env = "];
+    let mut names = BTreeSet::new();
+    let lines = sources.iter().flat_map(|(_, text)| text.lines());
+    for line in lines.filter(|line| USES.iter().any(|usage| line.contains(usage))) {
+        names.extend(line.split('"').filter(|piece| is_upper_snake(piece)));
+        names.extend(words(line).filter_map(|word| constants.get(word).copied()));
+    }
+    names
 }
 
 #[test]
@@ -352,7 +513,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn prose_lines(text: &str) -> impl Iterator<Item = &str> {
     let mut fenced = false;
     text.lines().filter(move |line| {
-        if line.starts_with("```") {
+        if line.trim_start().starts_with("```") {
             fenced = !fenced;
             return false;
         }
@@ -411,127 +572,6 @@ fn every_relative_link_and_anchor_resolves() {
     }
     assert!(checked > 20, "only {checked} links found");
     assert!(broken.is_empty(), "{}", broken.join("\n"));
-}
-
-// ---- performance figures ----
-
-/// The committed bench report.
-fn bench_report() -> Value {
-    serde_json::from_str(&read("docs/bench-report.json")).expect("docs/bench-report.json")
-}
-
-/// Every number written in `cell` (not part of a word such as `p99`), with its decimals.
-fn numbers(cell: &str) -> Vec<(String, usize)> {
-    let mut found = Vec::new();
-    let chars: Vec<char> = cell.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let starts = chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
-        if !starts {
-            i += 1;
-            continue;
-        }
-        let mut number = String::new();
-        while i < chars.len()
-            && (chars[i].is_ascii_digit()
-                || (matches!(chars[i], ',' | '.')
-                    && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
-        {
-            if chars[i] != ',' {
-                number.push(chars[i]);
-            }
-            i += 1;
-        }
-        let decimals = number.split_once('.').map_or(0, |(_, f)| f.len());
-        found.push((number, decimals));
-    }
-    found
-}
-
-/// The rows of the first Markdown table after `heading` in `text`: its cells, the
-/// header row and the separator left out.
-fn table_after(text: &str, heading: &str) -> (String, Vec<Vec<String>>) {
-    let section = text
-        .split_once(heading)
-        .unwrap_or_else(|| panic!("no `{heading}`"))
-        .1;
-    let section = section.split("\n## ").next().unwrap_or_default();
-    let rows = section
-        .lines()
-        .skip_while(|line| !line.starts_with('|'))
-        .take_while(|line| line.starts_with('|'))
-        .skip(2)
-        .map(|line| {
-            let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
-            // `\|` is a bar inside a cell.
-            inner
-                .replace("\\|", "\u{0}")
-                .split('|')
-                .map(|cell| cell.trim().replace('\u{0}', "|"))
-                .collect()
-        })
-        .collect();
-    (section.to_owned(), rows)
-}
-
-#[test]
-fn the_current_figures_are_the_committed_bench_reports() {
-    let report = bench_report();
-    let commit = report["commit"].as_str().unwrap_or_default();
-    assert!(
-        commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit()),
-        "the report names no clean commit: {commit:?}"
-    );
-    let known = Command::new("git")
-        .arg("-C")
-        .arg(repo())
-        .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        known,
-        "the report's commit {commit} is not in this repository's history"
-    );
-    let rows: BTreeMap<&str, &serde_json::Map<String, Value>> = report["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|row| (row["scenario"].as_str().unwrap(), row.as_object().unwrap()))
-        .collect();
-
-    let (section, table) = table_after(&read("docs/performance.md"), "## Current figures");
-    assert!(
-        section.contains(&format!("`{}`", &commit[..10])),
-        "docs/performance.md's current figures do not name the report's commit `{}`",
-        &commit[..10]
-    );
-    let mut wrong = Vec::new();
-    let mut shown = BTreeSet::new();
-    for cells in &table {
-        let scenario = cells[0].as_str();
-        let Some(row) = rows.get(scenario) else {
-            wrong.push(format!("no row `{scenario}` in the report"));
-            continue;
-        };
-        shown.insert(scenario);
-        let figures: Vec<f64> = row.values().filter_map(Value::as_f64).collect();
-        for (number, decimals) in cells[1..].iter().flat_map(|cell| numbers(cell)) {
-            let matches = figures
-                .iter()
-                .any(|figure| format!("{figure:.decimals$}") == number);
-            if !matches {
-                wrong.push(format!(
-                    "`{scenario}`: {number} is none of the report's figures {figures:?}"
-                ));
-            }
-        }
-    }
-    for scenario in rows.keys() {
-        if !shown.contains(scenario) {
-            wrong.push(format!("the report's row `{scenario}` is not in the table"));
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 // ---- refusals of configuration values ----

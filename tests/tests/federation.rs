@@ -148,3 +148,45 @@ fn unknown_tools_are_tool_not_found() {
         "{run:#}"
     );
 }
+
+/// Each upstream's `instructions` reach the client inside the gateway's, under the
+/// server's name, at both revisions; a profile that hides a server hides what it says,
+/// and in code mode `run_code`'s description carries them beside the SDK.
+#[test]
+fn each_servers_instructions_reach_the_client_under_its_name() {
+    let workspace = Workspace::new(&format!(
+        "[profiles.kv]\nallow = [\"mcp__kv__*\"]\n[profiles.code]\nmode = \"code\"\n{}{}",
+        example_server("kv", "kv"),
+        example_server("slow", "slow"),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let kv = "## kv\nAn in-memory key-value store";
+    let slow = "## slow\nTools that take a given time";
+    for mode in ["legacy", "auto"] {
+        let run = |path: &str| {
+            let mut args = gateway.client_args("http", path);
+            args.extend(["--mode", mode].map(str::to_owned));
+            python_client(&args, &json!([{"action": "list_tools"}]))
+        };
+        let everything = run("/mcp");
+        let said = everything["server"]["instructions"].as_str().unwrap_or("");
+        assert!(
+            said.contains(kv) && said.contains(slow),
+            "{mode}: {everything:#}"
+        );
+        let only_kv = run("/mcp/kv");
+        let said = only_kv["server"]["instructions"].as_str().unwrap_or("");
+        assert!(
+            said.contains(kv) && !said.contains("## slow"),
+            "{mode}: {only_kv:#}"
+        );
+        let code = run("/mcp/code");
+        let run_code = &action_result(&code, 0)["tools"][0];
+        assert_eq!(run_code["name"], "run_code", "{code:#}");
+        let description = run_code["description"].as_str().unwrap();
+        assert!(
+            description.contains(kv) && description.contains(slow),
+            "{description}"
+        );
+    }
+}

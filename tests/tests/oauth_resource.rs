@@ -420,3 +420,48 @@ fn the_clients_token_never_goes_upstream() {
         "{run:#}"
     );
 }
+
+#[test]
+fn a_machine_token_without_a_subject_is_not_the_person_its_client_id_names() {
+    use mcp_gateway_tests::streamable::{open_session, post};
+
+    let mut setup = setup();
+    let aud = setup.resource.as_str();
+    let person = setup.idp.forge(
+        &json!({"aud": aud, "scope": "mcp:admin", "sub": "alice"}),
+        "k1",
+        None,
+    );
+    // A machine client whose id happens to be Alice's subject, with a token naming no one
+    // but the client.
+    let machine = setup.idp.forge(
+        &json!({"aud": aud, "scope": "mcp:admin", "sub": null, "client_id": "alice"}),
+        "k1",
+        None,
+    );
+    let address = setup.gateway.address;
+    let session = open_session(address, Some(&person));
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let (status, _, body) = post(address, Some(&session), Some(&machine), ping);
+    assert_eq!(status, 403, "the machine reached Alice's session: {body}");
+    let (status, _, body) = post(address, Some(&session), Some(&person), ping);
+    assert_eq!(status, 200, "{body}");
+
+    // Its own calls are logged as the client's.
+    let run = python_client(
+        &with_token(&setup.gateway, &machine),
+        &json!([{"action": "call_tool", "name": "mcp__kv__list", "arguments": {}}]),
+    );
+    action_result(&run, 0);
+    setup
+        .gateway
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
+    let identities: Vec<Value> = setup
+        .workspace
+        .session_events()
+        .into_iter()
+        .filter(|event| event["type"] == "tool/call")
+        .map(|event| event["identity"].clone())
+        .collect();
+    assert_eq!(identities, [json!("client:alice")]);
+}

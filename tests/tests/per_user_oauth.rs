@@ -22,6 +22,7 @@
 //!   replicas.
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -68,8 +69,15 @@ const RUTH: Person = Person {
 };
 const EVERYONE: [&Person; 6] = [&ALICE, &BOB, &CAROL, &DAVE, &EVE, &RUTH];
 
+/// Everyone's a caller, and Alice the gateway's operator besides (she uses the console).
 fn gateway_workspace(whoami: &Whoami) -> Workspace {
-    let tokens: Vec<String> = EVERYONE.iter().map(|p| toml_str(p.token)).collect();
+    let tokens: Vec<String> = EVERYONE
+        .iter()
+        .map(|p| match p.account {
+            "alice" => format!("{{ token = {}, operator = true }}", toml_str(p.token)),
+            _ => toml_str(p.token),
+        })
+        .collect();
     Workspace::new(&format!(
         "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
         tokens.join(", "),
@@ -111,7 +119,8 @@ fn subject(result: &Value) -> String {
         .to_owned()
 }
 
-/// The one elicitation of `run`, which must be a URL one that was browsed to the end.
+/// The one elicitation of `run`, which must be a URL one, to the gateway's sign-in page,
+/// that was browsed to the end.
 fn browsed_sign_in(run: &Value) -> &Value {
     let elicitations = run["elicitations"].as_array().unwrap();
     assert_eq!(elicitations.len(), 1, "{run:#}");
@@ -121,7 +130,7 @@ fn browsed_sign_in(run: &Value) -> &Value {
         asked["params"]["url"]
             .as_str()
             .unwrap()
-            .contains("code_challenge="),
+            .contains("/oauth/sign-in?state="),
         "{run:#}"
     );
     &asked["browsed"]
@@ -266,7 +275,7 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
         .unwrap_or_else(|| panic!("no URL in {refused:#}"))
         .to_owned();
     assert!(result_text(refused).contains(&url), "{refused:#}");
-    assert!(open_as(&url, "dave"));
+    assert!(open_as(&url, &DAVE));
     let run = python_client(
         &client(&gateway, &DAVE, "legacy", "none"),
         &json!([call(WHOAMI)]),
@@ -297,7 +306,7 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
     );
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("SIGN_IN_STATE_FOREIGN"), "{body}");
-    assert!(!open_as(&url, "eve"), "a spent state signed Eve in");
+    assert!(!open_as(&url, &EVE), "a spent state signed Eve in");
     let run = python_client(
         &client(&gateway, &EVE, "legacy", "none"),
         &json!([call(WHOAMI)]),
@@ -443,13 +452,13 @@ fn each_person_signs_in_through_their_client_and_reaches_the_server_as_themselve
     }
 }
 
-/// The identity the gateway names `person` by: `token:` and the start of the SHA-256 of
-/// their token, as the callback page says it.
+/// The identity the gateway names `person` by: `token:` and the first 128 bits of the
+/// SHA-256 of their token, as the callback page says it.
 fn identity_of(person: &Person) -> String {
     let output = Command::new("sh")
         .args([
             "-c",
-            "printf %s \"$1\" | sha256sum | cut -c1-8",
+            "printf %s \"$1\" | sha256sum | cut -c1-32",
             "sh",
             person.token,
         ])
@@ -481,16 +490,33 @@ fn console_login(gateway: &Gateway, token: &str) -> (String, String) {
     (cookie, csrf)
 }
 
-/// Opens `url` as `account`'s browser would (tests/python/follow_redirects.py): whether
-/// the page it ended at (the gateway's callback) said it worked.
-fn open_as(url: &str, account: &str) -> bool {
-    Command::new(python())
-        .arg(repo().join("tests/python/follow_redirects.py"))
-        .arg(format!("{url}&login_hint={account}"))
-        .output()
-        .unwrap()
-        .status
-        .success()
+/// Opens `url` as `person`'s browser would (tests/python/browser.py: their account at the
+/// provider, their token typed into the gateway's form): whether the page it ended at (the
+/// gateway's callback) said it worked.
+fn open_as(url: &str, person: &Person) -> bool {
+    browse(url, person.account, Some(person.token))["status"]
+        .as_u64()
+        .is_some_and(|status| status < 400)
+}
+
+/// What `account`'s browser, holding the gateway token `token`, ended at after opening
+/// `url` (tests/python/browser.py): `{"status", "url", "body"}`.
+fn browse(url: &str, account: &str, token: Option<&str>) -> Value {
+    let mut command = Command::new(python());
+    command
+        .arg(repo().join("tests/python/browser.py"))
+        .args([url, "--as", account]);
+    if let Some(token) = token {
+        command.args(["--token", token]);
+    }
+    let output = command.output().unwrap();
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "browser.py: {error}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
 }
 
 /// Every string value in `redis` (the records among them), as text.
@@ -964,4 +990,453 @@ fn an_idle_persons_connection_closes_and_opens_again_without_a_new_sign_in() {
         run["elicitations"].as_array().unwrap().is_empty(),
         "{run:#}"
     );
+}
+
+/// `client` for `person`, whose sign-in link is opened by `at_browser`'s browser instead
+/// (their account at the provider, their gateway token typed into the page).
+fn client_opened_by(
+    gateway: &Gateway,
+    person: &Person,
+    mode: &str,
+    at_browser: &Person,
+) -> Vec<String> {
+    let mut args = client(gateway, person, mode, "browse");
+    let account = args.iter().position(|arg| arg == "--browse-as").unwrap() + 1;
+    args[account] = at_browser.account.to_owned();
+    args.extend(["--browse-token".to_owned(), at_browser.token.to_owned()]);
+    args
+}
+
+/// The sign-in link a client without URL elicitation was given with `SIGN_IN_REQUIRED`.
+fn required_sign_in(run: &Value) -> String {
+    let refused = &run["results"][0]["result"];
+    assert_eq!(error_code(refused), Some("SIGN_IN_REQUIRED"), "{run:#}");
+    refused["_meta"]["mcp-gateway/error"]["detail"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no URL in {refused:#}"))
+        .to_owned()
+}
+
+#[test]
+fn a_sign_in_link_opened_by_another_person_signs_nobody_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = gateway_workspace(&whoami);
+    let gateway = workspace.serve_http(&[]);
+    let bob = identity_of(&BOB);
+    // Eve signs in first, with her own browser, so the server's tools are known.
+    let run = python_client(
+        &client(&gateway, &EVE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+
+    // Alice's client (2025-11-25), then Carol's (2026-07-28), is shown a sign-in link, and
+    // Bob's browser opens it: signed in at the provider as Bob, with Bob's gateway token.
+    for (person, mode) in [(&ALICE, "legacy"), (&CAROL, "auto")] {
+        let run = python_client(
+            &client_opened_by(&gateway, person, mode, &BOB),
+            &json!([call(WHOAMI)]),
+        );
+        let browsed = browsed_sign_in(&run);
+        assert_eq!(browsed["status"], 403, "{run:#}");
+        assert!(
+            browsed["body"]
+                .as_str()
+                .unwrap()
+                .contains("SIGN_IN_WRONG_PERSON"),
+            "{run:#}"
+        );
+        // The waiting call ends, saying why.
+        let failed = &run["results"][0]["result"];
+        assert_eq!(error_code(failed), Some("SIGN_IN_FAILED"), "{run:#}");
+        let text = result_text(failed);
+        assert!(
+            text.contains(&identity_of(person)) && text.contains(&bob),
+            "{failed:#}"
+        );
+        // Nothing was stored: the next call asks again, and the person's own browser
+        // then completes it, and the call that waited returns as them.
+        let run = python_client(
+            &client(&gateway, person, mode, "none"),
+            &json!([call(WHOAMI)]),
+        );
+        required_sign_in(&run);
+        let run = python_client(
+            &client(&gateway, person, mode, "browse"),
+            &json!([call(WHOAMI)]),
+        );
+        assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+        assert_eq!(subject(&run["results"][0]["result"]), person.account);
+    }
+    let status = String::from_utf8_lossy(&workspace.cli(&["auth", "status"]).stdout).into_owned();
+    assert!(!status.contains(&bob), "Bob was never signed in: {status}");
+
+    // Dave shows he is himself, but his browser does not go on: the authorization
+    // server's URL is opened by Bob's browser, which the gateway never saw. The callback
+    // stores nothing, and Dave's sign-in is spent.
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    let url = required_sign_in(&run);
+    let state = url.split_once("state=").unwrap().1.to_owned();
+    let page = &url[url.find("/oauth/").unwrap()..];
+    let form = format!("state={state}&token={}", DAVE.token);
+    let (status, headers, body) = http_request(
+        gateway.address,
+        "POST",
+        page,
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        form.as_bytes(),
+    );
+    assert_eq!(status, 303, "{body}");
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+            .unwrap_or_else(|| panic!("no {name} in {headers:?}"))
+    };
+    assert!(header("set-cookie").contains("HttpOnly"), "{headers:?}");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    let authorization_url = header("location");
+    assert!(authorization_url.contains("code_challenge="), "{headers:?}");
+    let elsewhere = browse(&authorization_url, BOB.account, None);
+    assert_eq!(elsewhere["status"], 403, "{elsewhere:#}");
+    assert!(
+        elsewhere["body"]
+            .as_str()
+            .unwrap()
+            .contains("SIGN_IN_BROWSER_UNPROVEN"),
+        "{elsewhere:#}"
+    );
+    let run = python_client(
+        &client(&gateway, &DAVE, "legacy", "none"),
+        &json!([call(WHOAMI)]),
+    );
+    // A token nobody holds is nobody's proof either.
+    let url = required_sign_in(&run);
+    let wrong = Person {
+        token: "nobody-has-this-token-07",
+        account: "dave",
+    };
+    assert!(!open_as(&url, &wrong));
+    assert!(whoami.tokens().iter().all(|token| {
+        let claims = token.split('.').nth(1).map(base64_url).unwrap_or_default();
+        !String::from_utf8_lossy(&claims).contains("\"sub\":\"bob\"")
+    }));
+}
+
+#[test]
+fn with_an_identity_provider_the_person_at_the_browser_signs_in_there_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let address = free_address();
+    let resource = format!("http://{address}/mcp");
+    let workspace = Workspace::new(&format!(
+        "[listen.oauth]\nissuer = {}\naudience = {}\n[servers.who]\nurl = {}\n\
+         [servers.who.oauth]\nper_user = true\n",
+        toml_str(idp.issuer()),
+        toml_str(&resource),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http_at(address, &[]);
+    // The callers' own tokens for the gateway, from the provider.
+    let args = |caller: &str, mode: &str, at_browser: &str| {
+        let token = idp.forge(
+            &json!({"sub": caller, "aud": resource, "scope": "mcp:read"}),
+            "k1",
+            None,
+        );
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(
+            [
+                "--header",
+                &format!("Authorization=Bearer {token}"),
+                "--mode",
+                mode,
+                "--elicit",
+                "browse",
+                "--browse-as",
+                at_browser,
+                "--timeout",
+                "60",
+            ]
+            .map(str::to_owned),
+        );
+        args
+    };
+
+    // Alice (2025-11-25) signs in at the gateway's provider, as herself, then at the
+    // server's: her call returns as her.
+    let run = python_client(&args("alice", "legacy", "alice"), &json!([call(SIGN_IN)]));
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}\n{}", gateway.log_text());
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("Signed in to `who` as subject:alice"),
+        "{run:#}"
+    );
+
+    // Bob's link (2026-07-28) opened by a browser signed in as Eve: refused at the
+    // gateway's page, before the server's provider is reached; nothing is stored.
+    let run = python_client(&args("bob", "auto", "eve"), &json!([call(WHOAMI)]));
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 403, "{run:#}");
+    assert!(
+        browsed["body"]
+            .as_str()
+            .unwrap()
+            .contains("SIGN_IN_WRONG_PERSON"),
+        "{run:#}"
+    );
+    assert_eq!(
+        error_code(&run["results"][0]["result"]),
+        Some("SIGN_IN_FAILED"),
+        "{run:#}"
+    );
+    // Bob's own browser then signs him in, and the call that waited returns as him.
+    let run = python_client(&args("bob", "auto", "bob"), &json!([call(WHOAMI)]));
+    assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
+    assert_eq!(subject(&run["results"][0]["result"]), "bob", "{run:#}");
+    let seen: Vec<String> = whoami.tokens();
+    assert!(
+        seen.iter().all(|token| {
+            let claims = token.split('.').nth(1).map(base64_url).unwrap_or_default();
+            !String::from_utf8_lossy(&claims).contains("\"sub\":\"eve\"")
+        }),
+        "Eve's account reached the server"
+    );
+}
+
+/// The key the token key is rotated to, in [`a_token_key_rotation_keeps_every_sign_in`].
+const NEW_KEY: &str = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b";
+
+/// `auth status`'s lines that say signed in, with the token key `keys`.
+fn signed_in_with(workspace: &Workspace, keys: &str) -> usize {
+    let status = Command::new(gateway_bin())
+        .args(["auth", "status", "--config"])
+        .arg(workspace.config())
+        .env("RUST_LOG", "warn")
+        .env("XDG_DATA_HOME", workspace.data_home())
+        .env("MCP_GATEWAY_TOKEN_KEY", keys)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&status.stdout)
+        .lines()
+        .filter(|line| line.contains("\tsigned_in\t"))
+        .count()
+}
+
+/// A key rotation across replicas sharing Redis, rolled out as docs/oauth.md says: while
+/// one replica still seals with the old key and another already with the new one, a
+/// sign-in begun on the first (its sign-in-in-progress records sealed with the old key)
+/// completes on the second (which seals the tokens with the new key), and the call
+/// waiting on the first goes on; a sign-in sealed with the old key is used by the second;
+/// `auth rotate-key` seals what the old key sealed again, after which the new key alone
+/// serves everyone without asking anyone to sign in again. The key file must be private.
+#[test]
+fn a_token_key_rotation_keeps_every_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let redis = Redis::start();
+    let config = |public_url: Option<SocketAddr>| {
+        let public = public_url
+            .map(|address| format!("public_url = {}\n", toml_str(format!("http://{address}"))))
+            .unwrap_or_default();
+        format!(
+            "[listen]\ntokens = [{}, {}]\n{public}[cluster]\nredis_url = {}\n\
+             [servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+            toml_str(ALICE.token),
+            toml_str(BOB.token),
+            toml_str(redis.url()),
+            toml_str(whoami.url()),
+        )
+    };
+    let serve = |workspace: &Workspace, address: SocketAddr| {
+        let gateway = workspace.serve_http_at(address, &[]);
+        assert!(
+            eventually(PATIENCE, || ready(&gateway)),
+            "{}",
+            gateway.log_text()
+        );
+        gateway
+    };
+    let calls_as = |gateway: &Gateway, person: &Person| {
+        let run = python_client(
+            &client(gateway, person, "legacy", "none"),
+            &json!([{"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+        subject(&run["results"][1]["result"])
+    };
+
+    // Before: the old key alone. Bob signs in.
+    let before = Workspace::new(&config(None)).with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = serve(&before, free_address());
+    let run = python_client(
+        &client(&gateway, &BOB, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(subject(&run["results"][2]["result"]), "bob", "{run:#}");
+    drop(gateway);
+
+    // Mid-rotation: the first replica seals with the old key, the second with the new;
+    // browsers come back to the second. Alice signs in through the first.
+    let addresses = [free_address(), free_address()];
+    let first = Workspace::new(&config(Some(addresses[1])))
+        .with_env("MCP_GATEWAY_TOKEN_KEY", &format!("{KEY} {NEW_KEY}"));
+    let second = Workspace::new(&config(Some(addresses[1])))
+        .with_env("MCP_GATEWAY_TOKEN_KEY", &format!("{NEW_KEY} {KEY}"));
+    let replicas = [serve(&first, addresses[0]), serve(&second, addresses[1])];
+    let run = python_client(
+        &client(&replicas[0], &ALICE, "legacy", "browse"),
+        &json!([{"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}, call(WHOAMI)]),
+    );
+    let logs = || {
+        format!(
+            "{}\n----\n{}",
+            replicas[0].log_text(),
+            replicas[1].log_text()
+        )
+    };
+    assert_eq!(
+        subject(&run["results"][1]["result"]),
+        "alice",
+        "{run:#}\n{}",
+        logs()
+    );
+    let browsed = browsed_sign_in(&run);
+    assert_eq!(browsed["status"], 200, "{run:#}");
+    assert!(
+        browsed["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("http://{}/oauth/callback", addresses[1])),
+        "{run:#}"
+    );
+    // Each replica serves both, whichever key sealed their sign-in.
+    for gateway in &replicas {
+        assert_eq!(calls_as(gateway, &ALICE), "alice");
+        assert_eq!(calls_as(gateway, &BOB), "bob");
+    }
+    assert_eq!(
+        signed_in_with(&second, NEW_KEY),
+        1,
+        "Bob's is the old key's"
+    );
+    assert_eq!(signed_in_with(&second, KEY), 1, "Alice's is the new key's");
+
+    // `auth rotate-key` seals Bob's sign-in again, under the new key.
+    let rotated = second.cli(&["auth", "rotate-key"]);
+    let said = String::from_utf8_lossy(&rotated.stdout).into_owned();
+    assert!(
+        rotated.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&rotated.stderr)
+    );
+    let bob = identity_of(&BOB);
+    let alice = identity_of(&ALICE);
+    assert!(
+        said.contains(&format!("who/{bob}\tsealed again under the current key")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("who/{alice}\tunder the current key already")),
+        "{said}"
+    );
+    assert_eq!(signed_in_with(&second, NEW_KEY), 2, "{said}");
+    assert_eq!(signed_in_with(&second, KEY), 0, "{said}");
+    drop(replicas);
+
+    // After: the new key alone, from a file. One that others can read is refused.
+    let key_file = dir.path().join("token-key");
+    std::fs::write(&key_file, format!("{NEW_KEY}\n")).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let after = Workspace::new(&config(None))
+        .with_env("MCP_GATEWAY_TOKEN_KEY_FILE", &key_file.to_string_lossy());
+    let status = after.cli(&["auth", "status"]);
+    let listed = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        listed.starts_with("who\tper_user\tTOKEN_KEY_FILE_EXPOSED"),
+        "{listed}"
+    );
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let gateway = serve(&after, free_address());
+    assert_eq!(calls_as(&gateway, &ALICE), "alice");
+    assert_eq!(calls_as(&gateway, &BOB), "bob");
+}
+
+/// Over stdio the sign-in page is served on loopback, and only the local user the gateway
+/// runs as gets past it: another user of the machine who opens the link (here `nobody`,
+/// by `setpriv`) ends the sign-in, and the waiting call says who opened it.
+#[test]
+fn over_stdio_another_local_user_cannot_complete_the_sign_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let mut gateway = workspace.raw_stdio();
+    gateway.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {"form": {}, "url": {}}},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert_eq!(gateway.read()["id"], 1);
+    gateway.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    gateway.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": SIGN_IN, "arguments": {}}}));
+    let asked = loop {
+        let message = gateway.read();
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+    };
+    assert_eq!(asked["params"]["mode"], "url", "{asked:#}");
+    let url = asked["params"]["url"].as_str().unwrap().to_owned();
+    let opened = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+        .arg(
+            "import sys, urllib.request, urllib.error\n\
+             try:\n    r = urllib.request.urlopen(sys.argv[1]); print(r.status, r.read().decode())\n\
+             except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())",
+        )
+        .arg(&url)
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&opened.stdout).into_owned();
+    assert!(
+        page.starts_with("403") && page.contains("SIGN_IN_WRONG_PERSON"),
+        "{page}{}",
+        String::from_utf8_lossy(&opened.stderr)
+    );
+    gateway.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}}));
+    let answer = loop {
+        let message = gateway.read();
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        answer["result"]["isError"] == true && text.contains("uid 65534"),
+        "{answer:#}"
+    );
+    assert!(sealed_files(&workspace).is_empty(), "nothing is stored");
 }

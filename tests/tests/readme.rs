@@ -7,7 +7,8 @@
 //! (`mcp-gateway run`), and shell blocks name scripts that exist and parse, or `cargo`
 //! commands whose packages, benches and tests exist. Every command of a command-line table
 //! has the flags the table gives it (and `--config`, which the documentation says every
-//! command takes). A block in a language not handled here fails the test, so a new kind of
+//! command takes). A sample log is what the gateway prints on the repository's
+//! config.toml. A block in a language not handled here fails the test, so a new kind of
 //! block gets a check too.
 
 use std::path::Path;
@@ -49,6 +50,8 @@ fn config_check(file: &Path) -> std::process::Output {
         .env("TOKEN", "t")
         .env("GATEWAY_TOKEN", "gateway-token-of-16+")
         .env("CI_TOKEN", "ci-token-of-16+chars")
+        .env("ALICE_TOKEN", "alice-token-of-16+chars")
+        .env("OPS_TOKEN", "ops-token-of-16+chars")
         .env("REDIS_URL", "redis://127.0.0.1:6379")
         .output()
         .unwrap()
@@ -113,6 +116,82 @@ fn the_python_block_runs_against_a_gateway() {
         // The printed CallToolResult carries kv's answer for the unset key.
         assert!(stdout.contains("'key': 'x'"), "{stdout}");
         assert!(stdout.contains("'value': None"), "{stdout}");
+    }
+}
+
+/// A line of a log as the gateway writes it (`2026-12-07T09:55:24.666509Z  INFO …`), without
+/// its time and with `127.0.0.1:PORT` as the README writes it.
+fn log_line(line: &str, port: u16) -> Option<String> {
+    let (time, rest) = line.split_once(' ')?;
+    if !(time.starts_with("20") && time.ends_with('Z')) {
+        return None;
+    }
+    Some(
+        rest.trim_start()
+            .replace(&format!("127.0.0.1:{port}"), "127.0.0.1:8765"),
+    )
+}
+
+#[test]
+fn the_sample_log_is_what_the_gateway_prints_on_the_repositorys_configuration() {
+    let samples: Vec<Block> = blocks_in("")
+        .into_iter()
+        .filter(|block| block.text.lines().all(|line| log_line(line, 0).is_some()))
+        .collect();
+    assert!(!samples.is_empty(), "no sample log in the documentation");
+    // config.toml as scripts/run serves it, with the example servers' debug builds, and
+    // the gateway's default log (no RUST_LOG).
+    let config = std::fs::read_to_string(repo().join("config.toml"))
+        .unwrap()
+        .replace(
+            "\"target/release/kv\"",
+            &toml_str(bin("kv").to_string_lossy()),
+        )
+        .replace(
+            "\"target/release/slow\"",
+            &toml_str(bin("slow").to_string_lossy()),
+        );
+    let workspace = Workspace::new(&config);
+    let address = free_address();
+    let log = workspace.path("serve.log");
+    let mut gateway = Command::new(gateway_bin())
+        .args(["serve", "--config"])
+        .arg(workspace.config())
+        .args(["--listen", &address.to_string()])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let wanted: Vec<String> = samples
+        .iter()
+        .flat_map(|block| block.text.lines().filter_map(|line| log_line(line, 0)))
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let printed = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<String> = text
+            .lines()
+            .filter_map(|line| log_line(line, address.port()))
+            .collect();
+        let all = wanted.iter().all(|sample| lines.contains(sample));
+        if all || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    for block in &samples {
+        for sample in block.text.lines().filter_map(|line| log_line(line, 0)) {
+            assert!(
+                printed.contains(&sample),
+                "{}: the gateway never printed\n{sample}\nbut:\n{}",
+                block.place(),
+                printed.join("\n")
+            );
+        }
     }
 }
 
@@ -274,7 +353,9 @@ fn the_command_table_matches_the_command_line() {
         let words: Vec<&str> = command.split_whitespace().collect();
         let subcommand: Vec<&str> = words
             .iter()
-            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+            .take_while(|w| {
+                !w.starts_with('-') && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+            })
             .copied()
             .collect();
         let help = Command::new(gateway_bin())

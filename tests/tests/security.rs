@@ -2,8 +2,8 @@
 //! (loopback default, tokens, Host/Origin and body size are there): profile masks enforced
 //! at call time for a token bound to a profile, sessions bound to the token that opened
 //! them, secrets masked in `config dump`, in the session log and in the gateway's own log,
-//! run_code programs without file, network or environment access, and no way for one
-//! session to reach another session's calls.
+//! run_code programs without file, network or environment access, no way for one
+//! session to reach another session's calls, and a console for operators only.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 const ADMIN: &str = "admin-token-for-security-tests";
 const READER: &str = "reader-token-for-security-tests";
+const OPERATOR: &str = "operator-token-for-security-tests";
 
 fn call(name: &str, arguments: Value) -> Value {
     json!({"action": "call_tool", "name": name, "arguments": arguments})
@@ -383,7 +384,7 @@ fn console_login(gateway: &Gateway, token: &str, host: &str) -> (u16, Value, Opt
 fn credentials_in_the_redis_and_collector_urls_are_masked_in_the_dump_and_the_console() {
     // Nothing listens at either address: the gateway serves without Redis or a collector.
     let workspace = Workspace::new(&format!(
-        "{}[listen]\ntokens = [{}]\n\
+        "{}[listen]\ntokens = [{{ token = {}, operator = true }}]\n\
          [cluster]\nredis_url = \"redis://gateway:redis-hunter2@127.0.0.1:1/0\"\n\
          [telemetry]\notlp_endpoint = \"http://collector:otlp-hunter2@127.0.0.1:1/?api_key=hunter2-query\"\n",
         example_server("kv", "kv"),
@@ -824,10 +825,104 @@ fn console_logins_stop_being_checked_after_ten_wrong_tokens() {
     action_result(&run, 0);
 }
 
+/// A request to the console's API on `gateway` with `headers`: status and error code.
+fn console_api(
+    gateway: &Gateway,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
+    let mut all = vec![("Content-Type", "application/json")];
+    all.extend_from_slice(headers);
+    let (status, _, answer) = http_request(gateway.address, method, path, &all, body.as_bytes());
+    let code = serde_json::from_str::<Value>(&answer).unwrap_or_default()["error"]["code"].clone();
+    (status, code)
+}
+
+#[test]
+fn only_an_operators_token_opens_the_console_and_its_api() {
+    // ADMIN and READER are callers (READER bound to a profile); OPERATOR is marked so.
+    let workspace = Workspace::new(&format!(
+        "{}[listen]\ntokens = [{}, {{ token = {}, profile = \"reader\" }}, \
+         {{ token = {}, operator = true }}]\n[profiles.reader]\nallow = [\"mcp__kv__get\"]\n",
+        example_server("kv", "kv"),
+        toml_str(ADMIN),
+        toml_str(READER),
+        toml_str(OPERATOR),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let host = gateway.address.to_string();
+
+    // A caller's token is refused at the login, with no cookie.
+    for caller in [ADMIN, READER] {
+        let (status, code, cookie) = console_login(&gateway, caller, &host);
+        assert_eq!((status, code), (403, json!("UI_NOT_OPERATOR")), "{caller}");
+        assert_eq!(cookie, None, "{caller} got a login cookie");
+    }
+    // Nor does the API take a caller's bearer token, or a cookie it made up: neither the
+    // list of everyone's sign-ins nor a revocation.
+    let bearer = format!("Bearer {ADMIN}");
+    let made_up = format!("mcp_gateway_console={}", "0".repeat(64));
+    for headers in [
+        vec![("Authorization", bearer.as_str())],
+        vec![("Cookie", made_up.as_str()), ("X-CSRF-Token", "0")],
+    ] {
+        let (status, code) = console_api(&gateway, "GET", "/ui/api/sign-ins", &headers, "");
+        assert_eq!((status, code), (401, json!("UI_LOGIN_REQUIRED")));
+        let revoke = json!({"identity": "token:0"}).to_string();
+        let (status, code) = console_api(
+            &gateway,
+            "POST",
+            "/ui/api/sign-ins/kv/revoke",
+            &headers,
+            &revoke,
+        );
+        assert_eq!((status, code), (401, json!("UI_LOGIN_REQUIRED")));
+    }
+    // MCP is the callers' all the same.
+    let run = python_client(
+        &client_args(&gateway, "http", "/mcp", ADMIN),
+        &json!([{"action": "list_tools"}]),
+    );
+    action_result(&run, 0);
+
+    // The operator's token logs in; the API answers its login, reads and revokes.
+    let (status, _, cookie) = console_login(&gateway, OPERATOR, &host);
+    assert_eq!(status, 200);
+    let cookie = cookie.expect("a login cookie");
+    let (status, headers, answer) = http_request(
+        gateway.address,
+        "GET",
+        "/ui/api/me",
+        &[("Cookie", cookie.as_str())],
+        b"",
+    );
+    assert_eq!(status, 200, "{answer} {headers:?}");
+    let csrf = serde_json::from_str::<Value>(&answer).unwrap()["csrf"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let with_cookie = [("Cookie", cookie.as_str()), ("X-CSRF-Token", csrf.as_str())];
+    let (status, code) = console_api(&gateway, "GET", "/ui/api/sign-ins", &with_cookie, "");
+    assert_eq!((status, code), (200, Value::Null));
+    // kv signs nobody in: the revocation reaches the handler, which says so.
+    let revoke = json!({"identity": "token:0"}).to_string();
+    let (status, code) = console_api(
+        &gateway,
+        "POST",
+        "/ui/api/sign-ins/kv/revoke",
+        &with_cookie,
+        &revoke,
+    );
+    assert_eq!((status, code), (400, json!("UI_BAD_REQUEST")));
+}
+
 #[test]
 fn behind_a_proxy_loopback_proves_nothing_and_every_request_needs_a_token() {
     let workspace = Workspace::new(&format!(
-        "{}[listen]\nbehind_proxy = true\ntokens = [{}]\nallowed_hosts = [\"mcp.example.com\"]\nui = true\n",
+        "{}[listen]\nbehind_proxy = true\ntokens = [{{ token = {}, operator = true }}]\n\
+         allowed_hosts = [\"mcp.example.com\"]\nui = true\n",
         example_server("kv", "kv"),
         toml_str(ADMIN)
     ));

@@ -314,3 +314,139 @@ fn past_its_quota_of_tasks_a_long_call_stays_a_call() {
     );
     assert_eq!(third["result"]["resultType"], "task", "{third}");
 }
+
+/// Whether `answer` is the refusal of a task id with the error code `code` (`data.code`).
+fn task_refused(answer: &serde_json::Value, code: &str) -> bool {
+    answer["error"]["code"] == -32602 && answer["error"]["data"]["code"] == code
+}
+
+/// The bound on what one identity keeps: 1,000 tasks of Alice's, each called with 256 KiB
+/// of arguments, settle; she keeps at most `[tasks] max_kept_per_identity` (256) of them,
+/// her dropped ones tell her so, Bob's task is untouched, and the gateway stays under the
+/// resident memory docs/protocol-2026-07-28.md#tasks states.
+#[test]
+fn a_thousand_settled_tasks_stay_within_what_one_identity_keeps() {
+    const TASKS: usize = 1000;
+    const KEPT: usize = 256;
+    const RUNNING: usize = 16;
+    const CEILING_MIB: u64 = 128;
+    let upstream = ListeningServer::conformance();
+    let config = gateway_config(&upstream, "2025-11-25") + "\n[tasks]\nanswer_within_ms = 1\n";
+    let workspace = Workspace::new(&config);
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let bob = TaskClient::new(gateway.address, Some(BOB));
+    let payload = "x".repeat(256 * 1024);
+    let call = |client: &TaskClient, label: &str| {
+        let created = client.request(
+            "tools/call",
+            json!({"name": "slow_compute",
+                   "arguments": {"seconds": 0.3, "label": label, "payload": payload}}),
+        );
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        created["result"]["taskId"]
+            .as_str()
+            .expect("a task id")
+            .to_owned()
+    };
+
+    let bobs = call(&bob, "bob's");
+    assert_eq!(bob.poll(&bobs, "completed")["status"], "completed");
+    let before = rss_mib(gateway.pid());
+    let peak = RssPeak::watch(gateway.pid());
+    let mut ids: Vec<String> = Vec::new();
+    for n in 0..TASKS {
+        // A few at a time, well within the tasks one identity may run at once.
+        if n >= RUNNING {
+            alice.poll(&ids[n - RUNNING], "completed");
+        }
+        ids.push(call(&alice, &n.to_string()));
+    }
+    let last = alice.poll(&ids[TASKS - 1], "completed");
+    assert_eq!(last["status"], "completed", "{last}");
+    let peak = peak.stop();
+    let after = rss_mib(gateway.pid());
+    eprintln!("resident {before} MiB before, {after} MiB after, peak {peak} MiB");
+
+    // Each of Alice's tasks is either kept (and completed) or dropped, and says so.
+    let mut kept = 0;
+    for (n, id) in ids.iter().enumerate() {
+        let got = alice.request("tasks/get", json!({"taskId": id}));
+        if got["result"]["status"] == "completed" {
+            let text = got["result"]["result"]["content"][0]["text"].as_str();
+            assert!(
+                text.is_some_and(|text| text.contains(&format!("`{n}`"))),
+                "{got}"
+            );
+            kept += 1;
+        } else {
+            assert!(task_refused(&got, "TASK_DROPPED"), "task {n}: {got}");
+            assert!(
+                got["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("TASK_DROPPED")),
+                "{got}"
+            );
+        }
+    }
+    assert!((1..=KEPT).contains(&kept), "{kept} of Alice's tasks kept");
+    let first = alice.request("tasks/get", json!({"taskId": ids[0]}));
+    assert!(task_refused(&first, "TASK_DROPPED"), "{first}");
+    // To Bob, Alice's dropped task is as unknown as any other of hers; his own is there.
+    let foreign = bob.request("tasks/get", json!({"taskId": ids[0]}));
+    assert!(task_refused(&foreign, "UNKNOWN_TASK"), "{foreign}");
+    let his = bob.request("tasks/get", json!({"taskId": bobs}));
+    assert_eq!(his["result"]["status"], "completed", "{his}");
+
+    assert!(
+        peak < CEILING_MIB,
+        "resident memory reached {peak} MiB (from {before} MiB)"
+    );
+}
+
+/// An upstream's task is kept no longer than `[tasks] ttl_ms` (its handle says so, though
+/// the upstream asked for five minutes), and counts against what its identity keeps: while
+/// running ones fill it, the next is refused with `TASKS_KEPT_LIMIT`; once one has been
+/// seen settled, it is dropped to make room.
+#[test]
+fn an_upstreams_tasks_are_capped_and_bounded_like_the_gateways() {
+    let upstream = ListeningServer::conformance();
+    let config = gateway_config(&upstream, "2026-07-28")
+        + "\n[tasks]\nttl_ms = 60000\nmax_kept_per_identity = 2\n";
+    let workspace = Workspace::new(&config);
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let bob = TaskClient::new(gateway.address, Some(BOB));
+    let long = |client: &TaskClient, label: &str| {
+        client.request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 600, "label": label}}),
+        )
+    };
+    let first = long(&alice, "first");
+    assert_eq!(first["result"]["ttlMs"], 60000, "capped: {first}");
+    let first = first["result"]["taskId"].as_str().expect("a task id");
+    let got = alice.request("tasks/get", json!({"taskId": first}));
+    assert_eq!(got["result"]["ttlMs"], 60000, "{got}");
+    let second = long(&alice, "second");
+    let second = second["result"]["taskId"].as_str().expect("a task id");
+
+    // Two running: a third is refused, and Bob is not concerned.
+    let third = long(&alice, "third");
+    assert_eq!(third["error"]["code"], -32029, "{third}");
+    assert_eq!(
+        third["error"]["data"]["code"], "TASKS_KEPT_LIMIT",
+        "{third}"
+    );
+    assert_eq!(long(&bob, "bob's")["result"]["resultType"], "task");
+
+    // The first, seen cancelled, makes room, and is dropped for the next.
+    alice.request("tasks/cancel", json!({"taskId": first}));
+    assert_eq!(alice.poll(first, "cancelled")["status"], "cancelled");
+    let next = long(&alice, "next");
+    assert_eq!(next["result"]["resultType"], "task", "{next}");
+    let dropped = alice.request("tasks/get", json!({"taskId": first}));
+    assert!(task_refused(&dropped, "TASK_DROPPED"), "{dropped}");
+    let running = alice.request("tasks/get", json!({"taskId": second}));
+    assert_eq!(running["result"]["status"], "working", "{running}");
+}

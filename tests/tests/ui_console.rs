@@ -11,7 +11,8 @@
 //! cookie, with a wrong CSRF token or from a foreign Origin are refused. On every page: each control has a label, text
 //! meets WCAG AA contrast, nothing is fetched from another origin, and nothing overflows a
 //! phone's width. Screenshots of every page land in `target/ui-screenshots/`. A second
-//! test drives the "People signed in" panel of a per-user server (`tests/ui/sign_ins.mjs`).
+//! test drives the "People signed in" panel of a per-user server (`tests/ui/sign_ins.mjs`),
+//! and a third a person's own per-user sign-in (`tests/ui/sign_in_page.mjs`).
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -34,7 +35,7 @@ fn an_operator_drives_the_console_in_a_browser() {
         playwright.display()
     );
     let config = format!(
-        "[listen]\ntokens = [{token}]\n\n{kv}{slow}\n\
+        "[listen]\ntokens = [{{ token = {token}, operator = true }}]\n\n{kv}{slow}\n\
          [[policy]]\ntool = \"mcp__kv__set\"\ndecision = \"allow\"\n\n\
          [[policy]]\ntool = \"mcp__kv__delete\"\ndecision = \"ask\"\nreason = \"deleting needs a person\"\n\n\
          [gate]\nask_fallback = \"console\"\nask_timeout_ms = 60000\n",
@@ -125,7 +126,8 @@ fn an_operator_sees_and_revokes_a_persons_sign_in_in_the_browser() {
     let idp = IdentityProvider::start(dir.path(), "k1", 300);
     let whoami = Whoami::start(dir.path(), &idp);
     let workspace = Workspace::new(&format!(
-        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        "[listen]\ntokens = [{{ token = {}, operator = true }}]\n[servers.who]\nurl = {}\n\
+         [servers.who.oauth]\nper_user = true\n",
         toml_str(TOKEN),
         toml_str(whoami.url()),
     ))
@@ -181,4 +183,97 @@ fn an_operator_sees_and_revokes_a_persons_sign_in_in_the_browser() {
         "who\tper_user\tnobody has signed in",
         "revoked from the console"
     );
+}
+
+/// A per-user sign-in in a real browser (tests/ui/sign_in_page.mjs): the person types
+/// their gateway token into the gateway's page, goes through the authorization server and
+/// comes back signed in, the sign-in's cookie kept by Chromium's own rules (SameSite, path);
+/// their call then reaches the server as them. The same browser on another person's link
+/// is refused at the gateway's page, and that person's sign-in stores nothing.
+#[test]
+fn a_person_completes_their_own_sign_in_in_the_browser_and_no_one_elses() {
+    use mcp_gateway_tests::idp::IdentityProvider;
+    use mcp_gateway_tests::whoami::Whoami;
+    use serde_json::json;
+
+    const ALICE: &str = "alice-browser-token-0001";
+    const BOB: &str = "bob-browser-token-000002";
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}, {}]\n[servers.who]\nurl = {}\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(ALICE),
+        toml_str(BOB),
+        toml_str(whoami.url()),
+    ))
+    .with_env(
+        "MCP_GATEWAY_TOKEN_KEY",
+        "7d1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c",
+    );
+    let gateway = workspace.serve_http(&[]);
+    let call = |token: &str, tool: &str| {
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(
+            [
+                "--header",
+                &format!("Authorization=Bearer {token}"),
+                "--elicit",
+                "none",
+            ]
+            .map(str::to_owned),
+        );
+        let run = python_client(
+            &args,
+            &json!([{"action": "call_tool", "name": tool, "arguments": {}}]),
+        );
+        run["results"][0]["result"].clone()
+    };
+    let link = |result: &serde_json::Value| {
+        assert_eq!(error_code(result), Some("SIGN_IN_REQUIRED"), "{result:#}");
+        result["_meta"]["mcp-gateway/error"]["detail"]["url"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let in_browser = |url: &str, token: &str, expect: &str| {
+        let output = Command::new("node")
+            .arg(repo().join("tests/ui/sign_in_page.mjs"))
+            .env("SIGN_IN_URL", url)
+            .env("GATEWAY_TOKEN", token)
+            .env("EXPECT", expect)
+            .env("CHROMIUM", &chromium)
+            .stdin(Stdio::null())
+            .output()
+            .expect("node runs");
+        let steps = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success() && steps.contains("all sign-in page checks passed"),
+            "{steps}\n{}\n--- gateway log:\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            gateway.log_text()
+        );
+    };
+
+    let alices = link(&call(ALICE, "mcp__who__sign_in"));
+    in_browser(&alices, ALICE, "Signed in to `who`");
+    // Her next call of the sign-in tool connects as her, and the server's tools come.
+    let again = call(ALICE, "mcp__who__sign_in");
+    assert!(
+        result_text(&again).contains("Signed in to `who`"),
+        "{again:#}"
+    );
+    let mut last = serde_json::Value::Null;
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            last = call(ALICE, "mcp__who__whoami");
+            last["structuredContent"]["subject"] == "alice"
+        }),
+        "Alice's call never reached the server as her: {last:#}"
+    );
+
+    let bobs = link(&call(BOB, "mcp__who__whoami"));
+    in_browser(&bobs, ALICE, "SIGN_IN_WRONG_PERSON");
+    link(&call(BOB, "mcp__who__whoami"));
 }

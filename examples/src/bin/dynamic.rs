@@ -9,23 +9,28 @@
 //!
 //! Tools:
 //! - `hello {name?}` (read-only): answers `Hello, <name>!` (`world` by default).
-//! - `add_tool {name}`: registers a tool called `name` (any non-empty string, so odd and
-//!   over-long names can be tried), announces the change and answers `added`.
+//! - `add_tool {name, description?}`: registers a tool called `name` (any non-empty string,
+//!   so odd and over-long names can be tried), with `description` if given, announces the
+//!   change and answers `added`.
 //! - `remove_tool {name}`: removes a tool that `add_tool` registered, announces the change
 //!   and answers `removed`.
+//! - `describe_tool {name, description}`: gives any of its tools (this one included) a new
+//!   description, announces the change and answers `described` — the "rug pull" of a
+//!   server that changes what a tool says after it was approved.
 //! - every added tool takes any arguments and echoes `{"tool": name, "arguments": {...}}`
 //!   as structured content, with `"meta": {...}` when the request's `_meta` held more than
 //!   a progress token.
 //!
 //! `DYNAMIC_TOOLS='["a", "b"]'` (a JSON array of names) registers tools at start, as if
-//! `add_tool` had been called for each.
+//! `add_tool` had been called for each; `DYNAMIC_DESCRIPTIONS='{"hello": "…"}'` (a JSON
+//! object) gives tools their descriptions at start, as if `describe_tool` had been called.
 //!
 //! Prompt `greet {name}`; resource `dynamic://tools` (the current tool names, one per
 //! line; subscribers get `notifications/resources/updated` when it changes) and template
 //! `dynamic://tools/{name}`.
 
 use std::{
-    collections::{BTreeSet, HashSet},
+    collections::{BTreeMap, BTreeSet, HashSet},
     process::ExitCode,
     sync::Arc,
 };
@@ -50,7 +55,14 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 /// The tools that are always there.
-const BUILT_IN: [&str; 5] = ["hello", "add_tool", "remove_tool", "reject", "bad_output"];
+const BUILT_IN: [&str; 6] = [
+    "hello",
+    "add_tool",
+    "remove_tool",
+    "describe_tool",
+    "reject",
+    "bad_output",
+];
 /// The resource listing the current tool names.
 const TOOLS_URI: &str = "dynamic://tools";
 /// The template naming one tool.
@@ -69,9 +81,25 @@ struct NameArgs {
     name: String,
 }
 
+#[derive(Debug, Deserialize)]
+struct AddArgs {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DescribeArgs {
+    name: String,
+    description: String,
+}
+
 struct State {
     /// Tools registered at run time, in name order.
     added: BTreeSet<String>,
+    /// Descriptions given at start or by `add_tool` and `describe_tool`, by tool name, in
+    /// place of the tools' own.
+    descriptions: BTreeMap<String, String>,
     /// Resource URIs a client subscribed to.
     subscribed: HashSet<String>,
 }
@@ -82,9 +110,13 @@ struct Dynamic {
 }
 
 impl Dynamic {
-    fn with_tools(names: impl IntoIterator<Item = String>) -> Self {
+    fn with_tools(
+        names: impl IntoIterator<Item = String>,
+        descriptions: BTreeMap<String, String>,
+    ) -> Self {
         let state = State {
             added: names.into_iter().collect(),
+            descriptions,
             subscribed: HashSet::new(),
         };
         Self {
@@ -125,6 +157,25 @@ impl Dynamic {
                     .destructive(true)
                     .open_world(false),
             ),
+            Tool::new(
+                "describe_tool",
+                "Give one of this server's tools a new description and announce the changed \
+                 tool list.",
+                schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "description": "The tool's name."},
+                        "description": {"type": "string", "description": "Its new description."}
+                    },
+                    "required": ["name", "description"]
+                })),
+            )
+            .annotate(
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(false)
+                    .open_world(false),
+            ),
             // Misbehaviours on purpose, so the gateway's error codes can be produced for
             // real: a JSON-RPC error answer, and output that breaks the declared schema.
             Tool::new(
@@ -143,12 +194,17 @@ impl Dynamic {
                 "required": ["count"]
             }))),
         ];
-        let added = self.state.lock().await.added.clone();
-        tools.extend(added.into_iter().map(|name| {
+        let state = self.state.lock().await;
+        tools.extend(state.added.iter().map(|name| {
             let description = format!("A tool added at run time; echoes its arguments as {name}.");
-            Tool::new(name, description, schema(json!({"type": "object"})))
+            Tool::new(name.clone(), description, schema(json!({"type": "object"})))
                 .annotate(ToolAnnotations::new().read_only(true).open_world(false))
         }));
+        for tool in &mut tools {
+            if let Some(description) = state.descriptions.get(tool.name.as_ref()) {
+                tool.description = Some(description.clone().into());
+            }
+        }
         tools
     }
 
@@ -161,24 +217,40 @@ impl Dynamic {
             .collect()
     }
 
-    /// Registers (`add == true`) or removes a run-time tool; `Err` carries the caller-facing
+    /// Makes `change` to the tool set and announces it; `Err` carries the caller-facing
     /// reason when nothing changed.
-    async fn change(&self, name: &str, add: bool, peer: &Peer<RoleServer>) -> Result<(), String> {
+    async fn change(&self, change: Change, peer: &Peer<RoleServer>) -> Result<(), String> {
         let notify_resource = {
             let mut state = self.state.lock().await;
-            if add {
-                if name.is_empty() {
-                    return Err("a tool name must not be empty".to_owned());
+            match &change {
+                Change::Add { name, description } => {
+                    if name.is_empty() {
+                        return Err("a tool name must not be empty".to_owned());
+                    }
+                    if BUILT_IN.contains(&name.as_str()) || !state.added.insert(name.clone()) {
+                        return Err(format!("tool {name:?} already exists"));
+                    }
+                    if let Some(description) = description {
+                        state.descriptions.insert(name.clone(), description.clone());
+                    }
                 }
-                if BUILT_IN.contains(&name) || !state.added.insert(name.to_owned()) {
-                    return Err(format!("tool {name:?} already exists"));
+                Change::Remove { name } => {
+                    if !state.added.remove(name) {
+                        return Err(format!("no tool {name:?} was added"));
+                    }
+                    state.descriptions.remove(name);
                 }
-            } else if !state.added.remove(name) {
-                return Err(format!("no tool {name:?} was added"));
+                Change::Describe { name, description } => {
+                    if !BUILT_IN.contains(&name.as_str()) && !state.added.contains(name) {
+                        return Err(format!("no tool {name:?}"));
+                    }
+                    state.descriptions.insert(name.clone(), description.clone());
+                }
             }
-            state.subscribed.contains(TOOLS_URI)
+            // The resource lists names: a new description does not change it.
+            !matches!(change, Change::Describe { .. }) && state.subscribed.contains(TOOLS_URI)
         };
-        tracing::info!(name, add, "tool set changed");
+        tracing::info!(?change, "tool set changed");
         if let Err(error) = peer.notify_tool_list_changed().await {
             tracing::warn!(%error, "cannot send tools/list_changed");
         }
@@ -190,6 +262,22 @@ impl Dynamic {
         }
         Ok(())
     }
+}
+
+/// A change of the tool set.
+#[derive(Debug)]
+enum Change {
+    Add {
+        name: String,
+        description: Option<String>,
+    },
+    Remove {
+        name: String,
+    },
+    Describe {
+        name: String,
+        description: String,
+    },
 }
 
 fn schema(value: Value) -> Arc<JsonObject> {
@@ -265,16 +353,34 @@ impl ServerHandler for Dynamic {
                 ))
             }
             "add_tool" => {
-                let args: NameArgs = parse(request.arguments)?;
-                match self.change(&args.name, true, &context.peer).await {
+                let args: AddArgs = parse(request.arguments)?;
+                let add = Change::Add {
+                    name: args.name,
+                    description: args.description,
+                };
+                match self.change(add, &context.peer).await {
                     Ok(()) => text("added"),
                     Err(reason) => failure(reason),
                 }
             }
             "remove_tool" => {
                 let args: NameArgs = parse(request.arguments)?;
-                match self.change(&args.name, false, &context.peer).await {
+                match self
+                    .change(Change::Remove { name: args.name }, &context.peer)
+                    .await
+                {
                     Ok(()) => text("removed"),
+                    Err(reason) => failure(reason),
+                }
+            }
+            "describe_tool" => {
+                let args: DescribeArgs = parse(request.arguments)?;
+                let describe = Change::Describe {
+                    name: args.name,
+                    description: args.description,
+                };
+                match self.change(describe, &context.peer).await {
+                    Ok(()) => text("described"),
                     Err(reason) => failure(reason),
                 }
             }
@@ -438,6 +544,19 @@ fn initial_tools() -> Result<Vec<String>, String> {
     }
 }
 
+/// The descriptions in `DYNAMIC_DESCRIPTIONS`, or none when it is unset.
+fn initial_descriptions() -> Result<BTreeMap<String, String>, String> {
+    match std::env::var("DYNAMIC_DESCRIPTIONS") {
+        Err(std::env::VarError::NotPresent) => Ok(BTreeMap::new()),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("DYNAMIC_DESCRIPTIONS is not valid UTF-8".to_owned())
+        }
+        Ok(raw) => serde_json::from_str(&raw).map_err(|error| {
+            format!("DYNAMIC_DESCRIPTIONS must be a JSON object of descriptions: {error}")
+        }),
+    }
+}
+
 /// Reads a JSON array of tool names that do not clash with the built-in tools.
 fn parse_tool_names(raw: &str) -> Result<Vec<String>, String> {
     let names: Vec<String> = serde_json::from_str(raw)
@@ -454,8 +573,11 @@ fn parse_tool_names(raw: &str) -> Result<Vec<String>, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logging();
-    match initial_tools() {
-        Ok(names) => serve_stdio("dynamic", Dynamic::with_tools(names), Stdio::new()).await,
+    match initial_tools().and_then(|names| Ok((names, initial_descriptions()?))) {
+        Ok((names, descriptions)) => {
+            let server = Dynamic::with_tools(names, descriptions);
+            serve_stdio("dynamic", server, Stdio::new()).await
+        }
         Err(message) => {
             tracing::error!("{message}");
             ExitCode::FAILURE
@@ -480,10 +602,13 @@ mod tests {
 
     #[tokio::test]
     async fn added_tools_follow_the_built_in_ones_in_name_order() {
-        let server = Dynamic::with_tools(["zeta".to_owned(), "alpha".to_owned()]);
-        let names: Vec<String> = server
-            .tools()
-            .await
+        let server = Dynamic::with_tools(
+            ["zeta".to_owned(), "alpha".to_owned()],
+            BTreeMap::from([("hello".to_owned(), "Greets.".to_owned())]),
+        );
+        let tools = server.tools().await;
+        assert_eq!(tools[0].description.as_deref(), Some("Greets."));
+        let names: Vec<String> = tools
             .into_iter()
             .map(|tool| tool.name.into_owned())
             .collect();
@@ -493,6 +618,7 @@ mod tests {
                 "hello",
                 "add_tool",
                 "remove_tool",
+                "describe_tool",
                 "reject",
                 "bad_output",
                 "alpha",

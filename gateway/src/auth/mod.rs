@@ -6,10 +6,14 @@
 //! ([`settings`]: `[servers.NAME.oauth]`), keeping their tokens in [`store`]; an upstream
 //! connection sends its requests through [`signed_in`]; [`status`] says where each
 //! sign-in stands (`auth status`, `/healthz`). A per-user server signs each caller in as
-//! themselves ([`per_user`], with sign-ins in progress in [`pending`]), or trades each caller's own token for one ([`exchange`]),
+//! themselves ([`per_user`], with sign-ins in progress in [`pending`], each bound to the
+//! person at the browser by [`browser`] and, for callers of the identity provider,
+//! [`idp_login`]), or trades each caller's own token for one ([`exchange`]),
 //! keeps their tokens sealed ([`sealed`]) and shows them to operators ([`people`]).
 
+pub mod browser;
 pub mod exchange;
+pub mod idp_login;
 pub mod keys;
 pub mod pending;
 pub mod people;

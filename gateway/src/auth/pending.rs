@@ -3,12 +3,15 @@
 //! Behind a load balancer that does not route the browser back to the replica that began
 //! a sign-in, the replica it reaches completes it.
 //!
-//! Three records per sign-in, each living at most [`super::per_user::PENDING_TTL`]:
-//! - `signin/<state>`: whose sign-in it is (server, identity) and what the exchange of its
-//!   code needs (client id, redirect URI). Taken (read and deleted at once) by the one
-//!   callback that uses it: a `state` never works twice, on any replica.
+//! Up to four records per sign-in, each living at most [`super::per_user::PENDING_TTL`]:
+//! - `signin/<state>`: whose sign-in it is (server, identity), the authorization server's
+//!   URL, which browser proved to be that identity (`super::browser`), and what the
+//!   exchange of its code needs (client id, redirect URI). Taken (read and deleted at
+//!   once) by the one callback that uses it: a `state` never works twice, on any replica.
 //! - `signin-pkce/<state>`: rmcp's PKCE verifier and expected issuer ([`PkceStore`]).
 //! - `signin-ended/<state>`: why it failed, for the calls waiting on other replicas.
+//! - `signin-login/<state>`: a browser's login at the gateway's own identity provider,
+//!   which proves who it is, and the sign-in it is for ([`LoginRecord`]).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,6 +34,23 @@ pub struct PendingRecord {
     pub redirect_uri: String,
     /// When it began (seconds since the epoch).
     pub began: u64,
+    /// The authorization server's URL the person's browser is sent on to, once it has
+    /// proved whose it is.
+    pub authorization_url: String,
+    /// The SHA-256 (hex) of the secret in the cookie of the browser that proved to be
+    /// `identity`'s; `None` until one has. The callback needs that cookie.
+    #[serde(default)]
+    pub browser: Option<String>,
+}
+
+/// A browser's login at the gateway's identity provider, under the login's own `state`:
+/// the sign-in it proves the browser for, and what exchanging its code needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginRecord {
+    /// The `state` of the sign-in the browser opened.
+    pub sign_in: String,
+    pub client_id: String,
+    pub redirect_uri: String,
 }
 
 impl PendingRecord {
@@ -62,10 +82,40 @@ impl Pending {
 
     /// Keeps `record` under `state`.
     pub async fn put(&self, state: &str, record: &PendingRecord) -> Result<(), String> {
+        self.put_sealed("signin", state, record).await
+    }
+
+    /// Takes the record of `state`: it is gone for everyone once read. `Ok(None)` when
+    /// there is none (made up, taken already, lapsed) or it does not open.
+    pub async fn take(&self, state: &str) -> Result<Option<PendingRecord>, String> {
+        self.take_sealed("signin", state).await
+    }
+
+    /// The record of `state`, left in place. `Ok(None)` as for [`Self::take`].
+    pub async fn peek(&self, state: &str) -> Result<Option<PendingRecord>, String> {
+        let sealed = self
+            .state
+            .get_record(&Self::key("signin", state))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(sealed.and_then(|sealed| self.open(&sealed)))
+    }
+
+    /// Keeps the login `record` under the login's own `state`.
+    pub async fn put_login(&self, state: &str, record: &LoginRecord) -> Result<(), String> {
+        self.put_sealed("signin-login", state, record).await
+    }
+
+    async fn put_sealed(
+        &self,
+        kind: &str,
+        state: &str,
+        record: &impl Serialize,
+    ) -> Result<(), String> {
         let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
         self.state
             .put_record(
-                &Self::key("signin", state),
+                &Self::key(kind, state),
                 self.sealer.seal(PLACE, &json),
                 Some(self.ttl),
             )
@@ -73,18 +123,27 @@ impl Pending {
             .map_err(|e| e.to_string())
     }
 
-    /// Takes the record of `state`: it is gone for everyone once read. `Ok(None)` when
-    /// there is none (made up, taken already, lapsed) or it does not open.
-    pub async fn take(&self, state: &str) -> Result<Option<PendingRecord>, String> {
+    /// Takes the login record of `state`, as [`Self::take`] does a sign-in's.
+    pub async fn take_login(&self, state: &str) -> Result<Option<LoginRecord>, String> {
+        self.take_sealed("signin-login", state).await
+    }
+
+    async fn take_sealed<T: serde::de::DeserializeOwned>(
+        &self,
+        kind: &str,
+        state: &str,
+    ) -> Result<Option<T>, String> {
         let taken = self
             .state
-            .take_record(&Self::key("signin", state))
+            .take_record(&Self::key(kind, state))
             .await
             .map_err(|e| e.to_string())?;
-        Ok(taken.and_then(|sealed| {
-            let clear = self.sealer.open(PLACE, &sealed).ok()?;
-            serde_json::from_slice(&clear).ok()
-        }))
+        Ok(taken.and_then(|sealed| self.open(&sealed)))
+    }
+
+    fn open<T: serde::de::DeserializeOwned>(&self, sealed: &[u8]) -> Option<T> {
+        let clear = self.sealer.open(PLACE, sealed).ok()?;
+        serde_json::from_slice(&clear).ok()
     }
 
     /// Whether the sign-in of `state` still waits for its callback.

@@ -1,23 +1,25 @@
 //! The per-user sign-ins of one server, as an operator sees them: who has signed in, in
-//! what state (never a token), and revoking one person's sign-in. `auth status`,
-//! `auth logout --user` and the console's sign-ins panel all go through here.
+//! what state (never a token), revoking one person's sign-in, and sealing every sign-in
+//! again after a key rotation. `auth status`, `auth logout --user`, `auth rotate-key` and
+//! the console's sign-ins panel all go through here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use rmcp::transport::auth::AuthError;
 use serde::Serialize;
 
 use super::sealed::Sealer;
 use super::settings::UpstreamOAuth;
 use super::status::{SignInState, SignInStatus};
-use super::store;
+use super::store::{self, Resealed};
 use super::upstream::{OAuthUpstream, SignInError};
 use crate::state::SharedState;
 
 /// One person's sign-in to a per-user server.
 #[derive(Debug, Clone, Serialize)]
 pub struct PersonSignIn {
-    /// Who the caller's credentials name (`token:…`, `subject:…`).
+    /// Who the caller's credentials name (`token:…`, `subject:…`, `client:…`).
     pub identity: String,
     #[serde(flatten)]
     pub status: SignInStatus,
@@ -59,6 +61,17 @@ impl People<'_> {
             found.push(PersonSignIn { identity, status });
         }
         found
+    }
+
+    /// Seals each sign-in again under the token key's current key where a previous key
+    /// sealed it: by identity, what was found.
+    pub async fn reseal(&self) -> Vec<(String, Result<Resealed, AuthError>)> {
+        let mut outcomes = Vec::new();
+        for identity in store::identities(&self.dir, self.shared, self.name).await {
+            let outcome = self.upstream(&identity).store.reseal().await;
+            outcomes.push((identity, outcome));
+        }
+        outcomes
     }
 
     /// Revokes `identity`'s tokens where the authorization server supports it, and forgets

@@ -7,14 +7,21 @@
 //!    the gateway's [`CALLBACK_PATH`] (under `[listen] public_url`). The `state` is bound
 //!    to the server and the identity, and lives [`PENDING_TTL`]. Concurrent calls of the
 //!    same identity share one sign-in, and one of them asks the person.
-//! 2. The client is asked to open the URL (a URL-mode elicitation, see
-//!    `upstream::per_user`), and the call [`SignIns::wait`]s.
-//! 3. The person signs in; the browser comes back to the callback, which
+//! 2. The client is asked to open a page of the gateway's, [`SIGN_IN_PATH`] (a URL-mode
+//!    elicitation, see `upstream::per_user`), and the call [`SignIns::wait`]s.
+//! 3. That page finds out who is at the browser (`super::browser`). A browser that proves
+//!    to be the identity the sign-in is for is [`SignIns::prove`]n: it gets a cookie bound
+//!    to the `state` and is sent on to the authorization server. Any other person ends the
+//!    sign-in there: nothing can be stored for it any more, and the waiting call fails
+//!    saying why. So a link passed to someone else, or opened by a page of another site,
+//!    never signs anyone in as the person it was shown to.
+//! 4. The person signs in; the browser comes back to the callback, which
 //!    [`SignIns::complete`]s the sign-in: the `state` is taken (so it never works twice),
-//!    the code exchanged, the token stored sealed for that identity only, and the waiting
-//!    calls woken. A callback with a wrong, used or expired `state`, one presenting
-//!    another identity's credentials, or an authorization server's error stores nothing,
-//!    and the waiting call fails with the reason instead of waiting on.
+//!    the browser's cookie checked, the code exchanged, the token stored sealed for that
+//!    identity only, and the waiting calls woken. A callback with a wrong, used or expired
+//!    `state`, from a browser without the proved cookie, presenting another identity's
+//!    credentials, or with an authorization server's error stores nothing, and the waiting
+//!    call fails with the reason instead of waiting on.
 //!
 //! Sign-ins in progress are records in the gateway's shared state ([`super::pending`]):
 //! with `[cluster]`, the callback completes on whichever replica the browser reaches, and
@@ -36,6 +43,8 @@ use crate::state::SharedState;
 
 /// The path of the gateway's listener that authorization servers redirect back to.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
+/// The path of the page a person is sent to first, which finds out who they are.
+pub const SIGN_IN_PATH: &str = "/oauth/sign-in";
 /// How long a sign-in may take from its URL to the callback.
 pub const PENDING_TTL: Duration = Duration::from_secs(600);
 
@@ -81,6 +90,16 @@ pub enum CallbackError {
     UnknownState,
     #[error("this sign-in belongs to another identity than the credentials presented")]
     OtherIdentity,
+    #[error(
+        "this sign-in was started for {expected}, but the person at this browser is {found}: \
+         nothing was stored, and the sign-in is over"
+    )]
+    OtherPerson { expected: String, found: String },
+    #[error(
+        "this browser has not shown that it belongs to the person the sign-in was started \
+         for: open the link the client showed, not the authorization server's"
+    )]
+    BrowserUnproven,
     #[error("the authorization server refused: {0}")]
     Refused(String),
     #[error("the code could not be exchanged for a token: {0}")]
@@ -92,6 +111,8 @@ impl CallbackError {
         match self {
             Self::NoState | Self::UnknownState => "SIGN_IN_STATE_UNKNOWN",
             Self::OtherIdentity => "SIGN_IN_STATE_FOREIGN",
+            Self::OtherPerson { .. } => "SIGN_IN_WRONG_PERSON",
+            Self::BrowserUnproven => "SIGN_IN_BROWSER_UNPROVEN",
             Self::Refused(_) => "SIGN_IN_REFUSED",
             Self::Exchange(_) => "SIGN_IN_FAILED",
         }
@@ -100,7 +121,9 @@ impl CallbackError {
     pub fn status(&self) -> http::StatusCode {
         match self {
             Self::NoState | Self::UnknownState | Self::Refused(_) => http::StatusCode::BAD_REQUEST,
-            Self::OtherIdentity => http::StatusCode::FORBIDDEN,
+            Self::OtherIdentity | Self::OtherPerson { .. } | Self::BrowserUnproven => {
+                http::StatusCode::FORBIDDEN
+            }
             Self::Exchange(_) => http::StatusCode::BAD_GATEWAY,
         }
     }
@@ -120,6 +143,21 @@ pub struct Begun {
 pub struct Completed {
     pub server: String,
     pub identity: String,
+}
+
+/// A sign-in a browser opened: whom it is for, which the browser must prove to be.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub server: String,
+    pub identity: String,
+}
+
+/// A browser proved to be the person a sign-in is for: the secret its cookie keeps, and
+/// where it goes on to sign in.
+#[derive(Debug, Clone)]
+pub struct Proven {
+    pub cookie_secret: String,
+    pub authorization_url: String,
 }
 
 /// A sign-in ended in this process, told to the calls waiting for it here.
@@ -147,9 +185,9 @@ struct Ongoing {
 pub struct SignIns {
     ongoing: Mutex<HashMap<String, Ongoing>>,
     ended: broadcast::Sender<Ended>,
-    /// Where the authorization server sends the browser back: `[listen] public_url` and
-    /// [`CALLBACK_PATH`]; `None` without a listener for callbacks.
-    redirect_uri: RwLock<Option<String>>,
+    /// The listener's public base URL (`[listen] public_url`, else its address), under
+    /// which the sign-in page and the callback are; `None` without a listener for them.
+    public_url: RwLock<Option<String>>,
     /// The gateway's shared state (this process's memory, or Redis with `[cluster]`).
     state: OnceLock<Arc<dyn SharedState>>,
     /// The token key, read once, when first needed.
@@ -161,7 +199,7 @@ impl Default for SignIns {
         Self {
             ongoing: Mutex::default(),
             ended: broadcast::channel(64).0,
-            redirect_uri: RwLock::default(),
+            public_url: RwLock::default(),
             state: OnceLock::new(),
             sealer: OnceLock::new(),
         }
@@ -182,15 +220,16 @@ impl SignIns {
 
     /// Sets the listener's public base URL (`http://127.0.0.1:8765`, no trailing slash).
     pub fn set_public_url(&self, base: Option<&str>) {
-        let uri = base.map(|base| format!("{}{CALLBACK_PATH}", base.trim_end_matches('/')));
         *self
-            .redirect_uri
+            .public_url
             .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = uri;
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            base.map(|base| base.trim_end_matches('/').to_owned());
     }
 
-    fn redirect_uri(&self) -> Option<String> {
-        self.redirect_uri
+    /// The listener's public base URL, as set.
+    pub fn public_url(&self) -> Option<String> {
+        self.public_url
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
@@ -203,7 +242,7 @@ impl SignIns {
     }
 
     /// The records of sign-ins in progress, or why there are none.
-    fn pending(&self) -> Result<Pending, String> {
+    pub fn pending(&self) -> Result<Pending, String> {
         let state = self
             .state
             .get()
@@ -243,7 +282,8 @@ impl SignIns {
             }
             self.lock().remove(&begun.state);
         }
-        let redirect_uri = self.redirect_uri().ok_or(PerUserError::NoCallback)?;
+        let base = self.public_url().ok_or(PerUserError::NoCallback)?;
+        let redirect_uri = format!("{base}{CALLBACK_PATH}");
         let failed =
             |error: SignInError| PerUserError::Begin(crate::redact::urls(&error.to_string()));
         let mut manager = upstream.discovered_manager().await.map_err(failed)?;
@@ -252,8 +292,8 @@ impl SignIns {
             .authorization_session_with(manager, &redirect_uri)
             .await
             .map_err(failed)?;
-        let url = session.get_authorization_url().to_owned();
-        let state = query_value(&url, "state")
+        let authorization_url = session.get_authorization_url().to_owned();
+        let state = query_value(&authorization_url, "state")
             .ok_or_else(|| PerUserError::Begin("the authorization URL carries no state".into()))?;
         let (client_id, _) = session
             .get_credentials()
@@ -265,13 +305,15 @@ impl SignIns {
             client_id,
             redirect_uri,
             began: pending::now(),
+            authorization_url,
+            browser: None,
         };
         pending
             .put(&state, &record)
             .await
             .map_err(PerUserError::Begin)?;
         let begun = Begun {
-            url,
+            url: sign_in_page(&base, &state),
             elicitation_id: uuid::Uuid::new_v4().simple().to_string(),
             state: state.clone(),
         };
@@ -342,14 +384,74 @@ impl SignIns {
         });
     }
 
+    /// The sign-in of `state` that a browser opened, still waiting for its callback.
+    pub async fn opened(&self, state: &str) -> Result<Opened, CallbackError> {
+        let record = self.open_record(state).await?;
+        Ok(Opened {
+            server: record.server,
+            identity: record.identity,
+        })
+    }
+
+    async fn open_record(&self, state: &str) -> Result<PendingRecord, CallbackError> {
+        let pending = self.pending().map_err(CallbackError::Exchange)?;
+        pending
+            .peek(state)
+            .await
+            .map_err(CallbackError::Exchange)?
+            .filter(|record| !record.expired(PENDING_TTL))
+            .ok_or(CallbackError::UnknownState)
+    }
+
+    /// A browser opened the sign-in of `state` and proved to be `person` (an identity as
+    /// callers are named). The sign-in's own person gets a cookie secret that the callback
+    /// will want, and the authorization server's URL; anyone else ends the sign-in: it
+    /// stores nothing any more, and the waiting calls fail saying why.
+    pub async fn prove(&self, state: &str, person: &str) -> Result<Proven, CallbackError> {
+        let mut record = self.open_record(state).await?;
+        if record.identity != person {
+            let refusal = CallbackError::OtherPerson {
+                expected: record.identity.clone(),
+                found: person.to_owned(),
+            };
+            self.refuse(state, &record, &refusal).await;
+            return Err(refusal);
+        }
+        let cookie_secret = super::browser::new_secret();
+        record.browser = Some(super::browser::digest(&cookie_secret));
+        let pending = self.pending().map_err(CallbackError::Exchange)?;
+        pending
+            .put(state, &record)
+            .await
+            .map_err(CallbackError::Exchange)?;
+        tracing::info!(server = %record.server, identity = %record.identity, "the person of a sign-in opened its page");
+        Ok(Proven {
+            cookie_secret,
+            authorization_url: record.authorization_url,
+        })
+    }
+
+    /// Ends the sign-in of `state` (whose record is `record`) for `refusal`: its state
+    /// never works again, and the calls waiting for it fail with the reason.
+    async fn refuse(&self, state: &str, record: &PendingRecord, refusal: &CallbackError) {
+        if let Ok(pending) = self.pending() {
+            pending.forget(state).await;
+        }
+        self.lock().remove(state);
+        tracing::warn!(server = %record.server, identity = %record.identity, code = refusal.code(), "per-user sign-in refused: {refusal}");
+        self.end(state, Some(refusal.to_string())).await;
+    }
+
     /// Takes the callback whose query is `query`, presented with credentials naming
-    /// `presenter` (`None`: a browser without the client's credentials, as usual).
+    /// `presenter` (`None`: a browser without the client's credentials, as usual), by a
+    /// browser whose sign-in cookie holds `browser` (if any).
     /// `upstream_of` gives the OAuth client of a per-user server as an identity, as the
     /// configuration now has it.
     pub async fn complete(
         &self,
         query: &str,
         presenter: Option<&str>,
+        browser: Option<&str>,
         upstream_of: impl Fn(&str, &str) -> Option<OAuthUpstream>,
     ) -> Result<Completed, CallbackError> {
         let url = format!("http://gateway{CALLBACK_PATH}?{query}");
@@ -369,7 +471,15 @@ impl SignIns {
         if let Some(ongoing) = self.lock().get_mut(&state) {
             ongoing.completing = true;
         }
-        let outcome = exchange(&pending, &record, &url, presenter, upstream_of).await;
+        let checked = if presenter.is_some_and(|presenter| presenter != record.identity) {
+            Err(CallbackError::OtherIdentity)
+        } else {
+            check_browser(&record, browser)
+        };
+        let outcome = match checked {
+            Ok(()) => exchange(&pending, &record, &url, upstream_of).await,
+            Err(refusal) => Err(refusal),
+        };
         self.lock().remove(&state);
         let failure = outcome.as_ref().err().map(ToString::to_string);
         match &failure {
@@ -440,18 +550,30 @@ impl SignIns {
 /// How often a call whose sign-in may come back to another replica looks for its outcome.
 const ELSEWHERE_POLL: Duration = Duration::from_millis(250);
 
+/// The page of the gateway's that a person opens to sign in with `state`.
+fn sign_in_page(base: &str, state: &str) -> String {
+    let mut url = url::Url::parse(&format!("{base}{SIGN_IN_PATH}")).expect("a base URL");
+    url.query_pairs_mut().append_pair("state", state);
+    url.into()
+}
+
+/// Whether the browser whose sign-in cookie holds `browser` is the one that proved to be
+/// `record`'s person.
+fn check_browser(record: &PendingRecord, browser: Option<&str>) -> Result<(), CallbackError> {
+    match (&record.browser, browser) {
+        (Some(proved), Some(secret)) if super::browser::matches(proved, secret) => Ok(()),
+        _ => Err(CallbackError::BrowserUnproven),
+    }
+}
+
 /// Exchanges the code of the callback `url` for `record`'s identity, on a client
 /// configured as the one that began the sign-in (possibly on another replica).
 async fn exchange(
     pending: &Pending,
     record: &PendingRecord,
     url: &str,
-    presenter: Option<&str>,
     upstream_of: impl Fn(&str, &str) -> Option<OAuthUpstream>,
 ) -> Result<(), CallbackError> {
-    if presenter.is_some_and(|presenter| presenter != record.identity) {
-        return Err(CallbackError::OtherIdentity);
-    }
     if let Some(error) = query_value(url, "error") {
         let description = query_value(url, "error_description").unwrap_or_default();
         return Err(CallbackError::Refused(

@@ -72,6 +72,14 @@ pub struct ResourceConfig {
     /// admitted, with the profile of the path it uses.
     #[serde(default, skip_serializing_if = "ScopeProfiles::is_empty")]
     pub scopes: ScopeProfiles,
+    /// The client the gateway signs a person in at the provider as, when a per-user sign-in
+    /// must find out who is at the browser (`auth::browser`). Default: none, and the
+    /// gateway registers a client of its own (RFC 7591) where the provider allows it.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// That client's secret, when it is a confidential one. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
 }
 
 fn default_algorithms() -> Vec<SigningAlgorithm> {
@@ -203,9 +211,30 @@ impl ResourceConfigError {
 pub struct Grant {
     /// `sub`, else `client_id` (a machine's own token). A token with neither is refused:
     /// sessions belong to their subject, and tokens without one would all share one.
-    pub subject: String,
+    pub subject: Subject,
     /// The profile its first mapped scope picks, if `scopes` is configured.
     pub profile: Option<String>,
+}
+
+/// Whom a token speaks for. A machine client's own token may name no subject, only its
+/// `client_id`; it is named apart from subjects, so a client whose id happens to be a
+/// person's subject never passes for that person (their sessions, sign-ins and tasks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// The token's `sub`.
+    Sub(String),
+    /// The `client_id` of a token without `sub`.
+    Client(String),
+}
+
+impl Subject {
+    /// How it is named as an identity: `subject:SUB` or `client:ID`.
+    pub fn identity(&self) -> String {
+        match self {
+            Self::Sub(sub) => format!("subject:{sub}"),
+            Self::Client(id) => format!("client:{id}"),
+        }
+    }
 }
 
 /// Why a bearer token was refused.
@@ -322,6 +351,37 @@ impl ResourceServer {
 
     /// Checks `token` and tells whom it speaks for.
     pub async fn verify(&self, token: &str) -> Result<Grant, TokenRejection> {
+        let claims = self.claims(token).await?;
+        let profile = self.profile_for(&claims.scopes())?;
+        let subject = claims.subject()?;
+        Ok(Grant { subject, profile })
+    }
+
+    /// The subject of `token`, checked as [`Self::verify`] checks it but for its scopes:
+    /// what a person's login at the provider proves about who they are (`super::idp_login`),
+    /// whatever they may call.
+    pub async fn verify_subject(&self, token: &str) -> Result<Subject, TokenRejection> {
+        self.claims(token).await?.subject()
+    }
+
+    /// The issuer tokens must come from, if configured.
+    pub fn issuer(&self) -> Option<&str> {
+        self.config.issuer.as_deref()
+    }
+
+    /// The resource identifier clients ask the provider for.
+    pub fn resource(&self) -> &url::Url {
+        &self.resource
+    }
+
+    /// The client the gateway signs people in at the provider as, if configured
+    /// (`client_id`, `client_secret`); else it registers one.
+    pub fn login_client(&self) -> Option<(&str, Option<&str>)> {
+        let id = self.config.client_id.as_deref()?;
+        Some((id, self.config.client_secret.as_deref()))
+    }
+
+    async fn claims(&self, token: &str) -> Result<Claims, TokenRejection> {
         let header = decode_header(token).map_err(|e| TokenRejection::from_jwt(&e))?;
         if !self.validation.algorithms.contains(&header.alg) {
             return Err(TokenRejection::WrongAlgorithm);
@@ -344,10 +404,7 @@ impl ResourceServer {
                 break;
             }
         }
-        let claims = outcome?.claims;
-        let profile = self.profile_for(&claims.scopes())?;
-        let subject = claims.subject()?;
-        Ok(Grant { subject, profile })
+        Ok(outcome?.claims)
     }
 
     /// The profile of the first configured scope among `scopes`; `None` when no scopes are
@@ -490,11 +547,11 @@ enum ScopeClaim {
 
 impl Claims {
     /// Whom the token speaks for: `sub`, else `client_id`; neither (or empty) is refused.
-    fn subject(self) -> Result<String, TokenRejection> {
-        [self.sub, self.client_id]
-            .into_iter()
-            .flatten()
-            .find(|subject| !subject.is_empty())
+    fn subject(self) -> Result<Subject, TokenRejection> {
+        let named = |claim: Option<String>| claim.filter(|value| !value.is_empty());
+        named(self.sub)
+            .map(Subject::Sub)
+            .or_else(|| named(self.client_id).map(Subject::Client))
             .ok_or_else(|| TokenRejection::MissingClaim("sub or client_id".into()))
     }
 
@@ -635,9 +692,13 @@ mod tests {
         let subject =
             |claims: serde_json::Value| serde_json::from_value::<Claims>(claims).unwrap().subject();
         let both = serde_json::json!({"sub": "alice", "client_id": "ide"});
-        assert_eq!(subject(both), Ok("alice".to_owned()));
-        let machine = serde_json::json!({"client_id": "ci"});
-        assert_eq!(subject(machine), Ok("ci".to_owned()));
+        assert_eq!(subject(both), Ok(Subject::Sub("alice".to_owned())));
+        let machine = serde_json::json!({"client_id": "alice"});
+        let machine = subject(machine).unwrap();
+        assert_eq!(machine, Subject::Client("alice".to_owned()));
+        assert_eq!(machine.identity(), "client:alice");
+        let person = subject(serde_json::json!({"sub": "alice"})).unwrap();
+        assert_eq!(person.identity(), "subject:alice");
         for nobody in [
             serde_json::json!({}),
             serde_json::json!({"sub": null}),

@@ -162,18 +162,35 @@ impl TokenStore {
         }
     }
 
-    async fn read(&self) -> Result<Option<TokenFile>, AuthError> {
-        let bytes = match &self.place {
+    /// The record as kept (sealed, for an identity's), if there is one.
+    async fn read_kept(&self) -> Result<Option<Vec<u8>>, AuthError> {
+        match &self.place {
             Place::File { path, .. } => match std::fs::read(path) {
-                Ok(bytes) => bytes,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(error) => return Err(store_error(path, error)),
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(error) => Err(store_error(path, error)),
             },
-            Place::Shared { state, key } => match state.get_record(key).await {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => return Ok(None),
-                Err(error) => return Err(AuthError::CredentialStoreError(error.to_string())),
-            },
+            Place::Shared { state, key } => state
+                .get_record(key)
+                .await
+                .map_err(|error| AuthError::CredentialStoreError(error.to_string())),
+        }
+    }
+
+    /// Keeps `bytes` (sealed already, for an identity's record) in place of the record.
+    async fn write_kept(&self, bytes: Vec<u8>) -> Result<(), AuthError> {
+        match &self.place {
+            Place::File { path, folders } => write_file(path, folders, &bytes),
+            Place::Shared { state, key } => state
+                .put_record(key, bytes, None)
+                .await
+                .map_err(|error| AuthError::CredentialStoreError(error.to_string())),
+        }
+    }
+
+    async fn read(&self) -> Result<Option<TokenFile>, AuthError> {
+        let Some(bytes) = self.read_kept().await? else {
+            return Ok(None);
         };
         let bytes = match &self.sealed {
             Some((sealer, place)) => sealer.open(place, &bytes).map_err(|error| {
@@ -194,13 +211,42 @@ impl TokenStore {
             Some((sealer, place)) => sealer.seal(place, &bytes),
             None => bytes,
         };
-        match &self.place {
-            Place::File { path, folders } => write_file(path, folders, &bytes),
-            Place::Shared { state, key } => state
-                .put_record(key, bytes, None)
-                .await
-                .map_err(|error| AuthError::CredentialStoreError(error.to_string())),
+        self.write_kept(bytes).await
+    }
+
+    /// Seals an identity's record again under the token key's current key when a previous
+    /// key sealed it (after a key rotation, see [`super::sealed`]). A shared record is
+    /// sealed again under its refresh lock, so no replica's refresh is overwritten with
+    /// the tokens it replaced; a file is written only if the gateway has not rewritten it
+    /// meanwhile (it seals whatever it writes under the current key).
+    pub async fn reseal(&self) -> Result<Resealed, AuthError> {
+        let Some((sealer, place)) = &self.sealed else {
+            return Ok(Resealed::Current);
+        };
+        let lock = self.refresh_lock().await;
+        let outcome = async {
+            let Some(kept) = self.read_kept().await? else {
+                return Ok(Resealed::Gone);
+            };
+            let again = sealer.reseal(place, &kept).map_err(|error| {
+                AuthError::CredentialStoreError(format!("{}: {error}", self.where_()))
+            })?;
+            let Some(again) = again else {
+                return Ok(Resealed::Current);
+            };
+            if matches!(self.place, Place::File { .. })
+                && self.read_kept().await?.as_ref() != Some(&kept)
+            {
+                return Ok(Resealed::Current);
+            }
+            self.write_kept(again).await?;
+            Ok(Resealed::Now)
         }
+        .await;
+        if let Some(lock) = lock {
+            lock.release().await;
+        }
+        outcome
     }
 
     /// The credentials, when this server is signed in.
@@ -285,6 +331,17 @@ impl TokenStore {
             }
         }
     }
+}
+
+/// What [`TokenStore::reseal`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resealed {
+    /// Sealed under a previous key, and now under the current one.
+    Now,
+    /// Sealed under the current key already (or rewritten under it meanwhile).
+    Current,
+    /// Gone meanwhile (the person signed out).
+    Gone,
 }
 
 /// How long one replica may hold the refresh lock before it lapses by itself.
@@ -546,6 +603,36 @@ mod tests {
             "{error}"
         );
         assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn after_a_key_rotation_an_identitys_file_is_sealed_again_under_the_new_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = "https://t.example/mcp";
+        let (old, new) = ("ab".repeat(32), "cd".repeat(32));
+        let store = |keys: &str| {
+            let sealer = Arc::new(Sealer::for_tests_from(keys));
+            TokenStore::for_identity(dir.path(), None, "t", url, "subject:alice", sealer)
+        };
+        store(&old).save(credentials("c-alice")).await.unwrap();
+        let rotated = store(&format!("{new} {old}"));
+        assert_eq!(rotated.load().await.unwrap().unwrap().client_id, "c-alice");
+        assert!(
+            store(&new).load().await.is_err(),
+            "sealed under the old key"
+        );
+        assert_eq!(rotated.reseal().await.unwrap(), Resealed::Now);
+        assert_eq!(rotated.reseal().await.unwrap(), Resealed::Current);
+        assert_eq!(
+            store(&new).load().await.unwrap().unwrap().client_id,
+            "c-alice"
+        );
+        assert!(
+            store(&old).load().await.is_err(),
+            "sealed under the new key"
+        );
+        rotated.remove().await.unwrap();
+        assert_eq!(rotated.reseal().await.unwrap(), Resealed::Gone);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `mcp-gateway auth login|status|logout`: signing the gateway in to remote servers that
-//! want OAuth (`[servers.NAME.oauth]`), seeing where each stands, and signing out.
+//! `mcp-gateway auth login|status|logout|rotate-key`: signing the gateway in to remote
+//! servers that want OAuth (`[servers.NAME.oauth]`), seeing where each stands, signing
+//! out, and sealing per-user sign-ins again after the token key is rotated.
 //! The tokens go to the data directory (`auth::store`), or for a per-user server with
 //! `[cluster]`, to Redis; this module never prints one.
 
@@ -13,7 +14,7 @@ use crate::auth::people::People;
 use crate::auth::sealed::Sealer;
 use crate::auth::settings::UpstreamOAuth;
 use crate::auth::status::SignInStatus;
-use crate::auth::store;
+use crate::auth::store::{self, Resealed};
 use crate::auth::upstream::{Browser, OAuthUpstream};
 use crate::config::Config;
 use crate::state::SharedState;
@@ -111,7 +112,54 @@ pub async fn run(action: AuthAction) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        AuthAction::RotateKey { config } => rotate_key(&config.load()?).await,
     }
+}
+
+/// `auth rotate-key`: seals every per-user sign-in that a previous key sealed again under
+/// the current one (the first of the token key's keys), one line per sign-in; fails when
+/// a sign-in opens with none of the keys, since dropping the previous key would lose it.
+async fn rotate_key(config: &Config) -> Result<ExitCode, String> {
+    let dir = token_dir()?;
+    let shared = shared_state(config).await?;
+    let (mut now, mut current, mut failed) = (0, 0, 0);
+    for (name, server) in &config.servers {
+        let (Some(settings), Some(url)) = (&server.oauth, &server.url) else {
+            continue;
+        };
+        if !settings.per_identity() {
+            continue;
+        }
+        let people = people(name, url, settings, &dir, shared.as_ref())?;
+        for (identity, outcome) in people.reseal().await {
+            let line = match outcome {
+                Ok(Resealed::Now) => {
+                    now += 1;
+                    "sealed again under the current key".to_owned()
+                }
+                Ok(Resealed::Current | Resealed::Gone) => {
+                    current += 1;
+                    "under the current key already".to_owned()
+                }
+                Err(error) => {
+                    failed += 1;
+                    format!("failed\t{error}")
+                }
+            };
+            println!("{name}/{identity}\t{line}");
+        }
+    }
+    println!(
+        "{now} sign-ins sealed again under the current key, {current} were already, \
+         {failed} failed"
+    );
+    if failed > 0 {
+        return Err(format!(
+            "{failed} sign-ins open with none of the token key's keys: keep the previous key \
+             until they are found, or those people sign in again once it is gone"
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The per-user sign-ins of server `name`, or why they cannot be read (no token key).

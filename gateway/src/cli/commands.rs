@@ -36,6 +36,11 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             serve(config, stdio, profile, wait_for_upstreams).await
         }
         Command::Tools {
+            action: Some(action),
+            ..
+        } => super::pins::run(action).await,
+        Command::Tools {
+            action: None,
             config,
             json,
             profile,

@@ -1,4 +1,4 @@
-//! The `mcp-gateway` command line: `serve`, `tools`, `search`, `call`, `sdk`, `run`,
+//! The `mcp-gateway` command line: `serve`, `tools [held|approve]`, `search`, `call`, `sdk`, `run`,
 //! `config check|dump`, `servers`, `status`, `log tail`, `auth login|status|logout`; every
 //! command reads `--config`.
 //! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
@@ -11,6 +11,7 @@
 mod auth;
 mod commands;
 mod log_sink;
+mod pins;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -66,8 +67,11 @@ enum Command {
         #[arg(long)]
         wait_for_upstreams: bool,
     },
-    /// List the federated tools.
+    /// List the federated tools; or those held for approval, or approve one.
+    #[command(args_conflicts_with_subcommands = true)]
     Tools {
+        #[command(subcommand)]
+        action: Option<ToolsAction>,
         #[command(flatten)]
         config: ConfigArg,
         /// Print the tool definitions as JSON.
@@ -162,6 +166,31 @@ enum Command {
 }
 
 #[derive(Subcommand, Debug)]
+enum ToolsAction {
+    /// List the tool definitions held for an operator's approval (a server changed them,
+    /// or their text reads as instructions to the model), with the reasons and what
+    /// changed.
+    Held {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve the definition held for NAME (the name clients see, as `tools held` shows
+    /// it): clients see it and its calls run from then on.
+    Approve {
+        #[command(flatten)]
+        config: ConfigArg,
+        name: String,
+        /// Approve only if the held definition still has this fingerprint (as `tools held`
+        /// shows it), so that a later change is not approved unseen.
+        #[arg(long)]
+        sha256: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum AuthAction {
     /// Sign in to SERVER: opens the authorization page in the browser (or prints its
     /// address), waits for the redirect back on a loopback port, and stores the tokens.
@@ -190,9 +219,17 @@ enum AuthAction {
         server: Option<String>,
         #[arg(long = "server", value_name = "SERVER", conflicts_with = "server")]
         server_flag: Option<String>,
-        /// A per-user server: whose sign-in (`token:1a2b3c4d`, `subject:alice`).
+        /// A per-user server: whose sign-in (`token:1a2b…`, `subject:alice`), as
+        /// `auth status` shows it.
         #[arg(long, value_name = "IDENTITY")]
         user: Option<String>,
+    },
+    /// After a token key rotation (`MCP_GATEWAY_TOKEN_KEY` holds the new key, then the
+    /// previous ones): seal every per-user sign-in that a previous key sealed again under
+    /// the new one, so that the previous key can go.
+    RotateKey {
+        #[command(flatten)]
+        config: ConfigArg,
     },
 }
 

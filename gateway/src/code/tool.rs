@@ -26,6 +26,7 @@ use crate::pipeline::{
     Invocation, Origin, ToolError,
 };
 use crate::registry::Catalog;
+use crate::registry::instructions;
 use crate::registry::profile::Profile;
 use crate::registry::search::SearchIndex;
 use crate::registry::view::SessionView;
@@ -195,7 +196,7 @@ impl BuiltinTool for RunCodeTool {
             return Tool::new(RUN_CODE, GUIDE, input_schema());
         };
         let sdk = self.sdk(host.as_ref(), session);
-        let description = match session.profile.catalog {
+        let mut description = match session.profile.catalog {
             CatalogMode::Full => format!("{GUIDE}\n\n```ts\n{}```", sdk.declarations),
             CatalogMode::Search => {
                 let index = host.search_index(session);
@@ -206,6 +207,10 @@ impl BuiltinTool for RunCodeTool {
                 )
             }
         };
+        if let Some(said) = instructions::for_session(&host.view(session)) {
+            description.push_str("\n\n");
+            description.push_str(&said);
+        }
         let mut meta = MetaObject::new();
         meta.insert(
             "mcp-gateway/sdk".into(),

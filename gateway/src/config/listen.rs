@@ -9,6 +9,7 @@
 //! tokens = ["${GATEWAY_TOKEN}"]          # bearer tokens, 16 characters at least; empty
 //!                                        # (the default) = no auth
 //! # tokens = [{ token = "${CI_TOKEN}", profile = "ci" }]   # a token bound to a profile
+//! # tokens = [{ token = "${ADMIN_TOKEN}", operator = true }] # may also use the console
 //! allowed_origins = ["https://app.example:8443"]  # loopback origins are always accepted
 //! allowed_hosts = ["gateway.lan"]        # Host names accepted besides loopback ones
 //! max_body_bytes = 4194304               # default 4 MiB; larger bodies get 413
@@ -41,7 +42,8 @@ pub struct ListenConfig {
     pub address: SocketAddr,
     /// Bearer tokens accepted on every route, each at least [`MIN_TOKEN_LENGTH`] (16)
     /// characters once `${VAR}` is expanded. Default: none, which means no authentication
-    /// (acceptable only on loopback).
+    /// (acceptable only on loopback), and whoever reaches the loopback listener is the
+    /// operator. With tokens, only those marked `operator = true` open the console.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
     /// Origins accepted besides loopback ones, such as `"https://app.example:8443"`; the
@@ -85,8 +87,8 @@ pub struct ListenConfig {
     #[serde(default)]
     pub limits: ClientLimits,
     /// The URL people's browsers reach this listener at (`https://gateway.example`), under
-    /// which per-user sign-ins come back (`/oauth/callback`). Default: `http://` and
-    /// `address`.
+    /// which per-user sign-ins begin (`/oauth/sign-in`) and come back (`/oauth/callback`).
+    /// Default: `http://` and `address`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_url: Option<String>,
 }
@@ -266,12 +268,17 @@ impl Default for ListenConfig {
     }
 }
 
-/// One accepted bearer token: written as a plain string, or as `{ token, profile }` to bind
-/// the token to a profile. Debug and Serialize never show the token itself.
+/// One accepted bearer token: written as a plain string (a caller), or as a table
+/// `{ token, profile, operator }` to bind the token to a profile or to make its holder an
+/// operator, who may use the console. Debug and Serialize never show the token itself.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TokenConfig {
     pub token: String,
     pub profile: Option<String>,
+    /// Whether whoever holds this token may use the operator console (`/ui`), which shows
+    /// everyone's calls and sign-ins and changes what everyone uses. Default false: a
+    /// token is a caller's only.
+    pub operator: bool,
 }
 
 impl fmt::Debug for TokenConfig {
@@ -279,6 +286,7 @@ impl fmt::Debug for TokenConfig {
         f.debug_struct("TokenConfig")
             .field("token", &"***")
             .field("profile", &self.profile)
+            .field("operator", &self.operator)
             .finish()
     }
 }
@@ -288,16 +296,20 @@ impl Serialize for TokenConfig {
         #[derive(Serialize)]
         struct Masked<'a> {
             token: &'static str,
-            profile: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            profile: Option<&'a str>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            operator: bool,
         }
-        match &self.profile {
-            None => serializer.serialize_str("***"),
-            Some(profile) => Masked {
-                token: "***",
-                profile,
-            }
-            .serialize(serializer),
+        if self.profile.is_none() && !self.operator {
+            return serializer.serialize_str("***");
         }
+        Masked {
+            token: "***",
+            profile: self.profile.as_deref(),
+            operator: self.operator,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -305,9 +317,12 @@ impl<'de> Deserialize<'de> for TokenConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
-        struct Bound {
+        struct Table {
             token: String,
-            profile: String,
+            #[serde(default)]
+            profile: Option<String>,
+            #[serde(default)]
+            operator: bool,
         }
 
         struct TokenVisitor;
@@ -316,7 +331,10 @@ impl<'de> Deserialize<'de> for TokenConfig {
             type Value = TokenConfig;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a token string or a table { token = \"...\", profile = \"NAME\" }")
+                f.write_str(
+                    "a token string or a table { token = \"...\", profile = \"NAME\", \
+                     operator = true }",
+                )
             }
 
             fn visit_str<E: de::Error>(self, token: &str) -> Result<TokenConfig, E> {
@@ -324,15 +342,17 @@ impl<'de> Deserialize<'de> for TokenConfig {
                 Ok(TokenConfig {
                     token: token.to_owned(),
                     profile: None,
+                    operator: false,
                 })
             }
 
             fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<TokenConfig, A::Error> {
-                let bound = Bound::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                validate_token_text(&bound.token).map_err(de::Error::custom)?;
+                let table = Table::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                validate_token_text(&table.token).map_err(de::Error::custom)?;
                 Ok(TokenConfig {
-                    token: bound.token,
-                    profile: Some(bound.profile),
+                    token: table.token,
+                    profile: table.profile,
+                    operator: table.operator,
                 })
             }
         }

@@ -6,6 +6,8 @@
 //! the file (a missing `command`, a default) is placed at the nearest enclosing key that
 //! is: a `[servers.kv]` header, say.
 
+use std::ops::Range;
+
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -18,6 +20,57 @@ pub fn line_of(text: &str, json: bool, key: &str) -> Option<usize> {
         toml_offset(text, key)
     }?;
     Some(text[..offset.min(text.len())].matches('\n').count() + 1)
+}
+
+/// The key written at byte `offset` of the TOML `text`, named as refusals name keys
+/// (`servers.kv.timeout_ms`, `listen.tokens[0]`, `policy[1].decision`): the innermost key
+/// or value whose text holds `offset`; `None` when `text` does not parse or nothing is
+/// written there. The parser's refusals (an unknown key, a value of the wrong type) point
+/// at the key or the value they refuse.
+pub fn key_at(text: &str, offset: usize) -> Option<String> {
+    let document = DeTable::parse(text).ok()?;
+    let mut innermost = None;
+    visit_table(document.get_ref(), "", offset, &mut innermost);
+    innermost.map(|(_, key)| key)
+}
+
+/// The innermost written thing found so far: its length and its key.
+type Innermost = Option<(usize, String)>;
+
+fn visit_table(table: &DeTable<'_>, path: &str, offset: usize, innermost: &mut Innermost) {
+    for (key, value) in table.iter() {
+        let path = if path.is_empty() {
+            key.get_ref().to_string()
+        } else {
+            format!("{path}.{}", key.get_ref())
+        };
+        consider(key.span(), &path, offset, innermost);
+        visit_value(value, &path, offset, innermost);
+    }
+}
+
+fn visit_value(value: &Spanned<DeValue<'_>>, path: &str, offset: usize, innermost: &mut Innermost) {
+    consider(value.span(), path, offset, innermost);
+    match value.get_ref() {
+        DeValue::Table(table) => visit_table(table, path, offset, innermost),
+        DeValue::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                visit_value(item, &format!("{path}[{index}]"), offset, innermost);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn consider(span: Range<usize>, path: &str, offset: usize, innermost: &mut Innermost) {
+    let holds = span.contains(&offset) || (span.is_empty() && span.start == offset);
+    if holds
+        && innermost
+            .as_ref()
+            .is_none_or(|(length, _)| span.len() <= *length)
+    {
+        *innermost = Some((span.len(), path.to_owned()));
+    }
 }
 
 /// `servers.kv.args[2]` → `servers`, `kv`, `args`, `[2]`.
@@ -136,6 +189,17 @@ decision = \"deny\"
         assert_eq!(line_of(TOML, false, "servers.kv.url"), Some(10));
         assert_eq!(line_of(TOML, false, "listen.behind_proxy"), Some(4));
         assert_eq!(line_of(TOML, false, "telemetry.otlp_endpoint"), None);
+    }
+
+    #[test]
+    fn names_the_key_written_at_an_offset() {
+        let at = |written: &str| key_at(TOML, TOML.find(written).unwrap());
+        assert_eq!(at("mode").as_deref(), Some("gateway.mode"));
+        assert_eq!(at("\"both\"").as_deref(), Some("gateway.mode"));
+        assert_eq!(at("\"second-token").as_deref(), Some("listen.tokens[1]"));
+        assert_eq!(at("\"${K}\"").as_deref(), Some("servers.kv.env.K"));
+        assert_eq!(at("\"deny\"").as_deref(), Some("policy[1].decision"));
+        assert_eq!(key_at("x = [\n", 4), None);
     }
 
     #[test]

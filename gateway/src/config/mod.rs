@@ -2,7 +2,7 @@
 //! from the JSON files MCP clients already use (`{"mcpServers": …}`, `{"servers": …}`).
 //!
 //! Loading is strict: unknown keys and bad values are errors that name the file, the key
-//! and the line (the parser's own for what serde refuses, [`locate`]'s for what is checked
+//! and the line ([`locate`] finds them, for what serde refuses as for what is checked
 //! after parsing), and the error's code where it has one. `${VAR}` references are expanded
 //! from the environment after parsing; see [`env`].
 
@@ -12,6 +12,7 @@ pub mod env;
 pub mod globs;
 pub mod listen;
 pub mod locate;
+mod pinning;
 pub mod sandbox;
 pub mod search;
 mod settings;
@@ -21,6 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use code::CodeBudgets;
+pub use pinning::{PinMode, PinPolicy, PinningConfig};
 pub use sandbox::{Network, Sandbox, SandboxRules};
 pub use search::SearchConfig;
 pub use settings::*;
@@ -34,10 +36,16 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    /// A value the parser took but the gateway refuses; `message` starts with the
-    /// refusal's code when it has one (`OAUTH_NOT_REMOTE: …`).
+    /// Text that is not TOML (or JSON) at all, where no key can be named.
+    #[error("{path}{}: {message}", .line.map(|line| format!(":{line}")).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    /// A key or value refused: by the parser (an unknown key, a value of the wrong type),
+    /// or by the gateway after parsing; `message` starts with the refusal's code when it
+    /// has one (`OAUTH_NOT_REMOTE: …`).
     #[error("{path}{}: `{key}`: {message}", .line.map(|line| format!(":{line}")).unwrap_or_default())]
     Invalid {
         path: PathBuf,
@@ -59,13 +67,11 @@ impl Config {
         let mut config = if is_json {
             client_json::parse(&text).map_err(|message| ConfigError::Parse {
                 path: path.to_owned(),
+                line: None,
                 message,
             })?
         } else {
-            Config::from_toml(&text).map_err(|message| ConfigError::Parse {
-                path: path.to_owned(),
-                message,
-            })?
+            Config::from_toml(&text).map_err(|error| parse_refusal(path, &text, &error))?
         };
         config.source = path.to_owned();
         config.servers_as_written = config.servers.clone();
@@ -88,8 +94,8 @@ impl Config {
     }
 
     /// Parses TOML text (no environment expansion, no validation).
-    pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+    pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
+        toml::from_str(text)
     }
 
     /// Expands `${VAR}` references and checks what serde cannot: each server names exactly
@@ -133,6 +139,9 @@ impl Config {
             server.sandbox_context = context.clone();
         }
         self.search.resolve(base)?;
+        if let Some(file) = &mut self.pinning.file {
+            *file = base.join(&*file);
+        }
         for (index, glob) in self.gateway.pinned.iter().enumerate() {
             globset::Glob::new(glob)
                 .map_err(|e| (format!("gateway.pinned[{index}]"), e.to_string()))?;
@@ -223,6 +232,34 @@ fn refusal(path: &Path, text: &str, key: String, message: String) -> ConfigError
         line: locate::line_of(text, json, &key),
         key,
         message,
+    }
+}
+
+/// What the TOML parser refused in `text` (of `path`), as the gateway's own refusals name
+/// it: the key and its line for an unknown key or a value of the wrong type, the line alone
+/// for text that is not TOML.
+fn parse_refusal(path: &Path, text: &str, error: &toml::de::Error) -> ConfigError {
+    let message = error.message().trim_end().to_owned();
+    let Some(at) = error.span().map(|span| span.start) else {
+        return ConfigError::Parse {
+            path: path.to_owned(),
+            line: None,
+            message,
+        };
+    };
+    let line = Some(text.get(..at).unwrap_or(text).matches('\n').count() + 1);
+    match locate::key_at(text, at) {
+        Some(key) => ConfigError::Invalid {
+            path: path.to_owned(),
+            line,
+            key,
+            message,
+        },
+        None => ConfigError::Parse {
+            path: path.to_owned(),
+            line,
+            message,
+        },
     }
 }
 

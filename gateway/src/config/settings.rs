@@ -60,6 +60,9 @@ pub struct Config {
     /// `[tasks]`: the gateway's own tasks (protocol 2026-07-28); see `tasks`.
     #[serde(default)]
     pub tasks: crate::tasks::TasksConfig,
+    /// `[pinning]`: what a changed tool definition gets; see `registry::pins`.
+    #[serde(default)]
+    pub pinning: super::PinningConfig,
 }
 
 /// How tools are presented to clients.
@@ -195,11 +198,18 @@ pub struct ServerConfig {
     /// Default true: resource URIs become `mcp-gateway://<server>/…`. False passes the
     /// upstream's URIs and templates through unchanged (reads are routed by exact URI,
     /// then by template match).
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    #[serde(default = "yes")]
     pub rewrite_uris: bool,
-    /// The protocol revision the gateway speaks to this server. Default `2025-11-25`.
-    #[serde(default, skip_serializing_if = "UpstreamProtocol::is_default")]
+    /// The protocol revision the gateway speaks to this server. Default `auto`.
+    #[serde(default)]
     pub protocol: UpstreamProtocol,
+    /// What a changed tool definition of this server gets; default `[pinning] pin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<super::PinMode>,
+    /// Whether this server's new tools are approved on sight; default `[pinning]
+    /// approve_new_tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_new_tools: Option<bool>,
     /// How a stdio server is confined (see `crate::sandbox`): `false` = not at all.
     /// Default `true`: the default confinement.
     #[serde(default, skip_serializing_if = "Sandbox::is_default")]
@@ -237,22 +247,12 @@ pub enum UpstreamProtocol {
     Auto,
 }
 
-impl UpstreamProtocol {
-    fn is_default(&self) -> bool {
-        *self == UpstreamProtocol::default()
-    }
-}
-
 /// Prefixes stay short enough that a name keeps room for its own part and a hash suffix.
 const MAX_PREFIX_LEN: usize = 40;
 
 /// A name the environment can hold: not empty, without `=` or NUL.
 fn is_variable_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['=', '\0'])
-}
-
-fn is_true(value: &bool) -> bool {
-    *value
 }
 
 fn yes() -> bool {
@@ -317,6 +317,8 @@ impl ServerConfig {
             prefix: None,
             rewrite_uris: true,
             protocol: UpstreamProtocol::default(),
+            pin: None,
+            approve_new_tools: None,
             sandbox: Sandbox::default(),
             sandbox_context: SandboxContext::default(),
         }

@@ -15,9 +15,32 @@ fn a_misspelt_key_names_the_key_and_the_line() {
     )
     .unwrap_err()
     .to_string();
-    assert!(err.contains("config.toml"), "{err}");
-    assert!(err.contains("timout_ms"), "{err}");
-    assert!(err.contains("line 3"), "{err}");
+    assert!(
+        err.contains("config.toml:3: `servers.kv.timout_ms`: unknown field `timout_ms`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_value_of_the_wrong_type_names_the_key_and_the_line() {
+    let err = load_text(
+        "config.toml",
+        "[gateway]\nmode = \"both\"\n\n[listen]\ntokens = [\n  \"a-token-of-sixteen\",\n  16,\n]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("config.toml:7: `listen.tokens[1]`: invalid type: integer `16`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn text_that_is_not_toml_names_the_line() {
+    let err = load_text("config.toml", "[gateway]\nmode = [\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("config.toml:2: "), "{err}");
 }
 
 #[test]

@@ -56,7 +56,7 @@ pub mod attribute {
     pub const SERVER: &str = "mcp.server";
     pub const PROFILE: &str = "mcp.profile";
     pub const SESSION: &str = "mcp.session.id";
-    /// Who the caller's credentials name (`token:…`, `subject:…`), never a credential.
+    /// Who the caller's credentials name (`token:…`, `subject:…`, `client:…`), never a credential.
     pub const IDENTITY: &str = "enduser.id";
     pub const ERROR: &str = "error.type";
     pub const GATE_DECISION: &str = "mcp.gate.decision";

@@ -24,6 +24,9 @@ pub enum ErrorCode {
     SignInRequired,
     /// A per-user server's sign-in did not come about (declined, refused, timed out).
     SignInFailed,
+    /// The tool's definition waits for an operator's approval (it changed since it was
+    /// approved, or its text was flagged): see `registry::pins`.
+    ToolDefinitionChanged,
 }
 
 impl ErrorCode {
@@ -41,6 +44,7 @@ impl ErrorCode {
             ErrorCode::CodeRunFailed => "CODE_RUN_FAILED",
             ErrorCode::SignInRequired => "SIGN_IN_REQUIRED",
             ErrorCode::SignInFailed => "SIGN_IN_FAILED",
+            ErrorCode::ToolDefinitionChanged => "TOOL_DEFINITION_CHANGED",
         }
     }
 
@@ -57,6 +61,7 @@ impl ErrorCode {
             ErrorCode::OutputInvalid => "ToolOutputError",
             ErrorCode::CodeRunFailed => "CodeRunFailedError",
             ErrorCode::SignInRequired | ErrorCode::SignInFailed => "SignInError",
+            ErrorCode::ToolDefinitionChanged => "ToolDefinitionChangedError",
         }
     }
 }

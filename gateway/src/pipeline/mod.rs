@@ -38,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::AskFallback;
 use crate::observe::telemetry::{self, Tracer, attribute};
 use crate::registry::Registry;
+use crate::registry::pins::Hold;
 use crate::registry::view::SessionView;
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
@@ -184,6 +185,12 @@ impl Pipeline {
         let Some(target) = &invocation.target else {
             return ToolOutcome::failed(self.not_found(invocation));
         };
+        // A definition waiting for an operator is not run, nor asked about.
+        if let Target::Federated(tool) = target
+            && let Some(hold) = &tool.hold
+        {
+            return ToolOutcome::failed(held(hold, &invocation.tool));
+        }
         if let Err(error) = self.admit(invocation, call).await {
             return ToolOutcome::failed(error);
         }
@@ -298,6 +305,9 @@ impl Pipeline {
                 && upstream.offer().tools.is_empty()
         });
         let view = SessionView::new(self.registry.catalog(), invocation.session.profile.clone());
+        if let Some(hold) = view.withheld(&invocation.tool) {
+            return held(hold, &invocation.tool);
+        }
         match down {
             Some(upstream) if view.sees_name(&invocation.tool) => {
                 upstream_failure(UpstreamError::Unavailable {
@@ -506,6 +516,18 @@ fn aborted_before_dispatch() -> ToolError {
         ErrorCode::AbortedBeforeDispatch,
         "the call was cancelled before it was dispatched",
     )
+}
+
+/// The refusal of a call of `tool`, whose definition is held for approval: the reasons
+/// are in the message and in `detail` (`{server, tool, reasons: [{code, text}]}`).
+fn held(hold: &Hold, tool: &str) -> ToolError {
+    let reasons: Vec<serde_json::Value> = hold
+        .reasons
+        .iter()
+        .map(|reason| json!({"code": reason.code(), "text": reason.to_string()}))
+        .collect();
+    ToolError::new(ErrorCode::ToolDefinitionChanged, hold.explain(tool))
+        .with_detail(json!({"server": hold.server, "tool": hold.tool, "reasons": reasons}))
 }
 
 /// The one mapping from upstream failures to stable codes.

@@ -29,6 +29,11 @@ pub const KEPT_CALLS: usize = 1000;
 /// How much of a result's text the trace keeps.
 const RESULT_PREVIEW_CHARS: usize = 4000;
 
+/// How much of a call's arguments (their JSON, secrets masked) the trace keeps: larger
+/// ones are kept as a string of their start, so that a thousand kept calls stay small
+/// whatever their arguments (the session log has them whole).
+const ARGUMENTS_KEPT_BYTES: usize = 16 * 1024;
+
 /// One call, as the console shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CallRecord {
@@ -54,7 +59,8 @@ pub struct CallRecord {
     /// The gateway's own error code, when the call failed here.
     pub error_code: Option<&'static str>,
     pub error_message: Option<String>,
-    /// Arguments with secret-looking fields masked.
+    /// Arguments with secret-looking fields masked; past [`ARGUMENTS_KEPT_BYTES`], a
+    /// string of the start of their JSON.
     pub arguments: Box<RawValue>,
     /// What each stage decided, in order: the text of a JSON array of objects.
     #[serde(serialize_with = "as_json")]
@@ -123,8 +129,7 @@ impl ResultObserver for Activity {
         invocation
             .session
             .with_state(|count: &mut CallCount| count.0 += 1);
-        let arguments = redact::masked_json(invocation.arguments_or_empty())
-            .unwrap_or_else(|_| RawValue::NULL.to_owned());
+        let arguments = kept_arguments(invocation);
         let record = CallRecord {
             seq: 0,
             at_ms: unix_ms(SystemTime::now()),
@@ -207,6 +212,28 @@ impl ResultObserver for Activity {
         drop(forgotten);
         self.latest.send_replace(seq);
     }
+}
+
+/// The call's arguments as the trace keeps them: masked, and cut past
+/// [`ARGUMENTS_KEPT_BYTES`].
+fn kept_arguments(invocation: &Invocation) -> Box<RawValue> {
+    let Ok(masked) = redact::masked_json(invocation.arguments_or_empty()) else {
+        return RawValue::NULL.to_owned();
+    };
+    let text = masked.get();
+    if text.len() <= ARGUMENTS_KEPT_BYTES {
+        return masked;
+    }
+    let end = (0..=ARGUMENTS_KEPT_BYTES)
+        .rev()
+        .find(|&at| text.is_char_boundary(at))
+        .unwrap_or(0);
+    let cut = format!(
+        "{} … ({} bytes of arguments in all; the session log has them whole)",
+        &text[..end],
+        text.len()
+    );
+    serde_json::value::to_raw_value(&cut).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 /// The result's text content (and structured value), cut to a preview.
@@ -371,6 +398,29 @@ mod tests {
         assert_eq!(activity.since(1, 10).len(), 1, "only calls after seq 1");
         assert_eq!(activity.get(2).unwrap().tool, "mcp__kv__delete");
         assert_eq!(session.with_state(|count: &mut CallCount| count.0), 2);
+    }
+
+    #[test]
+    fn large_arguments_are_kept_as_the_start_of_their_json() {
+        let profile = Profiles::new(&Config::default()).get(None).unwrap();
+        let session = Arc::new(CallContext::new("s1".into(), profile, None));
+        let mut call = invocation(&session, "mcp__kv__set");
+        let value = "é".repeat(ARGUMENTS_KEPT_BYTES);
+        call.arguments = json!({"password": "hunter2", "value": value})
+            .as_object()
+            .cloned();
+        let kept = kept_arguments(&call);
+        let Value::String(text) = serde_json::from_str(kept.get()).unwrap() else {
+            panic!("cut arguments are a string: {kept}");
+        };
+        assert!(
+            text.starts_with(r#"{"password":"***","value":"éé"#),
+            "{text}"
+        );
+        assert!(text.len() < ARGUMENTS_KEPT_BYTES + 100, "{}", text.len());
+        assert!(text.ends_with("the session log has them whole)"), "{text}");
+        let small = kept_arguments(&invocation(&session, "mcp__kv__get"));
+        assert_eq!(small.get(), r#"{"key":"k","password":"***"}"#);
     }
 
     #[test]

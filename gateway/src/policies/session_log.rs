@@ -22,7 +22,7 @@ struct CallEvent<'a> {
     /// The upstream that owns the tool, for a federated one.
     #[serde(skip_serializing_if = "Option::is_none")]
     server: Option<&'a str>,
-    /// Who the caller's credentials name (`token:…`, `subject:…`): whose sign-in a
+    /// Who the caller's credentials name (`token:…`, `subject:…`, `client:…`): whose sign-in a
     /// per-user server's call used. Never a credential.
     #[serde(skip_serializing_if = "Option::is_none")]
     identity: Option<&'a str>,

@@ -10,13 +10,16 @@
 //! (like a removed server) is retired, which lets its requests in flight finish for up to
 //! `[gateway] shutdown_grace_ms` before it stops.
 
+pub mod instructions;
 pub mod naming;
+pub mod pins;
 pub mod profile;
 pub mod search;
 pub mod subscriptions;
 pub mod tool;
 pub mod view;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -30,6 +33,7 @@ use crate::relay::Downstream;
 use crate::resource_uri;
 use crate::upstream::offer::{FreshUntil, Offer};
 use crate::upstream::{Health, Upstream};
+use pins::{Pins, Verdict};
 pub use tool::FederatedTool;
 
 /// A prompt re-exported under its federated name.
@@ -61,6 +65,11 @@ pub struct Catalog {
     pub settled: BTreeSet<Arc<str>>,
     /// Names and URIs two servers both offered, and who kept them.
     pub collisions: Vec<naming::Collision>,
+    /// What each server that gave any said of itself (its `instructions`), by server.
+    pub instructions: BTreeMap<Arc<str>, String>,
+    /// Tools held for an operator's approval with no approved definition to show (see
+    /// [`pins`]), by the name they would have: not listed, their calls refused.
+    pub withheld: BTreeMap<String, Arc<pins::Hold>>,
     /// Until when each merged list is fresh: the earliest of its upstreams' `ttlMs`;
     /// `None` when one of them gave none.
     pub fresh_until: FreshUntil,
@@ -154,6 +163,8 @@ pub struct Registry {
     resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
     /// The client sessions the upstreams' requests and log messages are relayed to.
     downstream: Arc<Downstream>,
+    /// The approved tool definitions, which the catalog serves.
+    pins: Arc<Pins>,
     shutdown: CancellationToken,
 }
 
@@ -179,10 +190,11 @@ impl Registry {
         state: Option<Arc<dyn crate::state::SharedState>>,
     ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
         let downstream = Downstream::new(config.gate.clone());
+        let (changed, mut changes) = mpsc::unbounded_channel();
+        let pins = Pins::open(config, state.as_ref(), changed.clone(), shutdown.clone()).await;
         if let Some(state) = state {
             downstream.sign_ins.keep_in(state);
         }
-        let (changed, mut changes) = mpsc::unbounded_channel();
         let (resource_updates, updates) = mpsc::unbounded_channel();
         let registry = Arc::new(Registry {
             upstreams: RwLock::default(),
@@ -193,6 +205,7 @@ impl Registry {
             changed,
             resource_updates,
             downstream: Arc::new(downstream),
+            pins,
             shutdown,
         });
         for (name, server) in config.enabled_servers() {
@@ -226,6 +239,8 @@ impl Registry {
         futures::future::join_all(self.upstreams().iter().map(|u| u.first_attempt())).await;
         // The background rebuild may not have run yet.
         self.rebuild();
+        // A one-shot command ends soon: what it pinned is kept first.
+        self.pins.write().await;
     }
 
     /// Waits, for at most `bound`, until the upstreams in service that `which` selects
@@ -267,6 +282,7 @@ impl Registry {
     pub async fn reconfigure(&self, config: &Config) {
         let _one_at_a_time = self.changes.lock().await;
         self.downstream.set_gate(config.gate.clone());
+        self.pins.set_defaults(config.pinning.clone());
         *self.grace.lock().unwrap_or_else(|p| p.into_inner()) =
             Duration::from_millis(config.gateway.shutdown_grace_ms);
         let wanted: BTreeMap<&String, &ServerConfig> = config.enabled_servers().collect();
@@ -300,6 +316,11 @@ impl Registry {
     /// The client sessions, as the relay sees them.
     pub fn downstream(&self) -> &Arc<Downstream> {
         &self.downstream
+    }
+
+    /// The approved tool definitions.
+    pub fn pins(&self) -> &Arc<Pins> {
+        &self.pins
     }
 
     /// Restarts `server` with its current configuration, losing no call: a new instance
@@ -448,24 +469,52 @@ impl Registry {
             if *connected {
                 catalog.settled.insert(upstream.name.clone());
             }
+            if let Some(said) = offer.instructions.as_deref().map(str::trim)
+                && !said.is_empty()
+            {
+                catalog
+                    .instructions
+                    .insert(upstream.name.clone(), said.to_owned());
+            }
             if upstream.config.rewrite_uris {
                 catalog.rewriting.insert(upstream.name.clone());
             }
-            for tool in &offer.tools {
-                let name = &tool_names[&(upstream.name.to_string(), tool.name.to_string())];
+            let exposed: Vec<String> = offer
+                .tools
+                .iter()
+                .map(|tool| tool_names[&(upstream.name.to_string(), tool.name.to_string())].clone())
+                .collect();
+            // The gateway's own sign-in tool of a per-user server is not the server's.
+            let verdicts = if *connected && !upstream.offers_sign_in_only() {
+                let policy = self.pins.policy_for(&upstream.config);
+                self.pins
+                    .judge_offer(&upstream.name, policy, offer, exposed.clone())
+            } else {
+                vec![Verdict::Pass; offer.tools.len()]
+            };
+            for ((tool, verdict), name) in offer.tools.iter().zip(verdicts).zip(exposed) {
+                let (definition, hold) = match verdict {
+                    Verdict::Pass => (Cow::Borrowed(tool), None),
+                    Verdict::Approved { definition, hold } => (Cow::Owned(*definition), Some(hold)),
+                    Verdict::Withheld(hold) => {
+                        catalog.withheld.insert(name, hold);
+                        continue;
+                    }
+                };
                 // Keep the compiled validators of an unchanged definition.
-                let federated = match previous.tools.get(name) {
-                    Some(old) if old.same_source(&upstream.name, &upstream.config, tool) => {
+                let federated = match previous.tools.get(&name) {
+                    Some(old)
+                        if old.same_source(&upstream.name, &upstream.config, &definition)
+                            && old.hold == hold =>
+                    {
                         old.clone()
                     }
-                    _ => Arc::new(FederatedTool::new(
-                        name,
-                        &upstream.name,
-                        &upstream.config,
-                        tool,
-                    )),
+                    _ => Arc::new(
+                        FederatedTool::new(&name, &upstream.name, &upstream.config, &definition)
+                            .held(hold),
+                    ),
                 };
-                catalog.tools.insert(name.clone(), federated);
+                catalog.tools.insert(name, federated);
             }
             for prompt in &offer.prompts {
                 let name = &prompt_names[&(upstream.name.to_string(), prompt.name.clone())];
@@ -525,6 +574,10 @@ impl Registry {
             }
         }
         self.catalog.send_replace(Arc::new(catalog));
+        if self.pins.has_changes() {
+            let pins = self.pins.clone();
+            tokio::spawn(async move { pins.write().await });
+        }
     }
 }
 

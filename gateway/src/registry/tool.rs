@@ -7,6 +7,7 @@ use std::time::Duration;
 use rmcp::model::Tool;
 use serde_json::Value;
 
+use super::pins::Hold;
 use crate::config::ServerConfig;
 use crate::observe::metrics::SCHEMA_COMPILATIONS;
 
@@ -30,6 +31,9 @@ pub struct FederatedTool {
     pub concurrency_safe: bool,
     /// May be retried when the upstream was unavailable: read-only or idempotent.
     pub retryable: bool,
+    /// Set while the upstream offers another definition than the approved one that
+    /// `definition` is (see [`super::pins`]): calls are refused until it is approved.
+    pub hold: Option<Arc<Hold>>,
     input_schema: OnceLock<CompiledSchema>,
     output_schema: OnceLock<Option<CompiledSchema>>,
 }
@@ -51,9 +55,16 @@ impl FederatedTool {
             concurrency_safe: concurrency_safe(config, tool),
             retryable: read_only || idempotent,
             definition,
+            hold: None,
             input_schema: OnceLock::new(),
             output_schema: OnceLock::new(),
         }
+    }
+
+    /// This tool, held for approval when `hold` says so.
+    pub fn held(mut self, hold: Option<Arc<Hold>>) -> Self {
+        self.hold = hold;
+        self
     }
 
     /// Whether this entry was built from the same upstream definition and settings

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rmcp::model::{Resource, ResourceTemplate};
 
+use super::pins::Hold;
 use super::profile::Profile;
 use super::{Catalog, FederatedPrompt, FederatedTool};
 
@@ -46,6 +47,14 @@ impl SessionView {
     pub fn tool(&self, name: &str) -> Option<&Arc<FederatedTool>> {
         self.catalog
             .tools
+            .get(name)
+            .filter(|_| self.profile.sees(name))
+    }
+
+    /// A visible tool held for approval with no approved definition to show (not listed).
+    pub fn withheld(&self, name: &str) -> Option<&Arc<Hold>> {
+        self.catalog
+            .withheld
             .get(name)
             .filter(|_| self.profile.sees(name))
     }
@@ -89,6 +98,16 @@ impl SessionView {
     /// profile written against those names covers its resources too.
     pub fn sees_server(&self, server: &str) -> bool {
         self.profile.sees_prefix(&self.catalog.prefix(server))
+    }
+
+    /// What the servers the session sees say of themselves (`instructions`), by server
+    /// name, in order.
+    pub fn instructions(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.catalog
+            .instructions
+            .iter()
+            .filter(|(server, _)| self.sees_server(server))
+            .map(|(server, said)| (server.as_ref(), said.as_str()))
     }
 
     /// Whether the session sees the federated name `name`, known or not (used to tell

@@ -52,7 +52,7 @@ pub struct Caller {
     /// Answers the client gave with its request before being asked (protocol 2026-07-28
     /// `inputResponses`): the upstream gets them with the call.
     pub given_input: Option<InputResponses>,
-    /// Who the client's credentials name (`token:…`, `subject:…`), if anyone: whose
+    /// Who the client's credentials name (`token:…`, `subject:…`, `client:…`), if anyone: whose
     /// sign-in a per-user server's call is made with.
     pub identity: Option<Arc<str>>,
     /// The identity provider's access token the client presented, if it did: what a

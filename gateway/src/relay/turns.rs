@@ -223,7 +223,8 @@ mod tests {
         assert!(started(&turns, "sample", &b).await.is_some());
     }
 
-    #[tokio::test]
+    // Paused time: the sleep lets the waiting task run without waiting on the clock.
+    #[tokio::test(start_paused = true)]
     async fn a_waiting_session_goes_before_later_calls_and_an_abandoned_wait_is_forgotten() {
         let turns = Arc::new(Turns::default());
         turns.learn(["sample"]);

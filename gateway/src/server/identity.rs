@@ -1,7 +1,8 @@
 //! Who the gateway says it is at `initialize`: itself, or the one server it stands in for.
 //!
-//! Normally the gateway answers as `mcp-gateway`, with its own instructions and the
-//! capabilities of everything it federates. With exactly one enabled upstream exposed
+//! Normally the gateway answers as `mcp-gateway`, with its own instructions (and, under
+//! each server's name, the instructions of the servers the session sees:
+//! `registry::instructions`) and the capabilities of everything it federates. With exactly one enabled upstream exposed
 //! unchanged (`prefix = ""` and `rewrite_uris = false`) it is a transparent proxy, and a
 //! client must not be able to tell it from the server: the `initialize` result carries the
 //! upstream's `serverInfo`, `instructions` and capabilities (tools, prompts, resources,
@@ -23,6 +24,7 @@ use rmcp::model::{Implementation, ServerConfig};
 use crate::config::{CatalogMode, Mode};
 use crate::gateway::Gateway;
 use crate::pipeline::CallContext;
+use crate::registry::instructions;
 use crate::upstream::Upstream;
 
 /// How long a client's `initialize` waits for the stood-in upstream's first connection.
@@ -73,9 +75,14 @@ pub fn info(gateway: &Gateway, session: Option<&CallContext>) -> ServerConfig {
         info.instructions = offer.instructions.clone();
         return info;
     }
+    let servers_say = session.and_then(|session| instructions::for_session(&gateway.view(session)));
+    let instructions = match servers_say {
+        Some(said) => format!("{INSTRUCTIONS}\n\n{said}"),
+        None => INSTRUCTIONS.to_owned(),
+    };
     ServerConfig::new(gateway.capabilities())
         .with_server_info(own_implementation())
-        .with_instructions(INSTRUCTIONS)
+        .with_instructions(instructions)
 }
 
 fn own_implementation() -> Implementation {

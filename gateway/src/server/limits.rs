@@ -67,6 +67,10 @@ pub enum LimitError {
     )]
     Tasks { limit: usize },
     #[error(
+        "these credentials' running tasks fill what the gateway keeps of their tasks ([tasks] max_kept_per_identity = {max_tasks}, max_kept_bytes_per_identity = {max_bytes}); wait for one to settle"
+    )]
+    TasksKept { max_tasks: usize, max_bytes: usize },
+    #[error(
         "events of this stream after Last-Event-ID were dropped to keep the stored events within bounds ([cluster] max_event_bytes, max_events_per_stream); what they held cannot be replayed"
     )]
     EventsDropped,
@@ -84,6 +88,7 @@ impl LimitError {
             Self::InFlightPerIdentity { .. } => "SSE_IDENTITY_IN_FLIGHT_LIMIT",
             Self::Streams { .. } => "STREAM_LIMIT",
             Self::Tasks { .. } => "TASK_LIMIT",
+            Self::TasksKept { .. } => "TASKS_KEPT_LIMIT",
             Self::EventsDropped => "EVENTS_DROPPED",
         }
     }

@@ -6,7 +6,8 @@
 //! event is charged its size (with what it costs to keep it) in one queue, oldest first,
 //! across streams; past the bound the oldest are dropped. A stream remembers the last of
 //! its events that was dropped, so a resume from before it is told that events are
-//! missing rather than handed the rest as if nothing were.
+//! missing rather than handed the rest as if nothing were. Task records are bounded per
+//! identity alike (see [`tasks`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -19,8 +20,10 @@ use tokio::time::Instant;
 
 use super::{
     ClusterConfig, PUBLISHED_BACKLOG, Published, Replay, SessionRecord, SharedState, StateError,
-    StoredEvent, event_id, parse_event_id,
+    StoredEvent, StoredTask, TaskBound, TaskEntry, TaskKept, event_id, parse_event_id,
 };
+
+mod tasks;
 
 /// What keeping one event costs beyond its payload and its stream's name: its place in
 /// its stream and in the queue of every event.
@@ -60,13 +63,12 @@ struct Inner {
     /// The same for sessions, and for usage, which are created on first use.
     prune_sessions_at: usize,
     prune_usage_at: usize,
-    /// Task records, each with the moment it is dropped.
-    tasks: HashMap<String, (String, Instant)>,
-    /// The same for tasks, which are kept until their TTL runs out.
-    prune_tasks_at: usize,
-    /// Messages left in mailboxes, each mailbox's with the moment they are dropped
-    /// (pruned with the task records).
+    /// Task records, bounded per identity.
+    tasks: tasks::Tasks,
+    /// Messages left in mailboxes, each mailbox's with the moment they are dropped.
     mailboxes: HashMap<String, (Vec<String>, Instant)>,
+    /// The same as for streams, for mailboxes.
+    prune_mailboxes_at: usize,
     /// Records kept for their owners (per-user sign-ins), by key, with when they lapse.
     records: std::collections::BTreeMap<String, (Vec<u8>, Option<Instant>)>,
     /// Locks held, by name: the holder and when its lease ends.
@@ -523,30 +525,19 @@ impl SharedState for MemoryState {
 
     fn put_task<'a>(
         &'a self,
-        id: &'a str,
-        record: String,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), StateError>> {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        if inner.tasks.len() >= inner.prune_tasks_at {
-            inner.tasks.retain(|_, (_, until)| *until > now);
-            inner.mailboxes.retain(|_, (_, until)| *until > now);
-            inner.prune_tasks_at = (inner.tasks.len() * 2).max(64);
-        }
-        inner.tasks.insert(id.to_owned(), (record, now + ttl));
-        Box::pin(ready(Ok(())))
+        task: TaskEntry<'a>,
+        bound: TaskBound,
+    ) -> BoxFuture<'a, Result<TaskKept, StateError>> {
+        let kept = self.lock().tasks.put(task, bound, Instant::now());
+        Box::pin(ready(Ok(kept)))
     }
 
-    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>> {
-        let now = Instant::now();
-        let inner = self.lock();
-        let record = inner
-            .tasks
-            .get(id)
-            .filter(|(_, until)| *until > now)
-            .map(|(record, _)| record.clone());
-        Box::pin(ready(Ok(record)))
+    fn get_task<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredTask>, StateError>> {
+        let found = self.lock().tasks.get(id, Instant::now());
+        Box::pin(ready(Ok(found)))
     }
 
     fn send_message<'a>(
@@ -555,8 +546,13 @@ impl SharedState for MemoryState {
         message: String,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<(), StateError>> {
-        let until = Instant::now() + ttl;
+        let now = Instant::now();
+        let until = now + ttl;
         let mut inner = self.lock();
+        if inner.mailboxes.len() >= inner.prune_mailboxes_at {
+            inner.mailboxes.retain(|_, (_, until)| *until > now);
+            inner.prune_mailboxes_at = (inner.mailboxes.len() * 2).max(64);
+        }
         let (messages, kept_until) = inner
             .mailboxes
             .entry(mailbox.to_owned())

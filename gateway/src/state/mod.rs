@@ -144,6 +144,61 @@ pub struct Published {
 /// How many published events a replica may fall behind on before it skips some.
 pub const PUBLISHED_BACKLOG: usize = 1024;
 
+/// A task's record handed to the store, and what the store must know of it to bound
+/// what its owner keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEntry<'a> {
+    pub id: &'a str,
+    /// The identity that created the task (`None`: no credentials).
+    pub owner: Option<&'a str>,
+    /// The record, as JSON.
+    pub record: String,
+    /// How long it is kept from now.
+    pub ttl: Duration,
+    /// Whether the task has settled: only settled tasks are dropped to make room.
+    pub settled: bool,
+}
+
+impl TaskEntry<'_> {
+    /// What keeping the record costs, as charged against its owner's byte bound.
+    pub fn bytes(&self) -> usize {
+        self.record.len() + self.id.len() + TASK_OVERHEAD
+    }
+}
+
+/// What keeping one task costs beyond its record and its id: its place in its owner's
+/// index.
+pub const TASK_OVERHEAD: usize = 128;
+
+/// How much of its tasks one identity keeps at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskBound {
+    /// Tasks, running and settled.
+    pub max_tasks: usize,
+    /// Bytes of their records ([`TaskEntry::bytes`]).
+    pub max_bytes: usize,
+    /// How many ids of dropped tasks are remembered (the most recently dropped), so
+    /// that a late request about one is told it was dropped rather than never known.
+    pub remembered: usize,
+}
+
+/// What became of a task record given to the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKept {
+    Kept,
+    /// A new task, which its owner's running tasks leave no room for: nothing is stored.
+    Refused,
+}
+
+/// A task as the store has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredTask {
+    /// Its record (JSON).
+    Record(String),
+    /// Dropped, settled, to keep its owner's tasks within bounds; `owner` created it.
+    Dropped { owner: Option<String> },
+}
+
 /// The shared state. Every method is one atomic step; a method that fails leaves the
 /// state as it was.
 pub trait SharedState: Send + Sync + 'static {
@@ -232,16 +287,21 @@ pub trait SharedState: Send + Sync + 'static {
     /// store; one whose lease lapsed (a few seconds after it died) is gone.
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>>;
 
-    /// Keeps the record (JSON) of task `id` for `ttl` from now, in place of any before.
+    /// Keeps `task`'s record in place of any before, within what its owner may keep
+    /// (`bound`, see [`TaskBound`]): a task new to the store that has not settled is
+    /// refused when its owner's running tasks leave no room for it; then the owner's
+    /// settled tasks are dropped, oldest first, until the kept ones are within the bound
+    /// (running tasks never are), and their ids remembered as dropped.
     fn put_task<'a>(
         &'a self,
-        id: &'a str,
-        record: String,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), StateError>>;
+        task: TaskEntry<'a>,
+        bound: TaskBound,
+    ) -> BoxFuture<'a, Result<TaskKept, StateError>>;
 
-    /// The record of task `id`, while it is kept.
-    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>>;
+    /// Task `id` as the store has it: its record while it is kept, or that it was dropped
+    /// (while its id is remembered).
+    fn get_task<'a>(&'a self, id: &'a str)
+    -> BoxFuture<'a, Result<Option<StoredTask>, StateError>>;
 
     /// Leaves `message` (JSON) in `mailbox`, kept for `ttl` unless taken before, and tells
     /// every replica's [`SharedState::new_messages`] receivers that it did. A mailbox is

@@ -7,7 +7,8 @@
 //! - `chain:<id>`: the reminder's hash `key`, `count`.
 //! - `events:<stream>`: a sorted set of `<seq>:<JSON>` scored `<seq>`.
 //! - `replica:<id>`: the lease of a running replica, renewed with every probe.
-//! - `task:<id>`: a task's record (JSON), for its TTL.
+//! - `task:<id>`: a task's record (JSON), for its TTL, with its owner's index and the
+//!   tombstones of dropped tasks ([`tasks`]).
 //! - `mailbox:<name>`: a list of messages one replica left for another (for the one
 //!   running task `<id>` in `task:<id>`, for replica `<id>` in `replica:<id>`, …), each
 //!   announced on the channel `mail`.
@@ -31,6 +32,7 @@
 //! failed operation marks the state unready at once.
 
 mod recent_sessions;
+mod tasks;
 mod write_behind;
 
 use std::sync::Arc;
@@ -43,10 +45,11 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 use self::recent_sessions::RecentSessions;
+use self::tasks::{PutTask, TaskKeys};
 use self::write_behind::{EventWriter, Retention, StreamKeys};
 use super::{
     ClusterConfig, PUBLISHED_BACKLOG, Published, Replay, SessionRecord, SharedState, StateError,
-    StoredEvent, event_id, parse_event_id,
+    StoredEvent, StoredTask, TaskBound, TaskEntry, TaskKept, event_id, parse_event_id,
 };
 
 /// How long one Redis command may take before it counts as a failure.
@@ -113,6 +116,8 @@ pub struct RedisState {
     admit: Script,
     extend_chain: Script,
     set_log_level: Script,
+    put_task: PutTask,
+    task_keys: TaskKeys,
     /// Events from the subscription, for [`SharedState::published`].
     published: tokio::sync::broadcast::Sender<Published>,
     /// Mailbox names from the subscription, for [`SharedState::new_messages`].
@@ -163,6 +168,8 @@ impl RedisState {
             admit: Script::new(ADMIT),
             extend_chain: Script::new(EXTEND_CHAIN),
             set_log_level: Script::new(SET_LOG_LEVEL),
+            put_task: PutTask::new(),
+            task_keys: TaskKeys::new(&config.key_prefix),
             published,
             new_messages,
             recent,
@@ -743,32 +750,32 @@ impl SharedState for RedisState {
 
     fn put_task<'a>(
         &'a self,
-        id: &'a str,
-        record: String,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), StateError>> {
+        task: TaskEntry<'a>,
+        bound: TaskBound,
+    ) -> BoxFuture<'a, Result<TaskKept, StateError>> {
         Box::pin(async move {
             let mut connection = self.connection()?;
-            let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-            let result = redis::cmd("SET")
-                .arg(self.key("task", id))
-                .arg(record)
-                .arg("PX")
-                .arg(millis)
-                .query_async::<()>(&mut connection)
+            let result = self
+                .put_task
+                .invoke(&mut connection, &self.task_keys, task, bound)
                 .await;
             self.observe(result)
         })
     }
 
-    fn get_task<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<String>, StateError>> {
+    fn get_task<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredTask>, StateError>> {
         Box::pin(async move {
             let mut connection = self.connection()?;
-            let result = redis::cmd("GET")
-                .arg(self.key("task", id))
-                .query_async::<Option<String>>(&mut connection)
+            let result = redis::cmd("MGET")
+                .arg(self.task_keys.record(id))
+                .arg(self.task_keys.tombstone(id))
+                .query_async::<(Option<String>, Option<String>)>(&mut connection)
                 .await;
-            self.observe(result)
+            let (record, tombstone) = self.observe(result)?;
+            Ok(tasks::stored(record, tombstone))
         })
     }
 

@@ -212,13 +212,23 @@ async fn contract(state: &dyn SharedState) {
     // out (a real wait: Redis keeps the time).
     assert_eq!(state.get_task("t1").await.unwrap(), None);
     let ttl = Duration::from_secs(60);
-    state.put_task("t1", "working".into(), ttl).await.unwrap();
-    state.put_task("t1", "done".into(), ttl).await.unwrap();
-    assert_eq!(state.get_task("t1").await.unwrap().as_deref(), Some("done"));
-    state
-        .put_task("t2", "brief".into(), Duration::from_millis(1))
-        .await
-        .unwrap();
+    let roomy = TaskBound {
+        max_tasks: 100,
+        max_bytes: 1 << 20,
+        remembered: 10,
+    };
+    for record in ["working", "done"] {
+        let kept = state
+            .put_task(task("t1", Some("token:0"), record, ttl, false), roomy)
+            .await;
+        assert_eq!(kept.unwrap(), TaskKept::Kept);
+    }
+    assert_eq!(
+        state.get_task("t1").await.unwrap(),
+        Some(StoredTask::Record("done".into()))
+    );
+    let brief = task("t2", None, "brief", Duration::from_millis(1), false);
+    state.put_task(brief, roomy).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while state.get_task("t2").await.unwrap().is_some() {
         assert!(std::time::Instant::now() < deadline, "t2 outlived its TTL");
@@ -242,9 +252,109 @@ async fn contract(state: &dyn SharedState) {
     assert!(state.is_ready());
 }
 
+/// A task entry of `owner` holding `record`.
+fn task<'a>(
+    id: &'a str,
+    owner: Option<&'a str>,
+    record: &str,
+    ttl: Duration,
+    settled: bool,
+) -> TaskEntry<'a> {
+    TaskEntry {
+        id,
+        owner,
+        record: record.to_owned(),
+        ttl,
+        settled,
+    }
+}
+
+/// What one identity keeps of its tasks stays within its bound: settled tasks are dropped
+/// oldest first (and their ids remembered, as many as the bound says, to their owner
+/// alone), running ones never, and a new running task is refused while running ones
+/// fill the bound; another identity's tasks are untouched.
+async fn task_bound(state: &dyn SharedState) {
+    let ttl = Duration::from_secs(60);
+    let alice = Some("token:alice");
+    let bob = Some("token:bob");
+    let entry = |id: &'static str, owner, settled| task(id, owner, "r", ttl, settled);
+    let cost = entry("a1", alice, false).bytes();
+    let bound = TaskBound {
+        max_tasks: 3,
+        max_bytes: 100 * cost,
+        remembered: 2,
+    };
+    let put = |task: TaskEntry<'static>| async move { state.put_task(task, bound).await.unwrap() };
+    let record = |id| async move { state.get_task(id).await.unwrap() };
+    let dropped = |owner: Option<&str>| {
+        Some(StoredTask::Dropped {
+            owner: owner.map(str::to_owned),
+        })
+    };
+
+    assert_eq!(put(entry("b1", bob, true)).await, TaskKept::Kept);
+    for id in ["a1", "a2", "a3"] {
+        assert_eq!(put(entry(id, alice, false)).await, TaskKept::Kept);
+    }
+    // Three running: no room for a fourth, and nothing is dropped for it.
+    assert_eq!(put(entry("a4", alice, false)).await, TaskKept::Refused);
+    assert_eq!(record("a4").await, None);
+    assert_eq!(record("a1").await, Some(StoredTask::Record("r".into())));
+    // Settled, a1 makes room for a4: the oldest settled goes.
+    assert_eq!(put(entry("a1", alice, true)).await, TaskKept::Kept);
+    assert_eq!(put(entry("a4", alice, false)).await, TaskKept::Kept);
+    assert_eq!(record("a1").await, dropped(alice));
+    // A running task's record changes in place, whatever the bound.
+    assert_eq!(put(entry("a2", alice, false)).await, TaskKept::Kept);
+    // Settling and starting more drops the settled, oldest first.
+    assert_eq!(put(entry("a3", alice, true)).await, TaskKept::Kept);
+    assert_eq!(put(entry("a2", alice, true)).await, TaskKept::Kept);
+    assert_eq!(put(entry("a5", alice, false)).await, TaskKept::Kept);
+    assert_eq!(record("a2").await, dropped(alice));
+    assert_eq!(record("a3").await, Some(StoredTask::Record("r".into())));
+    // Only the last two dropped ids are remembered.
+    assert_eq!(put(entry("a6", alice, false)).await, TaskKept::Kept);
+    assert_eq!(record("a3").await, dropped(alice));
+    assert_eq!(record("a1").await, None, "forgotten");
+    // Bob's one settled task was never in the way.
+    assert_eq!(record("b1").await, Some(StoredTask::Record("r".into())));
+
+    // Bytes bound alike: a settled record past the budget pushes out older ones.
+    let carol = Some("token:carol");
+    let big = "x".repeat(1000);
+    let bytes = task("c1", carol, &big, ttl, true).bytes();
+    let bound = TaskBound {
+        max_tasks: 100,
+        max_bytes: 2 * bytes,
+        remembered: 10,
+    };
+    for id in ["c1", "c2", "c3"] {
+        let kept = state
+            .put_task(task(id, carol, &big, ttl, true), bound)
+            .await;
+        assert_eq!(kept.unwrap(), TaskKept::Kept);
+    }
+    assert_eq!(record("c1").await, dropped(carol));
+    assert_eq!(record("c2").await, Some(StoredTask::Record(big.clone())));
+    // A running one that does not fit beside the running ones is refused.
+    let running = state.put_task(task("c4", carol, &big, ttl, false), bound);
+    assert_eq!(running.await.unwrap(), TaskKept::Kept);
+    let running = state.put_task(task("c5", carol, &big, ttl, false), bound);
+    assert_eq!(running.await.unwrap(), TaskKept::Kept);
+    let running = state.put_task(task("c6", carol, &big, ttl, false), bound);
+    assert_eq!(running.await.unwrap(), TaskKept::Refused);
+    assert_eq!(record("c3").await, dropped(carol));
+    assert_eq!(record("c4").await, Some(StoredTask::Record(big.clone())));
+}
+
 #[tokio::test]
 async fn memory_state_keeps_the_contract() {
     contract(&memory::MemoryState::new(&config())).await;
+}
+
+#[tokio::test]
+async fn memory_state_bounds_what_each_identity_keeps_of_its_tasks() {
+    task_bound(&memory::MemoryState::new(&config())).await;
 }
 
 #[tokio::test]
@@ -341,6 +451,7 @@ async fn redis_state_keeps_the_contract_and_notices_redis_going_away() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     byte_bound(&bounded).await;
+    task_bound(&state).await;
 
     // "s2" was read lately and may be answered from this replica's copy; "s9" needs Redis.
     let _ = server.0.kill();

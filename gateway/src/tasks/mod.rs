@@ -17,23 +17,38 @@
 //! identity the task does not exist (a task id is a bearer token otherwise). Every
 //! request about a task passes the profile and the gate again, as a call would.
 //!
+//! What the shared state keeps of one identity's tasks is bounded (count and bytes): past
+//! the bound its settled tasks are dropped, oldest first, and a late request about one is
+//! told so ([`TaskError::Dropped`]); while its running tasks alone fill the bound, a call
+//! does not become a task. A record holds the call's arguments only while the task runs.
+//!
 //! ```toml
 //! [tasks]
 //! answer_within_ms = 500   # a call of the gateway's own that runs longer becomes a task
-//! ttl_ms = 3600000         # how long the gateway keeps its own tasks (and bindings of an
-//!                          # upstream's task that names no TTL)
+//! ttl_ms = 3600000         # how long the gateway keeps its own tasks, and the binding of
+//!                          # an upstream's (at most: an upstream's ttlMs is capped at it)
 //! poll_interval_ms = 500   # the poll interval the gateway's own tasks suggest
+//! max_kept_per_identity = 256            # tasks one identity keeps, running and settled
+//! max_kept_bytes_per_identity = 16777216 # bytes of their records (16 MiB)
 //! ```
 
 pub mod handle;
 pub mod record;
 pub mod running;
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
 
 pub use record::{TaskRecord, Work};
+
+use crate::state::TaskBound;
+
+/// How many ids of an identity's dropped tasks are remembered (the most recently dropped),
+/// so that a late request about one is told it was dropped.
+pub const DROPPED_REMEMBERED: usize = 1024;
 
 /// `[tasks]`: the gateway's own tasks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,10 +58,19 @@ pub struct TasksConfig {
     /// that answers sooner is answered as it is. Default 500.
     pub answer_within_ms: u64,
     /// How long the gateway keeps a task of its own from its creation, and the binding of
-    /// an upstream's task that names no TTL. Default 3600000 (an hour).
+    /// an upstream's task (at most: an upstream's `ttlMs` is capped at it). Default
+    /// 3600000 (an hour).
     pub ttl_ms: u64,
     /// The poll interval the gateway's own tasks suggest. Default 500.
     pub poll_interval_ms: u64,
+    /// How many tasks one identity keeps, running and settled: past it, its settled tasks
+    /// are dropped, oldest first; while its running tasks alone fill it, a call does not
+    /// become a task. Default 256.
+    pub max_kept_per_identity: NonZeroUsize,
+    /// How many bytes the records of one identity's tasks take at most (a running task's
+    /// arguments, a settled one's result), bounded as `max_kept_per_identity` is. Default
+    /// 16 MiB.
+    pub max_kept_bytes_per_identity: NonZeroUsize,
 }
 
 impl Default for TasksConfig {
@@ -55,6 +79,8 @@ impl Default for TasksConfig {
             answer_within_ms: 500,
             ttl_ms: 3_600_000,
             poll_interval_ms: 500,
+            max_kept_per_identity: NonZeroUsize::new(256).expect("not zero"),
+            max_kept_bytes_per_identity: NonZeroUsize::new(16 * 1024 * 1024).expect("not zero"),
         }
     }
 }
@@ -66,6 +92,50 @@ impl TasksConfig {
 
     pub fn ttl(&self) -> Duration {
         Duration::from_millis(self.ttl_ms.max(1))
+    }
+
+    /// What one identity keeps of its tasks.
+    pub fn bound(&self) -> TaskBound {
+        TaskBound {
+            max_tasks: self.max_kept_per_identity.get(),
+            max_bytes: self.max_kept_bytes_per_identity.get(),
+            remembered: DROPPED_REMEMBERED,
+        }
+    }
+}
+
+/// Why a request about a task reaches none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// No task of the request's identity has the id: none ever had, it outlived its TTL,
+    /// another identity created it, or the request's profile no longer shows its tool.
+    #[error("unknown task {id}")]
+    Unknown { id: String },
+    /// The task settled, and was dropped to keep its identity's tasks within
+    /// `max_kept_per_identity` and `max_kept_bytes_per_identity`.
+    #[error(
+        "task {id} settled and was dropped to keep these credentials' tasks within [tasks] max_kept_per_identity and max_kept_bytes_per_identity; fetch results sooner"
+    )]
+    Dropped { id: String },
+}
+
+impl TaskError {
+    /// A stable code, for clients, logs and docs/error-codes.md.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unknown { .. } => "UNKNOWN_TASK",
+            Self::Dropped { .. } => "TASK_DROPPED",
+        }
+    }
+
+    /// The error as JSON-RPC's `-32602` (invalid params, which the tasks extension gives a
+    /// task id that names no task), the message led by the code, and the code in
+    /// `data.code`.
+    pub fn to_error(&self) -> ErrorData {
+        ErrorData::invalid_params(
+            format!("{}: {self}", self.code()),
+            Some(serde_json::json!({ "code": self.code() })),
+        )
     }
 }
 

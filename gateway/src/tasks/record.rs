@@ -1,5 +1,6 @@
 //! What the gateway keeps of one task, in the shared state under the task's id (the
 //! gateway's), as JSON: who created it, the call it stands for, and where its work is.
+//! The call's arguments are kept while the task runs, and left out once it settled.
 
 use std::time::{Duration, SystemTime};
 
@@ -8,7 +9,7 @@ use rmcp::model::{DetailedTask, InputResponses, JsonObject, TaskPayload, TaskSta
 use serde::{Deserialize, Serialize};
 
 use crate::approvals::unix_ms;
-use crate::state::{SharedState, StateError};
+use crate::state::{SharedState, StateError, StoredTask, TaskBound, TaskEntry, TaskKept};
 
 /// One task as the gateway keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -17,8 +18,9 @@ pub struct TaskRecord {
     /// The identity of the credentials that created it (`None`: no credentials); any
     /// other is told the task does not exist.
     pub identity: Option<String>,
-    /// The tool, as the client named it, and the arguments it was called with: every
-    /// request about the task passes the profile and the gate again with them.
+    /// The tool, as the client named it, and the arguments it was called with while the
+    /// task runs: every request about the task passes the profile and the gate again with
+    /// them (with the tool alone once it settled).
     pub tool: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<JsonObject>,
@@ -37,6 +39,9 @@ pub enum Work {
         server: String,
         /// The upstream's id of it.
         task_id: String,
+        /// Whether the upstream said, answering a `tasks/get`, that the task settled.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        settled: bool,
     },
     /// The gateway's own: a call it runs on `replica`, and its state as of the last
     /// change.
@@ -60,29 +65,97 @@ impl TaskRecord {
     pub fn belongs_to(&self, identity: Option<&str>) -> bool {
         self.identity.as_deref() == identity
     }
+
+    /// Whether the task settled, as far as the gateway knows.
+    pub fn is_settled(&self) -> bool {
+        match &self.work {
+            Work::Upstream { settled, .. } => *settled,
+            Work::Own { task, .. } => is_terminal(task),
+        }
+    }
+
+    /// This record as kept: without the arguments once the task settled.
+    fn to_json(&self, id: &str) -> Result<String, StateError> {
+        let json = if self.is_settled() && self.arguments.is_some() {
+            serde_json::to_string(&TaskRecord {
+                identity: self.identity.clone(),
+                tool: self.tool.clone(),
+                arguments: None,
+                expires_ms: self.expires_ms,
+                work: self.work.clone(),
+            })
+        } else {
+            serde_json::to_string(self)
+        };
+        json.map_err(|e| StateError::Corrupt(format!("task `{id}`: {e}")))
+    }
 }
 
-/// The record of task `id`, if the shared state still keeps it.
-pub async fn load(state: &dyn SharedState, id: &str) -> Result<Option<TaskRecord>, StateError> {
-    let Some(json) = state.get_task(id).await? else {
-        return Ok(None);
-    };
-    serde_json::from_str(&json)
-        .map(Some)
-        .map_err(|e| StateError::Corrupt(format!("task `{id}`: {e}")))
+/// Task `id` as the shared state has it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    Kept(Box<TaskRecord>),
+    /// Dropped, settled, to keep its identity's tasks within bounds.
+    Dropped {
+        identity: Option<String>,
+    },
+}
+
+/// Task `id`, if the shared state still keeps it or remembers dropping it.
+pub async fn load(state: &dyn SharedState, id: &str) -> Result<Option<Lookup>, StateError> {
+    match state.get_task(id).await? {
+        None => Ok(None),
+        Some(StoredTask::Dropped { owner }) => Ok(Some(Lookup::Dropped { identity: owner })),
+        Some(StoredTask::Record(json)) => serde_json::from_str(&json)
+            .map(|record| Some(Lookup::Kept(Box::new(record))))
+            .map_err(|e| StateError::Corrupt(format!("task `{id}`: {e}"))),
+    }
+}
+
+/// Keeps the record of a new task `id` until it expires, unless its identity's running
+/// tasks leave no room for it within `bound` ([`TaskKept::Refused`]).
+pub async fn create(
+    state: &dyn SharedState,
+    id: &str,
+    record: &TaskRecord,
+    bound: TaskBound,
+) -> Result<TaskKept, StateError> {
+    put(state, id, record, bound).await
 }
 
 /// Keeps `record` as task `id`'s until it expires (a record expired already is kept for
-/// a moment: no longer than it takes to read it back).
+/// a moment: no longer than it takes to read it back); its identity's oldest settled
+/// tasks are dropped as `bound` requires.
 pub async fn save(
     state: &dyn SharedState,
     id: &str,
     record: &TaskRecord,
+    bound: TaskBound,
 ) -> Result<(), StateError> {
-    let json = serde_json::to_string(record)
-        .map_err(|e| StateError::Corrupt(format!("task `{id}`: {e}")))?;
-    let left = record.left().max(Duration::from_millis(1));
-    state.put_task(id, json, left).await
+    match put(state, id, record, bound).await? {
+        TaskKept::Kept => Ok(()),
+        // Only a record gone already (expired) is new here: nobody can fetch it.
+        TaskKept::Refused => {
+            tracing::debug!(task = %id, "an expired task's record is not written again");
+            Ok(())
+        }
+    }
+}
+
+async fn put(
+    state: &dyn SharedState,
+    id: &str,
+    record: &TaskRecord,
+    bound: TaskBound,
+) -> Result<TaskKept, StateError> {
+    let entry = TaskEntry {
+        id,
+        owner: record.identity.as_deref(),
+        record: record.to_json(id)?,
+        ttl: record.left().max(Duration::from_millis(1)),
+        settled: record.is_settled(),
+    };
+    state.put_task(entry, bound).await
 }
 
 /// `task`, settled as failed with `error`, now.
@@ -145,25 +218,49 @@ mod tests {
     use crate::state::memory::MemoryState;
 
     #[tokio::test]
-    async fn a_record_reads_back_as_written() {
+    async fn a_record_reads_back_as_written_and_without_its_arguments_once_settled() {
         let state = MemoryState::new(&ClusterConfig::default());
+        let bound = crate::tasks::TasksConfig::default().bound();
         let task = Task::new("gateway.1", TaskStatus::Working, now(), now());
+        let mut arguments = JsonObject::new();
+        arguments.insert("code".into(), "return 1".into());
         let record = TaskRecord {
             identity: Some("alice".into()),
             tool: "run_code".into(),
-            arguments: None,
+            arguments: Some(arguments),
             expires_ms: TaskRecord::expiry(Duration::from_secs(60)),
             work: Work::Own {
                 replica: "r1".into(),
                 task: DetailedTask::new(task, TaskPayload::Working),
             },
         };
-        save(&state, "gateway.1", &record).await.unwrap();
-        let read = load(&state, "gateway.1").await.unwrap().unwrap();
-        assert_eq!(read, record);
+        let created = create(&state, "gateway.1", &record, bound).await.unwrap();
+        assert_eq!(created, TaskKept::Kept);
+        let Some(Lookup::Kept(read)) = load(&state, "gateway.1").await.unwrap() else {
+            panic!("the record is kept");
+        };
+        assert_eq!(*read, record);
         assert!(read.belongs_to(Some("alice")));
         assert!(!read.belongs_to(Some("bob")));
         assert!(!read.belongs_to(None));
         assert_eq!(load(&state, "gateway.2").await.unwrap(), None);
+
+        let Work::Own { replica, task } = record.work.clone() else {
+            unreachable!()
+        };
+        let settled = TaskRecord {
+            work: Work::Own {
+                replica,
+                task: with_status(task, TaskStatus::Cancelled),
+            },
+            ..record
+        };
+        save(&state, "gateway.1", &settled, bound).await.unwrap();
+        let Some(Lookup::Kept(read)) = load(&state, "gateway.1").await.unwrap() else {
+            panic!("the record is kept");
+        };
+        assert!(read.is_settled());
+        assert_eq!(read.arguments, None, "{read:?}");
+        assert_eq!(read.work, settled.work);
     }
 }

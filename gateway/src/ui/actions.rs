@@ -1,5 +1,5 @@
 //! What the console changes: restart, disable or enable a server; run one call from
-//! "try it"; answer a question waiting in the console. Every action needs the login
+//! "try it"; answer a question waiting in the console; approve a held tool definition. Every action needs the login
 //! cookie and the CSRF token ([`OperatorAction`]).
 //!
 //! None of them loses a call in flight, and none is taken once the gateway is stopping. Restart is the registry's own
@@ -157,4 +157,29 @@ pub async fn answer(
         "console: answered a question"
     );
     Ok(Json(json!({"ok": true})))
+}
+
+#[derive(Deserialize)]
+pub struct Approval {
+    /// The name clients know the tool by.
+    name: String,
+    /// The fingerprint of the held definition the operator was shown.
+    sha256: String,
+}
+
+/// `POST /ui/api/pins/approve {name, sha256}`: approves the definition held for the tool
+/// `name`, if it is still the one shown (`sha256`): clients see it and its calls run from
+/// then on, on every replica.
+pub async fn approve_definition(
+    State(state): State<UiState>,
+    _: OperatorAction,
+    Json(approval): Json<Approval>,
+) -> Result<Json<Value>, UiError> {
+    let approved = state
+        .gateway
+        .registry
+        .pins()
+        .approve(&approval.name, Some(&approval.sha256))
+        .await?;
+    Ok(Json(json!({"ok": true, "approved": approved})))
 }

@@ -36,6 +36,7 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
     let config = gateway.config();
     let health = gateway.registry.health();
     let catalog = gateway.registry.catalog();
+    let held = gateway.registry.pins().counts();
     let servers: Vec<Value> = config
         .servers
         .iter()
@@ -82,6 +83,7 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
                 "state": health.map_or(json!("disabled"), |h| json!(h.state)),
                 "pid": health.and_then(|h| h.pid),
                 "restarts": health.map_or(0, |h| h.restarts),
+                "held_definitions": held.get(name).map_or(0, |(_, held)| *held),
                 "last_error": health.and_then(|h| h.last_error.clone()),
                 "tools": tools,
                 "prompts": prompts,
@@ -313,4 +315,16 @@ pub async fn asks(State(state): State<UiState>, _: Operator) -> Json<Value> {
         "ask_fallback": config.gate.ask_fallback,
         "timeout_ms": config.gate.ask_timeout_ms,
     }))
+}
+
+/// `GET /ui/api/pins`: the tool definitions held for an operator's approval, each with
+/// the reasons and a diff from the approved definition (see `registry::pins`), and where
+/// approvals are kept.
+pub async fn pins(State(state): State<UiState>, _: Operator) -> Json<Value> {
+    let pins = state.gateway.registry.pins();
+    let (held, error) = match pins.held() {
+        Ok(held) => (held, None),
+        Err(error) => (Vec::new(), Some(error)),
+    };
+    Json(json!({"place": pins.place(), "held": held, "error": error}))
 }

@@ -1,15 +1,19 @@
-//! Who may use the console: a token entered once, then a cookie.
+//! Who may use the console: an operator's token entered once, then a cookie.
 //!
-//! The login form posts one of the `[listen] tokens` (checked by the listener's own guard,
-//! in constant time); the console answers with a random login id in an `HttpOnly`,
-//! `SameSite=Strict` cookie scoped to `/ui`, and a CSRF token that the page keeps in memory
-//! and sends as `X-CSRF-Token` with every state-changing request. So a page on another
-//! site can neither read the cookie nor forge a request that carries the CSRF token (and
-//! the guard refuses foreign Origins besides). With no tokens configured (loopback only)
-//! the login needs none.
+//! The console shows everyone's calls, sessions and sign-ins, revokes sign-ins, restarts
+//! servers and answers questions for everyone: an operator's business, not a caller's.
+//! So the login form takes only an operator's token, one of the `[listen] tokens` marked
+//! `operator = true` (checked by the listener's own guard, in constant time); a caller's
+//! token is refused (`UI_NOT_OPERATOR`). With no tokens configured (loopback only) the
+//! local user is the operator and the login needs none.
 //!
-//! A token bound to a profile cannot open the console: the console restarts servers and
-//! answers questions for everyone, which is an operator's business.
+//! The console answers a login with a random login id in an `HttpOnly`, `SameSite=Strict`
+//! cookie scoped to `/ui`, and a CSRF token that the page keeps in memory and sends as
+//! `X-CSRF-Token` with every state-changing request. So a page on another site can
+//! neither read the cookie nor forge a request that carries the CSRF token (and the guard
+//! refuses foreign Origins besides). Every route of the API takes [`Operator`] (or
+//! [`OperatorAction`], which builds on it), and that one extractor checks, at every
+//! request, that the login's credentials are still an operator's.
 //!
 //! Guessing is slow: after [`FAILED_LOGINS_PER_MINUTE`] wrong tokens within a minute, every
 //! login is refused (429, `UI_TOO_MANY_LOGINS`) until that minute is over, whoever asks
@@ -36,6 +40,7 @@ use subtle::ConstantTimeEq;
 use super::UiState;
 use super::error::UiError;
 use crate::gateway::Gateway;
+use crate::listener_guard::Credentials;
 use crate::pipeline::CallContext;
 use crate::pipeline::sessions::Transport;
 use crate::registry::profile::DEFAULT_PROFILE;
@@ -61,6 +66,8 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// One browser's login.
 pub struct Login {
     pub csrf: String,
+    /// The credentials it logged in with.
+    owner: Credentials,
     opened: Instant,
     /// The console's own sessions ("try it"), one per profile, made on first use.
     sessions: Mutex<HashMap<String, Arc<CallContext>>>,
@@ -140,11 +147,12 @@ impl Logins {
         self.failures.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A new login: its cookie value and its state.
-    fn open(&self) -> (String, Arc<Login>) {
+    /// A new login of `owner`: its cookie value and its state.
+    fn open(&self, owner: Credentials) -> (String, Arc<Login>) {
         let cookie = random_hex();
         let login = Arc::new(Login {
             csrf: random_hex(),
+            owner,
             opened: Instant::now(),
             sessions: Mutex::default(),
         });
@@ -173,17 +181,20 @@ impl Logins {
     }
 }
 
-/// A request from a logged-in browser (any method).
+/// A request from an operator's logged-in browser (any method).
 pub struct Operator(pub Arc<Login>);
 
 impl FromRequestParts<UiState> for Operator {
     type Rejection = UiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &UiState) -> Result<Self, UiError> {
-        cookie(&parts.headers)
+        let login = cookie(&parts.headers)
             .and_then(|value| state.logins.find(value))
-            .map(Operator)
-            .ok_or(UiError::LoginRequired)
+            .ok_or(UiError::LoginRequired)?;
+        if !state.guard.is_operator(&login.owner) {
+            return Err(UiError::NotOperator);
+        }
+        Ok(Operator(login))
     }
 }
 
@@ -220,7 +231,8 @@ pub async fn login_info(State(state): State<UiState>) -> Json<serde_json::Value>
     Json(json!({"token_required": state.guard.tokens_required()}))
 }
 
-/// `POST /ui/api/login {token}`: checks the token, sets the cookie, returns the CSRF token.
+/// `POST /ui/api/login {token}`: checks that the token is an operator's, sets the cookie,
+/// returns the CSRF token.
 pub async fn login(
     State(state): State<UiState>,
     Json(request): Json<LoginRequest>,
@@ -234,10 +246,14 @@ pub async fn login(
             state.logins.record_failure();
             UiError::WrongToken
         })?;
-    if let Some(profile) = credentials.profile {
-        return Err(UiError::ProfileBoundToken(profile));
+    if !state.guard.is_operator(&credentials) {
+        tracing::warn!(
+            identity = %credentials.identity().unwrap_or_default(),
+            "console: refused a login with a caller's token (not marked operator = true)"
+        );
+        return Err(UiError::NotOperator);
     }
-    let (cookie, login) = state.logins.open();
+    let (cookie, login) = state.logins.open(credentials);
     let set_cookie = format!(
         "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
         LOGIN_LIFETIME.as_secs()
@@ -336,7 +352,12 @@ mod tests {
     #[test]
     fn logins_are_found_by_their_cookie_only() {
         let logins = Logins::default();
-        let (cookie, login) = logins.open();
+        let owner = Credentials {
+            token: None,
+            subject: None,
+            profile: None,
+        };
+        let (cookie, login) = logins.open(owner);
         assert_eq!(cookie.len(), 64);
         assert!(Arc::ptr_eq(&logins.find(&cookie).unwrap(), &login));
         assert!(logins.find("not-it").is_none());

@@ -6,6 +6,8 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::json;
 
+use crate::registry::pins::PinError;
+
 /// Why a console request was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
@@ -17,10 +19,10 @@ pub enum UiError {
     #[error("too many failed logins: try again in {0} s")]
     TooManyLogins(u64),
     #[error(
-        "this token is bound to profile `{0}`; the console needs an operator token (one \
-         without a profile)"
+        "this token is a caller's: the console opens only for an operator, whose token is \
+         marked `operator = true` in [listen] tokens"
     )]
-    ProfileBoundToken(String),
+    NotOperator,
     #[error("missing or wrong CSRF token (X-CSRF-Token)")]
     BadCsrf,
     #[error("no server named `{0}` is configured")]
@@ -36,6 +38,9 @@ pub enum UiError {
     Restart(#[from] crate::registry::RestartError),
     #[error(transparent)]
     Ask(#[from] crate::approvals::AnswerError),
+    /// Approving a held tool definition failed.
+    #[error(transparent)]
+    Pin(#[from] crate::registry::pins::PinError),
     #[error("bad request: {0}")]
     BadRequest(String),
 }
@@ -47,7 +52,7 @@ impl UiError {
             Self::LoginRequired => "UI_LOGIN_REQUIRED",
             Self::WrongToken => "UI_WRONG_TOKEN",
             Self::TooManyLogins(_) => "UI_TOO_MANY_LOGINS",
-            Self::ProfileBoundToken(_) => "UI_PROFILE_BOUND_TOKEN",
+            Self::NotOperator => "UI_NOT_OPERATOR",
             Self::BadCsrf => "UI_BAD_CSRF",
             Self::UnknownServer(_) => "UI_UNKNOWN_SERVER",
             Self::UnknownProfile(_) => "UI_UNKNOWN_PROFILE",
@@ -55,6 +60,7 @@ impl UiError {
             Self::Draining => "UI_DRAINING",
             Self::Restart(e) => e.code(),
             Self::Ask(e) => e.code(),
+            Self::Pin(e) => e.code(),
             Self::BadRequest(_) => "UI_BAD_REQUEST",
         }
     }
@@ -62,11 +68,14 @@ impl UiError {
     fn status(&self) -> StatusCode {
         match self {
             Self::LoginRequired | Self::WrongToken => StatusCode::UNAUTHORIZED,
-            Self::ProfileBoundToken(_) | Self::BadCsrf => StatusCode::FORBIDDEN,
+            Self::NotOperator | Self::BadCsrf => StatusCode::FORBIDDEN,
             Self::UnknownServer(_) | Self::UnknownProfile(_) | Self::UnknownCall(_) => {
                 StatusCode::NOT_FOUND
             }
             Self::Restart(_) | Self::Ask(_) => StatusCode::CONFLICT,
+            Self::Pin(PinError::NotHeld { .. }) => StatusCode::NOT_FOUND,
+            Self::Pin(PinError::Stale { .. }) => StatusCode::CONFLICT,
+            Self::Pin(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Self::TooManyLogins(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,

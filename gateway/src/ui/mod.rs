@@ -1,6 +1,6 @@
 //! The operator console at `/ui`: a browser page to see and steer a running gateway —
-//! its servers, catalog, live calls, sessions, metrics, configuration, and the `ask`
-//! questions waiting for a person.
+//! its servers, catalog, live calls, sessions, metrics, configuration, the `ask`
+//! questions waiting for a person, and the tool definitions held for approval.
 //!
 //! ```toml
 //! [listen]
@@ -83,5 +83,7 @@ pub fn router(gateway: Arc<Gateway>, guard: Arc<SecurityGuard>) -> Router {
         .route("/ui/api/config", get(api::config))
         .route("/ui/api/asks", get(api::asks))
         .route("/ui/api/asks/{id}", post(actions::answer))
+        .route("/ui/api/pins", get(api::pins))
+        .route("/ui/api/pins/approve", post(actions::approve_definition))
         .with_state(state)
 }

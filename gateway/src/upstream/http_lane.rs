@@ -10,7 +10,9 @@
 //! on an SSE stream.
 //!
 //! The call's progress comes on its stream, in order with its answer, and is forwarded
-//! as it comes, so the last progress is never overtaken by the answer. Anything else on
+//! as it comes, so the last progress is never overtaken by the answer. A stream that ends
+//! before the answer, after events with ids, is resumed as the spec says: after the
+//! `retry` the server last set, a GET with `Last-Event-ID` (at most [`MAX_RESUMES`] times). Anything else on
 //! the stream (the upstream's requests to the client, its log messages) is handed to
 //! rmcp's service loop as if its transport had read it ([`Inbound`]), marked with the
 //! call's id as the stream it came on: the relay finds the call's client by it, and the
@@ -115,6 +117,14 @@ impl SessionSlot {
 }
 
 type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<HttpError>>;
+type SseEvents = BoxStream<'static, Result<Sse, SseError>>;
+type ResumeResult = Result<SseEvents, StreamableHttpError<HttpError>>;
+
+/// How many times one call's stream is resumed before the call fails.
+pub const MAX_RESUMES: usize = 5;
+
+/// How long to wait before resuming a stream whose server set no `retry`.
+const DEFAULT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The connection's HTTP client, whichever it is (signed in or not), as the lane uses it.
 trait Post: Send + Sync {
@@ -125,6 +135,16 @@ trait Post: Send + Sync {
         session: Option<Arc<str>>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> BoxFuture<'_, PostResult>;
+
+    /// The stream that goes on after the event `last_event_id` (a GET with
+    /// `Last-Event-ID`).
+    fn resume(
+        &self,
+        uri: Arc<str>,
+        session: Option<Arc<str>>,
+        last_event_id: String,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> BoxFuture<'_, ResumeResult>;
 }
 
 impl<C: StreamableHttpClient<Error = HttpError> + Sync> Post for C {
@@ -137,6 +157,17 @@ impl<C: StreamableHttpClient<Error = HttpError> + Sync> Post for C {
     ) -> BoxFuture<'_, PostResult> {
         // No `Authorization` of our own: a signed-in client puts its token on.
         self.post_message(uri, message, session, None, headers)
+            .boxed()
+    }
+
+    fn resume(
+        &self,
+        uri: Arc<str>,
+        session: Option<Arc<str>>,
+        last_event_id: String,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> BoxFuture<'_, ResumeResult> {
+        self.get_stream(uri, session, Some(last_event_id), None, headers)
             .boxed()
     }
 }
@@ -236,7 +267,8 @@ impl HttpLane {
         match response {
             StreamableHttpPostResponse::Json(message, _) => self.json_answer(id, message),
             StreamableHttpPostResponse::Sse(stream, _) => {
-                self.stream_answer(id, stream, &mut progress).await
+                self.stream_answer(id, &session, stream, &mut progress)
+                    .await
             }
             _ => Err(Unanswered::Failed(
                 "it accepted the call without answering it".into(),
@@ -271,20 +303,47 @@ impl HttpLane {
         }
     }
 
-    /// The answer on the call's SSE stream, with the call's progress before it.
+    /// The answer on the call's SSE stream, with the call's progress before it; the
+    /// stream is resumed where it ended early.
     async fn stream_answer<F>(
         &self,
         id: &RequestId,
-        mut stream: BoxStream<'static, Result<Sse, SseError>>,
+        session: &UpstreamSession,
+        mut stream: SseEvents,
         progress: &mut impl FnMut(ProgressNotificationParam) -> F,
     ) -> Result<Answer, Unanswered>
     where
         F: Future<Output = ()>,
     {
-        while let Some(event) = stream.next().await {
+        let mut last_event_id = None;
+        let mut retry = DEFAULT_RETRY;
+        let mut resumed = 0;
+        loop {
+            let Some(event) = stream.next().await else {
+                let Some(after) = last_event_id.clone().filter(|_| resumed < MAX_RESUMES) else {
+                    return Err(Unanswered::Failed(
+                        "its response stream ended before the answer".into(),
+                    ));
+                };
+                resumed += 1;
+                tokio::time::sleep(retry).await;
+                let headers = session.headers_for(Vec::new);
+                stream = self
+                    .client
+                    .resume(self.uri.clone(), session.id.clone(), after, headers)
+                    .await
+                    .map_err(|error| failed(&error))?;
+                continue;
+            };
             let event = event.map_err(|error| {
                 Unanswered::Failed(format!("its response stream broke: {error}"))
             })?;
+            if let Some(event_id) = &event.id {
+                last_event_id = Some(event_id.clone());
+            }
+            if let Some(millis) = event.retry {
+                retry = std::time::Duration::from_millis(millis);
+            }
             // As rmcp reads them: other events are the stream's own (priming, pings).
             if !matches!(event.event.as_deref(), None | Some("" | "message")) {
                 continue;
@@ -314,9 +373,6 @@ impl HttpLane {
             finish(stream);
             return Ok(answer);
         }
-        Err(Unanswered::Failed(
-            "its response stream ended before the answer".into(),
-        ))
     }
 
     fn pass_on_raw(&self, id: &RequestId, data: &str) {

@@ -486,6 +486,17 @@ impl Upstream {
         self.last_offer().is_some()
     }
 
+    /// Whether what this instance offers is the gateway's own sign-in tool of a per-user
+    /// server nobody has signed in to yet, not the server's.
+    pub fn offers_sign_in_only(&self) -> bool {
+        self.per_user.is_some()
+            && self
+                .last_offer
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none()
+    }
+
     fn set_live(&self, live: Option<Arc<Live>>) {
         if let Some(live) = &live {
             *self.last_offer.write().unwrap_or_else(|p| p.into_inner()) =
@@ -507,8 +518,9 @@ impl Upstream {
         let mut backoff = FIRST_BACKOFF;
         // Under `auto`: whether the next attempt skips `server/discover`, because the last
         // one failed while starting (a server that exits, or breaks off, when asked a
-        // method it does not know before `initialize`). Attempts alternate from then on
-        // until one succeeds.
+        // method it does not know before `initialize`, or answers it with something that
+        // is no discover result). The attempt with `initialize` follows at once; attempts
+        // alternate from then on until one succeeds.
         let mut skip_discover = false;
         let mut logged_failures = LoggedFailures::default();
         loop {
@@ -528,10 +540,14 @@ impl Upstream {
                 attempt = connect::connect(&self.name, &config, self.signs_in_as.as_ref(), sides) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
-            if let Err(connect::ConnectError::Initialize(_)) = &attempt
+            if let Err(connect::ConnectError::Initialize(error)) = &attempt
                 && self.config.protocol == UpstreamProtocol::Auto
             {
                 skip_discover = !skip_discover;
+                if skip_discover {
+                    tracing::debug!(server = %self.name, %error, "server/discover failed; trying initialize");
+                    continue;
+                }
             }
             match attempt {
                 Ok(connection) => {

@@ -40,8 +40,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::methods::unexpected;
+use super::own_tasks::state_error;
 use super::parked::{self, Retry, Untaken};
-use super::tasks::state_error;
 use super::{ClientSession, STREAM_CAPACITY, Serving};
 use crate::gateway::Gateway;
 use crate::state::SharedState;

@@ -16,14 +16,14 @@ use tokio_util::sync::CancellationToken;
 use super::methods::unexpected;
 use super::parked::ParkedCall;
 use super::revision::Revision;
-use super::tasks::state_error;
 use super::{ClientSession, joined};
 use crate::code::tool::RUN_CODE;
 use crate::gateway::Gateway;
 use crate::pipeline::{Origin, Target, error};
 use crate::relay::inputs::Inputs;
-use crate::server::limits::{Holding, Permit};
-use crate::state::StateError;
+use crate::server::limits::{Holding, LimitError, Permit};
+use crate::state::{StateError, TaskKept};
+use crate::tasks::record::Lookup;
 use crate::tasks::running::{Message, RunningTask};
 use crate::tasks::{self, TaskRecord, Work, record};
 
@@ -105,10 +105,22 @@ impl ClientSession {
                 task: DetailedTask::new(task.clone(), TaskPayload::Working),
             },
         };
-        // The task exists for `tasks/get` before its handle is given out.
-        if let Err(e) = record::save(state.as_ref(), &id, &record).await {
-            tracing::warn!(session = %self.id(), "the call stays a call, not a task: {e}");
-            return self.await_or_park(call, request).await;
+        // The task exists for `tasks/get` before its handle is given out; while the
+        // identity's running tasks fill what it may keep, the call stays a call.
+        match record::create(state.as_ref(), &id, &record, config.bound()).await {
+            Ok(TaskKept::Kept) => {}
+            Ok(TaskKept::Refused) => {
+                let refused = LimitError::TasksKept {
+                    max_tasks: config.max_kept_per_identity.get(),
+                    max_bytes: config.max_kept_bytes_per_identity.get(),
+                };
+                tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
+                return self.await_or_park(call, request).await;
+            }
+            Err(e) => {
+                tracing::warn!(session = %self.id(), "the call stays a call, not a task: {e}");
+                return self.await_or_park(call, request).await;
+            }
         }
         let running = Arc::new(RunningTask::new(
             call.cancel.clone(),
@@ -131,7 +143,10 @@ pub(super) async fn send(
     message: Message,
 ) -> Result<(), ErrorData> {
     let state = gateway.state.as_ref();
-    record::save(state, id, record).await.map_err(state_error)?;
+    let bound = gateway.policy().config.tasks.bound();
+    record::save(state, id, record, bound)
+        .await
+        .map_err(state_error)?;
     let message = serde_json::to_string(&message)
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     state
@@ -154,7 +169,8 @@ pub(super) async fn answer_here(
         && !record::is_terminal(task)
     {
         *task = asking(task.clone(), &running.inputs);
-        record::save(gateway.state.as_ref(), id, &record).await?;
+        let bound = gateway.policy().config.tasks.bound();
+        record::save(gateway.state.as_ref(), id, &record, bound).await?;
     }
     Ok(())
 }
@@ -242,19 +258,25 @@ async fn change(
 ) {
     let state = gateway.state.as_ref();
     let mut record = running.record.lock().await;
-    if let Ok(Some(TaskRecord {
-        work: Work::Own { task: stored, .. },
-        ..
-    })) = record::load(state, id).await
-        && record::is_terminal(&stored)
-    {
+    let settled = match record::load(state, id).await {
+        Ok(Some(Lookup::Kept(stored))) => stored.is_settled(),
+        // Only a settled task is dropped.
+        Ok(Some(Lookup::Dropped { .. })) => true,
+        _ => false,
+    };
+    if settled {
         return;
     }
     let Work::Own { task, .. } = &mut record.work else {
         return;
     };
     *task = change(task.clone(), &running.inputs);
-    if let Err(e) = record::save(state, id, &record).await {
+    if record::is_terminal(task) {
+        // Nothing needs the call's arguments any more.
+        record.arguments = None;
+    }
+    let bound = gateway.policy().config.tasks.bound();
+    if let Err(e) = record::save(state, id, &record, bound).await {
         tracing::warn!(task = %id, "task record not written: {e}");
     }
 }
@@ -314,4 +336,9 @@ fn settled(
         Ok(other) => record::failed(task, &unexpected(&other)),
         Err(error) => record::failed(task, &error),
     }
+}
+
+/// The shared state failed a task request: its code, and why.
+pub(super) fn state_error(error: StateError) -> ErrorData {
+    ErrorData::internal_error(format!("{}: {error}", error.code()), None)
 }

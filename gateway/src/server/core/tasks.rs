@@ -4,10 +4,13 @@
 //!
 //! Every task request goes the same way: the client must have declared the tasks
 //! extension on it (`-32021` otherwise); the task must exist and belong to the request's
-//! identity (`-32602`, "unknown task", otherwise: to anyone else a task id names
-//! nothing); its tool must still be visible to the request's profile and let through by
-//! the gate. Then the request goes to the task's work: the upstream whose task it is,
-//! under the upstream's id, or the gateway's own record.
+//! identity (`-32602`, `UNKNOWN_TASK`, otherwise: to anyone else a task id names
+//! nothing; `TASK_DROPPED` to that identity once it settled and was dropped to keep the
+//! identity's tasks within bounds); its tool must still be visible to the request's
+//! profile and let through by the gate. Then the request goes to the task's work: the
+//! upstream whose task it is, under the upstream's id, or the gateway's own record.
+
+use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -17,18 +20,22 @@ use rmcp::model::{
 };
 
 use super::methods::{Call, unexpected};
-use super::own_tasks::{answer_here, send};
+use super::own_tasks::{answer_here, send, state_error};
 use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Target, ToolError};
-use crate::state::StateError;
+use crate::server::limits::LimitError;
+use crate::state::TaskKept;
+use crate::tasks::record::Lookup;
 use crate::tasks::running::Message;
-use crate::tasks::{self, TaskRecord, Work, record};
+use crate::tasks::{self, TaskError, TaskRecord, TasksConfig, Work, record};
 use crate::upstream;
 
 impl Call {
     /// The answer to a call of `tool` with `arguments` that the upstream `server` made a
     /// task of (`created`): the handle as the upstream wrote it, under an id of the
-    /// gateway's, bound to this request's identity.
+    /// gateway's, bound to this request's identity, its `ttlMs` capped at `[tasks]
+    /// ttl_ms`. Refused (and the upstream's task cancelled) when the identity's running
+    /// tasks leave no room for it.
     pub(super) async fn upstream_task(
         &self,
         tool: String,
@@ -43,24 +50,48 @@ impl Call {
             ));
         }
         let id = tasks::new_id(&server);
-        // Kept as long as the upstream says it keeps the task.
-        let ttl = created.task.ttl_ms.map_or_else(
-            || self.gateway().policy().config.tasks.ttl(),
-            std::time::Duration::from_millis,
-        );
+        let config = self.gateway().policy().config.tasks.clone();
+        // Kept as long as the upstream says it keeps the task, and no longer than the
+        // gateway keeps any.
+        let ttl_ms = capped_ttl(created.task.ttl_ms, &config);
+        created.task.ttl_ms = Some(ttl_ms);
         let record = TaskRecord {
             identity: self.identity().map(str::to_owned),
             tool,
             arguments,
-            expires_ms: TaskRecord::expiry(ttl),
+            expires_ms: TaskRecord::expiry(Duration::from_millis(ttl_ms)),
             work: Work::Upstream {
                 server,
                 task_id: std::mem::replace(&mut created.task.task_id, id.clone()),
+                settled: created.task.status.is_terminal(),
             },
         };
-        record::save(self.gateway().state.as_ref(), &id, &record)
+        let state = self.gateway().state.as_ref();
+        let kept = record::create(state, &id, &record, config.bound())
             .await
             .map_err(state_error)?;
+        if kept == TaskKept::Refused {
+            let Work::Upstream {
+                server, task_id, ..
+            } = record.work
+            else {
+                unreachable!("the record was made for an upstream's task");
+            };
+            // Nobody could reach the upstream's task: it is stopped.
+            let cancel = CancelTaskRequest::new(CancelTaskParams::new(task_id));
+            if let Err(e) = self
+                .forward(&server, ClientRequest::CancelTaskRequest(cancel))
+                .await
+            {
+                tracing::warn!(server = %server, "an upstream's task not kept was not cancelled: {e:?}");
+            }
+            let refused = LimitError::TasksKept {
+                max_tasks: config.max_kept_per_identity.get(),
+                max_bytes: config.max_kept_bytes_per_identity.get(),
+            };
+            tracing::warn!(session = %self.session.id(), code = refused.code(), "{refused}");
+            return Err(refused.to_error());
+        }
         tracing::info!(session = %self.session.id(), task = %id, "a call became an upstream's task");
         Ok(ServerResult::CreateTaskResult(created))
     }
@@ -69,9 +100,14 @@ impl Call {
         let id = params.task_id;
         let (record, target) = self.task(&id).await?;
         let task = match record.work {
-            Work::Upstream { server, task_id } => {
-                let request =
-                    ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)));
+            Work::Upstream {
+                server,
+                task_id,
+                settled,
+            } => {
+                let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(
+                    GetTaskParams::new(task_id.clone()),
+                ));
                 let ServerResult::GetTaskResult(mut got) = self.forward(&server, request).await?
                 else {
                     return Err(ErrorData::internal_error(
@@ -79,7 +115,24 @@ impl Call {
                         None,
                     ));
                 };
-                got.task.task.task_id = id;
+                let config = self.gateway().policy().config.tasks.clone();
+                got.task.task.task_id = id.clone();
+                got.task.task.ttl_ms = Some(capped_ttl(got.task.task.ttl_ms, &config));
+                if !settled && record::is_terminal(&got.task) {
+                    // Kept from now on without the call's arguments, and droppable.
+                    let record = TaskRecord {
+                        work: Work::Upstream {
+                            server,
+                            task_id,
+                            settled: true,
+                        },
+                        ..record
+                    };
+                    let state = self.gateway().state.as_ref();
+                    if let Err(e) = record::save(state, &id, &record, config.bound()).await {
+                        tracing::warn!(task = %id, "task record not written: {e}");
+                    }
+                }
                 got.task = self.finished(&target, got.task);
                 return Ok(ServerResult::GetTaskResult(got));
             }
@@ -128,7 +181,8 @@ impl Call {
             replica: replica.to_owned(),
             task: task.clone(),
         };
-        if let Err(e) = record::save(state, id, &record).await {
+        let bound = self.gateway().policy().config.tasks.bound();
+        if let Err(e) = record::save(state, id, &record, bound).await {
             tracing::warn!(task = %id, "task record not written: {e}");
         }
         task
@@ -140,7 +194,9 @@ impl Call {
     ) -> Result<ServerResult, ErrorData> {
         let (record, _) = self.task(&params.task_id).await?;
         match record.work {
-            Work::Upstream { server, task_id } => {
+            Work::Upstream {
+                server, task_id, ..
+            } => {
                 let params = UpdateTaskParams::new(task_id, params.input_responses);
                 let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(params));
                 self.acknowledged(&server, request).await
@@ -176,7 +232,9 @@ impl Call {
     ) -> Result<ServerResult, ErrorData> {
         let (record, _) = self.task(&params.task_id).await?;
         match record.work {
-            Work::Upstream { server, task_id } => {
+            Work::Upstream {
+                server, task_id, ..
+            } => {
                 let params = CancelTaskParams::new(task_id);
                 let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(params));
                 self.acknowledged(&server, request).await
@@ -223,12 +281,17 @@ impl Call {
                 ClientCapabilities::builder().enable_tasks().build(),
             ));
         }
-        let unknown = || ErrorData::invalid_params(format!("unknown task: {id}"), None);
-        let record = record::load(self.gateway().state.as_ref(), id)
+        let unknown = || TaskError::Unknown { id: id.to_owned() }.to_error();
+        let found = record::load(self.gateway().state.as_ref(), id)
             .await
-            .map_err(state_error)?
-            .filter(|record| record.belongs_to(self.identity()))
-            .ok_or_else(unknown)?;
+            .map_err(state_error)?;
+        let record = match found {
+            Some(Lookup::Kept(record)) if record.belongs_to(self.identity()) => *record,
+            Some(Lookup::Dropped { identity }) if identity.as_deref() == self.identity() => {
+                return Err(TaskError::Dropped { id: id.to_owned() }.to_error());
+            }
+            _ => return Err(unknown()),
+        };
         let session = self.session.session.clone();
         let admitted = self
             .gateway()
@@ -289,9 +352,11 @@ impl Call {
     }
 }
 
-/// The shared state failed a task request: its code, and why.
-pub(super) fn state_error(error: StateError) -> ErrorData {
-    ErrorData::internal_error(format!("{}: {error}", error.code()), None)
+/// An upstream's `ttlMs` for a task (`None`: it names none) as the gateway passes it on:
+/// no longer than `[tasks] ttl_ms`, how long the gateway keeps a task's binding.
+fn capped_ttl(upstreams: Option<u64>, config: &TasksConfig) -> u64 {
+    let cap = config.ttl().as_millis().try_into().unwrap_or(u64::MAX);
+    upstreams.map_or(cap, |ttl| ttl.min(cap))
 }
 
 /// A task request the gate refuses now, as a JSON-RPC error carrying the failure's code.

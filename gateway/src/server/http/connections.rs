@@ -42,6 +42,14 @@ pub const CLOSE_DEADLINE: Duration = Duration::from_secs(5);
 /// running out of file descriptors) before accepting again.
 const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
+/// The two ends of the connection a request came on, in its extensions: the sign-in page
+/// asks the kernel whose a loopback connection is (`auth::browser`).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionEnds {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
 /// What one connection may take, from `[listen]`.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
@@ -79,6 +87,7 @@ pub async fn serve<S>(
         .header_read_timeout(limits.header_timeout);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
+    let local = listener.local_addr();
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -94,8 +103,18 @@ pub async fn serve<S>(
                 }
             }
         };
-        let app = MapRequestLayer::new(|request: Request<Incoming>| request.map(Body::new))
-            .layer(app.clone());
+        let ends = local
+            .as_ref()
+            .ok()
+            .map(|&local| ConnectionEnds { peer, local });
+        let app = MapRequestLayer::new(move |request: Request<Incoming>| {
+            let mut request = request.map(Body::new);
+            if let Some(ends) = ends {
+                request.extensions_mut().insert(ends);
+            }
+            request
+        })
+        .layer(app.clone());
         let connection = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

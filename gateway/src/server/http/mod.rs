@@ -16,6 +16,7 @@ pub mod connections;
 mod dispatch;
 pub mod draining;
 pub mod health;
+mod sign_in;
 
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ use super::limits::Quotas;
 use super::transport::sse;
 use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
-use crate::auth::per_user::CALLBACK_PATH;
+use crate::auth::per_user::SIGN_IN_PATH;
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
 use crate::listener_guard::{self, Security, SecurityLayer};
@@ -64,18 +65,18 @@ fn routes(
         && config.listen.address.ip().is_unspecified()
     {
         tracing::warn!(
-            "per-user sign-ins come back to {}/oauth/callback, which no browser can reach: \
+            "per-user sign-ins send people to {}/oauth/…, which no browser can reach: \
              set [listen] public_url",
             config.listen.public_base()
         );
     }
     let mut router = router
-        .route(CALLBACK_PATH, get(sign_in_callback))
         .route("/mcp/{profile}", any(unrouted_profile))
         .route("/healthz", get(health::healthz))
         .route(listener_guard::READINESS_PATH, get(health::readyz))
         .route("/metrics", get(metrics))
-        .with_state(gateway.clone());
+        .with_state(gateway.clone())
+        .merge(sign_in::routes(gateway.clone(), guard.clone()));
     let profiles: Vec<_> = config
         .profiles
         .keys()
@@ -141,39 +142,6 @@ fn metadata_routes<S: Clone + Send + Sync + 'static>(
         .route(&format!("{METADATA_PATH}/{{*resource}}"), get(answer))
 }
 
-/// `/oauth/callback`: an authorization server sends a person's browser back here after a
-/// per-user sign-in (`auth::per_user`). The answer is a short page for the person.
-async fn sign_in_callback(
-    State(gateway): State<Arc<Gateway>>,
-    credentials: Option<axum::Extension<listener_guard::Credentials>>,
-    uri: http::Uri,
-) -> impl IntoResponse {
-    let presenter = credentials.and_then(|axum::Extension(c)| c.identity());
-    let sign_ins = gateway.registry.downstream().sign_ins.clone();
-    let upstream_of =
-        |server: &str, identity: &str| gateway.registry.upstream(server)?.as_identity(identity);
-    match sign_ins
-        .complete(
-            uri.query().unwrap_or_default(),
-            presenter.as_deref(),
-            upstream_of,
-        )
-        .await
-    {
-        Ok(done) => (
-            http::StatusCode::OK,
-            format!(
-                "Signed in to `{}` as {}. You can close this page and return to your client.\n",
-                done.server, done.identity
-            ),
-        ),
-        Err(error) => (
-            error.status(),
-            format!("Sign-in failed ({}): {error}\n", error.code()),
-        ),
-    }
-}
-
 /// `/mcp/{profile}` for a profile with no route of its own: unknown, or added by a reload
 /// (its path is made at the next start).
 async fn unrouted_profile(
@@ -211,8 +179,8 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result
 }
 
 /// Over stdio the gateway has no listener for a browser to come back to: when a server
-/// signs each caller in (`per_user`, token exchange), a loopback one serves
-/// `/oauth/callback` alone, behind the same guard, on that server's `redirect_port` (else
+/// signs each caller in (`per_user`, token exchange), a loopback one serves the sign-in
+/// pages alone (`/oauth/sign-in`, `/oauth/callback`), behind the same guard, on that server's `redirect_port` (else
 /// any free port), until `shutdown`. It is bound when this returns (so a sign-in that
 /// comes at once has its callback URL); the future it gives serves it.
 pub async fn bind_sign_in_callbacks(
@@ -241,11 +209,8 @@ pub async fn bind_sign_in_callbacks(
         .downstream()
         .sign_ins
         .set_public_url(Some(&format!("http://{local}")));
-    tracing::info!("per-user sign-ins come back to http://{local}{CALLBACK_PATH}");
-    let router = Router::new()
-        .route(CALLBACK_PATH, get(sign_in_callback))
-        .with_state(gateway);
-    let router = SecurityLayer::new(guard).layer(router);
+    tracing::info!("per-user sign-ins begin at http://{local}{SIGN_IN_PATH}");
+    let router = SecurityLayer::new(guard.clone()).layer(sign_in::routes(gateway, guard));
     let limits = (&config.listen).into();
     Ok(Some(connections::serve(listener, router, limits, shutdown)))
 }

@@ -605,13 +605,14 @@ function setAskCount(n) {
 }
 
 async function refreshAskCount() {
-  const a = await api("asks");
-  setAskCount(a.pending.length);
+  const [a, p] = await Promise.all([api("asks"), api("pins")]);
+  setAskCount(a.pending.length + p.held.length);
 }
 
 async function refreshAsks() {
-  const a = await api("asks");
-  setAskCount(a.pending.length);
+  const [a, p] = await Promise.all([api("asks"), api("pins")]);
+  setAskCount(a.pending.length + p.held.length);
+  drawPins(p);
   $("#approvals-note").textContent = a.ask_fallback === "console"
     ? `Calls gated "ask" from clients that cannot be asked wait here for ${Math.round(a.timeout_ms / 1000)} s, then are denied.`
     : `[gate] ask_fallback is "${a.ask_fallback}": set it to "console" to answer questions here.`;
@@ -625,6 +626,34 @@ async function refreshAsks() {
         h("button", { type: "button", "data-key": `ask-${q.id}-yes`, onclick: () => answer(q.id, true) }, "Approve"),
         h("button", { type: "button", class: "danger", "data-key": `ask-${q.id}-no`, onclick: () => answer(q.id, false) }, "Deny"))))
     : [h("li", { class: "note empty" }, "Nothing is waiting.")]);
+}
+
+// A held tool definition: why it is held, what changed (approved → held), one button.
+function drawPins(p) {
+  $("#pins-note").textContent = p.error
+    ? `The approved definitions cannot be read (${p.error}): every pinned server's tools are withheld.`
+    : `A server that changes a tool's definition keeps showing clients the approved one, and its calls are refused, until it is approved here (or with mcp-gateway tools approve NAME). Approvals are kept in ${p.place}.`;
+  render($("#pins"), "pins", p.held, () => p.held.length ? p.held.map((d) => {
+    const id = "pin-" + d.sha256.slice(0, 12);
+    return h("li", { "data-pin": d.name, "aria-labelledby": id },
+      h("strong", { id }, `${d.name} (server ${d.server})`),
+      h("ul", { class: "reasons" }, d.reasons.map((r) => h("li", {}, `${r.code}: ${r.text}`))),
+      h("div", { class: "note" }, `${d.approved ? "Approved → held" : "Held, nothing of it approved before"}; held since ${fmtTime(d.since_ms)}; sha256 ${d.sha256.slice(0, 16)}…`),
+      h("pre", { class: "code diff", tabindex: "0", "aria-label": `what changed in ${d.name}` },
+        d.diff.map((line) => h("span", { class: line[0] === "+" ? "add" : line[0] === "-" ? "del" : null }, line + "\n"))),
+      h("div", { class: "row" },
+        h("button", { type: "button", "data-key": `${id}-approve`, onclick: () => approveDefinition(d.name, d.sha256) }, `Approve ${d.name}`)));
+  }) : [h("li", { class: "note empty" }, "No tool definition is held.")]);
+}
+
+async function approveDefinition(name, sha256) {
+  try {
+    await api("pins/approve", { method: "POST", body: { name, sha256 } });
+    toast(`Approved: clients see the new definition of ${name}, and its calls run.`);
+  } catch (e) {
+    toast(e.message);
+  }
+  refreshAsks();
 }
 
 async function answer(id, approve) {

@@ -1,0 +1,76 @@
+//! The official MCP conformance suite's client scenarios (npm
+//! `@modelcontextprotocol/conformance`, pinned in tests/peers) with the gateway as the
+//! client: for each scenario the suite starts a server, and
+//! tests/conformance/client.py configures the gateway with one upstream at its URL, lists
+//! its tools and calls each once through the built binary. Each scenario listed here must
+//! pass with no failed check and no warning. The suite needs Node 22, which tests/peers
+//! installs beside the machine's Node as the npm package `node`.
+
+use mcp_gateway_tests::*;
+use serde_json::Value;
+
+/// Check statuses that count as passed: INFO only informs, SKIPPED does not apply. A
+/// WARNING (a SHOULD not met) is not a pass.
+const PASSING: &[&str] = &["SUCCESS", "INFO", "SKIPPED"];
+
+/// Runs `scenario` with the gateway as the client: its checks.
+fn checks_of(scenario: &str) -> Vec<Value> {
+    let output_dir = tempfile::tempdir().unwrap();
+    let output = conformance_client("client.py", &["--scenario", scenario], output_dir.path());
+    let checks: Vec<Value> = files_named(output_dir.path(), "checks.json")
+        .iter()
+        .flat_map(|file| {
+            let checks: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+            checks.as_array().cloned().unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        !checks.is_empty(),
+        "{scenario} wrote no checks:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    checks
+}
+
+/// Every file called `name` under `dir`.
+fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_named(&path, name));
+        } else if path.file_name().is_some_and(|file| file == name) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_gateway_as_a_client_passes_the_suites_client_scenarios() {
+    // sse-retry: the server closes a call's stream after an event with an id and
+    // `retry: 500`; the call must go on, resumed by a GET with `Last-Event-ID`, no sooner
+    // than the server asked.
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
+        let checks = checks_of(scenario);
+        let failed: Vec<&Value> = checks
+            .iter()
+            .filter(|check| !PASSING.contains(&check["status"].as_str().unwrap_or_default()))
+            .collect();
+        assert!(failed.is_empty(), "{scenario}: {failed:#?}");
+    }
+    let checks = checks_of("sse-retry");
+    for id in [
+        "client-sse-graceful-reconnect",
+        "client-sse-retry-timing",
+        "client-sse-last-event-id",
+    ] {
+        assert!(
+            checks
+                .iter()
+                .any(|check| check["id"] == id && check["status"] == "SUCCESS"),
+            "{id} did not succeed: {checks:#?}"
+        );
+    }
+}
