@@ -208,6 +208,8 @@ impl Config {
     /// configuration page): servers as written (a `${VAR}` shows as such), their `env` and
     /// `headers` values, tokens and client secrets as `***`, and the credentials of every URL
     /// anywhere in it (`redis_url`, `otlp_endpoint`, servers' `url`, …) by [`redact::urls`].
+    /// A stdio server's sandbox is shown as it applies: the defaults when its entry has
+    /// none.
     ///
     /// [`redact::urls`]: crate::redact::urls
     pub fn dump_masked(&self) -> String {
@@ -215,6 +217,9 @@ impl Config {
         masked.servers = self.servers_as_written.clone();
         for server in masked.servers.values_mut() {
             server.mask_secrets();
+            if server.command.is_some() && server.sandbox == Sandbox::Switch(true) {
+                server.sandbox = Sandbox::Rules(SandboxRules::default());
+            }
         }
         let rendered = toml::Value::try_from(&masked).and_then(|mut value| {
             mask_url_credentials(&mut value);

@@ -312,3 +312,20 @@ fn a_confined_server_knows_the_files_of_the_gateway_it_must_not_reach() {
         SandboxContext::default()
     );
 }
+
+#[test]
+fn the_dump_shows_the_sandbox_a_stdio_server_runs_in() {
+    let config = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\n[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .unwrap();
+    let dump: toml::Table = toml::from_str(&config.dump_masked()).unwrap();
+    let servers = &dump["servers"];
+    assert_eq!(servers["kv"]["sandbox"]["network"].as_str(), Some("any"));
+    assert_eq!(
+        servers["kv"]["sandbox"]["memory_mb"].as_integer(),
+        Some(4096)
+    );
+    assert!(servers["r"].get("sandbox").is_none(), "{dump:?}");
+}

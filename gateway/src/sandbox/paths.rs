@@ -176,7 +176,8 @@ pub struct Inputs<'a> {
 }
 
 impl Inputs<'_> {
-    fn var(&self, name: &str) -> Option<&OsStr> {
+    /// The child's variable `name`, when set and not empty.
+    fn var_os(&self, name: &str) -> Option<&OsStr> {
         self.env
             .get(OsStr::new(name))
             .map(OsString::as_os_str)
@@ -184,7 +185,7 @@ impl Inputs<'_> {
     }
 
     fn home(&self) -> Option<PathBuf> {
-        self.var("HOME")
+        self.var_os("HOME")
             .map(PathBuf::from)
             .filter(|home| home.is_absolute())
     }
@@ -213,20 +214,20 @@ pub fn plan(inputs: &Inputs) -> FileRules {
     for device in DEVICES {
         plan.grant(Path::new(device), Access::Write, Why::Device);
     }
-    if let Some(path) = inputs.var("PATH") {
+    if let Some(path) = inputs.var_os("PATH") {
         for folder in std::env::split_paths(path).filter(|f| f.is_absolute()) {
             plan.guess(&folder, Access::Read, Why::Path);
         }
     }
-    if let Some(program) = which(inputs.command, inputs.var("PATH"), inputs.cwd) {
-        plan.install(&program, inputs.var("PATH"), inputs.cwd, 0);
+    if let Some(program) = which(inputs.command, inputs.var_os("PATH"), inputs.cwd) {
+        plan.install(&program, inputs.var_os("PATH"), inputs.cwd, 0);
     }
     plan.guess(inputs.cwd, Access::Read, Why::WorkingFolder);
     for arg in inputs.args {
         plan.argument(arg, inputs.cwd);
     }
     if let Some(script) = shell_script(inputs.command, inputs.args) {
-        plan.script(script, inputs.var("PATH"), inputs.cwd);
+        plan.script(script, inputs.var_os("PATH"), inputs.cwd);
     }
     plan.caches(inputs);
     if let Some(home) = &home {
@@ -542,23 +543,23 @@ impl Planner {
             .unwrap_or_default();
         let home = inputs.home();
         let from_home = |rest: &str| home.as_ref().map(|home| home.join(rest));
-        let var = |name: &str| inputs.var(name).map(PathBuf::from);
-        let mut caches = Vec::new();
+        let mut caches: Vec<Option<PathBuf>> = Vec::new();
         if NPM_RUNNERS.contains(&runner.as_str()) {
-            caches.push(
-                var("npm_config_cache")
-                    .or_else(|| var("NPM_CONFIG_CACHE"))
-                    .or_else(|| from_home(".npm")),
-            );
+            let npm = inputs.var_os("npm_config_cache");
+            let npm = npm.or_else(|| inputs.var_os("NPM_CONFIG_CACHE"));
+            caches.push(npm.map(PathBuf::from).or_else(|| from_home(".npm")));
         }
         if UV_RUNNERS.contains(&runner.as_str()) {
+            let cache = inputs.var_os("UV_CACHE_DIR").map(PathBuf::from);
+            let xdg_cache = inputs.var_os("XDG_CACHE_HOME").map(PathBuf::from);
+            let xdg_data = inputs.var_os("XDG_DATA_HOME").map(PathBuf::from);
             caches.push(
-                var("UV_CACHE_DIR")
-                    .or_else(|| var("XDG_CACHE_HOME").map(|cache| cache.join("uv")))
+                cache
+                    .or_else(|| xdg_cache.map(|cache| cache.join("uv")))
                     .or_else(|| from_home(".cache/uv")),
             );
             caches.push(
-                var("XDG_DATA_HOME")
+                xdg_data
                     .map(|data| data.join("uv"))
                     .or_else(|| from_home(".local/share/uv")),
             );
