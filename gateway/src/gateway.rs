@@ -145,6 +145,7 @@ impl Gateway {
             tracing::error!("{e}: sharing nothing, state stays in this process");
             Arc::new(state::memory::MemoryState::new(&config.cluster))
         });
+        crate::sandbox::announce(&config);
         let (registry, resource_updates) =
             Registry::start_sharing(&config, shutdown.clone(), Some(state.clone())).await;
         // The relay asks in the console too: one place for every question.

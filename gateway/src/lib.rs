@@ -18,6 +18,7 @@
 //! - [`observe`]: the instruments: metrics, the session log and OpenTelemetry traces.
 //! - [`http_client`]: the HTTP client of streamable HTTP upstreams.
 //! - [`resource_uri`]: the gateway's URIs for upstream resources.
+//! - [`sandbox`]: the kernel's walls around stdio servers (Landlock, seccomp, limits).
 //! - [`state`]: what replicas share (sessions, limits, event streams, per-user sign-ins,
 //!   tasks): memory or Redis.
 //! - [`tasks`]: tasks of the tasks extension (2026-07-28): an upstream's, passed through,
@@ -52,6 +53,7 @@ pub mod redact;
 pub mod registry;
 pub mod relay;
 pub mod resource_uri;
+pub mod sandbox;
 pub mod search_tools;
 pub mod server;
 pub mod startup_memory;

@@ -160,14 +160,15 @@ pub fn git_repo(dir: &Path) {
 /// `[servers.*]` for the five reference servers the tool-search tests and the benchmark
 /// use: npm server-everything, server-filesystem (serving `root`) and server-memory (its
 /// file in `root`), PyPI mcp-server-time (UTC) and mcp-server-git (a fresh repository in
-/// `root/repo`). 50 tools in all.
+/// `root/repo`). 50 tools in all. Each runs in the default sandbox; server-memory may
+/// also write `root`.
 pub fn five_servers(root: &Path) -> String {
     let repo = root.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     git_repo(&repo);
     let memory_file = root.join("memory.jsonl");
     format!(
-        "{}{}{}env = {{ MEMORY_FILE_PATH = {} }}\n[servers.time]\ncommand = {}\nargs = [\"--local-timezone\", \"UTC\"]\n[servers.git]\ncommand = {}\nargs = [\"--repository\", {}]\n",
+        "{}{}{}env = {{ MEMORY_FILE_PATH = {} }}\nsandbox = {{ write = [{}] }}\n[servers.time]\ncommand = {}\nargs = [\"--local-timezone\", \"UTC\"]\n[servers.git]\ncommand = {}\nargs = [\"--repository\", {}]\n",
         npm_server("everything", "mcp-server-everything", &["stdio"]),
         npm_server(
             "filesystem",
@@ -176,6 +177,7 @@ pub fn five_servers(root: &Path) -> String {
         ),
         npm_server("memory", "mcp-server-memory", &[]),
         toml_str(memory_file.to_string_lossy()),
+        toml_str(root.to_string_lossy()),
         toml_str(venv_bin("mcp-server-time").to_string_lossy()),
         toml_str(venv_bin("mcp-server-git").to_string_lossy()),
         toml_str(repo.to_string_lossy()),
@@ -297,18 +299,40 @@ impl Drop for ListeningServer {
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// `[servers.slow]` (the slow example) with its working folder the workspace's and its
-/// event log there (`slow-events.jsonl`: see `examples/src/bin/slow.rs`), so a test can
-/// see each `sleep`/`wait` call start upstream; `more_env` (`, KEY = "value"`) is added to
-/// its environment.
+/// event log in the workspace's `events` folder (`events/slow-events.jsonl`: see
+/// `examples/src/bin/slow.rs`), which its sandbox lets it write, so a test can see each
+/// `sleep`/`wait` call start upstream; `more_env` (`, KEY = "value"`) is added to its
+/// environment.
 pub fn slow_server_with_events(more_env: &str) -> String {
     format!(
-        "{}cwd = \".\"\nenv = {{ SLOW_EVENT_LOG = \"{SLOW_EVENTS}\"{more_env} }}\n",
+        "{}cwd = \".\"\nenv = {{ SLOW_EVENT_LOG = \"{SLOW_EVENTS}\"{more_env} }}\n\
+         sandbox = {{ write = [\"{EVENTS}\"] }}\n",
         example_server("slow", "slow")
     )
 }
 
-/// The slow server's event log, in its working folder.
-const SLOW_EVENTS: &str = "slow-events.jsonl";
+/// The folder of a workspace where test servers write their event logs: made with the
+/// workspace, and apart from its `config.toml`, which no server may reach (so a folder
+/// holding it cannot be granted whole).
+const EVENTS: &str = "events";
+
+/// The slow server's event log, in the workspace.
+const SLOW_EVENTS: &str = "events/slow-events.jsonl";
+
+/// `sandbox = { write = [LOG] }`: lets a server append to the event log `log`, made now
+/// (empty) because a sandbox grants only paths that exist (and a workspace's own folder
+/// holds its configuration, which no server may reach, so it cannot be granted whole).
+pub fn event_log_grant(log: &Path) -> String {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    format!(
+        "sandbox = {{ write = [{}] }}\n",
+        toml_str(log.to_string_lossy())
+    )
+}
 
 /// A temporary folder holding `config.toml`, with session logs kept inside it.
 pub struct Workspace {
@@ -322,6 +346,7 @@ impl Workspace {
     /// has its own) to `config.toml`.
     pub fn new(config: &str) -> Workspace {
         let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(EVENTS)).unwrap();
         let mut text = config.to_owned();
         if !text.contains("[log]") {
             text.push_str(&format!(
@@ -349,6 +374,11 @@ impl Workspace {
 
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// Where the slow server's event log is read from ([`Self::slow_events`]).
+    pub fn slow_event_log(&self) -> PathBuf {
+        self.path(SLOW_EVENTS)
     }
 
     /// The events of [`slow_server_with_events`] (`start`, `end`, `cancelled`, …) for
@@ -904,11 +934,12 @@ pub fn misbehaving_server(
             .map(|(key, value)| format!("{key} = {}", toml_str(value))),
     );
     format!(
-        "[servers.{name}]\ncommand = {}\nargs = [{}, {}]\nenv = {{ {} }}\n",
+        "[servers.{name}]\ncommand = {}\nargs = [{}, {}]\nenv = {{ {} }}\n{}",
         toml_str(system_python().to_string_lossy()),
         toml_str(repo().join("tests/servers/misbehave.py").to_string_lossy()),
         toml_str(mode),
         vars.join(", "),
+        event_log_grant(event_log),
     )
 }
 

@@ -12,7 +12,7 @@ fn call(name: &str, arguments: Value) -> Value {
 }
 
 fn slow_log(workspace: &Workspace) -> Vec<Value> {
-    std::fs::read_to_string(workspace.path("slow-events.jsonl"))
+    std::fs::read_to_string(workspace.slow_event_log())
         .unwrap_or_default()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -27,9 +27,10 @@ fn workspace(extra: &str) -> Workspace {
     config.push_str(extra);
     let workspace = Workspace::new(&config);
     let slow = format!(
-        "{}env = {{ SLOW_EVENT_LOG = {} }}\n[servers.slow.tools.sleep]\ntimeout_ms = 400\n",
+        "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}[servers.slow.tools.sleep]\ntimeout_ms = 400\n",
         example_server("slow", "slow"),
-        toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+        toml_str(workspace.slow_event_log().to_string_lossy()),
+        event_log_grant(&workspace.slow_event_log()),
     );
     let text = std::fs::read_to_string(workspace.config()).unwrap();
     std::fs::write(workspace.config(), format!("{slow}{text}")).unwrap();
@@ -61,7 +62,7 @@ fn every_error_code_from_a_real_call() {
             call("mcp__dyn__reject", json!({})),
             call("mcp__dyn__bad_output", json!({})),
             {"action": "call_tool", "name": "mcp__slow__wait", "arguments": {"ms": 5000, "label": "abort"}, "cancel_after_ms": 300},
-            {"action": "wait_file", "path": workspace.path("slow-events.jsonl"),
+            {"action": "wait_file", "path": workspace.slow_event_log(),
              "line_with": [r#""event":"cancelled""#, r#""label":"abort""#]},
             call("mcp__slow__crash", json!({})),
         ]),
@@ -350,9 +351,11 @@ fn a_read_only_call_is_retried_after_its_upstream_restarts() {
         bin("kv").display()
     );
     let workspace = Workspace::new(&format!(
-        "[servers.kv]\ncommand = \"sh\"\nargs = [\"-c\", {}]\ncwd = {}\n[retry]\nmax_attempts = 8\nbackoff_ms = 200\n",
+        "[servers.kv]\ncommand = \"sh\"\nargs = [\"-c\", {}]\ncwd = {}\nsandbox = {{ write = [{}] }}\n\
+         [retry]\nmax_attempts = 8\nbackoff_ms = 200\n",
         toml_str(script),
-        toml_str(marker.path().to_string_lossy())
+        toml_str(marker.path().to_string_lossy()),
+        toml_str(marker.path().to_string_lossy()),
     ));
     let gateway = workspace.serve_http(&[]);
     let kv_pid = health(&gateway)["upstreams"]["kv"]["pid"].as_i64().unwrap() as i32;

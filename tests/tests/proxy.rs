@@ -108,7 +108,12 @@ fn a_server_that_asked_for_roots_before_any_client_came_learns_the_clients_roots
     let files = tempfile::tempdir().unwrap();
     let note = files.path().join("note.txt");
     std::fs::write(&note, "kept under the client's root").unwrap();
-    let workspace = Workspace::new(&npm_server("fs", "mcp-server-filesystem", &[]));
+    // The roots a client sends are not granted by the sandbox: the folder is, by name.
+    let workspace = Workspace::new(&format!(
+        "{}sandbox = {{ read = [{}] }}\n",
+        npm_server("fs", "mcp-server-filesystem", &[]),
+        toml_str(files.path().to_string_lossy())
+    ));
     let gateway = workspace.serve_http(&[]);
     let roots = json!([{"uri": format!("file://{}", files.path().display()), "name": "files"}]);
     let run = python_client(
@@ -575,7 +580,7 @@ fn the_last_progress_step_arrives_before_the_answer() {
 #[test]
 fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
     let events = |workspace: &Workspace| -> Vec<Value> {
-        std::fs::read_to_string(workspace.path("slow-events.jsonl"))
+        std::fs::read_to_string(workspace.slow_event_log())
             .unwrap_or_default()
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())
@@ -586,9 +591,10 @@ fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
         std::fs::write(
             workspace.config(),
             format!(
-                "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
+                "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
                 example_server("slow", "slow"),
-                toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+                toml_str(workspace.slow_event_log().to_string_lossy()),
+                event_log_grant(&workspace.slow_event_log()),
             ),
         )
         .unwrap();
@@ -616,7 +622,7 @@ fn progress_and_cancellation_cross_the_gateway_both_ways_on_every_transport() {
                 call("mcp__slow__ask", json!({"prompt": "p", "cancel_after_ms": 300})),
                 {"action": "call_tool", "name": "mcp__slow__wait",
                  "arguments": {"ms": 5000, "label": transport}, "cancel_after_ms": 300},
-                {"action": "wait_file", "path": workspace.path("slow-events.jsonl"),
+                {"action": "wait_file", "path": workspace.slow_event_log(),
                  "line_with": [r#""event":"cancelled""#, format!(r#""label":"{transport}""#)]},
             ]),
         );

@@ -19,9 +19,10 @@ fn workspace(extra: &str) -> Workspace {
         npm_server("everything", "mcp-server-everything", &["stdio"]),
     ));
     let slow = format!(
-        "{}env = {{ SLOW_EVENT_LOG = {} }}\n",
+        "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
         example_server("slow", "slow"),
-        toml_str(workspace.path("slow-events.jsonl").to_string_lossy())
+        toml_str(workspace.slow_event_log().to_string_lossy()),
+        event_log_grant(&workspace.slow_event_log()),
     );
     let text = std::fs::read_to_string(workspace.config()).unwrap();
     std::fs::write(workspace.config(), format!("{slow}{text}")).unwrap();
@@ -215,7 +216,7 @@ fn read_only_calls_overlap_and_exclusive_ones_are_barriers() {
     "#;
     let run = python_client(&python_stdio_args(&workspace, &[]), &json!([run(program)]));
     assert_eq!(structured(&run, 0)["result"], "done", "{run:#}");
-    let events: Vec<Value> = std::fs::read_to_string(workspace.path("slow-events.jsonl"))
+    let events: Vec<Value> = std::fs::read_to_string(workspace.slow_event_log())
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

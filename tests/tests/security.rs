@@ -686,11 +686,12 @@ fn session_logs(workspace: &Workspace) -> Vec<Vec<Value>> {
 #[test]
 fn one_session_cannot_reach_another_sessions_calls() {
     let workspace = Workspace::new("");
-    let slow_log = workspace.path("slow-events.jsonl");
+    let slow_log = workspace.slow_event_log();
     let config = format!(
-        "[gateway]\nmode = \"both\"\n{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
+        "[gateway]\nmode = \"both\"\n{}env = {{ SLOW_EVENT_LOG = {} }}\n{}{}",
         example_server("slow", "slow"),
         toml_str(slow_log.to_string_lossy()),
+        event_log_grant(&slow_log),
         std::fs::read_to_string(workspace.config()).unwrap()
     );
     std::fs::write(workspace.config(), config).unwrap();

@@ -175,13 +175,14 @@ fn span(events_file: &std::path::Path, label: &str) -> (i64, i64) {
 #[test]
 fn a_reload_that_changes_only_concurrency_safe_takes_effect() {
     let workspace = Workspace::new("");
-    let events = workspace.path("slow-events.jsonl");
+    let events = workspace.slow_event_log();
     let config = |safe: bool| {
         format!(
-            "[gateway]\nmode = \"both\"\n{}env = {{ SLOW_EVENT_LOG = {} }}\n\
+            "[gateway]\nmode = \"both\"\n{}env = {{ SLOW_EVENT_LOG = {} }}\n{}\
              [servers.slow.tools.sleep]\nconcurrency_safe = {safe}\n[log]\nsessions_dir = false\n",
             example_server("slow", "slow"),
             toml_str(events.to_string_lossy()),
+            event_log_grant(&events),
         )
     };
     std::fs::write(workspace.config(), config(true)).unwrap();

@@ -287,13 +287,14 @@ const LONG_SLEEP: Duration = Duration::from_secs(300);
 #[test]
 fn a_killed_upstream_fails_the_call_at_once_and_comes_back() {
     let workspace = Workspace::new("");
-    let events = workspace.path("slow-events.jsonl");
+    let events = workspace.slow_event_log();
     std::fs::write(
         workspace.config(),
         format!(
-            "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}",
+            "{}env = {{ SLOW_EVENT_LOG = {} }}\n{}{}",
             example_server("slow", "slow"),
             toml_str(events.to_string_lossy()),
+            event_log_grant(&events),
             std::fs::read_to_string(workspace.config()).unwrap()
         ),
     )

@@ -55,7 +55,7 @@ fn an_operator_drives_the_console_in_a_browser() {
         .env("GATEWAY_URL", gateway.url(""))
         .env("GATEWAY_TOKEN", TOKEN)
         .env("SCREENSHOTS", &screenshots)
-        .env("SLOW_EVENTS", workspace.path("slow-events.jsonl"))
+        .env("SLOW_EVENTS", workspace.slow_event_log())
         .env("OPEN_GATEWAY_URL", open_gateway.url(""))
         .env("CHROMIUM", &chromium)
         .stdin(Stdio::null())

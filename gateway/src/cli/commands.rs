@@ -213,6 +213,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 Ok(ExitCode::SUCCESS)
             }
         },
+        Command::Servers { config, json } => servers(&config.load()?, json),
         Command::Status {
             config,
             listen,
@@ -451,6 +452,72 @@ async fn reload(gateway: &Gateway, path: &Path) {
             gateway.report_reload(false, format!("not reloaded, the old one serves: {e}"));
         }
     }
+}
+
+/// Prints every configured server, its kind and how it would be confined if it started
+/// now: one line each, then (for a confined one) what it may read, write, and not reach.
+fn servers(config: &Config, json: bool) -> Result<ExitCode, String> {
+    let described: Vec<_> = config
+        .servers
+        .iter()
+        .map(|(name, server)| {
+            let kind = match server.endpoint() {
+                crate::config::Endpoint::Stdio { .. } => "stdio",
+                crate::config::Endpoint::Remote { .. } => "remote",
+            };
+            (name, server, kind, crate::sandbox::describe(name, server))
+        })
+        .collect();
+    if json {
+        let servers: serde_json::Map<String, serde_json::Value> = described
+            .iter()
+            .map(|(name, server, kind, sandbox)| {
+                let (sandbox, error) = match sandbox {
+                    Some(Ok(sandbox)) => (Some(sandbox), None),
+                    Some(Err(error)) => (None, Some(error.to_string())),
+                    None => (None, None),
+                };
+                let entry = serde_json::json!({
+                    "kind": kind,
+                    "enabled": server.enabled,
+                    "sandbox": sandbox,
+                    "sandbox_error": error,
+                });
+                ((*name).clone(), entry)
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&servers).map_err(|e| e.to_string())?;
+        println!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (name, server, kind, sandbox) in described {
+        let state = match &sandbox {
+            Some(Ok(sandbox)) => sandbox.summary(),
+            Some(Err(error)) => format!("would not start: {error}"),
+            None => "not a child of the gateway".into(),
+        };
+        let disabled = if server.enabled { "" } else { " (disabled)" };
+        println!("{name}{disabled}\t{kind}\t{state}");
+        let Some(Ok(sandbox)) = sandbox else {
+            continue;
+        };
+        let paths = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if let Some(rules) = &sandbox.rules {
+            println!("\tread\t{}", paths(&rules.read));
+            println!("\twrite\t{}", paths(&rules.write));
+            println!("\thidden\t{}", paths(&rules.hidden));
+        }
+        for lacking in &sandbox.missing {
+            println!("\tmissing\t{lacking}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn status(listen: std::net::SocketAddr, token: Option<String>) -> Result<ExitCode, String> {

@@ -1,6 +1,6 @@
 //! The `mcp-gateway` command line: `serve`, `tools [held|approve]`, `search`, `call`, `sdk`, `run`,
-//! `config check|dump`, `status`, `log tail`, `auth login|status|logout`; every command
-//! reads `--config`.
+//! `config check|dump`, `servers`, `status`, `log tail`, `auth login|status|logout`; every
+//! command reads `--config`.
 //! Logs go to stderr; in `serve --stdio` stdout carries the protocol and nothing else.
 //! By default they are quiet: the gateway's own lines at info (where it listens, each
 //! upstream ready with its tool count), everything else only from warn up, so neither the
@@ -140,6 +140,15 @@ enum Command {
     Auth {
         #[command(subcommand)]
         action: AuthAction,
+    },
+    /// List the configured servers and how each stdio server is confined (what it may
+    /// read and write, what is hidden from it, its network), without starting them.
+    Servers {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the health of a running gateway.
     Status {

@@ -23,50 +23,15 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::OnceLock;
 
 use landlock::{ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetStatus, Scope};
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
-use serde::Serialize;
 
 use super::protocol::ProcessLimits;
+pub use crate::sandbox::kernel::{ConfinementSupport, support};
 
 /// The Landlock ABI whose rights are requested; older kernels get what they support.
 const LANDLOCK_ABI: ABI = ABI::V6;
-
-/// What this kernel offers for confining a run's process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConfinementSupport {
-    /// `PR_SET_NO_NEW_PRIVS` (Linux 3.5).
-    pub no_new_privs: bool,
-    /// The kernel's Landlock ABI version, if Landlock is built in and enabled.
-    pub landlock_abi: Option<i32>,
-    /// Seccomp filters (`SECCOMP_SET_MODE_FILTER`).
-    pub seccomp: bool,
-    /// CPU time, address-space and core-size limits (always there on Linux).
-    pub rlimits: bool,
-}
-
-impl ConfinementSupport {
-    /// The features this kernel lacks, for the start-up log.
-    pub fn missing(&self) -> Vec<&'static str> {
-        let mut missing = Vec::new();
-        if !self.no_new_privs {
-            missing.push("no_new_privs");
-        }
-        match self.landlock_abi {
-            None => missing.push("landlock"),
-            Some(abi) if abi < LANDLOCK_ABI as i32 => {
-                missing.push("landlock network and signal scoping (needs ABI 6)")
-            }
-            Some(_) => {}
-        }
-        if !self.seccomp {
-            missing.push("seccomp");
-        }
-        missing
-    }
-}
 
 /// This kernel lacks what `[code] require_confinement` asks for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -98,35 +63,6 @@ pub fn require(support: &ConfinementSupport, required: bool) -> Result<(), Confi
     } else {
         Err(ConfinementMissing { missing })
     }
-}
-
-/// What this kernel offers, detected once.
-pub fn support() -> &'static ConfinementSupport {
-    static SUPPORT: OnceLock<ConfinementSupport> = OnceLock::new();
-    SUPPORT.get_or_init(|| {
-        // SAFETY: queries without side effects.
-        unsafe {
-            let landlock = libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<libc::c_void>(),
-                0usize,
-                1u32, // LANDLOCK_CREATE_RULESET_VERSION
-            );
-            let errno_action: u32 = libc::SECCOMP_RET_ERRNO;
-            let seccomp = libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_GET_ACTION_AVAIL,
-                0,
-                &errno_action as *const u32,
-            );
-            ConfinementSupport {
-                no_new_privs: libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) >= 0,
-                landlock_abi: (landlock > 0).then_some(landlock as i32),
-                seccomp: seccomp == 0,
-                rlimits: true,
-            }
-        }
-    })
 }
 
 /// Why a run's process could not confine itself.

@@ -13,6 +13,7 @@ pub mod globs;
 pub mod listen;
 pub mod locate;
 mod pinning;
+pub mod sandbox;
 pub mod search;
 mod settings;
 mod telemetry;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 pub use code::CodeBudgets;
 pub use pinning::{PinMode, PinPolicy, PinningConfig};
+pub use sandbox::{Network, Sandbox, SandboxRules};
 pub use search::SearchConfig;
 pub use settings::*;
 pub use telemetry::TelemetryConfig;
@@ -132,6 +134,10 @@ impl Config {
             *url = env::expand(url).map_err(|e| (key(), e.to_string()))?;
             redis::Client::open(url.as_str()).map_err(|e| (key(), e.to_string()))?;
         }
+        let context = self.sandbox_context();
+        for server in self.servers.values_mut().filter(|s| s.command.is_some()) {
+            server.sandbox_context = context.clone();
+        }
         self.search.resolve(base)?;
         if let Some(file) = &mut self.pinning.file {
             *file = base.join(&*file);
@@ -180,6 +186,19 @@ impl Config {
         Ok(())
     }
 
+    /// What every confined server must know of this configuration.
+    fn sandbox_context(&self) -> SandboxContext {
+        let mut gateway_files = vec![std::path::absolute(&self.source).unwrap_or_default()];
+        if let SessionsDir::Path(dir) = &self.log.sessions_dir {
+            gateway_files.push(std::path::absolute(dir).unwrap_or_default());
+        }
+        gateway_files.retain(|path| !path.as_os_str().is_empty());
+        SandboxContext {
+            require: self.gateway.require_sandbox,
+            gateway_files,
+        }
+    }
+
     /// The enabled upstream servers, by name.
     pub fn enabled_servers(&self) -> impl Iterator<Item = (&String, &ServerConfig)> {
         self.servers.iter().filter(|(_, s)| s.enabled)
@@ -189,6 +208,8 @@ impl Config {
     /// configuration page): servers as written (a `${VAR}` shows as such), their `env` and
     /// `headers` values, tokens and client secrets as `***`, and the credentials of every URL
     /// anywhere in it (`redis_url`, `otlp_endpoint`, servers' `url`, …) by [`redact::urls`].
+    /// A stdio server's sandbox is shown as it applies: the defaults when its entry has
+    /// none.
     ///
     /// [`redact::urls`]: crate::redact::urls
     pub fn dump_masked(&self) -> String {
@@ -196,6 +217,9 @@ impl Config {
         masked.servers = self.servers_as_written.clone();
         for server in masked.servers.values_mut() {
             server.mask_secrets();
+            if server.command.is_some() && server.sandbox == Sandbox::Switch(true) {
+                server.sandbox = Sandbox::Rules(SandboxRules::default());
+            }
         }
         let rendered = toml::Value::try_from(&masked).and_then(|mut value| {
             mask_url_credentials(&mut value);

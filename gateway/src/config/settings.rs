@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::env;
+use super::sandbox::Sandbox;
 
 /// The whole configuration (`config.toml`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -116,6 +117,10 @@ pub struct GatewaySettings {
     /// still in their first connection attempt; the client hears of the ones that come up
     /// later through `list_changed`. Default 5 000 ms.
     pub first_list_wait_ms: u64,
+    /// Whether a confined stdio server may start on a kernel without Landlock, seccomp or
+    /// `no_new_privs` (with what the kernel has, said at start-up and in `/healthz`).
+    /// Default false; true = such a server does not start.
+    pub require_sandbox: bool,
 }
 
 impl Default for GatewaySettings {
@@ -128,6 +133,7 @@ impl Default for GatewaySettings {
             max_argument_depth: 64,
             shutdown_grace_ms: 10_000,
             first_list_wait_ms: 5_000,
+            require_sandbox: false,
         }
     }
 }
@@ -204,6 +210,24 @@ pub struct ServerConfig {
     /// approve_new_tools`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approve_new_tools: Option<bool>,
+    /// How a stdio server is confined (see `crate::sandbox`): `false` = not at all.
+    /// Default `true`: the default confinement.
+    #[serde(default, skip_serializing_if = "Sandbox::is_default")]
+    pub sandbox: Sandbox,
+    /// What a confined server's sandbox must know of the whole configuration; set when the
+    /// configuration is loaded, not written in the server's table.
+    #[serde(skip)]
+    pub sandbox_context: SandboxContext,
+}
+
+/// What every stdio server's confinement takes from the whole configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SandboxContext {
+    /// `[gateway] require_sandbox`.
+    pub require: bool,
+    /// The gateway's own files no server may reach: its configuration file and its
+    /// session logs' folder (its data folder, with the OAuth tokens, is hidden anyway).
+    pub gateway_files: Vec<PathBuf>,
 }
 
 /// How the gateway speaks to an upstream.
@@ -295,6 +319,8 @@ impl ServerConfig {
             protocol: UpstreamProtocol::default(),
             pin: None,
             approve_new_tools: None,
+            sandbox: Sandbox::default(),
+            sandbox_context: SandboxContext::default(),
         }
     }
 
@@ -361,11 +387,13 @@ impl ServerConfig {
                     ("env", !self.env.is_empty()),
                     ("inherit_env", !self.inherit_env.is_empty()),
                     ("cwd", self.cwd.is_some()),
+                    ("sandbox", !self.sandbox.is_default()),
                 ];
                 if let Some((field, _)) = stdio_only.iter().find(|(_, set)| *set) {
                     return Err((
                         (*field).into(),
-                        "`args`, `env`, `inherit_env` and `cwd` apply only to a `command` server"
+                        "`args`, `env`, `inherit_env`, `cwd` and `sandbox` apply only to a \
+                         `command` server"
                             .into(),
                     ));
                 }
@@ -420,6 +448,7 @@ impl ServerConfig {
         }
         super::expand_field_map("env", &mut self.env)?;
         super::expand_field_map("headers", &mut self.headers)?;
+        self.sandbox.resolve(base)?;
         if let Some(oauth) = &mut self.oauth {
             if self.transport == Some(RemoteTransport::Sse) {
                 return Err((

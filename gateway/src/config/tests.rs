@@ -275,3 +275,57 @@ fn a_refused_value_names_the_line_of_its_key() {
     .to_string();
     assert!(err.contains("c.json:5: `servers.kv.url`: "), "{err}");
 }
+
+#[test]
+fn a_sandbox_table_applies_only_to_a_command_server() {
+    let err = load_text(
+        "c.toml",
+        "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\nsandbox = false\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("servers.r.sandbox"), "{err}");
+}
+
+#[test]
+fn a_confined_server_knows_the_files_of_the_gateway_it_must_not_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(
+        &path,
+        "[gateway]\nrequire_sandbox = true\n[log]\nsessions_dir = \"logs\"\n\
+         [servers.kv]\ncommand = \"kv\"\n[servers.kv.sandbox]\nwrite = [\"data\"]\nnetwork = \"none\"\n\
+         [servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .unwrap();
+    let config = Config::load(&path).unwrap();
+    let kv = &config.servers["kv"];
+    assert!(kv.sandbox_context.require);
+    let files = &kv.sandbox_context.gateway_files;
+    assert!(files.contains(&path), "{files:?}");
+    let rules = kv.sandbox.rules().unwrap();
+    assert_eq!(rules.network, Network::None);
+    assert_eq!(rules.write, [dir.path().join("data").to_string_lossy()]);
+    // A remote server is not confined, and a change of the sandbox does not touch it.
+    assert_eq!(
+        config.servers["r"].sandbox_context,
+        SandboxContext::default()
+    );
+}
+
+#[test]
+fn the_dump_shows_the_sandbox_a_stdio_server_runs_in() {
+    let config = load_text(
+        "c.toml",
+        "[servers.kv]\ncommand = \"kv\"\n[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .unwrap();
+    let dump: toml::Table = toml::from_str(&config.dump_masked()).unwrap();
+    let servers = &dump["servers"];
+    assert_eq!(servers["kv"]["sandbox"]["network"].as_str(), Some("any"));
+    assert_eq!(
+        servers["kv"]["sandbox"]["memory_mb"].as_integer(),
+        Some(4096)
+    );
+    assert!(servers["r"].get("sandbox").is_none(), "{dump:?}");
+}

@@ -71,6 +71,10 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
                 .and_then(|h| serde_json::to_value(h).ok())
                 .and_then(|h| h.get("oauth").cloned())
                 .unwrap_or(Value::Null);
+            // A stdio server's confinement: as of its last start, else as it would start.
+            let sandbox = health
+                .and_then(|h| h.sandbox.clone())
+                .or_else(|| crate::sandbox::describe(name, server).and_then(Result::ok));
             json!({
                 "name": name,
                 "enabled": server.enabled,
@@ -85,6 +89,7 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
                 "prompts": prompts,
                 "resources": resources,
                 "sign_in": sign_in,
+                "sandbox": sandbox,
             })
         })
         .collect();

@@ -11,6 +11,11 @@
 //! secrets (the `${VAR}`s of all `env` and `headers` tables) and the gateway's own: it
 //! gets `PATH`, `HOME` and `LANG`, the variables its `inherit_env` names, and its own
 //! `env` table ([`child_environment`]).
+//!
+//! Unless its entry says `sandbox = false`, the child confines itself between fork and
+//! exec, with walls the gateway made ready before the fork ([`crate::sandbox`]); it gets
+//! a private `TMPDIR` (and `TMP`, `TEMP`), and its stderr is read for what the sandbox
+//! refused it.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -25,8 +30,9 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use super::lane::Lane;
 use super::lines::{self, ServerLines};
-use crate::config::Endpoint;
+use crate::config::{Endpoint, SandboxContext, SandboxRules};
 use crate::lines::LineTransport;
+use crate::sandbox::{self, Confinement, Judge, PrivateTmp, SandboxError};
 
 /// The largest message an upstream may send. Results this large are accepted and then cut
 /// to `[gateway] max_result_bytes` by the pipeline; a longer line closes the connection.
@@ -128,11 +134,13 @@ impl<R: AsyncRead + Unpin> AsyncRead for LimitedLines<R> {
     }
 }
 
-/// Kills the child's whole process group when dropped (and lets tokio reap the child).
+/// Kills the child's whole process group when dropped (and lets tokio reap the child),
+/// then removes its private temporary folder.
 #[derive(Debug)]
 pub struct ProcessGroup {
     pgid: i32,
     _child: Child,
+    _tmp: Option<PrivateTmp>,
 }
 
 impl ProcessGroup {
@@ -150,15 +158,46 @@ impl Drop for ProcessGroup {
     }
 }
 
-/// Spawns `endpoint` (which must be a stdio endpoint) and returns the transport over its
-/// pipes, which closes when a message is longer than `max_message_bytes`, with `violation`
-/// saying so, and the lane for its tool calls.
+/// How a child is to be confined.
+pub struct Confine<'a> {
+    /// `None`: not at all (`sandbox = false`).
+    pub rules: Option<SandboxRules>,
+    pub context: &'a SandboxContext,
+    /// Where what applies, and what the sandbox refused, is recorded.
+    pub status: &'a sandbox::Status,
+}
+
+/// Why a child did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// Starting failed after the child had begun to confine itself (a refused `exec`, a
+    /// namespace the system does not allow).
+    #[error("{source} (while confined{})", if *.own_network {
+        "; network = \"loopback\" needs a network namespace, which needs unprivileged user \
+         namespaces when the gateway is not root"
+    } else {
+        ": is the command outside what it may read?"
+    })]
+    Confined {
+        source: io::Error,
+        own_network: bool,
+    },
+}
+
+/// Spawns `endpoint` (which must be a stdio endpoint), confined as `confine` says, and
+/// returns the transport over its pipes, which closes when a message is longer than
+/// `max_message_bytes`, with `violation` saying so, and the lane for its tool calls.
 pub fn spawn(
     server: &str,
     endpoint: &Endpoint,
+    confine: Confine<'_>,
     max_message_bytes: usize,
     violation: Violation,
-) -> std::io::Result<(ChildTransport, Arc<Lane>, ProcessGroup)> {
+) -> Result<(ChildTransport, Arc<Lane>, ProcessGroup), SpawnError> {
     let Endpoint::Stdio {
         command,
         args,
@@ -167,23 +206,47 @@ pub fn spawn(
         cwd,
     } = endpoint
     else {
-        return Err(std::io::Error::other("not a stdio endpoint"));
+        return Err(io::Error::other("not a stdio endpoint").into());
+    };
+    let environment = child_environment(env, inherit_env, |name| std::env::var_os(name));
+    let prepared = match &confine.rules {
+        Some(rules) => {
+            let started = std::time::Instant::now();
+            let prepared =
+                sandbox::prepare(server, endpoint, rules, confine.context, &environment)?;
+            let elapsed_us = started.elapsed().as_micros() as u64;
+            tracing::debug!(target: "sandbox", server, elapsed_us, "confinement prepared");
+            Some(prepared)
+        }
+        None => None,
     };
     let mut cmd = Command::new(command);
     cmd.args(args)
         .env_clear()
-        .envs(child_environment(env, inherit_env, |name| {
-            std::env::var_os(name)
-        }))
+        .envs(environment)
         .kill_on_drop(true)
         .process_group(0);
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
+    let (entry, judge, tmp, confinement) = match prepared {
+        Some(prepared) => {
+            cmd.envs(prepared.env);
+            (
+                Some(prepared.entry),
+                Some(prepared.judge),
+                Some(prepared.tmp),
+                prepared.confinement,
+            )
+        }
+        None => (None, None, None, Confinement::off()),
+    };
+    let own_network = entry.as_ref().is_some_and(sandbox::Entry::has_own_network);
+    let confined = entry.is_some();
     // Not "is the parent init?": the gateway itself is PID 1 in a container without one.
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
-    // prctl/getppid.
+    // SAFETY: the closure runs between fork and exec and only makes system calls
+    // (prctl, getppid, and the confinement's, see `sandbox::Entry::enter`).
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -193,22 +256,46 @@ pub fn spawn(
             if libc::getppid() != parent {
                 return Err(std::io::Error::other("parent exited"));
             }
-            Ok(())
+            match &entry {
+                Some(entry) => entry.enter(),
+                None => Ok(()),
+            }
         });
     }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn()?;
+    let mut child = cmd.spawn().map_err(|source| {
+        // Only a refusal can be the confinement's doing (a missing command is not).
+        let refused = matches!(source.raw_os_error(), Some(libc::EACCES | libc::EPERM));
+        if confined && refused {
+            SpawnError::Confined {
+                source,
+                own_network,
+            }
+        } else {
+            SpawnError::Io(source)
+        }
+    })?;
+    // Each start is recorded with the stderr stream that tells when it is over.
+    confine.status.started(confinement);
+    match child.stderr.take() {
+        Some(stderr) => {
+            tokio::spawn(forward_stderr(
+                server.to_owned(),
+                stderr,
+                judge,
+                confine.status.clone(),
+            ));
+        }
+        None => confine.status.stderr_closed(),
+    }
     let pid = child
         .id()
         .ok_or_else(|| std::io::Error::other("child exited at once"))?;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(std::io::Error::other("child pipes missing"));
+        return Err(io::Error::other("child pipes missing").into());
     };
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(forward_stderr(server.to_owned(), stderr));
-    }
     let stdout = LimitedLines::new(stdout, max_message_bytes, server, violation);
     // `LimitedLines` refuses a line over its limit first (closing the connection).
     let (transport, lane) = lines::transport(stdout, stdin);
@@ -218,6 +305,7 @@ pub fn spawn(
         ProcessGroup {
             pgid: pid as i32,
             _child: child,
+            _tmp: tmp,
         },
     ))
 }
@@ -248,8 +336,15 @@ const MAX_STDERR_LINE: usize = 8 * 1024;
 
 /// Forwards the child's stderr line by line. Lines are capped (a child that never writes a
 /// newline cannot grow the gateway's memory) and decoded lossily (bytes that are not UTF-8
-/// must not stop the forwarding, or the child would die of EPIPE on its next write).
-async fn forward_stderr(server: String, stderr: ChildStderr) {
+/// must not stop the forwarding, or the child would die of EPIPE on its next write). A
+/// confined child's lines are read for what the sandbox refused it (`judge`), recorded in
+/// `status`, which also hears when the stream ends.
+async fn forward_stderr(
+    server: String,
+    stderr: ChildStderr,
+    judge: Option<Judge>,
+    status: sandbox::Status,
+) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::with_capacity(256);
     loop {
@@ -266,10 +361,15 @@ async fn forward_stderr(server: String, stderr: ChildStderr) {
         reader.consume(used);
         if ended {
             let text = String::from_utf8_lossy(&line);
-            tracing::info!(target: "upstream", server = %server, "{}", text.trim_end());
+            let text = text.trim_end();
+            tracing::info!(target: "upstream", server = %server, "{text}");
+            if let Some(explained) = judge.as_ref().and_then(|judge| judge.explain(text)) {
+                status.refused(&server, &explained);
+            }
             line.clear();
         }
     }
+    status.stderr_closed();
 }
 
 #[cfg(test)]
@@ -333,7 +433,21 @@ mod tests {
             inherit_env: vec!["MCP_GATEWAY_TEST_NAMED".into()],
             cwd: None,
         };
-        let spawned = spawn("printenv", &endpoint, 1024, Violation::default()).unwrap();
+        let context = SandboxContext::default();
+        let status = sandbox::Status::default();
+        let unconfined = Confine {
+            rules: None,
+            context: &context,
+            status: &status,
+        };
+        let spawned = spawn(
+            "printenv",
+            &endpoint,
+            unconfined,
+            1024,
+            Violation::default(),
+        )
+        .unwrap();
         let started = std::time::Instant::now();
         while !dump.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;

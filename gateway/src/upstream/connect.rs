@@ -36,6 +36,7 @@ use crate::auth::{
 use crate::config::{Endpoint, RemoteTransport, ServerConfig, UpstreamProtocol};
 use crate::http_client::{HttpError, UpstreamHttp};
 use crate::relay::{CallRoutes, Downstream};
+use crate::sandbox;
 
 /// How long one connection attempt (spawn, initialize, list) may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -46,7 +47,7 @@ pub enum ConnectError {
     #[error("cannot start `{command}`: {source}")]
     Spawn {
         command: String,
-        source: std::io::Error,
+        source: child::SpawnError,
     },
     #[error("bad header: {0}")]
     Header(String),
@@ -152,21 +153,24 @@ impl Connection {
     }
 }
 
+/// Where a connection's requests and events go, and what its confinement records.
+pub struct Sides {
+    pub events: mpsc::UnboundedSender<UpstreamEvent>,
+    pub calls: CallRoutes,
+    pub downstream: Arc<Downstream>,
+    pub sandbox: sandbox::Status,
+}
+
 /// Connects to `config`'s endpoint, initializes, and reads the offer.
 pub async fn connect(
     name: &Arc<str>,
     config: &ServerConfig,
     user: Option<&SignsInAs>,
-    events: mpsc::UnboundedSender<UpstreamEvent>,
-    calls: CallRoutes,
-    downstream: Arc<Downstream>,
+    sides: Sides,
 ) -> Result<Connection, ConnectError> {
-    tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        connect_inner(name, config, user, events, calls, downstream),
-    )
-    .await
-    .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
+    tokio::time::timeout(CONNECT_TIMEOUT, connect_inner(name, config, user, sides))
+        .await
+        .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
 }
 
 /// How the gateway begins its conversation with a server that speaks `protocol`.
@@ -187,10 +191,14 @@ async fn connect_inner(
     name: &Arc<str>,
     config: &ServerConfig,
     user: Option<&SignsInAs>,
-    events: mpsc::UnboundedSender<UpstreamEvent>,
-    calls: CallRoutes,
-    downstream: Arc<Downstream>,
+    sides: Sides,
 ) -> Result<Connection, ConnectError> {
+    let Sides {
+        events,
+        calls,
+        downstream,
+        sandbox,
+    } = sides;
     let handler = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
     let gateway_side = handler.get_info();
     let violation = Violation::default();
@@ -200,9 +208,15 @@ async fn connect_inner(
     let signed_out = CancellationToken::new();
     let (service, group, lane) = match &endpoint {
         Endpoint::Stdio { command, .. } => {
+            let confine = child::Confine {
+                rules: config.sandbox.rules(),
+                context: &config.sandbox_context,
+                status: &sandbox,
+            };
             let (transport, lane, group) = child::spawn(
                 name,
                 &endpoint,
+                confine,
                 child::MAX_UPSTREAM_MESSAGE,
                 violation.clone(),
             )

@@ -48,6 +48,7 @@ use crate::observe::telemetry;
 use crate::relay::calls::answer_after_progress;
 use crate::relay::{self, CallRoutes, Caller, Downstream, ListKind, Listeners};
 use crate::resource_uri;
+use crate::sandbox::{self, Confinement};
 use crate::tasks;
 pub use client::UpstreamEvent;
 pub use connect::CONNECT_TIMEOUT;
@@ -73,6 +74,10 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How long a stdio server's stderr is given, once its connection is over, to tell what
+/// it was refused before the reason it ended is logged.
+const STDERR_SETTLES: Duration = Duration::from_millis(500);
 
 /// The start-up failures of one upstream logged as errors since it last came up: one
 /// seen again, at every retry of a server down for hours, is a debug line (its health
@@ -174,6 +179,9 @@ pub struct Health {
     /// An OAuth server's sign-in (`[servers.NAME.oauth]`), read when the snapshot is taken.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<SignInStatus>,
+    /// A stdio server's confinement as of its last start, with what it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Confinement>,
 }
 
 impl Health {
@@ -186,6 +194,7 @@ impl Health {
             pid: None,
             protocol: None,
             oauth: None,
+            sandbox: None,
         }
     }
 }
@@ -285,6 +294,8 @@ pub struct Upstream {
     /// Becomes true once the first connection attempt has finished (or the upstream
     /// stopped before it could): what one-shot commands wait for.
     attempted: watch::Sender<bool>,
+    /// A stdio server's confinement as of its last start, and what it was refused.
+    sandbox: sandbox::Status,
     shutdown: CancellationToken,
 }
 
@@ -319,6 +330,7 @@ impl Upstream {
             requests: TaskTracker::new(),
             retired: std::sync::OnceLock::new(),
             attempted: watch::Sender::new(false),
+            sandbox: sandbox::Status::default(),
             shutdown,
         });
         if upstream.per_user.is_some() {
@@ -346,6 +358,7 @@ impl Upstream {
             requests: TaskTracker::new(),
             retired: std::sync::OnceLock::new(),
             attempted: watch::Sender::new(false),
+            sandbox: sandbox::Status::default(),
             shutdown: self.shutdown.child_token(),
         });
         tokio::spawn(upstream.clone().supervise());
@@ -411,6 +424,7 @@ impl Upstream {
                 &store,
             ));
         }
+        health.sandbox = self.sandbox.snapshot();
         health
     }
 
@@ -515,8 +529,15 @@ impl Upstream {
             if skip_discover {
                 config.protocol = UpstreamProtocol::Session;
             }
+            let sides = connect::Sides {
+                events: events_tx,
+                calls: self.calls.clone(),
+                downstream: self.downstream.clone(),
+                sandbox: self.sandbox.clone(),
+            };
+            let before_attempt = self.sandbox.mark();
             let attempt = tokio::select! {
-                attempt = connect::connect(&self.name, &config, self.signs_in_as.as_ref(), events_tx, self.calls.clone(), self.downstream.clone()) => attempt,
+                attempt = connect::connect(&self.name, &config, self.signs_in_as.as_ref(), sides) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
             if let Err(connect::ConnectError::Initialize(error)) = &attempt
@@ -585,6 +606,7 @@ impl Upstream {
                         (None, Some(reason)) => format!("unreachable ({reason})"),
                         (None, None) => "connection closed".into(),
                     };
+                    let why = self.with_refusals(why, before_attempt).await;
                     tracing::warn!(server = %self.name, "upstream {why}; reconnecting");
                     self.set_health(|h| {
                         h.state = UpstreamState::Restarting;
@@ -599,6 +621,7 @@ impl Upstream {
                         _ => UpstreamState::Failed,
                     };
                     let error = crate::redact::urls(&error.to_string());
+                    let error = self.with_refusals(error, before_attempt).await;
                     logged_failures.log(&self.name, &error);
                     self.set_health(|h| {
                         h.state = state;
@@ -620,6 +643,19 @@ impl Upstream {
             h.protocol = None;
         });
         self.attempted.send_replace(true);
+    }
+
+    /// `why` the connection ended, with what the sandbox refused the server since `mark`
+    /// (a server that failed for it says so on its way out).
+    async fn with_refusals(&self, why: String, mark: u64) -> String {
+        if self.config.command.is_none() {
+            return why;
+        }
+        let refused = self.sandbox.refusals_since(mark, STDERR_SETTLES).await;
+        match refused.as_slice() {
+            [] => why,
+            refused => format!("{why}; the sandbox refused {}", refused.join("; ")),
+        }
     }
 
     async fn on_event(&self, event: UpstreamEvent) {

@@ -46,7 +46,9 @@ impl Readiness {
     }
 }
 
-/// `GET /healthz`: every upstream's state, the shared state's, the drain's and run_code's.
+/// `GET /healthz`: every upstream's state (a stdio server's with its confinement), the
+/// shared state's, the drain's, run_code's, and what the kernel offers stdio servers'
+/// sandbox.
 pub async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     let upstreams = gateway.registry.health();
     let ready = upstreams
@@ -66,6 +68,7 @@ pub async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
         "shared_state": if gateway.state.is_ready() { "ready" } else { "unavailable" },
         "upstreams": upstreams,
         "code_confinement": crate::code::confinement_support(),
+        "sandbox": crate::sandbox::kernel_report(),
         "code_runner": gateway.run_code.as_ref().map(|tool| tool.next_runner()),
     }))
 }

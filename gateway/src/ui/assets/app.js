@@ -186,11 +186,33 @@ async function refreshServers() {
       h("td", { class: "num" }, s.tools), h("td", { class: "num" }, s.prompts),
       h("td", { class: "num" }, s.resources),
       h("td", { "data-field": "sign_in" }, signIn(s.sign_in)),
+      h("td", { "data-field": "sandbox", title: sandboxDetail(s.sandbox) }, sandboxSummary(s.sandbox)),
       h("td", { class: "error-text", "data-field": "last_error" }, s.last_error || ""),
       h("td", {}, h("div", { class: "actions" },
         s.enabled ? act("restart", "Restart") : null,
         s.enabled ? act("disable", "Disable", "quiet") : act("enable", "Enable", "quiet"))));
   }));
+}
+
+// A stdio server's confinement in a few words; what it may read and write on hover.
+function sandboxSummary(sandbox) {
+  if (!sandbox) return "—";
+  if (sandbox.state === "off") return "off";
+  const state = sandbox.state === "partial" ? "partly confined" : "confined";
+  const refused = (sandbox.refused ?? []).length;
+  return `${state}, network ${Array.isArray(sandbox.network) ? sandbox.network.join(" ") : sandbox.network}` +
+    (refused ? `, ${refused} refused` : "");
+}
+
+function sandboxDetail(sandbox) {
+  if (!sandbox || !sandbox.read) return "";
+  return [
+    "read: " + sandbox.read.join(" "),
+    "write: " + sandbox.write.join(" "),
+    "hidden: " + sandbox.hidden.join(" "),
+    ...(sandbox.missing ?? []).map((m) => "lacking: " + m),
+    ...(sandbox.refused ?? []).map((r) => "refused " + r),
+  ].join("\n");
 }
 
 // The per-user servers' sign-ins, one row per person; hidden when there is no such server.
