@@ -348,11 +348,21 @@ impl SecurityGuard {
         let allowed_hosts = parse_all(&config.allowed_hosts, parse_authority, |index, value| {
             SecurityError::InvalidAllowedHost { index, value }
         })?;
-        let allowed_origins = parse_all(
+        let mut allowed_origins = parse_all(
             &config.allowed_origins,
             |value| parse_origin(value.strip_suffix('/').unwrap_or(value)),
             |index, value| SecurityError::InvalidAllowedOrigin { index, value },
         )?;
+        // The gateway's own pages (the console, a per-user sign-in's form) post from the
+        // origin people reach it at.
+        if let Some(own) = config
+            .public_url
+            .as_deref()
+            .and_then(|url| url::Url::parse(url).ok())
+            .and_then(|url| parse_origin(&url.origin().ascii_serialization()))
+        {
+            allowed_origins.push(own);
+        }
         let oauth = config
             .oauth
             .as_ref()
@@ -1093,6 +1103,24 @@ mod tests {
             ("http://[::1]:8080", StatusCode::OK),
             ("https://app.example", StatusCode::OK),
             ("https://APP.example:443", StatusCode::OK),
+        ] {
+            let headers = [
+                (header::HOST, Some(LOOPBACK)),
+                (header::ORIGIN, Some(origin)),
+            ];
+            let got = status(&config, request("/mcp", &headers, Body::from("{}"))).await;
+            assert_eq!(got, expected, "{origin}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_public_urls_origin_is_the_gateways_own() {
+        let mut config = config(&[]);
+        config.public_url = Some("https://gw.example:8443".into());
+        for (origin, expected) in [
+            ("https://gw.example:8443", StatusCode::OK),
+            ("https://gw.example", StatusCode::FORBIDDEN),
+            ("http://gw.example:8443", StatusCode::FORBIDDEN),
         ] {
             let headers = [
                 (header::HOST, Some(LOOPBACK)),

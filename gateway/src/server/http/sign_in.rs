@@ -152,17 +152,11 @@ async fn proceed(pages: &Pages, state: &str, person: &str) -> Response {
             cookie_secret,
             authorization_url,
         }) => {
-            // The callback's path under the public URL, which may have a path of its own.
-            let base = sign_ins
+            let secure = sign_ins
                 .public_url()
-                .and_then(|base| url::Url::parse(&base).ok());
-            let secure = base.as_ref().is_some_and(|base| base.scheme() == "https");
-            let prefix = base
-                .as_ref()
-                .map_or("", |base| base.path().trim_end_matches('/'));
+                .is_some_and(|base| base.starts_with("https:"));
             let cookie = format!(
-                "{}={cookie_secret}; Path={prefix}{CALLBACK_PATH}; Max-Age={}; HttpOnly; \
-                 SameSite=Lax{}",
+                "{}={cookie_secret}; Path={CALLBACK_PATH}; Max-Age={}; HttpOnly; SameSite=Lax{}",
                 browser::cookie_name(state),
                 PENDING_TTL.as_secs(),
                 if secure { "; Secure" } else { "" }
