@@ -26,7 +26,8 @@
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
 //! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
-//! - [`redact`]: the one rule for what is secret and how it is hidden.
+//! - [`redact`]: the one rule for what is secret and how it is hidden; [`private_file`]:
+//!   files only this user may read, written whole.
 //! - [`lines`]: newline-delimited JSON-RPC over stdio, for either side.
 //! - [`startup_memory`]: memory held only for starting, given back.
 //! - [`auth`]: OAuth at the edges: the listener as a protected resource, the gateway as
@@ -49,6 +50,7 @@ pub mod listener_guard;
 pub mod observe;
 pub mod pipeline;
 pub mod policies;
+pub mod private_file;
 pub mod redact;
 pub mod registry;
 pub mod relay;

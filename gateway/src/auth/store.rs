@@ -21,8 +21,7 @@
 //! replica uses (`oauth/NAME/IDENTITY`), refreshed by one replica at a time under a lock
 //! ([`TokenStore::refresh_lock`]).
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -395,11 +394,7 @@ fn write_file(path: &Path, folders: &[PathBuf], bytes: &[u8]) -> Result<(), Auth
         private_dir(dir).map_err(|e| store_error(dir, e))?;
     }
     let temporary = path.with_extension(format!("json.{}.tmp", uuid::Uuid::new_v4().simple()));
-    let written = write_new(&temporary, bytes).and_then(|()| std::fs::rename(&temporary, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written.map_err(|e| store_error(path, e))
+    crate::private_file::replace(path, &temporary, bytes).map_err(|e| store_error(path, e))
 }
 
 /// The folder of the per-user server `name`'s sign-ins.
@@ -461,19 +456,6 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
         ));
     }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
-/// Writes `bytes` to a new private file at `path`: never one that exists, never through a
-/// symbolic link.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(path)?;
-    out.write_all(bytes)?;
-    out.sync_all()
 }
 
 fn store_error(path: &Path, error: std::io::Error) -> AuthError {
@@ -571,22 +553,6 @@ mod tests {
             ["t.json", planted.as_str()],
             "no temporary file is left"
         );
-    }
-
-    #[test]
-    fn a_new_file_is_never_one_that_exists_nor_a_link() {
-        let dir = tempfile::tempdir().unwrap();
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "untouched").unwrap();
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&victim, &link).unwrap();
-        let dangling = dir.path().join("dangling");
-        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
-        for path in [&victim, &link, &dangling] {
-            assert!(write_new(path, b"token").is_err(), "{}", path.display());
-        }
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
-        assert!(!dir.path().join("nowhere").exists());
     }
 
     #[tokio::test]

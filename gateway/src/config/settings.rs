@@ -1,6 +1,7 @@
 //! The configuration structs, one per concern, each field's default documented.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -286,6 +287,27 @@ pub enum Endpoint {
         transport: RemoteTransport,
         headers: BTreeMap<String, String>,
     },
+}
+
+/// What every child takes from the gateway's environment, when set: where programs are,
+/// the user's home (where `npx` and many servers keep their caches) and the locale.
+pub const ALWAYS_INHERITED: [&str; 3] = ["PATH", "HOME", "LANG"];
+
+/// A child's whole environment: [`ALWAYS_INHERITED`] and the `inherit` names, as `parent`
+/// (the gateway's environment) has them, then the server's `configured` table, which wins.
+pub fn child_environment(
+    configured: &BTreeMap<String, String>,
+    inherit: &[String],
+    parent: impl Fn(&str) -> Option<OsString>,
+) -> BTreeMap<OsString, OsString> {
+    let inherited = ALWAYS_INHERITED
+        .into_iter()
+        .chain(inherit.iter().map(String::as_str))
+        .filter_map(|name| Some((OsString::from(name), parent(name)?)));
+    let configured = configured
+        .iter()
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+    inherited.chain(configured).collect()
 }
 
 impl ServerConfig {

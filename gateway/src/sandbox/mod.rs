@@ -242,7 +242,7 @@ pub fn describe(name: &str, config: &ServerConfig) -> Option<Result<Confinement,
     };
     let state_dir = state_dir(name);
     let child_env =
-        crate::upstream::child::child_environment(env, inherit_env, |name| std::env::var_os(name));
+        crate::config::child_environment(env, inherit_env, |name| std::env::var_os(name));
     let (files, _) = plan(
         endpoint,
         &rules,

@@ -10,15 +10,13 @@
 //! The child does not inherit the gateway's environment, which holds every server's
 //! secrets (the `${VAR}`s of all `env` and `headers` tables) and the gateway's own: it
 //! gets `PATH`, `HOME` and `LANG`, the variables its `inherit_env` names, and its own
-//! `env` table ([`child_environment`]).
+//! `env` table ([`crate::config::child_environment`]).
 //!
 //! Unless its entry says `sandbox = false`, the child confines itself between fork and
 //! exec, with walls the gateway made ready before the fork ([`crate::sandbox`]); it gets
 //! a private `TMPDIR` (and `TMP`, `TEMP`), and its stderr is read for what the sandbox
 //! refused it.
 
-use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io;
 use std::pin::Pin;
 use std::process::Stdio;
@@ -30,7 +28,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use super::lane::Lane;
 use super::lines::{self, ServerLines};
-use crate::config::{Endpoint, SandboxContext, SandboxRules};
+use crate::config::{Endpoint, SandboxContext, SandboxRules, child_environment};
 use crate::lines::LineTransport;
 use crate::sandbox::{self, Confinement, Judge, PrivateTmp, SandboxError};
 
@@ -310,27 +308,6 @@ pub fn spawn(
     ))
 }
 
-/// What every child takes from the gateway's environment, when set: where programs are,
-/// the user's home (where `npx` and many servers keep their caches) and the locale.
-pub const ALWAYS_INHERITED: [&str; 3] = ["PATH", "HOME", "LANG"];
-
-/// A child's whole environment: [`ALWAYS_INHERITED`] and the `inherit` names, as `parent`
-/// (the gateway's environment) has them, then the server's `configured` table, which wins.
-pub fn child_environment(
-    configured: &BTreeMap<String, String>,
-    inherit: &[String],
-    parent: impl Fn(&str) -> Option<OsString>,
-) -> BTreeMap<OsString, OsString> {
-    let inherited = ALWAYS_INHERITED
-        .into_iter()
-        .chain(inherit.iter().map(String::as_str))
-        .filter_map(|name| Some((OsString::from(name), parent(name)?)));
-    let configured = configured
-        .iter()
-        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
-    inherited.chain(configured).collect()
-}
-
 /// The longest stderr line forwarded whole; the rest of a longer line is skipped.
 const MAX_STDERR_LINE: usize = 8 * 1024;
 
@@ -374,6 +351,9 @@ async fn forward_stderr(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::ffi::OsString;
+
     use tokio::io::AsyncReadExt;
 
     use super::*;

@@ -12,7 +12,6 @@
 //! Every change is a read-modify-write under the store's lock, so that what another
 //! process wrote meanwhile is kept.
 
-use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -311,24 +310,7 @@ fn write_file(path: &Path, book: &Book) -> Result<(), PinError> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let temporary = path.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-    let written = write_new(&temporary, &bytes).and_then(|()| std::fs::rename(&temporary, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written.map_err(|e| file_error(path, e))
-}
-
-/// Writes `bytes` to a new private file at `path`: never one that exists, never through a
-/// symbolic link.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(path)?;
-    out.write_all(bytes)?;
-    out.sync_all()
+    crate::private_file::replace(path, &temporary, &bytes).map_err(|e| file_error(path, e))
 }
 
 /// The folder of `path`, made when missing (private: 0700).
