@@ -1,3 +1,5 @@
+use std::ffi::OsString;
+
 use super::*;
 
 fn load_text(name: &str, text: &str) -> Result<Config, ConfigError> {
@@ -328,4 +330,25 @@ fn the_dump_shows_the_sandbox_a_stdio_server_runs_in() {
         Some(4096)
     );
     assert!(servers["r"].get("sandbox").is_none(), "{dump:?}");
+}
+
+#[test]
+fn the_servers_own_table_wins_over_what_it_inherits() {
+    let parent = |name: &str| match name {
+        "PATH" => Some("/gateway/bin".into()),
+        "LANG" => Some("C.UTF-8".into()),
+        "NAMED" => Some("from the gateway".into()),
+        _ => None,
+    };
+    let configured = BTreeMap::from([("PATH".to_owned(), "/server/bin".to_owned())]);
+    let environment = child_environment(&configured, &["NAMED".into()], parent);
+    let expected: BTreeMap<OsString, OsString> = [
+        ("LANG", "C.UTF-8"),
+        ("NAMED", "from the gateway"),
+        ("PATH", "/server/bin"),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.into(), value.into()))
+    .collect();
+    assert_eq!(environment, expected);
 }

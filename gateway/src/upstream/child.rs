@@ -352,7 +352,6 @@ async fn forward_stderr(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::ffi::OsString;
 
     use tokio::io::AsyncReadExt;
 
@@ -455,27 +454,6 @@ mod tests {
             .filter(|name| !expected.contains(&name.as_str()))
             .collect();
         assert!(unexpected.is_empty(), "{unexpected:?}");
-    }
-
-    #[test]
-    fn the_servers_own_table_wins_over_what_it_inherits() {
-        let parent = |name: &str| match name {
-            "PATH" => Some("/gateway/bin".into()),
-            "LANG" => Some("C.UTF-8".into()),
-            "NAMED" => Some("from the gateway".into()),
-            _ => None,
-        };
-        let configured = BTreeMap::from([("PATH".to_owned(), "/server/bin".to_owned())]);
-        let environment = child_environment(&configured, &["NAMED".into()], parent);
-        let expected: BTreeMap<OsString, OsString> = [
-            ("LANG", "C.UTF-8"),
-            ("NAMED", "from the gateway"),
-            ("PATH", "/server/bin"),
-        ]
-        .into_iter()
-        .map(|(name, value)| (name.into(), value.into()))
-        .collect();
-        assert_eq!(environment, expected);
     }
 
     #[tokio::test]
