@@ -8,8 +8,10 @@ provider (tests/servers/idp.mjs) signs in the account its `login_hint` names and
 at once, so a person is: follow every redirect (cookies kept), add `login_hint=ACCOUNT` to
 every authorization request, and type TOKEN into the gateway's token form.
 
-Usage: browser.py URL [--as ACCOUNT] [--token TOKEN]
+Usage: browser.py URL [--as ACCOUNT] [--token TOKEN] [--stop-at PATH]
   prints {"status", "url", "body"} of the page it ended at; exit 0 when its status < 400.
+  --stop-at: do not open a redirect to PATH; end there with status 0 and that URL (what
+  an attacker keeps to send someone else).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def with_login_hint(url: str, account: str | None) -> str:
     return urlunparse(parts._replace(query=urlencode(query)))
 
 
-async def browse(url: str, account: str | None, token: str | None) -> dict[str, Any]:
+async def browse(
+    url: str, account: str | None, token: str | None, stop_at: str | None = None
+) -> dict[str, Any]:
     """Opens `url` as the person `account` (holding the gateway token `token`, if any)."""
     async with httpx2.AsyncClient(follow_redirects=False, timeout=30) as http:
         response = await http.get(with_login_hint(url, account))
@@ -46,6 +50,8 @@ async def browse(url: str, account: str | None, token: str | None) -> dict[str, 
             location = response.headers.get("location")
             if response.is_redirect and location is not None:
                 url = with_login_hint(urljoin(str(response.url), location), account)
+                if stop_at is not None and urlparse(url).path == stop_at:
+                    return {"status": 0, "url": url, "body": ""}
                 response = await http.get(url)
                 continue
             form = HIDDEN_STATE.search(response.text)
@@ -64,8 +70,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("url")
     parser.add_argument("--as", dest="account")
     parser.add_argument("--token")
+    parser.add_argument("--stop-at")
     opts = parser.parse_args(argv)
-    ended = anyio.run(browse, opts.url, opts.account, opts.token)
+    ended = anyio.run(browse, opts.url, opts.account, opts.token, opts.stop_at)
     print(json.dumps(ended))
     return 0 if ended["status"] < 400 else 1
 

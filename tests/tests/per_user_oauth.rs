@@ -502,12 +502,20 @@ fn open_as(url: &str, person: &Person) -> bool {
 /// What `account`'s browser, holding the gateway token `token`, ended at after opening
 /// `url` (tests/python/browser.py): `{"status", "url", "body"}`.
 fn browse(url: &str, account: &str, token: Option<&str>) -> Value {
+    browse_until(url, account, token, None)
+}
+
+/// [`browse`], stopping before a redirect to the path `stop_at` (status 0, its URL).
+fn browse_until(url: &str, account: &str, token: Option<&str>, stop_at: Option<&str>) -> Value {
     let mut command = Command::new(python());
     command
         .arg(repo().join("tests/python/browser.py"))
         .args([url, "--as", account]);
     if let Some(token) = token {
         command.args(["--token", token]);
+    }
+    if let Some(path) = stop_at {
+        command.args(["--stop-at", path]);
     }
     let output = command.output().unwrap();
     serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
@@ -1206,13 +1214,40 @@ fn with_an_identity_provider_the_person_at_the_browser_signs_in_there_first() {
     let run = python_client(&args("bob", "auto", "bob"), &json!([call(WHOAMI)]));
     assert_eq!(browsed_sign_in(&run)["status"], 200, "{run:#}");
     assert_eq!(subject(&run["results"][0]["result"]), "bob", "{run:#}");
+
+    // Login CSRF: Mallory signs in at the gateway's provider as herself for her own
+    // sign-in, keeps the link back to the gateway instead of following it, and sends it
+    // to Carol. Carol's browser never began that login: it is refused there, so it never
+    // goes on to sign in at the server (with Carol's own account) for Mallory.
+    let mut mallory = args("mallory", "legacy", "mallory");
+    let elicit = mallory.iter().position(|arg| arg == "browse").unwrap();
+    mallory[elicit] = "none".into();
+    let run = python_client(&mallory, &json!([call(WHOAMI)]));
+    let refused = &run["results"][0]["result"];
+    assert_eq!(error_code(refused), Some("SIGN_IN_REQUIRED"), "{run:#}");
+    let link = refused["_meta"]["mcp-gateway/error"]["detail"]["url"]
+        .as_str()
+        .unwrap();
+    let kept = browse_until(link, "mallory", None, Some("/oauth/sign-in/verified"));
+    let return_link = kept["url"].as_str().unwrap().to_owned();
+    assert!(return_link.contains("code="), "{kept:#}");
+    let carols = browse(&return_link, "carol", None);
+    assert_eq!(carols["status"], 403, "{carols:#}");
+    assert!(
+        carols["body"]
+            .as_str()
+            .unwrap()
+            .contains("SIGN_IN_BROWSER_UNPROVEN"),
+        "{carols:#}"
+    );
     let seen: Vec<String> = whoami.tokens();
     assert!(
         seen.iter().all(|token| {
             let claims = token.split('.').nth(1).map(base64_url).unwrap_or_default();
-            !String::from_utf8_lossy(&claims).contains("\"sub\":\"eve\"")
+            let claims = String::from_utf8_lossy(&claims).into_owned();
+            !claims.contains("\"sub\":\"eve\"") && !claims.contains("\"sub\":\"carol\"")
         }),
-        "Eve's account reached the server"
+        "Eve's or Carol's account reached the server"
     );
 }
 

@@ -8,7 +8,11 @@
 //! provider issues is checked as every caller's token is ([`ResourceServer`]), but for its
 //! scopes, and only its subject is kept: the token itself is dropped at once. The login's
 //! `state`, with the sign-in it is for, is a sealed record of the shared state
-//! ([`super::pending`]), so the provider may send the browser back to any replica.
+//! ([`super::pending`]), so the provider may send the browser back to any replica. The
+//! return is taken only from the browser that began the login (a cookie whose digest the
+//! record keeps): else someone could sign in at the provider as themselves and send the
+//! return link to another person, whose browser would then prove them and go on to sign
+//! in with its own account for them (login CSRF).
 
 use std::sync::Arc;
 
@@ -34,6 +38,8 @@ pub enum LoginError {
     Provider(String),
     #[error("this login belongs to no sign-in in progress: wrong, used already, or expired")]
     UnknownState,
+    #[error("this login was begun in another browser: open the sign-in link again here")]
+    OtherBrowser,
     #[error("the identity provider refused: {0}")]
     Refused(String),
     #[error("the identity provider's token does not name a caller: {0}")]
@@ -45,10 +51,19 @@ impl LoginError {
         match self {
             Self::NoIssuer | Self::Provider(_) => "SIGN_IN_UNAVAILABLE",
             Self::UnknownState => "SIGN_IN_STATE_UNKNOWN",
+            Self::OtherBrowser => "SIGN_IN_BROWSER_UNPROVEN",
             Self::Refused(_) => "SIGN_IN_REFUSED",
             Self::Token(_) => "SIGN_IN_FAILED",
         }
     }
+}
+
+/// A login begun: where the browser goes, the login's `state`, and the secret the
+/// browser's cookie keeps for its return.
+pub struct LoginBegun {
+    pub url: String,
+    pub state: String,
+    pub cookie_secret: String,
 }
 
 /// A login that came back: the sign-in it is for, and who signed in (as callers are named).
@@ -73,14 +88,14 @@ impl IdentityProviderLogin {
         }
     }
 
-    /// The URL at the identity provider that signs the browser in and sends it back to
+    /// The login at the identity provider that signs the browser in and sends it back to
     /// `redirect_uri` (the gateway's [`RETURN_PATH`]) for the sign-in of `sign_in`.
     pub async fn begin(
         &self,
         pending: &Pending,
         sign_in: &str,
         redirect_uri: &str,
-    ) -> Result<String, LoginError> {
+    ) -> Result<LoginBegun, LoginError> {
         let mut manager = self.manager(pending).await?;
         let (client_id, secret) = match self.resource.login_client() {
             Some((id, secret)) => (id.to_owned(), secret),
@@ -95,8 +110,10 @@ impl IdentityProviderLogin {
             .map_err(provider_error)?;
         let state = query_value(&url, "state")
             .ok_or_else(|| LoginError::Provider("its authorization URL carries no state".into()))?;
+        let cookie_secret = super::browser::new_secret();
         let record = LoginRecord {
             sign_in: sign_in.to_owned(),
+            browser: super::browser::digest(&cookie_secret),
             client_id,
             redirect_uri: redirect_uri.to_owned(),
         };
@@ -104,19 +121,31 @@ impl IdentityProviderLogin {
             .put_login(&state, &record)
             .await
             .map_err(LoginError::Provider)?;
-        Ok(url)
+        Ok(LoginBegun {
+            url,
+            state,
+            cookie_secret,
+        })
     }
 
     /// Takes the browser's return from the identity provider, at `url` (the full URL of
-    /// [`RETURN_PATH`] with its query): who signed in, for which sign-in. The login's state
-    /// never works twice.
-    pub async fn finish(&self, pending: &Pending, url: &str) -> Result<LoggedIn, LoginError> {
+    /// [`RETURN_PATH`] with its query), in a browser whose login cookie holds `browser`:
+    /// who signed in, for which sign-in. The login's state never works twice.
+    pub async fn finish(
+        &self,
+        pending: &Pending,
+        url: &str,
+        browser: Option<&str>,
+    ) -> Result<LoggedIn, LoginError> {
         let state = query_value(url, "state").ok_or(LoginError::UnknownState)?;
         let record = pending
             .take_login(&state)
             .await
             .map_err(LoginError::Provider)?
             .ok_or(LoginError::UnknownState)?;
+        if !browser.is_some_and(|secret| super::browser::matches(&record.browser, secret)) {
+            return Err(LoginError::OtherBrowser);
+        }
         if let Some(error) = query_value(url, "error") {
             let description = query_value(url, "error_description").unwrap_or_default();
             return Err(LoginError::Refused(

@@ -49,6 +49,10 @@ pub struct PendingRecord {
 pub struct LoginRecord {
     /// The `state` of the sign-in the browser opened.
     pub sign_in: String,
+    /// The SHA-256 (hex) of the secret in the cookie of the browser that began the login:
+    /// the return must come to that browser, so that nobody can deliver their own login
+    /// into someone else's browser.
+    pub browser: String,
     pub client_id: String,
     pub redirect_uri: String,
 }

@@ -25,7 +25,9 @@ use serde::Deserialize;
 use super::connections::ConnectionEnds;
 use crate::auth::browser::{self, Proof};
 use crate::auth::idp_login::{IdentityProviderLogin, RETURN_PATH};
-use crate::auth::per_user::{CALLBACK_PATH, CallbackError, PENDING_TTL, Proven, SIGN_IN_PATH};
+use crate::auth::per_user::{
+    CALLBACK_PATH, CallbackError, PENDING_TTL, Proven, SIGN_IN_PATH, SignIns,
+};
 use crate::gateway::Gateway;
 use crate::listener_guard::{Credentials, SecurityGuard};
 
@@ -84,7 +86,11 @@ async fn open(
                 .begin(&pending, &state, &format!("{base}{RETURN_PATH}"))
                 .await
             {
-                Ok(url) => redirect(&url, None),
+                Ok(begun) => {
+                    let cookie =
+                        cookie_for(sign_ins, &begun.state, &begun.cookie_secret, RETURN_PATH);
+                    redirect(&begun.url, Some(&cookie))
+                }
                 Err(error) => page(
                     StatusCode::BAD_GATEWAY,
                     "Sign-in unavailable",
@@ -126,14 +132,21 @@ async fn prove_token(State(pages): State<Pages>, Form(proof): Form<TokenProof>) 
     proceed(&pages, &proof.state, &person).await
 }
 
-/// The identity provider's return: who signed in there must be the sign-in's identity.
-async fn provider_return(State(pages): State<Pages>, uri: http::Uri) -> Response {
+/// The identity provider's return, to the browser that began the login: who signed in
+/// there must be the sign-in's identity.
+async fn provider_return(
+    State(pages): State<Pages>,
+    headers: HeaderMap,
+    uri: http::Uri,
+) -> Response {
     let sign_ins = &pages.gateway.registry.downstream().sign_ins;
     let (Some(login), Ok(pending)) = (&pages.login, sign_ins.pending()) else {
         return unavailable("this gateway has no identity provider to sign in at");
     };
     let url = format!("http://gateway{RETURN_PATH}?{}", uri.query().unwrap_or(""));
-    match login.finish(&pending, &url).await {
+    let secret = crate::auth::upstream::query_value(&url, "state")
+        .and_then(|state| cookie(&headers, &browser::cookie_name(&state)));
+    match login.finish(&pending, &url, secret.as_deref()).await {
         Ok(logged_in) => proceed(&pages, &logged_in.sign_in, &logged_in.person).await,
         Err(error) => page(
             StatusCode::FORBIDDEN,
@@ -152,15 +165,7 @@ async fn proceed(pages: &Pages, state: &str, person: &str) -> Response {
             cookie_secret,
             authorization_url,
         }) => {
-            let secure = sign_ins
-                .public_url()
-                .is_some_and(|base| base.starts_with("https:"));
-            let cookie = format!(
-                "{}={cookie_secret}; Path={CALLBACK_PATH}; Max-Age={}; HttpOnly; SameSite=Lax{}",
-                browser::cookie_name(state),
-                PENDING_TTL.as_secs(),
-                if secure { "; Secure" } else { "" }
-            );
+            let cookie = cookie_for(sign_ins, state, &cookie_secret, CALLBACK_PATH);
             redirect(&authorization_url, Some(&cookie))
         }
         Err(refusal) => refused(&refusal),
@@ -196,6 +201,22 @@ async fn callback(
         ),
         Err(refusal) => refused(&refusal),
     }
+}
+
+/// The cookie that keeps `secret` for the step of `state` at `path` (the identity
+/// provider's return, or the callback): sent only there, only over HTTPS when the gateway
+/// is reached by it, never to scripts, and with a top-level navigation from another site
+/// (the providers' redirects back) but not with another site's requests.
+fn cookie_for(sign_ins: &SignIns, state: &str, secret: &str, path: &str) -> String {
+    let secure = sign_ins
+        .public_url()
+        .is_some_and(|base| base.starts_with("https:"));
+    format!(
+        "{}={secret}; Path={path}; Max-Age={}; HttpOnly; SameSite=Lax{}",
+        browser::cookie_name(state),
+        PENDING_TTL.as_secs(),
+        if secure { "; Secure" } else { "" }
+    )
 }
 
 /// The value of the cookie `name` among the request's cookies.
