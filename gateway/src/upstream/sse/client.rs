@@ -98,17 +98,9 @@ impl SseClientError {
 
 /// A connected legacy SSE upstream, as an rmcp `Transport<RoleClient>`.
 pub struct SseClientTransport {
-    endpoint: Url,
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
     outgoing: mpsc::Sender<Outgoing>,
     closed: CancellationToken,
-}
-
-impl SseClientTransport {
-    /// Where client messages are posted, as announced by the server.
-    pub fn endpoint(&self) -> &Url {
-        &self.endpoint
-    }
 }
 
 /// A message for the writer, and where to report how its `POST` went.
@@ -176,14 +168,8 @@ pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport
     let (incoming_tx, incoming) = mpsc::channel(QUEUE_CAPACITY);
     let (outgoing, outgoing_rx) = mpsc::channel(QUEUE_CAPACITY);
     tokio::spawn(read_events(shown, events, incoming_tx, closed.clone()));
-    tokio::spawn(post_messages(
-        client,
-        endpoint.clone(),
-        outgoing_rx,
-        closed.clone(),
-    ));
+    tokio::spawn(post_messages(client, endpoint, outgoing_rx, closed.clone()));
     Ok(SseClientTransport {
-        endpoint,
         incoming,
         outgoing,
         closed,

@@ -1,5 +1,5 @@
 //! What a stdio upstream sends, decoded: the answer to a tool call of the lane's goes
-//! straight to its caller (see [`super::lane`]); everything else is rmcp's.
+//! straight to its caller (see [`crate::upstream::lane`]); everything else is rmcp's.
 //!
 //! A line that is not a JSON-RPC message is skipped, as rmcp and the other SDKs do
 //! (replying to garbage can start an error storm). How long a line may be is the
@@ -11,8 +11,8 @@ use rmcp::RoleClient;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::ChildStdin;
 
-use super::lane::Lane;
 use crate::lines::{Decoded, LineDecoder, LineTransport, LineWriter};
+use crate::upstream::lane::Lane;
 
 /// The transport over an upstream's output (`reader`) and input (`writer`), and the lane
 /// its tool calls take. The reader limits line lengths itself.

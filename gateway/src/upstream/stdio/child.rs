@@ -26,11 +26,11 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use super::lane::Lane;
 use super::lines::{self, ServerLines};
 use crate::config::{Endpoint, SandboxContext, SandboxRules, child_environment};
 use crate::lines::LineTransport;
 use crate::sandbox::{self, Confinement, Judge, PrivateTmp, SandboxError};
+use crate::upstream::lane::Lane;
 
 /// The largest message an upstream may send. Results this large are accepted and then cut
 /// to `[gateway] max_result_bytes` by the pipeline; a longer line closes the connection.

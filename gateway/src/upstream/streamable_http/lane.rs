@@ -51,8 +51,9 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::{Error as SseError, Sse};
 use tokio::sync::mpsc;
 
-use super::lane::{self, Answer, FIRST_ID, Message};
 use crate::http_client::{HttpError, with_causes};
+use crate::upstream::call_lane::Unanswered;
+use crate::upstream::lane::{self, Answer, FIRST_ID, Message};
 
 /// The session rmcp opened with the upstream, as its requests carry it.
 pub struct UpstreamSession {
@@ -182,17 +183,6 @@ pub struct HttpLane {
     /// What the upstream sends on a call's stream that is not the call's own.
     inbound: mpsc::UnboundedSender<ServerJsonRpcMessage>,
     next_id: AtomicI64,
-}
-
-/// Why the lane did not answer a call.
-#[derive(Debug)]
-pub enum Unanswered {
-    /// No session yet, or the upstream forgot it (404): rmcp's path can still serve it.
-    NoSession,
-    /// The request or its answer was lost on the way (the reason, for the caller).
-    Failed(String),
-    /// No connection to the server could be made: it is down, or gone from its address.
-    Unreachable(String),
 }
 
 impl HttpLane {

@@ -21,7 +21,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::{Error as SseError, Sse};
 
-use super::http_lane::SessionSlot;
+use super::lane::SessionSlot;
 use crate::observe::telemetry::{TRACEPARENT, TRACESTATE};
 
 /// An HTTP client for rmcp's streamable HTTP transport (the gateway's own, or a signed-in

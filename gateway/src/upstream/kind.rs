@@ -1,5 +1,12 @@
-//! Opening one upstream connection over the transport its configuration names, and
-//! closing it again.
+//! Opening one upstream connection, whatever its kind, and closing it again.
+//!
+//! Each kind of upstream (a stdio child, a streamable HTTP server, a legacy SSE server)
+//! is one [`Kind`] in its own module: it opens its transport and begins the conversation,
+//! and brings what it has besides rmcp's client (a [`CallLane`] for tool calls, the
+//! child's [`ProcessGroup`]). What follows is the same for every kind and lives here:
+//! learning the revision the server speaks, the context a server of 2026-07-28 is sent
+//! with every request, and reading what it offers. A new transport is one module with
+//! its `Kind` and one configuration variant, matched in [`connect`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,32 +16,21 @@ use rmcp::ClientHandler;
 use rmcp::RoleClient;
 use rmcp::model::{ProtocolVersion, RequestMetaObject};
 use rmcp::service::{
-    ClientCacheConfig, ClientInitializeError, ClientLifecycleMode, ClientServiceExt,
-    RunningService, RunningServiceCancellationToken,
+    ClientCacheConfig, ClientLifecycleMode, RunningService, RunningServiceCancellationToken,
 };
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
-};
-use rmcp::transport::{StreamableHttpClientTransport, Transport};
+use rmcp::transport::Transport;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::child::{self, ProcessGroup, Violation};
+use super::call_lane::CallLane;
 use super::client::{self, UpstreamClient, UpstreamEvent};
-use super::http_lane::{self, HttpLane, Inbound, SessionSlot};
 use super::notifications_in_flight::InFlightBound;
 use super::offer::Offer;
 use super::per_user::SignsInAs;
 use super::progress_in_order::ProgressInOrder;
-use super::traced_http::TracedHttp;
-use super::{CallLane, Live, sse_client};
-use crate::auth::{
-    self,
-    signed_in::{AuthorizedClientError, SignedInClient},
-    upstream::OAuthUpstream,
-};
+use super::stdio::{self, ProcessGroup, Violation};
+use super::{Live, sse, streamable_http};
 use crate::config::{Endpoint, RemoteTransport, ServerConfig, UpstreamProtocol};
-use crate::http_client::{HttpError, UpstreamHttp};
 use crate::relay::{CallRoutes, Downstream};
 use crate::sandbox;
 
@@ -47,7 +43,7 @@ pub enum ConnectError {
     #[error("cannot start `{command}`: {source}")]
     Spawn {
         command: String,
-        source: child::SpawnError,
+        source: stdio::SpawnError,
     },
     #[error("bad header: {0}")]
     Header(String),
@@ -85,21 +81,36 @@ pub(super) fn worded(error: &impl std::fmt::Display) -> String {
     }
 }
 
-/// Why a streamable HTTP server's opening exchange failed. One that never reached the
-/// server says so plainly, and the same whichever way the gateway opened
-/// (`server/discover` or `initialize`): rmcp's wording names the transport and the
-/// request, which tells an operator nothing more.
-fn http_start_failed(error: ClientInitializeError, url: &str) -> ConnectError {
-    if let ClientInitializeError::TransportError { error: sent, .. } = &error
-        && let Some(http) = sent.error.downcast_ref::<StreamableHttpError<HttpError>>()
-        && let Some(reason) = http_lane::why_unreachable(http)
-    {
-        return ConnectError::Unreachable {
-            url: crate::redact::urls(url),
-            reason,
-        };
-    }
-    ConnectError::Initialize(worded(&error))
+/// One kind of upstream: how a connection of its kind is opened.
+pub(super) trait Kind {
+    /// Opens the transport and begins the conversation (`initialize`, or
+    /// `server/discover` under `opening.lifecycle`), with `opening.handler` answering what
+    /// the server sends the gateway.
+    async fn open(&self, opening: Opening<'_>) -> Result<Opened, ConnectError>;
+}
+
+/// What every kind is given to open a connection with.
+pub(super) struct Opening<'a> {
+    pub name: &'a Arc<str>,
+    pub config: &'a ServerConfig,
+    /// For an identity connection of a per-user server: whose sign-in it uses.
+    pub user: Option<&'a SignsInAs>,
+    pub handler: UpstreamClient,
+    pub lifecycle: ClientLifecycleMode,
+    pub calls: &'a CallRoutes,
+    pub sandbox: &'a sandbox::Status,
+    pub violation: &'a Violation,
+    /// Cancelled when the connection's sign-in dies (OAuth servers).
+    pub signed_out: &'a CancellationToken,
+}
+
+/// A connection a kind opened: rmcp's client, initialized, and what the kind has besides.
+pub(super) struct Opened {
+    pub service: RunningService<RoleClient, UpstreamClient>,
+    /// The way its tool calls take beside rmcp's client, where the kind has one.
+    pub lane: Option<CallLane>,
+    /// The child's process group, for a kind that starts one.
+    pub group: Option<ProcessGroup>,
 }
 
 /// An open connection: the running rmcp client service and, for stdio, the child group.
@@ -202,106 +213,45 @@ async fn connect_inner(
     let handler = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
     let gateway_side = handler.get_info();
     let violation = Violation::default();
-    let init_error = |e: rmcp::service::ClientInitializeError| ConnectError::Initialize(worded(&e));
-    let endpoint = config.endpoint();
-    let lifecycle = lifecycle(config.protocol);
     let signed_out = CancellationToken::new();
-    let (service, group, lane) = match &endpoint {
+    let opening = Opening {
+        name,
+        config,
+        user,
+        handler,
+        lifecycle: lifecycle(config.protocol),
+        calls: &calls,
+        sandbox: &sandbox,
+        violation: &violation,
+        signed_out: &signed_out,
+    };
+    let endpoint = config.endpoint();
+    let Opened {
+        service,
+        lane,
+        group,
+    } = match &endpoint {
         Endpoint::Stdio { command, .. } => {
-            let confine = child::Confine {
-                rules: config.sandbox.rules(),
-                context: &config.sandbox_context,
-                status: &sandbox,
+            let kind = stdio::Stdio {
+                endpoint: &endpoint,
+                command,
             };
-            let (transport, lane, group) = child::spawn(
-                name,
-                &endpoint,
-                confine,
-                child::MAX_UPSTREAM_MESSAGE,
-                violation.clone(),
-            )
-            .map_err(|source| ConnectError::Spawn {
-                command: command.clone(),
-                source,
-            })?;
-            (
-                handler
-                    .serve_with_lifecycle(guarded(transport, &calls), lifecycle.clone())
-                    .await
-                    .map_err(init_error)?,
-                Some(group),
-                Some(CallLane::Stdio(lane)),
-            )
+            kind.open(opening).await?
         }
         Endpoint::Remote {
             url,
             transport: RemoteTransport::StreamableHttp,
             headers,
         } => {
-            let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                .custom_headers(header_map(headers)?);
-            let http = UpstreamHttp::new().map_err(|e| ConnectError::Transport(e.to_string()))?;
-            let (service, lane) = match &config.oauth {
-                Some(settings) => {
-                    let dir = auth::store::default_dir()
-                        .map_err(|error| ConnectError::OAuth(error.to_string()))?;
-                    let upstream = match user {
-                        Some(user) => OAuthUpstream::for_identity(
-                            name,
-                            url,
-                            settings,
-                            &dir,
-                            user.shared.as_ref(),
-                            &user.identity,
-                            user.sealer.clone(),
-                        ),
-                        None => OAuthUpstream::new(name, url, settings, &dir),
-                    };
-                    let client = SignedInClient::open(&upstream, http, signed_out.clone())
-                        .await
-                        .map_err(|error| match error {
-                            AuthorizedClientError::NeedsLogin => ConnectError::NeedsLogin {
-                                server: name.to_string(),
-                            },
-                            AuthorizedClientError::OAuth(error) => {
-                                ConnectError::OAuth(error.to_string())
-                            }
-                        })?;
-                    serve_http(handler, client, transport_config, lifecycle.clone(), &calls).await
-                }
-                None => {
-                    serve_http(handler, http, transport_config, lifecycle.clone(), &calls).await
-                }
-            };
-            if signed_out.is_cancelled() {
-                return Err(ConnectError::NeedsLogin {
-                    server: name.to_string(),
-                });
-            }
-            (
-                service.map_err(|error| http_start_failed(error, url.as_str()))?,
-                None,
-                Some(CallLane::Http(Arc::new(lane))),
-            )
+            streamable_http::StreamableHttp { url, headers }
+                .open(opening)
+                .await?
         }
         Endpoint::Remote {
             url,
             transport: RemoteTransport::Sse,
             headers,
-        } => {
-            let headers: http::HeaderMap = header_map(headers)?.into_iter().collect();
-            let transport = sse_client::connect(url, headers)
-                .await
-                .map_err(|e| ConnectError::Transport(e.to_string()))?;
-            (
-                handler
-                    .serve_with_lifecycle(guarded(transport, &calls), lifecycle.clone())
-                    .await
-                    .map_err(init_error)?,
-                None,
-                None,
-            )
-        }
+        } => sse::Sse { url, headers }.open(opening).await?,
     };
     let revision = service
         .peer()
@@ -314,7 +264,7 @@ async fn connect_inner(
         UpstreamProtocol::Auto => revision.as_ref().is_some_and(|v| !v.has_initialize()),
     };
     let stateless = stateless.then(|| revision.unwrap_or(ProtocolVersion::V_2026_07_28));
-    if let (Some(revision), Some(CallLane::Http(lane))) = (&stateless, &lane) {
+    if let (Some(revision), Some(lane)) = (&stateless, &lane) {
         lane.serve_stateless(revision);
     }
     // What rmcp puts in each request to a stateless server, for the calls the lanes
@@ -356,43 +306,17 @@ async fn connect_inner(
     Ok(Connection::new(live, service, group, signed_out))
 }
 
-/// Serves `handler` over streamable HTTP with `client`, and the [`HttpLane`] beside it.
-async fn serve_http<C>(
-    handler: UpstreamClient,
-    client: C,
-    config: StreamableHttpClientTransportConfig,
-    lifecycle: ClientLifecycleMode,
-    calls: &CallRoutes,
-) -> (
-    Result<RunningService<RoleClient, UpstreamClient>, ClientInitializeError>,
-    HttpLane,
-)
-where
-    C: StreamableHttpClient<Error = HttpError> + Sync,
-{
-    let session = SessionSlot::default();
-    let client = TracedHttp::new(client, session.clone());
-    let lane_config = config.clone();
-    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
-    let (transport, inbound) = Inbound::new(transport);
-    let lane = HttpLane::new(client, &lane_config, session, &inbound);
-    let service = handler
-        .serve_with_lifecycle(guarded(transport, calls), lifecycle)
-        .await;
-    (service, lane)
-}
-
 /// What rmcp's service loop reads from an upstream: its progress kept in order with the
 /// answers ([`ProgressInOrder`]), and its notifications handled a bounded number at a time
 /// ([`InFlightBound`]).
-fn guarded<T: Transport<RoleClient>>(
+pub(super) fn guarded<T: Transport<RoleClient>>(
     transport: T,
     calls: &CallRoutes,
 ) -> InFlightBound<ProgressInOrder<T>> {
     InFlightBound::new(ProgressInOrder::new(transport, calls.clone()))
 }
 
-fn header_map(
+pub(super) fn header_map(
     headers: &std::collections::BTreeMap<String, String>,
 ) -> Result<HashMap<http::HeaderName, http::HeaderValue>, ConnectError> {
     headers

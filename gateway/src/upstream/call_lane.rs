@@ -1,0 +1,104 @@
+//! The way a connection's tool calls take beside rmcp's client, whichever kind the
+//! connection is: a stdio child's [`Lane`] or a streamable HTTP server's [`HttpLane`].
+//! A call on either has an id of its own (also its progress token), one exchange of the
+//! request for the upstream's answer with the call's progress before it, and a
+//! cancellation that does not wait for the upstream.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequest, JsonObject, ProgressNotificationParam, ProtocolVersion, RequestId,
+};
+
+use super::lane::{self, Answer, Lane};
+use super::streamable_http::lane::HttpLane;
+
+/// A connection's lane.
+#[derive(Clone)]
+pub enum CallLane {
+    Stdio(Arc<Lane>),
+    Http(Arc<HttpLane>),
+}
+
+/// Why a lane did not answer a call.
+#[derive(Debug)]
+pub enum Unanswered {
+    /// The connection ended before the answer.
+    Closed,
+    /// No session yet, or the upstream forgot it (404): rmcp's path can still serve it.
+    NoSession,
+    /// The request or its answer was lost on the way (the reason, for the caller).
+    Failed(String),
+    /// No connection to the server could be made: it is down, or gone from its address.
+    Unreachable(String),
+}
+
+impl CallLane {
+    /// Serves a server of 2026-07-28 (`revision`), which has no session.
+    pub fn serve_stateless(&self, revision: &ProtocolVersion) {
+        if let Self::Http(lane) = self {
+            lane.serve_stateless(revision);
+        }
+    }
+
+    /// Starts a call, entered before its request is written so that the answer cannot
+    /// come first; fails once the connection has ended.
+    pub fn start(&self) -> Result<LaneCall, Unanswered> {
+        match self {
+            Self::Stdio(lane) => lane::Call::start(lane)
+                .map(LaneCall::Stdio)
+                .map_err(|_| Unanswered::Closed),
+            Self::Http(lane) => Ok(LaneCall::Http {
+                id: lane.next_id(),
+                lane: Arc::clone(lane),
+            }),
+        }
+    }
+}
+
+/// One call in flight on a lane; dropping it forgets the call.
+pub enum LaneCall {
+    Stdio(lane::Call),
+    Http { lane: Arc<HttpLane>, id: RequestId },
+}
+
+impl LaneCall {
+    /// The call's request id, unique on the connection; also its progress token.
+    pub fn id(&self) -> &RequestId {
+        match self {
+            Self::Stdio(call) => call.id(),
+            Self::Http { id, .. } => id,
+        }
+    }
+
+    /// Sends `request` under this call's id and waits for the upstream's answer, handing
+    /// each progress notification that comes before it to `progress` (and awaiting it)
+    /// first. `input_schema` is the called tool's, for the routing headers its arguments
+    /// travel in to an HTTP server of 2026-07-28.
+    pub async fn exchange<F>(
+        &mut self,
+        request: CallToolRequest,
+        input_schema: Option<&JsonObject>,
+        progress: impl FnMut(ProgressNotificationParam) -> F,
+    ) -> Result<Answer, Unanswered>
+    where
+        F: Future<Output = ()>,
+    {
+        match self {
+            Self::Stdio(call) => call
+                .exchange(request, progress)
+                .await
+                .ok_or(Unanswered::Closed),
+            Self::Http { lane, id } => lane.call(id, request, input_schema, progress).await,
+        }
+    }
+
+    /// Tells the upstream the call is cancelled (`notifications/cancelled`) without
+    /// waiting for it; an answer that comes anyway is dropped.
+    pub fn cancel(self, reason: &str) {
+        match self {
+            Self::Stdio(call) => call.cancel(reason),
+            Self::Http { lane, id } => lane.cancel(id, reason),
+        }
+    }
+}
