@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities, Tool};
+use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities};
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{ConsoleAsks, unix_ms};
@@ -36,6 +36,7 @@ use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
 use crate::state::{self, SharedState};
+use crate::upstream::offer::Listed;
 use crate::upstream::{CONNECT_TIMEOUT, Upstream};
 
 /// What outlives a reload and every policy shares: the counters, the console's
@@ -322,14 +323,14 @@ impl Gateway {
     /// The tools `session` lists: `run_code` first when shown, then `search_tools` in a
     /// search catalog, then federated tools in lexicographic order — every visible one in
     /// a full catalog, the pinned ones and those the session found in a search catalog.
-    pub fn visible_tools(&self, session: &CallContext) -> Vec<Tool> {
+    pub fn visible_tools(&self, session: &CallContext) -> Vec<Arc<JsonObject>> {
         let mut tools = Vec::new();
         if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
-            tools.push(run_code.definition(session));
+            tools.push(Listed::of_view(run_code.definition(session)).object);
         }
         let search = session.profile.catalog == CatalogMode::Search;
         if search {
-            tools.push(self.search_tools.definition(session));
+            tools.push(Listed::of_view(self.search_tools.definition(session)).object);
         }
         if session.mode() != Mode::Code {
             let found = search.then(|| Found::of(session));
@@ -342,7 +343,7 @@ impl Gateway {
                 self.view(session)
                     .tools()
                     .filter(|t| listed(&t.name))
-                    .map(|t| t.definition.clone()),
+                    .map(|t| t.listed.clone()),
             );
         }
         tools

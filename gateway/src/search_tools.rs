@@ -342,7 +342,7 @@ fn header(query: &Query, hits: &[Hit], then: &str) -> String {
 fn definitions(query: &Query, hits: &[Hit]) -> CallToolResult {
     let tools: Vec<Value> = hits
         .iter()
-        .map(|hit| serde_json::to_value(&hit.tool.definition).unwrap_or_default())
+        .map(|hit| Value::Object((*hit.tool.listed).clone()))
         .collect();
     let mut text = header(
         query,

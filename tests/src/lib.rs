@@ -261,6 +261,16 @@ impl ListeningServer {
         Self::start(command, address)
     }
 
+    /// `tests/servers/verbatim.py` over streamable HTTP, at `http://ADDRESS/mcp`.
+    pub fn verbatim() -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(system_python());
+        command
+            .arg(repo().join("tests/servers/verbatim.py"))
+            .args(["--http", &address.port().to_string()]);
+        Self::start(command, address)
+    }
+
     fn start(mut command: Command, address: SocketAddr) -> ListeningServer {
         let child = command
             .stdout(Stdio::null())

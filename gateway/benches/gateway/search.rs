@@ -163,7 +163,7 @@ fn synthetic_catalog() -> Vec<Arc<FederatedTool>> {
                 &format!("mcp__{server}__{name}"),
                 &server,
                 &config,
-                &tool,
+                &mcp_gateway::upstream::offer::Listed::of_view(tool),
             ))
         })
         .collect();

@@ -58,9 +58,9 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 );
             } else {
                 for tool in tools {
-                    let description = tool.description.as_deref().unwrap_or("");
-                    let line = description.lines().next().unwrap_or("");
-                    println!("{}\t{line}", tool.name);
+                    let text = |key| tool.get(key).and_then(|v| v.as_str()).unwrap_or("");
+                    let line = text("description").lines().next().unwrap_or("");
+                    println!("{}\t{line}", text("name"));
                 }
             }
             stop(&gateway, shutdown).await;

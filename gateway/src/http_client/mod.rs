@@ -10,6 +10,11 @@
 //! `TCP_QUICKACK` after every read that brought data ([`QuickAck`]), which sends the
 //! pending acknowledgement at once: the server's next piece leaves without waiting.
 //!
+//! A JSON answer to one of a lane's requests (ids from [`FIRST_LANE_ID`], see
+//! `upstream::lane`) is handed on unparsed, as the one event of a stream: the lane reads
+//! what the server wrote, keys and content types rmcp's types do not know included, and
+//! no time goes to parsing the answer into rmcp's types only to write it out again.
+//!
 //! The rest is rmcp's streamable HTTP client contract ([`StreamableHttpClient`]) on hyper,
 //! as rmcp's own reqwest client keeps it: the same statuses, content types, body limits
 //! and errors. TLS is rustls with the platform's verifier, as with reqwest. Redirects are
@@ -33,7 +38,9 @@ use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioIo;
 use rmcp::ErrorData;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, NumberOrString, ServerJsonRpcMessage,
+};
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_MCP_PROTOCOL_VERSION, HEADER_SESSION_ID,
     JSON_MIME_TYPE,
@@ -65,6 +72,22 @@ pub enum HttpError {
 }
 
 type Error = StreamableHttpError<HttpError>;
+
+/// The first request id of the upstream lanes; rmcp numbers its own requests with a
+/// `u32` counter from 0, so ids from here on never meet them.
+pub const FIRST_LANE_ID: i64 = 1 << 32;
+
+/// Whether `message` is a request one of the lanes wrote.
+fn is_lane_request(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, ClientJsonRpcMessage::Request(request)
+        if matches!(request.id, NumberOrString::Number(id) if id >= FIRST_LANE_ID))
+}
+
+/// `body` as the one event of an SSE stream.
+fn one_event(body: Vec<u8>) -> BoxStream<'static, Result<Sse, SseError>> {
+    let event = Sse::default().data(String::from_utf8_lossy(&body).into_owned());
+    futures::stream::once(async move { Ok(event) }).boxed()
+}
 
 /// `error` and the chain of what caused it: the connector's "tcp connect error" is
 /// followed by why ("Connection refused", say).
@@ -375,6 +398,12 @@ impl StreamableHttpClient for UpstreamHttp {
         }
         if is_json {
             let body = read_body(response.into_body(), limits.max_json_response_size, true).await?;
+            if is_lane_request(&message) {
+                return Ok(StreamableHttpPostResponse::Sse(
+                    one_event(body),
+                    new_session,
+                ));
+            }
             return match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
                 Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, new_session)),
                 Err(_) if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),

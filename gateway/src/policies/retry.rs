@@ -81,6 +81,7 @@ mod tests {
     use crate::pipeline::{Pipeline, PipelineBuilder};
     use crate::policies::timeout::Timeout;
     use crate::registry::{FederatedTool, Registry};
+    use crate::upstream::offer::Listed;
 
     const UNAVAILABLE: Option<ErrorCode> = Some(ErrorCode::UpstreamUnavailable);
 
@@ -89,7 +90,12 @@ mod tests {
     fn tool_of_a_server_that_is_gone(hints: ToolAnnotations) -> Target {
         let definition = Tool::new("read", "reads", Arc::new(JsonObject::new())).annotate(hints);
         let config = ServerConfig::remote_or_empty(None, None);
-        let tool = FederatedTool::new("mcp__gone__read", &"gone".into(), &config, &definition);
+        let tool = FederatedTool::new(
+            "mcp__gone__read",
+            &"gone".into(),
+            &config,
+            &Listed::of_view(definition),
+        );
         Target::Federated(Arc::new(tool))
     }
 

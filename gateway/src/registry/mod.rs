@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, ServerConfig};
 use crate::relay::Downstream;
 use crate::resource_uri;
-use crate::upstream::offer::{FreshUntil, Offer};
+use crate::upstream::offer::{FreshUntil, Listed, Offer};
 use crate::upstream::{Health, Upstream};
 use pins::{Pins, Verdict};
 pub use tool::FederatedTool;
@@ -495,7 +495,9 @@ impl Registry {
             for ((tool, verdict), name) in offer.tools.iter().zip(verdicts).zip(exposed) {
                 let (definition, hold) = match verdict {
                     Verdict::Pass => (Cow::Borrowed(tool), None),
-                    Verdict::Approved { definition, hold } => (Cow::Owned(*definition), Some(hold)),
+                    Verdict::Approved { definition, hold } => {
+                        (Cow::Owned(Listed::of_view(*definition)), Some(hold))
+                    }
                     Verdict::Withheld(hold) => {
                         catalog.withheld.insert(name, hold);
                         continue;

@@ -1,15 +1,18 @@
 //! A federated tool definition: what clients see, where calls go, and the compiled
-//! schemas that check its arguments and output.
+//! schemas that check its arguments and output. Clients see the upstream's own JSON
+//! object under the gateway's name ([`FederatedTool::listed`]); the gateway reads its
+//! typed view.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use rmcp::model::Tool;
+use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
 
 use super::pins::Hold;
 use crate::config::ServerConfig;
 use crate::observe::metrics::SCHEMA_COMPILATIONS;
+use crate::upstream::offer::Listed;
 
 /// A compiled JSON Schema, or why it could not be compiled.
 pub type CompiledSchema = Result<jsonschema::Validator, String>;
@@ -25,6 +28,9 @@ pub struct FederatedTool {
     /// The upstream definition with `name` replaced: title, description, schemas and
     /// annotations as the upstream gave them.
     pub definition: Tool,
+    /// What `tools/list` shows: the object the upstream wrote, every key as it wrote it,
+    /// with `name` replaced.
+    pub listed: Arc<JsonObject>,
     /// The call deadline: `[servers.X.tools.T] timeout_ms`, else `[servers.X] timeout_ms`.
     pub timeout: Option<Duration>,
     /// May run alongside other calls in run_code: `readOnlyHint`, unless config overrides.
@@ -40,9 +46,11 @@ pub struct FederatedTool {
 
 impl FederatedTool {
     /// `tool` as `server` (configured by `config`) offers it, under the gateway name `name`.
-    pub fn new(name: &str, server: &Arc<str>, config: &ServerConfig, tool: &Tool) -> Self {
-        let mut definition = tool.clone();
+    pub fn new(name: &str, server: &Arc<str>, config: &ServerConfig, tool: &Listed<Tool>) -> Self {
+        let mut definition = tool.view.clone();
         definition.name = name.to_owned().into();
+        let mut listed = (*tool.object).clone();
+        listed.insert("name".into(), name.into());
         let annotations = tool.annotations.as_ref();
         let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
         let idempotent = annotations.and_then(|a| a.idempotent_hint) == Some(true);
@@ -55,6 +63,7 @@ impl FederatedTool {
             concurrency_safe: concurrency_safe(config, tool),
             retryable: read_only || idempotent,
             definition,
+            listed: Arc::new(listed),
             hold: None,
             input_schema: OnceLock::new(),
             output_schema: OnceLock::new(),
@@ -69,11 +78,14 @@ impl FederatedTool {
 
     /// Whether this entry was built from the same upstream definition and settings
     /// (so its compiled schemas can be kept across a catalog rebuild).
-    pub fn same_source(&self, server: &str, config: &ServerConfig, tool: &Tool) -> bool {
-        let mut renamed = tool.clone();
-        renamed.name = self.name.clone().into();
+    pub fn same_source(&self, server: &str, config: &ServerConfig, tool: &Listed<Tool>) -> bool {
+        let same_object = tool.object.len() == self.listed.len()
+            && tool
+                .object
+                .iter()
+                .all(|(key, value)| key == "name" || self.listed.get(key) == Some(value));
         *self.server == *server
-            && self.definition == renamed
+            && same_object
             && self.timeout == config.timeout_for(&tool.name)
             && self.concurrency_safe == concurrency_safe(config, tool)
     }

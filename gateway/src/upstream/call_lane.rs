@@ -2,7 +2,8 @@
 //! connection is: a stdio child's [`Lane`] or a streamable HTTP server's [`HttpLane`].
 //! A call on either has an id of its own (also its progress token), one exchange of the
 //! request for the upstream's answer with the call's progress before it, and a
-//! cancellation that does not wait for the upstream.
+//! cancellation that does not wait for the upstream. The gateway's own requests (the
+//! lists it reads) take the lane too, and get the answer as the upstream wrote it.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use rmcp::model::{
     CallToolRequest, JsonObject, ProgressNotificationParam, ProtocolVersion, RequestId,
 };
 
-use super::lane::{self, Answer, Lane};
+use super::lane::{self, Answer, Lane, RawAnswer};
 use super::streamable_http::lane::HttpLane;
 
 /// A connection's lane.
@@ -38,6 +39,21 @@ impl CallLane {
     pub fn serve_stateless(&self, revision: &ProtocolVersion) {
         if let Self::Http(lane) = self {
             lane.serve_stateless(revision);
+        }
+    }
+
+    /// Sends `method` with `params` and waits for the answer as the upstream wrote it.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<RawAnswer, Unanswered> {
+        match self {
+            Self::Stdio(lane) => lane
+                .request(method, &params)
+                .await
+                .ok_or(Unanswered::Closed),
+            Self::Http(lane) => lane.request(method, params).await,
         }
     }
 

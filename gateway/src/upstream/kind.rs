@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::call_lane::CallLane;
 use super::client::{self, UpstreamClient, UpstreamEvent};
 use super::notifications_in_flight::InFlightBound;
-use super::offer::Offer;
+use super::offer::{Lister, Offer};
 use super::per_user::SignsInAs;
 use super::progress_in_order::ProgressInOrder;
 use super::stdio::{self, ProcessGroup, Violation};
@@ -291,9 +291,14 @@ async fn connect_inner(
     no_cache.enabled = false;
     service.peer().set_response_cache_config(no_cache).await;
     let initialized = service.peer().peer_info().map(|info| (*info).clone());
-    let offer = Offer::read(service.peer(), initialized)
+    let lister = Lister {
+        peer: service.peer(),
+        lane: lane.as_ref(),
+        context: stateless.as_ref(),
+    };
+    let offer = Offer::read(lister, initialized)
         .await
-        .map_err(|e| ConnectError::List(worded(&e)))?;
+        .map_err(|e| ConnectError::List(e.to_string()))?;
     let live = Arc::new(Live {
         peer: service.peer().clone(),
         offer,

@@ -40,9 +40,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::lines::{LineWriter, encode};
 use crate::relay::calls::{MAX_QUEUED_PROGRESS, answer_after_progress};
 
-/// The lane's first request id. rmcp numbers its own requests and progress tokens with a
-/// `u32` counter from 0, so ids from here on never meet them.
-pub(super) const FIRST_ID: i64 = 1 << 32;
+/// The lanes' first request id (rmcp's own are below it).
+pub(super) use crate::http_client::FIRST_LANE_ID as FIRST_ID;
 
 /// The tool calls in flight on one stdio connection, and the upstream's input.
 pub struct Lane<W = ChildStdin> {
@@ -54,6 +53,8 @@ pub struct Lane<W = ChildStdin> {
 #[derive(Default)]
 struct Pending {
     calls: HashMap<RequestId, Waiting>,
+    /// The requests waiting for their answer as the upstream wrote it ([`Lane::request`]).
+    requests: HashMap<RequestId, oneshot::Sender<RawAnswer>>,
     /// Set when the connection ended: no call waits for an answer any more.
     closed: bool,
 }
@@ -86,10 +87,21 @@ impl<W> Lane<W> {
         }
     }
 
-    /// Hands `line` to its caller when it answers one of the lane's calls or reports its
-    /// progress; false for any other line, which is rmcp's to decode.
+    /// Hands `line` to its caller when it answers one of the lane's calls or requests or
+    /// reports a call's progress; false for any other line, which is rmcp's to decode.
     pub fn deliver(&self, line: &[u8]) -> bool {
-        if self.lock().calls.is_empty() {
+        let (calls, requests) = {
+            let pending = self.lock();
+            (!pending.calls.is_empty(), !pending.requests.is_empty())
+        };
+        if requests
+            && let Some((id, answer)) = RawAnswer::read(line)
+            && let Some(waiting) = self.lock().requests.remove(&id)
+        {
+            let _ = waiting.send(answer);
+            return true;
+        }
+        if !calls {
             return false;
         }
         match Message::read(line) {
@@ -131,12 +143,102 @@ impl<W> Lane<W> {
         let mut pending = self.lock();
         pending.closed = true;
         pending.calls.clear();
+        pending.requests.clear();
     }
 
     fn lock(&self) -> MutexGuard<'_, Pending> {
         self.pending
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What an upstream answered a request of the gateway's own (a list, say), as it wrote it.
+#[derive(Debug)]
+pub enum RawAnswer {
+    Result(Box<RawValue>),
+    Error(ErrorData),
+}
+
+impl RawAnswer {
+    /// The request id `message` answers, and its answer, when it is an answer.
+    pub(super) fn read(message: &[u8]) -> Option<(RequestId, RawAnswer)> {
+        #[derive(Deserialize)]
+        struct Envelope {
+            id: RequestId,
+            result: Option<Box<RawValue>>,
+            error: Option<ErrorData>,
+            method: Option<serde::de::IgnoredAny>,
+        }
+        let envelope: Envelope = serde_json::from_slice(message).ok()?;
+        let answer = match (envelope.method, envelope.result, envelope.error) {
+            (None, Some(result), None) => RawAnswer::Result(result),
+            (None, None, Some(error)) => RawAnswer::Error(error),
+            _ => return None,
+        };
+        Some((envelope.id, answer))
+    }
+}
+
+/// `method` with `params` under `id`, as one line.
+pub(super) fn request_line(
+    id: &RequestId,
+    method: &str,
+    params: &serde_json::Value,
+) -> io::Result<Vec<u8>> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        jsonrpc: JsonRpcVersion2_0,
+        id: &'a RequestId,
+        method: &'a str,
+        params: &'a serde_json::Value,
+    }
+    encode(&Line {
+        jsonrpc: JsonRpcVersion2_0,
+        id,
+        method,
+        params,
+    })
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
+    /// Sends `method` with `params` and waits for the answer as the upstream wrote it;
+    /// `None` when the connection ended first. Dropping the future forgets the request.
+    pub async fn request(&self, method: &str, params: &serde_json::Value) -> Option<RawAnswer> {
+        let id = NumberOrString::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (sender, answer) = oneshot::channel();
+        {
+            let mut pending = self.lock();
+            if pending.closed {
+                return None;
+            }
+            pending.requests.insert(id.clone(), sender);
+        }
+        let _forget = Forget {
+            lane: self,
+            id: &id,
+        };
+        let written = match request_line(&id, method, params) {
+            Ok(line) => self.writer.write(&line).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = written {
+            tracing::debug!("could not write a request upstream: {error}");
+            return None;
+        }
+        answer.await.ok()
+    }
+}
+
+/// Forgets a request of [`Lane::request`] when it is dropped, answered or not.
+struct Forget<'a, W> {
+    lane: &'a Lane<W>,
+    id: &'a RequestId,
+}
+
+impl<W> Drop for Forget<'_, W> {
+    fn drop(&mut self) {
+        self.lane.lock().requests.remove(self.id);
     }
 }
 

@@ -3,16 +3,83 @@
 //! long the upstream says each list stays fresh (`ttlMs`, protocol 2026-07-28). A list is
 //! read again when the upstream says it changed, and when its `ttlMs` has run out
 //! ([`FreshUntil::stale`]), not before.
+//!
+//! Tools are read on the connection's lane where it has one, and each is kept as the
+//! JSON object the upstream wrote ([`Listed`]) beside the gateway's typed view of it:
+//! what the gateway does not read (`execution`, a vendor's keys, keys of a later
+//! revision) reaches clients as the upstream said it. A definition the gateway cannot
+//! read at all is left out with a warning, not the whole list. Over legacy SSE (no lane)
+//! the object is rmcp's view written out again.
 
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    Implementation, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerPeerInfo, Tool,
+    Implementation, JsonObject, Prompt, RequestMetaObject, Resource, ResourceTemplate,
+    ServerCapabilities, ServerPeerInfo, Tool,
 };
 use rmcp::service::{MergedList, ServiceError};
 use rmcp::{Peer, RoleClient};
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::UpstreamEvent;
+use super::call_lane::{CallLane, Unanswered};
+use super::lane::RawAnswer;
+
+/// A definition as the upstream listed it: its JSON object, and the gateway's view of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<T> {
+    pub view: T,
+    pub object: Arc<JsonObject>,
+}
+
+impl<T: serde::Serialize> Listed<T> {
+    /// A definition known only by the gateway's view (one rmcp read, or the gateway's own).
+    pub fn of_view(view: T) -> Self {
+        let object = match serde_json::to_value(&view) {
+            Ok(Value::Object(object)) => object,
+            _ => JsonObject::new(),
+        };
+        Self {
+            view,
+            object: Arc::new(object),
+        }
+    }
+}
+
+impl<T> Deref for Listed<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.view
+    }
+}
+
+/// Why a list could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ListFailed(String);
+
+impl From<ServiceError> for ListFailed {
+    fn from(error: ServiceError) -> Self {
+        Self(super::kind::worded(&error))
+    }
+}
+
+/// Where an offer's lists are read: the connection's lane where it has one, else rmcp's
+/// client; `context` is what every request to a server of 2026-07-28 carries.
+#[derive(Clone, Copy)]
+pub struct Lister<'a> {
+    pub peer: &'a Peer<RoleClient>,
+    pub lane: Option<&'a CallLane>,
+    pub context: Option<&'a RequestMetaObject>,
+}
+
+/// At most this many pages of one list are read: a server whose cursors never end must
+/// not keep the gateway listing.
+const MAX_PAGES: usize = 1_000;
 
 /// A snapshot of an upstream's lists, replaced whole on each `list_changed`.
 #[derive(Debug, Clone, Default)]
@@ -21,7 +88,7 @@ pub struct Offer {
     /// The server's `serverInfo` and `instructions`, as its `initialize` result gave them.
     pub server_info: Option<Implementation>,
     pub instructions: Option<String>,
-    pub tools: Vec<Tool>,
+    pub tools: Vec<Listed<Tool>>,
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
     pub resource_templates: Vec<ResourceTemplate>,
@@ -94,9 +161,9 @@ fn fresh<T>(list: Option<MergedList<T>>) -> (Vec<T>, Option<Instant>) {
 impl Offer {
     /// Reads every list the server's capabilities (in its `initialize` result) announce.
     pub async fn read(
-        peer: &Peer<RoleClient>,
+        lister: Lister<'_>,
         initialized: Option<ServerPeerInfo>,
-    ) -> Result<Offer, ServiceError> {
+    ) -> Result<Offer, ListFailed> {
         let mut offer = match initialized {
             Some(info) => Offer {
                 capabilities: info.capabilities,
@@ -107,10 +174,10 @@ impl Offer {
             None => Offer::default(),
         };
         if offer.capabilities.tools.is_some() {
-            offer.read_tools(peer).await?;
+            offer.read_tools(lister).await?;
         }
-        offer.read_prompts(peer).await?;
-        offer.read_resources(peer).await?;
+        offer.read_prompts(lister.peer).await?;
+        offer.read_resources(lister.peer).await?;
         Ok(offer)
     }
 
@@ -130,22 +197,35 @@ impl Offer {
     /// A copy with the list that `event` says changed read again.
     pub async fn refreshed(
         &self,
-        peer: &Peer<RoleClient>,
+        lister: Lister<'_>,
         event: &UpstreamEvent,
-    ) -> Result<Offer, ServiceError> {
+    ) -> Result<Offer, ListFailed> {
         let mut offer = self.clone();
         match event {
-            UpstreamEvent::ToolsChanged => offer.read_tools(peer).await?,
-            UpstreamEvent::PromptsChanged => offer.read_prompts(peer).await?,
-            UpstreamEvent::ResourcesChanged => offer.read_resources(peer).await?,
+            UpstreamEvent::ToolsChanged => offer.read_tools(lister).await?,
+            UpstreamEvent::PromptsChanged => offer.read_prompts(lister.peer).await?,
+            UpstreamEvent::ResourcesChanged => offer.read_resources(lister.peer).await?,
             UpstreamEvent::ResourceUpdated(_) => {}
         }
         Ok(offer)
     }
 
-    async fn read_tools(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
-        (self.tools, self.fresh_until.tools) =
-            fresh(Some(peer.list_all_tools_with_cache_hint().await?));
+    async fn read_tools(&mut self, lister: Lister<'_>) -> Result<(), ListFailed> {
+        if let Some(lane) = lister.lane {
+            match read_objects(lane, "tools/list", "tools", lister.context).await {
+                Ok((objects, until)) => {
+                    self.tools = objects.into_iter().filter_map(view_of).collect();
+                    self.fresh_until.tools = until;
+                    return Ok(());
+                }
+                // An HTTP server that forgot the session: rmcp opens a new one.
+                Err(Unread::NoSession) => {}
+                Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
+            }
+        }
+        let (tools, until) = fresh(Some(lister.peer.list_all_tools_with_cache_hint().await?));
+        self.tools = tools.into_iter().map(Listed::of_view).collect();
+        self.fresh_until.tools = until;
         Ok(())
     }
 
@@ -168,6 +248,110 @@ impl Offer {
             );
         }
         Ok(())
+    }
+}
+
+/// Why a list was not read on a lane.
+enum Unread {
+    /// The lane has no session for it: rmcp's client can read it.
+    NoSession,
+    Failed(String),
+}
+
+/// One page of a list, with the definitions as the upstream wrote them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Page {
+    next_cursor: Option<String>,
+    ttl_ms: Option<u64>,
+    #[serde(flatten)]
+    rest: JsonObject,
+}
+
+/// Every definition of the list `method` answers under `key`, read to its last page on
+/// `lane`, and until when it is fresh: the earliest time a page's `ttlMs` gives, none
+/// when a page gives none (as rmcp merges pages).
+async fn read_objects(
+    lane: &CallLane,
+    method: &str,
+    key: &str,
+    context: Option<&RequestMetaObject>,
+) -> Result<(Vec<JsonObject>, Option<Instant>), Unread> {
+    let mut objects = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut until = Some(None);
+    for _ in 0..MAX_PAGES {
+        let mut params = JsonObject::new();
+        if let Some(cursor) = &cursor {
+            params.insert("cursor".into(), cursor.clone().into());
+        }
+        if let Some(context) = context {
+            let context = serde_json::to_value(context).unwrap_or_default();
+            params.insert("_meta".into(), context);
+        }
+        let answer = lane.request(method, Value::Object(params)).await;
+        let raw = match answer {
+            Ok(RawAnswer::Result(raw)) => raw,
+            Ok(RawAnswer::Error(error)) => {
+                return Err(Unread::Failed(format!(
+                    "{method} answered: {}",
+                    error.message
+                )));
+            }
+            Err(Unanswered::NoSession) => return Err(Unread::NoSession),
+            Err(Unanswered::Closed) => {
+                return Err(Unread::Failed("the connection closed".into()));
+            }
+            Err(Unanswered::Failed(reason) | Unanswered::Unreachable(reason)) => {
+                return Err(Unread::Failed(reason));
+            }
+        };
+        let mut page: Page = serde_json::from_str(raw.get())
+            .map_err(|error| Unread::Failed(format!("{method}: not a list: {error}")))?;
+        match page.rest.remove(key) {
+            Some(Value::Array(items)) => {
+                objects.extend(items.into_iter().filter_map(|item| match item {
+                    Value::Object(object) => Some(object),
+                    _ => None,
+                }))
+            }
+            None => {}
+            Some(_) => return Err(Unread::Failed(format!("{method}: `{key}` is not a list"))),
+        }
+        until = match (until, page.ttl_ms.filter(|ttl| *ttl > 0)) {
+            (Some(until), Some(ttl)) => {
+                let expires = Instant::now().checked_add(Duration::from_millis(ttl));
+                Some(until.into_iter().chain(expires).min())
+            }
+            _ => None,
+        };
+        let next = page.next_cursor.filter(|next| !next.is_empty());
+        if next.is_none() || next == cursor {
+            return Ok((objects, until.flatten()));
+        }
+        cursor = next;
+    }
+    Err(Unread::Failed(format!(
+        "{method}: more than {MAX_PAGES} pages"
+    )))
+}
+
+/// The gateway's view of a tool the upstream wrote as `object`; `None`, with a warning,
+/// when it is not a tool definition.
+fn view_of(object: JsonObject) -> Option<Listed<Tool>> {
+    match serde_json::from_value::<Tool>(Value::Object(object.clone())) {
+        Ok(view) => Some(Listed {
+            view,
+            object: Arc::new(object),
+        }),
+        Err(error) => {
+            let name = object.get("name").and_then(Value::as_str).unwrap_or("?");
+            tracing::warn!(
+                tool = name,
+                "a listed tool is left out: not a tool definition: {error}"
+            );
+            None
+        }
     }
 }
 

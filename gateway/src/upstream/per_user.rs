@@ -31,7 +31,7 @@ use rmcp::model::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::offer::Offer;
+use super::offer::{Listed, Offer};
 use super::{Upstream, UpstreamError, UpstreamState};
 use crate::auth::exchange::ExchangeError;
 use crate::auth::people::People;
@@ -62,7 +62,7 @@ pub fn sign_in_offer(server: &str) -> Arc<Offer> {
     );
     let mut offer = Offer::default();
     offer.capabilities.tools = Some(Default::default());
-    offer.tools.push(tool);
+    offer.tools.push(Listed::of_view(tool));
     Arc::new(offer)
 }
 

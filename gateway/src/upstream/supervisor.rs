@@ -259,7 +259,12 @@ impl Upstream {
     async fn refresh(&self, refresh: &UpstreamEvent, announce: Announce) {
         let Some(live) = self.live() else { return };
         // The supervisor waits on this: an upstream that never answers must not hold it.
-        let read = live.offer.refreshed(&live.peer, refresh);
+        let lister = offer::Lister {
+            peer: &live.peer,
+            lane: live.lane.as_ref(),
+            context: live.stateless.as_ref(),
+        };
+        let read = live.offer.refreshed(lister, refresh);
         let read = match tokio::time::timeout(CONNECT_TIMEOUT, read).await {
             Ok(read) => read.map_err(|e| e.to_string()),
             Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),

@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::unix_ms;
 use crate::config::{Config, PinMode, PinPolicy, PinningConfig, ServerConfig};
 use crate::state::{SharedState, StateError};
+use crate::upstream::offer::Listed;
 use crate::upstream::offer::Offer;
 use book::{Approver, Book, Change, Pin, Reason, readable};
 use judging::{DefinitionKey, Judging};
@@ -397,7 +398,7 @@ impl Pins {
         &self,
         server: &str,
         policy: PinPolicy,
-        tools: &[Tool],
+        tools: &[Listed<Tool>],
         exposed: &[String],
     ) -> Vec<Verdict> {
         if policy.mode == PinMode::Off {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::upstream::offer::Listed;
 
 fn tool(name: &str, description: &str) -> Tool {
     let schema = serde_json::json!({"type": "object"});
@@ -32,7 +33,8 @@ fn judge(pins: &Pins, policy: PinPolicy, tools: &[Tool]) -> Vec<Verdict> {
         .iter()
         .map(|t| format!("mcp__s__{}", t.name))
         .collect();
-    pins.judge("s", policy, tools, &exposed)
+    let listed: Vec<Listed<Tool>> = tools.iter().cloned().map(Listed::of_view).collect();
+    pins.judge("s", policy, &listed, &exposed)
 }
 
 /// What each verdict serves: the description clients see (`None`: not listed), and

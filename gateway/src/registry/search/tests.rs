@@ -8,6 +8,7 @@ use super::*;
 use crate::config::{Config, ProfileConfig, ServerConfig};
 use crate::registry::profile::Profiles;
 use crate::registry::view::SessionView;
+use crate::upstream::offer::Listed;
 
 fn tool(server: &str, name: &str, description: &str, schema: Value) -> Arc<FederatedTool> {
     let definition = Tool::new(
@@ -20,7 +21,7 @@ fn tool(server: &str, name: &str, description: &str, schema: Value) -> Arc<Feder
         &format!("mcp__{server}__{name}"),
         &Arc::from(server),
         &config,
-        &definition,
+        &Listed::of_view(definition),
     ))
 }
 

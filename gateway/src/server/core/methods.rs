@@ -15,13 +15,14 @@ use std::time::{Duration, Instant};
 use rmcp::ErrorData;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, ClientRequest, CompleteRequest, CompleteRequestParams,
-    DiscoverResult, GetPromptRequest, GetPromptRequestParams, InitializeRequestParams,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequest, ReadResourceRequestParams,
-    Reference, RequestId, RequestMetaObject, ServerResult, SetLevelRequestParams, SubscribeRequest,
-    SubscribeRequestParams, TASKS_EXTENSION_ID, UnsubscribeRequest, UnsubscribeRequestParams,
+    CustomResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams,
+    InitializeRequestParams, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequest,
+    ReadResourceRequestParams, Reference, RequestId, RequestMetaObject, ServerResult,
+    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, TASKS_EXTENSION_ID,
+    UnsubscribeRequest, UnsubscribeRequestParams,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::ClientSession;
@@ -213,13 +214,27 @@ impl Call {
         let session = self.pipeline_session();
         let tools = self.gateway().visible_tools(session);
         let (tools, next) = page(&tools, cursor(&request))?;
-        let mut result = ListToolsResult::with_all_items(tools);
-        result.next_cursor = next;
-        // A search catalog's list grows with the session's searches: never cached.
-        let fresh = (session.profile.catalog != CatalogMode::Search)
-            .then(|| self.gateway().registry.catalog().fresh_until.tools);
-        (result.ttl_ms, result.cache_scope) = composed_hint(fresh.flatten());
-        Ok(ServerResult::ListToolsResult(result))
+        // Each tool as its upstream wrote it (see `registry::tool`): rmcp's `Tool` would
+        // drop every key it does not know.
+        let tools = tools.iter().map(|tool| Value::Object((**tool).clone()));
+        let mut result = JsonObject::new();
+        result.insert("tools".into(), Value::Array(tools.collect()));
+        if let Some(next) = next {
+            result.insert("nextCursor".into(), next.into());
+        }
+        if self.revision.is_stateless() {
+            // A search catalog's list grows with the session's searches: never cached.
+            let fresh = (session.profile.catalog != CatalogMode::Search)
+                .then(|| self.gateway().registry.catalog().fresh_until.tools);
+            let (ttl_ms, cache_scope) = composed_hint(fresh.flatten());
+            result.insert("ttlMs".into(), ttl_ms.unwrap_or(0).into());
+            let cache_scope = serde_json::to_value(cache_scope).unwrap_or_default();
+            result.insert("cacheScope".into(), cache_scope);
+            result.insert("resultType".into(), "complete".into());
+        }
+        Ok(ServerResult::CustomResult(CustomResult(Value::Object(
+            result,
+        ))))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams) -> Result<ServerResult, ErrorData> {

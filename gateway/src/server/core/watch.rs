@@ -29,7 +29,7 @@ use crate::server::identity;
 /// What one session sees of the catalog, to tell when it changed.
 #[derive(Clone, PartialEq)]
 struct Visible {
-    tools: Vec<rmcp::model::Tool>,
+    tools: Vec<Arc<rmcp::model::JsonObject>>,
     prompts: Vec<String>,
     resources: Vec<String>,
 }

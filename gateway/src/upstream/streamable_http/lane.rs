@@ -39,8 +39,8 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CancelledNotification, CancelledNotificationMethod,
     CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
-    ConstString, GetExtensions, JsonObject, NumberOrString, ProgressNotificationParam,
-    ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerResult,
+    ConstString, CustomRequest, GetExtensions, JsonObject, NumberOrString,
+    ProgressNotificationParam, ProtocolVersion, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -53,7 +53,7 @@ use tokio::sync::mpsc;
 
 use crate::http_client::{HttpError, with_causes};
 use crate::upstream::call_lane::Unanswered;
-use crate::upstream::lane::{self, Answer, FIRST_ID, Message};
+use crate::upstream::lane::{self, Answer, FIRST_ID, Message, RawAnswer};
 
 /// The session rmcp opened with the upstream, as its requests carry it.
 pub struct UpstreamSession {
@@ -120,6 +120,16 @@ impl SessionSlot {
 type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<HttpError>>;
 type SseEvents = BoxStream<'static, Result<Sse, SseError>>;
 type ResumeResult = Result<SseEvents, StreamableHttpError<HttpError>>;
+
+/// What one message on a request's stream is to the request.
+enum Heard<T> {
+    /// Its answer.
+    Answer(T),
+    /// Its progress.
+    Progress(ProgressNotificationParam),
+    /// Anything else: the upstream's requests to the client, its log messages.
+    Other,
+}
 
 /// How many times one call's stream is resumed before the call fails.
 pub const MAX_RESUMES: usize = 5;
@@ -242,8 +252,61 @@ impl HttpLane {
     where
         F: Future<Output = ()>,
     {
-        let session = self.session.get().ok_or(Unanswered::NoSession)?;
         let request = ClientRequest::CallToolRequest(request);
+        let hear = |data: &str| match Message::read(data.as_bytes()) {
+            Message::ToolResult(answered, result) if answered == *id => {
+                Heard::Answer(Answer::Result(result))
+            }
+            Message::Answer {
+                id: answered,
+                result,
+                error,
+            } if answered == *id => Heard::Answer(lane::decode_answer(result, error)),
+            Message::Progress(params) => {
+                match serde_json::from_str::<ProgressNotificationParam>(params.get()) {
+                    Ok(params) if params.progress_token.0 == *id => Heard::Progress(params),
+                    _ => Heard::Other,
+                }
+            }
+            _ => Heard::Other,
+        };
+        self.exchange(id, request, input_schema, hear, &mut progress)
+            .await
+    }
+
+    /// Sends `method` with `params` as a request of the gateway's own (a list, say) and
+    /// reads the answer as the upstream wrote it.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<RawAnswer, Unanswered> {
+        let id = self.next_id();
+        let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+        let hear = |data: &str| match RawAnswer::read(data.as_bytes()) {
+            Some((answered, answer)) if answered == id => Heard::Answer(answer),
+            _ => Heard::Other,
+        };
+        let mut no_progress = async |_| {};
+        self.exchange(&id, request, None, hear, &mut no_progress)
+            .await
+    }
+
+    /// Posts `request` under `id` and reads, from its response, what `hear` takes for its
+    /// answer, handing the request's progress to `progress` on the way and everything
+    /// else the upstream sends there to rmcp.
+    async fn exchange<T, F>(
+        &self,
+        id: &RequestId,
+        request: ClientRequest,
+        input_schema: Option<&JsonObject>,
+        hear: impl Fn(&str) -> Heard<T>,
+        progress: &mut impl FnMut(ProgressNotificationParam) -> F,
+    ) -> Result<T, Unanswered>
+    where
+        F: Future<Output = ()>,
+    {
+        let session = self.session.get().ok_or(Unanswered::NoSession)?;
         let headers = session.headers_for(|| wire::routing::headers(&request, input_schema));
         let message = ClientJsonRpcMessage::request(request, id.clone());
         let posted = self
@@ -255,9 +318,23 @@ impl HttpLane {
             Err(error) => return Err(failed(&error)),
         };
         match response {
-            StreamableHttpPostResponse::Json(message, _) => self.json_answer(id, message),
+            // An error the server answered with an error status (a success comes as one
+            // event, unparsed: see `crate::http_client`).
+            StreamableHttpPostResponse::Json(message, _) => {
+                let data = serde_json::to_string(&message)
+                    .map_err(|error| Unanswered::Failed(error.to_string()))?;
+                match hear(&data) {
+                    Heard::Answer(answer) => Ok(answer),
+                    _ => {
+                        self.pass_on(id, message);
+                        Err(Unanswered::Failed(
+                            "its response carried no answer to the call".into(),
+                        ))
+                    }
+                }
+            }
             StreamableHttpPostResponse::Sse(stream, _) => {
-                self.stream_answer(id, &session, stream, &mut progress)
+                self.stream_answer(id, &session, stream, hear, progress)
                     .await
             }
             _ => Err(Unanswered::Failed(
@@ -266,42 +343,16 @@ impl HttpLane {
         }
     }
 
-    /// The answer a server sent as its response's JSON body.
-    fn json_answer(
-        &self,
-        id: &RequestId,
-        message: ServerJsonRpcMessage,
-    ) -> Result<Answer, Unanswered> {
-        match message {
-            ServerJsonRpcMessage::Response(response) if response.id == *id => {
-                Ok(match response.result {
-                    ServerResult::CallToolResult(result) => Answer::Result(result),
-                    ServerResult::InputRequiredResult(asked) => Answer::InputRequired(asked),
-                    ServerResult::CreateTaskResult(task) => Answer::Task(task),
-                    _ => Answer::Malformed("not a tool result".into()),
-                })
-            }
-            ServerJsonRpcMessage::Error(error) if error.id.as_ref() == Some(id) => {
-                Ok(Answer::Error(error.error))
-            }
-            other => {
-                self.pass_on(id, other);
-                Err(Unanswered::Failed(
-                    "its response carried no answer to the call".into(),
-                ))
-            }
-        }
-    }
-
-    /// The answer on the call's SSE stream, with the call's progress before it; the
-    /// stream is resumed where it ended early.
-    async fn stream_answer<F>(
+    /// The answer on the request's SSE stream, with its progress before it; the stream is
+    /// resumed where it ended early.
+    async fn stream_answer<T, F>(
         &self,
         id: &RequestId,
         session: &UpstreamSession,
         mut stream: SseEvents,
+        hear: impl Fn(&str) -> Heard<T>,
         progress: &mut impl FnMut(ProgressNotificationParam) -> F,
-    ) -> Result<Answer, Unanswered>
+    ) -> Result<T, Unanswered>
     where
         F: Future<Output = ()>,
     {
@@ -341,27 +392,14 @@ impl HttpLane {
             let Some(data) = event.data.filter(|data| !data.is_empty()) else {
                 continue;
             };
-            let answer = match Message::read(data.as_bytes()) {
-                Message::ToolResult(answered, result) if answered == *id => Answer::Result(result),
-                Message::Answer {
-                    id: answered,
-                    result,
-                    error,
-                } if answered == *id => lane::decode_answer(result, error),
-                Message::Progress(params) => {
-                    match serde_json::from_str::<ProgressNotificationParam>(params.get()) {
-                        Ok(params) if params.progress_token.0 == *id => progress(params).await,
-                        _ => self.pass_on_raw(id, &data),
-                    }
-                    continue;
+            match hear(&data) {
+                Heard::Answer(answer) => {
+                    finish(stream);
+                    return Ok(answer);
                 }
-                _ => {
-                    self.pass_on_raw(id, &data);
-                    continue;
-                }
-            };
-            finish(stream);
-            return Ok(answer);
+                Heard::Progress(params) => progress(params).await,
+                Heard::Other => self.pass_on_raw(id, &data),
+            }
         }
     }
 

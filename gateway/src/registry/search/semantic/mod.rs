@@ -709,7 +709,7 @@ pub(crate) mod tests {
             "mcp__git__git_diff_unstaged",
             &Arc::from("git"),
             &config,
-            &tool,
+            &crate::upstream::offer::Listed::of_view(tool),
         );
         let document = Document::of(&tool);
         assert_eq!(

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""An MCP server whose definitions carry every optional field of the spec, keys of a later
+revision and keys of its own vendor, for the tests that check a client behind the gateway
+gets them as the server wrote them (`tests/tests/passthrough.rs`).
+
+Why hand-written: the SDKs validate what they send, so none of them can send a key the
+spec does not have. Only the Python standard library is used.
+
+Usage: verbatim.py             speaks newline-delimited JSON-RPC on stdin/stdout
+       verbatim.py --http PORT serves streamable HTTP at http://127.0.0.1:PORT/mcp
+                               (answers as JSON bodies, no session, no GET stream)
+       verbatim.py --print     prints the definitions as JSON and exits
+
+It answers `initialize` (echoing the client's protocol version), `server/discover` with
+-32601 (a server of 2025), `tools/list` with the tools below, and `tools/call` of each
+with `{"content": [{"type": "text", "text": NAME}]}`.
+"""
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+TOOLS = [
+    {
+        "name": "everything",
+        "title": "Every optional field",
+        "description": "A tool whose definition carries every optional field.",
+        "inputSchema": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "x-mcp-header": "Id"},
+                "count": {"type": "integer", "minimum": 0},
+            },
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+        },
+        "annotations": {
+            "title": "Everything",
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": False,
+            "x-vendor-hint": "kept",
+        },
+        "icons": [
+            {"src": "https://example.com/icon.png", "mimeType": "image/png", "sizes": ["48x48"]},
+        ],
+        "execution": {"taskSupport": "optional"},
+        "_meta": {"com.example/owner": "team-a", "com.example/rank": 3},
+        "x-vendor": {"nested": [1, "two", None, {"deep": True}]},
+    },
+    {
+        "name": "bare",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "forbidden"},
+    },
+]
+
+
+def answer(message):
+    """The answer to one message, or None for a notification."""
+    method = message.get("method")
+    if "id" not in message or method is None:
+        return None
+    mid = message["id"]
+    if method == "initialize":
+        return {"jsonrpc": "2.0", "id": mid, "result": {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "verbatim", "version": "1.0.0"},
+        }}
+    if method == "tools/list":
+        return {"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}}
+    if method == "tools/call":
+        name = message["params"]["name"]
+        return {"jsonrpc": "2.0", "id": mid, "result": {
+            "content": [{"type": "text", "text": name}]}}
+    return {"jsonrpc": "2.0", "id": mid,
+            "error": {"code": -32601, "message": f"method not found: {method}"}}
+
+
+def serve_stdio():
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        reply = answer(json.loads(line))
+        if reply is not None:
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        reply = answer(json.loads(body))
+        if reply is None:
+            self.send_response(202)
+            self.end_headers()
+            return
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.send_response(405)
+        self.end_headers()
+
+    do_DELETE = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--print"]:
+        print(json.dumps(TOOLS))
+    elif sys.argv[1:2] == ["--http"]:
+        HTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
+    else:
+        serve_stdio()
