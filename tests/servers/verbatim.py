@@ -13,11 +13,14 @@ Usage: verbatim.py             speaks newline-delimited JSON-RPC on stdin/stdout
 
 It answers `initialize` (echoing the client's protocol version), `server/discover` with
 -32601 (a server of 2025), `tools/list` with the tools below, and `tools/call` of each
-with `{"content": [{"type": "text", "text": NAME}]}`.
+with `{"content": [{"type": "text", "text": NAME}]}`, after sleeping the call's `seconds`
+argument if it has one. The tools declare each `execution.taskSupport`: `everything`
+optional, `bare` forbidden, `chore` required.
 """
 
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 TOOLS = [
@@ -31,8 +34,8 @@ TOOLS = [
             "properties": {
                 "id": {"type": "string", "x-mcp-header": "Id"},
                 "count": {"type": "integer", "minimum": 0},
+                "seconds": {"type": "number"},
             },
-            "required": ["id"],
             "additionalProperties": False,
         },
         "outputSchema": {
@@ -60,6 +63,12 @@ TOOLS = [
         "inputSchema": {"type": "object"},
         "execution": {"taskSupport": "forbidden"},
     },
+    {
+        "name": "chore",
+        "description": "Runs only as a task.",
+        "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+        "execution": {"taskSupport": "required"},
+    },
 ]
 
 
@@ -79,6 +88,7 @@ def answer(message):
         return {"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}}
     if method == "tools/call":
         name = message["params"]["name"]
+        time.sleep(float((message["params"].get("arguments") or {}).get("seconds", 0)))
         return {"jsonrpc": "2.0", "id": mid, "result": {
             "content": [{"type": "text", "text": name}]}}
     return {"jsonrpc": "2.0", "id": mid,

@@ -17,6 +17,28 @@ use crate::upstream::offer::Listed;
 /// A compiled JSON Schema, or why it could not be compiled.
 pub type CompiledSchema = Result<jsonschema::Validator, String>;
 
+/// How a tool may run as a task, as its upstream declared (`execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl TaskSupport {
+    /// What `definition` (a tool as its upstream wrote it) declares; `None` when it says
+    /// nothing the gateway knows.
+    fn declared_in(definition: &JsonObject) -> Option<Self> {
+        let execution = definition.get("execution")?;
+        match execution.get("taskSupport")?.as_str()? {
+            "forbidden" => Some(Self::Forbidden),
+            "optional" => Some(Self::Optional),
+            "required" => Some(Self::Required),
+            _ => None,
+        }
+    }
+}
+
 /// One upstream tool under its gateway name.
 #[derive(Debug)]
 pub struct FederatedTool {
@@ -37,6 +59,8 @@ pub struct FederatedTool {
     pub concurrency_safe: bool,
     /// May be retried when the upstream was unavailable: read-only or idempotent.
     pub retryable: bool,
+    /// Whether it may run as a task, as its upstream declared.
+    pub task_support: Option<TaskSupport>,
     /// Set while the upstream offers another definition than the approved one that
     /// `definition` is (see [`super::pins`]): calls are refused until it is approved.
     pub hold: Option<Arc<Hold>>,
@@ -62,6 +86,7 @@ impl FederatedTool {
             timeout: config.timeout_for(&tool.name),
             concurrency_safe: concurrency_safe(config, tool),
             retryable: read_only || idempotent,
+            task_support: TaskSupport::declared_in(&tool.object),
             definition,
             listed: Arc::new(listed),
             hold: None,

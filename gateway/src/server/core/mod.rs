@@ -344,7 +344,7 @@ impl ClientSession {
                 None => self.resume(retry, stream, &cancel).await,
             };
         }
-        let may_become_task = self.may_become_task(&request, revision);
+        let may_become_task = self.may_become_task(&request, revision)?;
         let inputs = Arc::new(Inputs::default());
         let mut call = call;
         call.link = call.link.with_inputs(inputs.clone(), progress_token);
@@ -363,10 +363,8 @@ impl ClientSession {
             cancel: call_cancel,
             request: key,
         };
-        if let Some((tool, arguments)) = may_become_task {
-            return self
-                .await_or_promote(parked, &cancel, tool, arguments)
-                .await;
+        if let Some(becomes) = may_become_task {
+            return self.await_or_promote(parked, &cancel, becomes).await;
         }
         self.await_or_park(parked, &cancel).await
     }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientRequest, CreateTaskResult, DetailedTask, InputResponses, JsonObject, ServerResult, Task,
-    TaskPayload, TaskStatus,
+    ClientCapabilities, ClientRequest, CreateTaskResult, DetailedTask, InputResponses, JsonObject,
+    ServerResult, Task, TaskPayload, TaskStatus,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +20,7 @@ use super::{ClientSession, joined};
 use crate::code::tool::RUN_CODE;
 use crate::gateway::Gateway;
 use crate::pipeline::{Origin, Target, error};
+use crate::registry::tool::TaskSupport;
 use crate::relay::inputs::Inputs;
 use crate::server::limits::{Holding, LimitError, Permit};
 use crate::state::{StateError, TaskKept};
@@ -27,58 +28,93 @@ use crate::tasks::record::Lookup;
 use crate::tasks::running::{Message, RunningTask};
 use crate::tasks::{self, TaskRecord, Work, record};
 
+/// A call that becomes a task of the gateway's: its tool and arguments, and whether it
+/// does at once (its tool requires it) or once it runs long.
+pub(super) struct BecomesTask {
+    pub tool: String,
+    pub arguments: Option<JsonObject>,
+    pub at_once: bool,
+}
+
 impl ClientSession {
-    /// The tool and arguments of `request`, when it is a call that becomes a task of the
-    /// gateway's should it run long: a `tools/call` of a client that declared the tasks
-    /// extension, to `run_code` or to a tool of a server of 2025-11-25 (which has no
-    /// tasks of its own; a server of 2026-07-28 decides for itself).
+    /// Whether `request` is a call that becomes a task of the gateway's: a `tools/call`
+    /// of a client that declared the tasks extension, to `run_code` or to a tool of a
+    /// server of 2025-11-25 (which has no tasks of its own; a server of 2026-07-28
+    /// decides for itself), unless the tool's `execution.taskSupport` forbids it. A tool
+    /// that requires it runs as a task at once, and is refused to a client without the
+    /// extension (-32021).
     pub(super) fn may_become_task(
         &self,
         request: &ClientRequest,
         revision: &Revision,
-    ) -> Option<(String, Option<JsonObject>)> {
+    ) -> Result<Option<BecomesTask>, ErrorData> {
         let ClientRequest::CallToolRequest(call) = request else {
-            return None;
+            return Ok(None);
         };
-        let declared = revision.is_stateless()
-            && revision
-                .client()
-                .is_some_and(|client| client.capabilities.supports_tasks());
-        if !declared {
-            return None;
+        if !revision.is_stateless() {
+            return Ok(None);
         }
+        let declared = revision
+            .client()
+            .is_some_and(|client| client.capabilities.supports_tasks());
         let name = call.params.name.as_ref();
-        let eligible = match self.gateway.resolve(&self.session, name, &Origin::Client)? {
-            Target::Builtin(_) => name == RUN_CODE,
-            Target::Federated(tool) => self
-                .gateway
-                .registry
-                .upstream(&tool.server)
-                .and_then(|upstream| upstream.live())
-                .is_some_and(|live| !live.is_stateless()),
+        let support = match self.gateway.resolve(&self.session, name, &Origin::Client) {
+            Some(Target::Builtin(_)) if name == RUN_CODE => None,
+            Some(Target::Federated(tool)) => {
+                let upstream_decides = self
+                    .gateway
+                    .registry
+                    .upstream(&tool.server)
+                    .and_then(|upstream| upstream.live())
+                    .is_none_or(|live| live.is_stateless());
+                if upstream_decides {
+                    return Ok(None);
+                }
+                tool.task_support
+            }
+            _ => return Ok(None),
         };
-        eligible.then(|| (name.to_owned(), call.params.arguments.clone()))
+        match (support, declared) {
+            (Some(TaskSupport::Forbidden), _) => Ok(None),
+            (Some(TaskSupport::Required), false) => {
+                Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                ))
+            }
+            (_, false) => Ok(None),
+            (support, true) => Ok(Some(BecomesTask {
+                tool: name.to_owned(),
+                arguments: call.params.arguments.clone(),
+                at_once: support == Some(TaskSupport::Required),
+            })),
+        }
     }
 
-    /// Waits for the answer of `call` (of `tool` with `arguments`) for at most
-    /// `[tasks] answer_within_ms`; a call still running then, or asking its client
+    /// Waits for the answer of `call` for at most `[tasks] answer_within_ms` (not at all
+    /// when it becomes a task at once); a call still running then, or asking its client
     /// something first, becomes a task of the gateway's, whose handle is the answer.
     pub(super) async fn await_or_promote(
         self: &Arc<Self>,
         mut call: ParkedCall,
         request: &CancellationToken,
-        tool: String,
-        arguments: Option<JsonObject>,
+        becomes: BecomesTask,
     ) -> Result<ServerResult, ErrorData> {
+        let BecomesTask {
+            tool,
+            arguments,
+            at_once,
+        } = becomes;
         let config = self.gateway.policy().config.tasks.clone();
-        tokio::select! {
-            biased;
-            answer = &mut call.task => return joined(answer),
-            () = call.inputs.asked() => {}
-            () = tokio::time::sleep(config.answer_within()) => {}
-            () = request.cancelled() => {
-                call.abandon();
-                return joined(call.task.await);
+        if !at_once {
+            tokio::select! {
+                biased;
+                answer = &mut call.task => return joined(answer),
+                () = call.inputs.asked() => {}
+                () = tokio::time::sleep(config.answer_within()) => {}
+                () = request.cancelled() => {
+                    call.abandon();
+                    return joined(call.task.await);
+                }
             }
         }
         // What one identity may have running is bounded: past it, the call stays a call.
