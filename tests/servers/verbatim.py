@@ -9,10 +9,12 @@ spec does not have. Only the Python standard library is used.
 Usage: verbatim.py             speaks newline-delimited JSON-RPC on stdin/stdout
        verbatim.py --http PORT serves streamable HTTP at http://127.0.0.1:PORT/mcp
                                (answers as JSON bodies, no session, no GET stream)
-       verbatim.py --print     prints the definitions as JSON and exits
+       verbatim.py --print     prints its lists as one JSON object (by the key each
+                               list's result has them under) and exits
 
 It answers `initialize` (echoing the client's protocol version), `server/discover` with
--32601 (a server of 2025), `tools/list` with the tools below, and `tools/call` of each
+-32601 (a server of 2025), the lists below (tools, prompts, resources and resource
+templates), and `tools/call` of each
 with `{"content": [{"type": "text", "text": NAME}]}`, after sleeping the call's `seconds`
 argument if it has one. The tools declare each `execution.taskSupport`: `everything`
 optional, `bare` forbidden, `chore` required.
@@ -71,6 +73,50 @@ TOOLS = [
     },
 ]
 
+PROMPTS = [
+    {
+        "name": "greeting",
+        "title": "A greeting",
+        "description": "Greets someone.",
+        "arguments": [{"name": "who", "description": "Whom", "required": True, "x-arg": 1}],
+        "icons": [{"src": "https://example.com/p.png", "mimeType": "image/png"}],
+        "_meta": {"com.example/owner": "team-a"},
+        "x-vendor": "p",
+    },
+]
+
+RESOURCES = [
+    {
+        "uri": "file:///verbatim/readme.md",
+        "name": "readme",
+        "title": "Read me",
+        "description": "What this is.",
+        "mimeType": "text/markdown",
+        "size": 42,
+        "annotations": {"audience": ["user"], "priority": 0.5,
+                        "lastModified": "2026-01-01T00:00:00Z", "x-note": True},
+        "_meta": {"com.example/owner": "team-a"},
+        "x-vendor": "r",
+    },
+]
+
+RESOURCE_TEMPLATES = [
+    {
+        "uriTemplate": "file:///verbatim/{name}",
+        "name": "by-name",
+        "mimeType": "text/plain",
+        "annotations": {"audience": ["assistant"]},
+        "x-vendor": "t",
+    },
+]
+
+LISTS = {
+    "tools/list": ("tools", TOOLS),
+    "prompts/list": ("prompts", PROMPTS),
+    "resources/list": ("resources", RESOURCES),
+    "resources/templates/list": ("resourceTemplates", RESOURCE_TEMPLATES),
+}
+
 
 def answer(message):
     """The answer to one message, or None for a notification."""
@@ -81,11 +127,12 @@ def answer(message):
     if method == "initialize":
         return {"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": message["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {"tools": {"listChanged": False}, "prompts": {}, "resources": {}},
             "serverInfo": {"name": "verbatim", "version": "1.0.0"},
         }}
-    if method == "tools/list":
-        return {"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}}
+    if method in LISTS:
+        key, items = LISTS[method]
+        return {"jsonrpc": "2.0", "id": mid, "result": {key: items}}
     if method == "tools/call":
         name = message["params"]["name"]
         time.sleep(float((message["params"].get("arguments") or {}).get("seconds", 0)))
@@ -133,7 +180,7 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--print"]:
-        print(json.dumps(TOOLS))
+        print(json.dumps({key: items for key, items in LISTS.values()}))
     elif sys.argv[1:2] == ["--http"]:
         HTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
     else:

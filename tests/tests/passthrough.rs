@@ -1,10 +1,11 @@
-//! What an upstream says reaches the client as the upstream said it. Its tool
-//! definitions carry every optional field of the spec, keys of a later revision
-//! (`execution`) and keys of its vendor's own (`x-vendor`, in `annotations` and in
-//! schemas); a client behind the gateway, of 2025-11-25 or of 2026-07-28, lists each tool
-//! equal to what the server wrote but for its name, whether the server is a stdio child
-//! or a streamable HTTP server (`tests/servers/verbatim.py`). The tasks a tool may become
-//! follow its `execution.taskSupport`.
+//! What an upstream says reaches the client as the upstream said it. Its definitions
+//! (tools, prompts, resources, resource templates) carry every optional field of the
+//! spec, keys of a later revision (`execution`) and keys of its vendor's own (`x-vendor`,
+//! in `annotations` and in schemas); a client behind the gateway, of 2025-11-25 or of
+//! 2026-07-28, lists each equal to what the server wrote but for its name (and a URI the
+//! gateway rewrites), whether the server is a stdio child or a streamable HTTP server
+//! (`tests/servers/verbatim.py`). The tasks a tool may become follow its
+//! `execution.taskSupport`.
 
 use std::process::Command;
 
@@ -14,95 +15,141 @@ use mcp_gateway_tests::streamable::{
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
-/// The tools `verbatim.py` lists, as it writes them.
-fn written() -> Vec<Value> {
+/// The lists a client reads: each method, and the key its result has the list under.
+const LISTS: [(&str, &str); 4] = [
+    ("tools/list", "tools"),
+    ("prompts/list", "prompts"),
+    ("resources/list", "resources"),
+    ("resources/templates/list", "resourceTemplates"),
+];
+
+/// The list under `key` as `verbatim.py` writes it, in order of name.
+fn written(key: &str) -> Vec<Value> {
     let output = Command::new(system_python())
         .arg(repo().join("tests/servers/verbatim.py"))
         .arg("--print")
         .output()
         .unwrap();
     assert!(output.status.success());
-    serde_json::from_slice(&output.stdout).unwrap()
+    let lists: Value = serde_json::from_slice(&output.stdout).unwrap();
+    sorted(lists[key].as_array().unwrap().clone())
 }
 
-/// `[servers.verbatim]` as a stdio child.
-fn stdio_server() -> String {
+/// `[servers.verbatim]` as a stdio child, with `extra` lines.
+fn stdio_server(extra: &str) -> String {
     format!(
-        "[servers.verbatim]\ncommand = {}\nargs = [{}]\n",
+        "[servers.verbatim]\ncommand = {}\nargs = [{}]\n{extra}\n",
         toml_str(system_python().to_string_lossy()),
         toml_str(repo().join("tests/servers/verbatim.py").to_string_lossy()),
     )
 }
 
-/// The gateway's tools of `listed` whose names are the server's under its prefix, by the
-/// server's name, the name put back.
-fn as_written(listed: &Value) -> Vec<Value> {
-    let mut tools: Vec<Value> = listed["tools"]
+/// What the list result `listed` holds under `key` of `verbatim.py`'s, put back as the
+/// server wrote it: tools and prompts under the server's own names.
+fn as_written(key: &str, listed: &Value) -> Vec<Value> {
+    let items = listed[key]
         .as_array()
-        .unwrap_or_else(|| panic!("no tools: {listed}"))
-        .iter()
-        .filter_map(|tool| {
-            let name = tool["name"].as_str()?.strip_prefix("mcp__verbatim__")?;
-            let mut tool = tool.clone();
-            tool["name"] = json!(name);
-            Some(tool)
-        })
-        .collect();
-    tools.sort_by_key(|tool| tool["name"].as_str().map(str::to_owned));
-    tools
+        .unwrap_or_else(|| panic!("no {key}: {listed}"));
+    let named = ["tools", "prompts"].contains(&key);
+    sorted(
+        items
+            .iter()
+            .filter_map(|item| {
+                if !named {
+                    return Some(item.clone());
+                }
+                let name = item["name"].as_str()?.strip_prefix("mcp__verbatim__")?;
+                let mut item = item.clone();
+                item["name"] = json!(name);
+                Some(item)
+            })
+            .collect(),
+    )
 }
 
-fn sorted(mut tools: Vec<Value>) -> Vec<Value> {
-    tools.sort_by_key(|tool| tool["name"].as_str().map(str::to_owned));
-    tools
+fn sorted(mut items: Vec<Value>) -> Vec<Value> {
+    items.sort_by_key(|item| item["name"].as_str().map(str::to_owned));
+    items
 }
 
-/// `tools/list` through a gateway serving `config` over HTTP, at both client revisions.
+/// Every list through a gateway serving `config` over HTTP, by key: as a client of
+/// 2025-11-25 gets it in a session, and as one of 2026-07-28 gets it.
 fn listed_at_both_revisions(config: &str) -> [Value; 2] {
     let workspace = Workspace::new(config);
     let gateway = workspace.serve_http(&[]);
-    let mut session_list = Value::Null;
-    let listed = eventually(PATIENCE, || {
+    let mut session_lists = json!({});
+    let all_listed = eventually(PATIENCE, || {
         let session = open_session(gateway.address, None);
-        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-        let (_, _, body) = post(gateway.address, Some(&session), None, list);
-        let text = match sse_events(&body).last() {
-            Some(event) if !body.trim_start().starts_with('{') => event.data.clone(),
-            _ => body,
-        };
-        session_list = serde_json::from_str::<Value>(&text).unwrap()["result"].clone();
-        as_written(&session_list).len() == written().len()
+        for (method, key) in LISTS {
+            let request = json!({"jsonrpc": "2.0", "id": 2, "method": method}).to_string();
+            let (_, _, body) = post(gateway.address, Some(&session), None, &request);
+            let text = match sse_events(&body).last() {
+                Some(event) if !body.trim_start().starts_with('{') => event.data.clone(),
+                _ => body,
+            };
+            session_lists[key] = serde_json::from_str::<Value>(&text).unwrap()["result"].clone();
+        }
+        as_written("tools", &session_lists["tools"]).len() == written("tools").len()
     });
     assert!(
-        listed,
-        "the server's tools were never listed: {session_list}"
+        all_listed,
+        "the server's lists were never listed: {session_lists}"
     );
-    let stateless = stateless_request(gateway.address, None, &json!({}), "tools/list", json!({}));
-    let stateless = stateless["result"].clone();
-    // Each revision's own keys around the list, and no other's.
-    assert_eq!(stateless["resultType"], "complete", "{stateless}");
-    assert_eq!(stateless["cacheScope"], "private", "{stateless}");
-    assert!(stateless["ttlMs"].is_u64(), "{stateless}");
-    for key in ["resultType", "cacheScope", "ttlMs"] {
-        assert!(session_list.get(key).is_none(), "{key} in {session_list}");
+    let mut stateless_lists = json!({});
+    for (method, key) in LISTS {
+        let answer = stateless_request(gateway.address, None, &json!({}), method, json!({}));
+        let result = answer["result"].clone();
+        // Each revision's own keys around the list, and no other's.
+        assert_eq!(result["resultType"], "complete", "{result}");
+        assert_eq!(result["cacheScope"], "private", "{result}");
+        assert!(result["ttlMs"].is_u64(), "{result}");
+        for hint in ["resultType", "cacheScope", "ttlMs"] {
+            assert!(
+                session_lists[key].get(hint).is_none(),
+                "{hint} in {session_lists}"
+            );
+        }
+        stateless_lists[key] = result;
     }
-    [session_list, stateless]
+    [session_lists, stateless_lists]
+}
+
+/// Asserts each list in each of `lists` is what the server wrote.
+fn assert_as_written(lists: [Value; 2]) {
+    for (lists, revision) in lists.iter().zip(["2025-11-25", "2026-07-28"]) {
+        for (_, key) in LISTS {
+            let listed = as_written(key, &lists[key]);
+            assert_eq!(listed, written(key), "{key} at {revision}: {}", lists[key]);
+        }
+    }
 }
 
 #[test]
 fn a_stdio_servers_definitions_reach_clients_of_both_revisions_as_written() {
-    let written = sorted(written());
-    for listed in listed_at_both_revisions(&stdio_server()) {
-        assert_eq!(as_written(&listed), written, "listed: {listed}");
-    }
+    let config = stdio_server("rewrite_uris = false");
+    assert_as_written(listed_at_both_revisions(&config));
 }
 
 #[test]
 fn a_streamable_http_servers_definitions_reach_clients_of_both_revisions_as_written() {
     let server = ListeningServer::verbatim();
-    let written = sorted(written());
-    for listed in listed_at_both_revisions(&server.server_config("verbatim", "")) {
-        assert_eq!(as_written(&listed), written, "listed: {listed}");
+    let config = server.server_config("verbatim", "rewrite_uris = false");
+    assert_as_written(listed_at_both_revisions(&config));
+}
+
+#[test]
+fn a_rewritten_uri_is_all_that_changes_in_a_resource() {
+    let [session, stateless] = listed_at_both_revisions(&stdio_server(""));
+    for lists in [session, stateless] {
+        let listed = as_written("resources", &lists["resources"]);
+        let [resource] = listed.as_slice() else {
+            panic!("one resource: {lists}");
+        };
+        let uri = resource["uri"].as_str().unwrap();
+        assert!(uri.starts_with("mcp-gateway://verbatim/"), "{uri}");
+        let mut as_written = resource.clone();
+        as_written["uri"] = written("resources")[0]["uri"].clone();
+        assert_eq!(as_written, written("resources")[0]);
     }
 }
 
@@ -110,13 +157,13 @@ fn a_streamable_http_servers_definitions_reach_clients_of_both_revisions_as_writ
 /// tasks of the gateway's after 200 ms where their tool allows it, with a client of
 /// 2026-07-28 that declared the tasks extension.
 fn tasks_gateway() -> (Workspace, Gateway, TaskClient) {
-    let config = format!("[tasks]\nanswer_within_ms = 200\n\n{}", stdio_server());
+    let config = format!("[tasks]\nanswer_within_ms = 200\n\n{}", stdio_server(""));
     let workspace = Workspace::new(&config);
     let gateway = workspace.serve_http(&[]);
     let client = TaskClient::new(gateway.address, None);
     let listed = eventually(PATIENCE, || {
         let listed = client.request("tools/list", json!({}));
-        as_written(&listed["result"]).len() == written().len()
+        as_written("tools", &listed["result"]).len() == written("tools").len()
     });
     assert!(listed, "the server's tools were never listed");
     (workspace, gateway, client)

@@ -41,8 +41,9 @@ pub use tool::FederatedTool;
 pub struct FederatedPrompt {
     pub server: Arc<str>,
     pub original: String,
-    /// The definition with the federated name.
-    pub definition: Prompt,
+    /// The definition with the federated name: the upstream's object, and the gateway's
+    /// view of it.
+    pub definition: Listed<Prompt>,
 }
 
 /// One immutable snapshot of everything the gateway federates.
@@ -52,8 +53,8 @@ pub struct Catalog {
     pub tools: BTreeMap<String, Arc<FederatedTool>>,
     pub prompts: BTreeMap<String, FederatedPrompt>,
     /// Resources and templates under the URIs clients see, with the server that owns each.
-    pub resources: Vec<(Arc<str>, Resource)>,
-    pub resource_templates: Vec<(Arc<str>, ResourceTemplate)>,
+    pub resources: Vec<(Arc<str>, Listed<Resource>)>,
+    pub resource_templates: Vec<(Arc<str>, Listed<ResourceTemplate>)>,
     /// Servers whose URIs are rewritten to `mcp-gateway://<server>/…`; the others pass
     /// theirs through.
     pub rewriting: BTreeSet<Arc<str>>,
@@ -520,8 +521,7 @@ impl Registry {
             }
             for prompt in &offer.prompts {
                 let name = &prompt_names[&(upstream.name.to_string(), prompt.name.clone())];
-                let mut definition = prompt.clone();
-                definition.name = name.clone();
+                let definition = prompt.renamed("name", name.clone(), |p| &mut p.name);
                 catalog.prompts.insert(
                     name.clone(),
                     FederatedPrompt {
@@ -536,16 +536,16 @@ impl Registry {
             &previous.resources,
             offers.iter().flat_map(|(upstream, _, offer, _)| {
                 offer.resources.iter().map(|resource| {
-                    let mut resource = resource.clone();
-                    resource.uri = resource_uri::expose(
+                    let uri = resource_uri::expose(
                         &upstream.name,
                         upstream.config.rewrite_uris,
                         &resource.uri,
                     );
+                    let resource = resource.renamed("uri", uri, |r| &mut r.uri);
                     (upstream.name.clone(), resource)
                 })
             }),
-            |r: &Resource| r.uri.clone(),
+            |r: &Listed<Resource>| r.uri.clone(),
             settled,
         );
         catalog.resources = resources;
@@ -554,17 +554,21 @@ impl Registry {
             &previous.resource_templates,
             offers.iter().flat_map(|(upstream, _, offer, _)| {
                 offer.resource_templates.iter().map(|template| {
-                    let mut template = template.clone();
-                    if upstream.config.rewrite_uris {
-                        template.uri_template = resource_uri::template_to_gateway(
-                            &upstream.name,
-                            &template.uri_template,
-                        );
-                    }
+                    let template = match upstream.config.rewrite_uris {
+                        true => template.renamed(
+                            "uriTemplate",
+                            resource_uri::template_to_gateway(
+                                &upstream.name,
+                                &template.uri_template,
+                            ),
+                            |t| &mut t.uri_template,
+                        ),
+                        false => template.clone(),
+                    };
                     (upstream.name.clone(), template)
                 })
             }),
-            |t: &ResourceTemplate| t.uri_template.clone(),
+            |t: &Listed<ResourceTemplate>| t.uri_template.clone(),
             settled,
         );
         catalog.resource_templates = templates;

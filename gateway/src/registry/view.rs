@@ -14,6 +14,7 @@ use rmcp::model::{Resource, ResourceTemplate};
 use super::pins::Hold;
 use super::profile::Profile;
 use super::{Catalog, FederatedPrompt, FederatedTool};
+use crate::upstream::offer::Listed;
 
 /// One catalog snapshot through one profile.
 pub struct SessionView {
@@ -76,7 +77,7 @@ impl SessionView {
     }
 
     /// The resources of the servers this session sees.
-    pub fn resources(&self) -> impl Iterator<Item = &Resource> {
+    pub fn resources(&self) -> impl Iterator<Item = &Listed<Resource>> {
         self.catalog
             .resources
             .iter()
@@ -85,7 +86,7 @@ impl SessionView {
     }
 
     /// The resource templates of the servers this session sees.
-    pub fn resource_templates(&self) -> impl Iterator<Item = &ResourceTemplate> {
+    pub fn resource_templates(&self) -> impl Iterator<Item = &Listed<ResourceTemplate>> {
         self.catalog
             .resource_templates
             .iter()

@@ -4,8 +4,8 @@
 //! read again when the upstream says it changed, and when its `ttlMs` has run out
 //! ([`FreshUntil::stale`]), not before.
 //!
-//! Tools are read on the connection's lane where it has one, and each is kept as the
-//! JSON object the upstream wrote ([`Listed`]) beside the gateway's typed view of it:
+//! Lists are read on the connection's lane where it has one, and each definition is kept
+//! as the JSON object the upstream wrote ([`Listed`]) beside the gateway's typed view of it:
 //! what the gateway does not read (`execution`, a vendor's keys, keys of a later
 //! revision) reaches clients as the upstream said it. A definition the gateway cannot
 //! read at all is left out with a warning, not the whole list. Over legacy SSE (no lane)
@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    Implementation, JsonObject, Prompt, RequestMetaObject, Resource, ResourceTemplate,
+    ErrorCode, Implementation, JsonObject, Prompt, RequestMetaObject, Resource, ResourceTemplate,
     ServerCapabilities, ServerPeerInfo, Tool,
 };
 use rmcp::service::{MergedList, ServiceError};
 use rmcp::{Peer, RoleClient};
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::UpstreamEvent;
@@ -35,13 +36,33 @@ pub struct Listed<T> {
     pub object: Arc<JsonObject>,
 }
 
-impl<T: serde::Serialize> Listed<T> {
+impl<T: Serialize> Listed<T> {
     /// A definition known only by the gateway's view (one rmcp read, or the gateway's own).
     pub fn of_view(view: T) -> Self {
         let object = match serde_json::to_value(&view) {
             Ok(Value::Object(object)) => object,
             _ => JsonObject::new(),
         };
+        Self {
+            view,
+            object: Arc::new(object),
+        }
+    }
+}
+
+impl<T: Clone> Listed<T> {
+    /// A copy whose `key` (in the object) and field (in the view, which `field` finds)
+    /// are `value`: a definition under the name or URI clients see.
+    pub fn renamed(
+        &self,
+        key: &str,
+        value: String,
+        field: impl FnOnce(&mut T) -> &mut String,
+    ) -> Self {
+        let mut view = self.view.clone();
+        let mut object = (*self.object).clone();
+        object.insert(key.to_owned(), value.clone().into());
+        *field(&mut view) = value;
         Self {
             view,
             object: Arc::new(object),
@@ -89,9 +110,9 @@ pub struct Offer {
     pub server_info: Option<Implementation>,
     pub instructions: Option<String>,
     pub tools: Vec<Listed<Tool>>,
-    pub prompts: Vec<Prompt>,
-    pub resources: Vec<Resource>,
-    pub resource_templates: Vec<ResourceTemplate>,
+    pub prompts: Vec<Listed<Prompt>>,
+    pub resources: Vec<Listed<Resource>>,
+    pub resource_templates: Vec<Listed<ResourceTemplate>>,
     /// Until when each list is fresh, as the upstream said.
     pub fresh_until: FreshUntil,
 }
@@ -176,8 +197,8 @@ impl Offer {
         if offer.capabilities.tools.is_some() {
             offer.read_tools(lister).await?;
         }
-        offer.read_prompts(lister.peer).await?;
-        offer.read_resources(lister.peer).await?;
+        offer.read_prompts(lister).await?;
+        offer.read_resources(lister).await?;
         Ok(offer)
     }
 
@@ -203,56 +224,93 @@ impl Offer {
         let mut offer = self.clone();
         match event {
             UpstreamEvent::ToolsChanged => offer.read_tools(lister).await?,
-            UpstreamEvent::PromptsChanged => offer.read_prompts(lister.peer).await?,
-            UpstreamEvent::ResourcesChanged => offer.read_resources(lister.peer).await?,
+            UpstreamEvent::PromptsChanged => offer.read_prompts(lister).await?,
+            UpstreamEvent::ResourcesChanged => offer.read_resources(lister).await?,
             UpstreamEvent::ResourceUpdated(_) => {}
         }
         Ok(offer)
     }
 
     async fn read_tools(&mut self, lister: Lister<'_>) -> Result<(), ListFailed> {
-        if let Some(lane) = lister.lane {
-            match read_objects(lane, "tools/list", "tools", lister.context).await {
-                Ok((objects, until)) => {
-                    self.tools = objects.into_iter().filter_map(view_of).collect();
-                    self.fresh_until.tools = until;
-                    return Ok(());
-                }
-                // An HTTP server that forgot the session: rmcp opens a new one.
-                Err(Unread::NoSession) => {}
-                Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
-            }
-        }
-        let (tools, until) = fresh(Some(lister.peer.list_all_tools_with_cache_hint().await?));
-        self.tools = tools.into_iter().map(Listed::of_view).collect();
-        self.fresh_until.tools = until;
+        let peer = lister.peer;
+        (self.tools, self.fresh_until.tools) =
+            read_listed(lister, "tools/list", "tools", || async {
+                peer.list_all_tools_with_cache_hint().await.map(Some)
+            })
+            .await?;
         Ok(())
     }
 
-    async fn read_prompts(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
+    async fn read_prompts(&mut self, lister: Lister<'_>) -> Result<(), ListFailed> {
         if self.capabilities.prompts.is_some() {
-            (self.prompts, self.fresh_until.prompts) = fresh(tolerate_missing(
-                peer.list_all_prompts_with_cache_hint().await,
-            )?);
+            let peer = lister.peer;
+            (self.prompts, self.fresh_until.prompts) =
+                read_listed(lister, "prompts/list", "prompts", || async {
+                    tolerate_missing(peer.list_all_prompts_with_cache_hint().await)
+                })
+                .await?;
         }
         Ok(())
     }
 
-    async fn read_resources(&mut self, peer: &Peer<RoleClient>) -> Result<(), ServiceError> {
+    async fn read_resources(&mut self, lister: Lister<'_>) -> Result<(), ListFailed> {
         if self.capabilities.resources.is_some() {
-            (self.resources, self.fresh_until.resources) = fresh(tolerate_missing(
-                peer.list_all_resources_with_cache_hint().await,
-            )?);
-            (self.resource_templates, self.fresh_until.resource_templates) = fresh(
-                tolerate_missing(peer.list_all_resource_templates_with_cache_hint().await)?,
-            );
+            let peer = lister.peer;
+            (self.resources, self.fresh_until.resources) =
+                read_listed(lister, "resources/list", "resources", || async {
+                    tolerate_missing(peer.list_all_resources_with_cache_hint().await)
+                })
+                .await?;
+            (self.resource_templates, self.fresh_until.resource_templates) = read_listed(
+                lister,
+                "resources/templates/list",
+                "resourceTemplates",
+                || async {
+                    tolerate_missing(peer.list_all_resource_templates_with_cache_hint().await)
+                },
+            )
+            .await?;
         }
         Ok(())
     }
 }
 
+/// The list `method` answers under `key`, read on the lane where there is one, else (or
+/// when the lane has no session for it) through rmcp with `by_rmcp`; with until when it
+/// is fresh. A server that answers "method not found" lists nothing.
+async fn read_listed<T, F>(
+    lister: Lister<'_>,
+    method: &str,
+    key: &str,
+    by_rmcp: impl FnOnce() -> F,
+) -> Result<(Vec<Listed<T>>, Option<Instant>), ListFailed>
+where
+    T: DeserializeOwned + Serialize,
+    F: Future<Output = Result<Option<MergedList<T>>, ServiceError>>,
+{
+    if let Some(lane) = lister.lane {
+        match read_objects(lane, method, key, lister.context).await {
+            Ok((objects, until)) => {
+                let listed = objects
+                    .into_iter()
+                    .filter_map(|o| view_of(o, key))
+                    .collect();
+                return Ok((listed, until));
+            }
+            Err(Unread::Missing) => return Ok((Vec::new(), None)),
+            // An HTTP server that forgot the session: rmcp opens a new one.
+            Err(Unread::NoSession) => {}
+            Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
+        }
+    }
+    let (items, until) = fresh(by_rmcp().await?);
+    Ok((items.into_iter().map(Listed::of_view).collect(), until))
+}
+
 /// Why a list was not read on a lane.
 enum Unread {
+    /// The server answered "method not found": it has no such list.
+    Missing,
     /// The lane has no session for it: rmcp's client can read it.
     NoSession,
     Failed(String),
@@ -292,6 +350,9 @@ async fn read_objects(
         let answer = lane.request(method, Value::Object(params)).await;
         let raw = match answer {
             Ok(RawAnswer::Result(raw)) => raw,
+            Ok(RawAnswer::Error(error)) if error.code == ErrorCode::METHOD_NOT_FOUND => {
+                return Err(Unread::Missing);
+            }
             Ok(RawAnswer::Error(error)) => {
                 return Err(Unread::Failed(format!(
                     "{method} answered: {}",
@@ -336,19 +397,23 @@ async fn read_objects(
     )))
 }
 
-/// The gateway's view of a tool the upstream wrote as `object`; `None`, with a warning,
-/// when it is not a tool definition.
-fn view_of(object: JsonObject) -> Option<Listed<Tool>> {
-    match serde_json::from_value::<Tool>(Value::Object(object.clone())) {
+/// The gateway's view of a definition the upstream wrote as `object` in its list `key`;
+/// `None`, with a warning, when the gateway cannot read it.
+fn view_of<T: DeserializeOwned>(object: JsonObject, key: &str) -> Option<Listed<T>> {
+    match serde_json::from_value::<T>(Value::Object(object.clone())) {
         Ok(view) => Some(Listed {
             view,
             object: Arc::new(object),
         }),
         Err(error) => {
-            let name = object.get("name").and_then(Value::as_str).unwrap_or("?");
+            let named = ["name", "uri", "uriTemplate"]
+                .iter()
+                .find_map(|field| object.get(*field).and_then(Value::as_str))
+                .unwrap_or("?");
             tracing::warn!(
-                tool = name,
-                "a listed tool is left out: not a tool definition: {error}"
+                list = key,
+                definition = named,
+                "left out of the list: {error}"
             );
             None
         }

@@ -16,8 +16,7 @@ use rmcp::ErrorData;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, ClientRequest, CompleteRequest, CompleteRequestParams,
     CustomResult, DiscoverResult, GetPromptRequest, GetPromptRequestParams,
-    InitializeRequestParams, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequest,
+    InitializeRequestParams, JsonObject, LoggingLevel, PaginatedRequestParams, ReadResourceRequest,
     ReadResourceRequestParams, Reference, RequestId, RequestMetaObject, ServerResult,
     SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, TASKS_EXTENSION_ID,
     UnsubscribeRequest, UnsubscribeRequestParams,
@@ -46,7 +45,7 @@ const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
 
 /// Whether the session has listed anything yet (see [`Call::first_list`]).
 #[derive(Default, Clone)]
-struct Listed(bool);
+struct ListedOnce(bool);
 
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
@@ -181,7 +180,7 @@ impl Call {
     /// list, and only up to the bound. Later lists never wait.
     async fn first_list(&self) {
         let session = self.pipeline_session();
-        if session.with_state(|listed: &mut Listed| std::mem::replace(&mut listed.0, true)) {
+        if session.with_state(|listed: &mut ListedOnce| std::mem::replace(&mut listed.0, true)) {
             return;
         }
         let gateway = self.gateway();
@@ -207,6 +206,32 @@ impl Call {
         }
     }
 
+    /// A page of a list as clients see it, under `key`: each definition as its upstream
+    /// wrote it (rmcp's types would drop every key they do not know), and for a client of
+    /// 2026-07-28 the list's cache hints (`fresh_until`: see [`composed_hint`]).
+    fn listed<'a>(
+        &self,
+        key: &str,
+        page: impl Iterator<Item = &'a JsonObject>,
+        next: Option<String>,
+        fresh_until: Option<Instant>,
+    ) -> ServerResult {
+        let mut result = JsonObject::new();
+        let page = page.map(|definition| Value::Object(definition.clone()));
+        result.insert(key.into(), Value::Array(page.collect()));
+        if let Some(next) = next {
+            result.insert("nextCursor".into(), next.into());
+        }
+        if self.revision.is_stateless() {
+            let (ttl_ms, cache_scope) = composed_hint(fresh_until);
+            result.insert("ttlMs".into(), ttl_ms.unwrap_or(0).into());
+            let cache_scope = serde_json::to_value(cache_scope).unwrap_or_default();
+            result.insert("cacheScope".into(), cache_scope);
+            result.insert("resultType".into(), "complete".into());
+        }
+        ServerResult::CustomResult(CustomResult(Value::Object(result)))
+    }
+
     fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -214,27 +239,11 @@ impl Call {
         let session = self.pipeline_session();
         let tools = self.gateway().visible_tools(session);
         let (tools, next) = page(&tools, cursor(&request))?;
-        // Each tool as its upstream wrote it (see `registry::tool`): rmcp's `Tool` would
-        // drop every key it does not know.
-        let tools = tools.iter().map(|tool| Value::Object((**tool).clone()));
-        let mut result = JsonObject::new();
-        result.insert("tools".into(), Value::Array(tools.collect()));
-        if let Some(next) = next {
-            result.insert("nextCursor".into(), next.into());
-        }
-        if self.revision.is_stateless() {
-            // A search catalog's list grows with the session's searches: never cached.
-            let fresh = (session.profile.catalog != CatalogMode::Search)
-                .then(|| self.gateway().registry.catalog().fresh_until.tools);
-            let (ttl_ms, cache_scope) = composed_hint(fresh.flatten());
-            result.insert("ttlMs".into(), ttl_ms.unwrap_or(0).into());
-            let cache_scope = serde_json::to_value(cache_scope).unwrap_or_default();
-            result.insert("cacheScope".into(), cache_scope);
-            result.insert("resultType".into(), "complete".into());
-        }
-        Ok(ServerResult::CustomResult(CustomResult(Value::Object(
-            result,
-        ))))
+        // A search catalog's list grows with the session's searches: never cached.
+        let fresh = (session.profile.catalog != CatalogMode::Search)
+            .then(|| self.gateway().registry.catalog().fresh_until.tools);
+        let tools = tools.iter().map(|tool| tool.as_ref());
+        Ok(self.listed("tools", tools, next, fresh.flatten()))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams) -> Result<ServerResult, ErrorData> {
@@ -275,14 +284,12 @@ impl Call {
         let prompts: Vec<_> = self
             .view()
             .prompts()
-            .map(|p| p.definition.clone())
+            .map(|p| p.definition.object.clone())
             .collect();
         let (prompts, next) = page(&prompts, cursor(&request))?;
-        let mut result = ListPromptsResult::with_all_items(prompts);
-        result.next_cursor = next;
         let fresh = self.gateway().registry.catalog().fresh_until.prompts;
-        (result.ttl_ms, result.cache_scope) = composed_hint(fresh);
-        Ok(ServerResult::ListPromptsResult(result))
+        let prompts = prompts.iter().map(|prompt| prompt.as_ref());
+        Ok(self.listed("prompts", prompts, next, fresh))
     }
 
     async fn get_prompt(&self, request: GetPromptRequestParams) -> Result<ServerResult, ErrorData> {
@@ -310,31 +317,31 @@ impl Call {
         &self,
         request: Option<PaginatedRequestParams>,
     ) -> Result<ServerResult, ErrorData> {
-        let resources: Vec<_> = self.view().resources().cloned().collect();
+        let resources: Vec<_> = self.view().resources().map(|r| r.object.clone()).collect();
         let (resources, next) = page(&resources, cursor(&request))?;
-        let mut result = ListResourcesResult::with_all_items(resources);
-        result.next_cursor = next;
         let fresh = self.gateway().registry.catalog().fresh_until.resources;
-        (result.ttl_ms, result.cache_scope) = composed_hint(fresh);
-        Ok(ServerResult::ListResourcesResult(result))
+        let resources = resources.iter().map(|resource| resource.as_ref());
+        Ok(self.listed("resources", resources, next, fresh))
     }
 
     fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
     ) -> Result<ServerResult, ErrorData> {
-        let templates: Vec<_> = self.view().resource_templates().cloned().collect();
+        let templates: Vec<_> = self
+            .view()
+            .resource_templates()
+            .map(|t| t.object.clone())
+            .collect();
         let (templates, next) = page(&templates, cursor(&request))?;
-        let mut result = ListResourceTemplatesResult::with_all_items(templates);
-        result.next_cursor = next;
         let fresh = self
             .gateway()
             .registry
             .catalog()
             .fresh_until
             .resource_templates;
-        (result.ttl_ms, result.cache_scope) = composed_hint(fresh);
-        Ok(ServerResult::ListResourceTemplatesResult(result))
+        let templates = templates.iter().map(|template| template.as_ref());
+        Ok(self.listed("resourceTemplates", templates, next, fresh))
     }
 
     async fn read_resource(
