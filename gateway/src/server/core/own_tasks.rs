@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientRequest, CreateTaskResult, DetailedTask, InputResponses, JsonObject, ServerResult, Task,
-    TaskPayload, TaskStatus,
+    CreateTaskResult, DetailedTask, InputResponses, JsonObject, ServerResult, Task, TaskPayload,
+    TaskStatus,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::methods::unexpected;
+use super::methods::{Method, unexpected};
 use super::parked::ParkedCall;
 use super::revision::Revision;
 use super::{ClientSession, joined};
@@ -28,16 +28,16 @@ use crate::tasks::running::{Message, RunningTask};
 use crate::tasks::{self, TaskRecord, Work, record};
 
 impl ClientSession {
-    /// The tool and arguments of `request`, when it is a call that becomes a task of the
+    /// The tool and arguments of a request of `method`, when it is a call that becomes a task of the
     /// gateway's should it run long: a `tools/call` of a client that declared the tasks
     /// extension, to `run_code` or to a tool of a server of 2025-11-25 (which has no
     /// tasks of its own; a server of 2026-07-28 decides for itself).
     pub(super) fn may_become_task(
         &self,
-        request: &ClientRequest,
+        method: &Method,
         revision: &Revision,
     ) -> Option<(String, Option<JsonObject>)> {
-        let ClientRequest::CallToolRequest(call) = request else {
+        let Method::CallTool(call) = method else {
             return None;
         };
         let declared = revision.is_stateless()
