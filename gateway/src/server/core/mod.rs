@@ -345,7 +345,9 @@ impl ClientSession {
                 None => self.resume(retry, stream, &cancel).await,
             };
         }
-        let may_become_task = self.may_become_task(&method, revision);
+        let may_become_task = method
+            .tool_call()
+            .and_then(|call| self.may_become_task(call, revision));
         let inputs = Arc::new(Inputs::default());
         let mut call = call;
         call.link = call.link.with_inputs(inputs.clone(), progress_token);
@@ -601,6 +603,17 @@ fn stateless_id(identity: Option<&str>, profile: Option<&str>) -> String {
         .map(|byte| format!("{byte:02x}"))
         .collect();
     format!("stateless-{hex}")
+}
+
+/// The error for an upstream's answer of a kind the request does not have.
+fn unexpected(got: &ServerResult) -> ErrorData {
+    ErrorData::internal_error(
+        format!("unexpected upstream response: {got:?}")
+            .chars()
+            .take(200)
+            .collect::<String>(),
+        None,
+    )
 }
 
 fn joined(

@@ -7,16 +7,15 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CreateTaskResult, DetailedTask, InputResponses, JsonObject, ServerResult, Task, TaskPayload,
-    TaskStatus,
+    CallToolRequestParams, CreateTaskResult, DetailedTask, InputResponses, JsonObject,
+    ServerResult, Task, TaskPayload, TaskStatus,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::methods::{Method, unexpected};
 use super::parked::ParkedCall;
 use super::revision::Revision;
-use super::{ClientSession, joined};
+use super::{ClientSession, joined, unexpected};
 use crate::code::tool::RUN_CODE;
 use crate::gateway::Gateway;
 use crate::pipeline::{Origin, Target, error};
@@ -28,18 +27,15 @@ use crate::tasks::running::{Message, RunningTask};
 use crate::tasks::{self, TaskRecord, Work, record};
 
 impl ClientSession {
-    /// The tool and arguments of a request of `method`, when it is a call that becomes a task of the
-    /// gateway's should it run long: a `tools/call` of a client that declared the tasks
-    /// extension, to `run_code` or to a tool of a server of 2025-11-25 (which has no
-    /// tasks of its own; a server of 2026-07-28 decides for itself).
+    /// The tool and arguments of a `tools/call` (`call`), when it becomes a task of the
+    /// gateway's should it run long: a call of a client that declared the tasks extension,
+    /// to `run_code` or to a tool of a server of 2025-11-25 (which has no tasks of its
+    /// own; a server of 2026-07-28 decides for itself).
     pub(super) fn may_become_task(
         &self,
-        method: &Method,
+        call: &CallToolRequestParams,
         revision: &Revision,
     ) -> Option<(String, Option<JsonObject>)> {
-        let Method::CallTool(call) = method else {
-            return None;
-        };
         let declared = revision.is_stateless()
             && revision
                 .client()
@@ -47,7 +43,7 @@ impl ClientSession {
         if !declared {
             return None;
         }
-        let name = call.params.name.as_ref();
+        let name = call.name.as_ref();
         let eligible = match self.gateway.resolve(&self.session, name, &Origin::Client)? {
             Target::Builtin(_) => name == RUN_CODE,
             Target::Federated(tool) => self
@@ -57,7 +53,7 @@ impl ClientSession {
                 .and_then(|upstream| upstream.live())
                 .is_some_and(|live| !live.is_stateless()),
         };
-        eligible.then(|| (name.to_owned(), call.params.arguments.clone()))
+        eligible.then(|| (name.to_owned(), call.arguments.clone()))
     }
 
     /// Waits for the answer of `call` (of `tool` with `arguments`) for at most

@@ -186,16 +186,6 @@ pub(super) fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
     request.as_ref().and_then(|r| r.cursor.as_deref())
 }
 
-pub(in crate::server::core) fn unexpected(got: &ServerResult) -> ErrorData {
-    ErrorData::internal_error(
-        format!("unexpected upstream response: {got:?}")
-            .chars()
-            .take(200)
-            .collect::<String>(),
-        None,
-    )
-}
-
 pub(super) fn log_event(session: &CallContext, kind: EventKind, event: serde_json::Value) {
     if let Some(log) = &session.log {
         log.append(kind, &event);

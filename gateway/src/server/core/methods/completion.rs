@@ -4,8 +4,8 @@
 use rmcp::ErrorData;
 use rmcp::model::{ClientRequest, CompleteRequest, CompleteRequestParams, Reference, ServerResult};
 
-use super::call::unexpected;
 use super::{Call, Key, Route, Serves};
+use crate::server::core::unexpected;
 
 impl Route for CompleteRequest {
     const SERVES: Serves = Serves::WORK;

@@ -3,18 +3,18 @@
 //! retry of it must repeat, and how it is served. A method is listed once, in
 //! [`methods!`], and its declaration lives in the file of its family:
 //!
-//! - [`lifecycle`]: `initialize`, `server/discover`, `ping`;
-//! - [`tools`]: `tools/list`, `tools/call`;
-//! - [`prompts`]: `prompts/list`, `prompts/get`;
-//! - [`resources`]: `resources/list`, `resources/templates/list`, `resources/read`;
-//! - [`completion`]: `completion/complete`;
-//! - [`logging`]: `logging/setLevel`;
-//! - [`subscriptions`]: `resources/subscribe`, `resources/unsubscribe`,
+//! - [`lifecycle`], `initialize`, `server/discover`, `ping`;
+//! - [`tools`], `tools/list`, `tools/call`;
+//! - [`prompts`], `prompts/list`, `prompts/get`;
+//! - [`resources`], `resources/list`, `resources/templates/list`, `resources/read`;
+//! - [`completion`], `completion/complete`;
+//! - [`logging`], `logging/setLevel`;
+//! - [`subscriptions`], `resources/subscribe`, `resources/unsubscribe`,
 //!   `subscriptions/listen`;
-//! - [`tasks`]: `tasks/get`, `tasks/update`, `tasks/cancel`.
+//! - [`tasks`], `tasks/get`, `tasks/update`, `tasks/cancel`.
 //!
-//! A method listed without its declaration does not compile, and every match over
-//! [`Method`] is exhaustive: the one place a method string is not matched by name is the
+//! A method listed without its declaration does not compile, and the routing matches
+//! over [`Method`] are exhaustive: the one place a method is not matched by name is the
 //! decoding ([`Method::decode`]), where any method the gateway does not serve becomes
 //! [`Unknown`], not found at every revision. No policy lives here: lists show what the
 //! session may see (through its [`SessionView`](crate::registry::view::SessionView)),
@@ -33,20 +33,20 @@ mod prompts;
 mod resources;
 mod subscriptions;
 mod tasks;
-mod tools;
 #[cfg(test)]
 mod tests;
+mod tools;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequest, CancelTaskRequest, ClientRequest, CompleteRequest, ConstString,
-    DiscoverRequest, ErrorCode, GetPromptRequest, GetTaskRequest, InitializeRequest,
+    CallToolRequest, CallToolRequestParams, CancelTaskRequest, ClientRequest, CompleteRequest,
+    ConstString, DiscoverRequest, ErrorCode, GetPromptRequest, GetTaskRequest, InitializeRequest,
     InputResponses, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
     ListToolsRequest, PingRequest, ReadResourceRequest, ServerResult, SetLevelRequest,
     SubscribeRequest, SubscriptionsListenRequest, UnsubscribeRequest, UpdateTaskRequest,
 };
 
-pub(super) use self::call::{Call, unexpected};
+pub(super) use self::call::Call;
 pub(super) use self::lifecycle::roots_changed;
 pub(super) use self::logging::resume_log_level;
 use super::parked::RequestKey;
@@ -118,6 +118,11 @@ pub trait Route {
 macro_rules! methods {
     ($($(#[$doc:meta])* $variant:ident($request:ident),)*) => {
         /// A request the gateway serves, by its method; or [`Unknown`].
+        #[allow(
+            clippy::large_enum_variant,
+            reason = "a request as it was decoded, moved once like the `ClientRequest` it \
+                      was; boxing would cost an allocation a request"
+        )]
         pub enum Method {
             $($(#[$doc])* $variant($request),)*
             /// A method the gateway does not serve.
@@ -254,6 +259,14 @@ impl Method {
             name: name.to_owned(),
             identity: identity.map(str::to_owned),
         }
+    }
+
+    /// The call's parameters, when this is a `tools/call` (which may become a task).
+    pub fn tool_call(&self) -> Option<&CallToolRequestParams> {
+        let Method::CallTool(call) = self else {
+            return None;
+        };
+        Some(&call.params)
     }
 
     /// The `requestState` and answers this request brings back, when it retries a call

@@ -8,9 +8,10 @@ use rmcp::model::{
 };
 use serde_json::json;
 
-use super::call::{composed_hint, cursor, log_event, page, unexpected};
+use super::call::{composed_hint, cursor, log_event, page};
 use super::{Call, Key, Route, Serves};
 use crate::observe::session_log::EventKind;
+use crate::server::core::unexpected;
 
 impl Route for ListPromptsRequest {
     const SERVES: Serves = Serves::WORK;

@@ -11,10 +11,11 @@ use rmcp::model::{
 };
 use serde_json::json;
 
-use super::call::{composed_hint, cursor, log_event, page, unexpected};
+use super::call::{composed_hint, cursor, log_event, page};
 use super::{Call, Key, Route, Serves};
 use crate::observe::session_log::EventKind;
 use crate::resource_uri;
+use crate::server::core::unexpected;
 
 impl Route for ListResourcesRequest {
     const SERVES: Serves = Serves::WORK;

@@ -19,11 +19,11 @@ use rmcp::model::{
     ServerResult, TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
 
-use super::call::unexpected;
 use super::{Call, Key, Route, Serves};
 use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Target, ToolError};
 use crate::server::core::own_tasks::{answer_here, send, state_error};
+use crate::server::core::unexpected;
 use crate::server::limits::LimitError;
 use crate::state::TaskKept;
 use crate::tasks::record::Lookup;
