@@ -246,7 +246,7 @@ impl ClientSession {
         let serving = Serving::enter(&self.serving);
         let meta = std::mem::take(request.get_meta_mut());
         let method = Method::decode(request);
-        let revision = Revision::of(method.name(), &meta, self.client.get());
+        let revision = Revision::of(method.asked(), &meta, self.client.get());
         let cancel = self.closed.child_token();
         // A client that can cancel by id has its call entered under it.
         let by_id = scope.cancel.is_none() && revision.is_ok();

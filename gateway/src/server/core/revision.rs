@@ -17,9 +17,8 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientConfig, ConstString, DiscoverRequestMethod, ErrorCode, Implementation,
-    InitializeRequestParams, InitializeResultMethod, ProtocolVersion, RequestMetaObject,
-    ServerResult,
+    ClientConfig, ErrorCode, Implementation, InitializeRequestParams, ProtocolVersion,
+    RequestMetaObject, ServerResult,
 };
 use rmcp::{ErrorData, model::ClientCapabilities};
 
@@ -34,22 +33,33 @@ pub enum Revision {
     Stateless(Arc<ClientConfig>),
 }
 
+/// Which method a request asks, as far as its revision depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// `initialize`: the handshake, whatever its `_meta` says.
+    Initialize,
+    /// `server/discover`: only with its own context, whatever the session.
+    Discover,
+    /// Any other method, known or not.
+    Other,
+}
+
 /// Every version the gateway speaks, newest last.
 pub fn supported() -> &'static [ProtocolVersion] {
     ProtocolVersion::KNOWN_VERSIONS
 }
 
 impl Revision {
-    /// The revision of a request of `method` (its name), whose `_meta` is `meta`, in a
-    /// session whose client initialized as `session` (if it did). An error when the
-    /// request's context is unusable: a version the gateway does not speak, or required
-    /// context missing.
+    /// The revision of a request that asks `asked`, whose `_meta` is `meta`, in a session
+    /// whose client initialized as `session` (if it did). An error when the request's
+    /// context is unusable: a version the gateway does not speak, or required context
+    /// missing.
     pub fn of(
-        method: &str,
+        asked: Asked,
         meta: &RequestMetaObject,
         session: Option<&Arc<ClientConfig>>,
     ) -> Result<Revision, ErrorData> {
-        let is_discover = method == DiscoverRequestMethod::VALUE;
+        let is_discover = asked == Asked::Discover;
         let Some(version) = meta.protocol_version() else {
             if is_discover {
                 return Err(missing_context(meta));
@@ -59,7 +69,7 @@ impl Revision {
                 None => Revision::Handshake,
             });
         };
-        if method == InitializeResultMethod::VALUE {
+        if asked == Asked::Initialize {
             return Ok(Revision::Handshake);
         }
         if !supported().contains(&version) {
@@ -186,7 +196,7 @@ mod tests {
     #[test]
     fn a_request_with_its_own_context_is_stateless_whatever_the_session() {
         let meta = stateless_meta("2026-07-28");
-        let revision = Revision::of("tools/list", &meta, None).unwrap();
+        let revision = Revision::of(Asked::Other, &meta, None).unwrap();
         assert!(revision.is_stateless());
     }
 
@@ -194,12 +204,12 @@ mod tests {
     fn a_request_without_context_belongs_to_the_session_or_the_handshake() {
         let meta = RequestMetaObject::new();
         assert!(matches!(
-            Revision::of("ping", &meta, None),
+            Revision::of(Asked::Other, &meta, None),
             Ok(Revision::Handshake)
         ));
         let client = Arc::new(ClientConfig::default());
         assert!(matches!(
-            Revision::of("tools/list", &meta, Some(&client)),
+            Revision::of(Asked::Other, &meta, Some(&client)),
             Ok(Revision::Session(_))
         ));
     }
@@ -207,11 +217,11 @@ mod tests {
     #[test]
     fn an_unknown_version_or_missing_context_is_refused() {
         let unknown = stateless_meta("2099-01-01");
-        let error = Revision::of("tools/list", &unknown, None).unwrap_err();
+        let error = Revision::of(Asked::Other, &unknown, None).unwrap_err();
         assert_eq!(error.code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION);
         let mut partial = RequestMetaObject::new();
         partial.set_protocol_version(ProtocolVersion::V_2026_07_28);
-        let error = Revision::of("tools/list", &partial, None).unwrap_err();
+        let error = Revision::of(Asked::Other, &partial, None).unwrap_err();
         assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
     }
 

@@ -50,7 +50,7 @@ pub(super) use self::call::Call;
 pub(super) use self::lifecycle::roots_changed;
 pub(super) use self::logging::resume_log_level;
 use super::parked::RequestKey;
-use super::revision::Revision;
+use super::revision::{Asked, Revision};
 
 /// Which revisions serve a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,6 +258,15 @@ impl Method {
             method: method.to_owned(),
             name: name.to_owned(),
             identity: identity.map(str::to_owned),
+        }
+    }
+
+    /// Which method this is, as far as the request's revision depends on it.
+    pub fn asked(&self) -> Asked {
+        match self {
+            Method::Initialize(_) => Asked::Initialize,
+            Method::Discover(_) => Asked::Discover,
+            _ => Asked::Other,
         }
     }
 

@@ -144,8 +144,8 @@ fn route(method: &Method, speaking: Speaking) -> Answer {
         Speaking::Session => (RequestMetaObject::new(), Some(&client)),
         Speaking::Stateless => (context, None),
     };
-    let admitted =
-        Revision::of(method.name(), &meta, session).and_then(|revision| method.admitted(&revision));
+    let admitted = Revision::of(method.asked(), &meta, session)
+        .and_then(|revision| method.admitted(&revision));
     match admitted {
         Ok(()) => Served,
         Err(error) => {
@@ -228,4 +228,20 @@ fn only_a_retryable_method_keys_what_its_retry_repeats() {
     let list = decode("tools/list", &json!({}));
     let key = list.request_key(Some("alice"));
     assert_eq!((key.method.as_str(), key.name.as_str()), ("", ""));
+}
+
+#[test]
+fn a_known_method_with_params_it_does_not_have_is_an_unknown_method() {
+    // An `initialize` without the client's capabilities and info is no `initialize`: not
+    // found, and, like any method but `initialize`, refused first for a version the
+    // gateway does not speak.
+    let initialize = decode("initialize", &json!({}));
+    assert_eq!(initialize.variant(), "Unknown");
+    for speaking in SPEAKING {
+        assert_eq!(route(&initialize, speaking), NOT_FOUND, "{speaking:?}");
+    }
+    let mut unknown_version = RequestMetaObject::new();
+    unknown_version.set_protocol_version(serde_json::from_value("2099-01-01".into()).unwrap());
+    let refused = Revision::of(initialize.asked(), &unknown_version, None).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION);
 }
