@@ -1,17 +1,17 @@
 //! The gateway's MCP methods: one [`Method`] per method it serves, whatever the transport,
 //! each declared once beside its handler ([`Route`]): the revisions that serve it, what a
 //! retry of it must repeat, and how it is served. A method is listed once, in
-//! [`methods!`], and its declaration lives in the file of its family:
+//! `methods!`, and its declaration lives in the file of its family:
 //!
-//! - [`lifecycle`], `initialize`, `server/discover`, `ping`;
-//! - [`tools`], `tools/list`, `tools/call`;
-//! - [`prompts`], `prompts/list`, `prompts/get`;
-//! - [`resources`], `resources/list`, `resources/templates/list`, `resources/read`;
-//! - [`completion`], `completion/complete`;
-//! - [`logging`], `logging/setLevel`;
-//! - [`subscriptions`], `resources/subscribe`, `resources/unsubscribe`,
-//!   `subscriptions/listen`;
-//! - [`tasks`], `tasks/get`, `tasks/update`, `tasks/cancel`.
+//! - [`lifecycle`] (`initialize`, `server/discover`, `ping`);
+//! - [`tools`] (`tools/list`, `tools/call`);
+//! - [`prompts`] (`prompts/list`, `prompts/get`);
+//! - [`resources`] (`resources/list`, `resources/templates/list`, `resources/read`);
+//! - [`completion`] (`completion/complete`);
+//! - [`logging`] (`logging/setLevel`);
+//! - [`subscriptions`] (`resources/subscribe`, `resources/unsubscribe`,
+//!   `subscriptions/listen`);
+//! - [`tasks`] (`tasks/get`, `tasks/update`, `tasks/cancel`).
 //!
 //! A method listed without its declaration does not compile, and the routing matches
 //! over [`Method`] are exhaustive: the one place a method is not matched by name is the
@@ -19,6 +19,14 @@
 //! [`Unknown`], not found at every revision. No policy lives here: lists show what the
 //! session may see (through its [`SessionView`](crate::registry::view::SessionView)),
 //! `tools/call` goes to the gateway's pipeline.
+//!
+//! # Adding a method
+//! 1. A line in `methods!`: the variant, and the request type (the variant of rmcp's
+//!    `ClientRequest`) the method arrives as.
+//! 2. `impl Route` for that type in the file of its family, with its handler beside it;
+//!    the compiler asks for each declaration.
+//! 3. A request of it in the routing test's `requests()`, and its answer at each
+//!    revision in `documented`: the test fails, or does not compile, until both are there.
 
 #![allow(
     deprecated,
