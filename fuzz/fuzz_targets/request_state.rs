@@ -1,15 +1,15 @@
-//! A retried request of a multi round-trip call (protocol 2026-07-28): its `requestState`
-//! and `inputResponses`, each response read as the result of each kind of question the
+//! A retried request of a multi round-trip call (protocol 2026-07-28): its
+//! `inputResponses`, each response read as the result of each kind of question the
 //! gateway may have asked. A malformed response is an error for its question, never a
 //! panic.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmcp::model::{InputRequest, JsonRpcMessage};
+use rmcp::model::{ClientRequest, InputRequest, JsonRpcMessage};
 use std::sync::OnceLock;
 use wire::message::decode_message;
-use wire::round_trip::{input_responses, input_result, request_state};
+use wire::round_trip::input_result;
 
 /// One question of each kind.
 fn questions() -> &'static [InputRequest] {
@@ -30,8 +30,14 @@ fuzz_target!(|data: &[u8]| {
     let Ok(JsonRpcMessage::Request(request)) = decode_message(data) else {
         return;
     };
-    let _ = request_state(&request.request);
-    for (_, response) in input_responses(&request.request).unwrap_or_default() {
+    // The requests a retry can be, each with its answers.
+    let responses = match request.request {
+        ClientRequest::CallToolRequest(call) => call.params.input_responses,
+        ClientRequest::GetPromptRequest(get) => get.params.input_responses,
+        ClientRequest::ReadResourceRequest(read) => read.params.input_responses,
+        _ => None,
+    };
+    for (_, response) in responses.unwrap_or_default() {
         for question in questions() {
             if let Err(error) = input_result(question, response.clone()) {
                 serde_json::to_vec(&error).expect("an error encodes");

@@ -1,7 +1,6 @@
-//! What a client's retry of a multi round-trip request (protocol 2026-07-28) brings: the
-//! `requestState` it was given, which names the call waiting for it, and its
-//! `inputResponses`, each the answer to one question the call asked, which must read as
-//! the result that kind of question has.
+//! The answers a client's retry of a multi round-trip request (protocol 2026-07-28)
+//! brings in its `inputResponses`: each the answer to one question the call asked, which
+//! must read as the result that kind of question has.
 
 #![allow(
     deprecated,
@@ -9,31 +8,8 @@
 )]
 
 use rmcp::ErrorData;
-use rmcp::model::{
-    ClientRequest, ClientResult, CreateMessageResult, ElicitResult, InputRequest, InputResponses,
-    ListRootsResult,
-};
+use rmcp::model::{ClientResult, CreateMessageResult, ElicitResult, InputRequest, ListRootsResult};
 use serde_json::Value;
-
-/// The `requestState` a retried request carries.
-pub fn request_state(request: &ClientRequest) -> Option<&str> {
-    match request {
-        ClientRequest::CallToolRequest(call) => call.params.request_state.as_deref(),
-        ClientRequest::GetPromptRequest(get) => get.params.request_state.as_deref(),
-        ClientRequest::ReadResourceRequest(read) => read.params.request_state.as_deref(),
-        _ => None,
-    }
-}
-
-/// The answers a retried request carries.
-pub fn input_responses(request: &ClientRequest) -> Option<InputResponses> {
-    match request {
-        ClientRequest::CallToolRequest(call) => call.params.input_responses.clone(),
-        ClientRequest::GetPromptRequest(get) => get.params.input_responses.clone(),
-        ClientRequest::ReadResourceRequest(read) => read.params.input_responses.clone(),
-        _ => None,
-    }
-}
 
 /// The client's `response` to `question`, read as the result that kind of request has.
 pub fn input_result(question: &InputRequest, response: Value) -> Result<ClientResult, ErrorData> {

@@ -39,10 +39,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::methods::unexpected;
 use super::own_tasks::state_error;
 use super::parked::{self, Retry, Untaken};
-use super::{ClientSession, STREAM_CAPACITY, Serving};
+use super::{ClientSession, STREAM_CAPACITY, Serving, unexpected};
 use crate::gateway::Gateway;
 use crate::state::SharedState;
 

@@ -4,9 +4,10 @@
 //! A transport reads a message, decodes it once ([`decode`]) and hands it to the
 //! [`ClientSession`] it belongs to, with a [`Scope`]: the request's own response stream
 //! when the transport has one, its HTTP head when there was one, and its cancellation.
-//! The session decides the request's protocol revision ([`revision`]), serves it
-//! ([`methods`]: one route per method, `tools/call` among them, whatever the transport
-//! and revision), and hands back the answer ([`Served`]) for the transport to deliver.
+//! The session decodes the request's method ([`methods::Method`]), decides its protocol
+//! revision ([`revision`]), serves it ([`methods`]: each method declared once with the
+//! revisions that serve it, `tools/call` among them, whatever the transport), and hands
+//! back the answer ([`Served`]) for the transport to deliver.
 //! Meanwhile the session holds what every transport needs the same way:
 //! - the calls in flight, each with its cancellation (`notifications/cancelled`, the
 //!   client leaving, the session ending);
@@ -15,8 +16,8 @@
 //! - the requests sent to the client ([`ClientRequests`]), whose answers come back here;
 //! - for a client on 2026-07-28, which takes no requests, the calls parked while it
 //!   answers the input it was asked for ([`parked`]; a retry reaching another replica is
-//!   handed over to the one holding its call, [`handover`]), the task methods
-//!   ([`tasks`]) and the gateway's own tasks ([`own_tasks`]);
+//!   handed over to the one holding its call, [`handover`]), and the gateway's own
+//!   tasks ([`own_tasks`]);
 //! - the catalog watch that tells an initialized client what changed ([`watch`]).
 
 pub mod decode;
@@ -25,7 +26,6 @@ mod methods;
 mod own_tasks;
 mod parked;
 pub mod revision;
-mod tasks;
 mod watch;
 
 use std::any::Any;
@@ -42,9 +42,9 @@ use rmcp::model::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use wire::round_trip::{input_responses, request_state};
 
-use self::parked::{Parked, ParkedCall, RequestKey, Retry};
+use self::methods::Method;
+use self::parked::{Parked, ParkedCall, Retry};
 use self::revision::Revision;
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
@@ -245,7 +245,8 @@ impl ClientSession {
         let delivery = self.gateway.drain().delivery();
         let serving = Serving::enter(&self.serving);
         let meta = std::mem::take(request.get_meta_mut());
-        let revision = Revision::of(&request, &meta, self.client.get());
+        let method = Method::decode(request);
+        let revision = Revision::of(method.asked(), &meta, self.client.get());
         let cancel = self.closed.child_token();
         // A client that can cancel by id has its call entered under it.
         let by_id = scope.cancel.is_none() && revision.is_ok();
@@ -276,7 +277,7 @@ impl ClientSession {
             }
             let stateless = revision.is_stateless();
             let answer = this
-                .answer(id.clone(), request, meta, &revision, scope, cancel.clone())
+                .answer(id.clone(), method, meta, &revision, scope, cancel.clone())
                 .await;
             if by_id && this.calls().remove(&id).is_none() {
                 tracing::debug!(%id, "dropping the answer to a request the client cancelled");
@@ -296,12 +297,12 @@ impl ClientSession {
         }
     }
 
-    /// The result of `request`. A stateless request runs in a task of its own, so that
-    /// it can wait, parked, while its client answers what it was asked.
+    /// The result of a request of `method`. A stateless request runs in a task of its own,
+    /// so that it can wait, parked, while its client answers what it was asked.
     async fn answer(
         self: &Arc<Self>,
         id: RequestId,
-        request: ClientRequest,
+        method: Method,
         meta: RequestMetaObject,
         revision: &Revision,
         scope: Scope,
@@ -326,14 +327,14 @@ impl ClientSession {
             http: scope.http,
         };
         if !revision.is_stateless() {
-            return call.serve(request).await;
+            return method.serve(call).await;
         }
-        let key = request_key(&request, self.owner.identity.as_deref());
-        if let Some(state) = request_state(&request) {
+        let key = method.request_key(self.owner.identity.as_deref());
+        if let Some((state, responses)) = method.retrying() {
             let retry = Retry {
                 state: state.to_owned(),
                 request: key,
-                responses: input_responses(&request),
+                responses: responses.cloned(),
                 progress_token,
             };
             return match handover::holder_elsewhere(&self.gateway, &retry.state) {
@@ -344,7 +345,10 @@ impl ClientSession {
                 None => self.resume(retry, stream, &cancel).await,
             };
         }
-        let may_become_task = self.may_become_task(&request, revision)?;
+        let may_become_task = match method.tool_call() {
+            Some(call) => self.may_become_task(call, revision)?,
+            None => None,
+        };
         let inputs = Arc::new(Inputs::default());
         let mut call = call;
         call.link = call.link.with_inputs(inputs.clone(), progress_token);
@@ -359,7 +363,7 @@ impl ClientSession {
         let parked = ParkedCall {
             inputs,
             link: call.link.clone(),
-            task: tokio::spawn(call.serve(request)),
+            task: tokio::spawn(method.serve(call)),
             cancel: call_cancel,
             request: key,
         };
@@ -581,21 +585,6 @@ impl Drop for Serving {
     }
 }
 
-/// What a retry of `request`, sent by `identity`, must repeat.
-fn request_key(request: &ClientRequest, identity: Option<&str>) -> RequestKey {
-    let (method, name) = match request {
-        ClientRequest::CallToolRequest(call) => ("tools/call", call.params.name.to_string()),
-        ClientRequest::GetPromptRequest(get) => ("prompts/get", get.params.name.clone()),
-        ClientRequest::ReadResourceRequest(read) => ("resources/read", read.params.uri.clone()),
-        _ => ("", String::new()),
-    };
-    RequestKey {
-        method: method.to_owned(),
-        name,
-        identity: identity.map(str::to_owned),
-    }
-}
-
 /// The id of the session serving the stateless requests of `identity` with `profile`: the same on every replica,
 /// so that what is shared per session (the rate limiter's window, the reminder's chain)
 /// is shared by them, and telling nothing of the credentials.
@@ -613,6 +602,17 @@ fn stateless_id(identity: Option<&str>, profile: Option<&str>) -> String {
         .map(|byte| format!("{byte:02x}"))
         .collect();
     format!("stateless-{hex}")
+}
+
+/// The error for an upstream's answer of a kind the request does not have.
+fn unexpected(got: &ServerResult) -> ErrorData {
+    ErrorData::internal_error(
+        format!("unexpected upstream response: {got:?}")
+            .chars()
+            .take(200)
+            .collect::<String>(),
+        None,
+    )
 }
 
 fn joined(

@@ -7,16 +7,15 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientCapabilities, ClientRequest, CreateTaskResult, DetailedTask, InputResponses, JsonObject,
-    ServerResult, Task, TaskPayload, TaskStatus,
+    CallToolRequestParams, ClientCapabilities, CreateTaskResult, DetailedTask, InputResponses,
+    JsonObject, ServerResult, Task, TaskPayload, TaskStatus,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::methods::unexpected;
 use super::parked::ParkedCall;
 use super::revision::Revision;
-use super::{ClientSession, joined};
+use super::{ClientSession, joined, unexpected};
 use crate::code::tool::RUN_CODE;
 use crate::gateway::Gateway;
 use crate::pipeline::{Origin, Target, error};
@@ -37,27 +36,23 @@ pub(super) struct BecomesTask {
 }
 
 impl ClientSession {
-    /// Whether `request` is a call that becomes a task of the gateway's: a `tools/call`
-    /// of a client that declared the tasks extension, to `run_code` or to a tool of a
+    /// Whether a `tools/call` (`call`) becomes a task of the gateway's: a call of a client that declared the tasks extension, to `run_code` or to a tool of a
     /// server of 2025-11-25 (which has no tasks of its own; a server of 2026-07-28
     /// decides for itself), unless the tool's `execution.taskSupport` forbids it. A tool
     /// that requires it runs as a task at once, and is refused to a client without the
     /// extension (-32021).
     pub(super) fn may_become_task(
         &self,
-        request: &ClientRequest,
+        call: &CallToolRequestParams,
         revision: &Revision,
     ) -> Result<Option<BecomesTask>, ErrorData> {
-        let ClientRequest::CallToolRequest(call) = request else {
-            return Ok(None);
-        };
         if !revision.is_stateless() {
             return Ok(None);
         }
         let declared = revision
             .client()
             .is_some_and(|client| client.capabilities.supports_tasks());
-        let name = call.params.name.as_ref();
+        let name = call.name.as_ref();
         let support = match self.gateway.resolve(&self.session, name, &Origin::Client) {
             Some(Target::Builtin(_)) if name == RUN_CODE => None,
             Some(Target::Federated(tool)) => {
@@ -84,7 +79,7 @@ impl ClientSession {
             (_, false) => Ok(None),
             (support, true) => Ok(Some(BecomesTask {
                 tool: name.to_owned(),
-                arguments: call.params.arguments.clone(),
+                arguments: call.arguments.clone(),
                 at_once: support == Some(TaskSupport::Required),
             })),
         }

@@ -17,8 +17,8 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientConfig, ClientRequest, ErrorCode, Implementation, InitializeRequestParams,
-    ProtocolVersion, RequestMetaObject, ServerResult,
+    ClientConfig, ErrorCode, Implementation, InitializeRequestParams, ProtocolVersion,
+    RequestMetaObject, ServerResult,
 };
 use rmcp::{ErrorData, model::ClientCapabilities};
 
@@ -33,59 +33,15 @@ pub enum Revision {
     Stateless(Arc<ClientConfig>),
 }
 
-/// Which revisions serve a method: the one table of which method belongs where.
+/// Which method a request asks, as far as its revision depends on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Serves {
-    /// Before the client's `initialize`.
-    handshake: bool,
-    /// In the session `initialize` opened (2025-11-25 and earlier).
-    session: bool,
-    /// On a request with its own context (2026-07-28 and later).
-    stateless: bool,
-}
-
-impl Serves {
-    const NONE: Serves = Serves::of(false, false, false);
-    const EVERY: Serves = Serves::of(true, true, true);
-    /// The lifecycle of 2025: the handshake and the session it opens.
-    const LIFECYCLE: Serves = Serves::of(true, true, false);
-    const SESSION: Serves = Serves::of(false, true, false);
-    const STATELESS: Serves = Serves::of(false, false, true);
-    /// A client's work, in either revision, once it may work.
-    const WORK: Serves = Serves::of(false, true, true);
-
-    const fn of(handshake: bool, session: bool, stateless: bool) -> Serves {
-        Serves {
-            handshake,
-            session,
-            stateless,
-        }
-    }
-
-    fn method(request: &ClientRequest) -> Serves {
-        match request {
-            ClientRequest::DiscoverRequest(_) => Serves::EVERY,
-            ClientRequest::InitializeRequest(_) | ClientRequest::PingRequest(_) => {
-                Serves::LIFECYCLE
-            }
-            ClientRequest::SetLevelRequest(_)
-            | ClientRequest::SubscribeRequest(_)
-            | ClientRequest::UnsubscribeRequest(_) => Serves::SESSION,
-            ClientRequest::SubscriptionsListenRequest(_)
-            | ClientRequest::GetTaskRequest(_)
-            | ClientRequest::UpdateTaskRequest(_)
-            | ClientRequest::CancelTaskRequest(_) => Serves::STATELESS,
-            ClientRequest::ListToolsRequest(_)
-            | ClientRequest::CallToolRequest(_)
-            | ClientRequest::ListPromptsRequest(_)
-            | ClientRequest::GetPromptRequest(_)
-            | ClientRequest::ListResourcesRequest(_)
-            | ClientRequest::ListResourceTemplatesRequest(_)
-            | ClientRequest::ReadResourceRequest(_)
-            | ClientRequest::CompleteRequest(_) => Serves::WORK,
-            _ => Serves::NONE,
-        }
-    }
+pub enum Asked {
+    /// `initialize`: the handshake, whatever its `_meta` says.
+    Initialize,
+    /// `server/discover`: only with its own context, whatever the session.
+    Discover,
+    /// Any other method, known or not.
+    Other,
 }
 
 /// Every version the gateway speaks, newest last.
@@ -94,15 +50,16 @@ pub fn supported() -> &'static [ProtocolVersion] {
 }
 
 impl Revision {
-    /// The revision of `request`, whose `_meta` is `meta`, in a session whose client
-    /// initialized as `session` (if it did). An error when the request's context is
-    /// unusable: a version the gateway does not speak, or required context missing.
+    /// The revision of a request that asks `asked`, whose `_meta` is `meta`, in a session
+    /// whose client initialized as `session` (if it did). An error when the request's
+    /// context is unusable: a version the gateway does not speak, or required context
+    /// missing.
     pub fn of(
-        request: &ClientRequest,
+        asked: Asked,
         meta: &RequestMetaObject,
         session: Option<&Arc<ClientConfig>>,
     ) -> Result<Revision, ErrorData> {
-        let is_discover = matches!(request, ClientRequest::DiscoverRequest(_));
+        let is_discover = asked == Asked::Discover;
         let Some(version) = meta.protocol_version() else {
             if is_discover {
                 return Err(missing_context(meta));
@@ -112,7 +69,7 @@ impl Revision {
                 None => Revision::Handshake,
             });
         };
-        if matches!(request, ClientRequest::InitializeRequest(_)) {
+        if asked == Asked::Initialize {
             return Ok(Revision::Handshake);
         }
         if !supported().contains(&version) {
@@ -140,30 +97,6 @@ impl Revision {
         let mut client = InitializeRequestParams::new(capabilities, client_info);
         client.protocol_version = version;
         Ok(Revision::Stateless(Arc::new(client)))
-    }
-
-    /// Whether this revision serves `request`'s method ([`Serves`]): a method of the
-    /// session sent before `initialize` is told to initialize first; any other method the
-    /// revision lacks is not found.
-    pub fn admits(&self, request: &ClientRequest) -> Result<(), ErrorData> {
-        let serves = Serves::method(request);
-        let admitted = match self {
-            Revision::Handshake => serves.handshake,
-            Revision::Session(_) => serves.session,
-            Revision::Stateless(_) => serves.stateless,
-        };
-        match self {
-            _ if admitted => Ok(()),
-            Revision::Handshake if serves.session => Err(ErrorData::invalid_request(
-                format!(
-                    "`{}` before initialize: send initialize first, or give the request its \
-                     own context in _meta (protocol 2026-07-28)",
-                    request.method()
-                ),
-                None,
-            )),
-            _ => Err(method_not_found(request)),
-        }
     }
 
     /// What the client declared, once it has: at `initialize`, or in this request.
@@ -238,15 +171,6 @@ pub fn negotiate(requested: &ProtocolVersion) -> ProtocolVersion {
         .unwrap_or(ProtocolVersion::V_2025_11_25)
 }
 
-/// The error for a method the gateway does not serve.
-pub fn method_not_found(request: &ClientRequest) -> ErrorData {
-    ErrorData::new(
-        ErrorCode::METHOD_NOT_FOUND,
-        format!("method not found: {}", request.method()),
-        None,
-    )
-}
-
 fn missing_context(meta: &RequestMetaObject) -> ErrorData {
     let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
     ErrorData::invalid_params(
@@ -260,8 +184,6 @@ fn missing_context(meta: &RequestMetaObject) -> ErrorData {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::{ListToolsRequest, PingRequest};
-
     use super::*;
 
     fn stateless_meta(version: &str) -> RequestMetaObject {
@@ -271,28 +193,23 @@ mod tests {
         meta
     }
 
-    fn list_tools() -> ClientRequest {
-        ClientRequest::ListToolsRequest(ListToolsRequest::default())
-    }
-
     #[test]
     fn a_request_with_its_own_context_is_stateless_whatever_the_session() {
         let meta = stateless_meta("2026-07-28");
-        let revision = Revision::of(&list_tools(), &meta, None).unwrap();
+        let revision = Revision::of(Asked::Other, &meta, None).unwrap();
         assert!(revision.is_stateless());
     }
 
     #[test]
     fn a_request_without_context_belongs_to_the_session_or_the_handshake() {
         let meta = RequestMetaObject::new();
-        let ping = ClientRequest::PingRequest(PingRequest::default());
         assert!(matches!(
-            Revision::of(&ping, &meta, None),
+            Revision::of(Asked::Other, &meta, None),
             Ok(Revision::Handshake)
         ));
         let client = Arc::new(ClientConfig::default());
         assert!(matches!(
-            Revision::of(&list_tools(), &meta, Some(&client)),
+            Revision::of(Asked::Other, &meta, Some(&client)),
             Ok(Revision::Session(_))
         ));
     }
@@ -300,58 +217,12 @@ mod tests {
     #[test]
     fn an_unknown_version_or_missing_context_is_refused() {
         let unknown = stateless_meta("2099-01-01");
-        let error = Revision::of(&list_tools(), &unknown, None).unwrap_err();
+        let error = Revision::of(Asked::Other, &unknown, None).unwrap_err();
         assert_eq!(error.code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION);
         let mut partial = RequestMetaObject::new();
         partial.set_protocol_version(ProtocolVersion::V_2026_07_28);
-        let error = Revision::of(&list_tools(), &partial, None).unwrap_err();
+        let error = Revision::of(Asked::Other, &partial, None).unwrap_err();
         assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
-    }
-
-    #[test]
-    #[allow(deprecated, reason = "logging/setLevel is a method of 2025 sessions")]
-    fn each_revision_admits_only_its_own_methods() {
-        use rmcp::model::{
-            InitializeRequest, SetLevelRequest, SetLevelRequestParams, SubscriptionFilter,
-            SubscriptionsListenRequest, SubscriptionsListenRequestParams,
-        };
-        let client = Arc::new(ClientConfig::default());
-        let (handshake, session, stateless) = (
-            Revision::Handshake,
-            Revision::Session(client.clone()),
-            Revision::Stateless(client),
-        );
-        let initialize = ClientRequest::InitializeRequest(InitializeRequest::new(
-            InitializeRequestParams::default(),
-        ));
-        let set_level = ClientRequest::SetLevelRequest(SetLevelRequest::new(
-            SetLevelRequestParams::new(rmcp::model::LoggingLevel::Info),
-        ));
-        let listen = ClientRequest::SubscriptionsListenRequest(SubscriptionsListenRequest::new(
-            SubscriptionsListenRequestParams::new(SubscriptionFilter::new()),
-        ));
-        let code = |revision: &Revision, request: &ClientRequest| {
-            revision.admits(request).err().map(|error| error.code)
-        };
-        assert_eq!(code(&handshake, &initialize), None);
-        assert_eq!(
-            code(&stateless, &initialize),
-            Some(ErrorCode::METHOD_NOT_FOUND)
-        );
-        assert_eq!(
-            code(&handshake, &list_tools()),
-            Some(ErrorCode::INVALID_REQUEST),
-            "work before initialize is told to initialize"
-        );
-        assert_eq!(code(&session, &list_tools()), None);
-        assert_eq!(code(&stateless, &list_tools()), None);
-        assert_eq!(code(&session, &set_level), None);
-        assert_eq!(
-            code(&stateless, &set_level),
-            Some(ErrorCode::METHOD_NOT_FOUND)
-        );
-        assert_eq!(code(&stateless, &listen), None);
-        assert_eq!(code(&session, &listen), Some(ErrorCode::METHOD_NOT_FOUND));
     }
 
     #[test]

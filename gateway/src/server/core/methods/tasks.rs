@@ -1,6 +1,6 @@
 //! The task methods of 2026-07-28 (`tasks/get`, `tasks/update`, `tasks/cancel`, see
 //! [`crate::tasks`]), and the handle a `tools/call` answers with when it became an
-//! upstream's task (the gateway's own: [`super::own_tasks`]).
+//! upstream's task (the gateway's own: [`own_tasks`](crate::server::core::own_tasks)).
 //!
 //! Every task request goes the same way: the client must have declared the tasks
 //! extension on it (`-32021` otherwise); the task must exist and belong to the request's
@@ -19,16 +19,53 @@ use rmcp::model::{
     ServerResult, TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
 
-use super::methods::{Call, unexpected};
-use super::own_tasks::{answer_here, send, state_error};
+use super::{Call, Key, Route, Serves};
 use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Target, ToolError};
+use crate::server::core::own_tasks::{answer_here, send, state_error};
+use crate::server::core::unexpected;
 use crate::server::limits::LimitError;
 use crate::state::TaskKept;
 use crate::tasks::record::Lookup;
 use crate::tasks::running::Message;
 use crate::tasks::{self, TaskError, TaskRecord, TasksConfig, Work, record};
 use crate::upstream;
+
+impl Route for GetTaskRequest {
+    const SERVES: Serves = Serves::STATELESS;
+
+    fn key(&self) -> Option<Key<'_>> {
+        None
+    }
+
+    async fn serve(self, call: Call) -> Result<ServerResult, ErrorData> {
+        call.get_task(self.params).await
+    }
+}
+
+impl Route for UpdateTaskRequest {
+    const SERVES: Serves = Serves::STATELESS;
+
+    fn key(&self) -> Option<Key<'_>> {
+        None
+    }
+
+    async fn serve(self, call: Call) -> Result<ServerResult, ErrorData> {
+        call.update_task(self.params).await
+    }
+}
+
+impl Route for CancelTaskRequest {
+    const SERVES: Serves = Serves::STATELESS;
+
+    fn key(&self) -> Option<Key<'_>> {
+        None
+    }
+
+    async fn serve(self, call: Call) -> Result<ServerResult, ErrorData> {
+        call.cancel_task(self.params).await
+    }
+}
 
 impl Call {
     /// The answer to a call of `tool` with `arguments` that the upstream `server` made a
@@ -96,7 +133,7 @@ impl Call {
         Ok(ServerResult::CreateTaskResult(created))
     }
 
-    pub(super) async fn get_task(&self, params: GetTaskParams) -> Result<ServerResult, ErrorData> {
+    async fn get_task(&self, params: GetTaskParams) -> Result<ServerResult, ErrorData> {
         let id = params.task_id;
         let (record, target) = self.task(&id).await?;
         let task = match record.work {
@@ -188,10 +225,7 @@ impl Call {
         task
     }
 
-    pub(super) async fn update_task(
-        &self,
-        params: UpdateTaskParams,
-    ) -> Result<ServerResult, ErrorData> {
+    async fn update_task(&self, params: UpdateTaskParams) -> Result<ServerResult, ErrorData> {
         let (record, _) = self.task(&params.task_id).await?;
         match record.work {
             Work::Upstream {
@@ -226,10 +260,7 @@ impl Call {
         }
     }
 
-    pub(super) async fn cancel_task(
-        &self,
-        params: CancelTaskParams,
-    ) -> Result<ServerResult, ErrorData> {
+    async fn cancel_task(&self, params: CancelTaskParams) -> Result<ServerResult, ErrorData> {
         let (record, _) = self.task(&params.task_id).await?;
         match record.work {
             Work::Upstream {

@@ -1,0 +1,88 @@
+//! Subscriptions: `resources/subscribe` and `resources/unsubscribe` (2025-11-25 and
+//! earlier) to one resource's updates, passed to the upstream that owns it; and
+//! `subscriptions/listen` (2026-07-28), a stream of the list changes the client asks for
+//! ([`watch`]).
+
+#![allow(
+    deprecated,
+    reason = "resources/subscribe is what pre-2026 clients use"
+)]
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientRequest, ServerResult, SubscribeRequest, SubscribeRequestParams,
+    SubscriptionsListenRequest, UnsubscribeRequest, UnsubscribeRequestParams,
+};
+
+use super::{Call, Key, Route, Serves};
+use crate::server::core::watch;
+
+impl Route for SubscribeRequest {
+    const SERVES: Serves = Serves::SESSION;
+
+    fn key(&self) -> Option<Key<'_>> {
+        None
+    }
+
+    async fn serve(self, call: Call) -> Result<ServerResult, ErrorData> {
+        call.subscribe(self.params).await
+    }
+}
+
+impl Route for UnsubscribeRequest {
+    const SERVES: Serves = Serves::SESSION;
+
+    fn key(&self) -> Option<Key<'_>> {
+        None
+    }
+
+    async fn serve(self, call: Call) -> Result<ServerResult, ErrorData> {
+        call.unsubscribe(self.params).await
+    }
+}
+
+impl Route for SubscriptionsListenRequest {
+    const SERVES: Serves = Serves::STATELESS;
+
+    fn key(&self) -> Option<Key<'_>> {
+        None
+    }
+
+    async fn serve(self, call: Call) -> Result<ServerResult, ErrorData> {
+        let stream = (&call.id, &call.link, &call.cancel);
+        let session = call.pipeline_session().clone();
+        watch::listen(call.gateway(), session, stream, self.params.notifications).await
+    }
+}
+
+impl Call {
+    async fn subscribe(&self, request: SubscribeRequestParams) -> Result<ServerResult, ErrorData> {
+        let (server, original) = self.owner_of(&self.view(), &request.uri)?;
+        let link = self.session.link(self.link.client().clone());
+        self.gateway()
+            .subscriptions
+            .subscribe(&request.uri, self.session.id(), link);
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
+        self.forward(&server, request).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+    ) -> Result<ServerResult, ErrorData> {
+        let (server, original) = self.owner_of(&self.view(), &request.uri)?;
+        if !self
+            .gateway()
+            .subscriptions
+            .unsubscribe(&request.uri, self.session.id())
+        {
+            return Ok(ServerResult::empty(()));
+        }
+        let mut params = request;
+        params.uri = original;
+        let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
+        self.forward(&server, request).await
+    }
+}
