@@ -80,9 +80,10 @@ fn as_sent(mut result: Value, stateless: bool, originals: &[&str]) -> Value {
     result
 }
 
-/// Calls `show`, `show_error` and `show_known` as a client of each revision would through `client`
-/// (which sends a `tools/call` with those params at that revision and returns its
-/// answer), and checks each result is what the server sent.
+/// Calls `show`, `show_error` and `show_known` as a client of each revision would through
+/// `client` (which sends a `tools/call` with those params, in the session a client opened
+/// with `initialize` or stateless at 2026-07-28, and returns its answer), and checks each
+/// result is what the server sent.
 fn every_field_comes_back(client: &mut dyn FnMut(bool, Value) -> Value, label: &str) {
     for stateless in [false, true] {
         for tool in ["show", "show_error", "show_known"] {
@@ -102,9 +103,9 @@ fn every_field_comes_back(client: &mut dyn FnMut(bool, Value) -> Value, label: &
                 sent(tool),
                 "{label}, {tool}, {} client",
                 if stateless {
-                    "2026-07-28"
+                    "stateless 2026-07-28"
                 } else {
-                    "2025-11-25"
+                    "session (initialize)"
                 }
             );
         }
