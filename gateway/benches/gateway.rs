@@ -35,9 +35,10 @@ use mcp_gateway::pipeline::{
 };
 use mcp_gateway::registry::Registry;
 use mcp_gateway::registry::profile::Profiles;
+use mcp_gateway::tool_result::{Block, ToolResult};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
+use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -878,8 +879,8 @@ impl Executor for NoOp {
         _i: &'a Invocation,
         _s: CancellationToken,
         _t: &'a opentelemetry::Context,
-    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
-        Box::pin(async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")])) })
+    ) -> BoxFuture<'a, Result<ToolResult, ToolError>> {
+        Box::pin(async { Ok(ToolResult::success(vec![Block::text("ok")])) })
     }
 }
 
@@ -1010,7 +1011,7 @@ async fn pipeline_federated(dir: &Path, rows: &mut Vec<Row>) {
             let started = Instant::now();
             let result = pipeline.run(&inv).await;
             samples.push(started.elapsed());
-            assert_ne!(result.is_error, Some(true), "{result:?}");
+            assert!(!result.is_error(), "{result:?}");
         }
     }
     rows.push(row(

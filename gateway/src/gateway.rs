@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use rmcp::model::{CallToolResult, JsonObject, ServerCapabilities};
+use rmcp::model::{JsonObject, ServerCapabilities};
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{ConsoleAsks, unix_ms};
@@ -36,6 +36,7 @@ use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
 use crate::state::{self, SharedState};
+use crate::tool_result::ToolResult;
 use crate::upstream::offer::Listed;
 use crate::upstream::{CONNECT_TIMEOUT, Upstream};
 
@@ -380,7 +381,7 @@ impl Gateway {
 
     /// Runs one call through the pipeline in force. During a drain a client's new call is
     /// refused; a run_code program's calls are part of a run already taken and go on.
-    pub async fn call(&self, session: &Arc<CallContext>, request: CallRequest) -> CallToolResult {
+    pub async fn call(&self, session: &Arc<CallContext>, request: CallRequest) -> ToolResult {
         // A program's tool calls belong to a run already in flight: the drain lets them
         // through, or `shutdown_grace_ms` would not cover code mode.
         if request.origin == Origin::Client && self.drain.is_draining() {
@@ -527,7 +528,7 @@ impl ToolHost for Gateway {
         &'a self,
         session: &'a Arc<CallContext>,
         request: CallRequest,
-    ) -> BoxFuture<'a, CallToolResult> {
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(Gateway::call(self, session, request))
     }
 
@@ -557,10 +558,9 @@ impl ToolHost for Gateway {
 }
 
 /// Whether `result` is the gateway's ABORTED or ABORTED_BEFORE_DISPATCH error.
-fn is_aborted(result: &CallToolResult) -> bool {
+fn is_aborted(result: &ToolResult) -> bool {
     let code = result
-        .meta
-        .as_ref()
+        .meta()
         .and_then(|meta| meta.get(crate::pipeline::error::ERROR_META_KEY))
         .and_then(|error| error.get("code"))
         .and_then(|code| code.as_str());

@@ -6,6 +6,8 @@
 //! - [`registry`]: the federated catalog (names, schemas), profiles, and the session view
 //!   (catalog x profile) through which every handler sees it.
 //! - [`pipeline`]: the stages every call goes through, and the error codes.
+//! - [`tool_result`]: a tool's result as its server sent it (JSON, not rmcp's type), which
+//!   the stages read and change only where they must.
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
 //!   metrics, reminder, result cap, session log, the console's activity).
 //! - [`server`]: the downstream MCP server: the session core every message goes through,
@@ -61,5 +63,6 @@ pub mod server;
 pub mod startup_memory;
 pub mod state;
 pub mod tasks;
+pub mod tool_result;
 pub mod ui;
 pub mod upstream;

@@ -11,7 +11,10 @@
 use std::collections::HashSet;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
-use rmcp::model::{ContentBlock, ResourceContents};
+use rmcp::model::ResourceContents;
+use serde_json::Value;
+
+use crate::tool_result::Block;
 
 pub const SCHEME: &str = "mcp-gateway://";
 
@@ -154,13 +157,19 @@ pub fn rewrite_contents(server: &str, contents: &mut ResourceContents) {
 }
 
 /// Rewrites resource links and embedded resources in a tool result from `server`, so a
-/// client can read what the tool pointed at through the gateway.
-pub fn rewrite_links(server: &str, content: &mut [ContentBlock]) {
+/// client can read what the tool pointed at through the gateway. Nothing else of a block
+/// changes.
+pub fn rewrite_links(server: &str, content: &mut [Block]) {
     for block in content {
-        match block {
-            ContentBlock::ResourceLink(link) => link.uri = to_gateway(server, &link.uri),
-            ContentBlock::Resource(embedded) => rewrite_contents(server, &mut embedded.resource),
-            _ => {}
+        let uri = match block.kind() {
+            "resource_link" => block.get_mut("uri"),
+            "resource" => block
+                .get_mut("resource")
+                .and_then(|resource| resource.get_mut("uri")),
+            _ => None,
+        };
+        if let Some(Value::String(uri)) = uri {
+            *uri = to_gateway(server, uri);
         }
     }
 }

@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +31,7 @@ use crate::registry::search::semantic::{Document, Semantic};
 use crate::registry::search::{Hit, Ranking, SearchIndex, SearchIndexes};
 use crate::registry::view::SessionView;
 use crate::registry::{Catalog, Registry};
+use crate::tool_result::{Block, ToolResult};
 
 /// The name of the gateway's own search tool; reserved, never shadowed.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -249,7 +250,7 @@ impl Executor for SearchTool {
         invocation: &'a Invocation,
         _signal: CancellationToken,
         _trace: &'a opentelemetry::Context,
-    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
+    ) -> BoxFuture<'a, Result<ToolResult, ToolError>> {
         Box::pin(async move {
             let query = Query::parse(invocation.arguments.as_ref())?;
             let session = &invocation.session;
@@ -260,7 +261,7 @@ impl Executor for SearchTool {
                 Found::of(session).add(hits.iter().map(|hit| hit.tool.name.as_str()));
                 definitions(&query, &hits)
             };
-            if let Some(Value::Object(structured)) = &mut result.structured_content {
+            if let Some(Value::Object(structured)) = result.structured_content_mut() {
                 structured.insert("ranking".into(), ranking.as_str().into());
             }
             Ok(result)
@@ -339,7 +340,7 @@ fn header(query: &Query, hits: &[Hit], then: &str) -> String {
 }
 
 /// For native clients: the matches' definitions, as `tools/list` gives them.
-fn definitions(query: &Query, hits: &[Hit]) -> CallToolResult {
+fn definitions(query: &Query, hits: &[Hit]) -> ToolResult {
     let tools: Vec<Value> = hits
         .iter()
         .map(|hit| Value::Object((*hit.tool.listed).clone()))
@@ -353,13 +354,11 @@ fn definitions(query: &Query, hits: &[Hit]) -> CallToolResult {
         text.push('\n');
         text.push_str(&tool.to_string());
     }
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(json!({"tools": tools}));
-    result
+    ToolResult::success(vec![Block::text(text)]).with_structured_content(json!({"tools": tools}))
 }
 
 /// For code-mode sessions: the matches' TypeScript declarations.
-fn declarations(query: &Query, hits: &[Hit]) -> CallToolResult {
+fn declarations(query: &Query, hits: &[Hit]) -> ToolResult {
     let specs: Vec<sdkgen::ToolSpec> = hits.iter().map(|hit| hit.tool.sdk_spec()).collect();
     let sdk = sdkgen::generate(&specs, &sdkgen::Options::default());
     let tools: Vec<Value> = hits
@@ -376,9 +375,8 @@ fn declarations(query: &Query, hits: &[Hit]) -> CallToolResult {
         text.push_str(&sdk.declarations);
         text.push_str("```");
     }
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(json!({"tools": tools, "declarations": sdk.declarations}));
-    result
+    ToolResult::success(vec![Block::text(text)])
+        .with_structured_content(json!({"tools": tools, "declarations": sdk.declarations}))
 }
 
 #[cfg(test)]

@@ -271,6 +271,20 @@ impl ListeningServer {
         Self::start(command, address)
     }
 
+    /// `tests/servers/tool_results.py` over streamable HTTP at `http://ADDRESS/mcp`,
+    /// answering its tool calls in a JSON body when `json_body`, else on an SSE stream.
+    pub fn tool_results(json_body: bool) -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(system_python());
+        command
+            .arg(repo().join("tests/servers/tool_results.py"))
+            .args(["--http", &address.port().to_string()]);
+        if json_body {
+            command.arg("--json");
+        }
+        Self::start(command, address)
+    }
+
     fn start(mut command: Command, address: SocketAddr) -> ListeningServer {
         let child = command
             .stdout(Stdio::null())

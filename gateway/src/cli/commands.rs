@@ -137,7 +137,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
             );
             stop(&gateway, shutdown).await;
-            Ok(if result.is_error == Some(true) {
+            Ok(if result.is_error() {
                 ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS
@@ -171,13 +171,11 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                     ),
                 )
                 .await;
-            for block in &result.content {
-                if let Some(text) = block.as_text() {
-                    println!("{}", text.text);
-                }
+            for text in result.texts() {
+                println!("{text}");
             }
             stop(&gateway, shutdown).await;
-            Ok(if result.is_error == Some(true) {
+            Ok(if result.is_error() {
                 ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::BoxFuture;
 use opentelemetry::Context;
-use rmcp::model::{CallToolResult, ContentBlock, MetaObject, Tool, ToolAnnotations};
+use rmcp::model::{MetaObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +31,7 @@ use crate::registry::profile::Profile;
 use crate::registry::search::SearchIndex;
 use crate::registry::view::SessionView;
 use crate::relay::Caller;
+use crate::tool_result::{Block, ToolResult};
 
 /// The name of the gateway's own code tool; reserved, never shadowed.
 pub const RUN_CODE: &str = "run_code";
@@ -72,7 +73,7 @@ pub trait ToolHost: Send + Sync {
         &'a self,
         session: &'a Arc<CallContext>,
         request: CallRequest,
-    ) -> PipelineFuture<'a, CallToolResult>;
+    ) -> PipelineFuture<'a, ToolResult>;
     /// The tool-search index of what `session` may see (its outline stands in for the
     /// SDK in a search catalog).
     fn search_index(&self, session: &CallContext) -> Arc<SearchIndex>;
@@ -229,7 +230,7 @@ impl Executor for RunCodeTool {
         invocation: &'a Invocation,
         signal: CancellationToken,
         trace: &'a Context,
-    ) -> PipelineFuture<'a, Result<CallToolResult, ToolError>> {
+    ) -> PipelineFuture<'a, Result<ToolResult, ToolError>> {
         Box::pin(async move {
             if let Origin::Code { .. } = invocation.origin {
                 return Err(ToolError::new(
@@ -275,7 +276,7 @@ fn input_schema() -> Arc<rmcp::model::JsonObject> {
 
 /// The run's outcome as the caller sees it: `{logs, result?}` and a readable text, or
 /// CODE_RUN_FAILED with its kind (ABORTED when cancelled).
-fn render(outcome: RunOutcome) -> Result<CallToolResult, ToolError> {
+fn render(outcome: RunOutcome) -> Result<ToolResult, ToolError> {
     if let Some(failure) = outcome.failure {
         let kind = failure.kind.as_str();
         let code = if kind == "aborted" {
@@ -314,16 +315,9 @@ fn render(outcome: RunOutcome) -> Result<CallToolResult, ToolError> {
     if let Some(result) = outcome.result {
         structured["result"] = result;
     }
-    let mut content = vec![ContentBlock::text(text)];
-    content.extend(
-        outcome
-            .attachments
-            .into_iter()
-            .filter_map(|image| serde_json::from_value::<ContentBlock>(image).ok()),
-    );
-    let mut result = CallToolResult::success(content);
-    result.structured_content = Some(structured);
-    Ok(result)
+    let mut content = vec![Block::text(text)];
+    content.extend(outcome.attachments.into_iter().filter_map(Block::from_json));
+    Ok(ToolResult::success(content).with_structured_content(structured))
 }
 
 /// A program's tool calls, as nested pipeline invocations in the caller's session.
@@ -357,9 +351,7 @@ impl ToolBridge for PipelineBridge {
                         ErrorCode::InvalidArgs,
                         format!("arguments must be an object, not {other}"),
                     );
-                    return Box::pin(async move {
-                        serde_json::to_value(error.to_result()).unwrap_or_default()
-                    });
+                    return Box::pin(async move { Value::Object(error.to_result().into_json()) });
                 }
             },
             cancel,
@@ -371,7 +363,7 @@ impl ToolBridge for PipelineBridge {
         };
         Box::pin(async move {
             let result = host.call(&session, request).await;
-            serde_json::to_value(result).unwrap_or_default()
+            Value::Object(result.into_json())
         })
     }
 

@@ -1,8 +1,9 @@
 //! The gateway's own failures: stable codes, and the one function that turns them into
 //! MCP results.
 
-use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::json;
+
+use crate::tool_result::{Block, ToolResult};
 
 /// `_meta` key that carries the structured error of a gateway failure.
 pub const ERROR_META_KEY: &str = "mcp-gateway/error";
@@ -106,8 +107,8 @@ impl ToolError {
 
     /// The MCP result for this failure: `isError`, a text `Error [CODE]: message`, and the
     /// structured error under `_meta["mcp-gateway/error"]`.
-    pub fn to_result(&self) -> CallToolResult {
-        let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+    pub fn to_result(&self) -> ToolResult {
+        let mut result = ToolResult::error(vec![Block::text(format!(
             "Error [{}]: {}",
             self.code, self.message
         ))]);
@@ -119,9 +120,7 @@ impl ToolError {
         if let Some(detail) = &self.detail {
             error["detail"] = detail.clone();
         }
-        let mut meta = MetaObject::new();
-        meta.insert(ERROR_META_KEY.into(), error);
-        result.meta = Some(meta);
+        result.meta_mut().insert(ERROR_META_KEY.into(), error);
         result
     }
 }
@@ -130,8 +129,8 @@ impl ToolError {
 /// task settles with (`failed`): the upstream was unreachable, broke the protocol or
 /// answered an error, the call ran out of time or was stopped. Any other failure, like a
 /// tool's own `isError` result, is the task's result (`completed`).
-pub fn work_failure(result: &CallToolResult) -> Option<rmcp::ErrorData> {
-    let error = result.meta.as_ref()?.get(ERROR_META_KEY)?;
+pub fn work_failure(result: &ToolResult) -> Option<rmcp::ErrorData> {
+    let error = result.meta()?.get(ERROR_META_KEY)?;
     let failed_work = [
         ErrorCode::UpstreamUnavailable,
         ErrorCode::UpstreamError,
@@ -154,7 +153,7 @@ const PROTOCOL_ERROR: &str = "jsonrpc";
 
 /// The JSON-RPC error a failed call's `result` must reach the client as, if any (see
 /// [`ToolError::for_the_client`]).
-pub fn protocol_error(result: &CallToolResult) -> Option<rmcp::ErrorData> {
-    let error = result.meta.as_ref()?.get(ERROR_META_KEY)?;
+pub fn protocol_error(result: &ToolResult) -> Option<rmcp::ErrorData> {
+    let error = result.meta()?.get(ERROR_META_KEY)?;
     serde_json::from_value(error.get("detail")?.get(PROTOCOL_ERROR)?.clone()).ok()
 }

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use rmcp::model::CallToolResult;
 use tokio_util::sync::CancellationToken;
 
 use super::invocation::{Executor, Invocation, Target};
@@ -13,6 +12,7 @@ use super::{ErrorCode, ToolError, upstream_failure, validate};
 use crate::registry::Registry;
 use crate::registry::tool::FederatedTool;
 use crate::resource_uri;
+use crate::tool_result::ToolResult;
 use crate::upstream::UpstreamError;
 
 /// Calls federated tools on their upstreams.
@@ -33,13 +33,13 @@ impl FederatedExecutor {
 pub fn finish(
     tool: &FederatedTool,
     rewrite_uris: bool,
-    mut result: CallToolResult,
-) -> Result<CallToolResult, ToolError> {
+    mut result: ToolResult,
+) -> Result<ToolResult, ToolError> {
     if rewrite_uris {
-        resource_uri::rewrite_links(&tool.server, &mut result.content);
+        resource_uri::rewrite_links(&tool.server, result.content_mut());
     }
-    if result.is_error != Some(true) {
-        validate::output(tool, result.structured_content.as_ref())?;
+    if !result.is_error() {
+        validate::output(tool, result.structured_content())?;
     }
     Ok(result)
 }
@@ -50,7 +50,7 @@ impl Executor for FederatedExecutor {
         invocation: &'a Invocation,
         signal: CancellationToken,
         trace: &'a opentelemetry::Context,
-    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
+    ) -> BoxFuture<'a, Result<ToolResult, ToolError>> {
         Box::pin(async move {
             let Some(Target::Federated(tool)) = &invocation.target else {
                 return Err(ToolError::new(

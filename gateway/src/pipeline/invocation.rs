@@ -3,7 +3,7 @@
 use std::sync::{Arc, LazyLock, Mutex};
 
 use opentelemetry::Context;
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -14,7 +14,7 @@ use crate::observe::session_log::SessionLog;
 use crate::registry::FederatedTool;
 use crate::registry::profile::Profile;
 use crate::relay::Caller;
-use rmcp::model::{CallToolResult, Tool};
+use crate::tool_result::ToolResult;
 
 /// One downstream session (one "agent" in the spec): its profile and its log. What
 /// policies count per session (the reminder's chain, the rate limiter's window) is kept
@@ -71,7 +71,7 @@ pub trait Executor: Send + Sync {
         invocation: &'a Invocation,
         signal: CancellationToken,
         trace: &'a Context,
-    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>>;
+    ) -> BoxFuture<'a, Result<ToolResult, ToolError>>;
 }
 
 /// A tool the gateway implements itself (run_code): an executor with a definition of

@@ -31,7 +31,6 @@ use std::sync::Arc;
 
 use opentelemetry::trace::SpanKind;
 use opentelemetry::{Context, KeyValue};
-use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +39,7 @@ use crate::observe::telemetry::{self, Tracer, attribute};
 use crate::registry::Registry;
 use crate::registry::pins::Hold;
 use crate::registry::view::SessionView;
+use crate::tool_result::{Block, ToolResult};
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
 use federated::FederatedExecutor;
@@ -150,7 +150,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Runs one call end to end and returns what the caller sees.
-    pub async fn run(&self, invocation: &Invocation) -> CallToolResult {
+    pub async fn run(&self, invocation: &Invocation) -> ToolResult {
         let call = self.call_span(invocation);
         for observer in &self.stages.observers {
             observer.call_started(invocation);
@@ -454,12 +454,12 @@ impl Pipeline {
                 PostDecision::Pass => {}
                 PostDecision::ReplaceContent(content) => {
                     if let Ok(result) = &mut outcome.result {
-                        result.content = content;
+                        *result.content_mut() = content;
                     }
                 }
                 PostDecision::ReplaceValue(value) => {
                     if let Ok(result) = &mut outcome.result {
-                        result.structured_content = Some(value);
+                        result.set_structured_content(value);
                     }
                 }
                 PostDecision::Block { reason } => {
@@ -472,31 +472,27 @@ impl Pipeline {
 
     /// Normalizes the outcome into the caller's result: failures rendered, finalizers run
     /// once over the content, then contexts appended after it with their provenance.
-    fn finalize(&self, outcome: ToolOutcome) -> (CallToolResult, Option<ToolError>) {
+    fn finalize(&self, outcome: ToolOutcome) -> (ToolResult, Option<ToolError>) {
         let (mut result, error) = match outcome.result {
             Ok(result) => (result, None),
             Err(error) => (error.to_result(), Some(error)),
         };
         for finalize in &self.stages.finalize {
-            finalize.finalize(&mut result.content);
+            finalize.finalize(result.content_mut());
         }
         if !outcome.contexts.is_empty() {
-            let first = result.content.len();
+            let first = result.content().len();
             let provenance: Vec<_> = outcome
                 .contexts
                 .iter()
                 .enumerate()
                 .map(|(i, c)| json!({"contentIndex": first + i, "source": c.source}))
                 .collect();
-            result.content.extend(
-                outcome
-                    .contexts
-                    .into_iter()
-                    .map(|c| ContentBlock::text(c.text)),
-            );
             result
-                .meta
-                .get_or_insert_default()
+                .content_mut()
+                .extend(outcome.contexts.into_iter().map(|c| Block::text(c.text)));
+            result
+                .meta_mut()
                 .insert(CONTEXTS_META_KEY.into(), json!(provenance));
         }
         (result, error)

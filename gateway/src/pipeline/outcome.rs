@@ -4,10 +4,10 @@
 
 use std::pin::Pin;
 
-use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
 use super::error::ToolError;
+use crate::tool_result::{Block, ToolResult};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -29,7 +29,7 @@ pub struct AdditionalContext {
 #[derive(Debug, Clone)]
 pub struct ToolOutcome {
     /// The upstream's result (which may itself be `isError`), or the gateway's failure.
-    pub result: Result<CallToolResult, ToolError>,
+    pub result: Result<ToolResult, ToolError>,
     pub contexts: Vec<AdditionalContext>,
 }
 
@@ -43,8 +43,8 @@ impl ToolOutcome {
     }
 }
 
-impl From<Result<CallToolResult, ToolError>> for ToolOutcome {
-    fn from(result: Result<CallToolResult, ToolError>) -> Self {
+impl From<Result<ToolResult, ToolError>> for ToolOutcome {
+    fn from(result: Result<ToolResult, ToolError>) -> Self {
         Self {
             result,
             contexts: Vec::new(),
@@ -71,7 +71,7 @@ pub enum GateDecision {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PostDecision {
     Pass,
-    ReplaceContent(Vec<ContentBlock>),
+    ReplaceContent(Vec<Block>),
     ReplaceValue(Value),
     Block { reason: String },
     Attach(Vec<AdditionalContext>),

@@ -3,7 +3,6 @@
 //! Built-in policies (`crate::policies`) implement these; a library user can register
 //! their own with [`super::PipelineBuilder`].
 
-use rmcp::model::{CallToolResult, ContentBlock};
 use tokio_util::sync::CancellationToken;
 
 use super::Next;
@@ -11,6 +10,7 @@ use super::error::ToolError;
 use super::invocation::Invocation;
 use super::outcome::{BoxFuture, GateDecision, PostDecision, ToolOutcome};
 use super::trace::Step;
+use crate::tool_result::{Block, ToolResult};
 
 /// tools/pre-execute: a waterfall of gates; the first decision other than `Pass` wins.
 pub trait Gate: Send + Sync {
@@ -62,7 +62,7 @@ pub type Prepared = Option<Box<dyn std::any::Any + Send>>;
 /// finalizeContent: runs exactly once per result, failures included; synchronous and
 /// total; may only replace content.
 pub trait Finalize: Send + Sync {
-    fn finalize(&self, content: &mut Vec<ContentBlock>);
+    fn finalize(&self, content: &mut Vec<Block>);
 }
 
 /// tools/result: sees the final result, cannot change it. Also told when a call starts,
@@ -71,5 +71,5 @@ pub trait ResultObserver: Send + Sync {
     fn call_started(&self, _invocation: &Invocation) {}
     fn step(&self, _invocation: &Invocation, _step: &Step<'_>) {}
     /// `error` is the gateway's own failure, if the call failed here.
-    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult);
+    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &ToolResult);
 }

@@ -26,6 +26,7 @@ use super::{
 use crate::config::{AskFallback, Config};
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
+use crate::tool_result::{Block, ToolResult};
 
 /// What the pipeline core needs: a call that would ask is denied, and nothing is traced.
 pub fn settings() -> PipelineSettings {
@@ -87,26 +88,23 @@ pub async fn settled<T>(what: impl Future<Output = T>) -> T {
 /// checking the documented shape (`isError`, the text `Error [CODE]: message`, and
 /// `_meta["mcp-gateway/error"]` with code, name and message). `None` for a result that
 /// is no failure of the gateway's.
-pub fn failure(result: &CallToolResult) -> Option<(String, String)> {
-    let error = result.meta.as_ref()?.get(ERROR_META_KEY)?;
+pub fn failure(result: &ToolResult) -> Option<(String, String)> {
+    let error = result.meta()?.get(ERROR_META_KEY)?;
     let code = error["code"].as_str().expect("a code").to_owned();
     let message = error["message"].as_str().expect("a message").to_owned();
-    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(result.is_error(), "{result:?}");
     assert!(
         error["name"]
             .as_str()
             .is_some_and(|name| name.ends_with("Error"))
     );
-    let text = result.content.first().and_then(|c| c.as_text());
-    assert_eq!(
-        text.map(|t| t.text.as_str()),
-        Some(format!("Error [{code}]: {message}").as_str())
-    );
+    let text = result.content().first().and_then(|c| c.as_text());
+    assert_eq!(text, Some(format!("Error [{code}]: {message}").as_str()));
     Some((code, message))
 }
 
 /// The code of the gateway's failure in `result` (see [`failure`]).
-pub fn failure_code(result: &CallToolResult) -> Option<String> {
+pub fn failure_code(result: &ToolResult) -> Option<String> {
     failure(result).map(|(code, _)| code)
 }
 
@@ -128,7 +126,7 @@ impl ResultObserver for Dispatches {
         }
     }
 
-    fn result(&self, _: &Invocation, _: Option<&ToolError>, _: &CallToolResult) {}
+    fn result(&self, _: &Invocation, _: Option<&ToolError>, _: &ToolResult) {}
 }
 
 /// A built-in tool that answers "ok" and counts its calls.
@@ -153,9 +151,9 @@ impl Executor for Counted {
         _invocation: &'a Invocation,
         _signal: CancellationToken,
         _trace: &'a opentelemetry::Context,
-    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
+    ) -> BoxFuture<'a, Result<ToolResult, ToolError>> {
         *self.0.lock().unwrap() += 1;
-        Box::pin(async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")])) })
+        Box::pin(async { Ok(ToolResult::success(vec![Block::text("ok")])) })
     }
 }
 

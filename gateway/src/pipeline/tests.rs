@@ -114,7 +114,7 @@ impl PostExecute for Stage {
 }
 
 impl Finalize for Stage {
-    fn finalize(&self, _content: &mut Vec<ContentBlock>) {
+    fn finalize(&self, _content: &mut Vec<Block>) {
         self.write("finalize");
     }
 }
@@ -136,7 +136,7 @@ impl ResultObserver for Stage {
         self.write(&format!("observed {stage}"));
     }
 
-    fn result(&self, _: &Invocation, _: Option<&ToolError>, _: &CallToolResult) {
+    fn result(&self, _: &Invocation, _: Option<&ToolError>, _: &ToolResult) {
         self.write("result");
     }
 }
@@ -145,7 +145,7 @@ impl ResultObserver for Stage {
 /// `started`, it first says it started and waits for its signal to be cancelled.
 struct Journaled {
     journal: Journal,
-    answer: Result<CallToolResult, ToolError>,
+    answer: Result<ToolResult, ToolError>,
     started: Option<Arc<Notify>>,
 }
 
@@ -165,7 +165,7 @@ impl Executor for Journaled {
         _: &'a Invocation,
         signal: CancellationToken,
         _: &'a Context,
-    ) -> BoxFuture<'a, Result<CallToolResult, ToolError>> {
+    ) -> BoxFuture<'a, Result<ToolResult, ToolError>> {
         Box::pin(async move {
             self.journal.write("dispatch".into());
             if let Some(started) = &self.started {
@@ -178,8 +178,8 @@ impl Executor for Journaled {
     }
 }
 
-fn done() -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text("done")])
+fn done() -> ToolResult {
+    ToolResult::success(vec![Block::text("done")])
 }
 
 /// The journaled tool answering "done".
@@ -191,9 +191,8 @@ fn tool(journal: &Journal) -> Target {
     }))
 }
 
-fn texts(result: &CallToolResult) -> Vec<&str> {
-    let texts = result.content.iter().filter_map(|c| c.as_text());
-    texts.map(|t| t.text.as_str()).collect()
+fn texts(result: &ToolResult) -> Vec<&str> {
+    result.texts().collect()
 }
 
 async fn build(builder: PipelineBuilder) -> Pipeline {
@@ -285,10 +284,8 @@ async fn a_denied_call_is_never_dispatched() {
 #[tokio::test]
 async fn a_guard_refusal_stands() {
     let journal = Journal::default();
-    let a =
-        Stage::new("a", &journal).posting(PostDecision::ReplaceContent(vec![ContentBlock::text(
-            "all fine",
-        )]));
+    let a = Stage::new("a", &journal)
+        .posting(PostDecision::ReplaceContent(vec![Block::text("all fine")]));
     let pipeline = build(
         PipelineBuilder::default()
             .gate(Stage::new("gate", &journal).deciding(GateDecision::Allow))
@@ -447,7 +444,7 @@ async fn attached_contexts_follow_the_content_with_their_provenance() {
         let result = pipeline.run(&call(&session("s"), tool(&journal))).await;
 
         assert_eq!(texts(&result), [first, "remember this"]);
-        let provenance = &result.meta.as_ref().unwrap()[CONTEXTS_META_KEY];
+        let provenance = &result.meta().unwrap()[CONTEXTS_META_KEY];
         assert_eq!(
             provenance,
             &json!([{"contentIndex": 1, "source": {"kind": "plugin", "plugin": "test"}}])

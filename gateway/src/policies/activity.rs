@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use rmcp::model::CallToolResult;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
@@ -22,6 +21,7 @@ use crate::pipeline::sessions::CallCount;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
 use crate::redact;
+use crate::tool_result::ToolResult;
 
 /// Finished calls kept in memory.
 pub const KEPT_CALLS: usize = 1000;
@@ -180,7 +180,7 @@ impl ResultObserver for Activity {
         let _ = serde_json::to_writer(&mut *steps, step);
     }
 
-    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult) {
+    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &ToolResult) {
         let Some(InFlight {
             mut record,
             mut steps,
@@ -193,8 +193,8 @@ impl ResultObserver for Activity {
         record.steps = String::from_utf8(steps).unwrap_or_else(|_| "[]".into());
         record.duration_ms = invocation.started.elapsed().as_secs_f64() * 1000.0;
         record.result_bytes =
-            json_len(&result.content) + result.structured_content.as_ref().map_or(0, json_len);
-        record.is_error = result.is_error == Some(true);
+            json_len(result.content()) + result.structured_content().map_or(0, json_len);
+        record.is_error = result.is_error();
         record.error_code = error.map(|e| e.code.as_str());
         record.error_message = error.map(|e| e.message.clone());
         record.result_preview = preview(result);
@@ -237,16 +237,16 @@ fn kept_arguments(invocation: &Invocation) -> Box<RawValue> {
 }
 
 /// The result's text content (and structured value), cut to a preview.
-fn preview(result: &CallToolResult) -> String {
+fn preview(result: &ToolResult) -> String {
     let mut preview = Preview::new(RESULT_PREVIEW_CHARS);
-    for block in &result.content {
+    for block in result.content() {
         match block.as_text() {
-            Some(t) => preview.push(&t.text),
+            Some(text) => preview.push(text),
             None => preview.push_json(block),
         }
         preview.push("\n");
     }
-    if let Some(value) = &result.structured_content {
+    if let Some(value) = result.structured_content() {
         preview.push_json(value);
     }
     preview.finish()
@@ -315,7 +315,7 @@ impl std::io::Write for Preview {
 }
 
 /// The length of `value` as JSON, without building the string.
-fn json_len(value: &impl Serialize) -> usize {
+fn json_len<T: Serialize + ?Sized>(value: &T) -> usize {
     struct Counter(usize);
     impl std::io::Write for Counter {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -337,7 +337,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::ContentBlock;
     use serde_json::{Value, json};
     use tokio_util::sync::CancellationToken;
 
@@ -345,6 +344,7 @@ mod tests {
     use crate::config::Config;
     use crate::pipeline::{CallContext, ErrorCode, GateDecision};
     use crate::registry::profile::Profiles;
+    use crate::tool_result::Block;
 
     fn invocation(session: &Arc<CallContext>, tool: &str) -> Invocation {
         Invocation {
@@ -371,11 +371,7 @@ mod tests {
         let first = invocation(&session, "mcp__kv__get");
         activity.call_started(&first);
         activity.step(&first, &Step::Gate(&GateDecision::Allow));
-        activity.result(
-            &first,
-            None,
-            &CallToolResult::success(vec![ContentBlock::text("v")]),
-        );
+        activity.result(&first, None, &ToolResult::success(vec![Block::text("v")]));
 
         let second = invocation(&session, "mcp__kv__delete");
         activity.call_started(&second);
@@ -426,30 +422,26 @@ mod tests {
     #[test]
     fn a_preview_is_cut_at_its_length_whatever_comes_after() {
         let long = "é".repeat(RESULT_PREVIEW_CHARS + 10);
-        let mut result = CallToolResult::success(vec![
-            ContentBlock::text(long.clone()),
-            ContentBlock::text("never shown"),
-        ]);
-        result.structured_content = Some(json!({"never": "shown"}));
+        let result =
+            ToolResult::success(vec![Block::text(long.clone()), Block::text("never shown")])
+                .with_structured_content(json!({"never": "shown"}));
         let cut = preview(&result);
         assert_eq!(cut, format!("{} …", &long[..2 * RESULT_PREVIEW_CHARS]));
 
-        let mut short = CallToolResult::success(vec![
-            ContentBlock::text("a"),
-            ContentBlock::image("aGk=", "image/png"),
-        ]);
-        short.structured_content = Some(json!({"n": 1}));
+        let image = json!({"type": "image", "data": "aGk=", "mimeType": "image/png"});
+        let short = ToolResult::success(vec![Block::text("a"), Block::from_json(image).unwrap()])
+            .with_structured_content(json!({"n": 1}));
         assert_eq!(
             preview(&short),
             format!(
                 "a\n{}\n{{\"n\":1}}",
-                serde_json::to_string(&short.content[1]).unwrap()
+                serde_json::to_string(&short.content()[1]).unwrap()
             )
         );
 
-        let mut at_the_edge = CallToolResult::success(vec![ContentBlock::text("x")]);
         let fits = "y".repeat(RESULT_PREVIEW_CHARS - 2);
-        at_the_edge.structured_content = Some(json!(fits));
+        let at_the_edge =
+            ToolResult::success(vec![Block::text("x")]).with_structured_content(json!(fits));
         let edge = preview(&at_the_edge);
         assert_eq!(
             edge.chars().count(),

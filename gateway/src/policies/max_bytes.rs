@@ -1,9 +1,9 @@
 //! A finalizer that keeps results within `[gateway] max_result_bytes`: content past the
-//! budget is cut, and a marker says how much was left out.
-
-use rmcp::model::ContentBlock;
+//! budget is cut, and a marker says how much was left out. A block of a type the gateway
+//! does not know weighs its JSON, and is kept whole or left out, never cut.
 
 use crate::pipeline::Finalize;
+use crate::tool_result::Block;
 
 pub struct MaxResultBytes {
     max: usize,
@@ -15,45 +15,35 @@ impl MaxResultBytes {
     }
 }
 
-/// Bytes a content block takes in the result (text or base64 payload).
-fn size(block: &ContentBlock) -> usize {
-    match block {
-        ContentBlock::Text(text) => text.text.len(),
-        ContentBlock::Image(image) => image.data.len(),
-        ContentBlock::Audio(audio) => audio.data.len(),
-        other => serde_json::to_string(other).map_or(0, |s| s.len()),
-    }
-}
-
 impl Finalize for MaxResultBytes {
-    fn finalize(&self, content: &mut Vec<ContentBlock>) {
-        let total: usize = content.iter().map(size).sum();
+    fn finalize(&self, content: &mut Vec<Block>) {
+        let total: usize = content.iter().map(Block::size).sum();
         if total <= self.max {
             return;
         }
         let mut budget = self.max;
         let mut kept = Vec::with_capacity(content.len() + 1);
         for mut block in content.drain(..) {
-            let block_size = size(&block);
+            let block_size = block.size();
             if block_size <= budget {
                 budget -= block_size;
                 kept.push(block);
                 continue;
             }
-            if let ContentBlock::Text(text) = &mut block
+            if let Some(text) = block.text_mut()
                 && budget > 0
             {
                 let mut cut = budget;
-                while !text.text.is_char_boundary(cut) {
+                while !text.is_char_boundary(cut) {
                     cut -= 1;
                 }
-                text.text.truncate(cut);
+                text.truncate(cut);
                 kept.push(block);
             }
             budget = 0;
         }
-        let shown: usize = kept.iter().map(size).sum();
-        kept.push(ContentBlock::text(format!(
+        let shown: usize = kept.iter().map(Block::size).sum();
+        kept.push(Block::text(format!(
             "[mcp-gateway: result cut to {shown} of {total} bytes (max_result_bytes = {})]",
             self.max
         )));
@@ -63,23 +53,41 @@ impl Finalize for MaxResultBytes {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
     fn long_text_is_cut_with_a_marker() {
-        let mut content = vec![ContentBlock::text("é".repeat(100))];
+        let mut content = vec![Block::text("é".repeat(100))];
         MaxResultBytes::new(51).finalize(&mut content);
         assert_eq!(content.len(), 2);
-        assert_eq!(content[0].as_text().unwrap().text.len(), 50);
-        assert!(
-            content[1]
-                .as_text()
-                .unwrap()
-                .text
-                .contains("50 of 200 bytes")
-        );
-        let mut small = vec![ContentBlock::text("ok")];
+        assert_eq!(content[0].as_text().unwrap().len(), 50);
+        assert!(content[1].as_text().unwrap().contains("50 of 200 bytes"));
+        let mut small = vec![Block::text("ok")];
         MaxResultBytes::new(51).finalize(&mut small);
         assert_eq!(small.len(), 1);
+    }
+
+    #[test]
+    fn a_block_of_an_unknown_type_is_kept_whole_or_left_out() {
+        let hologram = json!({"type": "hologram", "data": "x".repeat(40)});
+        let hologram = Block::from_json(hologram).unwrap();
+        let weight = hologram.size();
+        let mut fits = vec![hologram.clone(), Block::text("tail")];
+        MaxResultBytes::new(weight + 2).finalize(&mut fits);
+        assert_eq!(fits[0], hologram);
+        assert_eq!(fits[1].as_text(), Some("ta"));
+
+        let mut too_big = vec![Block::text("head"), hologram];
+        MaxResultBytes::new(weight).finalize(&mut too_big);
+        assert_eq!(too_big.len(), 2);
+        assert_eq!(too_big[0].as_text(), Some("head"));
+        assert!(
+            too_big[1]
+                .as_text()
+                .unwrap()
+                .starts_with("[mcp-gateway: result cut")
+        );
     }
 }

@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use rmcp::model::CallToolResult;
-
 use crate::observe::metrics::Metrics;
 use crate::pipeline::{Invocation, ResultObserver, ToolError};
+use crate::tool_result::ToolResult;
 
 pub struct MetricsObserver {
     metrics: Arc<Metrics>,
@@ -21,7 +20,7 @@ impl MetricsObserver {
 }
 
 impl ResultObserver for MetricsObserver {
-    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, _result: &CallToolResult) {
+    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, _result: &ToolResult) {
         self.metrics.record_call(
             &invocation.tool,
             error.map(|e| e.code.as_str()),

@@ -3,12 +3,13 @@
 //! Secret-looking fields are masked by the log itself. Events borrow the call's parts:
 //! the log serializes them once, on every call's path.
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use rmcp::model::JsonObject;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::observe::session_log::EventKind;
 use crate::pipeline::{Invocation, Origin, ResultObserver, ToolError};
+use crate::tool_result::{Block, ToolResult};
 
 pub struct SessionLogObserver;
 
@@ -34,7 +35,7 @@ struct CallEvent<'a> {
 struct ResultEvent<'a> {
     tool: &'a str,
     is_error: bool,
-    content: &'a [ContentBlock],
+    content: &'a [Block],
     #[serde(skip_serializing_if = "Option::is_none")]
     structured_content: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -82,16 +83,16 @@ impl ResultObserver for SessionLogObserver {
         log.append(kind, &event);
     }
 
-    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &CallToolResult) {
+    fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &ToolResult) {
         let Some(log) = &invocation.session.log else {
             return;
         };
         let (kind, run) = origin(invocation, EventKind::ToolResult, EventKind::CodeDispatch);
         let event = ResultEvent {
             tool: &invocation.tool,
-            is_error: result.is_error == Some(true),
-            content: &result.content,
-            structured_content: result.structured_content.as_ref(),
+            is_error: result.is_error(),
+            content: result.content(),
+            structured_content: result.structured_content(),
             error: error.map(|error| ErrorPart {
                 code: error.code.as_str(),
                 message: &error.message,

@@ -96,7 +96,7 @@ mod tests {
             "tool call timed out after 500ms".into(),
         );
         assert_eq!(failure(&result), Some(timed_out));
-        let meta = result.meta.as_ref().unwrap();
+        let meta = result.meta().unwrap();
         assert_eq!(meta[ERROR_META_KEY]["name"], "ToolTimeoutError");
         assert_eq!(upstream.heard().await, Heard::Started("hang".into()));
         assert_eq!(upstream.heard().await, Heard::Cancelled("hang".into()));
@@ -133,7 +133,7 @@ mod tests {
         let refused = pipeline.run(&call_of("refuse")).await;
 
         assert_eq!(failure(&echoed), None);
-        assert_eq!(echoed.content[0].as_text().unwrap().text, "echo");
+        assert_eq!(echoed.content()[0].as_text(), Some("echo"));
         assert_eq!(failure_code(&refused).as_deref(), Some("UPSTREAM_ERROR"));
     }
 }

@@ -7,46 +7,40 @@
 //! under [`HANDLE_META_KEY`] with no content, no value to validate (its terminal result is
 //! validated when `tasks/get` carries it). The session core takes it out again
 //! ([`carried`]) and answers the client with the handle itself. An upstream's own result
-//! never reaches the pipeline with this key (see [`forget`]), so no server can make a
-//! result pass for a task.
+//! never reaches the pipeline with this key (see [`crate::upstream::forwarded`]), so no
+//! server can make a result pass for a task.
 
-use rmcp::model::{CallToolResult, CreateTaskResult, MetaObject};
-use serde_json::{Value, json};
+use rmcp::model::CreateTaskResult;
+use serde_json::json;
+
+use crate::tool_result::ToolResult;
 
 /// The `_meta` key of a result that carries a task handle.
 pub const HANDLE_META_KEY: &str = "mcp-gateway/task";
 
 /// A result that carries `task`, created by the upstream `server`.
-pub fn carry(server: &str, task: &CreateTaskResult) -> CallToolResult {
-    let mut result = CallToolResult::success(Vec::new());
-    let mut meta = MetaObject::default();
-    meta.0.insert(
+pub fn carry(server: &str, task: &CreateTaskResult) -> ToolResult {
+    let mut result = ToolResult::success(Vec::new());
+    result.meta_mut().insert(
         HANDLE_META_KEY.into(),
         json!({"server": server, "task": task}),
     );
-    result.meta = Some(meta);
     result
 }
 
 /// The upstream and the task handle `result` carries, if it carries one.
-pub fn carried(result: &CallToolResult) -> Option<(String, CreateTaskResult)> {
-    let handle = result.meta.as_ref()?.0.get(HANDLE_META_KEY)?;
+pub fn carried(result: &ToolResult) -> Option<(String, CreateTaskResult)> {
+    let handle = result.meta()?.get(HANDLE_META_KEY)?;
     let server = handle.get("server")?.as_str()?.to_owned();
     let task = serde_json::from_value(handle.get("task")?.clone()).ok()?;
     Some((server, task))
 }
 
 /// Whether `result` carries a task handle.
-pub fn is_handle(result: &CallToolResult) -> bool {
+pub fn is_handle(result: &ToolResult) -> bool {
     result
-        .meta
-        .as_ref()
-        .is_some_and(|meta| meta.0.contains_key(HANDLE_META_KEY))
-}
-
-/// Takes the handle's key off an upstream's own result.
-pub fn forget(meta: &mut serde_json::Map<String, Value>) {
-    meta.remove(HANDLE_META_KEY);
+        .meta()
+        .is_some_and(|meta| meta.contains_key(HANDLE_META_KEY))
 }
 
 #[cfg(test)]
@@ -66,13 +60,13 @@ mod tests {
         let result = carry("up", &task);
         assert!(is_handle(&result));
         assert_eq!(carried(&result), Some(("up".to_owned(), task)));
-        assert_eq!(carried(&CallToolResult::success(Vec::new())), None);
+        assert_eq!(carried(&ToolResult::success(Vec::new())), None);
     }
 
     #[test]
     fn no_upstream_result_passes_for_a_handle() {
         let mut forged = carry("up", &CreateTaskResult::new(Task::default()));
-        forged.content = vec![rmcp::model::ContentBlock::text("a result")];
+        *forged.content_mut() = vec![crate::tool_result::Block::text("a result")];
         crate::upstream::forwarded(&mut forged);
         assert!(!is_handle(&forged));
     }

@@ -8,9 +8,8 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 #[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, GetMeta,
-    InputRequiredResult, InputResponses, JsonObject, ProgressToken, RequestMetaObject, ResultType,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, ClientRequest, GetMeta, InputRequiredResult,
+    InputResponses, JsonObject, ProgressToken, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
@@ -26,6 +25,7 @@ use crate::observe::telemetry;
 use crate::relay::calls::answer_after_progress;
 use crate::relay::{self, Caller, Listeners};
 use crate::tasks;
+use crate::tool_result::ToolResult;
 
 /// The `_meta` key under which a server of protocol 2026-07-28 names itself on results.
 const SERVER_INFO_META_KEY: &str = "io.modelcontextprotocol/serverInfo";
@@ -77,7 +77,7 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
         trace: &opentelemetry::Context,
-    ) -> Result<CallToolResult, UpstreamError> {
+    ) -> Result<ToolResult, UpstreamError> {
         if self.per_user.is_some() {
             return Box::pin(self.call_as_caller(tool, arguments, cancel, caller, trace)).await;
         }
@@ -141,7 +141,7 @@ impl Upstream {
                 Answer::Result(mut result) => {
                     // An older upstream leaves `resultType` out, which means "complete";
                     // say so, as the gateway's own results do.
-                    result.result_type.get_or_insert(ResultType::COMPLETE);
+                    result.mark_complete();
                     forwarded(&mut result);
                     return Ok(result);
                 }
@@ -285,10 +285,12 @@ impl Upstream {
     ) -> Result<Answer, UpstreamError> {
         let request = ClientRequest::CallToolRequest(request);
         match self.send(live, request, cancel, caller, Some(tool)).await? {
-            ServerResult::CallToolResult(result) => Ok(Answer::Result(result)),
             ServerResult::InputRequiredResult(asked) => Ok(Answer::InputRequired(asked)),
             ServerResult::CreateTaskResult(task) => Ok(Answer::Task(task)),
-            other => Err(self.protocol_error(&other)),
+            // As rmcp read it: lossy (see `ToolResult::from_rmcp`).
+            result => ToolResult::from_server_result(result)
+                .map(Answer::Result)
+                .map_err(|other| self.protocol_error(&other)),
         }
     }
 
@@ -477,14 +479,8 @@ impl Upstream {
 /// An upstream's tool result as the gateway passes it on: its name for itself
 /// (2026-07-28) does not name what the gateway's clients talk to, and no key of the
 /// gateway's own may come from it (see [`tasks::handle`]).
-pub fn forwarded(result: &mut CallToolResult) {
-    if let Some(meta) = &mut result.meta {
-        meta.0.remove(SERVER_INFO_META_KEY);
-        tasks::handle::forget(&mut meta.0);
-        if meta.0.is_empty() {
-            result.meta = None;
-        }
-    }
+pub fn forwarded(result: &mut ToolResult) {
+    result.retain_meta(|key| key != SERVER_INFO_META_KEY && key != tasks::handle::HANDLE_META_KEY);
 }
 
 /// What a server of 2026-07-28 is told of the client behind a request: the client's own

@@ -25,9 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CallToolResult,
-    CancelledNotification, CancelledNotificationParam, ClientNotification, CreateTaskResult,
-    ErrorData, InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
+    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CancelledNotification,
+    CancelledNotificationParam, ClientNotification, CreateTaskResult, ErrorData,
+    InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
     ProgressNotificationParam, RequestId, RequestMetaObject,
 };
 use rmcp::service::TxJsonRpcMessage;
@@ -39,6 +39,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::lines::{LineWriter, encode};
 use crate::relay::calls::{MAX_QUEUED_PROGRESS, answer_after_progress};
+use crate::tool_result::ToolResult;
 
 /// The lanes' first request id (rmcp's own are below it).
 pub(super) use crate::http_client::FIRST_LANE_ID as FIRST_ID;
@@ -68,7 +69,8 @@ struct Waiting {
 /// What the upstream answered.
 #[derive(Debug)]
 pub enum Answer {
-    Result(CallToolResult),
+    /// The tool's result, as the upstream wrote it.
+    Result(ToolResult),
     /// The server needs input from the client first (protocol 2026-07-28).
     InputRequired(InputRequiredResult),
     /// The server made a task of the call (the tasks extension of 2026-07-28).
@@ -246,7 +248,7 @@ impl<W> Drop for Forget<'_, W> {
 pub(super) enum Message<'a> {
     /// A tool result and nothing else, as most messages are while calls are in flight:
     /// decoded in the same pass.
-    ToolResult(RequestId, CallToolResult),
+    ToolResult(RequestId, ToolResult),
     /// Any other answer, whose members [`decode_answer`] reads.
     Answer {
         id: RequestId,
@@ -263,11 +265,11 @@ impl<'a> Message<'a> {
     pub(super) fn read(message: &'a [u8]) -> Self {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
-        struct ToolResult {
+        struct ToolAnswer {
             #[allow(dead_code, reason = "required, never read")]
             jsonrpc: JsonRpcVersion2_0,
             id: RequestId,
-            result: CallToolResult,
+            result: ToolResult,
         }
         /// The members that tell an answer from a request or a notification.
         #[derive(Deserialize)]
@@ -282,7 +284,7 @@ impl<'a> Message<'a> {
             #[serde(borrow)]
             params: Option<&'a RawValue>,
         }
-        if let Ok(ToolResult { id, result, .. }) = serde_json::from_slice(message) {
+        if let Ok(ToolAnswer { id, result, .. }) = serde_json::from_slice(message) {
             return Message::ToolResult(id, result);
         }
         match serde_json::from_slice::<Envelope>(message) {

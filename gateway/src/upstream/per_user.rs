@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolResult, ContentBlock, CustomNotification, ElicitRequestParams, ElicitationAction,
-    ServerNotification, Tool,
+    CustomNotification, ElicitRequestParams, ElicitationAction, ServerNotification, Tool,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +42,7 @@ use crate::auth::store::{self, NoDataDir};
 use crate::auth::upstream::OAuthUpstream;
 use crate::relay::{self, Caller};
 use crate::state::SharedState;
+use crate::tool_result::{Block, ToolResult};
 
 /// The tool a per-user server offers until someone has signed in to it.
 pub const SIGN_IN_TOOL: &str = "sign_in";
@@ -72,8 +72,8 @@ pub fn is_sign_in_only(tool: &str, offer: &Offer) -> bool {
 }
 
 /// The result of the sign-in tool, once signed in.
-pub fn signed_in(server: &str) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(format!(
+pub fn signed_in(server: &str) -> ToolResult {
+    ToolResult::success(vec![Block::text(format!(
         "Signed in to `{server}`: its tools are listed now."
     ))])
 }
@@ -446,7 +446,7 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
         trace: &opentelemetry::Context,
-    ) -> Result<CallToolResult, UpstreamError> {
+    ) -> Result<ToolResult, UpstreamError> {
         let mut again = true;
         loop {
             let user = self.connection_of(caller.as_ref(), cancel).await?;

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolResult, CreateTaskResult, GetPromptResult, InputRequiredResult, ReadResourceResult,
+    CreateTaskResult, GetPromptResult, InputRequiredResult, ReadResourceResult,
     ServerJsonRpcMessage, ServerResult,
 };
 use serde::{Deserialize, Serialize};
@@ -44,6 +44,7 @@ use super::parked::{self, Retry, Untaken};
 use super::{ClientSession, STREAM_CAPACITY, Serving, unexpected};
 use crate::gateway::Gateway;
 use crate::state::SharedState;
+use crate::tool_result::ToolResult;
 
 /// How often a mailbox is looked in with no news of it (news can be lost while Redis's
 /// subscription is made again), and how often a waiting replica checks that the holder
@@ -90,7 +91,7 @@ enum FromHolder {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "body")]
 enum Answer {
-    CallTool(CallToolResult),
+    CallTool(ToolResult),
     GetPrompt(GetPromptResult),
     ReadResource(ReadResourceResult),
     CreateTask(CreateTaskResult),
@@ -101,12 +102,14 @@ enum Answer {
 impl From<Result<ServerResult, ErrorData>> for Answer {
     fn from(answer: Result<ServerResult, ErrorData>) -> Self {
         match answer {
-            Ok(ServerResult::CallToolResult(result)) => Answer::CallTool(result),
             Ok(ServerResult::GetPromptResult(result)) => Answer::GetPrompt(result),
             Ok(ServerResult::ReadResourceResult(result)) => Answer::ReadResource(result),
             Ok(ServerResult::CreateTaskResult(result)) => Answer::CreateTask(result),
             Ok(ServerResult::InputRequiredResult(result)) => Answer::InputRequired(result),
-            Ok(other) => Answer::Error(unexpected(&other)),
+            Ok(result) => match ToolResult::from_server_result(result) {
+                Ok(result) => Answer::CallTool(result),
+                Err(other) => Answer::Error(unexpected(&other)),
+            },
             Err(error) => Answer::Error(error),
         }
     }
@@ -115,7 +118,7 @@ impl From<Result<ServerResult, ErrorData>> for Answer {
 impl From<Answer> for Result<ServerResult, ErrorData> {
     fn from(answer: Answer) -> Self {
         match answer {
-            Answer::CallTool(result) => Ok(ServerResult::CallToolResult(result)),
+            Answer::CallTool(result) => Ok(result.into_server_result()),
             Answer::GetPrompt(result) => Ok(ServerResult::GetPromptResult(result)),
             Answer::ReadResource(result) => Ok(ServerResult::ReadResourceResult(result)),
             Answer::CreateTask(result) => Ok(ServerResult::CreateTaskResult(result)),
@@ -360,9 +363,10 @@ fn gone(holder: &str, why: &str) -> ErrorData {
 
 #[cfg(test)]
 mod tests {
-    use rmcp::model::{ContentBlock, InputRequests};
+    use rmcp::model::InputRequests;
 
     use super::*;
+    use crate::tool_result::Block;
 
     /// What the holder answers reads back, on the other replica, as the answer it was.
     fn relayed(answer: Result<ServerResult, ErrorData>) -> Result<ServerResult, ErrorData> {
@@ -375,11 +379,11 @@ mod tests {
 
     #[test]
     fn an_answer_keeps_its_kind_between_replicas() {
-        let result = CallToolResult::success(vec![ContentBlock::text("done")]);
+        let result = ToolResult::success(vec![Block::text("done")]).into_server_result();
         let asked = InputRequiredResult::new(Some(InputRequests::new()), Some("r.1".into()));
         let error = ErrorData::invalid_params("no", None);
         for answer in [
-            Ok(ServerResult::CallToolResult(result)),
+            Ok(result),
             Ok(ServerResult::InputRequiredResult(asked)),
             Err(error),
         ] {

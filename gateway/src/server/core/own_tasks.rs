@@ -26,6 +26,7 @@ use crate::state::{StateError, TaskKept};
 use crate::tasks::record::Lookup;
 use crate::tasks::running::{Message, RunningTask};
 use crate::tasks::{self, TaskRecord, Work, record};
+use crate::tool_result::ToolResult;
 
 /// A call that becomes a task of the gateway's: its tool and arguments, and whether it
 /// does at once (its tool requires it) or once it runs long.
@@ -340,11 +341,9 @@ fn settled(
     if cancelled {
         return record::with_status(task, TaskStatus::Cancelled);
     }
-    match answer {
+    match answer.map(ToolResult::from_server_result) {
         // Cut by the gateway's shutdown, most likely: said so.
-        Ok(ServerResult::CallToolResult(result))
-            if let Some(error) = error::work_failure(&result) =>
-        {
+        Ok(Ok(result)) if let Some(error) = error::work_failure(&result) => {
             let error = if stopping {
                 ErrorData::internal_error(
                     "the gateway running the task stopped before it finished",
@@ -355,16 +354,13 @@ fn settled(
             };
             record::failed(task, &error)
         }
-        Ok(ServerResult::CallToolResult(result)) => {
-            let result = match serde_json::to_value(result) {
-                Ok(serde_json::Value::Object(result)) => result,
-                _ => JsonObject::new(),
-            };
+        Ok(Ok(result)) => {
+            let result = result.into_json();
             let mut task = task;
             task.task.last_updated_at = record::now();
             DetailedTask::new(task.task, TaskPayload::Completed { result })
         }
-        Ok(other) => record::failed(task, &unexpected(&other)),
+        Ok(Err(other)) => record::failed(task, &unexpected(&other)),
         Err(error) => record::failed(task, &error),
     }
 }

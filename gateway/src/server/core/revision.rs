@@ -17,10 +17,13 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientConfig, ErrorCode, Implementation, InitializeRequestParams, ProtocolVersion,
-    RequestMetaObject, ServerResult,
+    ClientConfig, CustomResult, ErrorCode, Implementation, InitializeRequestParams,
+    ProtocolVersion, RequestMetaObject, ServerResult,
 };
 use rmcp::{ErrorData, model::ClientCapabilities};
+use serde_json::Value;
+
+use crate::tool_result;
 
 /// The revision a request speaks.
 #[derive(Debug, Clone)]
@@ -120,7 +123,9 @@ impl Revision {
     }
 
     /// `result` as this revision has it: caching hints and `resultType` from 2026-07-28
-    /// on, neither (nor non-object structured output) before.
+    /// on, neither (nor non-object structured output) before. A tool result is written
+    /// as its JSON ([`tool_result::ToolResult::into_server_result`]), which rmcp's
+    /// shaping does not see into: it is shaped as JSON.
     pub fn shape(&self, mut result: ServerResult) -> ServerResult {
         if self.is_stateless() {
             result.fill_missing_cache_hints();
@@ -128,6 +133,9 @@ impl Revision {
             result.strip_result_type_for_legacy_peer();
             result.strip_non_object_output_for_legacy_peer();
             strip_cache_hints(&mut result);
+            if let ServerResult::CustomResult(CustomResult(Value::Object(result))) = &mut result {
+                tool_result::shape_for_legacy_peer(result);
+            }
         }
         result
     }

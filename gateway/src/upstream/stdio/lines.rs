@@ -174,8 +174,8 @@ mod tests {
         );
         match running.await.unwrap().1 {
             Some(Answer::Result(result)) => {
-                assert_eq!(result.is_error, Some(false));
-                assert_eq!(result.content.len(), 1);
+                assert!(!result.is_error());
+                assert_eq!(result.texts().collect::<Vec<_>>(), ["hi"]);
             }
             other => panic!("not the tool result: {other:?}"),
         }

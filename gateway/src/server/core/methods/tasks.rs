@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolResult, CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest,
-    CreateTaskResult, DetailedTask, GetTaskParams, GetTaskRequest, GetTaskResult, JsonObject,
-    ServerResult, TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
+    CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest, CreateTaskResult,
+    DetailedTask, GetTaskParams, GetTaskRequest, GetTaskResult, JsonObject, ServerResult,
+    TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
 
 use super::{Call, Key, Route, Serves};
@@ -29,6 +29,7 @@ use crate::state::TaskKept;
 use crate::tasks::record::Lookup;
 use crate::tasks::running::Message;
 use crate::tasks::{self, TaskError, TaskRecord, TasksConfig, Work, record};
+use crate::tool_result::ToolResult;
 use crate::upstream;
 
 impl Route for GetTaskRequest {
@@ -348,7 +349,7 @@ impl Call {
             .registry
             .upstream(&tool.server)
             .is_none_or(|upstream| upstream.config.rewrite_uris);
-        let finished = serde_json::from_value::<CallToolResult>(result.clone().into())
+        let finished = ToolResult::from_json(result.clone())
             .map_err(|e| {
                 ToolError::new(
                     ErrorCode::UpstreamError,
@@ -363,9 +364,9 @@ impl Call {
                 federated::finish(tool, rewrite_uris, result)
             })
             .unwrap_or_else(|error| error.to_result());
-        if let Ok(serde_json::Value::Object(result)) = serde_json::to_value(finished) {
-            task.payload = TaskPayload::Completed { result };
-        }
+        task.payload = TaskPayload::Completed {
+            result: finished.into_json(),
+        };
         task
     }
 

@@ -89,7 +89,7 @@ impl Call {
         }
         match error::protocol_error(&result) {
             Some(error) => Err(error),
-            None => Ok(ServerResult::CallToolResult(result)),
+            None => Ok(result.into_server_result()),
         }
     }
 }

@@ -1,0 +1,244 @@
+//! A tool's result reaches the client as its server sent it: keys of a vendor on the
+//! result and on its content blocks, a content block of a type the gateway has never
+//! heard of, and every optional field, at both client revisions.
+//!
+//! The upstream is `tests/servers/tool_results.py`, plain JSON-RPC that no SDK stands
+//! between: over stdio (speaking 2025-11-25, or 2026-07-28 when it answers
+//! `server/discover`) and over streamable HTTP (the answer on an SSE stream, or as a JSON
+//! body). The clients
+//! write raw JSON-RPC too: a session of 2025-11-25 (`initialize`) and stateless requests
+//! of 2026-07-28, over the gateway's stdio and over its streamable HTTP. What the gateway
+//! may change is undone and checked first: resource URIs under its own scheme, and
+//! `resultType`, which a client of 2026-07-28 gets and one of 2025-11-25 does not.
+//! A run_code program that calls the tool gets the same result.
+
+use mcp_gateway_tests::streamable;
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+/// The result the server sends for `tool` (`show`; `show_error` with `isError`;
+/// `show_known` without the block of an unknown type).
+fn sent(tool: &str) -> Value {
+    let output = std::process::Command::new(python())
+        .arg(repo().join("tests/servers/tool_results.py"))
+        .arg("--print")
+        .output()
+        .unwrap();
+    let mut result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    result["isError"] = json!(tool == "show_error");
+    if tool == "show_known" {
+        let content = result["content"].as_array_mut().unwrap();
+        content.retain(|block| block["type"] != "hologram");
+    }
+    result
+}
+
+/// `[servers.results]` over stdio, answering `server/discover` when `discover`.
+fn stdio_server(discover: bool) -> String {
+    format!(
+        "[servers.results]\ncommand = {}\nargs = [{}]\nenv = {{ TOOL_RESULTS_DISCOVER = \"{}\" }}\n",
+        toml_str(python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/tool_results.py")
+                .to_string_lossy()
+        ),
+        u8::from(discover),
+    )
+}
+
+/// `result` as the server sent it, once what the gateway may change is checked and
+/// undone: each resource URI is a gateway URI of `results`, and `resultType` is there
+/// (`complete`) for a client of 2026-07-28 only.
+fn as_sent(mut result: Value, stateless: bool, originals: &[&str]) -> Value {
+    let object = result.as_object_mut().expect("a result object");
+    let result_type = object.remove("resultType");
+    assert_eq!(
+        result_type,
+        stateless.then(|| json!("complete")),
+        "resultType at this revision"
+    );
+    let content = result["content"].as_array_mut().expect("content");
+    let uris = content
+        .iter_mut()
+        .filter_map(|block| match block["type"].as_str() {
+            Some("resource_link") => Some(&mut block["uri"]),
+            Some("resource") => Some(&mut block["resource"]["uri"]),
+            _ => None,
+        });
+    let mut rewritten = 0;
+    for (uri, original) in uris.zip(originals) {
+        let gateway_uri = uri.as_str().unwrap_or_default();
+        assert!(
+            gateway_uri.starts_with("mcp-gateway://results/"),
+            "a resource URI not under the gateway's scheme: {gateway_uri}"
+        );
+        *uri = json!(original);
+        rewritten += 1;
+    }
+    assert_eq!(rewritten, originals.len(), "{result:#}");
+    result
+}
+
+/// Calls `show`, `show_error` and `show_known` as a client of each revision would through
+/// `client` (which sends a `tools/call` with those params, in the session a client opened
+/// with `initialize` or stateless at 2026-07-28, and returns its answer), and checks each
+/// result is what the server sent.
+fn every_field_comes_back(client: &mut dyn FnMut(bool, Value) -> Value, label: &str) {
+    for stateless in [false, true] {
+        for tool in ["show", "show_error", "show_known"] {
+            let params = json!({"name": format!("mcp__results__{tool}"), "arguments": {}});
+            let answer = client(stateless, params);
+            let result = answer
+                .get("result")
+                .unwrap_or_else(|| panic!("{label}, stateless {stateless}: no result: {answer}"))
+                .clone();
+            let got = as_sent(
+                result,
+                stateless,
+                &["file:///srv/report.txt", "file:///srv/inline.txt"],
+            );
+            assert_eq!(
+                got,
+                sent(tool),
+                "{label}, {tool}, {} client",
+                if stateless {
+                    "stateless 2026-07-28"
+                } else {
+                    "session (initialize)"
+                }
+            );
+        }
+    }
+}
+
+/// The `_meta` of a stateless request of 2026-07-28.
+fn stateless_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+/// A client of either revision over the gateway's stdio, for the gateway of `workspace`:
+/// one gateway process per revision, the 2025-11-25 one initialized.
+fn through_stdio(workspace: &Workspace, label: &str) {
+    let mut session = workspace.raw_stdio();
+    session.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert_eq!(session.read()["id"], 1);
+    session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut stateless = workspace.raw_stdio();
+    let mut next_id = 10;
+    let mut call = |is_stateless: bool, mut params: Value| {
+        next_id += 1;
+        let gateway = if is_stateless {
+            params["_meta"] = stateless_meta();
+            &mut stateless
+        } else {
+            &mut session
+        };
+        gateway.send(
+            &json!({"jsonrpc": "2.0", "id": next_id, "method": "tools/call", "params": params}),
+        );
+        loop {
+            let message = gateway.read();
+            if message["id"] == next_id {
+                return message;
+            }
+        }
+    };
+    every_field_comes_back(&mut call, label);
+}
+
+#[test]
+fn a_stdio_servers_result_comes_back_as_it_was_sent() {
+    for discover in [false, true] {
+        let workspace = Workspace::new(&stdio_server(discover));
+        let label = if discover {
+            "stdio server of 2026-07-28"
+        } else {
+            "stdio server of 2025-11-25"
+        };
+        through_stdio(&workspace, label);
+    }
+}
+
+#[test]
+fn a_streamable_http_servers_result_comes_back_as_it_was_sent() {
+    for json_body in [false, true] {
+        let server = ListeningServer::tool_results(json_body);
+        let workspace = Workspace::new(&server.server_config("results", ""));
+        let label = if json_body {
+            "HTTP server answering in a JSON body"
+        } else {
+            "HTTP server answering on an SSE stream"
+        };
+        through_stdio(&workspace, label);
+    }
+}
+
+#[test]
+fn a_result_reaches_http_clients_of_both_revisions_as_it_was_sent() {
+    let workspace = Workspace::new(&stdio_server(false));
+    let gateway = workspace.serve_http(&[]);
+    let session = streamable::open_session(gateway.address, None);
+    let mut next_id = 10;
+    let mut call = |is_stateless: bool, params: Value| {
+        if is_stateless {
+            return streamable::stateless_request(
+                gateway.address,
+                None,
+                &json!({}),
+                "tools/call",
+                params,
+            );
+        }
+        next_id += 1;
+        let body =
+            json!({"jsonrpc": "2.0", "id": next_id, "method": "tools/call", "params": params});
+        let (status, _, text) =
+            streamable::post(gateway.address, Some(&session), None, &body.to_string());
+        assert_eq!(status, 200, "{text}");
+        let events = streamable::sse_events(&text);
+        let data = match events.last() {
+            Some(event) if !text.trim_start().starts_with('{') => event.data.clone(),
+            _ => text,
+        };
+        serde_json::from_str(&data).unwrap()
+    };
+    every_field_comes_back(&mut call, "HTTP clients");
+}
+
+/// A run_code program that calls the tool gets its result as the server sent it (images
+/// aside: they leave the program's view and come with the run's own result, as sent).
+#[test]
+fn a_program_gets_the_result_as_it_was_sent() {
+    let config = format!("[gateway]\nmode = \"both\"\n{}", stdio_server(false));
+    let workspace = Workspace::new(&config);
+    let mut gateway = workspace.raw_stdio();
+    gateway.initialize();
+    let code = r#"return await callTool("mcp__results__show", {});"#;
+    gateway.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "run_code", "arguments": {"code": code}}}));
+    let answer = loop {
+        let message = gateway.read();
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    let run = &answer["result"];
+    assert_eq!(run["isError"], false, "{answer:#}");
+    let mut sent = sent("show");
+    let content = sent["content"].as_array_mut().unwrap();
+    let image = content.remove(1);
+    assert_eq!(image["type"], "image");
+    let got = as_sent(
+        run["structuredContent"]["result"].clone(),
+        true,
+        &["file:///srv/report.txt", "file:///srv/inline.txt"],
+    );
+    assert_eq!(got, sent, "{answer:#}");
+    assert_eq!(run["content"][1], image, "{answer:#}");
+}
