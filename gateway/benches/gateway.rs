@@ -12,11 +12,15 @@
 //! with the measured one's, and its forwarded calls over stdio and over streamable HTTP,
 //! round by round (with the CPU per call of both);
 //! `BENCH_ONLY=forwarding,run_code` runs some groups (pipeline, sdkgen, forwarding, list,
-//! work, run_code, memory, search, code_compute, code_memory, cluster; cluster needs
-//! redis-server and haproxy from scripts/install-cluster-deps).
+//! work, run_code, memory, search, code_compute, code_memory, cluster, confinement,
+//! pinning; cluster needs redis-server and haproxy from scripts/install-cluster-deps).
 
+#[path = "gateway/confinement.rs"]
+mod confinement;
 #[path = "gateway/keep_alive.rs"]
 mod keep_alive;
+#[path = "gateway/pinning.rs"]
+mod pinning;
 #[path = "gateway/relays.rs"]
 mod relays;
 #[path = "gateway/report.rs"]
@@ -728,13 +732,15 @@ const PYTHON_ECHO: Probe = Probe {
     ..ECHO
 };
 
-/// One way to call a probe's tool: a client, the tool's name there, and the process in
-/// the middle whose CPU is counted (none when the client talks to its server directly).
+/// One way to call a probe's tool: a client, the tool's name there, the process in the
+/// middle whose CPU is counted (none when the client talks to its server directly), and
+/// the upstream process whose CPU is counted too, where a row compares upstreams.
 #[derive(Clone, Copy)]
 struct CallPath<'a> {
     client: &'a Client,
     tool: &'a str,
     hop: Option<u32>,
+    upstream: Option<u32>,
 }
 
 impl<'a> CallPath<'a> {
@@ -743,6 +749,7 @@ impl<'a> CallPath<'a> {
             client,
             tool: probe.direct,
             hop: None,
+            upstream: None,
         }
     }
 
@@ -751,17 +758,45 @@ impl<'a> CallPath<'a> {
             client,
             tool,
             hop: Some(hop),
+            upstream: None,
         }
     }
 
-    /// Runs `calls` and adds the hop's CPU for them (µs) to `spent`.
-    async fn counted<T>(&self, spent: &mut f64, calls: impl Future<Output = T>) -> T {
-        let before = self.hop.map(cpu_us);
+    /// This path, with the CPU of the upstream process `pid` counted as well.
+    fn with_upstream(self, pid: u32) -> Self {
+        Self {
+            upstream: Some(pid),
+            ..self
+        }
+    }
+
+    /// Runs `calls` and adds the CPU the hop and the upstream spent on them to `spent`.
+    async fn counted<T>(&self, spent: &mut Spent, calls: impl Future<Output = T>) -> T {
+        let before = (self.hop.map(cpu_us), self.upstream.map(cpu_us));
         let out = calls.await;
-        if let (Some(hop), Some(before)) = (self.hop, before) {
-            *spent += cpu_us(hop) - before;
+        if let (Some(hop), Some(before)) = (self.hop, before.0) {
+            spent.hop += cpu_us(hop) - before;
+        }
+        if let (Some(upstream), Some(before)) = (self.upstream, before.1) {
+            spent.upstream += cpu_us(upstream) - before;
         }
         out
+    }
+}
+
+/// CPU time a path's calls cost, in µs: the hop's and the upstream's.
+#[derive(Clone, Copy, Default)]
+struct Spent {
+    hop: f64,
+    upstream: f64,
+}
+
+impl Spent {
+    fn per_call(self, calls: f64) -> Spent {
+        Spent {
+            hop: self.hop / calls,
+            upstream: self.upstream / calls,
+        }
     }
 }
 
@@ -779,7 +814,7 @@ async fn compare_forwarding(
     let args: Value = serde_json::from_str(probe.arguments).unwrap();
     let per_round = reps(2000) / ROUNDS;
     let (mut base, mut samples) = (Vec::new(), Vec::new());
-    let (mut base_cpu, mut cpu) = (0.0, 0.0);
+    let (mut base_cpu, mut cpu) = (Spent::default(), Spent::default());
     for _ in 0..ROUNDS {
         let calls = sequential(baseline.client, baseline.tool, args.clone(), per_round);
         base.extend(baseline.counted(&mut base_cpu, calls).await);
@@ -792,10 +827,11 @@ async fn compare_forwarding(
         samples,
         base,
     );
-    rows.push(with_cpu(latency, baseline, cpu / calls, base_cpu / calls));
+    let (cpu, base_cpu) = (cpu.per_call(calls), base_cpu.per_call(calls));
+    rows.push(with_cpu(latency, (baseline, base_cpu), (measured, cpu)));
     let per_round = reps(6400) / ROUNDS;
     let (mut base_time, mut time) = (0.0, 0.0);
-    let (mut base_cpu, mut cpu) = (0.0, 0.0);
+    let (mut base_cpu, mut cpu) = (Spent::default(), Spent::default());
     for _ in 0..ROUNDS {
         let calls = throughput(baseline.client, baseline.tool, args.clone(), 32, per_round);
         base_time += baseline.counted(&mut base_cpu, calls).await;
@@ -808,16 +844,27 @@ async fn compare_forwarding(
         total / time,
         Some(total / base_time),
     );
-    rows.push(with_cpu(rate, baseline, cpu / total, base_cpu / total));
+    let (cpu, base_cpu) = (cpu.per_call(total), base_cpu.per_call(total));
+    rows.push(with_cpu(rate, (baseline, base_cpu), (measured, cpu)));
 }
 
-/// `row` with the hop's CPU per call, and the baseline's where the baseline is a hop.
-fn with_cpu(row: Row, baseline: CallPath<'_>, cpu: f64, base_cpu: f64) -> Row {
-    let base_cpu = baseline.hop.map(|_| base_cpu);
+/// `row` with the hop's CPU per call, and the baseline's where the baseline is a hop; and
+/// the upstream's, where both paths count it.
+fn with_cpu(
+    row: Row,
+    (baseline, base_cpu): (CallPath<'_>, Spent),
+    (measured, cpu): (CallPath<'_>, Spent),
+) -> Row {
+    let base_hop = baseline.hop.map(|_| base_cpu.hop);
+    let upstreams = baseline.upstream.and(measured.upstream);
+    let base_upstream = upstreams.map(|_| base_cpu.upstream);
     Row {
-        hop_cpu_us_per_call: Some(cpu),
-        baseline_hop_cpu_us_per_call: base_cpu,
-        hop_cpu_ratio: base_cpu.map(|base| cpu / base),
+        hop_cpu_us_per_call: Some(cpu.hop),
+        baseline_hop_cpu_us_per_call: base_hop,
+        hop_cpu_ratio: base_hop.map(|base| cpu.hop / base),
+        upstream_cpu_us_per_call: upstreams.map(|_| cpu.upstream),
+        baseline_upstream_cpu_us_per_call: base_upstream,
+        upstream_cpu_ratio: base_upstream.map(|base| cpu.upstream / base),
         ..row
     }
 }
@@ -1381,6 +1428,17 @@ async fn code_memory(dir: &Path, rows: &mut Vec<Row>) {
 
 /// The gateway's code workers: those running programs, the template and the runner.
 fn worker_pids(gateway: u32) -> Vec<u32> {
+    children(gateway)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.contains("__code-worker"))
+        })
+        .collect()
+}
+
+/// The processes whose parent is `parent`.
+fn children(parent: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -1391,9 +1449,7 @@ fn worker_pids(gateway: u32) -> Vec<u32> {
                 .rsplit_once(')')
                 .and_then(|(_, r)| r.split_whitespace().nth(1))
                 .and_then(|p| p.parse::<u32>().ok());
-            ppid == Some(gateway)
-                && std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.contains("__code-worker"))
+            ppid == Some(parent)
         })
         .collect()
 }
@@ -1610,6 +1666,13 @@ fn main() {
         }
         if selected("cluster") {
             cluster(dir.path(), &mut rows).await;
+        }
+        if selected("confinement") {
+            confinement::start_up(dir.path(), &mut rows).await;
+            confinement::per_call(dir.path(), &mut rows).await;
+        }
+        if selected("pinning") {
+            pinning::many_tools(dir.path(), &mut rows).await;
         }
     });
     report::write(&rows, &started, &target_dir());

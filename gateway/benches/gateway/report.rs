@@ -49,6 +49,24 @@ pub struct Row {
     /// `hop_cpu_us_per_call / baseline_hop_cpu_us_per_call`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hop_cpu_ratio: Option<f64>,
+    /// CPU the upstream process spent per call (all threads), where a row compares two
+    /// upstreams of the same program (confined and not): the baseline's, and the ratio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_cpu_us_per_call: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_upstream_cpu_us_per_call: Option<f64>,
+    /// `upstream_cpu_us_per_call / baseline_upstream_cpu_us_per_call`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_cpu_ratio: Option<f64>,
+    /// The gateway process's peak resident memory (`VmHWM`) over the scenario (its start
+    /// included), the baseline's, and the ratio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mb: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_peak_rss_mb: Option<f64>,
+    /// `peak_rss_mb / baseline_peak_rss_mb`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_ratio: Option<f64>,
     /// Schema compilations and SDK generations the gateway counted during the scenario.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_compilations: Option<u64>,
@@ -168,9 +186,16 @@ fn table_row(row: &Row) -> String {
     );
     measured.extend(row.worker_rss_mb.map(|mb| format!("worker RSS {mb:.1} MB")));
     measured.extend(row.workers.map(|n| format!("{n} workers")));
+    let upstream_cpu =
+        |value: Option<f64>| value.map(|v| format!("upstream CPU {} per call", micros(v)));
+    let peak = |value: Option<f64>| value.map(|mb| format!("peak RSS {mb:.1} MB"));
+    measured.extend(upstream_cpu(row.upstream_cpu_us_per_call));
+    measured.extend(peak(row.peak_rss_mb));
     let baseline: Vec<String> = [
         with_p99(row.baseline_p50_us, row.baseline_p99_us),
         rate(row.baseline_calls_per_s),
+        upstream_cpu(row.baseline_upstream_cpu_us_per_call),
+        peak(row.baseline_peak_rss_mb),
     ]
     .into_iter()
     .flatten()
@@ -181,6 +206,8 @@ fn table_row(row: &Row) -> String {
             None => r,
         }),
         ratio(row.throughput_ratio),
+        ratio(row.upstream_cpu_ratio).map(|r| format!("upstream CPU {r}")),
+        ratio(row.peak_rss_ratio).map(|r| format!("peak RSS {r}")),
     ]
     .into_iter()
     .flatten()
@@ -217,7 +244,7 @@ fn microseconds(value: f64) -> String {
 }
 
 /// `value` with `decimals` decimals and thousands separated by commas (12,605).
-fn grouped(value: f64, decimals: usize) -> String {
+pub fn grouped(value: f64, decimals: usize) -> String {
     let text = format!("{value:.decimals$}");
     let (whole, fraction) = text
         .split_once('.')

@@ -172,7 +172,7 @@ fn synthetic_catalog() -> Vec<Arc<FederatedTool>> {
 }
 
 /// `[servers.*]` for 10 dynamic upstreams of 500 synthetic tools each.
-fn dynamic_servers() -> String {
+pub fn dynamic_servers() -> String {
     let mut servers = String::new();
     for s in 0..10 {
         let names: Vec<String> = (0..500).map(|t| synthetic(s * 500 + t).0).collect();
