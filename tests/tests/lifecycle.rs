@@ -114,3 +114,32 @@ fn as_pid_1_the_gateway_starts_its_stdio_upstreams() {
         assert!(stdout.contains(tool), "{tool} missing: {stdout}\n{stderr}");
     }
 }
+
+/// `mcp-gateway tools | head`: a reader that stops early (here, before the first line)
+/// ends the listing as it ends any Unix tool's, by `SIGPIPE`, with no panic on stderr.
+#[test]
+fn a_listing_whose_reader_goes_away_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+
+    let workspace = two_upstreams();
+    let mut child = Command::new(gateway_bin())
+        .arg("tools")
+        .arg("--config")
+        .arg(workspace.config())
+        .env("XDG_DATA_HOME", workspace.data_home())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        output.status
+    );
+}

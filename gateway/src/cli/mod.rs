@@ -265,9 +265,23 @@ enum ConfigAction {
 }
 
 /// Parses the command line and runs it.
+/// A one-shot command whose output goes to a reader that stops early (`mcp-gateway tools
+/// | head`) ends there, as Unix tools do, instead of panicking on its next line. Rust
+/// ignores `SIGPIPE` for every program; the server keeps that (a client gone mid-answer
+/// is an error it handles), and its children die with it all the same (`PR_SET_PDEATHSIG`).
+fn stop_at_a_closed_pipe() {
+    // SAFETY: restoring a signal's default disposition before any other thread runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    if !matches!(cli.command, Command::Serve { .. }) {
+        stop_at_a_closed_pipe();
+    }
     let runtime = match worker_threads().and_then(|threads| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)

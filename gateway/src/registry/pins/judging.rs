@@ -9,6 +9,7 @@ use rmcp::model::Tool;
 use super::book::{Approver, Change, Held, Pin, Reason, ServerPins, fingerprint};
 use super::{Hold, Verdict, screen};
 use crate::config::{PinMode, PinPolicy};
+use crate::upstream::offer::Listed;
 
 /// The judgement of one server's offer, against its pins as read.
 pub(super) struct Judging<'a> {
@@ -73,7 +74,7 @@ impl<'a> Judging<'a> {
     }
 
     /// What the catalog serves of `tool`, which clients know as `exposed`.
-    pub(super) fn tool(&mut self, tool: &Tool, exposed: String) -> Verdict {
+    pub(super) fn tool(&mut self, tool: &Listed<Tool>, exposed: String) -> Verdict {
         let server = self.server.to_owned();
         let name = tool.name.to_string();
         let sha256 = fingerprint(tool);
@@ -102,7 +103,7 @@ impl<'a> Judging<'a> {
             reasons.push(Reason::NewTool);
         }
         reasons.extend(
-            screen::screen(tool)
+            screen::screen(&tool.object)
                 .into_iter()
                 .map(|finding| Reason::Flagged {
                     field: finding.field,
@@ -117,7 +118,7 @@ impl<'a> Judging<'a> {
                 tool: name.clone(),
                 pin: Pin {
                     sha256,
-                    definition: tool.clone(),
+                    definition: tool.view.clone(),
                     approved_ms: self.now,
                     approved_by: Approver::FirstSight,
                 },
@@ -139,7 +140,7 @@ impl<'a> Judging<'a> {
                 .filter(|held| held.sha256 == sha256)
                 .map_or(self.now, |held| held.since_ms),
             sha256,
-            definition: tool.clone(),
+            definition: tool.view.clone(),
             reasons: reasons.clone(),
             exposed_name: exposed.clone(),
         };
