@@ -11,6 +11,7 @@ use rmcp::model::{
     CallToolRequest, JsonObject, ProgressNotificationParam, ProtocolVersion, RequestId,
 };
 
+pub use super::lane::Unanswered;
 use super::lane::{self, Answer, Lane, RawAnswer};
 use super::streamable_http::lane::HttpLane;
 
@@ -19,19 +20,6 @@ use super::streamable_http::lane::HttpLane;
 pub enum CallLane {
     Stdio(Arc<Lane>),
     Http(Arc<HttpLane>),
-}
-
-/// Why a lane did not answer a call.
-#[derive(Debug)]
-pub enum Unanswered {
-    /// The connection ended before the answer.
-    Closed,
-    /// No session yet, or the upstream forgot it (404): rmcp's path can still serve it.
-    NoSession,
-    /// The request or its answer was lost on the way (the reason, for the caller).
-    Failed(String),
-    /// No connection to the server could be made: it is down, or gone from its address.
-    Unreachable(String),
 }
 
 impl CallLane {

@@ -16,8 +16,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpError;
 use tokio_util::sync::CancellationToken;
 
 use super::call_lane::{CallLane, Unanswered};
-use super::kind::worded;
 use super::lane::Answer;
+use super::rmcp_errors::worded;
 use super::streamable_http::lane::why_unreachable;
 use super::{Live, Upstream};
 use crate::http_client::HttpError;

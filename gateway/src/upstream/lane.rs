@@ -155,6 +155,19 @@ impl<W> Lane<W> {
     }
 }
 
+/// Why a lane did not answer a call.
+#[derive(Debug)]
+pub enum Unanswered {
+    /// The connection ended before the answer.
+    Closed,
+    /// No session yet, or the upstream forgot it (404): rmcp's path can still serve it.
+    NoSession,
+    /// The request or its answer was lost on the way (the reason, for the caller).
+    Failed(String),
+    /// No connection to the server could be made: it is down, or gone from its address.
+    Unreachable(String),
+}
+
 /// What an upstream answered a request of the gateway's own (a list, say), as it wrote it.
 #[derive(Debug)]
 pub enum RawAnswer {

@@ -1,7 +1,7 @@
 //! Upstream MCP servers: connecting to them, keeping them alive, and calling them.
 //!
 //! Each configured server gets one [`Upstream`] and one supervisor task
-//! ([`supervisor`]). The supervisor connects ([`kind`]: a stdio child in [`stdio`], a
+//! ([`supervisor`]). The supervisor connects ([`connect`], each [`kind`]: a stdio child in [`stdio`], a
 //! streamable HTTP server in [`streamable_http`], a legacy SSE server in [`sse`]), reads
 //! what the server offers, and then watches the connection: when it drops, calls in
 //! flight fail at once with UPSTREAM_UNAVAILABLE (rmcp drops their responders, and a
@@ -14,6 +14,7 @@
 mod call_lane;
 mod calls;
 pub mod client;
+mod connect;
 mod health;
 mod kind;
 mod lane;
@@ -21,6 +22,7 @@ mod notifications_in_flight;
 pub mod offer;
 mod per_user;
 mod progress_in_order;
+mod rmcp_errors;
 mod sse;
 mod stdio;
 mod streamable_http;

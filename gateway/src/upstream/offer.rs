@@ -85,7 +85,7 @@ pub struct ListFailed(String);
 
 impl From<ServiceError> for ListFailed {
     fn from(error: ServiceError) -> Self {
-        Self(super::kind::worded(&error))
+        Self(super::rmcp_errors::worded(&error))
     }
 }
 

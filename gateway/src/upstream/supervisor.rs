@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::client::UpstreamEvent;
-use super::kind::{self, CONNECT_TIMEOUT, ConnectError};
+use super::connect;
+use super::kind::{CONNECT_TIMEOUT, ConnectError};
 use super::offer;
 use super::{Live, Upstream, UpstreamState};
 use crate::config::UpstreamProtocol;
@@ -101,7 +102,7 @@ impl Upstream {
             if skip_discover {
                 config.protocol = UpstreamProtocol::Session;
             }
-            let sides = kind::Sides {
+            let sides = connect::Sides {
                 events: events_tx,
                 calls: self.calls.clone(),
                 downstream: self.downstream.clone(),
@@ -109,7 +110,7 @@ impl Upstream {
             };
             let before_attempt = self.sandbox.mark();
             let attempt = tokio::select! {
-                attempt = kind::connect(&self.name, &config, self.signs_in_as.as_ref(), sides) => attempt,
+                attempt = connect::connect(&self.name, &config, self.signs_in_as.as_ref(), sides) => attempt,
                 () = self.shutdown.cancelled() => break,
             };
             if let Err(ConnectError::Initialize(error)) = &attempt

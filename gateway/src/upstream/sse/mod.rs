@@ -6,7 +6,8 @@ mod client;
 
 use rmcp::service::ClientServiceExt;
 
-use super::kind::{ConnectError, Kind, Opened, Opening, guarded, header_map, worded};
+use super::kind::{ConnectError, Kind, Opened, Opening, guarded, header_map};
+use super::rmcp_errors::worded;
 
 /// The kind of a server at a `url` with `transport = "sse"`.
 pub(super) struct Sse<'a> {

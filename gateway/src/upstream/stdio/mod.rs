@@ -2,15 +2,16 @@
 //! over its pipes ([`child`], [`lines`]), with the connection's tool calls written on the
 //! [`Lane`](super::lane::Lane) beside rmcp's client.
 
-mod child;
+pub(super) mod child;
 mod lines;
 
-pub use child::{ProcessGroup, SpawnError, Violation};
+pub use child::Violation;
 
 use rmcp::service::ClientServiceExt;
 
 use super::call_lane::CallLane;
-use super::kind::{ConnectError, Kind, Opened, Opening, guarded, worded};
+use super::kind::{ConnectError, Kind, Opened, Opening, guarded};
+use super::rmcp_errors::worded;
 use crate::config::Endpoint;
 
 /// The kind of a `command` server.

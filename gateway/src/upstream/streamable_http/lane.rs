@@ -52,8 +52,7 @@ use sse_stream::{Error as SseError, Sse};
 use tokio::sync::mpsc;
 
 use crate::http_client::{HttpError, with_causes};
-use crate::upstream::call_lane::Unanswered;
-use crate::upstream::lane::{self, Answer, FIRST_ID, Message, RawAnswer};
+use crate::upstream::lane::{self, Answer, FIRST_ID, Message, RawAnswer, Unanswered};
 
 /// The session rmcp opened with the upstream, as its requests carry it.
 pub struct UpstreamSession {

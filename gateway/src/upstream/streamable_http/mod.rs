@@ -19,7 +19,8 @@ use self::lane::{HttpLane, Inbound, SessionSlot};
 use self::traced_http::TracedHttp;
 use super::call_lane::CallLane;
 use super::client::UpstreamClient;
-use super::kind::{ConnectError, Kind, Opened, Opening, guarded, header_map, worded};
+use super::kind::{ConnectError, Kind, Opened, Opening, guarded, header_map};
+use super::rmcp_errors::worded;
 use crate::auth::{
     self,
     signed_in::{AuthorizedClientError, SignedInClient},
