@@ -5,6 +5,8 @@
 //! - [`upstream`]: connections to upstream servers, their supervisors and children.
 //! - [`registry`]: the federated catalog (names, schemas), profiles, and the session view
 //!   (catalog x profile) through which every handler sees it.
+//! - [`session`]: one client session, its facts kept once, and the registry of the open
+//!   ones.
 //! - [`pipeline`]: the stages every call goes through, and the error codes.
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
 //!   metrics, reminder, result cap, session log, the console's activity).
@@ -58,6 +60,7 @@ pub mod resource_uri;
 pub mod sandbox;
 pub mod search_tools;
 pub mod server;
+pub mod session;
 pub mod startup_memory;
 pub mod state;
 pub mod tasks;

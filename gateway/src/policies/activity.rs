@@ -18,10 +18,10 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use crate::approvals::unix_ms;
-use crate::pipeline::sessions::CallCount;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
 use crate::redact;
+use crate::session::registry::CallCount;
 
 /// Finished calls kept in memory.
 pub const KEPT_CALLS: usize = 1000;
@@ -343,10 +343,11 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::pipeline::{CallContext, ErrorCode, GateDecision};
+    use crate::pipeline::{ErrorCode, GateDecision};
     use crate::registry::profile::Profiles;
+    use crate::session::{Session, Transport};
 
-    fn invocation(session: &Arc<CallContext>, tool: &str) -> Invocation {
+    fn invocation(session: &Arc<Session>, tool: &str) -> Invocation {
         Invocation {
             session: session.clone(),
             tool: tool.into(),
@@ -365,7 +366,13 @@ mod tests {
     #[test]
     fn records_each_call_with_its_gate_decision_and_trace() {
         let profile = Profiles::new(&Config::default()).get(None).unwrap();
-        let session = Arc::new(CallContext::new("s1".into(), profile, None));
+        let session = Arc::new(Session::new(
+            "s1".into(),
+            profile,
+            None,
+            Transport::Cli,
+            None,
+        ));
         let activity = Activity::default();
 
         let first = invocation(&session, "mcp__kv__get");
@@ -403,7 +410,13 @@ mod tests {
     #[test]
     fn large_arguments_are_kept_as_the_start_of_their_json() {
         let profile = Profiles::new(&Config::default()).get(None).unwrap();
-        let session = Arc::new(CallContext::new("s1".into(), profile, None));
+        let session = Arc::new(Session::new(
+            "s1".into(),
+            profile,
+            None,
+            Transport::Cli,
+            None,
+        ));
         let mut call = invocation(&session, "mcp__kv__set");
         let value = "é".repeat(ARGUMENTS_KEPT_BYTES);
         call.arguments = json!({"password": "hunter2", "value": value})

@@ -1,6 +1,8 @@
-//! The client sessions the relay can reach (the listeners of upstream messages), their log
-//! levels, and where an upstream's `notifications/message` goes. The sessions themselves are
-//! in the one registry (`crate::pipeline::sessions`); this is what the relay needs of them.
+//! The client sessions the relay can reach (the listeners of upstream messages), and where
+//! an upstream's `notifications/message` goes. What the relay reaches of one session, the
+//! way to its client and the log level it set, is the session's own [`Reach`]
+//! (`crate::session::Session::reach`): the session holds it, and the listeners list it
+//! while the session is open, so that neither is a copy of the other.
 //!
 //! A session joins when its client has initialized and leaves when it ends. Each session
 //! sets its own level with `logging/setLevel`. Upstreams are shared, so each
@@ -13,7 +15,7 @@
 #![allow(deprecated, reason = "logging is what clients on 2025 protocols use")]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 
@@ -34,45 +36,66 @@ pub fn rank(level: LoggingLevel) -> u8 {
     }
 }
 
-/// One client session as the relay sees it.
-struct Listener {
-    /// The way to the client outside any request.
-    link: ClientLink,
-    /// `None` until the session sends `logging/setLevel`.
-    level: Option<LoggingLevel>,
+/// What the relay reaches of one client session: the way to its client outside any
+/// request, once it has one, and the log level its client set.
+#[derive(Default)]
+pub struct Reach {
+    /// Set once: when the client has initialized, or when it set a level before that.
+    link: OnceLock<ClientLink>,
+    /// `None` until the client sends `logging/setLevel`.
+    level: Mutex<Option<LoggingLevel>>,
 }
 
-/// The client sessions, by id.
+impl Reach {
+    /// The way to the client outside any request, while it is open.
+    pub fn link(&self) -> Option<&ClientLink> {
+        self.link.get().filter(|link| !link.is_closed())
+    }
+
+    /// The level the client set, if it set one.
+    pub fn level(&self) -> Option<LoggingLevel> {
+        *self.level.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The client sessions the relay can reach, by id.
 #[derive(Default)]
 pub struct Listeners {
-    sessions: Mutex<HashMap<Arc<str>, Listener>>,
+    sessions: Mutex<HashMap<Arc<str>, Arc<Reach>>>,
 }
 
 impl Listeners {
-    /// Adds a session whose client has initialized.
-    pub fn join(&self, session: Arc<str>, link: ClientLink) {
-        self.lock()
-            .entry(session)
-            .or_insert(Listener { link, level: None });
+    /// Adds a session whose client has initialized, reached through `link` from now on
+    /// (in place of one that had its id before).
+    pub fn join(&self, session: Arc<str>, reach: &Arc<Reach>, link: ClientLink) {
+        let _ = reach.link.set(link);
+        self.lock().insert(session, reach.clone());
     }
 
-    /// Forgets a session that ended.
-    pub fn leave(&self, session: &str) {
-        self.lock().remove(session);
+    /// Forgets a session that ended, unless another has taken its id since.
+    pub fn leave(&self, session: &str, reach: &Arc<Reach>) {
+        let mut sessions = self.lock();
+        if sessions
+            .get(session)
+            .is_some_and(|listed| Arc::ptr_eq(listed, reach))
+        {
+            sessions.remove(session);
+        }
     }
 
-    /// Sets `session`'s level; returns the new lowest level over all sessions.
+    /// Sets the level of `session`, whose client `link` reaches, listing it if it was not
+    /// yet; returns the new lowest level over all sessions.
     pub fn set_level(
         &self,
         session: &Arc<str>,
+        reach: &Arc<Reach>,
         link: ClientLink,
         level: LoggingLevel,
     ) -> LoggingLevel {
+        let _ = reach.link.set(link);
+        *reach.level.lock().unwrap_or_else(|p| p.into_inner()) = Some(level);
         let mut sessions = self.lock();
-        sessions
-            .entry(session.clone())
-            .or_insert(Listener { link, level: None })
-            .level = Some(level);
+        sessions.insert(session.clone(), reach.clone());
         lowest(&sessions).unwrap_or(level)
     }
 
@@ -80,8 +103,7 @@ impl Listeners {
     pub fn link(&self, session: &str) -> Option<ClientLink> {
         self.lock()
             .get(session)
-            .map(|listener| listener.link.clone())
-            .filter(|link| !link.is_closed())
+            .and_then(|reach| reach.link().cloned())
     }
 
     /// The one open session whose client `can` do something, when there is exactly one.
@@ -89,16 +111,17 @@ impl Listeners {
         let sessions = self.lock();
         let mut able = sessions
             .iter()
-            .filter(|(_, listener)| !listener.link.is_closed() && can(&listener.link));
+            .filter_map(|(id, reach)| Some((id, reach.link()?)))
+            .filter(|(_, link)| can(link));
         match (able.next(), able.next()) {
-            (Some((id, listener)), None) => Some((id.clone(), listener.link.clone())),
+            (Some((id, link)), None) => Some((id.clone(), link.clone())),
             _ => None,
         }
     }
 
     /// The level `session` set, if it set one.
     pub fn level(&self, session: &str) -> Option<LoggingLevel> {
-        self.lock().get(session).and_then(|listener| listener.level)
+        self.lock().get(session).and_then(|reach| reach.level())
     }
 
     /// The lowest level any session wants, if any set one.
@@ -125,7 +148,9 @@ impl Listeners {
                 };
                 Some(level)
             } else {
-                sessions.get(&caller.session).and_then(|l| l.level)
+                sessions
+                    .get(&caller.session)
+                    .and_then(|reach| reach.level())
             };
             return if admits(level) {
                 vec![caller.link.clone()]
@@ -135,23 +160,23 @@ impl Listeners {
         }
         sessions
             .values()
-            .filter(|listener| listener.level.is_some() && admits(listener.level))
-            .filter(|listener| !listener.link.is_closed())
-            .map(|listener| listener.link.clone())
+            .filter_map(|reach| Some((reach.level()?, reach.link()?)))
+            .filter(|(level, _)| admits(Some(*level)))
+            .map(|(_, link)| link.clone())
             .collect()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Listener>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<Reach>>> {
         self.sessions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-fn lowest(sessions: &HashMap<Arc<str>, Listener>) -> Option<LoggingLevel> {
+fn lowest(sessions: &HashMap<Arc<str>, Arc<Reach>>) -> Option<LoggingLevel> {
     sessions
         .values()
-        .filter_map(|listener| listener.level)
+        .filter_map(|reach| reach.level())
         .min_by_key(|level| rank(*level))
 }
 

@@ -32,11 +32,12 @@ use crate::gateway::Gateway;
 use crate::listener_guard::SubjectToken;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
-use crate::pipeline::{CallContext, CallRequest, Origin, error};
+use crate::pipeline::{CallRequest, Origin, error};
 use crate::registry::view::SessionView;
 use crate::relay::{Caller, ClientLink};
 use crate::resource_uri;
 use crate::server::identity;
+use crate::session::Session;
 use crate::tasks;
 use crate::upstream::UpstreamError;
 
@@ -115,7 +116,7 @@ impl Call {
         &self.session.gateway
     }
 
-    fn pipeline_session(&self) -> &Arc<CallContext> {
+    fn pipeline_session(&self) -> &Arc<Session> {
         &self.session.session
     }
 
@@ -126,7 +127,7 @@ impl Call {
     /// The caller of this request, for what the upstream sends back during it.
     fn caller(&self) -> Caller {
         Caller::new(self.link.clone(), self.meta.clone(), self.session.id()).with_identity(
-            self.session.owner.identity.as_deref(),
+            self.session.session.owner(),
             self.http
                 .as_ref()
                 .and_then(|http| http.extensions.get::<SubjectToken>().cloned()),
@@ -139,11 +140,6 @@ impl Call {
     ) -> Result<ServerResult, ErrorData> {
         let gateway = self.gateway();
         let session = self.pipeline_session();
-        gateway.sessions.set_client(
-            &session.id,
-            &request.client_info.name,
-            &request.client_info.version,
-        );
         identity::settle(gateway).await;
         let mut client = request;
         client.protocol_version = revision::negotiate(&client.protocol_version);
@@ -156,7 +152,7 @@ impl Call {
         watch::shown_at_initialize(gateway, session);
         let mut answer = identity::info(gateway, Some(session));
         answer.protocol_version = client.protocol_version.clone();
-        let _ = self.session.client.set(Arc::new(client));
+        session.set_client(Arc::new(client));
         Ok(ServerResult::InitializeResult(answer))
     }
 
@@ -442,7 +438,7 @@ impl Call {
         adopt_level(&self.session, link, request.level).await;
         // Kept with the session's shared record, for a replica that takes it over.
         let state = &self.gateway().state;
-        if let Ok(serde_json::Value::String(level)) = serde_json::to_value(request.level)
+        if let Some(level) = self.pipeline_session().record().log_level
             && let Err(e) = state.set_log_level(self.session.id(), &level).await
         {
             tracing::warn!(session = %self.session.id(), "log level not shared: {e}");
@@ -520,7 +516,7 @@ async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLe
     let gateway = &session.gateway;
     let listeners = &gateway.registry.downstream().listeners;
     let before = listeners.lowest();
-    let lowest = listeners.set_level(&session.id().into(), link, level);
+    let lowest = listeners.set_level(&session.id().into(), session.session.reach(), link, level);
     if before != Some(lowest) {
         // Answered once the upstreams have the level (or were given time to take it), so
         // the client's next call already logs at it.
@@ -538,7 +534,7 @@ async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLe
 /// A session another replica opened (streamable HTTP, restored here) keeps the log level
 /// its client set there.
 pub(super) async fn resume_log_level(session: &ClientSession) {
-    let Some(client) = session.client.get() else {
+    let Some(client) = session.session.client() else {
         return;
     };
     let level = match session.gateway.state.touch_session(session.id()).await {
@@ -592,7 +588,7 @@ pub(super) fn unexpected(got: &ServerResult) -> ErrorData {
     )
 }
 
-fn log_event(session: &CallContext, kind: EventKind, event: serde_json::Value) {
+fn log_event(session: &Session, kind: EventKind, event: serde_json::Value) {
     if let Some(log) = &session.log {
         log.append(kind, &event);
     }

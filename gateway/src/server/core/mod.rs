@@ -31,7 +31,7 @@ mod watch;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -48,11 +48,12 @@ use self::parked::{Parked, ParkedCall, RequestKey, Retry};
 use self::revision::Revision;
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
-use crate::pipeline::CallContext;
-use crate::pipeline::sessions::{Live, Refused, Transport};
 use crate::relay::inputs::Inputs;
 use crate::relay::{ClientLink, ClientRequests};
-use crate::server::limits::Owner;
+use crate::server::limits::{Owner, Quotas};
+use crate::session::Session;
+use crate::session::Transport;
+use crate::session::registry::{Live, Refused};
 
 /// How many messages to a client may wait on one of its streams.
 pub const STREAM_CAPACITY: usize = 64;
@@ -61,17 +62,15 @@ pub const STREAM_CAPACITY: usize = 64;
 /// requests (2026-07-28) that one client sends on one transport.
 pub struct ClientSession {
     gateway: Arc<Gateway>,
-    session: Arc<CallContext>,
+    session: Arc<Session>,
     /// Messages to the client outside any request's stream.
     outbox: mpsc::Sender<ServerJsonRpcMessage>,
     requests: Arc<ClientRequests>,
-    /// The client's `initialize`, once it came.
-    client: OnceLock<Arc<ClientConfig>>,
     /// The calls in flight that the client may cancel by id, each with its cancellation.
     calls: Mutex<HashMap<RequestId, CancellationToken>>,
     parked: Parked,
-    /// Who the session belongs to, whose quotas its parked calls count against.
-    owner: Owner,
+    /// The quotas of the session's owner, which its parked calls count against.
+    quotas: Arc<Quotas>,
     /// What the transport keeps with the session.
     attachment: Box<dyn Any + Send + Sync>,
     /// How many of its requests are being served now.
@@ -127,24 +126,23 @@ impl ClientSession {
     /// Opens a session and enters it in the gateway's registry, where it stays until it
     /// ends. `None` when the profile does not exist.
     pub fn open(gateway: &Arc<Gateway>, opening: Opening) -> Option<Arc<Self>> {
-        let context = gateway.new_context(opening.profile, opening.id)?;
+        let Owner { identity, quotas } = opening.owner;
+        let facts =
+            gateway.make_session(opening.profile, opening.id, opening.transport, identity)?;
+        let facts = Arc::new(facts);
         let session = Arc::new(Self {
             gateway: gateway.clone(),
-            session: context.clone(),
+            session: facts.clone(),
             outbox: opening.outbox,
             requests: Arc::default(),
-            client: OnceLock::new(),
             calls: Mutex::default(),
             parked: Parked::default(),
-            owner: opening.owner,
+            quotas,
             attachment: opening.attachment,
             serving: Arc::default(),
             closed: CancellationToken::new(),
         });
-        let identity = session.owner.identity.clone();
-        gateway
-            .sessions
-            .enter(&context, opening.transport, identity, Some(session.clone()));
+        gateway.sessions.enter(&facts, Some(session.clone()));
         Some(session)
     }
 
@@ -186,6 +184,19 @@ impl ClientSession {
     /// The session's id (the transport's, when it has one).
     pub fn id(&self) -> &str {
         &self.session.id
+    }
+
+    /// What the gateway knows of the session.
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Who the session belongs to, with the quotas it counts against.
+    fn owner(&self) -> Owner {
+        Owner {
+            identity: self.session.owner().map(str::to_owned),
+            quotas: self.quotas.clone(),
+        }
     }
 
     /// Takes the next message of a connection whose answers the transport delivers itself
@@ -245,7 +256,7 @@ impl ClientSession {
         let delivery = self.gateway.drain().delivery();
         let serving = Serving::enter(&self.serving);
         let meta = std::mem::take(request.get_meta_mut());
-        let revision = Revision::of(&request, &meta, self.client.get());
+        let revision = Revision::of(&request, &meta, self.session.client());
         let cancel = self.closed.child_token();
         // A client that can cancel by id has its call entered under it.
         let by_id = scope.cancel.is_none() && revision.is_ok();
@@ -328,7 +339,7 @@ impl ClientSession {
         if !revision.is_stateless() {
             return call.serve(request).await;
         }
-        let key = request_key(&request, self.owner.identity.as_deref());
+        let key = request_key(&request, self.session.owner());
         if let Some(state) = request_state(&request) {
             let retry = Retry {
                 state: state.to_owned(),
@@ -409,7 +420,7 @@ impl ClientSession {
         call.inputs.settled().await;
         let questions = call.inputs.questions();
         let replica = self.gateway.state.replica();
-        let state = match self.parked.park(call, &self.owner, replica) {
+        let state = match self.parked.park(call, &self.owner(), replica) {
             Ok(state) => state,
             Err((refused, call)) => {
                 tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
@@ -436,7 +447,7 @@ impl ClientSession {
                 }
             }
             ClientNotification::InitializedNotification(_) => {
-                if let Some(client) = self.client.get() {
+                if let Some(client) = self.session.client() {
                     self.start(client.clone()).await;
                 }
             }
@@ -455,7 +466,7 @@ impl ClientSession {
     /// `client` there.
     pub async fn restore(self: &Arc<Self>, client: ClientConfig) {
         let client = Arc::new(client);
-        if self.client.set(client.clone()).is_ok() {
+        if self.session.set_client(client.clone()) {
             self.start(client).await;
         }
     }
@@ -465,7 +476,7 @@ impl ClientSession {
     async fn start(self: &Arc<Self>, client: Arc<ClientConfig>) {
         let link = self.link(client);
         let listeners = &self.gateway.registry.downstream().listeners;
-        listeners.join(self.id().into(), link.clone());
+        listeners.join(self.id().into(), self.session.reach(), link.clone());
         watch::catalog(self.clone(), link);
         methods::resume_log_level(self).await;
         // A server asks for the roots when it starts, when no client may be there to
@@ -500,7 +511,7 @@ impl ClientSession {
             .registry
             .downstream()
             .listeners
-            .leave(&self.session.id);
+            .leave(&self.session.id, self.session.reach());
         self.gateway.sessions.remove(self);
     }
 

@@ -118,7 +118,7 @@ impl ClientSession {
             }
         }
         // What one identity may have running is bounded: past it, the call stays a call.
-        let permit = match self.owner.acquire(Holding::Task) {
+        let permit = match self.owner().acquire(Holding::Task) {
             Ok(permit) => permit,
             Err(refused) => {
                 tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
@@ -132,7 +132,7 @@ impl ClientSession {
         task.poll_interval_ms = Some(config.poll_interval_ms);
         let state = &self.gateway.state;
         let record = TaskRecord {
-            identity: self.owner.identity.clone(),
+            identity: self.session.owner().map(str::to_owned),
             tool,
             arguments,
             expires_ms: TaskRecord::expiry(config.ttl()),

@@ -348,7 +348,7 @@ impl Call {
     }
 
     fn identity(&self) -> Option<&str> {
-        self.session.owner.identity.as_deref()
+        self.session.session.owner()
     }
 }
 

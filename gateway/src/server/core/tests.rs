@@ -15,9 +15,10 @@ use super::{ClientSession, Opening, STREAM_CAPACITY, Served};
 use crate::config::Config;
 use crate::config::listen::ClientLimits;
 use crate::gateway::Gateway;
-use crate::pipeline::sessions::{Live, Transport};
 use crate::pipeline::testing::{Heard, LIST_TTL_MS, Upstream, settled};
 use crate::server::limits::{Owner, Quotas};
+use crate::session::Transport;
+use crate::session::registry::Live;
 
 /// A gateway federating `upstream` as `up`, once it is connected.
 async fn gateway(upstream: &Upstream) -> Arc<Gateway> {
@@ -262,18 +263,18 @@ async fn the_registry_finds_a_session_for_its_owner_only_until_it_ends() {
     assert!(Arc::ptr_eq(&found, &client.session));
     assert_eq!(
         ClientSession::find(&gateway, &id, Some("token:bbbb")).err(),
-        Some(crate::pipeline::sessions::Refused::NotYours)
+        Some(crate::session::registry::Refused::NotYours)
     );
     assert_eq!(
         ClientSession::find(&gateway, &id, None).err(),
-        Some(crate::pipeline::sessions::Refused::NotYours)
+        Some(crate::session::registry::Refused::NotYours)
     );
     assert!(gateway.sessions.list().iter().any(|listed| listed.id == id));
 
     Live::end(client.session.as_ref());
     assert_eq!(
         ClientSession::find(&gateway, &id, Some("token:aaaa")).err(),
-        Some(crate::pipeline::sessions::Refused::Unknown)
+        Some(crate::session::registry::Refused::Unknown)
     );
     assert!(gateway.sessions.list().iter().all(|listed| listed.id != id));
 }

@@ -20,11 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::ClientSession;
 use crate::gateway::Gateway;
-use crate::pipeline::CallContext;
 use crate::registry::Catalog;
 use crate::relay::{ClientLink, ListKind};
 use crate::search_tools::Found;
 use crate::server::identity;
+use crate::session::Session;
 
 /// What one session sees of the catalog, to tell when it changed.
 #[derive(Clone, PartialEq)]
@@ -39,7 +39,7 @@ struct Visible {
 struct ShownAtInitialize(Option<Visible>);
 
 impl Visible {
-    fn of(gateway: &Gateway, session: &CallContext) -> Visible {
+    fn of(gateway: &Gateway, session: &Session) -> Visible {
         let view = gateway.view(session);
         Visible {
             tools: gateway.visible_tools(session),
@@ -63,7 +63,7 @@ struct Changed {
 /// Changes to what one session sees, as they happen.
 struct Watch {
     gateway: Arc<Gateway>,
-    session: Arc<CallContext>,
+    session: Arc<Session>,
     catalog: tokio::sync::watch::Receiver<Arc<Catalog>>,
     announced: tokio::sync::broadcast::Receiver<(Arc<str>, ListKind)>,
     found: Found,
@@ -71,7 +71,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn new(gateway: Arc<Gateway>, session: Arc<CallContext>, shown: Visible) -> Self {
+    fn new(gateway: Arc<Gateway>, session: Arc<Session>, shown: Visible) -> Self {
         Watch {
             catalog: gateway.registry.watch(),
             announced: gateway.registry.downstream().announced.subscribe(),
@@ -116,7 +116,7 @@ impl Watch {
 
 /// Remembers what `session` can list now that its client initialized: the watcher
 /// tells it of any change since, however late it starts.
-pub(super) fn shown_at_initialize(gateway: &Gateway, session: &CallContext) {
+pub(super) fn shown_at_initialize(gateway: &Gateway, session: &Session) {
     let shown = Visible::of(gateway, session);
     session.with_state(|initial: &mut ShownAtInitialize| initial.0 = Some(shown));
 }
@@ -147,7 +147,7 @@ pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
 /// request's stream, until the client closes it (`closed`).
 pub(super) async fn listen(
     gateway: &Arc<Gateway>,
-    session: Arc<CallContext>,
+    session: Arc<Session>,
     (id, link, closed): (&RequestId, &ClientLink, &CancellationToken),
     requested: SubscriptionFilter,
 ) -> Result<ServerResult, ErrorData> {

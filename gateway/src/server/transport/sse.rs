@@ -59,11 +59,12 @@ use tokio_util::task::TaskTracker;
 use crate::drain::OpenSession;
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
-use crate::pipeline::sessions::{Refused, Transport as SessionTransport};
 use crate::server::core::decode::{Batch, Refused as Malformed};
 use crate::server::core::{ClientSession, Opening, Served};
 use crate::server::limits::{Holding, LimitError, Owner, Permit, Quotas};
 use crate::server::{session_profile, unknown_profile};
+use crate::session::Transport as SessionTransport;
+use crate::session::registry::Refused;
 
 /// The query parameter that names the session in `POST /message`.
 const SESSION_QUERY: &str = "sessionId";

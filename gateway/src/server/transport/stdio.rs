@@ -30,11 +30,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter, encode};
-use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
 use crate::server::core::{ClientSession, Opening, STREAM_CAPACITY, Served};
 use crate::server::limits::{Owner, Quotas};
 use crate::server::{ServeError, session_profile};
+use crate::session::Transport;
 
 /// Who the client over stdio is: the local user (`local:NAME`, from `USER`, else the
 /// numeric user id).

@@ -52,12 +52,13 @@ use super::http_events::{self, Event, Recorder, ResumeError};
 use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
-use crate::pipeline::sessions::{Refused, Transport, check_owner};
 use crate::server::core::decode::decode_message;
 use crate::server::core::{ClientSession, Opening, STREAM_CAPACITY, Scope, Served, Unasked};
 use crate::server::http::draining::Held;
 use crate::server::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
 use crate::server::session_profile;
+use crate::session::Transport;
+use crate::session::registry::{Refused, check_owner};
 use crate::state::{SharedState, StateError};
 
 /// How long an answer may keep its request waiting with nothing sent before the request
@@ -285,18 +286,17 @@ impl Endpoint {
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
             );
         };
-        if let Err(e) = self.state.set_owner(&session_id, identity.as_deref()).await {
+        let record = session.session().record();
+        if let Err(e) = self
+            .state
+            .set_owner(&session_id, record.owner.as_deref())
+            .await
+        {
             // Without its owner on record the session could not be checked on another
             // replica: end it rather than hand it out.
             self.forget(&session_id);
             return unavailable(&e);
         }
-        let handshake = match &request {
-            ClientRequest::InitializeRequest(initialize) => {
-                serde_json::to_string(&initialize.params).unwrap_or_default()
-            }
-            _ => String::new(),
-        };
         let scope = Scope {
             http: Some(parts),
             ..Scope::default()
@@ -304,6 +304,9 @@ impl Endpoint {
         let Some(served) = session.serve(id, request, scope).await else {
             return StatusCode::ACCEPTED.into_response();
         };
+        // What the client said at `initialize`, as the session keeps it, for a replica
+        // that takes the session over.
+        let handshake = session.session().record().handshake.unwrap_or_default();
         if let Err(e) = self.state.set_handshake(&session_id, &handshake).await {
             tracing::warn!(session = %session_id, "handshake not shared: {e}");
         }

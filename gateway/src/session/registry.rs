@@ -14,30 +14,16 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::CallContext;
-use crate::approvals::unix_ms;
+use super::{Session, Transport};
 
 /// Calls a session has made (kept in the session's own state; the activity observer
 /// counts them).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallCount(pub u64);
-
-/// How a session reached the gateway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transport {
-    Stdio,
-    StreamableHttp,
-    Sse,
-    /// The operator console's own session ("try it").
-    Console,
-    /// A one-shot command (`tools`, `call`, `run`, `sdk`).
-    Cli,
-}
 
 /// One open session as the console shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -76,14 +62,9 @@ pub enum Refused {
 pub type StatelessKey = (Option<String>, Option<String>);
 
 struct Entry {
-    context: Weak<CallContext>,
+    session: Weak<Session>,
     /// The core's session; `None` for a console or command-line session.
     live: Option<Arc<dyn Live>>,
-    transport: Transport,
-    /// The identity of the credentials that opened it (`None`: none were needed).
-    owner: Option<String>,
-    client: Option<(String, String)>,
-    since_ms: u64,
     /// When a request last found it.
     last_used: Instant,
 }
@@ -97,24 +78,14 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// Enters a session of `owner`. `live`: the core's session, held until it ends;
-    /// without it the session is listed while `context` lives.
-    pub fn enter(
-        &self,
-        context: &Arc<CallContext>,
-        transport: Transport,
-        owner: Option<String>,
-        live: Option<Arc<dyn Live>>,
-    ) {
+    /// Enters `session`. `live`: the core's session, held until it ends; without it the
+    /// session is listed while `session` lives.
+    pub fn enter(&self, session: &Arc<Session>, live: Option<Arc<dyn Live>>) {
         self.lock().insert(
-            context.id.as_str().into(),
+            session.id.as_str().into(),
             Entry {
-                context: Arc::downgrade(context),
+                session: Arc::downgrade(session),
                 live,
-                transport,
-                owner,
-                client: None,
-                since_ms: unix_ms(SystemTime::now()),
                 last_used: Instant::now(),
             },
         );
@@ -124,7 +95,8 @@ impl Sessions {
     pub fn find<T: Live>(&self, id: &str, identity: Option<&str>) -> Result<Arc<T>, Refused> {
         let mut entries = self.lock();
         let entry = entries.get_mut(id).ok_or(Refused::Unknown)?;
-        check_owner(entry.owner.as_deref(), identity)?;
+        let session = entry.session.upgrade().ok_or(Refused::Unknown)?;
+        check_owner(session.owner(), identity)?;
         entry.last_used = Instant::now();
         let live: Arc<dyn Any + Send + Sync> = entry.live.clone().ok_or(Refused::Unknown)?;
         live.downcast().map_err(|_| Refused::Unknown)
@@ -191,7 +163,10 @@ impl Sessions {
         let idle: Vec<Arc<dyn Live>> = self
             .lock()
             .values()
-            .filter(|entry| entry.transport == transport && entry.last_used < before)
+            .filter(|entry| entry.last_used < before)
+            .filter(|entry| {
+                (entry.session.upgrade()).is_some_and(|session| session.transport() == transport)
+            })
             .filter_map(|entry| entry.live.clone())
             .filter(|live| !live.is_serving())
             .collect();
@@ -219,29 +194,23 @@ impl Sessions {
         self.stateless_lock().retain(|_, live| !ours(live));
     }
 
-    /// Records the client's name and version from its `initialize`.
-    pub fn set_client(&self, id: &str, name: &str, version: &str) {
-        if let Some(entry) = self.lock().get_mut(id) {
-            entry.client = Some((name.to_owned(), version.to_owned()));
-        }
-    }
-
     /// The sessions still open, oldest first; forgets the ended ones.
     pub fn list(&self) -> Vec<SessionSummary> {
         let mut entries = self.lock();
-        entries.retain(|_, entry| entry.context.strong_count() > 0);
+        entries.retain(|_, entry| entry.session.strong_count() > 0);
         let mut list: Vec<SessionSummary> = entries
             .iter()
             .filter_map(|(id, entry)| {
-                let context = entry.context.upgrade()?;
+                let session = entry.session.upgrade()?;
+                let client = session.client().map(|client| &client.client_info);
                 Some(SessionSummary {
                     id: id.to_string(),
-                    transport: entry.transport,
-                    client_name: entry.client.as_ref().map(|c| c.0.clone()),
-                    client_version: entry.client.as_ref().map(|c| c.1.clone()),
-                    profile: context.profile.name.clone(),
-                    calls: context.with_state(|count: &mut CallCount| count.0),
-                    since_ms: entry.since_ms,
+                    transport: session.transport(),
+                    client_name: client.map(|client| client.name.clone()),
+                    client_version: client.map(|client| client.version.clone()),
+                    profile: session.profile.name.clone(),
+                    calls: session.with_state(|count: &mut CallCount| count.0),
+                    since_ms: session.since_ms(),
                 })
             })
             .collect();
