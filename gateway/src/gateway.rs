@@ -34,9 +34,9 @@ use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
-use crate::session::Session;
 use crate::session::Transport;
 use crate::session::registry::Sessions;
+use crate::session::{Opening, Session};
 use crate::state::{self, SharedState};
 use crate::upstream::offer::Listed;
 use crate::upstream::{CONNECT_TIMEOUT, Upstream};
@@ -262,30 +262,26 @@ impl Gateway {
     /// A session of the console or the command line with the named profile (`None` = the
     /// default profile), listed in [`Self::sessions`] while it lives.
     pub fn new_session(&self, profile: Option<&str>, transport: Transport) -> Option<Arc<Session>> {
-        let session = Arc::new(self.make_session(profile, None, transport, None)?);
-        self.sessions.enter(&session, None);
+        let session = Arc::new(self.make_session(Opening::own(profile, transport))?);
+        self.sessions.list_while_used(&session);
         Some(session)
     }
 
-    /// A new session of `owner` with the named profile, reached by `transport`, under the
-    /// transport's session id when it has one (a streamable HTTP session has the same id
-    /// on every replica); `None` when the profile does not exist.
-    pub fn make_session(
-        &self,
-        profile: Option<&str>,
-        id: Option<&str>,
-        transport: Transport,
-        owner: Option<String>,
-    ) -> Option<Session> {
+    /// A new session as `opening` describes it, under the transport's session id when it
+    /// has one (a streamable HTTP session has the same id on every replica); `None` when
+    /// its profile does not exist.
+    pub fn make_session(&self, opening: Opening) -> Option<Session> {
         let policy = self.policy();
-        let profile = policy.profiles.get(profile)?;
-        let id = id.map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned);
+        let profile = policy.profiles.get(opening.profile)?;
+        let id = opening
+            .id
+            .map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned);
         let log = policy.sessions_dir.as_ref().and_then(|dir| {
             SessionLog::create(dir, &id)
                 .inspect_err(|e| tracing::warn!("session log disabled: {e}"))
                 .ok()
         });
-        Some(Session::new(id, profile, log, transport, owner))
+        Some(Session::new(id, profile, log, opening))
     }
 
     /// What `session` may see of the catalog now.

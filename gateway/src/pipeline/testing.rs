@@ -26,7 +26,7 @@ use super::{
 use crate::config::{AskFallback, Config};
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
-use crate::session::{Session, Transport};
+use crate::session::{Opening, Session, Transport};
 
 /// What the pipeline core needs: a call that would ask is denied, and nothing is traced.
 pub fn settings() -> PipelineSettings {
@@ -58,8 +58,7 @@ pub fn session(id: &str) -> Arc<Session> {
         id.to_owned(),
         profile,
         None,
-        Transport::Cli,
-        None,
+        Opening::own(None, Transport::Cli),
     ))
 }
 

@@ -345,7 +345,7 @@ mod tests {
     use crate::config::Config;
     use crate::pipeline::{ErrorCode, GateDecision};
     use crate::registry::profile::Profiles;
-    use crate::session::{Session, Transport};
+    use crate::session::{Opening, Session, Transport};
 
     fn invocation(session: &Arc<Session>, tool: &str) -> Invocation {
         Invocation {
@@ -370,8 +370,7 @@ mod tests {
             "s1".into(),
             profile,
             None,
-            Transport::Cli,
-            None,
+            Opening::own(None, Transport::Cli),
         ));
         let activity = Activity::default();
 
@@ -414,8 +413,7 @@ mod tests {
             "s1".into(),
             profile,
             None,
-            Transport::Cli,
-            None,
+            Opening::own(None, Transport::Cli),
         ));
         let mut call = invocation(&session, "mcp__kv__set");
         let value = "é".repeat(ARGUMENTS_KEPT_BYTES);

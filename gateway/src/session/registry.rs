@@ -4,14 +4,11 @@
 //!
 //! The session core enters and ends its sessions here; transports find a session here,
 //! through the one owner check ([`Sessions::find`]); the console lists them from here.
-//! A client session of the core is held until it ends, as a [`Live`] (this module sits
-//! below the core, which gets its own type back with [`Sessions::find`]'s downcast); a
-//! console or command-line session is held weakly and forgotten once its holder lets go.
-//! A streamable HTTP session whose client left without ending it ends once no request
-//! found it for `[cluster] session_ttl_secs` ([`Sessions::end_idle`]), as its shared
-//! record does.
+//! A client session of the core is held until it ends; a console or command-line session
+//! is held weakly and forgotten once its holder lets go. A streamable HTTP session whose
+//! client left without ending it ends once no request found it for `[cluster]
+//! session_ttl_secs` ([`Sessions::end_idle`]), as its shared record does.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -38,16 +35,6 @@ pub struct SessionSummary {
     pub since_ms: u64,
 }
 
-/// What the registry needs of a client session of the session core.
-pub trait Live: Any + Send + Sync {
-    /// The session's id.
-    fn id(&self) -> &str;
-    /// Whether a request of the session is being served now.
-    fn is_serving(&self) -> bool;
-    /// Ends the session (and takes it out of the registry).
-    fn end(&self);
-}
-
 /// Why a session id finds no session for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
@@ -61,12 +48,36 @@ pub enum Refused {
 /// the profile.
 pub type StatelessKey = (Option<String>, Option<String>);
 
+/// How the registry holds a session.
+enum Held {
+    /// A session of the core: held until it ends.
+    UntilEnded(Arc<Session>),
+    /// The console's or the command line's: listed while its holder keeps it.
+    WhileUsed(Weak<Session>),
+}
+
 struct Entry {
-    session: Weak<Session>,
-    /// The core's session; `None` for a console or command-line session.
-    live: Option<Arc<dyn Live>>,
+    held: Held,
     /// When a request last found it.
     last_used: Instant,
+}
+
+impl Entry {
+    /// The session, when the core holds it until it ends.
+    fn until_ended(&self) -> Option<&Arc<Session>> {
+        match &self.held {
+            Held::UntilEnded(session) => Some(session),
+            Held::WhileUsed(_) => None,
+        }
+    }
+
+    /// The session, while it lives.
+    fn session(&self) -> Option<Arc<Session>> {
+        match &self.held {
+            Held::UntilEnded(session) => Some(session.clone()),
+            Held::WhileUsed(session) => session.upgrade(),
+        }
+    }
 }
 
 /// The sessions of this process (one registry, the gateway's).
@@ -74,32 +85,37 @@ struct Entry {
 pub struct Sessions {
     entries: Mutex<HashMap<Arc<str>, Entry>>,
     /// The sessions serving stateless requests, by identity and profile.
-    stateless: Mutex<HashMap<StatelessKey, Arc<dyn Live>>>,
+    stateless: Mutex<HashMap<StatelessKey, Arc<Session>>>,
 }
 
 impl Sessions {
-    /// Enters `session`. `live`: the core's session, held until it ends; without it the
-    /// session is listed while `session` lives.
-    pub fn enter(&self, session: &Arc<Session>, live: Option<Arc<dyn Live>>) {
-        self.lock().insert(
-            session.id.as_str().into(),
-            Entry {
-                session: Arc::downgrade(session),
-                live,
-                last_used: Instant::now(),
-            },
-        );
+    /// Enters a session of the core, held until it ends (in place of any that had its id).
+    pub fn enter(&self, session: &Arc<Session>) {
+        self.insert(session, Held::UntilEnded(session.clone()));
     }
 
-    /// The session `id` names, for a request of `identity`.
-    pub fn find<T: Live>(&self, id: &str, identity: Option<&str>) -> Result<Arc<T>, Refused> {
+    /// Lists a session the gateway opened for itself (the console's, the command
+    /// line's) while `session` lives.
+    pub fn list_while_used(&self, session: &Arc<Session>) {
+        self.insert(session, Held::WhileUsed(Arc::downgrade(session)));
+    }
+
+    fn insert(&self, session: &Session, held: Held) {
+        let entry = Entry {
+            held,
+            last_used: Instant::now(),
+        };
+        self.lock().insert(session.id.as_str().into(), entry);
+    }
+
+    /// The session of the core `id` names, for a request of `identity`.
+    pub fn find(&self, id: &str, identity: Option<&str>) -> Result<Arc<Session>, Refused> {
         let mut entries = self.lock();
         let entry = entries.get_mut(id).ok_or(Refused::Unknown)?;
-        let session = entry.session.upgrade().ok_or(Refused::Unknown)?;
+        let session = entry.until_ended().ok_or(Refused::Unknown)?.clone();
         check_owner(session.owner(), identity)?;
         entry.last_used = Instant::now();
-        let live: Arc<dyn Any + Send + Sync> = entry.live.clone().ok_or(Refused::Unknown)?;
-        live.downcast().map_err(|_| Refused::Unknown)
+        Ok(session)
     }
 
     /// The session serving the stateless requests of `key`, opened with `open` when
@@ -110,19 +126,18 @@ impl Sessions {
     /// cancelled: their clients are told `requestState` names nothing). A session serving
     /// a request (a call, a `subscriptions/listen` stream) stays; an ended one is opened
     /// again, under the same id, by its client's next request.
-    pub fn stateless<T: Live>(
+    pub fn stateless(
         &self,
         key: StatelessKey,
         bound: usize,
-        open: impl FnOnce() -> Option<Arc<T>>,
-    ) -> Option<Arc<T>> {
+        open: impl FnOnce() -> Option<Arc<Session>>,
+    ) -> Option<Arc<Session>> {
         let mut stateless = self.stateless_lock();
         if let Some(session) = stateless.get(&key) {
-            if let Some(entry) = self.lock().get_mut(session.id()) {
+            if let Some(entry) = self.lock().get_mut(session.id.as_str()) {
                 entry.last_used = Instant::now();
             }
-            let session: Arc<dyn Any + Send + Sync> = session.clone();
-            return session.downcast().ok();
+            return Some(session.clone());
         }
         let mut idle = Vec::new();
         if stateless.len() >= bound {
@@ -140,7 +155,7 @@ impl Sessions {
         }
         drop(stateless);
         for session in idle {
-            session.end();
+            self.end_session(&session);
         }
         session
     }
@@ -148,9 +163,12 @@ impl Sessions {
     /// Ends session `id`, whoever opened it (its owner ended it, or it ended on another
     /// replica).
     pub fn end(&self, id: &str) {
-        let live = self.lock().get(id).and_then(|entry| entry.live.clone());
-        if let Some(live) = live {
-            live.end();
+        let session = self
+            .lock()
+            .get(id)
+            .and_then(|entry| entry.until_ended().cloned());
+        if let Some(session) = session {
+            self.end_session(&session);
         }
     }
 
@@ -160,48 +178,47 @@ impl Sessions {
         let Some(before) = Instant::now().checked_sub(idle) else {
             return 0;
         };
-        let idle: Vec<Arc<dyn Live>> = self
+        let idle: Vec<Arc<Session>> = self
             .lock()
             .values()
             .filter(|entry| entry.last_used < before)
-            .filter(|entry| {
-                (entry.session.upgrade()).is_some_and(|session| session.transport() == transport)
-            })
-            .filter_map(|entry| entry.live.clone())
-            .filter(|live| !live.is_serving())
+            .filter_map(|entry| entry.until_ended())
+            .filter(|session| session.transport() == transport && !session.is_serving())
+            .cloned()
             .collect();
-        for live in &idle {
-            live.end();
+        for session in &idle {
+            self.end_session(session);
         }
         idle.len()
     }
 
-    /// Takes `session` out of the registry (it ended), unless another session has taken
-    /// its id since (two requests that restored one session at once).
-    pub fn remove(&self, session: &dyn Live) {
-        let id = session.id();
-        let ours = |live: &Arc<dyn Live>| std::ptr::addr_eq(Arc::as_ptr(live), session);
+    /// Ends `session`: what runs for it stops, and it leaves the registry, unless another
+    /// session has taken its id since (two requests that restored one session at once).
+    pub fn end_session(&self, session: &Session) {
+        session.stop();
+        let ours = |held: &Arc<Session>| std::ptr::eq(Arc::as_ptr(held), session);
         {
             let mut entries = self.lock();
-            if !entries
+            let id = session.id.as_str();
+            if entries
                 .get(id)
-                .is_some_and(|entry| entry.live.as_ref().is_some_and(ours))
+                .and_then(Entry::until_ended)
+                .is_some_and(ours)
             {
-                return;
+                entries.remove(id);
             }
-            entries.remove(id);
         }
-        self.stateless_lock().retain(|_, live| !ours(live));
+        self.stateless_lock().retain(|_, held| !ours(held));
     }
 
     /// The sessions still open, oldest first; forgets the ended ones.
     pub fn list(&self) -> Vec<SessionSummary> {
         let mut entries = self.lock();
-        entries.retain(|_, entry| entry.session.strong_count() > 0);
+        entries.retain(|_, entry| entry.session().is_some());
         let mut list: Vec<SessionSummary> = entries
             .iter()
             .filter_map(|(id, entry)| {
-                let session = entry.session.upgrade()?;
+                let session = entry.session()?;
                 let client = session.client().map(|client| &client.client_info);
                 Some(SessionSummary {
                     id: id.to_string(),
@@ -222,7 +239,7 @@ impl Sessions {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn stateless_lock(&self) -> MutexGuard<'_, HashMap<StatelessKey, Arc<dyn Live>>> {
+    fn stateless_lock(&self) -> MutexGuard<'_, HashMap<StatelessKey, Arc<Session>>> {
         self.stateless.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

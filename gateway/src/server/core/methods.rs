@@ -24,7 +24,6 @@ use rmcp::model::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::ClientSession;
 use super::revision::{self, Revision};
 use super::watch;
 use crate::config::CatalogMode;
@@ -53,7 +52,8 @@ const PAGE_SIZE: usize = 500;
 
 /// One request being served, with everything its method may need.
 pub(super) struct Call {
-    pub session: Arc<ClientSession>,
+    pub gateway: Arc<Gateway>,
+    pub session: Arc<Session>,
     pub id: RequestId,
     pub meta: RequestMetaObject,
     pub revision: Revision,
@@ -99,7 +99,7 @@ impl Call {
             ClientRequest::UnsubscribeRequest(request) => self.unsubscribe(request.params).await,
             ClientRequest::SubscriptionsListenRequest(request) => {
                 let stream = (&self.id, &self.link, &self.cancel);
-                let session = self.pipeline_session().clone();
+                let session = self.session.clone();
                 watch::listen(
                     self.gateway(),
                     session,
@@ -113,21 +113,22 @@ impl Call {
     }
 
     pub(super) fn gateway(&self) -> &Arc<Gateway> {
-        &self.session.gateway
-    }
-
-    fn pipeline_session(&self) -> &Arc<Session> {
-        &self.session.session
+        &self.gateway
     }
 
     fn view(&self) -> SessionView {
-        self.gateway().view(self.pipeline_session())
+        self.gateway().view(&self.session)
     }
 
     /// The caller of this request, for what the upstream sends back during it.
     fn caller(&self) -> Caller {
-        Caller::new(self.link.clone(), self.meta.clone(), self.session.id()).with_identity(
-            self.session.session.owner(),
+        Caller::new(
+            self.link.clone(),
+            self.meta.clone(),
+            self.session.id.as_str(),
+        )
+        .with_identity(
+            self.session.owner(),
             self.http
                 .as_ref()
                 .and_then(|http| http.extensions.get::<SubjectToken>().cloned()),
@@ -139,7 +140,7 @@ impl Call {
         request: InitializeRequestParams,
     ) -> Result<ServerResult, ErrorData> {
         let gateway = self.gateway();
-        let session = self.pipeline_session();
+        let session = &self.session;
         identity::settle(gateway).await;
         let mut client = request;
         client.protocol_version = revision::negotiate(&client.protocol_version);
@@ -157,7 +158,7 @@ impl Call {
     }
 
     fn discover(&self) -> ServerResult {
-        let mut info = identity::info(self.gateway(), Some(self.pipeline_session()));
+        let mut info = identity::info(self.gateway(), Some(&self.session));
         // Tasks are the gateway's to keep, whoever does the work (see `crate::tasks`).
         info.capabilities
             .extensions
@@ -175,7 +176,7 @@ impl Call {
     /// names the upstreams the list had to go without; a hung upstream holds only this one
     /// list, and only up to the bound. Later lists never wait.
     async fn first_list(&self) {
-        let session = self.pipeline_session();
+        let session = &self.session;
         if session.with_state(|listed: &mut ListedOnce| std::mem::replace(&mut listed.0, true)) {
             return;
         }
@@ -232,7 +233,7 @@ impl Call {
         &self,
         request: Option<PaginatedRequestParams>,
     ) -> Result<ServerResult, ErrorData> {
-        let session = self.pipeline_session();
+        let session = &self.session;
         let tools = self.gateway().visible_tools(session);
         let (tools, next) = page(&tools, cursor(&request))?;
         // A search catalog's list grows with the session's searches: never cached.
@@ -252,7 +253,7 @@ impl Call {
         let result = self
             .gateway()
             .call(
-                self.pipeline_session(),
+                &self.session,
                 CallRequest {
                     name: request.name.to_string(),
                     arguments: request.arguments,
@@ -294,7 +295,7 @@ impl Call {
             ErrorData::invalid_params(format!("no prompt named `{}`", request.name), None)
         })?;
         log_event(
-            self.pipeline_session(),
+            &self.session,
             EventKind::PromptsGet,
             json!({"prompt": request.name, "arguments": request.arguments}),
         );
@@ -346,7 +347,7 @@ impl Call {
     ) -> Result<ServerResult, ErrorData> {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
         log_event(
-            self.pipeline_session(),
+            &self.session,
             EventKind::ResourcesRead,
             json!({"uri": request.uri}),
         );
@@ -377,7 +378,7 @@ impl Call {
         let link = self.session.link(self.link.client().clone());
         self.gateway()
             .subscriptions
-            .subscribe(&request.uri, self.session.id(), link);
+            .subscribe(&request.uri, self.session.id.as_str(), link);
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
@@ -392,7 +393,7 @@ impl Call {
         if !self
             .gateway()
             .subscriptions
-            .unsubscribe(&request.uri, self.session.id())
+            .unsubscribe(&request.uri, self.session.id.as_str())
         {
             return Ok(ServerResult::empty(()));
         }
@@ -435,13 +436,13 @@ impl Call {
     /// This session's level; upstreams are told the lowest level any session wants.
     async fn set_level(&self, request: SetLevelRequestParams) -> Result<ServerResult, ErrorData> {
         let link = self.session.link(self.link.client().clone());
-        adopt_level(&self.session, link, request.level).await;
+        adopt_level(self.gateway(), &self.session, link, request.level).await;
         // Kept with the session's shared record, for a replica that takes it over.
         let state = &self.gateway().state;
-        if let Some(level) = self.pipeline_session().record().log_level
-            && let Err(e) = state.set_log_level(self.session.id(), &level).await
+        if let Some(level) = self.session.record().log_level
+            && let Err(e) = state.set_log_level(self.session.id.as_str(), &level).await
         {
-            tracing::warn!(session = %self.session.id(), "log level not shared: {e}");
+            tracing::warn!(session = %self.session.id.as_str(), "log level not shared: {e}");
         }
         Ok(ServerResult::empty(()))
     }
@@ -512,11 +513,10 @@ fn composed_hint(fresh_until: Option<Instant>) -> (Option<u64>, Option<CacheScop
 
 /// Makes `level` the session's log level; when that changes the lowest level any session
 /// wants, every upstream is told before this returns (or was given time).
-async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLevel) {
-    let gateway = &session.gateway;
+async fn adopt_level(gateway: &Gateway, session: &Session, link: ClientLink, level: LoggingLevel) {
     let listeners = &gateway.registry.downstream().listeners;
     let before = listeners.lowest();
-    let lowest = listeners.set_level(&session.id().into(), session.session.reach(), link, level);
+    let lowest = listeners.set_level(&session.id.as_str().into(), session.reach(), link, level);
     if before != Some(lowest) {
         // Answered once the upstreams have the level (or were given time to take it), so
         // the client's next call already logs at it.
@@ -533,21 +533,21 @@ async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLe
 
 /// A session another replica opened (streamable HTTP, restored here) keeps the log level
 /// its client set there.
-pub(super) async fn resume_log_level(session: &ClientSession) {
-    let Some(client) = session.session.client() else {
+pub(super) async fn resume_log_level(gateway: &Gateway, session: &Session) {
+    let Some(client) = session.client() else {
         return;
     };
-    let level = match session.gateway.state.touch_session(session.id()).await {
+    let level = match gateway.state.touch_session(&session.id).await {
         Ok(Some(record)) => record.log_level,
         Ok(None) => None,
         Err(e) => {
-            tracing::warn!(session = %session.id(), "shared log level not read: {e}");
+            tracing::warn!(session = %session.id, "shared log level not read: {e}");
             None
         }
     };
     let level = level.and_then(|level| serde_json::from_value(level.into()).ok());
     if let Some(level) = level {
-        adopt_level(session, session.link(client.clone()), level).await;
+        adopt_level(gateway, session, session.link(client.clone()), level).await;
     }
 }
 

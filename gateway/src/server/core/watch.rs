@@ -7,7 +7,7 @@
 //! `notifications/subscriptions/acknowledged` and then carries the changes it asked for,
 //! each marked with the subscription's id ([`listen`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -18,7 +18,6 @@ use rmcp::model::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::ClientSession;
 use crate::gateway::Gateway;
 use crate::registry::Catalog;
 use crate::relay::{ClientLink, ListKind};
@@ -63,7 +62,8 @@ struct Changed {
 /// Changes to what one session sees, as they happen.
 struct Watch {
     gateway: Arc<Gateway>,
-    session: Arc<Session>,
+    /// The session watched, not kept alive by its watch.
+    session: Weak<Session>,
     catalog: tokio::sync::watch::Receiver<Arc<Catalog>>,
     announced: tokio::sync::broadcast::Receiver<(Arc<str>, ListKind)>,
     found: Found,
@@ -71,13 +71,13 @@ struct Watch {
 }
 
 impl Watch {
-    fn new(gateway: Arc<Gateway>, session: Arc<Session>, shown: Visible) -> Self {
+    fn new(gateway: Arc<Gateway>, session: &Arc<Session>, shown: Visible) -> Self {
         Watch {
             catalog: gateway.registry.watch(),
             announced: gateway.registry.downstream().announced.subscribe(),
-            found: Found::of(&session),
+            found: Found::of(session),
             gateway,
-            session,
+            session: Arc::downgrade(session),
             shown,
         }
     }
@@ -99,7 +99,8 @@ impl Watch {
                     identity::stood_in_for(&self.gateway).is_some_and(|one| one.name == *server)
                 })
                 .map(|(_, kind)| kind);
-            let now = Visible::of(&self.gateway, &self.session);
+            let session = self.session.upgrade()?;
+            let now = Visible::of(&self.gateway, &session);
             let changed = Changed {
                 tools: now.tools != self.shown.tools || passed_on == Some(ListKind::Tools),
                 prompts: now.prompts != self.shown.prompts || passed_on == Some(ListKind::Prompts),
@@ -123,17 +124,15 @@ pub(super) fn shown_at_initialize(gateway: &Gateway, session: &Session) {
 
 /// Tells an initialized client, through `link`, of every change to what it sees, until
 /// its session ends.
-pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
-    let gateway = session.gateway.clone();
-    let pipeline = session.session.clone();
-    let shown = pipeline
+pub(super) fn catalog(gateway: &Arc<Gateway>, session: &Arc<Session>, link: ClientLink) {
+    let gateway = gateway.clone();
+    let shown = session
         .with_state(|initial: &mut ShownAtInitialize| initial.0.take())
-        .unwrap_or_else(|| Visible::of(&gateway, &pipeline));
-    let until = session.closed.clone();
+        .unwrap_or_else(|| Visible::of(&gateway, session));
+    let until = session.running.closed.clone();
     // The task holds no strong reference to the session: it stops when the session ends.
-    drop(session);
+    let mut watch = Watch::new(gateway, session, shown);
     tokio::spawn(async move {
-        let mut watch = Watch::new(gateway, pipeline, shown);
         while let Some(changed) = watch.next(&until).await {
             if !send(&link, &changed, None).await {
                 break;
@@ -168,7 +167,7 @@ pub(super) async fn listen(
         ));
     }
     let shown = Visible::of(gateway, &session);
-    let mut watch = Watch::new(gateway.clone(), session, shown);
+    let mut watch = Watch::new(gateway.clone(), &session, shown);
     while let Some(mut changed) = watch.next(closed).await {
         changed.tools &= accepted.tools_list_changed == Some(true);
         changed.prompts &= accepted.prompts_list_changed == Some(true);
