@@ -113,8 +113,7 @@ impl Running {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// What the transport keeps with the session, when it is a `T`.
-    pub fn attached<T: Any>(&self) -> Option<&T> {
+    fn attached<T: Any>(&self) -> Option<&T> {
         self.attachment.downcast_ref()
     }
 }
