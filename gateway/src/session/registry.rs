@@ -253,3 +253,99 @@ pub fn check_owner(owner: Option<&str>, caller: Option<&str>) -> Result<(), Refu
         Err(Refused::NotYours)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::registry::profile::Profiles;
+    use crate::session::Opening;
+
+    fn session(id: &str, transport: Transport, identity: Option<&str>) -> Arc<Session> {
+        let config = Config::from_toml("").expect("the empty configuration");
+        let profile = Profiles::new(&config)
+            .get(None)
+            .expect("the default profile");
+        let mut opening = Opening::own(None, transport);
+        opening.owner.identity = identity.map(str::to_owned);
+        Arc::new(Session::new(id.into(), profile, None, opening))
+    }
+
+    #[test]
+    fn a_session_of_the_core_is_found_for_its_owner_and_held_until_it_ends() {
+        let sessions = Sessions::default();
+        let held = session("s1", Transport::Stdio, Some("token:aaaa"));
+        sessions.enter(&held);
+        let weak = Arc::downgrade(&held);
+        drop(held);
+
+        let found = sessions.find("s1", Some("token:aaaa")).expect("held");
+        assert_eq!(found.owner(), Some("token:aaaa"));
+        assert_eq!(
+            sessions.find("s1", Some("token:bbbb")).err(),
+            Some(Refused::NotYours)
+        );
+        assert_eq!(sessions.find("s1", None).err(), Some(Refused::NotYours));
+        assert_eq!(sessions.list().len(), 1);
+        drop(found);
+
+        sessions.end("s1");
+        assert!(
+            weak.upgrade().is_none(),
+            "ended, the registry lets go of it"
+        );
+        assert_eq!(
+            sessions.find("s1", Some("token:aaaa")).err(),
+            Some(Refused::Unknown)
+        );
+        assert!(sessions.list().is_empty());
+    }
+
+    #[test]
+    fn a_session_the_gateway_opened_for_itself_is_listed_while_used_and_never_found() {
+        let sessions = Sessions::default();
+        let console = session("c1", Transport::Console, None);
+        console.name_client("mcp-gateway console", "1");
+        sessions.list_while_used(&console);
+
+        let listed = sessions.list();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].transport, Transport::Console);
+        assert_eq!(
+            listed[0].client_name.as_deref(),
+            Some("mcp-gateway console")
+        );
+        assert_eq!(sessions.find("c1", None).err(), Some(Refused::Unknown));
+
+        drop(console);
+        assert!(
+            sessions.list().is_empty(),
+            "forgotten once its holder let go"
+        );
+    }
+
+    #[test]
+    fn only_the_idle_sessions_of_the_transport_end_as_abandoned() {
+        let sessions = Sessions::default();
+        let idle = session("idle", Transport::StreamableHttp, None);
+        let serving = session("serving", Transport::StreamableHttp, None);
+        let stdio = session("stdio", Transport::Stdio, None);
+        for held in [&idle, &serving, &stdio] {
+            sessions.enter(held);
+        }
+        serving.running.serving.fetch_add(1, Ordering::AcqRel);
+        std::thread::sleep(Duration::from_millis(5));
+
+        let ended = sessions.end_idle(Transport::StreamableHttp, Duration::from_millis(1));
+        assert_eq!(ended, 1);
+        assert!(
+            idle.running.closed.is_cancelled(),
+            "what ran for it stopped"
+        );
+        assert!(sessions.find("idle", None).is_err());
+        assert!(sessions.find("serving", None).is_ok());
+        assert!(sessions.find("stdio", None).is_ok());
+    }
+}
