@@ -5,8 +5,9 @@
 //! - [`upstream`]: connections to upstream servers, their supervisors and children.
 //! - [`registry`]: the federated catalog (names, schemas), profiles, and the session view
 //!   (catalog x profile) through which every handler sees it.
-//! - [`session`]: one client session, its facts kept once, and the registry of the open
-//!   ones.
+//! - [`session`]: one client session, what the gateway knows of it and what runs for it
+//!   kept once (its calls parked for input among them, within the client limits), and the
+//!   registry of the open ones.
 //! - [`pipeline`]: the stages every call goes through, and the error codes.
 //! - [`policies`]: built-in plugins of those stages (rules, rate limit, timeout, retry,
 //!   metrics, reminder, result cap, session log, the console's activity).

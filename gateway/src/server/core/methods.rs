@@ -122,12 +122,7 @@ impl Call {
 
     /// The caller of this request, for what the upstream sends back during it.
     fn caller(&self) -> Caller {
-        Caller::new(
-            self.link.clone(),
-            self.meta.clone(),
-            self.session.id.as_str(),
-        )
-        .with_identity(
+        Caller::new(self.link.clone(), self.meta.clone(), &self.session.id).with_identity(
             self.session.owner(),
             self.http
                 .as_ref()
@@ -378,7 +373,7 @@ impl Call {
         let link = self.session.link(self.link.client().clone());
         self.gateway()
             .subscriptions
-            .subscribe(&request.uri, self.session.id.as_str(), link);
+            .subscribe(&request.uri, &self.session.id, link);
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
@@ -393,7 +388,7 @@ impl Call {
         if !self
             .gateway()
             .subscriptions
-            .unsubscribe(&request.uri, self.session.id.as_str())
+            .unsubscribe(&request.uri, &self.session.id)
         {
             return Ok(ServerResult::empty(()));
         }
@@ -440,9 +435,9 @@ impl Call {
         // Kept with the session's shared record, for a replica that takes it over.
         let state = &self.gateway().state;
         if let Some(level) = self.session.record().log_level
-            && let Err(e) = state.set_log_level(self.session.id.as_str(), &level).await
+            && let Err(e) = state.set_log_level(&self.session.id, &level).await
         {
-            tracing::warn!(session = %self.session.id.as_str(), "log level not shared: {e}");
+            tracing::warn!(session = %&self.session.id, "log level not shared: {e}");
         }
         Ok(ServerResult::empty(()))
     }
