@@ -1,7 +1,7 @@
 //! Retries that reach a replica other than the one holding their call (protocol
 //! 2026-07-28, replicas sharing state through `[cluster]`).
 //!
-//! A call parked for input ([`super::parked`]) is a future running on the replica that
+//! A call parked for input (`crate::session::parked`) is a future running on the replica that
 //! took its request, its upstream's request in flight: it cannot move. Its `requestState`
 //! names that replica, the holder, so the retry goes to the call instead. The replica the
 //! retry reaches leaves it in the holder's mailbox in the shared state (`replica:<id>`;
