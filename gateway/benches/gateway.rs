@@ -34,11 +34,11 @@ use std::time::{Duration, Instant};
 
 use mcp_gateway::config::Config;
 use mcp_gateway::pipeline::{
-    BoxFuture, BuiltinTool, CallContext, Executor, Invocation, Origin, PipelineSettings, Target,
-    ToolError,
+    BoxFuture, BuiltinTool, Executor, Invocation, Origin, PipelineSettings, Target, ToolError,
 };
 use mcp_gateway::registry::Registry;
 use mcp_gateway::registry::profile::Profiles;
+use mcp_gateway::session::{Opening, Session, Transport};
 use mcp_gateway::tool_result::{Block, ToolResult};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
@@ -915,7 +915,7 @@ async fn repeated_work(dir: &Path, rows: &mut Vec<Row>) {
 struct NoOp;
 
 impl BuiltinTool for NoOp {
-    fn definition(&self, _session: &CallContext) -> Tool {
+    fn definition(&self, _session: &Session) -> Tool {
         Tool::new("noop", "does nothing", Arc::new(serde_json::Map::new()))
     }
 }
@@ -937,7 +937,7 @@ fn bench_pipeline(
     config: &Config,
     registry: Arc<Registry>,
     dir: &Path,
-) -> (mcp_gateway::pipeline::Pipeline, Arc<CallContext>) {
+) -> (mcp_gateway::pipeline::Pipeline, Arc<Session>) {
     let metrics = Arc::new(mcp_gateway::observe::metrics::Metrics::new());
     let state = mcp_gateway::state::open(&config.cluster).unwrap();
     let pipeline = mcp_gateway::policies::builtin(config, metrics, state).build(
@@ -955,7 +955,12 @@ fn bench_pipeline(
         mcp_gateway::observe::session_log::SessionLog::create(&dir.join("sessions"), "bench").ok();
     (
         pipeline,
-        Arc::new(CallContext::new("bench".into(), profile, log)),
+        Arc::new(Session::new(
+            "bench".into(),
+            profile,
+            log,
+            Opening::own(None, Transport::Cli),
+        )),
     )
 }
 
@@ -969,12 +974,7 @@ fn every_policy(dir: &Path, servers: &str) -> Config {
     Config::from_toml(&text).unwrap()
 }
 
-fn invocation(
-    session: &Arc<CallContext>,
-    tool: &str,
-    arguments: Value,
-    target: Target,
-) -> Invocation {
+fn invocation(session: &Arc<Session>, tool: &str, arguments: Value, target: Target) -> Invocation {
     Invocation {
         session: session.clone(),
         tool: tool.into(),

@@ -22,10 +22,9 @@ use crate::drain::{self, Drain};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::observe::telemetry::{Telemetry, Tracer};
-use crate::pipeline::sessions::{Sessions, Transport};
 use crate::pipeline::{
-    BoxFuture, BuiltinTool, CallContext, CallRequest, ErrorCode, Invocation, Origin, Pipeline,
-    PipelineSettings, Target, ToolError,
+    BoxFuture, BuiltinTool, CallRequest, ErrorCode, Invocation, Origin, Pipeline, PipelineSettings,
+    Target, ToolError,
 };
 use crate::policies;
 use crate::policies::activity::Activity;
@@ -35,6 +34,9 @@ use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
+use crate::session::Transport;
+use crate::session::registry::Sessions;
+use crate::session::{Opening, Session};
 use crate::state::{self, SharedState};
 use crate::tool_result::ToolResult;
 use crate::upstream::offer::Listed;
@@ -260,33 +262,31 @@ impl Gateway {
 
     /// A session of the console or the command line with the named profile (`None` = the
     /// default profile), listed in [`Self::sessions`] while it lives.
-    pub fn new_session(
-        &self,
-        profile: Option<&str>,
-        transport: Transport,
-    ) -> Option<Arc<CallContext>> {
-        let context = self.new_context(profile, None)?;
-        self.sessions.enter(&context, transport, None, None);
-        Some(context)
+    pub fn new_session(&self, profile: Option<&str>, transport: Transport) -> Option<Arc<Session>> {
+        let session = Arc::new(self.make_session(Opening::own(profile, transport))?);
+        self.sessions.list_while_used(&session);
+        Some(session)
     }
 
-    /// What the pipeline will know of a new session with the named profile, under the
-    /// transport's session id when it has one (a streamable HTTP session has the same id
-    /// on every replica); `None` when the profile does not exist.
-    pub fn new_context(&self, profile: Option<&str>, id: Option<&str>) -> Option<Arc<CallContext>> {
+    /// A new session as `opening` describes it, under the transport's session id when it
+    /// has one (a streamable HTTP session has the same id on every replica); `None` when
+    /// its profile does not exist.
+    pub fn make_session(&self, opening: Opening) -> Option<Session> {
         let policy = self.policy();
-        let profile = policy.profiles.get(profile)?;
-        let id = id.map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned);
+        let profile = policy.profiles.get(opening.profile)?;
+        let id = opening
+            .id
+            .map_or_else(|| uuid::Uuid::new_v4().simple().to_string(), str::to_owned);
         let log = policy.sessions_dir.as_ref().and_then(|dir| {
             SessionLog::create(dir, &id)
                 .inspect_err(|e| tracing::warn!("session log disabled: {e}"))
                 .ok()
         });
-        Some(Arc::new(CallContext::new(id, profile, log)))
+        Some(Session::new(id, profile, log, opening))
     }
 
     /// What `session` may see of the catalog now.
-    pub fn view(&self, session: &CallContext) -> SessionView {
+    pub fn view(&self, session: &Session) -> SessionView {
         SessionView::new(self.registry.catalog(), session.profile.clone())
     }
 
@@ -297,7 +297,7 @@ impl Gateway {
     /// In `code` mode the client is shown only `run_code`, so its own direct calls of
     /// federated tools are not found; a program's calls are the session's calls and see
     /// everything the profile allows, whatever the presentation mode.
-    pub fn resolve(&self, session: &CallContext, name: &str, origin: &Origin) -> Option<Target> {
+    pub fn resolve(&self, session: &Session, name: &str, origin: &Origin) -> Option<Target> {
         if name == SEARCH_TOOLS {
             return (session.profile.catalog == CatalogMode::Search)
                 .then(|| Target::Builtin(self.search_tools.clone() as Arc<dyn BuiltinTool>));
@@ -324,7 +324,7 @@ impl Gateway {
     /// The tools `session` lists: `run_code` first when shown, then `search_tools` in a
     /// search catalog, then federated tools in lexicographic order — every visible one in
     /// a full catalog, the pinned ones and those the session found in a search catalog.
-    pub fn visible_tools(&self, session: &CallContext) -> Vec<Arc<JsonObject>> {
+    pub fn visible_tools(&self, session: &Session) -> Vec<Arc<JsonObject>> {
         let mut tools = Vec::new();
         if let (Mode::Code | Mode::Both, Some(run_code)) = (session.mode(), &self.run_code) {
             tools.push(Listed::of_view(run_code.definition(session)).object);
@@ -381,7 +381,7 @@ impl Gateway {
 
     /// Runs one call through the pipeline in force. During a drain a client's new call is
     /// refused; a run_code program's calls are part of a run already taken and go on.
-    pub async fn call(&self, session: &Arc<CallContext>, request: CallRequest) -> ToolResult {
+    pub async fn call(&self, session: &Arc<Session>, request: CallRequest) -> ToolResult {
         // A program's tool calls belong to a run already in flight: the drain lets them
         // through, or `shutdown_grace_ms` would not cover code mode.
         if request.origin == Origin::Client && self.drain.is_draining() {
@@ -428,7 +428,7 @@ impl Gateway {
     /// still lets the call through (see [`crate::pipeline::Pipeline::gate_again`]).
     pub async fn admits_again(
         &self,
-        session: &Arc<CallContext>,
+        session: &Arc<Session>,
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<Target, ToolError> {
@@ -441,7 +441,7 @@ impl Gateway {
             .get((name != DEFAULT_PROFILE).then_some(name));
         let session = match current {
             Some(current) if Arc::ptr_eq(&current, &session.profile) => session.clone(),
-            Some(current) => Arc::new(CallContext::new(session.id.clone(), current, None)),
+            Some(current) => Arc::new(session.with_profile(current)),
             None => {
                 return Err(ToolError::new(
                     ErrorCode::ToolNotFound,
@@ -480,7 +480,7 @@ impl Gateway {
     /// to (for at most that tool's timeout). A server's own start-up timeout bounds every
     /// wait, and so do the caller's cancellation and shutdown. Once every first attempt
     /// is over, this costs a scan of the upstreams.
-    async fn await_starting_upstreams(&self, session: &CallContext, request: &CallRequest) {
+    async fn await_starting_upstreams(&self, session: &Session, request: &CallRequest) {
         let profile = &session.profile;
         let name = request.name.as_str();
         let wait = if name == RUN_CODE || name == SEARCH_TOOLS {
@@ -520,30 +520,30 @@ impl Gateway {
 /// How `run_code` reaches the gateway: a program's calls run through the pipeline as
 /// calls of the caller's session.
 impl ToolHost for Gateway {
-    fn view(&self, session: &CallContext) -> SessionView {
+    fn view(&self, session: &Session) -> SessionView {
         Gateway::view(self, session)
     }
 
     fn call<'a>(
         &'a self,
-        session: &'a Arc<CallContext>,
+        session: &'a Arc<Session>,
         request: CallRequest,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(Gateway::call(self, session, request))
     }
 
-    fn search_index(&self, session: &CallContext) -> Arc<SearchIndex> {
+    fn search_index(&self, session: &Session) -> Arc<SearchIndex> {
         self.search_tools.index(session)
     }
 
-    fn concurrency_safe(&self, session: &CallContext, tool: &str) -> bool {
+    fn concurrency_safe(&self, session: &Session, tool: &str) -> bool {
         // Programs cannot overlap run_code itself: only federated tools can be safe.
         self.view(session)
             .tool(tool)
             .is_some_and(|tool| tool.concurrency_safe)
     }
 
-    fn pending_servers(&self, session: &CallContext) -> Vec<(String, String)> {
+    fn pending_servers(&self, session: &Session) -> Vec<(String, String)> {
         self.registry
             .upstreams()
             .iter()

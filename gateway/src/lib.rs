@@ -5,6 +5,9 @@
 //! - [`upstream`]: connections to upstream servers, their supervisors and children.
 //! - [`registry`]: the federated catalog (names, schemas), profiles, and the session view
 //!   (catalog x profile) through which every handler sees it.
+//! - [`session`]: one client session, what the gateway knows of it and what runs for it
+//!   kept once (its calls parked for input among them, within the client limits), and the
+//!   registry of the open ones.
 //! - [`pipeline`]: the stages every call goes through, and the error codes.
 //! - [`tool_result`]: a tool's result as its server sent it (JSON, not rmcp's type), which
 //!   the stages read and change only where they must.
@@ -60,6 +63,7 @@ pub mod resource_uri;
 pub mod sandbox;
 pub mod search_tools;
 pub mod server;
+pub mod session;
 pub mod startup_memory;
 pub mod state;
 pub mod tasks;

@@ -24,13 +24,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Mode, SearchConfig};
-use crate::pipeline::{
-    BoxFuture, BuiltinTool, CallContext, ErrorCode, Executor, Invocation, ToolError,
-};
+use crate::pipeline::{BoxFuture, BuiltinTool, ErrorCode, Executor, Invocation, ToolError};
 use crate::registry::search::semantic::{Document, Semantic};
 use crate::registry::search::{Hit, Ranking, SearchIndex, SearchIndexes};
 use crate::registry::view::SessionView;
 use crate::registry::{Catalog, Registry};
+use crate::session::Session;
 use crate::tool_result::{Block, ToolResult};
 
 /// The name of the gateway's own search tool; reserved, never shadowed.
@@ -58,7 +57,7 @@ struct FoundState {
 
 impl Found {
     /// The session's found tools.
-    pub fn of(session: &CallContext) -> Found {
+    pub fn of(session: &Session) -> Found {
         session.with_state(|found: &mut Found| found.clone())
     }
 
@@ -181,7 +180,7 @@ impl SearchTool {
     }
 
     /// The index of the tools `session` may see in the current catalog.
-    pub fn index(&self, session: &CallContext) -> Arc<SearchIndex> {
+    pub fn index(&self, session: &Session) -> Arc<SearchIndex> {
         let view = SessionView::new(self.registry.catalog(), session.profile.clone());
         self.indexes.get(&view)
     }
@@ -190,7 +189,7 @@ impl SearchTool {
     /// ranked.
     pub async fn find(
         &self,
-        session: &CallContext,
+        session: &Session,
         query: &Query,
     ) -> Result<(Vec<Hit>, Ranking), ToolError> {
         let index = self.index(session);
@@ -216,7 +215,7 @@ impl SearchTool {
 }
 
 impl BuiltinTool for SearchTool {
-    fn definition(&self, session: &CallContext) -> Tool {
+    fn definition(&self, session: &Session) -> Tool {
         let index = self.index(session);
         let servers = format!(
             " This gateway holds {} tools from {}.",

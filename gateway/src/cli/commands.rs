@@ -12,12 +12,12 @@ use crate::config::Config;
 use crate::config::Mode;
 use crate::gateway::Gateway;
 use crate::observe::session_log;
-use crate::pipeline::CallContext;
 use crate::pipeline::CallRequest;
-use crate::pipeline::sessions::Transport;
 use crate::registry::search::{Hit, Ranking};
 use crate::search_tools::Query;
 use crate::server;
+use crate::session::Session;
+use crate::session::Transport;
 
 pub async fn run(command: Command) -> Result<ExitCode, String> {
     match command {
@@ -256,7 +256,7 @@ async fn search(
 
 /// A session with `profile`, for one-shot commands. `run_code` is offered whatever the
 /// configured mode, since `run` and `sdk` are about it.
-fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<CallContext>, String> {
+fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, String> {
     let session = gateway
         .new_session(profile, Transport::Cli)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
@@ -264,11 +264,7 @@ fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<CallContext>,
         return Ok(session);
     }
     let profile = Arc::new(session.profile.with_mode(Mode::Both));
-    Ok(Arc::new(CallContext::new(
-        session.id.clone(),
-        profile,
-        None,
-    )))
+    Ok(Arc::new(session.with_profile(profile)))
 }
 
 async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {

@@ -22,8 +22,8 @@ use super::{Bindings, CodeRuntime, FailureKind, RunOutcome, ToolBridge, WorkerCo
 use crate::config::{CatalogMode, CodeBudgets};
 use crate::observe::metrics::SDK_GENERATIONS;
 use crate::pipeline::{
-    BoxFuture as PipelineFuture, BuiltinTool, CallContext, CallRequest, ErrorCode, Executor,
-    Invocation, Origin, ToolError,
+    BoxFuture as PipelineFuture, BuiltinTool, CallRequest, ErrorCode, Executor, Invocation, Origin,
+    ToolError,
 };
 use crate::registry::Catalog;
 use crate::registry::instructions;
@@ -31,6 +31,7 @@ use crate::registry::profile::Profile;
 use crate::registry::search::SearchIndex;
 use crate::registry::view::SessionView;
 use crate::relay::Caller;
+use crate::session::Session;
 use crate::tool_result::{Block, ToolResult};
 
 /// The name of the gateway's own code tool; reserved, never shadowed.
@@ -67,22 +68,22 @@ pub enum RunCodeUnavailable {
 /// What `run_code` needs of the gateway, and nothing more.
 pub trait ToolHost: Send + Sync {
     /// What `session` may see now: the tools a program of that session can call.
-    fn view(&self, session: &CallContext) -> SessionView;
+    fn view(&self, session: &Session) -> SessionView;
     /// Runs one call through the pipeline as a call of `session`.
     fn call<'a>(
         &'a self,
-        session: &'a Arc<CallContext>,
+        session: &'a Arc<Session>,
         request: CallRequest,
     ) -> PipelineFuture<'a, ToolResult>;
     /// The tool-search index of what `session` may see (its outline stands in for the
     /// SDK in a search catalog).
-    fn search_index(&self, session: &CallContext) -> Arc<SearchIndex>;
+    fn search_index(&self, session: &Session) -> Arc<SearchIndex>;
     /// Whether `tool` may overlap with the run's other calls.
-    fn concurrency_safe(&self, session: &CallContext, tool: &str) -> bool;
+    fn concurrency_safe(&self, session: &Session, tool: &str) -> bool;
     /// The servers `session` sees whose tools are not known yet (starting, or down
     /// since the gateway started), as `(server, name prefix)`: their namespaces still
     /// exist in a program, and their calls fail with the server's state.
-    fn pending_servers(&self, session: &CallContext) -> Vec<(String, String)>;
+    fn pending_servers(&self, session: &Session) -> Vec<(String, String)>;
 }
 
 /// What a search catalog's description says in place of the SDK.
@@ -129,7 +130,7 @@ impl RunCodeTool {
     }
 
     /// The SDK of the tools `session` may see, generated once per catalog and profile.
-    pub fn sdk(&self, host: &dyn ToolHost, session: &CallContext) -> Arc<sdkgen::Sdk> {
+    pub fn sdk(&self, host: &dyn ToolHost, session: &Session) -> Arc<sdkgen::Sdk> {
         let view = host.view(session);
         let mut sdks = self.sdks.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(cached) = sdks.get(&session.profile.name)
@@ -192,7 +193,7 @@ impl RunCodeTool {
 }
 
 impl BuiltinTool for RunCodeTool {
-    fn definition(&self, session: &CallContext) -> Tool {
+    fn definition(&self, session: &Session) -> Tool {
         let Some(host) = self.host.upgrade() else {
             return Tool::new(RUN_CODE, GUIDE, input_schema());
         };
@@ -323,7 +324,7 @@ fn render(outcome: RunOutcome) -> Result<ToolResult, ToolError> {
 /// A program's tool calls, as nested pipeline invocations in the caller's session.
 struct PipelineBridge {
     host: Arc<dyn ToolHost>,
-    session: Arc<CallContext>,
+    session: Arc<Session>,
     /// The client call that started the run: upstreams' requests during the program's
     /// calls go to it.
     caller: Option<Caller>,

@@ -1,6 +1,6 @@
 //! One tool call as the pipeline sees it: who asked, for what, and how to reach them.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use opentelemetry::Context;
 use rmcp::model::{JsonObject, Tool};
@@ -9,50 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::ToolError;
 use super::outcome::BoxFuture;
-use crate::config::Mode;
-use crate::observe::session_log::SessionLog;
 use crate::registry::FederatedTool;
-use crate::registry::profile::Profile;
 use crate::relay::Caller;
+use crate::session::Session;
 use crate::tool_result::ToolResult;
-
-/// One downstream session (one "agent" in the spec): its profile and its log. What
-/// policies count per session (the reminder's chain, the rate limiter's window) is kept
-/// under its id in the shared state (`crate::state`), so replicas count together.
-pub struct CallContext {
-    /// For streamable HTTP, the transport's session id (the same on every replica).
-    pub id: String,
-    pub profile: Arc<Profile>,
-    pub log: Option<SessionLog>,
-    /// What this process keeps for the session, keyed by type (the tools `search_tools`
-    /// found for it); unlike [`crate::state`], not seen by other replicas.
-    pub local: Mutex<http::Extensions>,
-}
-
-impl CallContext {
-    pub fn new(id: String, profile: Arc<Profile>, log: Option<SessionLog>) -> Self {
-        Self {
-            id,
-            profile,
-            log,
-            local: Mutex::new(http::Extensions::new()),
-        }
-    }
-
-    /// Runs `f` on this process's state of type `T` for the session, creating it with
-    /// `Default` first.
-    pub fn with_state<T, R>(&self, f: impl FnOnce(&mut T) -> R) -> R
-    where
-        T: Default + Clone + Send + Sync + 'static,
-    {
-        let mut local = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        f(local.get_or_insert_default::<T>())
-    }
-
-    pub fn mode(&self) -> Mode {
-        self.profile.mode
-    }
-}
 
 /// Where a call came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +37,7 @@ pub trait Executor: Send + Sync {
 /// A tool the gateway implements itself (run_code): an executor with a definition of
 /// its own.
 pub trait BuiltinTool: Executor {
-    fn definition(&self, session: &CallContext) -> Tool;
+    fn definition(&self, session: &Session) -> Tool;
 }
 
 /// What a name resolved to.
@@ -125,7 +85,7 @@ impl CallRequest {
 
 /// A call on its way through the pipeline.
 pub struct Invocation {
-    pub session: Arc<CallContext>,
+    pub session: Arc<Session>,
     /// The name the caller used (federated, or `run_code`).
     pub tool: String,
     pub arguments: Option<JsonObject>,

@@ -20,7 +20,6 @@ pub mod error;
 pub mod federated;
 pub mod invocation;
 pub mod outcome;
-pub mod sessions;
 pub mod stages;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -43,7 +42,7 @@ use crate::tool_result::{Block, ToolResult};
 use crate::upstream::UpstreamError;
 pub use error::{ErrorCode, ToolError};
 use federated::FederatedExecutor;
-pub use invocation::{BuiltinTool, CallContext, CallRequest, Executor, Invocation, Origin, Target};
+pub use invocation::{BuiltinTool, CallRequest, Executor, Invocation, Origin, Target};
 pub use outcome::{
     AdditionalContext, BoxFuture, ContextSource, GateDecision, PostDecision, ToolOutcome,
 };

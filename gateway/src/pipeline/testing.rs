@@ -20,12 +20,13 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::error::ERROR_META_KEY;
 use super::{
-    BoxFuture, BuiltinTool, CallContext, ErrorCode, Executor, Invocation, Origin, PipelineSettings,
+    BoxFuture, BuiltinTool, ErrorCode, Executor, Invocation, Origin, PipelineSettings,
     ResultObserver, Step, Target, ToolError,
 };
 use crate::config::{AskFallback, Config};
 use crate::registry::Registry;
 use crate::registry::profile::Profiles;
+use crate::session::{Opening, Session, Transport};
 use crate::tool_result::{Block, ToolResult};
 
 /// What the pipeline core needs: a call that would ask is denied, and nothing is traced.
@@ -49,16 +50,21 @@ pub async fn registry(config: &str) -> Arc<Registry> {
 }
 
 /// A session of the default profile.
-pub fn session(id: &str) -> Arc<CallContext> {
+pub fn session(id: &str) -> Arc<Session> {
     let config = Config::from_toml("").expect("the empty configuration");
     let profile = Profiles::new(&config)
         .get(None)
         .expect("the default profile");
-    Arc::new(CallContext::new(id.to_owned(), profile, None))
+    Arc::new(Session::new(
+        id.to_owned(),
+        profile,
+        None,
+        Opening::own(None, Transport::Cli),
+    ))
 }
 
 /// A client's call of `target` in `session`, without arguments.
-pub fn call(session: &Arc<CallContext>, target: Target) -> Invocation {
+pub fn call(session: &Arc<Session>, target: Target) -> Invocation {
     let tool = match &target {
         Target::Federated(tool) => tool.name.clone(),
         Target::Builtin(tool) => tool.definition(session).name.to_string(),
@@ -140,7 +146,7 @@ impl Counted {
 }
 
 impl BuiltinTool for Counted {
-    fn definition(&self, _session: &CallContext) -> Tool {
+    fn definition(&self, _session: &Session) -> Tool {
         Tool::new("ok", "answers ok", Arc::new(JsonObject::new()))
     }
 }

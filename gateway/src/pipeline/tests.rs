@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use super::testing::{call, failure, failure_code, registry, session, settings, settled};
 use super::*;
+use crate::session::Session;
 
 /// What ran, in order: each test stage's hooks and the tool write here.
 #[derive(Clone, Default)]
@@ -150,7 +151,7 @@ struct Journaled {
 }
 
 impl BuiltinTool for Journaled {
-    fn definition(&self, _: &CallContext) -> Tool {
+    fn definition(&self, _: &Session) -> Tool {
         Tool::new(
             "journaled",
             "writes in the journal",

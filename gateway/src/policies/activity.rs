@@ -17,10 +17,10 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 
 use crate::approvals::unix_ms;
-use crate::pipeline::sessions::CallCount;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
 use crate::redact;
+use crate::session::registry::CallCount;
 use crate::tool_result::ToolResult;
 
 /// Finished calls kept in memory.
@@ -342,11 +342,12 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::pipeline::{CallContext, ErrorCode, GateDecision};
+    use crate::pipeline::{ErrorCode, GateDecision};
     use crate::registry::profile::Profiles;
+    use crate::session::{Opening, Session, Transport};
     use crate::tool_result::Block;
 
-    fn invocation(session: &Arc<CallContext>, tool: &str) -> Invocation {
+    fn invocation(session: &Arc<Session>, tool: &str) -> Invocation {
         Invocation {
             session: session.clone(),
             tool: tool.into(),
@@ -365,7 +366,12 @@ mod tests {
     #[test]
     fn records_each_call_with_its_gate_decision_and_trace() {
         let profile = Profiles::new(&Config::default()).get(None).unwrap();
-        let session = Arc::new(CallContext::new("s1".into(), profile, None));
+        let session = Arc::new(Session::new(
+            "s1".into(),
+            profile,
+            None,
+            Opening::own(None, Transport::Cli),
+        ));
         let activity = Activity::default();
 
         let first = invocation(&session, "mcp__kv__get");
@@ -399,7 +405,12 @@ mod tests {
     #[test]
     fn large_arguments_are_kept_as_the_start_of_their_json() {
         let profile = Profiles::new(&Config::default()).get(None).unwrap();
-        let session = Arc::new(CallContext::new("s1".into(), profile, None));
+        let session = Arc::new(Session::new(
+            "s1".into(),
+            profile,
+            None,
+            Opening::own(None, Transport::Cli),
+        ));
         let mut call = invocation(&session, "mcp__kv__set");
         let value = "é".repeat(ARGUMENTS_KEPT_BYTES);
         call.arguments = json!({"password": "hunter2", "value": value})

@@ -55,7 +55,8 @@ mod tests {
 
     use super::*;
     use crate::pipeline::testing::{Counted, call, failure, registry, session, settings};
-    use crate::pipeline::{CallContext, Pipeline, PipelineBuilder, Target};
+    use crate::pipeline::{Pipeline, PipelineBuilder, Target};
+    use crate::session::Session;
     use crate::state::ClusterConfig;
 
     /// A pipeline whose one guard is a rate limit of `limit` calls per minute, over the
@@ -71,7 +72,7 @@ mod tests {
     /// gateway's failure `(code, message)`.
     async fn run(
         pipeline: &Pipeline,
-        session: &Arc<CallContext>,
+        session: &Arc<Session>,
         tool: &Arc<Counted>,
     ) -> Option<(String, String)> {
         failure(

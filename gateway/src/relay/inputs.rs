@@ -8,7 +8,7 @@
 //! for it; the gate asks the person. For a client on 2026-07-28 each such question waits
 //! in the call's [`Inputs`] under a key, and the transport answers the client's request
 //! with an `InputRequiredResult` that carries every question still open, while the call
-//! itself waits (see `server::core::parked`). The client's retry brings the answers
+//! itself waits (see `session::parked`). The client's retry brings the answers
 //! under the same keys ([`Inputs::answer`]); each goes to the question that waits for it,
 //! and the call goes on from where it was.
 

@@ -17,9 +17,9 @@
 //! - [`progress`]: progress a client reports about a relayed request, back to the
 //!   upstream that asked;
 //! - [`listeners`]: the client sessions the relay can reach (each joins when its
-//!   client has initialized; the one registry of sessions is `crate::pipeline::sessions`)
-//!   and their log levels, which decide where an upstream's log message goes and what
-//!   level upstreams are told.
+//!   client has initialized; the one registry of sessions is `crate::session::registry`)
+//!   through each one's [`listeners::Reach`], the way to its client and its log level,
+//!   which decides where an upstream's log message goes and what level upstreams are told.
 //!
 //! ```toml
 //! [gate]

@@ -23,8 +23,8 @@ use rmcp::model::{Implementation, ServerConfig};
 
 use crate::config::{CatalogMode, Mode};
 use crate::gateway::Gateway;
-use crate::pipeline::CallContext;
 use crate::registry::instructions;
+use crate::session::Session;
 use crate::upstream::Upstream;
 
 /// How long a client's `initialize` waits for the stood-in upstream's first connection.
@@ -59,7 +59,7 @@ pub async fn settle(gateway: &Gateway) {
 }
 
 /// What `initialize` answers (before protocol negotiation) for `session`, if known.
-pub fn info(gateway: &Gateway, session: Option<&CallContext>) -> ServerConfig {
+pub fn info(gateway: &Gateway, session: Option<&Session>) -> ServerConfig {
     let own_tools = session.is_some_and(|session| {
         session.mode() != Mode::Native || session.profile.catalog == CatalogMode::Search
     });

@@ -9,7 +9,6 @@
 //! - [`transport`]: stdio, streamable HTTP and legacy SSE, each wired the same way (a
 //!   session per client, its profile chosen by [`session_profile`]).
 //! - [`http`]: the HTTP listener: routes, connections and the drain.
-//! - [`limits`]: what one client may hold at once.
 //!
 //! Everything here handles what clients send, so nothing here may panic on it: no
 //! `unwrap`, `expect` or indexing (the lints below deny them; tests may).
@@ -19,7 +18,6 @@
 pub mod core;
 pub mod http;
 pub mod identity;
-pub mod limits;
 pub mod transport;
 
 use crate::listener_guard::Credentials;

@@ -41,9 +41,9 @@ use super::UiState;
 use super::error::UiError;
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
-use crate::pipeline::CallContext;
-use crate::pipeline::sessions::Transport;
 use crate::registry::profile::DEFAULT_PROFILE;
+use crate::session::Session;
+use crate::session::Transport;
 
 /// The cookie's name.
 pub const COOKIE: &str = "mcp_gateway_console";
@@ -70,12 +70,12 @@ pub struct Login {
     owner: Credentials,
     opened: Instant,
     /// The console's own sessions ("try it"), one per profile, made on first use.
-    sessions: Mutex<HashMap<String, Arc<CallContext>>>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
 }
 
 impl Login {
     /// The console's session with `profile` for this login.
-    pub fn session(&self, gateway: &Gateway, profile: &str) -> Result<Arc<CallContext>, UiError> {
+    pub fn session(&self, gateway: &Gateway, profile: &str) -> Result<Arc<Session>, UiError> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(session) = sessions.get(profile) {
             return Ok(session.clone());
@@ -84,11 +84,7 @@ impl Login {
         let session = gateway
             .new_session(name, Transport::Console)
             .ok_or_else(|| UiError::UnknownProfile(profile.to_owned()))?;
-        gateway.sessions.set_client(
-            &session.id,
-            "mcp-gateway console",
-            env!("CARGO_PKG_VERSION"),
-        );
+        session.name_client("mcp-gateway console", env!("CARGO_PKG_VERSION"));
         sessions.insert(profile.to_owned(), session.clone());
         Ok(session)
     }

@@ -1,7 +1,7 @@
 //! Retries that reach a replica other than the one holding their call (protocol
 //! 2026-07-28, replicas sharing state through `[cluster]`).
 //!
-//! A call parked for input ([`super::parked`]) is a future running on the replica that
+//! A call parked for input (`crate::session::parked`) is a future running on the replica that
 //! took its request, its upstream's request in flight: it cannot move. Its `requestState`
 //! names that replica, the holder, so the retry goes to the call instead. The replica the
 //! retry reaches leaves it in the holder's mailbox in the shared state (`replica:<id>`;
@@ -40,9 +40,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::own_tasks::state_error;
-use super::parked::{self, Retry, Untaken};
-use super::{ClientSession, STREAM_CAPACITY, Serving, unexpected};
+use super::{STREAM_CAPACITY, Serving, unexpected};
 use crate::gateway::Gateway;
+use crate::session::Session;
+use crate::session::parked::{self, Retry, Untaken};
 use crate::state::SharedState;
 use crate::tool_result::ToolResult;
 
@@ -139,13 +140,14 @@ pub(super) fn holder_elsewhere<'a>(gateway: &Gateway, state: &'a str) -> Option<
 /// round's messages go to `stream`, and its answer is returned. `request` is cancelled
 /// when the client stops waiting.
 pub(super) async fn forward(
-    session: &ClientSession,
+    gateway: &Gateway,
+    session: &Session,
     holder: &str,
     retry: Retry,
     stream: mpsc::Sender<ServerJsonRpcMessage>,
     request: &CancellationToken,
 ) -> Result<ServerResult, ErrorData> {
-    let state = session.gateway.state.as_ref();
+    let state = gateway.state.as_ref();
     if !state.replica_alive(holder).await.map_err(state_error)? {
         return Err(gone(holder, "is not running"));
     }
@@ -154,11 +156,11 @@ pub(super) async fn forward(
     let mut news = state.new_messages();
     let handed = ToHolder::Retry {
         reply: reply.clone(),
-        session: session.id().to_owned(),
+        session: session.id.clone(),
         retry,
     };
     send(state, &inbox(holder), &handed).await?;
-    tracing::info!(session = %session.id(), %holder, "a retry handed to the replica holding its call");
+    tracing::info!(session = %session.id, %holder, "a retry handed to the replica holding its call");
     let take_by = Instant::now() + TAKE_WITHIN;
     let mut taken = false;
     let mut look = tokio::time::interval(LOOK_EVERY);
@@ -293,16 +295,13 @@ async fn take_up(
         return;
     }
     let identity = retry.request.identity.clone();
-    let answer = match gateway
-        .sessions
-        .find::<ClientSession>(session, identity.as_deref())
-    {
+    let answer = match gateway.sessions.find(session, identity.as_deref()) {
         // The session ended (and its parked calls with it), or is another identity's.
         Err(_) => Err(Untaken::Unknown.to_error()),
         Ok(session) => {
-            let _serving = Serving::enter(&session.serving);
+            let _serving = Serving::enter(&session.running.serving);
             let (stream, mut messages) = mpsc::channel(STREAM_CAPACITY);
-            let round = session.resume(retry, stream, cancel);
+            let round = session.resume(gateway, retry, stream, cancel);
             tokio::pin!(round);
             loop {
                 tokio::select! {

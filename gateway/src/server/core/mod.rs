@@ -2,36 +2,35 @@
 //! streamable HTTP, at protocol 2025-11-25 (or earlier) or 2026-07-28, is served here.
 //!
 //! A transport reads a message, decodes it once ([`decode`]) and hands it to the
-//! [`ClientSession`] it belongs to, with a [`Scope`]: the request's own response stream
+//! [`Session`] it belongs to, with a [`Scope`]: the request's own response stream
 //! when the transport has one, its HTTP head when there was one, and its cancellation.
 //! The session decodes the request's method ([`methods::Method`]), decides its protocol
 //! revision ([`revision`]), serves it ([`methods`]: each method declared once with the
 //! revisions that serve it, `tools/call` among them, whatever the transport), and hands
-//! back the answer ([`Served`]) for the transport to deliver.
-//! Meanwhile the session holds what every transport needs the same way:
+//! back the answer ([`Served`]) for the transport to deliver. The session
+//! (`crate::session`) keeps what runs for it, and the core uses it the same way for every
+//! transport:
 //! - the calls in flight, each with its cancellation (`notifications/cancelled`, the
 //!   client leaving, the session ending);
 //! - the drain's count of answers not yet delivered: a [`Served`] counts until the
 //!   transport drops it, after writing it;
-//! - the requests sent to the client ([`ClientRequests`]), whose answers come back here;
+//! - the requests sent to the client (`crate::relay::ClientRequests`), whose answers come
+//!   back here;
 //! - for a client on 2026-07-28, which takes no requests, the calls parked while it
-//!   answers the input it was asked for ([`parked`]; a retry reaching another replica is
-//!   handed over to the one holding its call, [`handover`]), and the gateway's own
-//!   tasks ([`own_tasks`]);
+//!   answers the input it was asked for (`crate::session::parked`; a retry reaching
+//!   another replica is handed over to the one holding its call, [`handover`]), and the
+//!   gateway's own tasks ([`own_tasks`]);
 //! - the catalog watch that tells an initialized client what changed ([`watch`]).
 
 pub mod decode;
 pub mod handover;
 mod methods;
 mod own_tasks;
-mod parked;
 pub mod revision;
 mod watch;
 
-use std::any::Any;
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -44,41 +43,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::methods::Method;
-use self::parked::{Parked, ParkedCall, Retry};
 use self::revision::Revision;
 use crate::drain::Delivery;
 use crate::gateway::Gateway;
-use crate::pipeline::CallContext;
-use crate::pipeline::sessions::{Live, Refused, Transport};
+use crate::relay::ClientLink;
 use crate::relay::inputs::Inputs;
-use crate::relay::{ClientLink, ClientRequests};
-use crate::server::limits::Owner;
+use crate::session::limits::Owner;
+use crate::session::parked::{ParkedCall, Retry};
+use crate::session::{Opening, Session, Transport};
 
 /// How many messages to a client may wait on one of its streams.
 pub const STREAM_CAPACITY: usize = 64;
-
-/// One client session: the requests of a client that initialized, or the stateless
-/// requests (2026-07-28) that one client sends on one transport.
-pub struct ClientSession {
-    gateway: Arc<Gateway>,
-    session: Arc<CallContext>,
-    /// Messages to the client outside any request's stream.
-    outbox: mpsc::Sender<ServerJsonRpcMessage>,
-    requests: Arc<ClientRequests>,
-    /// The client's `initialize`, once it came.
-    client: OnceLock<Arc<ClientConfig>>,
-    /// The calls in flight that the client may cancel by id, each with its cancellation.
-    calls: Mutex<HashMap<RequestId, CancellationToken>>,
-    parked: Parked,
-    /// Who the session belongs to, whose quotas its parked calls count against.
-    owner: Owner,
-    /// What the transport keeps with the session.
-    attachment: Box<dyn Any + Send + Sync>,
-    /// How many of its requests are being served now.
-    serving: Arc<AtomicUsize>,
-    /// Cancelled when the session ends: every call and request of it with it.
-    closed: CancellationToken,
-}
 
 /// What the transport knows of one request beyond the message.
 #[derive(Default)]
@@ -109,85 +84,41 @@ impl Served {
     }
 }
 
-/// What a transport says of a session it opens.
-pub struct Opening<'a> {
-    /// The profile (`None`: the default).
-    pub profile: Option<&'a str>,
-    pub transport: Transport,
-    /// The transport's session id, when it has one.
-    pub id: Option<&'a str>,
-    /// Where messages to the client outside requests go.
-    pub outbox: mpsc::Sender<ServerJsonRpcMessage>,
-    pub owner: Owner,
-    /// What the transport keeps with the session ([`ClientSession::attached`]).
-    pub attachment: Box<dyn Any + Send + Sync>,
+/// Opens a session and enters it in the gateway's registry, where it stays until it
+/// ends. `None` when the profile does not exist.
+pub fn open(gateway: &Arc<Gateway>, opening: Opening) -> Option<Arc<Session>> {
+    let session = Arc::new(gateway.make_session(opening)?);
+    gateway.sessions.enter(&session);
+    Some(session)
 }
 
-impl ClientSession {
-    /// Opens a session and enters it in the gateway's registry, where it stays until it
-    /// ends. `None` when the profile does not exist.
-    pub fn open(gateway: &Arc<Gateway>, opening: Opening) -> Option<Arc<Self>> {
-        let context = gateway.new_context(opening.profile, opening.id)?;
-        let session = Arc::new(Self {
-            gateway: gateway.clone(),
-            session: context.clone(),
-            outbox: opening.outbox,
-            requests: Arc::default(),
-            client: OnceLock::new(),
-            calls: Mutex::default(),
-            parked: Parked::default(),
-            owner: opening.owner,
-            attachment: opening.attachment,
-            serving: Arc::default(),
-            closed: CancellationToken::new(),
-        });
-        let identity = session.owner.identity.clone();
-        gateway
-            .sessions
-            .enter(&context, opening.transport, identity, Some(session.clone()));
-        Some(session)
-    }
+/// The session serving the stateless requests (2026-07-28) of `owner` with `profile`,
+/// opened when there is none yet; `None` when the profile does not exist.
+pub fn serving_stateless(
+    gateway: &Arc<Gateway>,
+    profile: Option<&str>,
+    owner: Owner,
+) -> Option<Arc<Session>> {
+    let id = stateless_id(owner.identity.as_deref(), profile);
+    let key = (owner.identity.clone(), profile.map(str::to_owned));
+    let bound = owner.quotas.limits().stateless_sessions.get();
+    gateway.sessions.stateless(key, bound, || {
+        // Nothing is sent outside a request's own stream: the outbox leads nowhere.
+        let (outbox, _) = mpsc::channel(1);
+        let opening = Opening {
+            profile,
+            transport: Transport::StreamableHttp,
+            id: Some(&id),
+            outbox,
+            owner,
+            attachment: Box::new(()),
+        };
+        open(gateway, opening)
+    })
+}
 
-    /// The open session `id` names, for a request of `identity`.
-    pub fn find(gateway: &Gateway, id: &str, identity: Option<&str>) -> Result<Arc<Self>, Refused> {
-        gateway.sessions.find(id, identity)
-    }
-
-    /// The session serving the stateless requests (2026-07-28) of `owner` with
-    /// `profile`, opened when there is none yet; `None` when the profile does not exist.
-    pub fn serving_stateless(
-        gateway: &Arc<Gateway>,
-        profile: Option<&str>,
-        owner: Owner,
-    ) -> Option<Arc<Self>> {
-        let id = stateless_id(owner.identity.as_deref(), profile);
-        let key = (owner.identity.clone(), profile.map(str::to_owned));
-        let bound = owner.quotas.limits().stateless_sessions.get();
-        gateway.sessions.stateless(key, bound, || {
-            // Nothing is sent outside a request's own stream: the outbox leads nowhere.
-            let (outbox, _) = mpsc::channel(1);
-            let opening = Opening {
-                profile,
-                transport: Transport::StreamableHttp,
-                id: Some(&id),
-                outbox,
-                owner,
-                attachment: Box::new(()),
-            };
-            Self::open(gateway, opening)
-        })
-    }
-
-    /// What the transport keeps with the session, when it is a `T`.
-    pub fn attached<T: Any>(&self) -> Option<&T> {
-        self.attachment.downcast_ref()
-    }
-
-    /// The session's id (the transport's, when it has one).
-    pub fn id(&self) -> &str {
-        &self.session.id
-    }
-
+/// The session core's serving of a session: each takes the gateway that serves it.
+impl Session {
     /// Takes the next message of a connection whose answers the transport delivers itself
     /// (stdio, legacy SSE), in the order the client sent it: a notification or an answer is
     /// handled before this returns, and so is `initialize`, so that what the client sends
@@ -196,6 +127,7 @@ impl ClientSession {
     /// gets each answer.
     pub async fn take<D, F>(
         self: &Arc<Self>,
+        gateway: &Arc<Gateway>,
         message: ClientJsonRpcMessage,
         requests: &TaskTracker,
         deliver: D,
@@ -204,11 +136,11 @@ impl ClientSession {
         F: Future<Output = ()> + Send + 'static,
     {
         let request = match Unasked::of(message) {
-            Ok(unasked) => return self.receive(unasked).await,
+            Ok(unasked) => return self.receive(gateway, unasked).await,
             Err(request) => request,
         };
         let in_order = matches!(request.request, ClientRequest::InitializeRequest(_));
-        let served = self.serve(request.id, request.request, Scope::default());
+        let served = self.serve(gateway, request.id, request.request, Scope::default());
         let answered = async move {
             if let Some(served) = served.await {
                 deliver(served).await;
@@ -222,12 +154,12 @@ impl ClientSession {
     }
 
     /// Handles a message that asks nothing of the gateway.
-    pub async fn receive(self: &Arc<Self>, message: Unasked) {
+    pub async fn receive(self: &Arc<Self>, gateway: &Arc<Gateway>, message: Unasked) {
         match message {
-            Unasked::Notification(notification) => self.notified(notification).await,
+            Unasked::Notification(notification) => self.notified(gateway, notification).await,
             Unasked::Answer(answer) => {
-                if !self.requests.answer(*answer) {
-                    tracing::debug!(session = %self.id(), "an answer to no request of ours");
+                if !self.running.requests.answer(*answer) {
+                    tracing::debug!(session = %self.id, "an answer to no request of ours");
                 }
             }
         }
@@ -238,22 +170,24 @@ impl ClientSession {
     /// it is taken, so a transport can take requests in order and serve them side by side.
     pub fn serve(
         self: &Arc<Self>,
+        gateway: &Arc<Gateway>,
         id: RequestId,
         mut request: ClientRequest,
         scope: Scope,
     ) -> impl Future<Output = Option<Served>> + Send + 'static {
-        let delivery = self.gateway.drain().delivery();
-        let serving = Serving::enter(&self.serving);
+        let delivery = gateway.drain().delivery();
+        let serving = Serving::enter(&self.running.serving);
         let meta = std::mem::take(request.get_meta_mut());
         let method = Method::decode(request);
-        let revision = Revision::of(method.asked(), &meta, self.client.get());
-        let cancel = self.closed.child_token();
+        let revision = Revision::of(method.asked(), &meta, self.client());
+        let cancel = self.running.closed.child_token();
         // A client that can cancel by id has its call entered under it.
         let by_id = scope.cancel.is_none() && revision.is_ok();
         if by_id {
-            self.calls().insert(id.clone(), cancel.clone());
+            self.running.calls().insert(id.clone(), cancel.clone());
         }
         let this = self.clone();
+        let gateway = gateway.clone();
         async move {
             let _serving = serving;
             let revision = match revision {
@@ -277,9 +211,17 @@ impl ClientSession {
             }
             let stateless = revision.is_stateless();
             let answer = this
-                .answer(id.clone(), method, meta, &revision, scope, cancel.clone())
+                .answer(
+                    &gateway,
+                    id.clone(),
+                    method,
+                    meta,
+                    &revision,
+                    scope,
+                    cancel.clone(),
+                )
                 .await;
-            if by_id && this.calls().remove(&id).is_none() {
+            if by_id && this.running.calls().remove(&id).is_none() {
                 tracing::debug!(%id, "dropping the answer to a request the client cancelled");
                 return None;
             }
@@ -299,8 +241,13 @@ impl ClientSession {
 
     /// The result of a request of `method`. A stateless request runs in a task of its own,
     /// so that it can wait, parked, while its client answers what it was asked.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one request with all it came with"
+    )]
     async fn answer(
         self: &Arc<Self>,
+        gateway: &Arc<Gateway>,
         id: RequestId,
         method: Method,
         meta: RequestMetaObject,
@@ -308,16 +255,20 @@ impl ClientSession {
         scope: Scope,
         cancel: CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
-        let stream = scope.stream.clone().unwrap_or_else(|| self.outbox.clone());
+        let stream = scope
+            .stream
+            .clone()
+            .unwrap_or_else(|| self.running.outbox.clone());
         let progress_token = meta.get_progress_token();
         let client = revision.client().cloned().unwrap_or_default();
         let link = ClientLink::new(
             stream.clone(),
-            self.requests.clone(),
+            self.running.requests.clone(),
             client,
-            self.closed.clone(),
+            self.running.closed.clone(),
         );
         let call = methods::Call {
+            gateway: gateway.clone(),
             session: self.clone(),
             id,
             meta,
@@ -329,7 +280,7 @@ impl ClientSession {
         if !revision.is_stateless() {
             return method.serve(call).await;
         }
-        let key = method.request_key(self.owner.identity.as_deref());
+        let key = method.request_key(self.owner());
         if let Some((state, responses)) = method.retrying() {
             let retry = Retry {
                 state: state.to_owned(),
@@ -337,16 +288,16 @@ impl ClientSession {
                 responses: responses.cloned(),
                 progress_token,
             };
-            return match handover::holder_elsewhere(&self.gateway, &retry.state) {
+            return match handover::holder_elsewhere(gateway, &retry.state) {
                 Some(replica) => {
                     let replica = replica.to_owned();
-                    handover::forward(self, &replica, retry, stream, &cancel).await
+                    handover::forward(gateway, self, &replica, retry, stream, &cancel).await
                 }
-                None => self.resume(retry, stream, &cancel).await,
+                None => self.resume(gateway, retry, stream, &cancel).await,
             };
         }
         let may_become_task = match method.tool_call() {
-            Some(call) => self.may_become_task(call, revision)?,
+            Some(call) => self.may_become_task(gateway, call, revision)?,
             None => None,
         };
         let inputs = Arc::new(Inputs::default());
@@ -356,8 +307,8 @@ impl ClientSession {
         // request only while the request waits for it. One that may become a task
         // outlives the session too (its client may come back any time).
         call.cancel = match may_become_task {
-            Some(_) => self.gateway.shutdown.child_token(),
-            None => self.closed.child_token(),
+            Some(_) => gateway.shutdown.child_token(),
+            None => self.running.closed.child_token(),
         };
         let call_cancel = call.cancel.clone();
         let parked = ParkedCall {
@@ -368,9 +319,11 @@ impl ClientSession {
             request: key,
         };
         if let Some(becomes) = may_become_task {
-            return self.await_or_promote(parked, &cancel, becomes).await;
+            return self
+                .await_or_promote(gateway, parked, &cancel, becomes)
+                .await;
         }
-        self.await_or_park(parked, &cancel).await
+        self.await_or_park(gateway, parked, &cancel).await
     }
 
     /// Takes up the call parked here that `retry` continues, with the client's answers:
@@ -379,11 +332,13 @@ impl ClientSession {
     /// stops waiting for this round.
     async fn resume(
         &self,
+        gateway: &Gateway,
         retry: Retry,
         stream: mpsc::Sender<ServerJsonRpcMessage>,
         request: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
         let parked = self
+            .running
             .parked
             .take(&retry.state, &retry.request)
             .map_err(|untaken| untaken.to_error())?;
@@ -391,13 +346,14 @@ impl ClientSession {
         if let Some(responses) = retry.responses {
             parked.inputs.answer(responses);
         }
-        self.await_or_park(parked, request).await
+        self.await_or_park(gateway, parked, request).await
     }
 
     /// Waits for a stateless call's answer; when it asks its client for input first,
     /// parks it and answers with the questions.
     async fn await_or_park(
         &self,
+        gateway: &Gateway,
         mut call: ParkedCall,
         request: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
@@ -412,11 +368,15 @@ impl ClientSession {
         }
         call.inputs.settled().await;
         let questions = call.inputs.questions();
-        let replica = self.gateway.state.replica();
-        let state = match self.parked.park(call, &self.owner, replica) {
+        let replica = gateway.state.replica();
+        let state = match self
+            .running
+            .parked
+            .park(call, self.owner_and_quotas(), replica)
+        {
             Ok(state) => state,
             Err((refused, call)) => {
-                tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
+                tracing::warn!(session = %self.id, code = refused.code(), "{refused}");
                 // The refusal waits for the call to end, so that a client sending call
                 // after call cannot leave their ends piling up behind it.
                 let _ = call.task.await;
@@ -430,26 +390,26 @@ impl ClientSession {
     }
 
     /// A notification from the client.
-    async fn notified(self: &Arc<Self>, notification: ClientNotification) {
+    async fn notified(self: &Arc<Self>, gateway: &Arc<Gateway>, notification: ClientNotification) {
         match notification {
             ClientNotification::CancelledNotification(cancelled) => {
                 if let Some(id) = cancelled.params.request_id
-                    && let Some(call) = self.calls().remove(&id)
+                    && let Some(call) = self.running.calls().remove(&id)
                 {
                     call.cancel();
                 }
             }
             ClientNotification::InitializedNotification(_) => {
-                if let Some(client) = self.client.get() {
-                    self.start(client.clone()).await;
+                if let Some(client) = self.client() {
+                    self.start(gateway, client.clone()).await;
                 }
             }
             ClientNotification::ProgressNotification(progress) => {
-                let relayed = &self.gateway.registry.downstream().relayed_progress;
-                relayed.report(&self.session.id, progress.params).await;
+                let relayed = &gateway.registry.downstream().relayed_progress;
+                relayed.report(&self.id, progress.params).await;
             }
             ClientNotification::RootsListChangedNotification(_) => {
-                methods::roots_changed(&self.gateway, &self.session.id).await;
+                methods::roots_changed(gateway, &self.id).await;
             }
             _ => {}
         }
@@ -457,21 +417,21 @@ impl ClientSession {
 
     /// Takes over a session that another replica opened, whose client initialized as
     /// `client` there.
-    pub async fn restore(self: &Arc<Self>, client: ClientConfig) {
+    pub async fn restore(self: &Arc<Self>, gateway: &Arc<Gateway>, client: ClientConfig) {
         let client = Arc::new(client);
-        if self.client.set(client.clone()).is_ok() {
-            self.start(client).await;
+        if self.set_client(client.clone()) {
+            self.start(gateway, client).await;
         }
     }
 
     /// The client's session has begun: the relay reaches it, and it is told of catalog
     /// changes from now on, at the log level it set (on any replica).
-    async fn start(self: &Arc<Self>, client: Arc<ClientConfig>) {
+    async fn start(self: &Arc<Self>, gateway: &Arc<Gateway>, client: Arc<ClientConfig>) {
         let link = self.link(client);
-        let listeners = &self.gateway.registry.downstream().listeners;
-        listeners.join(self.id().into(), link.clone());
-        watch::catalog(self.clone(), link);
-        methods::resume_log_level(self).await;
+        let listeners = &gateway.registry.downstream().listeners;
+        listeners.join(self.id.as_str().into(), self.reach(), link.clone());
+        watch::catalog(gateway, self, link);
+        methods::resume_log_level(gateway, self).await;
         // A server asks for the roots when it starts, when no client may be there to
         // answer (server-filesystem, say, then allows no directory at all). Once this
         // client is the one that can answer, the servers are told the roots changed, so
@@ -479,9 +439,9 @@ impl ClientSession {
         let answers_roots = |link: &ClientLink| link.capabilities().roots.is_some();
         if listeners
             .sole(answers_roots)
-            .is_some_and(|(sole, _)| *sole == *self.id())
+            .is_some_and(|(sole, _)| *sole == *self.id)
         {
-            let (gateway, session) = (self.gateway.clone(), self.session.id.clone());
+            let (gateway, session) = (gateway.clone(), self.id.clone());
             tokio::spawn(async move { methods::roots_changed(&gateway, &session).await });
         }
     }
@@ -489,59 +449,11 @@ impl ClientSession {
     /// The way to the client outside any request.
     fn link(&self, client: Arc<ClientConfig>) -> ClientLink {
         ClientLink::new(
-            self.outbox.clone(),
-            self.requests.clone(),
+            self.running.outbox.clone(),
+            self.running.requests.clone(),
             client,
-            self.closed.clone(),
+            self.running.closed.clone(),
         )
-    }
-
-    /// Ends the session: it leaves the registry and the relay's listeners, and
-    /// everything running for it stops.
-    pub fn end(&self) {
-        self.stop();
-        self.gateway
-            .registry
-            .downstream()
-            .listeners
-            .leave(&self.session.id);
-        self.gateway.sessions.remove(self);
-    }
-
-    /// Stops what runs for the session: its calls are cancelled, its requests to the
-    /// client and parked calls forgotten.
-    fn stop(&self) {
-        self.closed.cancel();
-        self.requests.end();
-        self.parked.cancel_all();
-    }
-
-    fn calls(&self) -> MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
-        self.calls
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-impl Drop for ClientSession {
-    /// A session the registry no longer holds (another took its id) stops what runs for
-    /// it when its last request lets go of it.
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-impl Live for ClientSession {
-    fn id(&self) -> &str {
-        ClientSession::id(self)
-    }
-
-    fn is_serving(&self) -> bool {
-        self.serving.load(Ordering::Acquire) > 0
-    }
-
-    fn end(&self) {
-        ClientSession::end(self);
     }
 }
 

@@ -13,15 +13,16 @@ use rmcp::model::{
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::parked::ParkedCall;
 use super::revision::Revision;
-use super::{ClientSession, joined, unexpected};
+use super::{joined, unexpected};
 use crate::code::tool::RUN_CODE;
 use crate::gateway::Gateway;
 use crate::pipeline::{Origin, Target, error};
 use crate::registry::tool::TaskSupport;
 use crate::relay::inputs::Inputs;
-use crate::server::limits::{Holding, LimitError, Permit};
+use crate::session::Session;
+use crate::session::limits::{Holding, LimitError, Permit};
+use crate::session::parked::ParkedCall;
 use crate::state::{StateError, TaskKept};
 use crate::tasks::record::Lookup;
 use crate::tasks::running::{Message, RunningTask};
@@ -36,14 +37,16 @@ pub(super) struct BecomesTask {
     pub at_once: bool,
 }
 
-impl ClientSession {
-    /// Whether a `tools/call` (`call`) becomes a task of the gateway's: a call of a client that declared the tasks extension, to `run_code` or to a tool of a
+impl Session {
+    /// Whether a `tools/call` (`call`) becomes a task of the gateway's: a call of a client
+    /// that declared the tasks extension, to `run_code` or to a tool of a
     /// server of 2025-11-25 (which has no tasks of its own; a server of 2026-07-28
     /// decides for itself), unless the tool's `execution.taskSupport` forbids it. A tool
     /// that requires it runs as a task at once, and is refused to a client without the
     /// extension (-32021).
     pub(super) fn may_become_task(
         &self,
+        gateway: &Gateway,
         call: &CallToolRequestParams,
         revision: &Revision,
     ) -> Result<Option<BecomesTask>, ErrorData> {
@@ -54,11 +57,10 @@ impl ClientSession {
             .client()
             .is_some_and(|client| client.capabilities.supports_tasks());
         let name = call.name.as_ref();
-        let support = match self.gateway.resolve(&self.session, name, &Origin::Client) {
+        let support = match gateway.resolve(self, name, &Origin::Client) {
             Some(Target::Builtin(_)) if name == RUN_CODE => None,
             Some(Target::Federated(tool)) => {
-                let upstream_decides = self
-                    .gateway
+                let upstream_decides = gateway
                     .registry
                     .upstream(&tool.server)
                     .and_then(|upstream| upstream.live())
@@ -91,6 +93,7 @@ impl ClientSession {
     /// something first, becomes a task of the gateway's, whose handle is the answer.
     pub(super) async fn await_or_promote(
         self: &Arc<Self>,
+        gateway: &Arc<Gateway>,
         mut call: ParkedCall,
         request: &CancellationToken,
         becomes: BecomesTask,
@@ -100,7 +103,7 @@ impl ClientSession {
             arguments,
             at_once,
         } = becomes;
-        let config = self.gateway.policy().config.tasks.clone();
+        let config = gateway.policy().config.tasks.clone();
         if !at_once {
             tokio::select! {
                 biased;
@@ -114,11 +117,11 @@ impl ClientSession {
             }
         }
         // What one identity may have running is bounded: past it, the call stays a call.
-        let permit = match self.owner.acquire(Holding::Task) {
+        let permit = match self.owner_and_quotas().acquire(Holding::Task) {
             Ok(permit) => permit,
             Err(refused) => {
-                tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
-                return self.await_or_park(call, request).await;
+                tracing::warn!(session = %self.id, code = refused.code(), "{refused}");
+                return self.await_or_park(gateway, call, request).await;
             }
         };
         let id = tasks::new_id(tasks::OWN);
@@ -126,9 +129,9 @@ impl ClientSession {
         let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
         task.ttl_ms = Some(config.ttl_ms);
         task.poll_interval_ms = Some(config.poll_interval_ms);
-        let state = &self.gateway.state;
+        let state = &gateway.state;
         let record = TaskRecord {
-            identity: self.owner.identity.clone(),
+            identity: self.owner().map(str::to_owned),
             tool,
             arguments,
             expires_ms: TaskRecord::expiry(config.ttl()),
@@ -146,12 +149,12 @@ impl ClientSession {
                     max_tasks: config.max_kept_per_identity.get(),
                     max_bytes: config.max_kept_bytes_per_identity.get(),
                 };
-                tracing::warn!(session = %self.id(), code = refused.code(), "{refused}");
-                return self.await_or_park(call, request).await;
+                tracing::warn!(session = %self.id, code = refused.code(), "{refused}");
+                return self.await_or_park(gateway, call, request).await;
             }
             Err(e) => {
-                tracing::warn!(session = %self.id(), "the call stays a call, not a task: {e}");
-                return self.await_or_park(call, request).await;
+                tracing::warn!(session = %self.id, "the call stays a call, not a task: {e}");
+                return self.await_or_park(gateway, call, request).await;
             }
         }
         let running = Arc::new(RunningTask::new(
@@ -159,9 +162,9 @@ impl ClientSession {
             call.inputs.clone(),
             record,
         ));
-        self.gateway.tasks.insert(id.clone(), running.clone());
-        tracing::info!(session = %self.id(), task = %id, "a call became a task of the gateway's");
-        tokio::spawn(run(self.gateway.clone(), id, running, call.task, permit));
+        gateway.tasks.insert(id.clone(), running.clone());
+        tracing::info!(session = %self.id, task = %id, "a call became a task of the gateway's");
+        tokio::spawn(run(gateway.clone(), id, running, call.task, permit));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
     }
 }

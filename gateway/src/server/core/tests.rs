@@ -11,13 +11,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::decode::decode_message;
-use super::{ClientSession, Opening, STREAM_CAPACITY, Served};
+use super::{STREAM_CAPACITY, Served, open, serving_stateless};
 use crate::config::Config;
 use crate::config::listen::ClientLimits;
 use crate::gateway::Gateway;
-use crate::pipeline::sessions::{Live, Transport};
 use crate::pipeline::testing::{Heard, LIST_TTL_MS, Upstream, settled};
-use crate::server::limits::{Owner, Quotas};
+use crate::session::limits::{Owner, Quotas};
+use crate::session::registry::Refused;
+use crate::session::{Opening, Session, Transport};
 
 /// A gateway federating `upstream` as `up`, once it is connected.
 async fn gateway(upstream: &Upstream) -> Arc<Gateway> {
@@ -41,7 +42,8 @@ fn config(upstream: &Upstream, with_upstream: bool) -> Config {
 
 /// A client of one session, as a stdio transport would serve it.
 struct Client {
-    session: Arc<ClientSession>,
+    gateway: Arc<Gateway>,
+    session: Arc<Session>,
     outbox: mpsc::Receiver<ServerJsonRpcMessage>,
     answers: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
     deliver: mpsc::UnboundedSender<ServerJsonRpcMessage>,
@@ -64,7 +66,8 @@ impl Client {
             attachment: Box::new(()),
         };
         Client {
-            session: ClientSession::open(gateway, opening).expect("the default profile"),
+            gateway: gateway.clone(),
+            session: open(gateway, opening).expect("the default profile"),
             outbox: queued,
             answers,
             deliver,
@@ -79,7 +82,9 @@ impl Client {
         let deliver = |served: Served| async move {
             let _ = deliver.send(served.message);
         };
-        self.session.take(message, &self.requests, deliver).await;
+        self.session
+            .take(&self.gateway, message, &self.requests, deliver)
+            .await;
     }
 
     /// The next answer delivered, as JSON.
@@ -256,24 +261,27 @@ async fn the_registry_finds_a_session_for_its_owner_only_until_it_ends() {
     let upstream = Upstream::start().await;
     let gateway = gateway(&upstream).await;
     let client = Client::open(&gateway, Some("token:aaaa"));
-    let id = client.session.id().to_owned();
+    let id = client.session.id.clone();
 
-    let found = ClientSession::find(&gateway, &id, Some("token:aaaa")).expect("its owner's");
+    let found = gateway
+        .sessions
+        .find(&id, Some("token:aaaa"))
+        .expect("its owner's");
     assert!(Arc::ptr_eq(&found, &client.session));
     assert_eq!(
-        ClientSession::find(&gateway, &id, Some("token:bbbb")).err(),
-        Some(crate::pipeline::sessions::Refused::NotYours)
+        gateway.sessions.find(&id, Some("token:bbbb")).err(),
+        Some(Refused::NotYours)
     );
     assert_eq!(
-        ClientSession::find(&gateway, &id, None).err(),
-        Some(crate::pipeline::sessions::Refused::NotYours)
+        gateway.sessions.find(&id, None).err(),
+        Some(Refused::NotYours)
     );
     assert!(gateway.sessions.list().iter().any(|listed| listed.id == id));
 
-    Live::end(client.session.as_ref());
+    gateway.sessions.end_session(&client.session);
     assert_eq!(
-        ClientSession::find(&gateway, &id, Some("token:aaaa")).err(),
-        Some(crate::pipeline::sessions::Refused::Unknown)
+        gateway.sessions.find(&id, Some("token:aaaa")).err(),
+        Some(Refused::Unknown)
     );
     assert!(gateway.sessions.list().iter().all(|listed| listed.id != id));
 }
@@ -290,17 +298,17 @@ async fn stateless_sessions_past_the_bound_end_the_idle_ones() {
         identity: Some(identity.to_owned()),
         quotas: quotas.clone(),
     };
-    let first = ClientSession::serving_stateless(&gateway, None, owner("a")).expect("opened");
-    let again = ClientSession::serving_stateless(&gateway, None, owner("a")).expect("found");
+    let first = serving_stateless(&gateway, None, owner("a")).expect("opened");
+    let again = serving_stateless(&gateway, None, owner("a")).expect("found");
     assert!(Arc::ptr_eq(&first, &again), "one session per identity");
-    let second = ClientSession::serving_stateless(&gateway, None, owner("b")).expect("opened");
+    let second = serving_stateless(&gateway, None, owner("b")).expect("opened");
     assert!(!Arc::ptr_eq(&first, &second));
     // A third identity: the two idle ones end to make room.
-    let _third = ClientSession::serving_stateless(&gateway, None, owner("c")).expect("opened");
-    assert!(first.closed.is_cancelled() && second.closed.is_cancelled());
-    let reopened = ClientSession::serving_stateless(&gateway, None, owner("a")).expect("opened");
+    let _third = serving_stateless(&gateway, None, owner("c")).expect("opened");
+    assert!(first.running.closed.is_cancelled() && second.running.closed.is_cancelled());
+    let reopened = serving_stateless(&gateway, None, owner("a")).expect("opened");
     assert!(!Arc::ptr_eq(&first, &reopened), "an ended one opens anew");
-    assert_eq!(reopened.id(), first.id(), "under the same id");
+    assert_eq!(reopened.id, first.id, "under the same id");
 }
 
 #[tokio::test]
@@ -346,14 +354,99 @@ async fn a_session_replaced_under_its_id_does_not_end_its_successor() {
             },
             attachment: Box::new(()),
         };
-        ClientSession::open(&gateway, opening).expect("the default profile")
+        open(&gateway, opening).expect("the default profile")
     };
     // Two requests restored the same session at once: the second took its id.
     let first = open();
     let second = open();
-    first.end();
-    let found = ClientSession::find(&gateway, "restored", None).expect("the second one");
+    gateway.sessions.end_session(&first);
+    let found = gateway
+        .sessions
+        .find("restored", None)
+        .expect("the second one");
     assert!(Arc::ptr_eq(&found, &second));
-    second.end();
-    assert!(ClientSession::find(&gateway, "restored", None).is_err());
+    gateway.sessions.end_session(&second);
+    assert!(gateway.sessions.find("restored", None).is_err());
+}
+
+/// What a client of 2025-11-25 said at `initialize` on another replica.
+fn initialized_elsewhere() -> rmcp::model::ClientConfig {
+    rmcp::model::ClientConfig::new(
+        rmcp::model::ClientCapabilities::default(),
+        rmcp::model::Implementation::new("core-test", "1"),
+    )
+}
+
+#[tokio::test]
+#[allow(
+    deprecated,
+    reason = "logging/setLevel is what clients on 2025 protocols use"
+)]
+async fn the_level_a_client_sets_is_its_sessions_as_the_relay_and_the_record_see_it() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let mut client = Client::open(&gateway, None);
+    client.initialize().await;
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel",
+            "params": {"level": "error"}}),
+        )
+        .await;
+    let answer = client.answer().await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+
+    let id = client.session.id.clone();
+    let listeners = &gateway.registry.downstream().listeners;
+    assert_eq!(listeners.level(&id), Some(rmcp::model::LoggingLevel::Error));
+    assert_eq!(
+        client.session.reach().level(),
+        Some(rmcp::model::LoggingLevel::Error)
+    );
+    assert!(
+        listeners.link(&id).is_some(),
+        "the relay reaches its client"
+    );
+    assert_eq!(client.session.record().log_level.as_deref(), Some("error"));
+
+    gateway.sessions.end_session(&client.session);
+    assert_eq!(
+        listeners.level(&id),
+        None,
+        "an ended session wants no level"
+    );
+    assert!(listeners.link(&id).is_none());
+}
+
+#[tokio::test]
+async fn a_session_restored_under_an_ended_ones_id_is_the_one_the_relay_reaches() {
+    let upstream = Upstream::start().await;
+    let gateway = gateway(&upstream).await;
+    let opening = |outbox| Opening {
+        profile: None,
+        transport: Transport::StreamableHttp,
+        id: Some("restored"),
+        outbox,
+        owner: Owner {
+            identity: None,
+            quotas: Quotas::new(ClientLimits::default()),
+        },
+        attachment: Box::new(()),
+    };
+    // Two requests restored the same session at once: the second took its id.
+    let (outbox, _first_outbox) = mpsc::channel(1);
+    let first = open(&gateway, opening(outbox)).expect("the default profile");
+    first.restore(&gateway, initialized_elsewhere()).await;
+    let (outbox, _second_outbox) = mpsc::channel(1);
+    let second = open(&gateway, opening(outbox)).expect("the default profile");
+    second.restore(&gateway, initialized_elsewhere()).await;
+
+    gateway.sessions.end_session(&first);
+    let listeners = &gateway.registry.downstream().listeners;
+    assert!(
+        listeners.link("restored").is_some(),
+        "the relay still reaches the session that lives on"
+    );
+    gateway.sessions.end_session(&second);
+    assert!(listeners.link("restored").is_none());
 }

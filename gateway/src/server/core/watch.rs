@@ -7,7 +7,7 @@
 //! `notifications/subscriptions/acknowledged` and then carries the changes it asked for,
 //! each marked with the subscription's id ([`listen`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -18,13 +18,12 @@ use rmcp::model::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::ClientSession;
 use crate::gateway::Gateway;
-use crate::pipeline::CallContext;
 use crate::registry::Catalog;
 use crate::relay::{ClientLink, ListKind};
 use crate::search_tools::Found;
 use crate::server::identity;
+use crate::session::Session;
 
 /// What one session sees of the catalog, to tell when it changed.
 #[derive(Clone, PartialEq)]
@@ -39,7 +38,7 @@ struct Visible {
 struct ShownAtInitialize(Option<Visible>);
 
 impl Visible {
-    fn of(gateway: &Gateway, session: &CallContext) -> Visible {
+    fn of(gateway: &Gateway, session: &Session) -> Visible {
         let view = gateway.view(session);
         Visible {
             tools: gateway.visible_tools(session),
@@ -63,7 +62,8 @@ struct Changed {
 /// Changes to what one session sees, as they happen.
 struct Watch {
     gateway: Arc<Gateway>,
-    session: Arc<CallContext>,
+    /// The session watched, not kept alive by its watch.
+    session: Weak<Session>,
     catalog: tokio::sync::watch::Receiver<Arc<Catalog>>,
     announced: tokio::sync::broadcast::Receiver<(Arc<str>, ListKind)>,
     found: Found,
@@ -71,13 +71,13 @@ struct Watch {
 }
 
 impl Watch {
-    fn new(gateway: Arc<Gateway>, session: Arc<CallContext>, shown: Visible) -> Self {
+    fn new(gateway: Arc<Gateway>, session: &Arc<Session>, shown: Visible) -> Self {
         Watch {
             catalog: gateway.registry.watch(),
             announced: gateway.registry.downstream().announced.subscribe(),
-            found: Found::of(&session),
+            found: Found::of(session),
             gateway,
-            session,
+            session: Arc::downgrade(session),
             shown,
         }
     }
@@ -99,7 +99,8 @@ impl Watch {
                     identity::stood_in_for(&self.gateway).is_some_and(|one| one.name == *server)
                 })
                 .map(|(_, kind)| kind);
-            let now = Visible::of(&self.gateway, &self.session);
+            let session = self.session.upgrade()?;
+            let now = Visible::of(&self.gateway, &session);
             let changed = Changed {
                 tools: now.tools != self.shown.tools || passed_on == Some(ListKind::Tools),
                 prompts: now.prompts != self.shown.prompts || passed_on == Some(ListKind::Prompts),
@@ -116,24 +117,22 @@ impl Watch {
 
 /// Remembers what `session` can list now that its client initialized: the watcher
 /// tells it of any change since, however late it starts.
-pub(super) fn shown_at_initialize(gateway: &Gateway, session: &CallContext) {
+pub(super) fn shown_at_initialize(gateway: &Gateway, session: &Session) {
     let shown = Visible::of(gateway, session);
     session.with_state(|initial: &mut ShownAtInitialize| initial.0 = Some(shown));
 }
 
 /// Tells an initialized client, through `link`, of every change to what it sees, until
 /// its session ends.
-pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
-    let gateway = session.gateway.clone();
-    let pipeline = session.session.clone();
-    let shown = pipeline
+pub(super) fn catalog(gateway: &Arc<Gateway>, session: &Arc<Session>, link: ClientLink) {
+    let gateway = gateway.clone();
+    let shown = session
         .with_state(|initial: &mut ShownAtInitialize| initial.0.take())
-        .unwrap_or_else(|| Visible::of(&gateway, &pipeline));
-    let until = session.closed.clone();
+        .unwrap_or_else(|| Visible::of(&gateway, session));
+    let until = session.running.closed.clone();
     // The task holds no strong reference to the session: it stops when the session ends.
-    drop(session);
+    let mut watch = Watch::new(gateway, session, shown);
     tokio::spawn(async move {
-        let mut watch = Watch::new(gateway, pipeline, shown);
         while let Some(changed) = watch.next(&until).await {
             if !send(&link, &changed, None).await {
                 break;
@@ -147,7 +146,7 @@ pub(super) fn catalog(session: Arc<ClientSession>, link: ClientLink) {
 /// request's stream, until the client closes it (`closed`).
 pub(super) async fn listen(
     gateway: &Arc<Gateway>,
-    session: Arc<CallContext>,
+    session: Arc<Session>,
     (id, link, closed): (&RequestId, &ClientLink, &CancellationToken),
     requested: SubscriptionFilter,
 ) -> Result<ServerResult, ErrorData> {
@@ -168,7 +167,7 @@ pub(super) async fn listen(
         ));
     }
     let shown = Visible::of(gateway, &session);
-    let mut watch = Watch::new(gateway.clone(), session, shown);
+    let mut watch = Watch::new(gateway.clone(), &session, shown);
     while let Some(mut changed) = watch.next(closed).await {
         changed.tools &= accepted.tools_list_changed == Some(true);
         changed.prompts &= accepted.prompts_list_changed == Some(true);

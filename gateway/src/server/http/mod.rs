@@ -28,7 +28,6 @@ use tokio_util::sync::CancellationToken;
 use tower::Layer;
 
 use self::dispatch::Dispatch;
-use super::limits::Quotas;
 use super::transport::sse;
 use super::transport::streamable_http::StreamableHttp;
 use super::{ServeError, unknown_profile};
@@ -36,6 +35,7 @@ use crate::auth::per_user::SIGN_IN_PATH;
 use crate::auth::resource::{METADATA_PATH, ResourceServer};
 use crate::gateway::Gateway;
 use crate::listener_guard::{self, Security, SecurityLayer};
+use crate::session::limits::Quotas;
 
 /// The routes, all behind the security guard, then the drain's. A path naming no profile
 /// gets 404.

@@ -9,8 +9,8 @@
 //! - `POST /message?sessionId=<id>` carries one client message (or a batch) and is
 //!   answered `202 Accepted`; the answer to a request arrives on the stream.
 //!
-//! Each stream is a [`ClientSession`] of the session core: every message a `POST` carries
-//! is decoded as a stdio line is and taken by it in order ([`ClientSession::take`]:
+//! Each stream is a [`Session`](crate::session::Session) of the session core: every message a `POST` carries
+//! is decoded as a stdio line is and taken by it in order ([`Session::take`](crate::session::Session::take):
 //! notifications and `initialize` in order, other requests side by side), and
 //! every message to the client, answers included, joins the stream's queue. The session
 //! ends and its id is forgotten when the client drops the stream, on shutdown, or when the
@@ -59,11 +59,13 @@ use tokio_util::task::TaskTracker;
 use crate::drain::OpenSession;
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
-use crate::pipeline::sessions::{Refused, Transport as SessionTransport};
 use crate::server::core::decode::{Batch, Refused as Malformed};
-use crate::server::core::{ClientSession, Opening, Served};
-use crate::server::limits::{Holding, LimitError, Owner, Permit, Quotas};
+use crate::server::core::{self, Served};
 use crate::server::{session_profile, unknown_profile};
+use crate::session::Transport as SessionTransport;
+use crate::session::limits::{Holding, LimitError, Owner, Permit, Quotas};
+use crate::session::registry::Refused;
+use crate::session::{Opening, Session};
 
 /// The query parameter that names the session in `POST /message`.
 const SESSION_QUERY: &str = "sessionId";
@@ -247,14 +249,18 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
             _open: state.gateway.drain().open_session(),
         }),
     };
-    let Some(session) = ClientSession::open(&state.gateway, opening) else {
+    let Some(session) = core::open(&state.gateway, opening) else {
         return text(
             StatusCode::NOT_FOUND,
             unknown_profile(profile.as_deref().unwrap_or_default()),
         );
     };
     // The one place a session ends: whoever ends it only cancels `closed`.
-    tokio::spawn(end_when_closed(session, closed.clone()));
+    tokio::spawn(end_when_closed(
+        state.gateway.clone(),
+        session,
+        closed.clone(),
+    ));
     tracing::debug!(%session_id, "SSE session opened");
     let stream = event_stream(
         format!("/message?{SESSION_QUERY}={session_id}"),
@@ -267,10 +273,10 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
         .into_response()
 }
 
-async fn end_when_closed(session: Arc<ClientSession>, closed: CancellationToken) {
+async fn end_when_closed(gateway: Arc<Gateway>, session: Arc<Session>, closed: CancellationToken) {
     closed.cancelled().await;
-    session.end();
-    tracing::debug!(session_id = %session.id(), "SSE session closed");
+    gateway.sessions.end_session(&session);
+    tracing::debug!(session_id = %session.id, "SSE session closed");
 }
 
 /// Cancels the session when the response body is dropped, i.e. the client went away.
@@ -337,7 +343,7 @@ async fn accept_message(
         );
     };
     let identity = credentials.and_then(|Extension(credentials)| credentials.identity());
-    let session = match ClientSession::find(&state.gateway, session_id, identity.as_deref()) {
+    let session = match state.gateway.sessions.find(session_id, identity.as_deref()) {
         Ok(session) => session,
         Err(Refused::Unknown) => return unknown_session(session_id),
         Err(Refused::NotYours) => {
@@ -412,7 +418,9 @@ async fn accept_message(
                 tracing::debug!(code = e.code(), "an answer not delivered: {e}");
             }
         };
-        session.take(message, &requests, deliver).await;
+        session
+            .take(&state.gateway, message, &requests, deliver)
+            .await;
     }
     text(StatusCode::ACCEPTED, "Accepted".into())
 }

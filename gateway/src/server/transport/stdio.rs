@@ -2,7 +2,7 @@
 //! message for the session core, each message to the client a line.
 //!
 //! Lines are read in order and taken by the session core in that order
-//! ([`ClientSession::take`]: `initialize` first, other requests side by side), and each
+//! ([`Session::take`](crate::session::Session::take): `initialize` first, other requests side by side), and each
 //! answer joins the one queue of messages to the client (its progress, requests
 //! and notifications come before it on the same queue), which a single writer empties in
 //! order. The session ends when the client closes stdin or the gateway stops; what is
@@ -30,11 +30,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::gateway::Gateway;
 use crate::lines::{LineTransport, LineWriter, encode};
-use crate::pipeline::sessions::Transport;
 use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
-use crate::server::core::{ClientSession, Opening, STREAM_CAPACITY, Served};
-use crate::server::limits::{Owner, Quotas};
+use crate::server::core::{self, STREAM_CAPACITY, Served};
 use crate::server::{ServeError, session_profile};
+use crate::session::limits::{Owner, Quotas};
+use crate::session::{Opening, Transport};
 
 /// Who the client over stdio is: the local user (`local:NAME`, from `USER`, else the
 /// numeric user id).
@@ -71,7 +71,7 @@ pub async fn serve(
         owner,
         attachment: Box::new(()),
     };
-    let session = ClientSession::open(&gateway, opening)
+    let session = core::open(&gateway, opening)
         .ok_or_else(|| ServeError::UnknownProfile(profile.clone().unwrap_or_default()))?;
     let (stdin, stdout) = streams();
     let stdout = LineWriter::new(stdout);
@@ -89,7 +89,7 @@ pub async fn serve(
         let deliver = |served: Served| async move {
             let _ = outbox.send(served.message).await;
         };
-        session.take(message, &requests, deliver).await;
+        session.take(&gateway, message, &requests, deliver).await;
     }
     // A client that closed its input still gets the answers to its calls in flight.
     requests.close();
@@ -97,7 +97,7 @@ pub async fn serve(
         () = requests.wait() => {}
         () = shutdown.cancelled() => {}
     }
-    session.end();
+    gateway.sessions.end_session(&session);
     drop((session, outbox));
     let _ = tokio::time::timeout(FLUSH, writing).await;
     Ok(())

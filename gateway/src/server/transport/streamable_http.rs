@@ -52,12 +52,13 @@ use super::http_events::{self, Event, Recorder, ResumeError};
 use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
 use crate::listener_guard::Credentials;
-use crate::pipeline::sessions::{Refused, Transport, check_owner};
 use crate::server::core::decode::decode_message;
-use crate::server::core::{ClientSession, Opening, STREAM_CAPACITY, Scope, Served, Unasked};
+use crate::server::core::{self, STREAM_CAPACITY, Scope, Served, Unasked};
 use crate::server::http::draining::Held;
-use crate::server::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
 use crate::server::session_profile;
+use crate::session::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
+use crate::session::registry::{Refused, check_owner};
+use crate::session::{Opening, Session, Transport};
 use crate::state::{SharedState, StateError};
 
 /// How long an answer may keep its request waiting with nothing sent before the request
@@ -285,25 +286,27 @@ impl Endpoint {
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
             );
         };
-        if let Err(e) = self.state.set_owner(&session_id, identity.as_deref()).await {
+        let record = session.record();
+        if let Err(e) = self
+            .state
+            .set_owner(&session_id, record.owner.as_deref())
+            .await
+        {
             // Without its owner on record the session could not be checked on another
             // replica: end it rather than hand it out.
             self.forget(&session_id);
             return unavailable(&e);
         }
-        let handshake = match &request {
-            ClientRequest::InitializeRequest(initialize) => {
-                serde_json::to_string(&initialize.params).unwrap_or_default()
-            }
-            _ => String::new(),
-        };
         let scope = Scope {
             http: Some(parts),
             ..Scope::default()
         };
-        let Some(served) = session.serve(id, request, scope).await else {
+        let Some(served) = session.serve(&self.gateway, id, request, scope).await else {
             return StatusCode::ACCEPTED.into_response();
         };
+        // What the client said at `initialize`, as the session keeps it, for a replica
+        // that takes the session over.
+        let handshake = session.record().handshake.unwrap_or_default();
         if let Err(e) = self.state.set_handshake(&session_id, &handshake).await {
             tracing::warn!(session = %session_id, "handshake not shared: {e}");
         }
@@ -321,7 +324,7 @@ impl Endpoint {
         id: &str,
         profile: Option<&str>,
         identity: Option<String>,
-    ) -> Option<Arc<ClientSession>> {
+    ) -> Option<Arc<Session>> {
         let (outbox, queued) = mpsc::channel(STREAM_CAPACITY);
         let standalone = Arc::<Standalone>::default();
         let opening = Opening {
@@ -335,7 +338,7 @@ impl Endpoint {
                 _open: self.gateway.drain().open_session(),
             }),
         };
-        let session = ClientSession::open(&self.gateway, opening)?;
+        let session = core::open(&self.gateway, opening)?;
         let recorder = Recorder::standalone(self.state.clone(), id);
         tokio::spawn(standalone.pump(queued, recorder));
         Some(session)
@@ -347,7 +350,7 @@ impl Endpoint {
         self: &Arc<Self>,
         parts: &http::request::Parts,
         id: &str,
-    ) -> Result<Arc<ClientSession>, Response> {
+    ) -> Result<Arc<Session>, Response> {
         let identity = parts
             .extensions
             .get::<Credentials>()
@@ -365,7 +368,7 @@ impl Endpoint {
             Ok(Some(record)) => record,
         };
         let held = check_owner(record.owner.as_deref(), identity.as_deref())
-            .and_then(|()| ClientSession::find(&self.gateway, id, identity.as_deref()));
+            .and_then(|()| self.gateway.sessions.find(id, identity.as_deref()));
         match held {
             Ok(session) => return Ok(session),
             Err(Refused::NotYours) => {
@@ -398,7 +401,7 @@ impl Endpoint {
                 crate::server::unknown_profile(profile.as_deref().unwrap_or_default()),
             )
         })?;
-        session.restore(client).await;
+        session.restore(&self.gateway, client).await;
         Ok(session)
     }
 
@@ -439,13 +442,13 @@ impl Endpoint {
 
     /// The session serving this client's requests of 2026-07-28; `None` when its profile
     /// is gone (a reload removed the profile its path or token names).
-    fn stateless_session(&self, parts: &http::request::Parts) -> Option<Arc<ClientSession>> {
+    fn stateless_session(&self, parts: &http::request::Parts) -> Option<Arc<Session>> {
         let identity = parts
             .extensions
             .get::<Credentials>()
             .and_then(Credentials::identity);
         let profile = self.profile_of(parts);
-        ClientSession::serving_stateless(&self.gateway, profile.as_deref(), self.owner(identity))
+        core::serving_stateless(&self.gateway, profile.as_deref(), self.owner(identity))
     }
 
     /// Hands `message` to `session`: a request's answer as plain JSON or a stream, other
@@ -453,14 +456,14 @@ impl Endpoint {
     /// stops waiting; a session's request goes on, and its stream can be resumed.
     async fn deliver(
         self: &Arc<Self>,
-        session: &Arc<ClientSession>,
+        session: &Arc<Session>,
         message: ClientJsonRpcMessage,
         parts: Arc<http::request::Parts>,
         stateless: bool,
     ) -> Response {
         let request = match Unasked::of(message) {
             Ok(unasked) => {
-                session.receive(unasked).await;
+                session.receive(&self.gateway, unasked).await;
                 return StatusCode::ACCEPTED.into_response();
             }
             Err(request) => request,
@@ -486,6 +489,7 @@ impl Endpoint {
         };
         let id = request.id.clone();
         let mut answer: Answer = Box::pin(Outliving::new(session.serve(
+            &self.gateway,
             id.clone(),
             request.request,
             scope,
@@ -516,7 +520,7 @@ impl Endpoint {
         // Only a session's client can resume a stream (with its session id): the streams
         // of stateless requests are not recorded.
         let recorder =
-            (!stateless).then(|| Recorder::request(self.state.clone(), session.id(), &id));
+            (!stateless).then(|| Recorder::request(self.state.clone(), &session.id, &id));
         let priming = recorder
             .as_ref()
             .filter(|_| self.state.is_shared())

@@ -18,11 +18,10 @@ use crate::gateway::Gateway;
 use crate::listener_guard::SubjectToken;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
-use crate::pipeline::CallContext;
 use crate::registry::view::SessionView;
 use crate::relay::{Caller, ClientLink};
-use crate::server::core::ClientSession;
 use crate::server::core::revision::Revision;
+use crate::session::Session;
 use crate::upstream::UpstreamError;
 
 /// Whether the session has listed anything yet (see [`Call::first_list`]).
@@ -34,7 +33,8 @@ const PAGE_SIZE: usize = 500;
 
 /// One request being served, with everything its method may need.
 pub(in crate::server::core) struct Call {
-    pub session: Arc<ClientSession>,
+    pub gateway: Arc<Gateway>,
+    pub session: Arc<Session>,
     pub id: RequestId,
     pub meta: RequestMetaObject,
     pub revision: Revision,
@@ -46,21 +46,17 @@ pub(in crate::server::core) struct Call {
 
 impl Call {
     pub(super) fn gateway(&self) -> &Arc<Gateway> {
-        &self.session.gateway
-    }
-
-    pub(super) fn pipeline_session(&self) -> &Arc<CallContext> {
-        &self.session.session
+        &self.gateway
     }
 
     pub(super) fn view(&self) -> SessionView {
-        self.gateway().view(self.pipeline_session())
+        self.gateway().view(&self.session)
     }
 
     /// The caller of this request, for what the upstream sends back during it.
     pub(super) fn caller(&self) -> Caller {
-        Caller::new(self.link.clone(), self.meta.clone(), self.session.id()).with_identity(
-            self.session.owner.identity.as_deref(),
+        Caller::new(self.link.clone(), self.meta.clone(), &self.session.id).with_identity(
+            self.session.owner(),
             self.http
                 .as_ref()
                 .and_then(|http| http.extensions.get::<SubjectToken>().cloned()),
@@ -73,7 +69,7 @@ impl Call {
     /// names the upstreams the list had to go without; a hung upstream holds only this one
     /// list, and only up to the bound. Later lists never wait.
     pub(super) async fn first_list(&self) {
-        let session = self.pipeline_session();
+        let session = &self.session;
         if session.with_state(|listed: &mut ListedOnce| std::mem::replace(&mut listed.0, true)) {
             return;
         }
@@ -214,7 +210,7 @@ pub(super) fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
     request.as_ref().and_then(|r| r.cursor.as_deref())
 }
 
-pub(super) fn log_event(session: &CallContext, kind: EventKind, event: serde_json::Value) {
+pub(super) fn log_event(session: &Session, kind: EventKind, event: serde_json::Value) {
     if let Some(log) = &session.log {
         log.append(kind, &event);
     }

@@ -59,12 +59,7 @@ impl Call {
         request: InitializeRequestParams,
     ) -> Result<ServerResult, ErrorData> {
         let gateway = self.gateway();
-        let session = self.pipeline_session();
-        gateway.sessions.set_client(
-            &session.id,
-            &request.client_info.name,
-            &request.client_info.version,
-        );
+        let session = &self.session;
         identity::settle(gateway).await;
         let mut client = request;
         client.protocol_version = revision::negotiate(&client.protocol_version);
@@ -77,12 +72,12 @@ impl Call {
         watch::shown_at_initialize(gateway, session);
         let mut answer = identity::info(gateway, Some(session));
         answer.protocol_version = client.protocol_version.clone();
-        let _ = self.session.client.set(Arc::new(client));
+        session.set_client(Arc::new(client));
         Ok(ServerResult::InitializeResult(answer))
     }
 
     fn discover(&self) -> ServerResult {
-        let mut info = identity::info(self.gateway(), Some(self.pipeline_session()));
+        let mut info = identity::info(self.gateway(), Some(&self.session));
         // Tasks are the gateway's to keep, whoever does the work (see `crate::tasks`).
         info.capabilities
             .extensions

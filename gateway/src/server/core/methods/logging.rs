@@ -10,8 +10,9 @@ use rmcp::ErrorData;
 use rmcp::model::{LoggingLevel, ServerResult, SetLevelRequest, SetLevelRequestParams};
 
 use super::{Call, Key, Route, Serves};
+use crate::gateway::Gateway;
 use crate::relay::ClientLink;
-use crate::server::core::ClientSession;
+use crate::session::Session;
 
 /// How long `logging/setLevel` waits for the upstreams to take a new level.
 const SET_LEVEL_WAIT: Duration = Duration::from_secs(5);
@@ -32,13 +33,13 @@ impl Call {
     /// This session's level; upstreams are told the lowest level any session wants.
     async fn set_level(&self, request: SetLevelRequestParams) -> Result<ServerResult, ErrorData> {
         let link = self.session.link(self.link.client().clone());
-        adopt_level(&self.session, link, request.level).await;
+        adopt_level(self.gateway(), &self.session, link, request.level).await;
         // Kept with the session's shared record, for a replica that takes it over.
         let state = &self.gateway().state;
-        if let Ok(serde_json::Value::String(level)) = serde_json::to_value(request.level)
-            && let Err(e) = state.set_log_level(self.session.id(), &level).await
+        if let Some(level) = self.session.record().log_level
+            && let Err(e) = state.set_log_level(&self.session.id, &level).await
         {
-            tracing::warn!(session = %self.session.id(), "log level not shared: {e}");
+            tracing::warn!(session = %self.session.id, "log level not shared: {e}");
         }
         Ok(ServerResult::empty(()))
     }
@@ -46,11 +47,10 @@ impl Call {
 
 /// Makes `level` the session's log level; when that changes the lowest level any session
 /// wants, every upstream is told before this returns (or was given time).
-async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLevel) {
-    let gateway = &session.gateway;
+async fn adopt_level(gateway: &Gateway, session: &Session, link: ClientLink, level: LoggingLevel) {
     let listeners = &gateway.registry.downstream().listeners;
     let before = listeners.lowest();
-    let lowest = listeners.set_level(&session.id().into(), link, level);
+    let lowest = listeners.set_level(&session.id.as_str().into(), session.reach(), link, level);
     if before != Some(lowest) {
         // Answered once the upstreams have the level (or were given time to take it), so
         // the client's next call already logs at it.
@@ -67,20 +67,20 @@ async fn adopt_level(session: &ClientSession, link: ClientLink, level: LoggingLe
 
 /// A session another replica opened (streamable HTTP, restored here) keeps the log level
 /// its client set there.
-pub(in crate::server::core) async fn resume_log_level(session: &ClientSession) {
-    let Some(client) = session.client.get() else {
+pub(in crate::server::core) async fn resume_log_level(gateway: &Gateway, session: &Session) {
+    let Some(client) = session.client() else {
         return;
     };
-    let level = match session.gateway.state.touch_session(session.id()).await {
+    let level = match gateway.state.touch_session(&session.id).await {
         Ok(Some(record)) => record.log_level,
         Ok(None) => None,
         Err(e) => {
-            tracing::warn!(session = %session.id(), "shared log level not read: {e}");
+            tracing::warn!(session = %session.id, "shared log level not read: {e}");
             None
         }
     };
     let level = level.and_then(|level| serde_json::from_value(level.into()).ok());
     if let Some(level) = level {
-        adopt_level(session, session.link(client.clone()), level).await;
+        adopt_level(gateway, session, session.link(client.clone()), level).await;
     }
 }

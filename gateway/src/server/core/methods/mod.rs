@@ -57,8 +57,8 @@ use rmcp::model::{
 pub(super) use self::call::Call;
 pub(super) use self::lifecycle::roots_changed;
 pub(super) use self::logging::resume_log_level;
-use super::parked::RequestKey;
 use super::revision::{Asked, Revision};
+use crate::session::parked::RequestKey;
 
 /// Which revisions serve a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

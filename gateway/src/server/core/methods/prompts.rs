@@ -64,7 +64,7 @@ impl Call {
             ErrorData::invalid_params(format!("no prompt named `{}`", request.name), None)
         })?;
         log_event(
-            self.pipeline_session(),
+            &self.session,
             EventKind::PromptsGet,
             json!({"prompt": request.name, "arguments": request.arguments}),
         );

@@ -102,7 +102,7 @@ impl Call {
     ) -> Result<ServerResult, ErrorData> {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
         log_event(
-            self.pipeline_session(),
+            &self.session,
             EventKind::ResourcesRead,
             json!({"uri": request.uri}),
         );

@@ -50,7 +50,7 @@ impl Route for SubscriptionsListenRequest {
 
     async fn serve(self, call: Call) -> Result<ServerResult, ErrorData> {
         let stream = (&call.id, &call.link, &call.cancel);
-        let session = call.pipeline_session().clone();
+        let session = call.session.clone();
         watch::listen(call.gateway(), session, stream, self.params.notifications).await
     }
 }
@@ -61,7 +61,7 @@ impl Call {
         let link = self.session.link(self.link.client().clone());
         self.gateway()
             .subscriptions
-            .subscribe(&request.uri, self.session.id(), link);
+            .subscribe(&request.uri, &self.session.id, link);
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
@@ -76,7 +76,7 @@ impl Call {
         if !self
             .gateway()
             .subscriptions
-            .unsubscribe(&request.uri, self.session.id())
+            .unsubscribe(&request.uri, &self.session.id)
         {
             return Ok(ServerResult::empty(()));
         }

@@ -24,7 +24,7 @@ use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Target, ToolError};
 use crate::server::core::own_tasks::{answer_here, send, state_error};
 use crate::server::core::unexpected;
-use crate::server::limits::LimitError;
+use crate::session::limits::LimitError;
 use crate::state::TaskKept;
 use crate::tasks::record::Lookup;
 use crate::tasks::running::Message;
@@ -127,10 +127,10 @@ impl Call {
                 max_tasks: config.max_kept_per_identity.get(),
                 max_bytes: config.max_kept_bytes_per_identity.get(),
             };
-            tracing::warn!(session = %self.session.id(), code = refused.code(), "{refused}");
+            tracing::warn!(session = %self.session.id, code = refused.code(), "{refused}");
             return Err(refused.to_error());
         }
-        tracing::info!(session = %self.session.id(), task = %id, "a call became an upstream's task");
+        tracing::info!(session = %self.session.id, task = %id, "a call became an upstream's task");
         Ok(ServerResult::CreateTaskResult(created))
     }
 
@@ -324,7 +324,7 @@ impl Call {
             }
             _ => return Err(unknown()),
         };
-        let session = self.session.session.clone();
+        let session = self.session.clone();
         let admitted = self
             .gateway()
             .admits_again(&session, &record.tool, record.arguments.clone())
@@ -380,7 +380,7 @@ impl Call {
     }
 
     fn identity(&self) -> Option<&str> {
-        self.session.owner.identity.as_deref()
+        self.session.owner()
     }
 }
 

@@ -46,7 +46,7 @@ impl Call {
         &self,
         request: Option<PaginatedRequestParams>,
     ) -> Result<ServerResult, ErrorData> {
-        let session = self.pipeline_session();
+        let session = &self.session;
         let tools = self.gateway().visible_tools(session);
         let (tools, next) = page(&tools, cursor(&request))?;
         // A search catalog's list grows with the session's searches: never cached.
@@ -72,7 +72,7 @@ impl Call {
         let result = self
             .gateway()
             .call(
-                self.pipeline_session(),
+                &self.session,
                 CallRequest {
                     name: request.name.to_string(),
                     arguments: request.arguments,

@@ -8,7 +8,7 @@
 //! only a retry of the same request: the same method, the same tool, prompt or resource,
 //! and the same identity ([`RequestKey`]). Parked calls live in the process that runs
 //! them (the call is a future, its upstream's request in flight); with replicas, a retry
-//! that reaches another replica is handed over to this one ([`super::handover`]).
+//! that reaches another replica is handed over to this one (`crate::server::core::handover`).
 //!
 //! Each parked call costs memory (its task, its upstream's call), so what one client may
 //! park is bounded (`[listen.limits]`): a session holds at most `max_parked_per_session`
@@ -27,9 +27,9 @@ use serde::{Deserialize, Serialize};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
+use super::limits::{Holding, LimitError, Owner, Permit};
 use crate::relay::ClientLink;
 use crate::relay::inputs::Inputs;
-use crate::server::limits::{Holding, LimitError, Owner, Permit};
 
 /// How many tokens of expired calls a session remembers, to tell their clients why.
 const EXPIRED_KEPT: usize = 256;
