@@ -15,7 +15,7 @@
 #![allow(deprecated, reason = "logging is what clients on 2025 protocols use")]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use tokio_util::sync::CancellationToken;
@@ -40,8 +40,9 @@ pub fn rank(level: LoggingLevel) -> u8 {
 /// What the relay reaches of one client session: the way to its client outside any
 /// request, once it has one, and the log level its client set, until the session ends.
 pub struct Reach {
-    /// Set once: when the client has initialized, or when it set a level before that.
-    link: OnceLock<ClientLink>,
+    /// Set once: when the client has initialized, or when it set a level before that;
+    /// dropped when the session ends, so nothing of the relay keeps its client's stream.
+    link: Mutex<Option<ClientLink>>,
     /// `None` until the client sends `logging/setLevel`.
     level: Mutex<Option<LoggingLevel>>,
     /// Cancelled when the session ends.
@@ -52,17 +53,34 @@ impl Reach {
     /// The reach of a session that ends when `ended` is cancelled.
     pub fn new(ended: CancellationToken) -> Self {
         Self {
-            link: OnceLock::new(),
+            link: Mutex::new(None),
             level: Mutex::new(None),
             ended,
         }
     }
 
     /// The way to the client outside any request, while it is open.
-    pub fn link(&self) -> Option<&ClientLink> {
-        self.link
-            .get()
+    pub fn link(&self) -> Option<ClientLink> {
+        self.lock_link()
+            .as_ref()
             .filter(|link| !link.is_closed() && !self.has_ended())
+            .cloned()
+    }
+
+    /// The session ended: its client is no longer reached.
+    pub fn end(&self) {
+        self.lock_link().take();
+    }
+
+    /// Reaches the client through `link` from now on, unless it already has a way.
+    fn reach_through(&self, link: ClientLink) {
+        if !self.has_ended() {
+            self.lock_link().get_or_insert(link);
+        }
+    }
+
+    fn lock_link(&self) -> MutexGuard<'_, Option<ClientLink>> {
+        self.link.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The level the client set, if it set one, while the session lasts.
@@ -88,7 +106,7 @@ impl Listeners {
     /// Adds a session whose client has initialized, reached through `link` from now on
     /// (in place of one that had its id before).
     pub fn join(&self, session: Arc<str>, reach: &Arc<Reach>, link: ClientLink) {
-        let _ = reach.link.set(link);
+        reach.reach_through(link);
         self.list(session, reach);
     }
 
@@ -101,7 +119,7 @@ impl Listeners {
         link: ClientLink,
         level: LoggingLevel,
     ) -> LoggingLevel {
-        let _ = reach.link.set(link);
+        reach.reach_through(link);
         *reach.level.lock().unwrap_or_else(|p| p.into_inner()) = Some(level);
         self.list(session.clone(), reach);
         self.lowest().unwrap_or(level)
@@ -116,9 +134,7 @@ impl Listeners {
 
     /// The way to `session`'s client, while it is open.
     pub fn link(&self, session: &str) -> Option<ClientLink> {
-        self.lock()
-            .get(session)
-            .and_then(|reach| reach.link().cloned())
+        self.lock().get(session).and_then(|reach| reach.link())
     }
 
     /// The one open session whose client `can` do something, when there is exactly one.
@@ -129,7 +145,7 @@ impl Listeners {
             .filter_map(|(id, reach)| Some((id, reach.link()?)))
             .filter(|(_, link)| can(link));
         match (able.next(), able.next()) {
-            (Some((id, link)), None) => Some((id.clone(), link.clone())),
+            (Some((id, link)), None) => Some((id.clone(), link)),
             _ => None,
         }
     }
@@ -177,7 +193,7 @@ impl Listeners {
             .values()
             .filter_map(|reach| Some((reach.level()?, reach.link()?)))
             .filter(|(level, _)| admits(Some(*level)))
-            .map(|(_, link)| link.clone())
+            .map(|(_, link)| link)
             .collect()
     }
 
@@ -248,7 +264,7 @@ mod tests {
         let lowest = listeners.set_level(
             &"quiet".into(),
             &quiet,
-            quiet.link().cloned().unwrap(),
+            quiet.link().unwrap(),
             LoggingLevel::Error,
         );
         assert_eq!(lowest, LoggingLevel::Error);

@@ -230,6 +230,7 @@ impl Session {
     /// client and its parked calls forgotten, and the relay no longer reaches it.
     pub fn stop(&self) {
         self.running.closed.cancel();
+        self.reach.end();
         self.running.requests.end();
         self.running.parked.cancel_all();
     }
