@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::service::{ClientLifecycleMode, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::Transport;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +19,7 @@ use super::client::UpstreamClient;
 use super::notifications_in_flight::InFlightBound;
 use super::per_user::SignsInAs;
 use super::progress_in_order::ProgressInOrder;
+use super::rmcp_errors::worded;
 use super::stdio::child::{ProcessGroup, SpawnError, Violation};
 use crate::config::ServerConfig;
 use crate::relay::CallRoutes;
@@ -73,6 +74,23 @@ pub(super) struct Opening<'a> {
     pub violation: &'a Violation,
     /// Cancelled when the connection's sign-in dies (OAuth servers).
     pub signed_out: &'a CancellationToken,
+}
+
+impl Opening<'_> {
+    /// Begins the conversation over `transport`, for a kind whose transport rmcp reads
+    /// as it comes (a child's pipes, an SSE stream).
+    pub async fn serve<T>(
+        self,
+        transport: T,
+    ) -> Result<RunningService<RoleClient, UpstreamClient>, ConnectError>
+    where
+        T: Transport<RoleClient> + 'static,
+    {
+        self.handler
+            .serve_with_lifecycle(guarded(transport, self.calls), self.lifecycle)
+            .await
+            .map_err(|e| ConnectError::Initialize(worded(&e)))
+    }
 }
 
 /// A connection a kind opened: rmcp's client, initialized, and what the kind has besides.

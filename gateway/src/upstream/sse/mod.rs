@@ -4,10 +4,7 @@
 
 mod client;
 
-use rmcp::service::ClientServiceExt;
-
-use super::kind::{ConnectError, Kind, Opened, Opening, guarded, header_map};
-use super::rmcp_errors::worded;
+use super::kind::{ConnectError, Kind, Opened, Opening, header_map};
 
 /// The kind of a server at a `url` with `transport = "sse"`.
 pub(super) struct Sse<'a> {
@@ -21,13 +18,8 @@ impl Kind for Sse<'_> {
         let transport = client::connect(self.url, headers)
             .await
             .map_err(|e| ConnectError::Transport(e.to_string()))?;
-        let service = opening
-            .handler
-            .serve_with_lifecycle(guarded(transport, opening.calls), opening.lifecycle)
-            .await
-            .map_err(|e| ConnectError::Initialize(worded(&e)))?;
         Ok(Opened {
-            service,
+            service: opening.serve(transport).await?,
             lane: None,
             group: None,
         })

@@ -7,11 +7,8 @@ mod lines;
 
 pub use child::Violation;
 
-use rmcp::service::ClientServiceExt;
-
 use super::call_lane::CallLane;
-use super::kind::{ConnectError, Kind, Opened, Opening, guarded};
-use super::rmcp_errors::worded;
+use super::kind::{ConnectError, Kind, Opened, Opening};
 use crate::config::Endpoint;
 
 /// The kind of a `command` server.
@@ -38,13 +35,8 @@ impl Kind for Stdio<'_> {
             command: self.command.to_owned(),
             source,
         })?;
-        let service = opening
-            .handler
-            .serve_with_lifecycle(guarded(transport, opening.calls), opening.lifecycle)
-            .await
-            .map_err(|e| ConnectError::Initialize(worded(&e)))?;
         Ok(Opened {
-            service,
+            service: opening.serve(transport).await?,
             lane: Some(CallLane::Stdio(lane)),
             group: Some(group),
         })
