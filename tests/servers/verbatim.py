@@ -17,10 +17,12 @@ It answers `initialize` (echoing the client's protocol version), `server/discove
 templates), and `tools/call` of each
 with `{"content": [{"type": "text", "text": NAME}]}`, after sleeping the call's `seconds`
 argument if it has one. The tools declare each `execution.taskSupport`: `everything`
-optional, `bare` forbidden, `chore` required.
+optional, `bare` forbidden, `chore` required. Its `initialize` result carries the
+`instructions` in VERBATIM_INSTRUCTIONS, when that is set.
 """
 
 import json
+import os
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -125,11 +127,14 @@ def answer(message):
         return None
     mid = message["id"]
     if method == "initialize":
-        return {"jsonrpc": "2.0", "id": mid, "result": {
+        result = {
             "protocolVersion": message["params"]["protocolVersion"],
             "capabilities": {"tools": {"listChanged": False}, "prompts": {}, "resources": {}},
             "serverInfo": {"name": "verbatim", "version": "1.0.0"},
-        }}
+        }
+        if os.environ.get("VERBATIM_INSTRUCTIONS"):
+            result["instructions"] = os.environ["VERBATIM_INSTRUCTIONS"]
+        return {"jsonrpc": "2.0", "id": mid, "result": result}
     if method in LISTS:
         key, items = LISTS[method]
         return {"jsonrpc": "2.0", "id": mid, "result": {key: items}}

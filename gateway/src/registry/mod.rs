@@ -473,9 +473,8 @@ impl Registry {
             if let Some(said) = offer.instructions.as_deref().map(str::trim)
                 && !said.is_empty()
             {
-                catalog
-                    .instructions
-                    .insert(upstream.name.clone(), said.to_owned());
+                let said = screened_instructions(&upstream.name, said, &previous);
+                catalog.instructions.insert(upstream.name.clone(), said);
             }
             if upstream.config.rewrite_uris {
                 catalog.rewriting.insert(upstream.name.clone());
@@ -585,6 +584,29 @@ impl Registry {
             tokio::spawn(async move { pins.write().await });
         }
     }
+}
+
+/// What clients are given of what `server` said of itself: `said`, or when it holds text
+/// aimed at the model (see [`pins::screen`]) a note that it was withheld, and why, logged
+/// once (not again while `previous` already withheld it).
+fn screened_instructions(server: &str, said: &str, previous: &Catalog) -> String {
+    let findings = pins::screen::screen_instructions(said);
+    if findings.is_empty() {
+        return said.to_owned();
+    }
+    let reasons: Vec<String> = findings.iter().map(|f| f.suspect.to_string()).collect();
+    let withheld = format!(
+        "(withheld by the gateway: the text {})",
+        reasons.join("; it ")
+    );
+    if previous.instructions.get(server) != Some(&withheld) {
+        tracing::warn!(
+            server,
+            "instructions withheld from clients: {}",
+            reasons.join("; ")
+        );
+    }
+    withheld
 }
 
 /// Until when each merged list is fresh, from the lists of `offers`: the earliest time

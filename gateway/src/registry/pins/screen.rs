@@ -208,6 +208,15 @@ pub fn reveal(text: &str) -> String {
     shown
 }
 
+/// What a server's `instructions` hold that is aimed at the model past what instructions
+/// are for (hidden text, orders about the model's own instructions or the user, secrets);
+/// empty when nothing.
+pub fn screen_instructions(text: &str) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    screen_text("instructions", text, &mut findings);
+    findings
+}
+
 /// What `definition` (a tool as its upstream wrote it) holds that is aimed at the model;
 /// empty when nothing.
 pub fn screen(definition: &JsonObject) -> Vec<Finding> {
