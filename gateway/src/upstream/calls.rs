@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use rmcp::ErrorData;
-#[allow(deprecated, reason = "logging/setLevel is what pre-2026 servers use")]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, GetMeta, InputRequiredResult,
     InputResponses, JsonObject, ProgressToken, RequestMetaObject, ServerResult,
