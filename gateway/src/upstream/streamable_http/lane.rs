@@ -39,8 +39,8 @@ use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CancelledNotification, CancelledNotificationMethod,
     CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
-    ConstString, CustomRequest, GetExtensions, JsonObject, NumberOrString,
-    ProgressNotificationParam, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ConstString, GetExtensions, JsonObject, NumberOrString, ProgressNotificationParam,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -273,21 +273,20 @@ impl HttpLane {
             .await
     }
 
-    /// Sends `method` with `params` as a request of the gateway's own (a list, say) and
-    /// reads the answer as the upstream wrote it.
+    /// Posts `request` under `id` and reads the answer as the upstream wrote it. What
+    /// else comes on its stream (progress among it) goes to rmcp, marked as the
+    /// request's.
     pub async fn request(
         &self,
-        method: &str,
-        params: serde_json::Value,
+        id: &RequestId,
+        request: ClientRequest,
     ) -> Result<RawAnswer, Unanswered> {
-        let id = self.next_id();
-        let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
         let hear = |data: &str| match RawAnswer::read(data.as_bytes()) {
-            Some((answered, answer)) if answered == id => Heard::Answer(answer),
+            Some((answered, answer)) if answered == *id => Heard::Answer(answer),
             _ => Heard::Other,
         };
         let mut no_progress = async |_| {};
-        self.exchange(&id, request, None, hear, &mut no_progress)
+        self.exchange(id, request, None, hear, &mut no_progress)
             .await
     }
 
