@@ -41,7 +41,7 @@ use rmcp::model::{
     ConstString, CustomRequest, GetExtensions, JsonObject, NumberOrString,
     ProgressNotificationParam, ProtocolVersion, RequestId, ServerJsonRpcMessage,
 };
-use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse,
@@ -50,6 +50,7 @@ use rmcp::transport::streamable_http_client::{
 use tokio::sync::mpsc;
 
 use crate::http_client::{Events, Failed, HttpError, McpHttp, Target, with_causes};
+use crate::upstream::decorated::Decoration;
 use crate::upstream::lane::{self, Answer, FIRST_ID, Message, RawAnswer, Unanswered};
 
 /// The session rmcp opened with the upstream, as its requests carry it.
@@ -439,40 +440,30 @@ fn finish(mut stream: Events) {
     });
 }
 
-/// The sending side of an [`Inbound`] transport's extra messages.
+/// The sending side of an [`Inbound`] decoration's extra messages.
 pub struct InboundSender(mpsc::UnboundedSender<ServerJsonRpcMessage>);
 
-/// A transport that also yields what an [`HttpLane`] passed on, as if it had read it.
-pub struct Inbound<T> {
-    inner: T,
+/// Yields, besides what its transport reads, what an [`HttpLane`] passed on, as if the
+/// transport had read it.
+pub struct Inbound {
     passed: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
 }
 
-impl<T> Inbound<T> {
-    pub fn new(inner: T) -> (Self, InboundSender) {
+impl Inbound {
+    pub fn new() -> (Self, InboundSender) {
         let (sender, passed) = mpsc::unbounded_channel();
-        (Self { inner, passed }, InboundSender(sender))
+        (Self { passed }, InboundSender(sender))
     }
 }
 
-impl<T: Transport<RoleClient>> Transport<RoleClient> for Inbound<T> {
-    type Error = T::Error;
-
-    fn send(
+impl Decoration for Inbound {
+    async fn receive<T: Transport<RoleClient>>(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        inner: &mut T,
+    ) -> Option<RxJsonRpcMessage<RoleClient>> {
         tokio::select! {
             Some(message) = self.passed.recv() => Some(message),
-            message = self.inner.receive() => message,
+            message = inner.receive() => message,
         }
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
     }
 }

@@ -20,6 +20,7 @@ use self::lane::{HttpLane, Inbound, SessionSlot};
 use self::traced_http::TracedHttp;
 use super::call_lane::CallLane;
 use super::client::UpstreamClient;
+use super::decorated::Decorated;
 use super::kind::{ConnectError, Kind, Opened, Opening, guarded, header_map};
 use super::rmcp_errors::worded;
 use crate::auth::{
@@ -129,7 +130,8 @@ async fn serve(
     let client: Arc<dyn McpHttp> = Arc::new(TracedHttp::new(client, session.clone()));
     let lane_config = config.clone();
     let transport = StreamableHttpClientTransport::with_client(RmcpHttp(client.clone()), config);
-    let (transport, inbound) = Inbound::new(transport);
+    let (passed_on, inbound) = Inbound::new();
+    let transport = Decorated::new(transport, passed_on);
     let lane = HttpLane::new(client, &lane_config, session, &inbound);
     let service = handler
         .serve_with_lifecycle(guarded(transport, calls), lifecycle)
