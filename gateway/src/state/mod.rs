@@ -22,8 +22,10 @@
 //! script in Redis, a mutex in memory): a rate-limit admission, a chain extension, an
 //! event append.
 
+mod event_bytes;
 pub mod memory;
 pub mod redis;
+mod replica;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +76,11 @@ impl ClusterConfig {
 
     fn event_ttl(&self) -> Duration {
         Duration::from_secs(self.event_ttl_secs.max(1))
+    }
+
+    /// The most events kept per stream: at least the last.
+    fn max_events(&self) -> usize {
+        self.max_events_per_stream.max(1)
     }
 }
 
