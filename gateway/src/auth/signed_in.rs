@@ -236,32 +236,34 @@ impl Verdict {
 }
 
 impl SignedInClient {
-    /// Runs `call` with the token (the stored one, unless the caller brought its own); on
-    /// a 401 to a token, refreshes it once and runs `call` again with the new one. A
-    /// request with no usable token goes out without one, and its 401 says so.
-    async fn with_token<'a, T, F>(&'a self, token: Option<String>, call: F) -> Result<T, Error>
-    where
-        F: Fn(Option<String>) -> BoxFuture<'a, Result<T, Error>>,
-    {
-        let token = match token {
-            None => match self.manager.lock().await.get_access_token().await {
+    /// Runs `call` to `to` with the token (the stored one, unless the caller brought its
+    /// own); on a 401 to a token, refreshes it once and runs `call` again with the new
+    /// one. A request with no usable token goes out without one, and its 401 says so.
+    async fn with_token<'a, T>(
+        &'a self,
+        mut to: Target,
+        call: impl Fn(Target) -> BoxFuture<'a, Result<T, Error>>,
+    ) -> Result<T, Error> {
+        if to.auth_token.is_none() {
+            to.auth_token = match self.manager.lock().await.get_access_token().await {
                 Ok(token) => Some(token),
                 Err(AuthError::AuthorizationRequired) => None,
                 Err(error) => return Err(error.into()),
-            },
-            token => token,
-        };
-        let challenge = match call(token.clone()).await {
+            };
+        }
+        let challenge = match call(to.clone()).await {
             Err(StreamableHttpError::AuthRequired(challenge)) => challenge,
             result => return result,
         };
-        let Some(sent) = token else {
+        let Some(sent) = &to.auth_token else {
             return Err(StreamableHttpError::AuthRequired(challenge));
         };
         let refreshed = self.manager.lock().await.refresh_token().await;
         match refreshed {
-            Ok(tokens) if *tokens.access_token().secret() != sent => {
-                call(Some(tokens.access_token().secret().clone())).await
+            Ok(tokens) if tokens.access_token().secret() != sent => {
+                tracing::info!(server = %self.upstream.name, "refreshed the token the server refused");
+                to.auth_token = Some(tokens.access_token().secret().clone());
+                call(to).await
             }
             Ok(_) => Err(StreamableHttpError::AuthRequired(challenge)),
             // No refresh token, or the authorization server refused it: a new sign-in
@@ -281,13 +283,8 @@ impl SignedInClient {
         message: ClientJsonRpcMessage,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
-        let token = to.auth_token.clone();
         let send = || {
-            self.with_token(token.clone(), |token| {
-                let to = Target {
-                    auth_token: token,
-                    ..to.clone()
-                };
+            self.with_token(to.clone(), |to| {
                 self.inner.post(to, message.clone(), limits)
             })
         };
@@ -307,13 +304,8 @@ impl SignedInClient {
         max_event_size: usize,
     ) -> Result<Events, Error> {
         self.refresh_once().await;
-        let token = to.auth_token.clone();
         let result = self
-            .with_token(token, |token| {
-                let to = Target {
-                    auth_token: token,
-                    ..to.clone()
-                };
+            .with_token(to, |to| {
                 self.inner
                     .get_stream(to, last_event_id.clone(), max_event_size)
             })
@@ -343,16 +335,7 @@ impl McpHttp for SignedInClient {
     }
 
     fn delete_session(&self, to: Target) -> BoxFuture<'_, Result<(), Error>> {
-        Box::pin(async move {
-            let token = to.auth_token.clone();
-            self.with_token(token, |token| {
-                self.inner.delete_session(Target {
-                    auth_token: token,
-                    ..to.clone()
-                })
-            })
-            .await
-        })
+        Box::pin(self.with_token(to, |to| self.inner.delete_session(to)))
     }
 }
 
