@@ -119,7 +119,7 @@ impl MemoryState {
         Self {
             session_ttl: config.session_ttl(),
             event_ttl: config.event_ttl(),
-            max_events: config.max_events(),
+            max_events: super::max_events_per_stream(config),
             replica: Replica::new(),
             inner: Mutex::new(Inner {
                 event_bytes: EventBytes::new(config.max_event_bytes),

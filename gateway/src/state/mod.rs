@@ -77,11 +77,6 @@ impl ClusterConfig {
     fn event_ttl(&self) -> Duration {
         Duration::from_secs(self.event_ttl_secs.max(1))
     }
-
-    /// The most events kept per stream: at least the last.
-    fn max_events(&self) -> usize {
-        self.max_events_per_stream.max(1)
-    }
 }
 
 /// Why shared state could not be read or written.
@@ -385,6 +380,11 @@ pub fn open(config: &ClusterConfig) -> Result<Arc<dyn SharedState>, StateError> 
         None => Ok(Arc::new(memory::MemoryState::new(config))),
         Some(url) => Ok(Arc::new(redis::RedisState::open(url, config)?)),
     }
+}
+
+/// The most events either store keeps per stream: as configured, and at least the last.
+fn max_events_per_stream(config: &ClusterConfig) -> usize {
+    config.max_events_per_stream.max(1)
 }
 
 pub use wire::event_id::{event_id, parse_event_id};

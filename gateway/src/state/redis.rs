@@ -169,7 +169,7 @@ impl RedisState {
                 connection.clone(),
                 ready.clone(),
                 Retention {
-                    max_events: config.max_events(),
+                    max_events: super::max_events_per_stream(config),
                     max_bytes: config.max_event_bytes,
                     ttl_secs: Self::secs(config.event_ttl()),
                     channel: Channels::of(&config.key_prefix).published,
