@@ -3,14 +3,15 @@
 //! task's record as the call goes, on the replica that runs it (its questions, its end,
 //! what other replicas left for it).
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, CreateTaskResult, DetailedTask, InputResponses,
-    JsonObject, ServerResult, Task, TaskPayload, TaskStatus,
+    ServerResult, Task, TaskPayload, TaskStatus,
 };
-use tokio::task::JoinHandle;
+use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
 
 use super::revision::Revision;
@@ -26,24 +27,16 @@ use crate::session::parked::ParkedCall;
 use crate::state::{StateError, TaskKept};
 use crate::tasks::record::Lookup;
 use crate::tasks::running::{Message, RunningTask};
-use crate::tasks::{self, TaskRecord, Work, record};
+use crate::tasks::{self, BecomesTask, Promotion, TaskRecord, Work, record};
 use crate::tool_result::ToolResult;
 
-/// A call that becomes a task of the gateway's: its tool and arguments, and whether it
-/// does at once (its tool requires it) or once it runs long.
-pub(super) struct BecomesTask {
-    pub tool: String,
-    pub arguments: Option<JsonObject>,
-    pub at_once: bool,
-}
-
 impl Session {
-    /// Whether a `tools/call` (`call`) becomes a task of the gateway's: a call of a client
-    /// that declared the tasks extension, to `run_code` or to a tool of a
-    /// server of 2025-11-25 (which has no tasks of its own; a server of 2026-07-28
-    /// decides for itself), unless the tool's `execution.taskSupport` forbids it. A tool
-    /// that requires it runs as a task at once, and is refused to a client without the
-    /// extension (-32021).
+    /// Whether a `tools/call` (`call`) may become a task of the gateway's: a call of a
+    /// client that declared the tasks extension, to `run_code` or to a tool of a server of
+    /// 2025-11-25 (which has no tasks of its own; a server of 2026-07-28 decides for
+    /// itself), unless the tool's `execution.taskSupport` forbids it. A tool that requires
+    /// it always becomes one ([`Promotion::Always`]), and is refused to a client without
+    /// the extension (-32021).
     pub(super) fn may_become_task(
         &self,
         gateway: &Gateway,
@@ -83,14 +76,20 @@ impl Session {
             (support, true) => Ok(Some(BecomesTask {
                 tool: name.to_owned(),
                 arguments: call.arguments.clone(),
-                at_once: support == Some(TaskSupport::Required),
+                when: match support {
+                    Some(TaskSupport::Required) => Promotion::Always,
+                    _ => Promotion::WhenLong,
+                },
             })),
         }
     }
 
-    /// Waits for the answer of `call` for at most `[tasks] answer_within_ms` (not at all
-    /// when it becomes a task at once); a call still running then, or asking its client
-    /// something first, becomes a task of the gateway's, whose handle is the answer.
+    /// Waits for the answer of `call` for at most `[tasks] answer_within_ms`, then makes
+    /// it a task of the gateway's, whose handle is the answer, as `becomes.when` says: a
+    /// call still running becomes one; one that asks its client something first does
+    /// unless its tool requires a task (then the question is this round's, and the retry
+    /// with the answer goes on here); one that answered is answered as it is unless its
+    /// tool requires a task (then a task that completed with the answer).
     pub(super) async fn await_or_promote(
         self: &Arc<Self>,
         gateway: &Arc<Gateway>,
@@ -98,30 +97,39 @@ impl Session {
         request: &CancellationToken,
         becomes: BecomesTask,
     ) -> Result<ServerResult, ErrorData> {
+        let config = gateway.policy().config.tasks.clone();
+        let answered = tokio::select! {
+            biased;
+            answer = &mut call.task => Some(answer),
+            () = call.inputs.asked() => {
+                if becomes.when == Promotion::Always {
+                    call.becomes_task = Some(becomes);
+                    return self.await_or_park(gateway, call, request).await;
+                }
+                None
+            }
+            () = tokio::time::sleep(config.answer_within()) => None,
+            () = request.cancelled() => {
+                call.abandon();
+                return joined(call.task.await);
+            }
+        };
         let BecomesTask {
             tool,
             arguments,
-            at_once,
+            when,
         } = becomes;
-        let config = gateway.policy().config.tasks.clone();
-        if !at_once {
-            tokio::select! {
-                biased;
-                answer = &mut call.task => return joined(answer),
-                () = call.inputs.asked() => {}
-                () = tokio::time::sleep(config.answer_within()) => {}
-                () = request.cancelled() => {
-                    call.abandon();
-                    return joined(call.task.await);
-                }
-            }
+        if when == Promotion::WhenLong
+            && let Some(answer) = answered
+        {
+            return joined(answer);
         }
         // What one identity may have running is bounded: past it, the call stays a call.
         let permit = match self.owner_and_quotas().acquire(Holding::Task) {
             Ok(permit) => permit,
             Err(refused) => {
                 tracing::warn!(session = %self.id, code = refused.code(), "{refused}");
-                return self.await_or_park(gateway, call, request).await;
+                return self.stays_a_call(gateway, call, answered, request).await;
             }
         };
         let id = tasks::new_id(tasks::OWN);
@@ -150,11 +158,11 @@ impl Session {
                     max_bytes: config.max_kept_bytes_per_identity.get(),
                 };
                 tracing::warn!(session = %self.id, code = refused.code(), "{refused}");
-                return self.await_or_park(gateway, call, request).await;
+                return self.stays_a_call(gateway, call, answered, request).await;
             }
             Err(e) => {
                 tracing::warn!(session = %self.id, "the call stays a call, not a task: {e}");
-                return self.await_or_park(gateway, call, request).await;
+                return self.stays_a_call(gateway, call, answered, request).await;
             }
         }
         let running = Arc::new(RunningTask::new(
@@ -164,10 +172,35 @@ impl Session {
         ));
         gateway.tasks.insert(id.clone(), running.clone());
         tracing::info!(session = %self.id, task = %id, "a call became a task of the gateway's");
-        tokio::spawn(run(gateway.clone(), id, running, call.task, permit));
+        let calling: Calling = match answered {
+            Some(answer) => Box::pin(std::future::ready(answer)),
+            None => Box::pin(async move { call.task.await }),
+        };
+        tokio::spawn(run(gateway.clone(), id, running, calling, permit));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
     }
+
+    /// A call that does not become a task after all (its identity's quota of tasks is
+    /// full, say): its `answer` if it came, or whatever it comes to as a call.
+    async fn stays_a_call(
+        &self,
+        gateway: &Gateway,
+        call: ParkedCall,
+        answer: Option<Joined>,
+        request: &CancellationToken,
+    ) -> Result<ServerResult, ErrorData> {
+        match answer {
+            Some(answer) => joined(answer),
+            None => self.await_or_park(gateway, call, request).await,
+        }
+    }
 }
+
+/// What a call came to, as its task's join gives it.
+type Joined = Result<Result<ServerResult, ErrorData>, JoinError>;
+
+/// A call a task runs: still going, or already answered.
+type Calling = Pin<Box<dyn Future<Output = Joined> + Send>>;
 
 /// Writes `record`, changed by a request about task `id` that reached a replica other than
 /// the one running it, and leaves `message` for that one.
@@ -240,7 +273,7 @@ async fn run(
     gateway: Arc<Gateway>,
     id: String,
     running: Arc<RunningTask>,
-    mut call: JoinHandle<Result<ServerResult, ErrorData>>,
+    mut call: Calling,
     // The task's place in its identity's quota, until it settles.
     permit: Permit,
 ) {
