@@ -1,5 +1,6 @@
 //! The gateway's own tasks (see [`crate::tasks`]): which call may become one, its
-//! promotion when it runs long or asks its client something, and the work that keeps the
+//! promotion as its tool's `execution.taskSupport` says (when it runs long or asks its
+//! client something, or always, its first questions asked as rounds), and the work that keeps the
 //! task's record as the call goes, on the replica that runs it (its questions, its end,
 //! what other replicas left for it).
 
@@ -174,7 +175,7 @@ impl Session {
         tracing::info!(session = %self.id, task = %id, "a call became a task of the gateway's");
         let calling: Calling = match answered {
             Some(answer) => Box::pin(std::future::ready(answer)),
-            None => Box::pin(async move { call.task.await }),
+            None => Box::pin(call.task),
         };
         tokio::spawn(run(gateway.clone(), id, running, calling, permit));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
