@@ -10,11 +10,15 @@ Why hand-written: the tools must declare `execution.taskSupport` while the serve
 capability, so no client asks it for a task of 2025-11-25). Only the Python standard
 library is used.
 
-Usage: task_support.py   speaks newline-delimited JSON-RPC on stdin/stdout
+Usage: task_support.py             speaks newline-delimited JSON-RPC on stdin/stdout
+       task_support.py --http PORT serves streamable HTTP at http://127.0.0.1:PORT/mcp
+                                   (no session, no GET stream: a call's answer is an
+                                   event stream carrying what the tool asks before it)
 
 Each call runs in a thread of its own; `notifications/cancelled` stops it (it then sends
 no answer). What a tool asks its client (`elicitation/create`) is a request of the
-server's, answered by the client on stdin. The tools:
+server's (on stdout, or on the call's event stream), whose answer the client sends as it
+sends everything else. The tools:
 
   greet               forbidden  `Hello, NAME!` at once
   slow_compute        optional   sleeps `seconds`, then says it is done with `label`
@@ -28,6 +32,7 @@ server's, answered by the client on stdin. The tools:
 import json
 import sys
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REVISION = "2025-11-25"
 
@@ -67,6 +72,7 @@ NEXT_ASK = [0]
 
 
 def send(message):
+    """Writes `message` to stdout."""
     with WRITING:
         sys.stdout.write(json.dumps(message) + "\n")
         sys.stdout.flush()
@@ -81,8 +87,11 @@ class ToolFailed(Exception):
 
 
 class Call:
-    def __init__(self, mid):
+    """A call running: its request id, its cancellation, and where what it sends goes."""
+
+    def __init__(self, mid, send):
         self.mid = mid
+        self.send = send
         self.cancelled = threading.Event()
 
     def work(self, seconds):
@@ -96,7 +105,7 @@ class Call:
             ask_id = f"ask-{NEXT_ASK[0]}"
             waiting = [threading.Event(), None]
             ASKED[ask_id] = waiting
-        send({"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create", "params": {
+        self.send({"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create", "params": {
             "mode": "form",
             "message": message,
             "requestedSchema": {"type": "object", "properties": {field: {"type": kind}},
@@ -167,6 +176,7 @@ def run_tool(call, name, arguments):
 
 
 def serve_call(call, params):
+    """Runs the call and sends its answer (none when it was cancelled)."""
     try:
         result = run_tool(call, params.get("name"), params.get("arguments") or {})
         reply = {"jsonrpc": "2.0", "id": call.mid, "result": result}
@@ -177,7 +187,7 @@ def serve_call(call, params):
                  "error": {"code": -32603, "message": str(e)}}
     RUNNING.pop(json.dumps(call.mid), None)
     if reply is not None:
-        send(reply)
+        call.send(reply)
 
 
 def answer(message):
@@ -197,34 +207,96 @@ def answer(message):
             "error": {"code": -32601, "message": f"method not found: {method}"}}
 
 
-def main():
+def receive(message):
+    """Takes in a message that starts no call: an answer to a question, or a
+    notification; the answer to a request, or None."""
+    method = message.get("method")
+    if method is None:
+        # The client's answer to a question of a call.
+        with ASKED_LOCK:
+            waiting = ASKED.pop(message.get("id"), None)
+        if waiting is not None:
+            waiting[1] = message
+            waiting[0].set()
+        return None
+    if "id" not in message:
+        if method == "notifications/cancelled":
+            call = RUNNING.get(json.dumps((message.get("params") or {}).get("requestId")))
+            if call is not None:
+                call.cancelled.set()
+        return None
+    return answer(message)
+
+
+def start_call(message, send):
+    """The call `message` starts, registered so that its cancellation reaches it."""
+    call = Call(message["id"], send)
+    RUNNING[json.dumps(message["id"])] = call
+    return call
+
+
+def serve_stdio():
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
         message = json.loads(line)
-        method = message.get("method")
-        if method is None:
-            # The client's answer to a question of a call.
-            with ASKED_LOCK:
-                waiting = ASKED.pop(message.get("id"), None)
-            if waiting is not None:
-                waiting[1] = message
-                waiting[0].set()
-        elif "id" not in message:
-            if method == "notifications/cancelled":
-                key = json.dumps((message.get("params") or {}).get("requestId"))
-                call = RUNNING.get(key)
-                if call is not None:
-                    call.cancelled.set()
-        elif method == "tools/call":
-            call = Call(message["id"])
-            RUNNING[json.dumps(message["id"])] = call
+        if message.get("method") == "tools/call" and "id" in message:
+            call = start_call(message, send)
             threading.Thread(target=serve_call, args=(call, message.get("params") or {}),
                              daemon=True).start()
-        else:
-            send(answer(message))
+            continue
+        reply = receive(message)
+        if reply is not None:
+            send(reply)
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        message = json.loads(body)
+        if message.get("method") == "tools/call" and "id" in message:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            writing = threading.Lock()
+
+            def send_event(event):
+                with writing:
+                    try:
+                        self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                        self.wfile.flush()
+                    except OSError:
+                        call.cancelled.set()
+
+            call = start_call(message, send_event)
+            serve_call(call, message.get("params") or {})
+            return
+        reply = receive(message)
+        if reply is None:
+            self.send_response(202)
+            self.end_headers()
+            return
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.send_response(405)
+        self.end_headers()
+
+    do_DELETE = do_GET
+
+    def log_message(self, *args):
+        pass
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--http"]:
+        ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
+    else:
+        serve_stdio()

@@ -2,11 +2,12 @@
 //! `@modelcontextprotocol/conformance`, pinned in tests/peers), as the suite lists them for
 //! the requirements of 2026-07-28, run through the gateway in front of a server of
 //! 2025-11-25 whose tools declare `execution.taskSupport` (`tests/servers/task_support.py`,
-//! a stdio child). That server has no tasks: each task the suite sees is the gateway's
-//! own, made as the tool declared (`forbidden` never, `required` always and `-32021`
-//! without the extension, `optional` when the call runs long or asks its client), and a
-//! required tool's question before its task exists is a round of the request, as the
-//! suite's `tasks-mrtr-composition` expects. Every check of every scenario must pass.
+//! as a stdio child and over streamable HTTP). That server has no tasks: each task the
+//! suite sees is the gateway's own, made as the tool declared (`forbidden` never,
+//! `required` always and `-32021` without the extension, `optional` when the call runs
+//! long or asks its client), and a required tool's question before its task exists is a
+//! round of the request, as the suite's `tasks-mrtr-composition` expects. Every check of
+//! every scenario must pass.
 
 use mcp_gateway_tests::*;
 use serde_json::Value;
@@ -109,23 +110,16 @@ fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
     found
 }
 
-#[test]
-fn the_suites_tasks_scenarios_pass_through_the_gateway_in_front_of_a_server_of_2025() {
+/// Runs every `tasks-*` scenario against the gateway serving `config`, and asserts each
+/// check passed; the checks that a gateway guessing tasks from timing failed must be among
+/// them.
+fn every_tasks_scenario_passes_through_a_gateway_serving(config: &str) {
     let scenarios = tasks_scenarios();
     assert!(
         scenarios.len() >= 10,
         "the suite lists too few tasks-* scenarios for 2026-07-28: {scenarios:?}"
     );
-    let config = format!(
-        "[servers.tasks]\ncommand = {}\nargs = [{}]\nprefix = \"\"\n",
-        toml_str(system_python().to_string_lossy()),
-        toml_str(
-            repo()
-                .join("tests/servers/task_support.py")
-                .to_string_lossy()
-        ),
-    );
-    let workspace = Workspace::new(&config);
+    let workspace = Workspace::new(config);
     let gateway = workspace.serve_http(&[]);
     let url = gateway.url("/mcp");
 
@@ -155,4 +149,25 @@ fn the_suites_tasks_scenarios_pass_through_the_gateway_in_front_of_a_server_of_2
             "{scenario}: {id} did not run: {passed:?}"
         );
     }
+}
+
+#[test]
+fn the_suites_tasks_scenarios_pass_through_the_gateway_in_front_of_a_stdio_server_of_2025() {
+    every_tasks_scenario_passes_through_a_gateway_serving(&format!(
+        "[servers.tasks]\ncommand = {}\nargs = [{}]\nprefix = \"\"\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/task_support.py")
+                .to_string_lossy()
+        ),
+    ));
+}
+
+#[test]
+fn the_suites_tasks_scenarios_pass_through_the_gateway_in_front_of_an_http_server_of_2025() {
+    let upstream = ListeningServer::task_support();
+    every_tasks_scenario_passes_through_a_gateway_serving(
+        &upstream.server_config("tasks", "prefix = \"\"\n"),
+    );
 }
