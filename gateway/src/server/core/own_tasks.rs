@@ -1,8 +1,8 @@
 //! The gateway's own tasks (see [`crate::tasks`]): which call may become one, its
 //! promotion as its tool's `execution.taskSupport` says (when it runs long or asks its
-//! client something, or always, its first questions asked as rounds), and the work that keeps the
-//! task's record as the call goes, on the replica that runs it (its questions, its end,
-//! what other replicas left for it).
+//! client something; or always, its first questions asked as rounds of the request), and
+//! the work that keeps the task's record as the call goes, on the replica that runs it
+//! (its questions, its end, what other replicas left for it).
 
 use std::pin::Pin;
 use std::sync::Arc;
