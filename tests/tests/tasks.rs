@@ -7,7 +7,11 @@
 //!   the task does not exist;
 //! - in front of a server of 2025-11-25, which has no tasks, a call that runs long becomes
 //!   a task of the gateway's own, polled to its result, answered through `tasks/update`
-//!   when it asks its client something, and stopped by `tasks/cancel`.
+//!   when it asks its client something, and stopped by `tasks/cancel`;
+//! - a task's question nobody answers within `[listen.limits] input_deadline_secs` fails
+//!   the task and frees its upstream for other clients' calls (a stdio server of
+//!   2025-11-25, `tests/servers/task_support.py`, whose requests nothing on the wire ties
+//!   to a call, so calls of tools that ask take turns).
 
 use mcp_gateway_tests::streamable::{self, TaskClient};
 use std::time::Duration;
@@ -217,6 +221,68 @@ fn a_session_of_2025_gets_its_answer_whatever_it_declares() {
     );
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("slow_compute `old` done"), "{body}");
+}
+
+/// Over stdio nothing ties a server's question to a call, so while Alice's task waits for
+/// her answer, Bob's call of a tool that asks waits for its turn on that server. Alice
+/// never answers: past `input_deadline_secs` her task fails with `INPUT_EXPIRED` (its call
+/// cancelled), and Bob's call goes on, asks him, and completes.
+#[test]
+fn an_unanswered_task_question_expires_and_frees_its_upstream() {
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [\"{ALICE}\", \"{BOB}\"]\n\n[listen.limits]\ninput_deadline_secs = 1\n\n\
+         [servers.tasks]\ncommand = {}\nargs = [{}]\nprefix = \"\"\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/task_support.py")
+                .to_string_lossy()
+        ),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let bob = TaskClient::new(gateway.address, Some(BOB));
+    let delete = |client: &TaskClient, filename: &str| {
+        let created = client.request(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": filename}}),
+        );
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        created["result"]["taskId"]
+            .as_str()
+            .expect("a task id")
+            .to_owned()
+    };
+
+    let abandoned = delete(&alice, "alice.txt");
+    assert_eq!(
+        alice.poll(&abandoned, "input_required")["status"],
+        "input_required"
+    );
+    let waiting = delete(&bob, "bob.txt");
+
+    let failed = alice.poll(&abandoned, "failed");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["data"]["code"], "INPUT_EXPIRED", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("input_deadline_secs"), "{failed}");
+
+    let asking = bob.poll(&waiting, "input_required");
+    assert_eq!(asking["status"], "input_required", "{asking}");
+    let key = asking["inputRequests"]
+        .as_object()
+        .and_then(|questions| questions.keys().next().cloned())
+        .expect("Bob's question");
+    let answers = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    bob.request(
+        "tasks/update",
+        json!({"taskId": waiting, "inputResponses": answers}),
+    );
+    let done = bob.poll(&waiting, "completed");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted `bob.txt`",
+        "{done}"
+    );
 }
 
 /// Rewrites the gateway's configuration by `edit` and waits until it reloaded.

@@ -44,6 +44,7 @@ use serde::{Deserialize, Serialize};
 
 pub use record::{TaskRecord, Work};
 
+use crate::session::limits::LIMIT_ERROR;
 use crate::state::TaskBound;
 
 /// How many ids of an identity's dropped tasks are remembered (the most recently dropped),
@@ -157,6 +158,37 @@ impl TaskError {
     /// `data.code`.
     pub fn to_error(&self) -> ErrorData {
         ErrorData::invalid_params(
+            format!("{}: {self}", self.code()),
+            Some(serde_json::json!({ "code": self.code() })),
+        )
+    }
+}
+
+/// Why the gateway ended a task of its own as `failed` whatever its call came to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskFailure {
+    /// A question of the task stayed unanswered (no `tasks/update` brought its answer)
+    /// past `[listen.limits] input_deadline_secs`: its call was cancelled, so that what it
+    /// holds is free for others, such as its upstream's turn (see `crate::relay::turns`).
+    #[error(
+        "a question of the task went unanswered for {secs} s ([listen.limits] input_deadline_secs), so its call was cancelled; call the tool again to start over"
+    )]
+    InputExpired { secs: u64 },
+}
+
+impl TaskFailure {
+    /// A stable code, for clients, logs and docs/error-codes.md.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InputExpired { .. } => "INPUT_EXPIRED",
+        }
+    }
+
+    /// The failure as the task's `error`: [`LIMIT_ERROR`], the message led by the code,
+    /// and the code in `data.code`, as a call cancelled for the same reason is refused.
+    pub fn to_error(&self) -> ErrorData {
+        ErrorData::new(
+            LIMIT_ERROR,
             format!("{}: {self}", self.code()),
             Some(serde_json::json!({ "code": self.code() })),
         )

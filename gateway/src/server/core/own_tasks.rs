@@ -2,10 +2,14 @@
 //! promotion as its tool's `execution.taskSupport` says (when it runs long or asks its
 //! client something; or always, its first questions asked as rounds of the request), and
 //! the work that keeps the task's record as the call goes, on the replica that runs it
-//! (its questions, its end, what other replicas left for it).
+//! (its questions, its end, what other replicas left for it). A question left unanswered
+//! past `[listen.limits] input_deadline_secs` fails the task and cancels its call, as it
+//! cancels a parked call: a client that never answers cannot hold its upstream (its turn
+//! between sessions, see `crate::relay::turns`) until the task's TTL.
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -28,7 +32,7 @@ use crate::session::parked::ParkedCall;
 use crate::state::{StateError, TaskKept};
 use crate::tasks::record::Lookup;
 use crate::tasks::running::{Message, RunningTask};
-use crate::tasks::{self, BecomesTask, Promotion, TaskRecord, Work, record};
+use crate::tasks::{self, BecomesTask, Promotion, TaskFailure, TaskRecord, Work, record};
 use crate::tool_result::ToolResult;
 
 impl Session {
@@ -177,7 +181,15 @@ impl Session {
             Some(answer) => Box::pin(std::future::ready(answer)),
             None => Box::pin(call.task),
         };
-        tokio::spawn(run(gateway.clone(), id, running, calling, permit));
+        let input_deadline = self.owner_and_quotas().quotas.limits().input_deadline();
+        tokio::spawn(run(
+            gateway.clone(),
+            id,
+            running,
+            calling,
+            permit,
+            input_deadline,
+        ));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
     }
 
@@ -269,7 +281,8 @@ async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
 /// Keeps the record of the gateway's task `id` as its call goes: `input_required` with the
 /// questions it asks, then its answer (or error), or `cancelled`; meanwhile, with
 /// replicas, takes what requests that reached another replica left for it. A call still
-/// running when its task expires is cancelled.
+/// running when its task expires is cancelled; one whose question stays unanswered past
+/// `input_deadline` too, and the task fails ([`TaskFailure::InputExpired`]).
 async fn run(
     gateway: Arc<Gateway>,
     id: String,
@@ -277,6 +290,7 @@ async fn run(
     mut call: Calling,
     // The task's place in its identity's quota, until it settles.
     permit: Permit,
+    input_deadline: Duration,
 ) {
     let mut seen = 0;
     let shared = gateway.state.is_shared();
@@ -286,13 +300,30 @@ async fn run(
     let expiry = tokio::time::sleep(running.record.lock().await.left());
     tokio::pin!(expiry);
     let mut expired = false;
+    let mut failure = None;
     let answer = loop {
+        // Taken anew each time round: questions come and are answered meanwhile.
+        let unanswered = running.inputs.oldest().map(|asked| asked + input_deadline);
         tokio::select! {
             biased;
             answer = &mut call => break answer,
             () = &mut expiry, if !expired => {
                 expired = true;
                 running.cancel();
+            }
+            () = at(unanswered) => {
+                if running
+                    .inputs
+                    .oldest()
+                    .is_some_and(|asked| asked + input_deadline <= Instant::now())
+                {
+                    let expired = TaskFailure::InputExpired {
+                        secs: input_deadline.as_secs(),
+                    };
+                    tracing::info!(task = %id, code = expired.code(), "{expired}");
+                    failure = Some(expired);
+                    running.stop_call();
+                }
             }
             () = running.inputs.asked_after(seen) => {
                 running.inputs.settled().await;
@@ -309,11 +340,19 @@ async fn run(
     // Free before the end is written: whoever sees the task settled may start another.
     drop(permit);
     change(&gateway, &id, &running, |task, _| {
-        settled(task, joined(answer), cancelled, stopping)
+        settled(task, joined(answer), cancelled, failure, stopping)
     })
     .await;
     gateway.tasks.remove(&id);
     tracing::info!(task = %id, cancelled, "the gateway's task settled");
+}
+
+/// Resolves at `deadline`; never without one.
+async fn at(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Changes the running task `id`'s state with `change` (given the call's open
@@ -368,15 +407,20 @@ pub(super) fn asking(task: DetailedTask, inputs: &Inputs) -> DetailedTask {
 
 /// `task` settled by its call's `answer`: completed with the tool's result (an error the
 /// tool reported too), failed when the call came to no result of the tool's (see
-/// [`error::work_failure`]; when the gateway is `stopping`, saying so), or cancelled.
+/// [`error::work_failure`]; when the gateway is `stopping`, saying so), cancelled, or
+/// failed with the `failure` for which the gateway stopped its call.
 fn settled(
     task: DetailedTask,
     answer: Result<ServerResult, ErrorData>,
     cancelled: bool,
+    failure: Option<TaskFailure>,
     stopping: bool,
 ) -> DetailedTask {
     if cancelled {
         return record::with_status(task, TaskStatus::Cancelled);
+    }
+    if let Some(failure) = failure {
+        return record::failed(task, &failure.to_error());
     }
     match answer.map(ToolResult::from_server_result) {
         // Cut by the gateway's shutdown, most likely: said so.
