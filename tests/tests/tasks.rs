@@ -168,6 +168,46 @@ fn a_call_to_an_older_server_becomes_a_task_of_the_gateways() {
     assert!(failed.get("result").is_none(), "{failed}");
 }
 
+/// Our conformance example declares what each of its task tools supports
+/// (`execution.taskSupport`); in front of it at 2025-11-25 clients see the declarations,
+/// and the gateway's own tasks follow them: `failing_job` (`required`) is refused to a
+/// client without the tasks extension and is a task at once for one with it.
+#[test]
+fn the_conformance_examples_declarations_reach_clients_and_decide_the_gateways_tasks() {
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&gateway_config(&upstream, "2025-11-25"));
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+
+    let listed = alice.request("tools/list", json!({}));
+    let support = |name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|tool| tool["name"] == name))
+            .map(|tool| tool["execution"]["taskSupport"].clone())
+            .unwrap_or_default()
+    };
+    for (tool, declared) in [
+        ("greet", "forbidden"),
+        ("slow_compute", "optional"),
+        ("confirm_delete", "optional"),
+        ("failing_job", "required"),
+        ("test_tool_with_task", "required"),
+    ] {
+        assert_eq!(support(tool), declared, "{tool}: {listed}");
+    }
+
+    let call = json!({"name": "failing_job", "arguments": {}});
+    let refused = alice.request_as("tools/call", call.clone(), true);
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    let created = alice.request("tools/call", call);
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let done = alice.poll(id, "completed");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], true, "{done}");
+}
+
 #[test]
 fn a_long_run_code_run_becomes_a_task_of_the_gateways() {
     let workspace = Workspace::new(&format!(
