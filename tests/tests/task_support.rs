@@ -2,12 +2,12 @@
 //! `@modelcontextprotocol/conformance`, pinned in tests/peers), as the suite lists them for
 //! the requirements of 2026-07-28, run through the gateway in front of a server of
 //! 2025-11-25 whose tools declare `execution.taskSupport` (`tests/servers/task_support.py`,
-//! as a stdio child and over streamable HTTP). That server has no tasks: each task the
-//! suite sees is the gateway's own, made as the tool declared (`forbidden` never,
-//! `required` always and `-32021` without the extension, `optional` when the call runs
-//! long or asks its client), and a required tool's question before its task exists is a
-//! round of the request, as the suite's `tasks-mrtr-composition` expects. Every check of
-//! every scenario must pass.
+//! as a stdio child and over streamable HTTP; our conformance example spoken to at
+//! 2025-11-25). Such a server has no tasks: each task the suite sees is the gateway's own,
+//! made as the tool declared (`forbidden` never, `required` always and `-32021` without
+//! the extension, `optional` when the call runs long or asks its client), and a required
+//! tool's question before its task exists is a round of the request, as the suite's
+//! `tasks-mrtr-composition` expects. Every check of every scenario must pass.
 
 use mcp_gateway_tests::*;
 use serde_json::Value;
@@ -170,4 +170,15 @@ fn the_suites_tasks_scenarios_pass_through_the_gateway_in_front_of_an_http_serve
     every_tasks_scenario_passes_through_a_gateway_serving(
         &upstream.server_config("tasks", "prefix = \"\"\n"),
     );
+}
+
+/// Our conformance example serves both revisions; spoken to at 2025-11-25 it has no tasks
+/// either, and its task tools declare `execution.taskSupport` as the suite's fixtures do.
+#[test]
+fn the_suites_tasks_scenarios_pass_through_the_gateway_in_front_of_our_example_spoken_to_at_2025() {
+    let upstream = ListeningServer::conformance();
+    every_tasks_scenario_passes_through_a_gateway_serving(&upstream.server_config(
+        "conformance",
+        "prefix = \"\"\nrewrite_uris = false\nprotocol = \"2025-11-25\"\n",
+    ));
 }
