@@ -317,11 +317,11 @@ async fn run(
                     .oldest()
                     .is_some_and(|asked| asked + input_deadline <= Instant::now())
                 {
-                    let expired = TaskFailure::InputExpired {
+                    let unanswered = TaskFailure::InputExpired {
                         secs: input_deadline.as_secs(),
                     };
-                    tracing::info!(task = %id, code = expired.code(), "{expired}");
-                    failure = Some(expired);
+                    tracing::info!(task = %id, code = unanswered.code(), "{unanswered}");
+                    failure = Some(unanswered);
                     running.stop_call();
                 }
             }
