@@ -51,15 +51,16 @@ fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
 fn the_gateway_as_a_client_passes_the_suites_client_scenarios() {
     // sse-retry: the server closes a call's stream after an event with an id and
     // `retry: 500`; the call must go on, resumed by a GET with `Last-Event-ID`, no sooner
-    // than the server asked. The last three speak 2026-07-28: what each request carries
-    // in `_meta`, the standard routing headers, and schemas passed on without resolving
-    // their `$ref`s.
+    // than the server asked. The last four speak 2026-07-28: what each request carries
+    // in `_meta`, the standard routing headers, tools whose `x-mcp-header`s cannot be
+    // followed left out, and schemas passed on without resolving their `$ref`s.
     for scenario in [
         "initialize",
         "tools_call",
         "sse-retry",
         "request-metadata",
         "http-standard-headers",
+        "http-invalid-tool-headers",
         "json-schema-ref-no-deref",
     ] {
         let checks = checks_of(scenario);
