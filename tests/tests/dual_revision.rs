@@ -150,3 +150,28 @@ fn a_2025_clients_subscription_hears_a_server_of_2026_07_28() {
         "{run:#}"
     );
 }
+
+/// Each resource subscription to a server spoken to at 2026-07-28 holds a stream open to
+/// it: one server's are bounded, and the subscription past the bound is refused, saying so.
+#[test]
+fn subscriptions_to_a_server_of_2026_07_28_are_bounded() {
+    let upstream = ListeningServer::ts_sdk();
+    let workspace = Workspace::new(&upstream.server_config("ts", "rewrite_uris = false\n"));
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--mode".into(), "legacy".into()]);
+    let mut script: Vec<Value> = (0..256)
+        .map(|i| json!({"action": "subscribe", "uri": format!("test://template/{i}/data")}))
+        .collect();
+    script.push(
+        json!({"action": "subscribe", "uri": "test://template/256/data",
+                       "expect_error": true}),
+    );
+    // One unsubscribed makes room again.
+    script.push(json!({"action": "unsubscribe", "uri": "test://template/0/data"}));
+    script.push(json!({"action": "subscribe", "uri": "test://template/256/data"}));
+    let run = python_client(&args, &Value::Array(script));
+    assert_eq!(run["ok"], true, "{run:#}");
+    let refused = run["results"][256]["error"].to_string();
+    assert!(refused.contains("at most 256 resources"), "{refused}");
+}

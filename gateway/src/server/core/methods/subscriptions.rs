@@ -67,10 +67,7 @@ impl Call {
         if let Some(upstream) = self.gateway().registry.upstream(&server)
             && let Some(listened) = upstream.listen_to_resource(&original).await
         {
-            return match listened {
-                Ok(()) => Ok(ServerResult::empty(())),
-                Err(error) => Err(ErrorData::internal_error(error.to_string(), None)),
-            };
+            return listened.map(|()| ServerResult::empty(()));
         }
         let mut params = request;
         params.uri = original;
