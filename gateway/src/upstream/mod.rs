@@ -15,6 +15,7 @@ mod call_lane;
 mod calls;
 pub mod client;
 mod connect;
+mod decorated;
 mod health;
 mod kind;
 mod lane;

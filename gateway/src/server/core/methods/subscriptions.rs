@@ -16,6 +16,7 @@ use rmcp::model::{
     SubscriptionsListenRequest, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 
+use super::call::passed_on;
 use super::{Call, Key, Route, Serves};
 use crate::server::core::watch;
 
@@ -72,7 +73,7 @@ impl Call {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
-        self.forward(&server, request).await
+        self.forward(&server, request).await.map(passed_on)
     }
 
     async fn unsubscribe(
@@ -95,6 +96,6 @@ impl Call {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
-        self.forward(&server, request).await
+        self.forward(&server, request).await.map(passed_on)
     }
 }
