@@ -20,7 +20,9 @@ results in RESULTS whatever they ask, and `tools/call` of each
 with `{"content": [{"type": "text", "text": NAME}]}`, after sleeping the call's `seconds`
 argument if it has one. The tools declare each `execution.taskSupport`: `everything`
 optional, `bare` forbidden, `chore` required. Its `initialize` result carries the
-`instructions` in VERBATIM_INSTRUCTIONS, when that is set.
+`instructions` in VERBATIM_INSTRUCTIONS, when that is set. It accepts
+`resources/subscribe` and `resources/unsubscribe`, writing each (method and URI) as a
+line to the file VERBATIM_LOG names, when that is set.
 """
 
 import json
@@ -157,7 +159,8 @@ def answer(message):
     if method == "initialize":
         result = {
             "protocolVersion": message["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": False}, "prompts": {}, "resources": {},
+            "capabilities": {"tools": {"listChanged": False}, "prompts": {},
+                             "resources": {"subscribe": True},
                              "completions": {}},
             "serverInfo": {"name": "verbatim", "version": "1.0.0"},
         }
@@ -167,6 +170,11 @@ def answer(message):
     if method in LISTS:
         key, items = LISTS[method]
         return {"jsonrpc": "2.0", "id": mid, "result": {key: items}}
+    if method in ("resources/subscribe", "resources/unsubscribe"):
+        if os.environ.get("VERBATIM_LOG"):
+            with open(os.environ["VERBATIM_LOG"], "a") as log:
+                log.write(f"{method} {message['params']['uri']}\n")
+        return {"jsonrpc": "2.0", "id": mid, "result": {}}
     if method in RESULTS:
         return {"jsonrpc": "2.0", "id": mid, "result": RESULTS[method]}
     if method == "tools/call":

@@ -1,7 +1,10 @@
 //! Issue 9: prompts, resources, templates, subscriptions and completions re-exported
 //! like tools, with npm server-everything and server-memory (and server-filesystem, which
-//! has no prompts) federated, driven by the official Python SDK client.
+//! has no prompts) federated, driven by the official Python SDK client; and a session that
+//! ends without unsubscribing leaves no subscription upstream (`tests/servers/verbatim.py`
+//! writes down each subscribe and unsubscribe it gets).
 
+use mcp_gateway_tests::streamable::{open_session, post};
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
@@ -196,5 +199,55 @@ fn a_profile_hides_a_servers_prompts_and_resources() {
     assert!(
         !tools.iter().any(|t| t.starts_with("mcp__everything__")),
         "{tools:?}"
+    );
+}
+
+#[test]
+fn a_session_that_ends_without_unsubscribing_leaves_no_subscription_upstream() {
+    let folder = tempfile::tempdir().unwrap();
+    let log = folder.path().join("heard");
+    let config = format!(
+        "[servers.verbatim]\ncommand = {}\nargs = [{}]\nrewrite_uris = false\n\
+         env = {{ VERBATIM_LOG = {} }}\nsandbox = {{ write = [{}] }}\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(repo().join("tests/servers/verbatim.py").to_string_lossy()),
+        toml_str(log.to_string_lossy()),
+        toml_str(folder.path().to_string_lossy()),
+    );
+    let workspace = Workspace::new(&config);
+    let gateway = workspace.serve_http(&[]);
+    let uri = "file:///verbatim/readme.md";
+    let subscribe = |session: &str| {
+        let request = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                             "params": {"uri": uri}});
+        post(gateway.address, Some(session), None, &request.to_string())
+    };
+    let upstream_heard = || std::fs::read_to_string(&log).unwrap_or_default();
+    let first = open_session(gateway.address, None);
+    let subscribed = eventually(PATIENCE, || {
+        subscribe(&first);
+        upstream_heard().contains("resources/subscribe")
+    });
+    assert!(subscribed, "the subscription never reached the server");
+    let second = open_session(gateway.address, None);
+    subscribe(&second);
+
+    let end = |session: &str| {
+        let headers = [("Mcp-Session-Id", session)];
+        let (status, _, body) = http_request(gateway.address, "DELETE", "/mcp", &headers, b"");
+        assert!(status < 300, "{status} {body}");
+    };
+    end(&first);
+    // The second session still holds the subscription: the server keeps it.
+    end(&second);
+    let unsubscribed = eventually(PATIENCE, || {
+        upstream_heard().contains(&format!("resources/unsubscribe {uri}"))
+    });
+    assert!(unsubscribed, "the server heard: {}", upstream_heard());
+    let heard = upstream_heard();
+    assert_eq!(
+        heard.matches("resources/unsubscribe").count(),
+        1,
+        "one unsubscribe, once no session held it: {heard}"
     );
 }

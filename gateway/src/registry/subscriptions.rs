@@ -46,6 +46,22 @@ impl Subscriptions {
         }
     }
 
+    /// Removes every subscription of `session`, which ended; returns the URIs no session
+    /// is left on.
+    pub fn end_session(&self, session: &str) -> Vec<String> {
+        let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
+        let mut left = Vec::new();
+        by_uri.retain(|uri, subscribers| {
+            let before = subscribers.len();
+            subscribers.retain(|(id, _)| id != session);
+            if subscribers.is_empty() && before > 0 {
+                left.push(uri.clone());
+            }
+            !subscribers.is_empty()
+        });
+        left
+    }
+
     /// Removes `session`'s subscription; returns whether no session is left on `uri`.
     pub fn unsubscribe(&self, uri: &str, session: &str) -> bool {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
@@ -74,5 +90,38 @@ impl Subscriptions {
             );
             link.notify(updated).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn link() -> ClientLink {
+        let client = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("test", "1"),
+        );
+        let (messages, _) = mpsc::channel(1);
+        ClientLink::new(
+            messages,
+            Arc::default(),
+            Arc::new(client),
+            CancellationToken::new(),
+        )
+    }
+
+    #[test]
+    fn an_ended_session_leaves_only_the_uris_no_other_session_holds() {
+        let subscriptions = Subscriptions::default();
+        subscriptions.subscribe("a", "s1", link());
+        subscriptions.subscribe("b", "s1", link());
+        subscriptions.subscribe("b", "s2", link());
+        assert_eq!(subscriptions.end_session("s1"), vec!["a".to_owned()]);
+        assert!(subscriptions.end_session("s1").is_empty());
+        assert_eq!(subscriptions.end_session("s2"), vec!["b".to_owned()]);
     }
 }

@@ -10,11 +10,15 @@
     reason = "resources/subscribe is what pre-2026 clients use"
 )]
 
+use std::sync::Arc;
+
 use rmcp::ErrorData;
 use rmcp::model::{
     ClientRequest, ServerResult, SubscribeRequest, SubscribeRequestParams,
     SubscriptionsListenRequest, UnsubscribeRequest, UnsubscribeRequestParams,
 };
+
+use tokio_util::sync::CancellationToken;
 
 use super::call::passed_on;
 use super::{Call, Key, Route, Serves};
@@ -65,6 +69,7 @@ impl Call {
         self.gateway()
             .subscriptions
             .subscribe(&request.uri, &self.session.id, link);
+        self.unsubscribe_when_the_session_ends();
         if let Some(upstream) = self.gateway().registry.upstream(&server)
             && let Some(listened) = upstream.listen_to_resource(&original).await
         {
@@ -98,4 +103,52 @@ impl Call {
         let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
         self.forward(&server, request).await.map(passed_on)
     }
+
+    /// A client that leaves without unsubscribing (most do) holds no subscription
+    /// upstream: when its session ends, each URI no other session is subscribed to is
+    /// unsubscribed from its server (and the stream listening to it closed). Watched once
+    /// per session, from its first subscription.
+    fn unsubscribe_when_the_session_ends(&self) {
+        if self
+            .session
+            .with_state(|watched: &mut SubscriptionsWatched| {
+                std::mem::replace(&mut watched.0, true)
+            })
+        {
+            return;
+        }
+        let gateway = Arc::downgrade(self.gateway());
+        let session = self.session.id.clone();
+        let ended = self.session.running.closed.clone();
+        tokio::spawn(async move {
+            ended.cancelled().await;
+            let Some(gateway) = gateway.upgrade() else {
+                return;
+            };
+            for uri in gateway.subscriptions.end_session(&session) {
+                let Some((server, original)) = gateway.registry.catalog().resource_owner(&uri)
+                else {
+                    continue;
+                };
+                let Some(upstream) = gateway.registry.upstream(&server) else {
+                    continue;
+                };
+                if upstream.stop_listening_to_resource(&original) {
+                    continue;
+                }
+                let params = UnsubscribeRequestParams::new(original);
+                let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
+                let unsubscribed = upstream
+                    .request_for(request, &CancellationToken::new(), None)
+                    .await;
+                if let Err(error) = unsubscribed {
+                    tracing::debug!(%server, %uri, "not unsubscribed after its session ended: {error}");
+                }
+            }
+        });
+    }
 }
+
+/// Whether the session's end is watched for its subscriptions.
+#[derive(Default, Clone)]
+struct SubscriptionsWatched(bool);
