@@ -1,7 +1,9 @@
 //! mcp-gateway: one MCP server in front of many.
 //!
 //! # Layout
-//! - [`config`]: the typed configuration (`config.toml` or a client's JSON).
+//! - [`config`]: the typed configuration (`config.toml` or a client's JSON), every
+//!   section's type with its defaults; it imports no other module of the gateway's but
+//!   [`redact`], so every feature can read its section.
 //! - [`upstream`]: connections to upstream servers, their supervisors and children.
 //! - [`registry`]: the federated catalog (names, schemas), profiles, and the session view
 //!   (catalog x profile) through which every handler sees it.

@@ -31,9 +31,9 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::{Error as SseError, Sse};
 use tokio_util::sync::CancellationToken;
 
-use super::settings::GrantKind;
 use super::store::TokenStore;
 use super::upstream::OAuthUpstream;
+use crate::config::GrantKind;
 use crate::http_client::{HttpError, UpstreamHttp};
 
 type Error = StreamableHttpError<HttpError>;

@@ -7,25 +7,33 @@
 //! from the environment after parsing; see [`env`].
 
 pub mod client_json;
+mod cluster;
 mod code;
 pub mod env;
 pub mod globs;
 pub mod listen;
+mod listen_oauth;
 pub mod locate;
 mod pinning;
 pub mod sandbox;
 pub mod search;
+mod server_oauth;
 mod settings;
+mod tasks;
 mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use cluster::ClusterConfig;
 pub use code::CodeBudgets;
+pub use listen_oauth::{ResourceConfig, ScopeProfiles, SigningAlgorithm};
 pub use pinning::{PinMode, PinPolicy, PinningConfig};
 pub use sandbox::{Network, Sandbox, SandboxRules};
 pub use search::SearchConfig;
+pub use server_oauth::{GrantKind, OAuthSettingsError, UpstreamOAuth};
 pub use settings::*;
+pub use tasks::TasksConfig;
 pub use telemetry::TelemetryConfig;
 
 /// Why a configuration could not be loaded. Every variant names the file.

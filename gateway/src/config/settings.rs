@@ -53,14 +53,14 @@ pub struct Config {
     pub telemetry: super::TelemetryConfig,
     /// `[cluster]`: state shared by replicas (Redis); see `state`.
     #[serde(default)]
-    pub cluster: crate::state::ClusterConfig,
+    pub cluster: super::cluster::ClusterConfig,
     /// `[search]`: semantic tool search (a local sentence-embedding model, or an
     /// OpenAI-compatible embeddings endpoint).
     #[serde(default)]
     pub search: super::SearchConfig,
     /// `[tasks]`: the gateway's own tasks (protocol 2026-07-28); see `tasks`.
     #[serde(default)]
-    pub tasks: crate::tasks::TasksConfig,
+    pub tasks: super::tasks::TasksConfig,
     /// `[pinning]`: what a changed tool definition gets; see `registry::pins`.
     #[serde(default)]
     pub pinning: super::PinningConfig,
@@ -189,9 +189,9 @@ pub struct ServerConfig {
     /// Per-tool overrides by the upstream's own tool name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolOverride>,
-    /// `[servers.NAME.oauth]`: sign in with OAuth (remote servers); see `auth::settings`.
+    /// `[servers.NAME.oauth]`: sign in with OAuth (remote servers); see `super::server_oauth`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oauth: Option<crate::auth::settings::UpstreamOAuth>,
+    pub oauth: Option<super::server_oauth::UpstreamOAuth>,
     /// What goes before this server's tool and prompt names. Default `mcp__<server>__`;
     /// `""` exposes the upstream's own names; any other string is used as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]

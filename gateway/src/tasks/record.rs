@@ -214,13 +214,13 @@ mod tests {
     use rmcp::model::Task;
 
     use super::*;
-    use crate::state::ClusterConfig;
+    use crate::config::ClusterConfig;
     use crate::state::memory::MemoryState;
 
     #[tokio::test]
     async fn a_record_reads_back_as_written_and_without_its_arguments_once_settled() {
         let state = MemoryState::new(&ClusterConfig::default());
-        let bound = crate::tasks::TasksConfig::default().bound();
+        let bound = crate::config::TasksConfig::default().bound();
         let task = Task::new("gateway.1", TaskStatus::Working, now(), now());
         let mut arguments = JsonObject::new();
         arguments.insert("code".into(), "return 1".into());

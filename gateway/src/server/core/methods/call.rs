@@ -14,8 +14,8 @@ use rmcp::model::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::exchange::SubjectToken;
 use crate::gateway::Gateway;
-use crate::listener_guard::SubjectToken;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
 use crate::registry::view::SessionView;

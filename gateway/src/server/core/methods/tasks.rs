@@ -20,6 +20,7 @@ use rmcp::model::{
 };
 
 use super::{Call, Key, Route, Serves};
+use crate::config::TasksConfig;
 use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Target, ToolError};
 use crate::server::core::own_tasks::{answer_here, send, state_error};
@@ -28,7 +29,7 @@ use crate::session::limits::LimitError;
 use crate::state::TaskKept;
 use crate::tasks::record::Lookup;
 use crate::tasks::running::Message;
-use crate::tasks::{self, TaskError, TaskRecord, TasksConfig, Work, record};
+use crate::tasks::{self, TaskError, TaskRecord, Work, record};
 use crate::tool_result::ToolResult;
 use crate::upstream;
 
