@@ -81,7 +81,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let (gateway, shutdown) = start_settled(config.load()?).await;
             // A one-shot search waits for the tools' vectors (kept on disk for next time).
-            gateway.search_tools.settled().await;
+            gateway.search_tools().settled().await;
             let found = search(
                 &gateway,
                 profile.as_deref(),
@@ -146,7 +146,10 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
         Command::Sdk { config, profile } => {
             let (gateway, shutdown) = start_settled(config.load()?).await;
             let session = session(&gateway, profile.as_deref())?;
-            let code = gateway.run_code.clone().ok_or("run_code is unavailable")?;
+            let code = gateway
+                .run_code()
+                .cloned()
+                .ok_or("run_code is unavailable")?;
             let sdk = code.sdk(gateway.as_ref(), &session);
             print!("{}", sdk.declarations);
             eprintln!("// {} tools, sha256 {}", sdk.tool_count, sdk.hash);
@@ -194,12 +197,12 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
                 );
                 if connect {
                     let (gateway, shutdown) = start_settled(loaded).await;
-                    for (server, health) in gateway.registry.health() {
+                    for (server, health) in gateway.registry().health() {
                         if let Some(error) = health.last_error {
                             println!("server `{server}`: {error}");
                         }
                     }
-                    for collision in &gateway.registry.catalog().collisions {
+                    for collision in &gateway.catalog().collisions {
                         println!("collision: {collision}");
                     }
                     stop(&gateway, shutdown).await;
@@ -248,7 +251,7 @@ async fn search(
         .new_session(profile, Transport::Cli)
         .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
     gateway
-        .search_tools
+        .search_tools()
         .find(&session, &query)
         .await
         .map_err(|e| e.message)
@@ -276,14 +279,14 @@ async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {
 /// made its first connection attempt, so they see every tool that can be had.
 async fn start_settled(config: Config) -> (Arc<Gateway>, CancellationToken) {
     let (gateway, shutdown) = start(config).await;
-    gateway.registry.first_attempts().await;
+    gateway.registry().first_attempts().await;
     (gateway, shutdown)
 }
 
 /// The upstreams that are not connected, each with why (`name (state: error)`).
 fn not_ready(gateway: &Gateway) -> Vec<String> {
     gateway
-        .registry
+        .registry()
         .health()
         .into_iter()
         .filter(|(_, health)| health.state != crate::upstream::UpstreamState::Ready)
@@ -300,13 +303,9 @@ fn not_ready(gateway: &Gateway) -> Vec<String> {
 /// Stops every upstream and gives their supervisors a moment to kill the children.
 async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     shutdown.cancel();
-    if let Some(code) = &gateway.run_code {
-        code.shutdown().await;
-    }
-    gateway.registry.stop_all();
-    gateway.telemetry.shutdown().await;
+    gateway.stop().await;
     for _ in 0..40 {
-        if gateway.registry.all_stopped() {
+        if gateway.registry().all_stopped() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -332,7 +331,7 @@ async fn serve(
     };
     let started = gateway.clone();
     tokio::spawn(async move {
-        started.registry.first_attempts().await;
+        started.registry().first_attempts().await;
         crate::startup_memory::shed();
     });
     tokio::spawn(watch_signals(

@@ -48,9 +48,9 @@ impl MetricsHistory {
     /// Takes a first reading now and starts the sampler, which stops with the gateway.
     pub fn start(gateway: &Arc<Gateway>) -> Arc<MetricsHistory> {
         let history = Arc::new(MetricsHistory::default());
-        history.sample(&gateway.metrics);
-        let metrics = gateway.metrics.clone();
-        let shutdown = gateway.shutdown.clone();
+        history.sample(gateway.metrics());
+        let metrics = gateway.metrics().clone();
+        let shutdown = gateway.shutdown_token().clone();
         let weak: Weak<MetricsHistory> = Arc::downgrade(&history);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(INTERVAL);

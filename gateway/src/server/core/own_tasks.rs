@@ -61,7 +61,7 @@ impl Session {
             Some(Target::Builtin(_)) if name == RUN_CODE => None,
             Some(Target::Federated(tool)) => {
                 let upstream_decides = gateway
-                    .registry
+                    .registry()
                     .upstream(&tool.server)
                     .and_then(|upstream| upstream.live())
                     .is_none_or(|live| live.is_stateless());
@@ -129,7 +129,7 @@ impl Session {
         let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
         task.ttl_ms = Some(config.ttl_ms);
         task.poll_interval_ms = Some(config.poll_interval_ms);
-        let state = &gateway.state;
+        let state = gateway.shared_state();
         let record = TaskRecord {
             identity: self.owner().map(str::to_owned),
             tool,
@@ -162,7 +162,7 @@ impl Session {
             call.inputs.clone(),
             record,
         ));
-        gateway.tasks.insert(id.clone(), running.clone());
+        gateway.running_tasks().insert(id.clone(), running.clone());
         tracing::info!(session = %self.id, task = %id, "a call became a task of the gateway's");
         tokio::spawn(run(gateway.clone(), id, running, call.task, permit));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
@@ -177,7 +177,7 @@ pub(super) async fn send(
     record: &TaskRecord,
     message: Message,
 ) -> Result<(), ErrorData> {
-    let state = gateway.state.as_ref();
+    let state = gateway.shared_state().as_ref();
     let bound = gateway.policy().config.tasks.bound();
     record::save(state, id, record, bound)
         .await
@@ -205,14 +205,18 @@ pub(super) async fn answer_here(
     {
         *task = asking(task.clone(), &running.inputs);
         let bound = gateway.policy().config.tasks.bound();
-        record::save(gateway.state.as_ref(), id, &record, bound).await?;
+        record::save(gateway.shared_state().as_ref(), id, &record, bound).await?;
     }
     Ok(())
 }
 
 /// What other replicas left for task `id`, running here, done.
 async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
-    let messages = match gateway.state.take_messages(&tasks::mailbox(id)).await {
+    let messages = match gateway
+        .shared_state()
+        .take_messages(&tasks::mailbox(id))
+        .await
+    {
         Ok(messages) => messages,
         Err(e) => {
             tracing::debug!(task = %id, "messages for the task not read: {e}");
@@ -245,7 +249,7 @@ async fn run(
     permit: Permit,
 ) {
     let mut seen = 0;
-    let shared = gateway.state.is_shared();
+    let shared = gateway.shared_state().is_shared();
     let poll =
         std::time::Duration::from_millis(gateway.policy().config.tasks.poll_interval_ms.max(1));
     // Work whose result nobody can fetch any more stops.
@@ -271,14 +275,14 @@ async fn run(
         }
     };
     let cancelled = running.is_cancelled();
-    let stopping = gateway.shutdown.is_cancelled();
+    let stopping = gateway.shutdown_token().is_cancelled();
     // Free before the end is written: whoever sees the task settled may start another.
     drop(permit);
     change(&gateway, &id, &running, |task, _| {
         settled(task, joined(answer), cancelled, stopping)
     })
     .await;
-    gateway.tasks.remove(&id);
+    gateway.running_tasks().remove(&id);
     tracing::info!(task = %id, cancelled, "the gateway's task settled");
 }
 
@@ -291,7 +295,7 @@ async fn change(
     running: &RunningTask,
     change: impl FnOnce(DetailedTask, &Inputs) -> DetailedTask,
 ) {
-    let state = gateway.state.as_ref();
+    let state = gateway.shared_state().as_ref();
     let mut record = running.record.lock().await;
     let settled = match record::load(state, id).await {
         Ok(Some(Lookup::Kept(stored))) => stored.is_settled(),

@@ -275,7 +275,7 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
 
 async fn end_when_closed(gateway: Arc<Gateway>, session: Arc<Session>, closed: CancellationToken) {
     closed.cancelled().await;
-    gateway.sessions.end_session(&session);
+    gateway.sessions().end_session(&session);
     tracing::debug!(session_id = %session.id, "SSE session closed");
 }
 
@@ -343,7 +343,11 @@ async fn accept_message(
         );
     };
     let identity = credentials.and_then(|Extension(credentials)| credentials.identity());
-    let session = match state.gateway.sessions.find(session_id, identity.as_deref()) {
+    let session = match state
+        .gateway
+        .sessions()
+        .find(session_id, identity.as_deref())
+    {
         Ok(session) => session,
         Err(Refused::Unknown) => return unknown_session(session_id),
         Err(Refused::NotYours) => {

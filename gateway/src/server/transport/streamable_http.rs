@@ -171,7 +171,7 @@ impl StreamableHttp {
         shutdown: CancellationToken,
     ) -> Self {
         Self(Arc::new(Endpoint {
-            state: gateway.state.clone(),
+            state: gateway.shared_state().clone(),
             gateway: gateway.clone(),
             profile,
             quotas,
@@ -368,7 +368,7 @@ impl Endpoint {
             Ok(Some(record)) => record,
         };
         let held = check_owner(record.owner.as_deref(), identity.as_deref())
-            .and_then(|()| self.gateway.sessions.find(id, identity.as_deref()));
+            .and_then(|()| self.gateway.sessions().find(id, identity.as_deref()));
         match held {
             Ok(session) => return Ok(session),
             Err(Refused::NotYours) => {
@@ -414,7 +414,6 @@ impl Endpoint {
         let schema = match request {
             ClientRequest::CallToolRequest(call) => self
                 .gateway
-                .registry
                 .catalog()
                 .tools
                 .get(call.params.name.as_ref())
@@ -634,7 +633,7 @@ impl Endpoint {
 
     /// Ends this replica's part of session `id`.
     fn forget(&self, id: &str) {
-        self.gateway.sessions.end(id);
+        self.gateway.sessions().end(id);
     }
 }
 

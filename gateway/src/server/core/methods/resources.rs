@@ -65,7 +65,7 @@ impl Call {
     ) -> Result<ServerResult, ErrorData> {
         let resources: Vec<_> = self.view().resources().map(|r| r.object.clone()).collect();
         let (resources, next) = page(&resources, cursor(&request))?;
-        let fresh = self.gateway().registry.catalog().fresh_until.resources;
+        let fresh = self.gateway().catalog().fresh_until.resources;
         let resources = resources.iter().map(|resource| resource.as_ref());
         Ok(listed(&self.revision, "resources", resources, next, fresh))
     }
@@ -80,12 +80,7 @@ impl Call {
             .map(|t| t.object.clone())
             .collect();
         let (templates, next) = page(&templates, cursor(&request))?;
-        let fresh = self
-            .gateway()
-            .registry
-            .catalog()
-            .fresh_until
-            .resource_templates;
+        let fresh = self.gateway().catalog().fresh_until.resource_templates;
         let templates = templates.iter().map(|template| template.as_ref());
         Ok(listed(
             &self.revision,
@@ -111,13 +106,7 @@ impl Call {
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
         match self.forward(&server, request).await? {
             ServerResult::ReadResourceResult(mut result) => {
-                if self
-                    .gateway()
-                    .registry
-                    .catalog()
-                    .rewriting
-                    .contains(&server)
-                {
+                if self.gateway().catalog().rewriting.contains(&server) {
                     for contents in &mut result.contents {
                         resource_uri::rewrite_contents(&server, contents);
                     }

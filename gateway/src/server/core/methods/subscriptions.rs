@@ -60,7 +60,7 @@ impl Call {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
         let link = self.session.link(self.link.client().clone());
         self.gateway()
-            .subscriptions
+            .subscriptions()
             .subscribe(&request.uri, &self.session.id, link);
         let mut params = request;
         params.uri = original;
@@ -75,7 +75,7 @@ impl Call {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
         if !self
             .gateway()
-            .subscriptions
+            .subscriptions()
             .unsubscribe(&request.uri, &self.session.id)
         {
             return Ok(ServerResult::empty(()));
