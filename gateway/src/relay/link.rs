@@ -257,13 +257,13 @@ impl Drop for PendingRequest {
     }
 }
 
-/// A waiting request's answer: the client's result or its error.
-type Answer = oneshot::Sender<Result<ClientResult, ErrorData>>;
+/// Where the client's answer to one request goes: its result or its error.
+pub(super) type ClientReply = oneshot::Sender<Result<ClientResult, ErrorData>>;
 
 /// The requests the gateway sent one client session, waiting for an answer.
 pub struct ClientRequests {
     next: AtomicI64,
-    waiting: Mutex<HashMap<RequestId, Answer>>,
+    waiting: Mutex<HashMap<RequestId, ClientReply>>,
 }
 
 impl Default for ClientRequests {
@@ -300,7 +300,7 @@ impl ClientRequests {
         self.lock().clear();
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Answer>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, ClientReply>> {
         self.waiting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -138,8 +138,9 @@ pub async fn call(
     ))
 }
 
+/// A person's decision on a question waiting in the console.
 #[derive(Deserialize)]
-pub struct Answer {
+pub struct AskDecision {
     approve: bool,
 }
 
@@ -148,12 +149,12 @@ pub async fn answer(
     State(state): State<UiState>,
     _: OperatorAction,
     Path(id): Path<u64>,
-    Json(answer): Json<Answer>,
+    Json(decision): Json<AskDecision>,
 ) -> Result<Json<Value>, UiError> {
-    state.gateway.console_asks().answer(id, answer.approve)?;
+    state.gateway.console_asks().answer(id, decision.approve)?;
     tracing::info!(
         question = id,
-        approved = answer.approve,
+        approved = decision.approve,
         "console: answered a question"
     );
     Ok(Json(json!({"ok": true})))

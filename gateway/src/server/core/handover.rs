@@ -85,13 +85,13 @@ enum FromHolder {
     /// A message of the round to the client.
     Message(Box<ServerJsonRpcMessage>),
     /// The round's answer; nothing follows.
-    Answer(Box<Answer>),
+    Answer(Box<RoundAnswer>),
 }
 
 /// A round's answer, by its kind (a `ServerResult` does not say its own).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "body")]
-enum Answer {
+enum RoundAnswer {
     CallTool(ToolResult),
     GetPrompt(GetPromptResult),
     ReadResource(ReadResourceResult),
@@ -100,31 +100,31 @@ enum Answer {
     Error(ErrorData),
 }
 
-impl From<Result<ServerResult, ErrorData>> for Answer {
+impl From<Result<ServerResult, ErrorData>> for RoundAnswer {
     fn from(answer: Result<ServerResult, ErrorData>) -> Self {
         match answer {
-            Ok(ServerResult::GetPromptResult(result)) => Answer::GetPrompt(result),
-            Ok(ServerResult::ReadResourceResult(result)) => Answer::ReadResource(result),
-            Ok(ServerResult::CreateTaskResult(result)) => Answer::CreateTask(result),
-            Ok(ServerResult::InputRequiredResult(result)) => Answer::InputRequired(result),
+            Ok(ServerResult::GetPromptResult(result)) => RoundAnswer::GetPrompt(result),
+            Ok(ServerResult::ReadResourceResult(result)) => RoundAnswer::ReadResource(result),
+            Ok(ServerResult::CreateTaskResult(result)) => RoundAnswer::CreateTask(result),
+            Ok(ServerResult::InputRequiredResult(result)) => RoundAnswer::InputRequired(result),
             Ok(result) => match ToolResult::from_server_result(result) {
-                Ok(result) => Answer::CallTool(result),
-                Err(other) => Answer::Error(unexpected(&other)),
+                Ok(result) => RoundAnswer::CallTool(result),
+                Err(other) => RoundAnswer::Error(unexpected(&other)),
             },
-            Err(error) => Answer::Error(error),
+            Err(error) => RoundAnswer::Error(error),
         }
     }
 }
 
-impl From<Answer> for Result<ServerResult, ErrorData> {
-    fn from(answer: Answer) -> Self {
+impl From<RoundAnswer> for Result<ServerResult, ErrorData> {
+    fn from(answer: RoundAnswer) -> Self {
         match answer {
-            Answer::CallTool(result) => Ok(result.into_server_result()),
-            Answer::GetPrompt(result) => Ok(ServerResult::GetPromptResult(result)),
-            Answer::ReadResource(result) => Ok(ServerResult::ReadResourceResult(result)),
-            Answer::CreateTask(result) => Ok(ServerResult::CreateTaskResult(result)),
-            Answer::InputRequired(result) => Ok(ServerResult::InputRequiredResult(result)),
-            Answer::Error(error) => Err(error),
+            RoundAnswer::CallTool(result) => Ok(result.into_server_result()),
+            RoundAnswer::GetPrompt(result) => Ok(ServerResult::GetPromptResult(result)),
+            RoundAnswer::ReadResource(result) => Ok(ServerResult::ReadResourceResult(result)),
+            RoundAnswer::CreateTask(result) => Ok(ServerResult::CreateTaskResult(result)),
+            RoundAnswer::InputRequired(result) => Ok(ServerResult::InputRequiredResult(result)),
+            RoundAnswer::Error(error) => Err(error),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::config::listen::ClientLimits;
 use crate::gateway::Gateway;
 use crate::pipeline::testing::{Heard, LIST_TTL_MS, Upstream, settled};
 use crate::session::limits::{Owner, Quotas};
-use crate::session::registry::Refused;
+use crate::session::registry::SessionRefusal;
 use crate::session::{Opening, Session, Transport};
 
 /// A gateway federating `upstream` as `up`, once it is connected.
@@ -270,11 +270,11 @@ async fn the_registry_finds_a_session_for_its_owner_only_until_it_ends() {
     assert!(Arc::ptr_eq(&found, &client.session));
     assert_eq!(
         gateway.sessions().find(&id, Some("token:bbbb")).err(),
-        Some(Refused::NotYours)
+        Some(SessionRefusal::NotYours)
     );
     assert_eq!(
         gateway.sessions().find(&id, None).err(),
-        Some(Refused::NotYours)
+        Some(SessionRefusal::NotYours)
     );
     assert!(
         gateway
@@ -287,7 +287,7 @@ async fn the_registry_finds_a_session_for_its_owner_only_until_it_ends() {
     gateway.sessions().end_session(&client.session);
     assert_eq!(
         gateway.sessions().find(&id, Some("token:aaaa")).err(),
-        Some(Refused::Unknown)
+        Some(SessionRefusal::Unknown)
     );
     assert!(
         gateway

@@ -57,7 +57,7 @@ use crate::server::core::{self, STREAM_CAPACITY, Scope, Served, Unasked};
 use crate::server::http::draining::Held;
 use crate::server::session_profile;
 use crate::session::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
-use crate::session::registry::{Refused, check_owner};
+use crate::session::registry::{SessionRefusal, check_owner};
 use crate::session::{Opening, Session, Transport};
 use crate::state::{SharedState, StateError};
 
@@ -75,9 +75,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// The streamable HTTP endpoint for one path (`/mcp` or `/mcp/{profile}`); a token bound
 /// to a profile overrides `profile` for the sessions it opens.
 #[derive(Clone)]
-pub struct StreamableHttp(Arc<Endpoint>);
+pub struct StreamableHttp(Arc<ServedPath>);
 
-struct Endpoint {
+/// What serves one path: the gateway, the path's profile, and what its sessions share.
+struct ServedPath {
     gateway: Arc<Gateway>,
     profile: Option<String>,
     state: Arc<dyn SharedState>,
@@ -170,7 +171,7 @@ impl StreamableHttp {
         quotas: Arc<Quotas>,
         shutdown: CancellationToken,
     ) -> Self {
-        Self(Arc::new(Endpoint {
+        Self(Arc::new(ServedPath {
             state: gateway.shared_state().clone(),
             gateway: gateway.clone(),
             profile,
@@ -209,7 +210,7 @@ impl StreamableHttp {
     }
 }
 
-impl Endpoint {
+impl ServedPath {
     async fn post(self: &Arc<Self>, parts: http::request::Parts, body: Bytes) -> Response {
         let message = match decode_message(&body) {
             Ok(message) => message,
@@ -371,7 +372,7 @@ impl Endpoint {
             .and_then(|()| self.gateway.sessions().find(id, identity.as_deref()));
         match held {
             Ok(session) => return Ok(session),
-            Err(Refused::NotYours) => {
+            Err(SessionRefusal::NotYours) => {
                 tracing::warn!(session = %id, "refused a request for a session opened with other credentials");
                 return Err(text(
                     StatusCode::FORBIDDEN,
@@ -381,7 +382,7 @@ impl Endpoint {
                     ),
                 ));
             }
-            Err(Refused::Unknown) => {}
+            Err(SessionRefusal::Unknown) => {}
         }
         // Opened on another replica: taken over here with the client's handshake.
         let client: Option<ClientConfig> = record
@@ -487,7 +488,7 @@ impl Endpoint {
             http: Some(parts),
         };
         let id = request.id.clone();
-        let mut answer: Answer = Box::pin(Outliving::new(session.serve(
+        let mut answer: PendingAnswer = Box::pin(Outliving::new(session.serve(
             &self.gateway,
             id.clone(),
             request.request,
@@ -638,14 +639,14 @@ impl Endpoint {
 }
 
 /// The answer a request's stream ends with, once it comes.
-type Answer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
+type PendingAnswer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
 
 /// A request being served by the response that waits for it, with no task of its own
 /// (a spawned task and the wake-up of its joiner cost the connection more than polling
 /// the request in place); dropped before its answer (the client hung up), it goes on in a
 /// task, so that a session's call still runs to its end, is logged, and leaves nothing
 /// entered in the session (a stateless request's, cancelled by then, ends at once).
-struct Outliving(Option<Answer>);
+struct Outliving(Option<PendingAnswer>);
 
 impl Outliving {
     fn new(serving: impl Future<Output = Option<Served>> + Send + 'static) -> Self {
@@ -687,7 +688,7 @@ enum Outgoing {
 struct RequestStream {
     pending: VecDeque<Outgoing>,
     sent: Option<mpsc::Receiver<ServerJsonRpcMessage>>,
-    answer: Option<Answer>,
+    answer: Option<PendingAnswer>,
 }
 
 impl RequestStream {
