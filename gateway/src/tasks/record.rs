@@ -8,7 +8,7 @@ use rmcp::ErrorData;
 use rmcp::model::{DetailedTask, InputResponses, JsonObject, TaskPayload, TaskStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::approvals::unix_ms;
+use crate::relay::approvals::unix_ms;
 use crate::state::{SharedState, StateError, StoredTask, TaskBound, TaskEntry, TaskKept};
 
 /// One task as the gateway keeps it.

@@ -13,10 +13,10 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::approvals::unix_ms;
 use crate::gateway::Gateway;
 use crate::observe::metrics::Metrics;
 use crate::observe::metrics_snapshot::{Snapshot, ToolCounters};
+use crate::relay::approvals::unix_ms;
 
 /// How often the counters are read.
 pub const INTERVAL: Duration = Duration::from_secs(5);

@@ -44,8 +44,8 @@ use tokio_util::task::TaskTracker;
 
 use self::methods::Method;
 use self::revision::Revision;
-use crate::drain::Delivery;
 use crate::gateway::Gateway;
+use crate::gateway::drain::Delivery;
 use crate::relay::ClientLink;
 use crate::relay::inputs::Inputs;
 use crate::session::limits::Owner;

@@ -19,9 +19,9 @@ use rmcp::model::{
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
+use crate::gateway::search_tools::Found;
 use crate::registry::Catalog;
 use crate::relay::{ClientLink, ListKind};
-use crate::search_tools::Found;
 use crate::server::identity;
 use crate::session::Session;
 

@@ -10,8 +10,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 
-use crate::drain::RETRY_AFTER_SECS;
 use crate::gateway::Gateway;
+use crate::gateway::drain::RETRY_AFTER_SECS;
 
 /// Whether this replica takes new sessions, and if not, why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -56,8 +56,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::drain::OpenSession;
 use crate::gateway::Gateway;
+use crate::gateway::drain::OpenSession;
 use crate::listener_guard::Credentials;
 use crate::server::core::decode::{Batch, MalformedBody};
 use crate::server::core::{self, Served};

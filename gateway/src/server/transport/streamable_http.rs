@@ -49,8 +49,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use wire::headers::{accepts, session_id, speaks_2026, stateless_context};
 
 use super::http_events::{self, Event, Recorder, ResumeError};
-use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
+use crate::gateway::drain::{Delivery, OpenSession};
 use crate::listener_guard::Credentials;
 use crate::server::core::decode::decode_message;
 use crate::server::core::{self, STREAM_CAPACITY, Scope, Served, Unasked};

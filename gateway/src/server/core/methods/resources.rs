@@ -13,8 +13,8 @@ use serde_json::json;
 use super::call::{cursor, listed, log_event, page};
 use super::{Call, Key, Route, Serves};
 use crate::observe::session_log::EventKind;
-use crate::resource_uri;
 use crate::server::core::unexpected;
+use crate::upstream::resource_uri;
 
 impl Route for ListResourcesRequest {
     const SERVES: Serves = Serves::WORK;

@@ -5,6 +5,13 @@
 //! immutable [`Policy`] snapshot; a reload builds a new one and swaps it in, so a call
 //! always runs under one consistent configuration. Sessions keep the profile they
 //! started with.
+//!
+//! Beside it: [`drain`], stopping without losing an answer, and [`search_tools`], the
+//! reserved tool that finds tools in a `search` catalog (`run_code`, the other tool of the
+//! gateway's own, is [`crate::code`]).
+
+pub mod drain;
+pub mod search_tools;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -15,10 +22,8 @@ use futures::FutureExt;
 use rmcp::model::{JsonObject, ServerCapabilities};
 use tokio_util::sync::CancellationToken;
 
-use crate::approvals::{ConsoleAsks, unix_ms};
 use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
 use crate::config::{CatalogMode, Config, Mode, SessionsDir};
-use crate::drain::{self, Drain};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::observe::telemetry::{Telemetry, Tracer};
@@ -34,7 +39,7 @@ use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
 use crate::registry::{Catalog, Registry};
 use crate::relay::Downstream;
-use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
+use crate::relay::approvals::{ConsoleAsks, unix_ms};
 use crate::session::Transport;
 use crate::session::registry::Sessions;
 use crate::session::{Opening, Session};
@@ -43,6 +48,8 @@ use crate::tasks::running::Running;
 use crate::tool_result::ToolResult;
 use crate::upstream::offer::Listed;
 use crate::upstream::{CONNECT_TIMEOUT, Upstream};
+use drain::Drain;
+use search_tools::{Found, SEARCH_TOOLS, SearchTool};
 
 /// What outlives a reload and every policy shares: the counters, the console's
 /// questions and the activity recorder.
