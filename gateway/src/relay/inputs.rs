@@ -28,7 +28,8 @@ use rmcp::model::{
 use tokio::sync::{Notify, oneshot};
 use wire::round_trip::input_result;
 
-use super::link::ClientReply;
+/// Where the client's answer to one request goes: its result or its error.
+pub(super) type ClientReply = oneshot::Sender<Result<ClientResult, ErrorData>>;
 
 /// The key a question had where it came from (an upstream's `InputRequiredResult`), kept
 /// in the request's extensions so the client sees the upstream's own keys.

@@ -30,7 +30,7 @@ use rmcp::service::ServiceError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::inputs::Inputs;
+use super::inputs::{ClientReply, Inputs};
 
 /// The first id of the requests the gateway sends a client, far from any id a test or a
 /// person would pick. A request's progress token is its id.
@@ -256,9 +256,6 @@ impl Drop for PendingRequest {
         self.link.requests.lock().remove(&self.id);
     }
 }
-
-/// Where the client's answer to one request goes: its result or its error.
-pub(super) type ClientReply = oneshot::Sender<Result<ClientResult, ErrorData>>;
 
 /// The requests the gateway sent one client session, waiting for an answer.
 pub struct ClientRequests {
