@@ -10,11 +10,13 @@ Usage: verbatim.py             speaks newline-delimited JSON-RPC on stdin/stdout
        verbatim.py --http PORT serves streamable HTTP at http://127.0.0.1:PORT/mcp
                                (answers as JSON bodies, no session, no GET stream)
        verbatim.py --print     prints its lists as one JSON object (by the key each
-                               list's result has them under) and exits
+                               list's result has them under, and its other results
+                               under `results` by method) and exits
 
 It answers `initialize` (echoing the client's protocol version), `server/discover` with
 -32601 (a server of 2025), the lists below (tools, prompts, resources and resource
-templates), and `tools/call` of each
+templates), `prompts/get`, `resources/read` and `completion/complete` with the
+results in RESULTS whatever they ask, and `tools/call` of each
 with `{"content": [{"type": "text", "text": NAME}]}`, after sleeping the call's `seconds`
 argument if it has one. The tools declare each `execution.taskSupport`: `everything`
 optional, `bare` forbidden, `chore` required. Its `initialize` result carries the
@@ -112,6 +114,32 @@ RESOURCE_TEMPLATES = [
     },
 ]
 
+# What `prompts/get`, `resources/read` and `completion/complete` answer (whatever they are
+# asked), with a content type from the future and keys of the server's vendor.
+RESULTS = {
+    "prompts/get": {
+        "description": "A greeting.",
+        "messages": [
+            {"role": "user", "content": {"type": "text", "text": "Hello", "x-tone": "warm"}},
+            {"role": "assistant", "content": {"type": "hologram", "frames": 3, "x-vendor": 1}},
+        ],
+        "_meta": {"com.example/owner": "team-a"},
+        "x-vendor": "g",
+    },
+    "resources/read": {
+        "contents": [
+            {"uri": "file:///verbatim/readme.md", "mimeType": "text/markdown",
+             "text": "# Read me", "_meta": {"com.example/rev": 7}, "x-vendor": "c"},
+            {"uri": "file:///verbatim/readme.md", "blob": "aGk=", "x-encoding": "none"},
+        ],
+        "x-vendor": "read",
+    },
+    "completion/complete": {
+        "completion": {"values": ["Ada", "Alan"], "total": 2, "hasMore": False, "x-rank": [1, 2]},
+        "x-vendor": "done",
+    },
+}
+
 LISTS = {
     "tools/list": ("tools", TOOLS),
     "prompts/list": ("prompts", PROMPTS),
@@ -129,7 +157,8 @@ def answer(message):
     if method == "initialize":
         result = {
             "protocolVersion": message["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": False}, "prompts": {}, "resources": {}},
+            "capabilities": {"tools": {"listChanged": False}, "prompts": {}, "resources": {},
+                             "completions": {}},
             "serverInfo": {"name": "verbatim", "version": "1.0.0"},
         }
         if os.environ.get("VERBATIM_INSTRUCTIONS"):
@@ -138,6 +167,8 @@ def answer(message):
     if method in LISTS:
         key, items = LISTS[method]
         return {"jsonrpc": "2.0", "id": mid, "result": {key: items}}
+    if method in RESULTS:
+        return {"jsonrpc": "2.0", "id": mid, "result": RESULTS[method]}
     if method == "tools/call":
         name = message["params"]["name"]
         time.sleep(float((message["params"].get("arguments") or {}).get("seconds", 0)))
@@ -185,7 +216,8 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--print"]:
-        print(json.dumps({key: items for key, items in LISTS.values()}))
+        lists = {key: items for key, items in LISTS.values()}
+        print(json.dumps({**lists, "results": RESULTS}))
     elif sys.argv[1:2] == ["--http"]:
         HTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
     else:

@@ -4,7 +4,9 @@
 //! in `annotations` and in schemas); a client behind the gateway, of 2025-11-25 or of
 //! 2026-07-28, lists each equal to what the server wrote but for its name (and a URI the
 //! gateway rewrites), whether the server is a stdio child or a streamable HTTP server
-//! (`tests/servers/verbatim.py`). The tasks a tool may become follow its
+//! (`tests/servers/verbatim.py`). So do its results of `prompts/get`, `resources/read`
+//! and `completion/complete`, a content type from the future among them. The tasks a
+//! tool may become follow its
 //! `execution.taskSupport`. Its `instructions` reach the client too, unless they hold
 //! text aimed at the model.
 
@@ -136,6 +138,88 @@ fn a_streamable_http_servers_definitions_reach_clients_of_both_revisions_as_writ
     let server = ListeningServer::verbatim();
     let config = server.server_config("verbatim", "rewrite_uris = false");
     assert_as_written(listed_at_both_revisions(&config));
+}
+
+/// The requests for `verbatim.py`'s other results, by method, as a client behind the
+/// gateway sends them.
+fn result_requests() -> [(&'static str, Value); 3] {
+    let prompt = "mcp__verbatim__greeting";
+    [
+        (
+            "prompts/get",
+            json!({"name": prompt, "arguments": {"who": "Ada"}}),
+        ),
+        (
+            "resources/read",
+            json!({"uri": "file:///verbatim/readme.md"}),
+        ),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": prompt},
+                   "argument": {"name": "who", "value": "A"}}),
+        ),
+    ]
+}
+
+/// Asserts each of `verbatim.py`'s results other than a tool's reaches a client through a
+/// gateway serving `config` as the server wrote it: to a client of 2025-11-25 in a
+/// session equal, and to one of 2026-07-28 with only what that revision adds (`resultType`,
+/// and a read's cache hints, which the server did not give).
+fn assert_results_as_written(config: &str) {
+    let workspace = Workspace::new(config);
+    let gateway = workspace.serve_http(&[]);
+    let written: Value = {
+        let output = Command::new(system_python())
+            .arg(repo().join("tests/servers/verbatim.py"))
+            .arg("--print")
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()["results"].clone()
+    };
+    let session = open_session(gateway.address, None);
+    let prompts_listed = eventually(PATIENCE, || {
+        let request = json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}).to_string();
+        let (_, _, body) = post(gateway.address, Some(&session), None, &request);
+        body.contains("mcp__verbatim__greeting")
+    });
+    assert!(prompts_listed, "the server's prompts were never listed");
+    for (method, params) in result_requests() {
+        let request =
+            json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}).to_string();
+        let (_, _, body) = post(gateway.address, Some(&session), None, &request);
+        let text = match sse_events(&body).last() {
+            Some(event) if !body.trim_start().starts_with('{') => event.data.clone(),
+            _ => body,
+        };
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            answer["result"], written[method],
+            "{method} at 2025-11-25: {answer}"
+        );
+
+        let answer = stateless_request(gateway.address, None, &json!({}), method, params);
+        let mut expected = written[method].clone();
+        expected["resultType"] = json!("complete");
+        if method == "resources/read" {
+            expected["ttlMs"] = json!(0);
+            expected["cacheScope"] = json!("private");
+        }
+        assert_eq!(
+            answer["result"], expected,
+            "{method} at 2026-07-28: {answer}"
+        );
+    }
+}
+
+#[test]
+fn a_stdio_servers_results_reach_clients_of_both_revisions_as_written() {
+    assert_results_as_written(&stdio_server("rewrite_uris = false"));
+}
+
+#[test]
+fn a_streamable_http_servers_results_reach_clients_of_both_revisions_as_written() {
+    let server = ListeningServer::verbatim();
+    assert_results_as_written(&server.server_config("verbatim", "rewrite_uris = false"));
 }
 
 #[test]

@@ -1,6 +1,7 @@
-//! The HTTP client of an OAuth upstream's connection. rmcp's `AuthClient` puts the token on
-//! every request, refreshes it before it expires and once more on a 401; this wrapper adds
-//! what the gateway does when that is not enough:
+//! The sign-in layer of an OAuth upstream's HTTP client (see `crate::http_client::McpHttp`).
+//! It puts the token on every request, refreshes it before it expires (rmcp's
+//! `AuthorizationManager` does) and once more on a 401, as rmcp's `AuthClient` does, and
+//! adds what the gateway does when that is not enough:
 //!
 //! - **401 after the refresh**, or a refresh the authorization server refused: the
 //!   sign-in is dead (revoked, the client or grant gone, or no refresh token). The tokens
@@ -16,58 +17,44 @@
 //!   a token with the larger scope at once and the request is sent again; a person's
 //!   sign-in cannot be enlarged without the person, so the call fails naming the command.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::stream::BoxStream;
-use http::{HeaderName, HeaderValue};
+use futures::future::BoxFuture;
+use oauth2::TokenResponse;
 use rmcp::model::ClientJsonRpcMessage;
-use rmcp::transport::auth::{AuthClient, AuthError, OAuthClientConfig};
+use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
 use rmcp::transport::streamable_http_client::{
-    AuthRequiredError, InsufficientScopeError, StreamableHttpClient, StreamableHttpError,
-    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+    AuthRequiredError, InsufficientScopeError, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
 };
-use sse_stream::{Error as SseError, Sse};
+use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::store::TokenStore;
 use super::upstream::OAuthUpstream;
 use crate::config::GrantKind;
-use crate::http_client::{HttpError, UpstreamHttp};
+use crate::http_client::{Events, Failed, McpHttp, Target};
 
-type Error = StreamableHttpError<HttpError>;
+type Error = Failed;
 
 /// See the module documentation.
-#[derive(Clone)]
 pub struct SignedInClient {
-    inner: AuthClient<UpstreamHttp>,
-    upstream: Arc<OAuthUpstream>,
+    inner: Arc<dyn McpHttp>,
+    manager: Mutex<AuthorizationManager>,
+    upstream: OAuthUpstream,
     /// Cancelled when the sign-in is found dead: the connection closes on it.
     signed_out: CancellationToken,
-    stepped_up: Arc<AtomicBool>,
+    stepped_up: AtomicBool,
 }
 
 impl SignedInClient {
-    pub fn new(
-        inner: AuthClient<UpstreamHttp>,
-        upstream: OAuthUpstream,
-        signed_out: CancellationToken,
-    ) -> Self {
-        Self {
-            inner,
-            upstream: Arc::new(upstream),
-            signed_out,
-            stepped_up: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// An HTTP client for the connection to `upstream` that carries the server's token;
-    /// `signed_out` is cancelled when the server stops accepting the sign-in.
+    /// A layer over `inner` for the connection to `upstream` that carries the server's
+    /// token; `signed_out` is cancelled when the server stops accepting the sign-in.
     /// `Err(NeedsLogin)` when there is no usable sign-in and none can be made here.
     pub async fn open(
         upstream: &OAuthUpstream,
-        http: UpstreamHttp,
+        inner: Arc<dyn McpHttp>,
         signed_out: CancellationToken,
     ) -> Result<Self, AuthorizedClientError> {
         if upstream.settings.grant == GrantKind::ClientCredentials {
@@ -92,11 +79,13 @@ impl SignedInClient {
             manager.configure_client(config)?;
         }
         match manager.get_access_token().await {
-            Ok(_) => Ok(Self::new(
-                AuthClient::new(http, manager),
-                upstream.clone(),
+            Ok(_) => Ok(Self {
+                inner,
+                manager: Mutex::new(manager),
+                upstream: upstream.clone(),
                 signed_out,
-            )),
+                stepped_up: AtomicBool::new(false),
+            }),
             Err(AuthError::AuthorizationRequired) => Err(AuthorizedClientError::NeedsLogin),
             Err(error) => Err(error.into()),
         }
@@ -119,7 +108,7 @@ impl SignedInClient {
             return;
         }
         // One refresh per process: every request of this connection waits here.
-        let manager = self.inner.auth_manager.lock().await;
+        let manager = self.manager.lock().await;
         if !refresh_due(store).await {
             return;
         }
@@ -246,46 +235,58 @@ impl Verdict {
     }
 }
 
-impl StreamableHttpClient for SignedInClient {
-    type Error = HttpError;
-
-    async fn post_message(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            StreamableHttpResponseLimits::default(),
-        )
-        .await
+impl SignedInClient {
+    /// Runs `call` to `to` with the token (the stored one, unless the caller brought its
+    /// own); on a 401 to a token, refreshes it once and runs `call` again with the new
+    /// one. A request with no usable token goes out without one, and its 401 says so.
+    async fn with_token<'a, T>(
+        &'a self,
+        mut to: Target,
+        call: impl Fn(Target) -> BoxFuture<'a, Result<T, Error>>,
+    ) -> Result<T, Error> {
+        if to.auth_token.is_none() {
+            to.auth_token = match self.manager.lock().await.get_access_token().await {
+                Ok(token) => Some(token),
+                Err(AuthError::AuthorizationRequired) => None,
+                Err(error) => return Err(error.into()),
+            };
+        }
+        let challenge = match call(to.clone()).await {
+            Err(StreamableHttpError::AuthRequired(challenge)) => challenge,
+            result => return result,
+        };
+        let Some(sent) = &to.auth_token else {
+            return Err(StreamableHttpError::AuthRequired(challenge));
+        };
+        let refreshed = self.manager.lock().await.refresh_token().await;
+        match refreshed {
+            Ok(tokens) if tokens.access_token().secret() != sent => {
+                tracing::info!(server = %self.upstream.name, "refreshed the token the server refused");
+                to.auth_token = Some(tokens.access_token().secret().clone());
+                call(to).await
+            }
+            Ok(_) => Err(StreamableHttpError::AuthRequired(challenge)),
+            // No refresh token, or the authorization server refused it: a new sign-in
+            // is needed, which the challenge says.
+            Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
+                Err(StreamableHttpError::AuthRequired(challenge))
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 
-    async fn post_message_with_response_limits(
+    /// A request sent with the token, reacted to (see [`Self::react`]) and sent once more
+    /// when that asks for it.
+    async fn post_signed_in(
         &self,
-        uri: Arc<str>,
+        to: Target,
         message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let send = || {
-            self.inner.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-                limits,
-            )
+            self.with_token(to.clone(), |to| {
+                self.inner.post(to, message.clone(), limits)
+            })
         };
         self.refresh_once().await;
         let mut result = send().await;
@@ -296,58 +297,45 @@ impl StreamableHttpClient for SignedInClient {
         self.explained(result)
     }
 
-    async fn delete_session(
+    async fn stream_signed_in(
         &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), Error> {
-        self.inner
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
-    }
-
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
+        to: Target,
         last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        max_event_size: usize,
+    ) -> Result<Events, Error> {
         self.refresh_once().await;
         let result = self
-            .inner
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .with_token(to, |to| {
+                self.inner
+                    .get_stream(to, last_event_id.clone(), max_event_size)
+            })
             .await;
         self.react(Verdict::of(&result)).await;
         self.explained(result)
     }
+}
 
-    async fn get_stream_with_max_sse_event_size(
+impl McpHttp for SignedInClient {
+    fn post(
         &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
+        to: Target,
+        message: ClientJsonRpcMessage,
+        limits: StreamableHttpResponseLimits,
+    ) -> BoxFuture<'_, Result<StreamableHttpPostResponse, Error>> {
+        Box::pin(self.post_signed_in(to, message, limits))
+    }
+
+    fn get_stream(
+        &self,
+        to: Target,
         last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.refresh_once().await;
-        let result = self
-            .inner
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await;
-        self.react(Verdict::of(&result)).await;
-        self.explained(result)
+        max_event_size: usize,
+    ) -> BoxFuture<'_, Result<Events, Error>> {
+        Box::pin(self.stream_signed_in(to, last_event_id, max_event_size))
+    }
+
+    fn delete_session(&self, to: Target) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(self.with_token(to, |to| self.inner.delete_session(to)))
     }
 }
 
@@ -355,7 +343,6 @@ impl StreamableHttpClient for SignedInClient {
 /// refresh it: a few seconds before rmcp's own margin (the lesser of 30 s and half its
 /// life), so the shared refresh comes first.
 pub async fn refresh_due(store: &TokenStore) -> bool {
-    use oauth2::TokenResponse;
     let Ok(Some(credentials)) = store.credentials().await else {
         return false;
     };

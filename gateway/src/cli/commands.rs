@@ -7,17 +7,17 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Command, ConfigAction, LogAction};
+use super::{Command, ConfigAction, ConfigArg, LogAction};
 use crate::config::Config;
 use crate::config::Mode;
 use crate::gateway::Gateway;
 use crate::gateway::search_tools::Query;
 use crate::observe::session_log;
 use crate::pipeline::CallRequest;
-use crate::registry::search::{Hit, Ranking};
 use crate::server;
 use crate::session::Session;
 use crate::session::Transport;
+use crate::tool_result::ToolResult;
 
 pub async fn run(command: Command) -> Result<ExitCode, String> {
     match command {
@@ -44,33 +44,7 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             config,
             json,
             profile,
-        } => {
-            let (gateway, shutdown) = start_settled(config.load()?).await;
-            let session = gateway
-                .new_session(profile.as_deref(), Transport::Cli)
-                .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
-            let tools = gateway.visible_tools(&session);
-            let down = not_ready(&gateway);
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&tools).map_err(|e| e.to_string())?
-                );
-            } else {
-                for tool in tools {
-                    let text = |key| tool.get(key).and_then(|v| v.as_str()).unwrap_or("");
-                    let line = text("description").lines().next().unwrap_or("");
-                    println!("{}\t{line}", text("name"));
-                }
-            }
-            stop(&gateway, shutdown).await;
-            if down.is_empty() {
-                Ok(ExitCode::SUCCESS)
-            } else {
-                // The list above is complete for the servers that started; say which did not.
-                Err(format!("servers that did not start: {}", down.join("; ")))
-            }
-        }
+        } => tools(config.load()?, profile.as_deref(), json).await,
         Command::Search {
             config,
             query,
@@ -79,141 +53,34 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
             json,
             profile,
         } => {
-            let (gateway, shutdown) = start_settled(config.load()?).await;
-            // A one-shot search waits for the tools' vectors (kept on disk for next time).
-            gateway.search_tools().settled().await;
-            let found = search(
-                &gateway,
-                profile.as_deref(),
-                Query {
-                    text: query,
-                    server,
-                    limit,
-                },
-            )
-            .await;
-            stop(&gateway, shutdown).await;
-            let (hits, _) = found?;
-            if json {
-                let hits: Vec<_> = hits
-                    .iter()
-                    .map(|hit| {
-                        serde_json::json!({"name": hit.tool.name, "score": hit.score, "definition": hit.tool.definition})
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&hits).map_err(|e| e.to_string())?
-                );
-            } else {
-                for hit in hits {
-                    let description = hit.tool.definition.description.as_deref().unwrap_or("");
-                    let line = description.lines().next().unwrap_or("");
-                    println!("{}\t{:.2}\t{line}", hit.tool.name, hit.score);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+            let query = Query {
+                text: query,
+                server,
+                limit,
+            };
+            search(config.load()?, profile.as_deref(), query, json).await
         }
         Command::Call {
             config,
             tool,
             args,
             profile,
-        } => {
-            let arguments: serde_json::Value =
-                serde_json::from_str(&args).map_err(|e| format!("--args is not JSON: {e}"))?;
-            let serde_json::Value::Object(arguments) = arguments else {
-                return Err("--args must be a JSON object".into());
-            };
-            let (gateway, shutdown) = start_settled(config.load()?).await;
-            let session = gateway
-                .new_session(profile.as_deref(), Transport::Cli)
-                .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
-            let result = gateway
-                .call(&session, CallRequest::operator(tool, Some(arguments)))
-                .await;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
-            );
-            stop(&gateway, shutdown).await;
-            Ok(if result.is_error() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
-        Command::Sdk { config, profile } => {
-            let (gateway, shutdown) = start_settled(config.load()?).await;
-            let session = session(&gateway, profile.as_deref())?;
-            let code = gateway
-                .run_code()
-                .cloned()
-                .ok_or("run_code is unavailable")?;
-            let sdk = code.sdk(gateway.as_ref(), &session);
-            print!("{}", sdk.declarations);
-            eprintln!("// {} tools, sha256 {}", sdk.tool_count, sdk.hash);
-            stop(&gateway, shutdown).await;
-            Ok(ExitCode::SUCCESS)
-        }
+        } => call(&config, profile.as_deref(), tool, &args).await,
+        Command::Sdk { config, profile } => sdk(config.load()?, profile.as_deref()).await,
         Command::Run {
             config,
             file,
             profile,
+        } => run_program(&config, profile.as_deref(), &file).await,
+        Command::Config {
+            action: ConfigAction::Check { config, connect },
+        } => check(&config, connect).await,
+        Command::Config {
+            action: ConfigAction::Dump { config },
         } => {
-            let program =
-                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let (gateway, shutdown) = start_settled(config.load()?).await;
-            let session = session(&gateway, profile.as_deref())?;
-            let result = gateway
-                .call(
-                    &session,
-                    CallRequest::operator(
-                        crate::code::tool::RUN_CODE,
-                        serde_json::json!({"code": program}).as_object().cloned(),
-                    ),
-                )
-                .await;
-            for text in result.texts() {
-                println!("{text}");
-            }
-            stop(&gateway, shutdown).await;
-            Ok(if result.is_error() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            })
+            print!("{}", config.load()?.dump_masked());
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Config { action } => match action {
-            ConfigAction::Check { config, connect } => {
-                let loaded = config.load()?;
-                // What `serve` refuses of [listen], refused here too.
-                crate::listener_guard::guard_for(&loaded).map_err(|e| e.to_string())?;
-                println!(
-                    "{}: ok ({} servers, {} enabled)",
-                    config.config.display(),
-                    loaded.servers.len(),
-                    loaded.enabled_servers().count()
-                );
-                if connect {
-                    let (gateway, shutdown) = start_settled(loaded).await;
-                    for (server, health) in gateway.registry().health() {
-                        if let Some(error) = health.last_error {
-                            println!("server `{server}`: {error}");
-                        }
-                    }
-                    for collision in &gateway.catalog().collisions {
-                        println!("collision: {collision}");
-                    }
-                    stop(&gateway, shutdown).await;
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            ConfigAction::Dump { config } => {
-                print!("{}", config.load()?.dump_masked());
-                Ok(ExitCode::SUCCESS)
-            }
-        },
         Command::Servers { config, json } => servers(&config.load()?, json),
         Command::Status {
             config,
@@ -241,33 +108,198 @@ pub async fn run(command: Command) -> Result<ExitCode, String> {
     }
 }
 
-/// The matches for `query` among the tools `profile` sees.
-async fn search(
-    gateway: &Gateway,
-    profile: Option<&str>,
-    query: Query,
-) -> Result<(Vec<Hit>, Ranking), String> {
-    let session = gateway
-        .new_session(profile, Transport::Cli)
-        .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
-    gateway
-        .search_tools()
-        .find(&session, &query)
-        .await
-        .map_err(|e| e.message)
+/// What a one-shot command's session offers besides what its profile does.
+enum Offer {
+    /// What the profile's mode offers.
+    AsConfigured,
+    /// `run_code` too, whatever the mode: `run` and `sdk` are about it.
+    RunCode,
 }
 
-/// A session with `profile`, for one-shot commands. `run_code` is offered whatever the
-/// configured mode, since `run` and `sdk` are about it.
-fn session(gateway: &Gateway, profile: Option<&str>) -> Result<Arc<Session>, String> {
-    let session = gateway
-        .new_session(profile, Transport::Cli)
-        .ok_or_else(|| format!("unknown profile `{}`", profile.unwrap_or_default()))?;
-    if session.mode() != Mode::Native {
-        return Ok(session);
+/// A gateway started for a command that answers once, and the session it answers in.
+struct OneShot {
+    gateway: Arc<Gateway>,
+    shutdown: CancellationToken,
+    session: Arc<Session>,
+}
+
+impl OneShot {
+    /// Starts the gateway of `config` (see [`start_settled`]) and opens a session with
+    /// `profile` offering `offer`.
+    async fn start(config: Config, profile: Option<&str>, offer: Offer) -> Result<Self, String> {
+        let (gateway, shutdown) = start_settled(config).await;
+        let Some(session) = gateway.new_session(profile, Transport::Cli) else {
+            stop(&gateway, shutdown).await;
+            return Err(format!("unknown profile `{}`", profile.unwrap_or_default()));
+        };
+        let session = match offer {
+            Offer::RunCode if session.mode() == Mode::Native => {
+                let profile = Arc::new(session.profile.with_mode(Mode::Both));
+                Arc::new(session.with_profile(profile))
+            }
+            _ => session,
+        };
+        Ok(Self {
+            gateway,
+            shutdown,
+            session,
+        })
     }
-    let profile = Arc::new(session.profile.with_mode(Mode::Both));
-    Ok(Arc::new(session.with_profile(profile)))
+
+    async fn stop(self) {
+        stop(&self.gateway, self.shutdown).await;
+    }
+}
+
+/// `tools`: prints the tools `profile` sees; fails naming the servers that did not start.
+async fn tools(config: Config, profile: Option<&str>, json: bool) -> Result<ExitCode, String> {
+    let one = OneShot::start(config, profile, Offer::AsConfigured).await?;
+    let tools = one.gateway.visible_tools(&one.session);
+    let down = not_ready(&one.gateway);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&tools).map_err(|e| e.to_string())?
+        );
+    } else {
+        for tool in tools {
+            let text = |key| tool.get(key).and_then(|v| v.as_str()).unwrap_or("");
+            let line = text("description").lines().next().unwrap_or("");
+            println!("{}\t{line}", text("name"));
+        }
+    }
+    one.stop().await;
+    if down.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        // The list above is complete for the servers that started; say which did not.
+        Err(format!("servers that did not start: {}", down.join("; ")))
+    }
+}
+
+/// `search`: prints the matches for `query` among the tools `profile` sees.
+async fn search(
+    config: Config,
+    profile: Option<&str>,
+    query: Query,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let one = OneShot::start(config, profile, Offer::AsConfigured).await?;
+    // A one-shot search waits for the tools' vectors (kept on disk for next time).
+    one.gateway.search_tools().settled().await;
+    let found = one.gateway.search_tools().find(&one.session, &query).await;
+    one.stop().await;
+    let (hits, _) = found.map_err(|e| e.message)?;
+    if json {
+        let hits: Vec<_> = hits
+            .iter()
+            .map(|hit| {
+                serde_json::json!({"name": hit.tool.name, "score": hit.score, "definition": hit.tool.definition})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&hits).map_err(|e| e.to_string())?
+        );
+    } else {
+        for hit in hits {
+            let description = hit.tool.definition.description.as_deref().unwrap_or("");
+            let line = description.lines().next().unwrap_or("");
+            println!("{}\t{:.2}\t{line}", hit.tool.name, hit.score);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `call`: calls `tool` with `args` (a JSON object) and prints the result.
+async fn call(
+    config: &ConfigArg,
+    profile: Option<&str>,
+    tool: String,
+    args: &str,
+) -> Result<ExitCode, String> {
+    let arguments: serde_json::Value =
+        serde_json::from_str(args).map_err(|e| format!("--args is not JSON: {e}"))?;
+    let serde_json::Value::Object(arguments) = arguments else {
+        return Err("--args must be a JSON object".into());
+    };
+    let one = OneShot::start(config.load()?, profile, Offer::AsConfigured).await?;
+    let request = CallRequest::operator(tool, Some(arguments));
+    let result = one.gateway.call(&one.session, request).await;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
+    );
+    one.stop().await;
+    Ok(exit_code(&result))
+}
+
+/// `run`: runs the `run_code` program in `file` and prints what it wrote.
+async fn run_program(
+    config: &ConfigArg,
+    profile: Option<&str>,
+    file: &Path,
+) -> Result<ExitCode, String> {
+    let program = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let one = OneShot::start(config.load()?, profile, Offer::RunCode).await?;
+    let arguments = serde_json::json!({"code": program}).as_object().cloned();
+    let request = CallRequest::operator(crate::code::tool::RUN_CODE, arguments);
+    let result = one.gateway.call(&one.session, request).await;
+    for text in result.texts() {
+        println!("{text}");
+    }
+    one.stop().await;
+    Ok(exit_code(&result))
+}
+
+/// A failed call exits with 2.
+fn exit_code(result: &ToolResult) -> ExitCode {
+    if result.is_error() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `sdk`: prints the declarations a `run_code` program of `profile` is written against.
+async fn sdk(config: Config, profile: Option<&str>) -> Result<ExitCode, String> {
+    let one = OneShot::start(config, profile, Offer::RunCode).await?;
+    let Some(code) = one.gateway.run_code().cloned() else {
+        one.stop().await;
+        return Err("run_code is unavailable".into());
+    };
+    let sdk = code.sdk(one.gateway.as_ref(), &one.session);
+    print!("{}", sdk.declarations);
+    eprintln!("// {} tools, sha256 {}", sdk.tool_count, sdk.hash);
+    one.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `config check`: whether the configuration loads (and `serve` would take its
+/// listener); with `connect`, what each server said when the gateway connected.
+async fn check(config: &ConfigArg, connect: bool) -> Result<ExitCode, String> {
+    let loaded = config.load()?;
+    // What `serve` refuses of [listen], refused here too.
+    crate::listener_guard::guard_for(&loaded).map_err(|e| e.to_string())?;
+    println!(
+        "{}: ok ({} servers, {} enabled)",
+        config.config.display(),
+        loaded.servers.len(),
+        loaded.enabled_servers().count()
+    );
+    if connect {
+        let (gateway, shutdown) = start_settled(loaded).await;
+        for (server, health) in gateway.registry().health() {
+            if let Some(error) = health.last_error {
+                println!("server `{server}`: {error}");
+            }
+        }
+        for collision in &gateway.catalog().collisions {
+            println!("collision: {collision}");
+        }
+        stop(&gateway, shutdown).await;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {

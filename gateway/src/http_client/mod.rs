@@ -15,24 +15,25 @@
 //! what the server wrote, keys and content types rmcp's types do not know included, and
 //! no time goes to parsing the answer into rmcp's types only to write it out again.
 //!
-//! The rest is rmcp's streamable HTTP client contract ([`StreamableHttpClient`]) on hyper,
-//! as rmcp's own reqwest client keeps it: the same statuses, content types, body limits
-//! and errors. TLS is rustls with the platform's verifier, as with reqwest. Redirects are
+//! The rest is rmcp's streamable HTTP client contract on hyper, as rmcp's own reqwest
+//! client keeps it: the same statuses, content types, body limits and errors. The
+//! gateway asks it through [`McpHttp`], on which a connection stacks its layers
+//! ([`mcp_http`]). TLS is rustls with the platform's verifier, as with reqwest. Redirects are
 //! not followed: a server's MCP endpoint is its configured URL.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use futures::stream::{BoxStream, StreamExt};
+use futures::future::BoxFuture;
+use futures::stream::StreamExt;
 use http::header::{
     ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
 };
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
@@ -46,14 +47,16 @@ use rmcp::transport::common::http_header::{
     JSON_MIME_TYPE,
 };
 use rmcp::transport::streamable_http_client::{
-    AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpClient,
-    StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+    AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
-use sse_stream::{Error as SseError, Sse, SseStream};
+use sse_stream::{Sse, SseStream};
 use tokio::net::TcpStream;
 
+pub use mcp_http::{Events, Failed, McpHttp, RmcpHttp, Target};
 use pool::{DrivenBody, Pool};
 
+mod mcp_http;
 mod pool;
 
 /// What went wrong below the MCP layer.
@@ -71,7 +74,7 @@ pub enum HttpError {
     EventTooLarge(usize),
 }
 
-type Error = StreamableHttpError<HttpError>;
+type Error = Failed;
 
 /// The first request id of the upstream lanes; rmcp numbers its own requests with a
 /// `u32` counter from 0, so ids from here on never meet them.
@@ -84,7 +87,7 @@ fn is_lane_request(message: &ClientJsonRpcMessage) -> bool {
 }
 
 /// `body` as the one event of an SSE stream.
-fn one_event(body: Vec<u8>) -> BoxStream<'static, Result<Sse, SseError>> {
+fn one_event(body: Vec<u8>) -> Events {
     let event = Sse::default().data(String::from_utf8_lossy(&body).into_owned());
     futures::stream::once(async move { Ok(event) }).boxed()
 }
@@ -141,22 +144,19 @@ impl UpstreamHttp {
     }
 }
 
-/// A request to `uri` with the headers every request carries.
-fn request(
-    method: Method,
-    uri: &str,
-    session_id: Option<&str>,
-    auth_token: Option<String>,
-    custom_headers: HashMap<HeaderName, HeaderValue>,
-) -> Result<http::request::Builder, Error> {
-    let mut builder = Request::builder().method(method).uri(uri).header(
-        ACCEPT,
-        format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
-    );
-    if let Some(token) = auth_token {
+/// A request to `to` with the headers every request carries.
+fn request(method: Method, to: Target) -> Result<http::request::Builder, Error> {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(to.uri.as_ref())
+        .header(
+            ACCEPT,
+            format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+        );
+    if let Some(token) = to.auth_token {
         builder = builder.header(AUTHORIZATION, format!("Bearer {token}"));
     }
-    for (name, value) in custom_headers {
+    for (name, value) in to.headers {
         let reserved = [ACCEPT.as_str(), HEADER_SESSION_ID, HEADER_LAST_EVENT_ID]
             .iter()
             .any(|r| name.as_str().eq_ignore_ascii_case(r));
@@ -171,8 +171,8 @@ fn request(
         }
         builder = builder.header(name, value);
     }
-    if let Some(session_id) = session_id {
-        builder = builder.header(HEADER_SESSION_ID, session_id);
+    if let Some(session_id) = to.session_id {
+        builder = builder.header(HEADER_SESSION_ID, session_id.as_ref());
     }
     Ok(builder)
 }
@@ -257,7 +257,7 @@ async fn read_body(body: DrivenBody, limit: usize, refuse: bool) -> Result<Vec<u
 }
 
 /// The events of an SSE body, none larger than `max_event` bytes.
-fn events(body: DrivenBody, max_event: usize) -> BoxStream<'static, Result<Sse, SseError>> {
+fn events(body: DrivenBody, max_event: usize) -> Events {
     let mut pending = 0usize;
     let mut last = BytesMut::new();
     let bounded = body.into_data_stream().map(move |chunk| {
@@ -279,50 +279,44 @@ fn events(body: DrivenBody, max_event: usize) -> BoxStream<'static, Result<Sse, 
     SseStream::from_bytes_stream(bounded).boxed()
 }
 
-impl StreamableHttpClient for UpstreamHttp {
-    type Error = HttpError;
-
-    async fn post_message(
+impl McpHttp for UpstreamHttp {
+    fn post(
         &self,
-        uri: Arc<str>,
+        to: Target,
         message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_token,
-            custom_headers,
-            StreamableHttpResponseLimits::default(),
-        )
-        .await
+        limits: StreamableHttpResponseLimits,
+    ) -> BoxFuture<'_, Result<StreamableHttpPostResponse, Error>> {
+        Box::pin(self.post_message(to, message, limits))
     }
 
-    async fn post_message_with_response_limits(
+    fn get_stream(
         &self,
-        uri: Arc<str>,
+        to: Target,
+        last_event_id: Option<String>,
+        max_event_size: usize,
+    ) -> BoxFuture<'_, Result<Events, Error>> {
+        Box::pin(self.open_stream(to, last_event_id, max_event_size))
+    }
+
+    fn delete_session(&self, to: Target) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(self.delete(to))
+    }
+}
+
+impl UpstreamHttp {
+    async fn post_message(
+        &self,
+        to: Target,
         message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let body = serde_json::to_vec(&message)
             .map_err(|error| StreamableHttpError::Client(error.into()))?;
-        let session_was_attached = session_id.is_some();
-        let request = request(
-            Method::POST,
-            &uri,
-            session_id.as_deref(),
-            auth_token,
-            custom_headers,
-        )?
-        .header(CONTENT_TYPE, JSON_MIME_TYPE)
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|error| StreamableHttpError::Client(error.into()))?;
+        let session_was_attached = to.session_id.is_some();
+        let request = request(Method::POST, to)?
+            .header(CONTENT_TYPE, JSON_MIME_TYPE)
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|error| StreamableHttpError::Client(error.into()))?;
         let response = self.send(request).await?;
         let status = response.status();
         let headers = response.headers();
@@ -418,22 +412,10 @@ impl StreamableHttpClient for UpstreamHttp {
         Err(StreamableHttpError::UnexpectedContentType(content_type))
     }
 
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), Error> {
-        let request = request(
-            Method::DELETE,
-            &uri,
-            Some(&session_id),
-            auth_token,
-            custom_headers,
-        )?
-        .body(Full::default())
-        .map_err(|error| StreamableHttpError::Client(error.into()))?;
+    async fn delete(&self, to: Target) -> Result<(), Error> {
+        let request = request(Method::DELETE, to)?
+            .body(Full::default())
+            .map_err(|error| StreamableHttpError::Client(error.into()))?;
         let status = self.send(request).await?.status();
         if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(());
@@ -443,41 +425,13 @@ impl StreamableHttpClient for UpstreamHttp {
         )))
     }
 
-    async fn get_stream(
+    async fn open_stream(
         &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
+        to: Target,
         last_event_id: Option<String>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.get_stream_with_max_sse_event_size(
-            uri,
-            session_id,
-            last_event_id,
-            auth_token,
-            custom_headers,
-            StreamableHttpResponseLimits::default().max_sse_event_size,
-        )
-        .await
-    }
-
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        let mut builder = request(
-            Method::GET,
-            &uri,
-            session_id.as_deref(),
-            auth_token,
-            custom_headers,
-        )?;
+        max_event_size: usize,
+    ) -> Result<Events, Error> {
+        let mut builder = request(Method::GET, to)?;
         if let Some(last_event_id) = last_event_id {
             builder = builder.header(HEADER_LAST_EVENT_ID, last_event_id);
         }
@@ -506,7 +460,7 @@ impl StreamableHttpClient for UpstreamHttp {
                 headers,
             )));
         }
-        Ok(events(response.into_body(), max_sse_event_size))
+        Ok(events(response.into_body(), max_event_size))
     }
 }
 

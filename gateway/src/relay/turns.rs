@@ -175,7 +175,7 @@ impl Drop for Turn {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use futures::FutureExt;
 
     use super::*;
 
@@ -183,70 +183,63 @@ mod tests {
         name.into()
     }
 
-    async fn started(turns: &Arc<Turns>, tool: &str, who: &Arc<str>) -> Option<Turn> {
-        tokio::time::timeout(Duration::from_millis(50), turns.start(tool, who))
-            .await
-            .ok()
+    /// The call, when it may start now. A call that may start does so in its first poll;
+    /// one that must wait is dropped after it, as a call whose wait is abandoned.
+    fn started(turns: &Arc<Turns>, tool: &str, who: &Arc<str>) -> Option<Turn> {
+        turns.start(tool, who).now_or_never()
     }
 
-    #[tokio::test]
-    async fn unknown_tools_run_side_by_side() {
+    #[test]
+    fn unknown_tools_run_side_by_side() {
         let turns = Arc::new(Turns::default());
-        let a = started(&turns, "t", &session("a")).await;
-        let b = started(&turns, "t", &session("b")).await;
+        let a = started(&turns, "t", &session("a"));
+        let b = started(&turns, "t", &session("b"));
         assert!(a.is_some() && b.is_some());
     }
 
-    #[tokio::test]
-    async fn an_asking_tool_waits_for_other_sessions_and_holds_them_off() {
+    #[test]
+    fn an_asking_tool_waits_for_other_sessions_and_holds_them_off() {
         let turns = Arc::new(Turns::default());
         assert_eq!(turns.learn(["sample"]), vec!["sample".to_owned()]);
         assert!(turns.learn(["sample"]).is_empty(), "learned once");
         let (a, b) = (session("a"), session("b"));
-        let other = started(&turns, "plain", &b).await.unwrap();
+        let other = started(&turns, "plain", &b).unwrap();
         assert!(
-            started(&turns, "sample", &a).await.is_none(),
+            started(&turns, "sample", &a).is_none(),
             "b has a call in flight"
         );
         drop(other);
-        let turn = started(&turns, "sample", &a).await.unwrap();
+        let turn = started(&turns, "sample", &a).unwrap();
         assert!(
-            started(&turns, "plain", &a).await.is_some(),
+            started(&turns, "plain", &a).is_some(),
             "a's own calls go on"
         );
-        assert!(
-            started(&turns, "plain", &b).await.is_none(),
-            "a has the turn"
-        );
-        assert!(started(&turns, "sample", &b).await.is_none());
+        assert!(started(&turns, "plain", &b).is_none(), "a has the turn");
+        assert!(started(&turns, "sample", &b).is_none());
         drop(turn);
-        assert!(started(&turns, "sample", &b).await.is_some());
+        assert!(started(&turns, "sample", &b).is_some());
     }
 
-    // Paused time: the sleep lets the waiting task run without waiting on the clock.
-    #[tokio::test(start_paused = true)]
-    async fn a_waiting_session_goes_before_later_calls_and_an_abandoned_wait_is_forgotten() {
+    #[test]
+    fn a_waiting_session_goes_before_later_calls_and_an_abandoned_wait_is_forgotten() {
         let turns = Arc::new(Turns::default());
         turns.learn(["sample"]);
         let (a, b, c) = (session("a"), session("b"), session("c"));
-        let running = started(&turns, "plain", &b).await.unwrap();
-        let waiting = tokio::spawn({
-            let turns = turns.clone();
-            let a = a.clone();
-            async move { drop(turns.start("sample", &a).await) }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(started(&turns, "plain", &c).await.is_none(), "a is waiting");
+        let running = started(&turns, "plain", &b).unwrap();
+        // Polled once, the call of `a` queues for its turn, and waits.
+        let mut waiting = Box::pin(turns.start("sample", &a));
         assert!(
-            started(&turns, "plain", &b).await.is_some(),
+            (&mut waiting).now_or_never().is_none(),
+            "b has a call in flight"
+        );
+        assert!(started(&turns, "plain", &c).is_none(), "a is waiting");
+        assert!(
+            started(&turns, "plain", &b).is_some(),
             "b's own calls go on"
         );
-        waiting.abort();
-        let _ = waiting.await;
-        assert!(
-            started(&turns, "plain", &c).await.is_some(),
-            "a gave up waiting"
-        );
+        // Dropped unfinished: the call was cancelled while waiting.
+        drop(waiting);
+        assert!(started(&turns, "plain", &c).is_some(), "a gave up waiting");
         drop(running);
     }
 }

@@ -2,12 +2,10 @@
 //! One mutex makes each operation atomic, as Redis's scripts do for the cluster; nothing
 //! is held across an await.
 //!
-//! The events of every stream together stay within `max_event_bytes`: each recorded
-//! event is charged its size (with what it costs to keep it) in one queue, oldest first,
-//! across streams; past the bound the oldest are dropped. A stream remembers the last of
-//! its events that was dropped, so a resume from before it is told that events are
-//! missing rather than handed the rest as if nothing were. Task records are bounded per
-//! identity alike (see [`tasks`]).
+//! The events of every stream together stay within `max_event_bytes` (see
+//! [`super::event_bytes`]). A stream remembers the last of its events that was dropped,
+//! so a resume from before it is told that events are missing rather than handed the
+//! rest as if nothing were. Task records are bounded per identity alike (see [`tasks`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -18,28 +16,23 @@ use futures::future::{BoxFuture, ready};
 // The system clock, except in tests that pause tokio's time to step through windows.
 use tokio::time::Instant;
 
+use super::event_bytes::EventBytes;
+use super::replica::Replica;
 use super::{
-    ClusterConfig, PUBLISHED_BACKLOG, Published, Replay, SessionRecord, SharedState, StateError,
-    StoredEvent, StoredTask, TaskBound, TaskEntry, TaskKept, event_id, parse_event_id,
+    ClusterConfig, Published, Replay, SessionRecord, SharedState, StateError, StoredEvent,
+    StoredTask, TaskBound, TaskEntry, TaskKept, event_id, parse_event_id,
 };
 
 mod tasks;
-
-/// What keeping one event costs beyond its payload and its stream's name: its place in
-/// its stream and in the queue of every event.
-const EVENT_OVERHEAD: usize = 64;
 
 pub struct MemoryState {
     session_ttl: Duration,
     event_ttl: Duration,
     max_events: usize,
-    max_event_bytes: usize,
-    replica: String,
+    /// In one process, what is published reaches the streams of every path of this
+    /// listener.
+    replica: Replica,
     inner: Mutex<Inner>,
-    /// Published events: in one process, the streams of every path of this listener.
-    published: tokio::sync::broadcast::Sender<Published>,
-    /// The names of the mailboxes messages were just left in.
-    new_messages: tokio::sync::broadcast::Sender<String>,
 }
 
 #[derive(Default)]
@@ -51,12 +44,10 @@ struct Inner {
     /// (as Redis keeps them under keys of their own).
     usage: HashMap<String, Usage>,
     streams: HashMap<Arc<str>, Stream>,
-    /// Every event recorded and not yet dropped from here, oldest first, across streams;
-    /// an event its stream dropped already (past `max_events_per_stream`, or with the
-    /// whole stream once expired) stays charged until it leaves this queue.
-    kept: VecDeque<Kept>,
-    /// What the events in `kept` are charged, together.
-    kept_bytes: usize,
+    /// Every event recorded and not yet dropped from here, across streams; an event its
+    /// stream dropped already (past `max_events_per_stream`, or with the whole stream
+    /// once expired) stays charged until it leaves this queue.
+    event_bytes: EventBytes<Arc<str>>,
     /// Number of streams at which expired ones are next dropped: pruning waits for the
     /// map to double, so it costs O(1) per append.
     prune_streams_at: usize,
@@ -123,24 +114,17 @@ impl Stream {
     }
 }
 
-/// One event in the queue of every event: where it is, and what it is charged.
-struct Kept {
-    stream: Arc<str>,
-    sequence: u64,
-    bytes: usize,
-}
-
 impl MemoryState {
     pub fn new(config: &ClusterConfig) -> Self {
         Self {
             session_ttl: config.session_ttl(),
             event_ttl: config.event_ttl(),
-            max_events: config.max_events_per_stream.max(1),
-            max_event_bytes: config.max_event_bytes,
-            replica: uuid::Uuid::new_v4().simple().to_string(),
-            inner: Mutex::default(),
-            published: tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0,
-            new_messages: tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0,
+            max_events: super::max_events_per_stream(config),
+            replica: Replica::new(),
+            inner: Mutex::new(Inner {
+                event_bytes: EventBytes::new(config.max_event_bytes),
+                ..Inner::default()
+            }),
         }
     }
 
@@ -203,7 +187,8 @@ impl MemoryState {
     /// Appends `payload` to `stream` (nothing for a reserved id); the event's id.
     fn append(&self, stream: &str, payload: Option<String>) -> String {
         let now = Instant::now();
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         if inner.streams.len() >= inner.prune_streams_at {
             let event_ttl = self.event_ttl;
             inner.streams.retain(|_, s| {
@@ -223,44 +208,26 @@ impl MemoryState {
         let Some(payload) = payload else {
             return event_id(stream, sequence);
         };
-        let bytes = payload.len() + stream.len() + EVENT_OVERHEAD;
-        if bytes > self.max_event_bytes {
-            // Keeping it would push out every other event: it alone is not kept.
+        let Some(bytes) = inner.event_bytes.charge(stream.len(), payload.len()) else {
             entry.dropped_through = sequence;
             return event_id(stream, sequence);
-        }
+        };
         entry.events.push_back((sequence, payload));
         while entry.events.len() > self.max_events {
             entry.drop_oldest();
         }
-        inner.kept.push_back(Kept {
-            stream: name,
-            sequence,
-            bytes,
-        });
-        inner.kept_bytes += bytes;
-        self.keep_within_bytes(&mut inner);
-        event_id(stream, sequence)
-    }
-
-    /// Drops the oldest events of any stream until those kept are within
-    /// `max_event_bytes`.
-    fn keep_within_bytes(&self, inner: &mut Inner) {
-        while inner.kept_bytes > self.max_event_bytes {
-            let Some(oldest) = inner.kept.pop_front() else {
-                break;
-            };
-            inner.kept_bytes -= oldest.bytes;
+        for (oldest, sequence) in inner.event_bytes.keep(name, sequence, bytes) {
             // Gone already when its stream dropped it, or the whole stream.
-            if let Some(stream) = inner.streams.get_mut(&oldest.stream)
+            if let Some(stream) = inner.streams.get_mut(&oldest)
                 && stream
                     .events
                     .front()
-                    .is_some_and(|(sequence, _)| *sequence == oldest.sequence)
+                    .is_some_and(|(first, _)| *first == sequence)
             {
                 stream.drop_oldest();
             }
         }
+        event_id(stream, sequence)
     }
 }
 
@@ -365,15 +332,8 @@ impl SharedState for MemoryState {
     fn record_event(&self, stream: &str, payload: String, standalone_of: Option<&str>) -> String {
         let id = self.append(stream, Some(payload.clone()));
         if let Some(session) = standalone_of {
-            // No receiver is no error: nobody holds a stream to deliver to.
-            let _ = self.published.send(Published {
-                origin: self.replica.clone(),
-                session: session.to_owned(),
-                event: StoredEvent {
-                    id: id.clone(),
-                    payload,
-                },
-            });
+            let published = self.replica.publication(session, id.clone(), payload);
+            self.replica.heard_published(published);
         }
         id
     }
@@ -405,7 +365,7 @@ impl SharedState for MemoryState {
     }
 
     fn published(&self) -> tokio::sync::broadcast::Receiver<Published> {
-        self.published.subscribe()
+        self.replica.published()
     }
 
     fn is_ready(&self) -> bool {
@@ -413,7 +373,7 @@ impl SharedState for MemoryState {
     }
 
     fn replica(&self) -> &str {
-        &self.replica
+        self.replica.name()
     }
 
     fn is_shared(&self) -> bool {
@@ -422,7 +382,7 @@ impl SharedState for MemoryState {
 
     fn replica_alive<'a>(&'a self, replica: &'a str) -> BoxFuture<'a, Result<bool, StateError>> {
         // Every stream in this memory is this process's own.
-        Box::pin(ready(Ok(replica == self.replica)))
+        Box::pin(ready(Ok(replica == self.replica.name())))
     }
 
     fn get_record<'a>(
@@ -560,7 +520,7 @@ impl SharedState for MemoryState {
         messages.push(message);
         *kept_until = until;
         drop(inner);
-        let _ = self.new_messages.send(mailbox.to_owned());
+        self.replica.heard_of_mail(mailbox.to_owned());
         Box::pin(ready(Ok(())))
     }
 
@@ -580,6 +540,6 @@ impl SharedState for MemoryState {
     }
 
     fn new_messages(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.new_messages.subscribe()
+        self.replica.new_messages()
     }
 }

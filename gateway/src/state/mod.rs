@@ -13,8 +13,10 @@
 //! script in Redis, a mutex in memory): a rate-limit admission, a chain extension, an
 //! event append.
 
+mod event_bytes;
 pub mod memory;
 pub mod redis;
+mod replica;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -325,6 +327,11 @@ pub fn open(config: &ClusterConfig) -> Result<Arc<dyn SharedState>, StateError> 
         None => Ok(Arc::new(memory::MemoryState::new(config))),
         Some(url) => Ok(Arc::new(redis::RedisState::open(url, config)?)),
     }
+}
+
+/// The most events either store keeps per stream: as configured, and at least the last.
+fn max_events_per_stream(config: &ClusterConfig) -> usize {
+    config.max_events_per_stream.max(1)
 }
 
 pub use wire::event_id::{event_id, parse_event_id};

@@ -47,9 +47,10 @@ use tokio::sync::OnceCell;
 use self::recent_sessions::RecentSessions;
 use self::tasks::{PutTask, TaskKeys};
 use self::write_behind::{EventWriter, Retention, StreamKeys};
+use super::replica::Replica;
 use super::{
-    ClusterConfig, PUBLISHED_BACKLOG, Published, Replay, SessionRecord, SharedState, StateError,
-    StoredEvent, StoredTask, TaskBound, TaskEntry, TaskKept, event_id, parse_event_id,
+    ClusterConfig, Published, Replay, SessionRecord, SharedState, StateError, StoredEvent,
+    StoredTask, TaskBound, TaskEntry, TaskKept, event_id, parse_event_id,
 };
 
 /// How long one Redis command may take before it counts as a failure.
@@ -110,7 +111,7 @@ pub struct RedisState {
     prefix: String,
     unlock: Script,
     session_ttl: Duration,
-    replica: String,
+    replica: Replica,
     connection: Arc<OnceCell<ConnectionManager>>,
     ready: Arc<AtomicBool>,
     admit: Script,
@@ -118,10 +119,6 @@ pub struct RedisState {
     set_log_level: Script,
     put_task: PutTask,
     task_keys: TaskKeys,
-    /// Events from the subscription, for [`SharedState::published`].
-    published: tokio::sync::broadcast::Sender<Published>,
-    /// Mailbox names from the subscription, for [`SharedState::new_messages`].
-    new_messages: tokio::sync::broadcast::Sender<String>,
     recent: Arc<RecentSessions>,
     events: EventWriter,
     /// Stops the connector and the probe when the state is dropped.
@@ -136,17 +133,14 @@ impl RedisState {
         let connection = Arc::new(OnceCell::new());
         let ready = Arc::new(AtomicBool::new(false));
         let stop = tokio_util::sync::CancellationToken::new();
-        let published = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
-        let new_messages = tokio::sync::broadcast::channel(PUBLISHED_BACKLOG).0;
         let recent = Arc::new(RecentSessions::default());
-        let replica = uuid::Uuid::new_v4().simple().to_string();
-        let lease = format!("{}:replica:{replica}", config.key_prefix);
+        let replica = Replica::new();
+        let lease = format!("{}:replica:{}", config.key_prefix, replica.name());
         tokio::spawn(keep_subscribed(
             client.clone(),
             Channels::of(&config.key_prefix),
             Heard {
-                published: published.clone(),
-                new_messages: new_messages.clone(),
+                replica: replica.clone(),
                 recent: recent.clone(),
             },
             stop.clone(),
@@ -170,14 +164,12 @@ impl RedisState {
             set_log_level: Script::new(SET_LOG_LEVEL),
             put_task: PutTask::new(),
             task_keys: TaskKeys::new(&config.key_prefix),
-            published,
-            new_messages,
             recent,
             events: EventWriter::start(
                 connection.clone(),
                 ready.clone(),
                 Retention {
-                    max_events: config.max_events_per_stream.max(1),
+                    max_events: super::max_events_per_stream(config),
                     max_bytes: config.max_event_bytes,
                     ttl_secs: Self::secs(config.event_ttl()),
                     channel: Channels::of(&config.key_prefix).published,
@@ -304,10 +296,8 @@ impl Channels {
 
 /// Where what the subscription hears goes.
 struct Heard {
-    /// Published events.
-    published: tokio::sync::broadcast::Sender<Published>,
-    /// Names of mailboxes with new messages.
-    new_messages: tokio::sync::broadcast::Sender<String>,
+    /// Where published events and names of mailboxes with new messages go.
+    replica: Replica,
     /// The copies of session records, of which ended sessions' are forgotten.
     recent: Arc<RecentSessions>,
 }
@@ -347,15 +337,12 @@ async fn keep_subscribed(
                     continue;
                 }
                 if channel == channels.mail {
-                    let _ = heard
-                        .new_messages
-                        .send(String::from_utf8_lossy(payload).into_owned());
+                    let mailbox = String::from_utf8_lossy(payload).into_owned();
+                    heard.replica.heard_of_mail(mailbox);
                     continue;
                 }
                 match serde_json::from_slice::<Published>(payload) {
-                    Ok(event) => {
-                        let _ = heard.published.send(event);
-                    }
+                    Ok(event) => heard.replica.heard_published(event),
                     Err(e) => tracing::warn!("unreadable event on {}: {e}", channels.published),
                 }
             },
@@ -526,14 +513,10 @@ impl SharedState for RedisState {
             keys,
             |sequence| format!("{sequence}:{payload}"),
             |sequence| {
-                let published = Published {
-                    origin: self.replica.clone(),
-                    session: standalone_of?.to_owned(),
-                    event: StoredEvent {
-                        id: event_id(stream, sequence),
-                        payload: payload.clone(),
-                    },
-                };
+                let id = event_id(stream, sequence);
+                let published = self
+                    .replica
+                    .publication(standalone_of?, id, payload.clone());
                 Some(serde_json::to_string(&published).expect("an event serializes"))
             },
         );
@@ -584,7 +567,7 @@ impl SharedState for RedisState {
     }
 
     fn published(&self) -> tokio::sync::broadcast::Receiver<Published> {
-        self.published.subscribe()
+        self.replica.published()
     }
 
     fn is_ready(&self) -> bool {
@@ -592,7 +575,7 @@ impl SharedState for RedisState {
     }
 
     fn replica(&self) -> &str {
-        &self.replica
+        self.replica.name()
     }
 
     fn is_shared(&self) -> bool {
@@ -822,6 +805,6 @@ impl SharedState for RedisState {
     }
 
     fn new_messages(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.new_messages.subscribe()
+        self.replica.new_messages()
     }
 }

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequest, JsonObject, ProgressNotificationParam, ProtocolVersion, RequestId,
+    CallToolRequest, ClientRequest, JsonObject, ProgressNotificationParam, ProtocolVersion,
+    RequestId,
 };
 
 pub use super::lane::Unanswered;
@@ -30,18 +31,37 @@ impl CallLane {
         }
     }
 
-    /// Sends `method` with `params` and waits for the answer as the upstream wrote it.
+    /// A request id for the next request, unique on the connection; also its progress
+    /// token.
+    pub fn next_id(&self) -> RequestId {
+        match self {
+            Self::Stdio(lane) => lane.next_id(),
+            Self::Http(lane) => lane.next_id(),
+        }
+    }
+
+    /// Sends `request` under `id` (from [`Self::next_id`]) and waits for the answer as
+    /// the upstream wrote it. What else the upstream sends meanwhile (progress, its
+    /// requests) takes rmcp's way, marked as this request's where the transport tells.
     pub async fn request(
         &self,
-        method: &str,
-        params: serde_json::Value,
+        id: &RequestId,
+        request: ClientRequest,
     ) -> Result<RawAnswer, Unanswered> {
         match self {
             Self::Stdio(lane) => lane
-                .request(method, &params)
+                .request(id.clone(), request)
                 .await
                 .ok_or(Unanswered::Closed),
-            Self::Http(lane) => lane.request(method, params).await,
+            Self::Http(lane) => lane.request(id, request).await,
+        }
+    }
+
+    /// Tells the upstream the request `id` is cancelled, without waiting.
+    pub fn cancel(&self, id: RequestId, reason: &str) {
+        match self {
+            Self::Stdio(lane) => lane.cancel(id, reason),
+            Self::Http(lane) => lane.cancel(id, reason),
         }
     }
 

@@ -1,7 +1,8 @@
-//! Calling an upstream: tool calls on the connection's [`CallLane`] where it has one and
-//! through rmcp's client otherwise, every other request through rmcp, the rounds of
-//! input a server of 2026-07-28 asks for, and what a failed call means for the caller
-//! ([`UpstreamError`]).
+//! Calling an upstream: tool calls and the other requests of clients (`prompts/get`,
+//! `resources/read`, ...) on the connection's [`CallLane`] where it has one, their
+//! results kept as the upstream wrote them, and through rmcp's client otherwise; the
+//! rounds of input a server of 2026-07-28 asks for; and what a failed call means for the
+//! caller ([`UpstreamError`]).
 
 use std::sync::Arc;
 
@@ -12,10 +13,12 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
+use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use super::call_lane::{CallLane, Unanswered};
-use super::lane::CallAnswer;
+use super::lane::{CallAnswer, RawAnswer};
 use super::rmcp_errors::worded;
 use super::streamable_http::lane::why_unreachable;
 use super::{Live, Upstream};
@@ -61,6 +64,29 @@ pub enum UpstreamError {
         reason: &'static str,
         message: String,
     },
+}
+
+/// What an upstream answered a request other than a tool call.
+enum Reply {
+    /// The result, as the upstream wrote it.
+    Result(JsonObject),
+    /// The server needs input from the client first (protocol 2026-07-28).
+    InputRequired(InputRequiredResult),
+}
+
+impl Reply {
+    /// The answer `raw` holds: a question for the client when its `resultType` says so,
+    /// else the result itself, which must be an object.
+    fn read(raw: &RawValue) -> Result<Reply, String> {
+        let result: JsonObject = serde_json::from_str(raw.get())
+            .map_err(|error| format!("a result that is not an object: {error}"))?;
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Ok(Reply::Result(result));
+        }
+        serde_json::from_value(Value::Object(result))
+            .map(Reply::InputRequired)
+            .map_err(|error| format!("an unreadable request for input: {error}"))
+    }
 }
 
 impl Upstream {
@@ -250,10 +276,23 @@ impl Upstream {
         };
         match answer {
             Ok(answer) => Ok(Some(answer)),
-            Err(Unanswered::NoSession) => Ok(None),
-            Err(Unanswered::Closed) => Err(self.closed_before_answering(live)),
-            Err(Unanswered::Failed(reason)) => Err(self.unavailable(reason)),
-            Err(Unanswered::Unreachable(reason)) => {
+            Err(unanswered) => self.unanswered(live, unanswered),
+        }
+    }
+
+    /// What a lane's failing to answer means for the caller: `None` when the lane has no
+    /// session (rmcp can still send the request); one that says the server cannot be
+    /// reached is also raised on `live`.
+    fn unanswered<T>(
+        &self,
+        live: &Live,
+        unanswered: Unanswered,
+    ) -> Result<Option<T>, UpstreamError> {
+        match unanswered {
+            Unanswered::NoSession => Ok(None),
+            Unanswered::Closed => Err(self.closed_before_answering(live)),
+            Unanswered::Failed(reason) => Err(self.unavailable(reason)),
+            Unanswered::Unreachable(reason) => {
                 live.unreachable.raise(&reason);
                 Err(self.unavailable(reason))
             }
@@ -293,23 +332,25 @@ impl Upstream {
         }
     }
 
-    /// Sends any request to this upstream, cancellable; while it is in flight, what the
-    /// upstream sends back (progress, requests, log messages) goes to `caller`. Input the
-    /// upstream asks for (`InputRequiredResult`, on `prompts/get` and `resources/read`) is
-    /// asked of the caller's client and the request retried, as for tool calls.
+    /// Sends a request other than a tool call to this upstream, cancellable, and gives
+    /// its result as the upstream wrote it; while it is in flight, what the upstream sends
+    /// back (progress, requests, log messages) goes to `caller`. Input the upstream asks
+    /// for (`InputRequiredResult`, on `prompts/get` and `resources/read`) is asked of the
+    /// caller's client and the request retried, as for tool calls.
     pub async fn request(
         &self,
         live: &Live,
         mut request: ClientRequest,
         cancel: &CancellationToken,
         caller: Option<Caller>,
-    ) -> Result<ServerResult, UpstreamError> {
+    ) -> Result<JsonObject, UpstreamError> {
         for _round in 0..=MAX_INPUT_ROUNDS {
-            let answer = self
-                .send(live, request.clone(), cancel, caller.clone(), None)
-                .await?;
-            let ServerResult::InputRequiredResult(asked) = answer else {
-                return Ok(answer);
+            let asked = match self
+                .ask(live, request.clone(), cancel, caller.clone())
+                .await?
+            {
+                Reply::Result(result) => return Ok(result),
+                Reply::InputRequired(asked) => asked,
             };
             let answers = self.input_for(caller.as_ref(), &asked, cancel).await?;
             match &mut request {
@@ -327,6 +368,80 @@ impl Upstream {
         Err(self.too_many_rounds())
     }
 
+    /// One round of [`Self::request`]: on the connection's lane where it has one, else
+    /// (or when an HTTP lane gives the request back) through rmcp's client, whose typed
+    /// reading of the result is all that is left of it then.
+    async fn ask(
+        &self,
+        live: &Live,
+        request: ClientRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+    ) -> Result<Reply, UpstreamError> {
+        let request = match &live.lane {
+            Some(lane) => {
+                let spare = matches!(lane, CallLane::Http(_)).then(|| request.clone());
+                let on_lane = self.ask_on_lane(lane, live, request, cancel, caller.clone());
+                match (on_lane.await?, spare) {
+                    (Some(reply), _) => return Ok(reply),
+                    (None, Some(request)) => request,
+                    (None, None) => return Err(self.closed_before_answering(live)),
+                }
+            }
+            None => request,
+        };
+        match self.send(live, request, cancel, caller, None).await? {
+            ServerResult::InputRequiredResult(asked) => Ok(Reply::InputRequired(asked)),
+            result => match serde_json::to_value(&result) {
+                Ok(Value::Object(result)) => Ok(Reply::Result(result)),
+                _ => Err(self.protocol_error(&result)),
+            },
+        }
+    }
+
+    /// [`Self::ask`] on the connection's lane; `None` when the lane has no session for it
+    /// (a streamable HTTP upstream forgot it, say), for rmcp to send it.
+    async fn ask_on_lane(
+        &self,
+        lane: &CallLane,
+        live: &Live,
+        mut request: ClientRequest,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+    ) -> Result<Option<Reply>, UpstreamError> {
+        let _in_flight = self.requests.token();
+        let id = lane.next_id();
+        let token = ProgressToken(id.clone());
+        let meta = request.get_meta_mut();
+        self.add_lane_meta(live, caller.as_ref(), meta);
+        meta.set_progress_token(token.clone());
+        let _route = caller.map(|caller| self.calls.enter(id.clone(), token, caller, None));
+        let answer = tokio::select! {
+            answer = lane.request(&id, request) => answer,
+            () = cancel.cancelled() => {
+                lane.cancel(id, "cancelled by the gateway");
+                return Err(UpstreamError::Cancelled {
+                    server: self.name.to_string(),
+                });
+            }
+        };
+        match answer {
+            Ok(RawAnswer::Result(raw)) => {
+                Reply::read(&raw)
+                    .map(Some)
+                    .map_err(|reason| UpstreamError::Protocol {
+                        server: self.name.to_string(),
+                        reason,
+                    })
+            }
+            Ok(RawAnswer::Error(error)) => Err(UpstreamError::Rejected {
+                server: self.name.to_string(),
+                error: Box::new(error),
+            }),
+            Err(unanswered) => self.unanswered(live, unanswered),
+        }
+    }
+
     /// [`Self::request`] on the current connection, or for a per-user server, on the
     /// caller's own (signing it in first when it has none).
     pub async fn request_for(
@@ -334,7 +449,7 @@ impl Upstream {
         request: ClientRequest,
         cancel: &CancellationToken,
         caller: Option<Caller>,
-    ) -> Result<ServerResult, UpstreamError> {
+    ) -> Result<JsonObject, UpstreamError> {
         if self.per_user.is_some() {
             let user = self.connection_of(caller.as_ref(), cancel).await?;
             return Box::pin(user.request_for(request, cancel, caller)).await;

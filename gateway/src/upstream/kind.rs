@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call_lane::CallLane;
 use super::client::UpstreamClient;
+use super::decorated::Decorated;
 use super::notifications_in_flight::InFlightBound;
 use super::per_user::SignsInAs;
 use super::progress_in_order::ProgressInOrder;
@@ -108,8 +109,9 @@ pub(super) struct Opened {
 pub(super) fn guarded<T: Transport<RoleClient>>(
     transport: T,
     calls: &CallRoutes,
-) -> InFlightBound<ProgressInOrder<T>> {
-    InFlightBound::new(ProgressInOrder::new(transport, calls.clone()))
+) -> Decorated<Decorated<T, ProgressInOrder>, InFlightBound> {
+    let in_order = Decorated::new(transport, ProgressInOrder::new(calls.clone()));
+    Decorated::new(in_order, InFlightBound::new())
 }
 
 pub(super) fn header_map(

@@ -12,11 +12,16 @@
 //! last progress is never overtaken by the answer (clients drop progress for a request
 //! that has been answered).
 //!
-//! Everything else still goes through rmcp: the upstream's log messages and requests to
-//! the client (routed by [`crate::relay::CallRoutes`], which the caller enters under the
-//! lane's request id and progress token), and every other request. A request to a server
-//! of 2026-07-28 carries the context rmcp would give it (revision, the gateway's name and
-//! capabilities), which the caller puts in its `_meta`.
+//! The other requests of clients (`prompts/get`, `resources/read`, ...) and the
+//! gateway's own (the lists it reads) take the lane too ([`Lane::request`]), and get their
+//! answer as the upstream wrote it, unparsed.
+//!
+//! Everything else still goes through rmcp: `initialize`, the upstream's log messages and
+//! requests to the client (routed by [`crate::relay::CallRoutes`], which the caller
+//! enters under the lane's request id and progress token), and the progress of requests
+//! other than tool calls. A request to a server of 2026-07-28 carries the context rmcp
+//! would give it (revision, the gateway's name and capabilities), which the caller puts
+//! in its `_meta`.
 
 use std::collections::HashMap;
 use std::io;
@@ -26,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CancelledNotification,
-    CancelledNotificationParam, ClientNotification, CreateTaskResult, ErrorData,
+    CancelledNotificationParam, ClientNotification, ClientRequest, CreateTaskResult, ErrorData,
     InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
     ProgressNotificationParam, RequestId, RequestMetaObject,
 };
@@ -87,6 +92,12 @@ impl<W> Lane<W> {
             pending: Mutex::default(),
             next_id: AtomicI64::new(FIRST_ID),
         }
+    }
+
+    /// A request id for the next request, unique on the connection; also its progress
+    /// token.
+    pub fn next_id(&self) -> RequestId {
+        NumberOrString::Number(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Hands `line` to its caller when it answers one of the lane's calls or requests or
@@ -195,32 +206,10 @@ impl RawAnswer {
     }
 }
 
-/// `method` with `params` under `id`, as one line.
-pub(super) fn request_line(
-    id: &RequestId,
-    method: &str,
-    params: &serde_json::Value,
-) -> io::Result<Vec<u8>> {
-    #[derive(Serialize)]
-    struct Line<'a> {
-        jsonrpc: JsonRpcVersion2_0,
-        id: &'a RequestId,
-        method: &'a str,
-        params: &'a serde_json::Value,
-    }
-    encode(&Line {
-        jsonrpc: JsonRpcVersion2_0,
-        id,
-        method,
-        params,
-    })
-}
-
 impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
-    /// Sends `method` with `params` and waits for the answer as the upstream wrote it;
+    /// Sends `request` under `id` and waits for the answer as the upstream wrote it;
     /// `None` when the connection ended first. Dropping the future forgets the request.
-    pub async fn request(&self, method: &str, params: &serde_json::Value) -> Option<RawAnswer> {
-        let id = NumberOrString::Number(self.next_id.fetch_add(1, Ordering::Relaxed));
+    pub async fn request(&self, id: RequestId, request: ClientRequest) -> Option<RawAnswer> {
         let (sender, answer) = oneshot::channel();
         {
             let mut pending = self.lock();
@@ -233,7 +222,8 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
             lane: self,
             id: &id,
         };
-        let written = match request_line(&id, method, params) {
+        let message: TxJsonRpcMessage<RoleClient> = JsonRpcMessage::request(request, id.clone());
+        let written = match encode(&message) {
             Ok(line) => self.writer.write(&line).await,
             Err(error) => Err(error),
         };
@@ -242,6 +232,26 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
             return None;
         }
         answer.await.ok()
+    }
+
+    /// Tells the upstream the request `id` is cancelled (`notifications/cancelled`)
+    /// without waiting for the write (the upstream may not be reading).
+    pub fn cancel(&self, id: RequestId, reason: &str) {
+        let notification: TxJsonRpcMessage<RoleClient> = JsonRpcMessage::notification(
+            ClientNotification::CancelledNotification(CancelledNotification::new(
+                CancelledNotificationParam::new(Some(id), Some(reason.to_owned())),
+            )),
+        );
+        let writer = self.writer.clone();
+        tokio::spawn(async move {
+            let written = match encode(&notification) {
+                Ok(line) => writer.write(&line).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = written {
+                tracing::debug!("could not cancel a request upstream: {error}");
+            }
+        });
     }
 }
 
@@ -379,7 +389,7 @@ impl<W> Call<W> {
     /// Starts a call on `lane`, entered before its request is written so that the answer
     /// cannot come first; fails once the connection has ended.
     pub fn start(lane: &Arc<Lane<W>>) -> io::Result<Self> {
-        let id = NumberOrString::Number(lane.next_id.fetch_add(1, Ordering::Relaxed));
+        let id = lane.next_id();
         let (progress_sender, progress) = mpsc::channel(MAX_QUEUED_PROGRESS);
         let (answer_sender, answer) = oneshot::channel();
         let mut pending = lane.lock();
@@ -439,21 +449,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
     /// waiting for the write (the upstream may not be reading); an answer that comes
     /// anyway is dropped.
     pub fn cancel(self, reason: &str) {
-        let notification: TxJsonRpcMessage<RoleClient> = JsonRpcMessage::notification(
-            ClientNotification::CancelledNotification(CancelledNotification::new(
-                CancelledNotificationParam::new(Some(self.id.clone()), Some(reason.to_owned())),
-            )),
-        );
-        let writer = self.lane.writer.clone();
-        tokio::spawn(async move {
-            let written = match encode(&notification) {
-                Ok(line) => writer.write(&line).await,
-                Err(error) => Err(error),
-            };
-            if let Err(error) = written {
-                tracing::debug!("could not cancel a tool call upstream: {error}");
-            }
-        });
+        self.lane.cancel(self.id.clone(), reason);
     }
 }
 

@@ -16,6 +16,7 @@ mod call_lane;
 mod calls;
 pub mod client;
 mod connect;
+mod decorated;
 mod health;
 mod kind;
 mod lane;

@@ -6,8 +6,8 @@
 //! after a few dozen tasks have run, not after all it left behind, so a flood of log
 //! messages grew the gateway by hundreds of MB a second and its calls went unanswered.
 //!
-//! [`InFlightBound`] wraps a connection's transport: every notification it hands over
-//! carries a permit, which rmcp's task releases when it drops the notification's context,
+//! [`InFlightBound`] decorates a connection's transport (see [`super::decorated`]): every
+//! notification it hands over carries a permit, which rmcp's task releases when it drops the notification's context,
 //! and no message is read while [`IN_FLIGHT`] permits are out. A flood then waits in the
 //! upstream's pipe or socket, where it costs the gateway nothing.
 
@@ -15,17 +15,18 @@ use std::sync::Arc;
 
 use rmcp::RoleClient;
 use rmcp::model::{GetExtensions, JsonRpcMessage};
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::RxJsonRpcMessage;
 use rmcp::transport::Transport;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::decorated::Decoration;
 
 /// Notifications of one upstream connection handled at once. Generous, as a handler may
 /// wait for a slow client (progress); each costs a task of a few hundred bytes.
 pub const IN_FLIGHT: usize = 256;
 
-/// A transport whose notifications are handled at most [`IN_FLIGHT`] at a time.
-pub struct InFlightBound<T> {
-    inner: T,
+/// Handles a transport's notifications at most [`IN_FLIGHT`] at a time.
+pub struct InFlightBound {
     permits: Arc<Semaphore>,
 }
 
@@ -35,44 +36,33 @@ struct Handling {
     _permit: Arc<OwnedSemaphorePermit>,
 }
 
-impl<T> InFlightBound<T> {
-    pub fn new(inner: T) -> Self {
-        Self::with_limit(inner, IN_FLIGHT)
+impl InFlightBound {
+    pub fn new() -> Self {
+        Self::with_limit(IN_FLIGHT)
     }
 
-    fn with_limit(inner: T, limit: usize) -> Self {
+    fn with_limit(limit: usize) -> Self {
         Self {
-            inner,
             permits: Arc::new(Semaphore::new(limit)),
         }
     }
 }
 
-impl<T: Transport<RoleClient>> Transport<RoleClient> for InFlightBound<T> {
-    type Error = T::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
+impl Decoration for InFlightBound {
     /// Cancel-safe when the inner `receive` is: the permit is taken before anything is read.
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+    async fn receive<T: Transport<RoleClient>>(
+        &mut self,
+        inner: &mut T,
+    ) -> Option<RxJsonRpcMessage<RoleClient>> {
         // The semaphore is never closed.
         let permit = Arc::clone(&self.permits).acquire_owned().await.ok()?;
-        let mut message = self.inner.receive().await?;
+        let mut message = inner.receive().await?;
         if let JsonRpcMessage::Notification(notification) = &mut message {
             notification.notification.extensions_mut().insert(Handling {
                 _permit: Arc::new(permit),
             });
         }
         Some(message)
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
     }
 }
 
@@ -82,6 +72,9 @@ mod tests {
 
     use futures::FutureExt;
     use rmcp::model::{ServerNotification, ToolListChangedNotification};
+    use rmcp::service::TxJsonRpcMessage;
+
+    use crate::upstream::decorated::Decorated;
 
     /// An upstream that always has one more notification to send.
     struct Flood;
@@ -111,7 +104,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_message_is_read_while_every_permit_is_out_and_a_handled_one_frees_its_own() {
-        let mut bounded = InFlightBound::with_limit(Flood, 2);
+        let mut bounded = Decorated::new(Flood, InFlightBound::with_limit(2));
         let first = bounded.receive().await.unwrap();
         let _second = bounded.receive().await.unwrap();
         assert!(

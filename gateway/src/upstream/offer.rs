@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    ErrorCode, Implementation, JsonObject, Prompt, RequestMetaObject, Resource, ResourceTemplate,
-    ServerCapabilities, ServerPeerInfo, Tool,
+    ClientRequest, CustomRequest, ErrorCode, Implementation, JsonObject, Prompt, RequestMetaObject,
+    Resource, ResourceTemplate, ServerCapabilities, ServerPeerInfo, Tool,
 };
 use rmcp::service::{MergedList, ServiceError};
 use rmcp::{Peer, RoleClient};
@@ -347,7 +347,10 @@ async fn read_objects(
             let context = serde_json::to_value(context).unwrap_or_default();
             params.insert("_meta".into(), context);
         }
-        let answer = lane.request(method, Value::Object(params)).await;
+        let request = CustomRequest::new(method, Some(Value::Object(params)));
+        let answer = lane
+            .request(&lane.next_id(), ClientRequest::CustomRequest(request))
+            .await;
         let raw = match answer {
             Ok(RawAnswer::Result(raw)) => raw,
             Ok(RawAnswer::Error(error)) if error.code == ErrorCode::METHOD_NOT_FOUND => {

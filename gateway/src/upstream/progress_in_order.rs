@@ -2,8 +2,8 @@
 //!
 //! rmcp's service loop hands each notification it reads to a task of its own and each
 //! answer straight to the request's waiter, so a call's last progress step could reach
-//! the client after the call's answer, which clients drop. [`ProgressInOrder`] wraps a
-//! connection's transport and takes the progress of requests entered in order
+//! the client after the call's answer, which clients drop. [`ProgressInOrder`] decorates
+//! a connection's transport (see [`super::decorated`]) and takes the progress of requests entered in order
 //! ([`CallRoutes::enter_in_order`]) off as it reads it, before rmcp sees what follows:
 //! by the time a request's answer is handed over, all its earlier progress waits in the
 //! request's queue, and the task that awaits the answer forwards it first. Stdio tool
@@ -11,36 +11,30 @@
 
 use rmcp::RoleClient;
 use rmcp::model::{JsonRpcMessage, ServerNotification};
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::RxJsonRpcMessage;
 use rmcp::transport::Transport;
 
+use super::decorated::Decoration;
 use crate::relay::CallRoutes;
 
-/// A transport whose progress for requests entered in order goes to their queues.
-pub struct ProgressInOrder<T> {
-    inner: T,
+/// Sends a transport's progress for requests entered in order to their queues.
+pub struct ProgressInOrder {
     calls: CallRoutes,
 }
 
-impl<T> ProgressInOrder<T> {
-    pub fn new(inner: T, calls: CallRoutes) -> Self {
-        Self { inner, calls }
+impl ProgressInOrder {
+    pub fn new(calls: CallRoutes) -> Self {
+        Self { calls }
     }
 }
 
-impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressInOrder<T> {
-    type Error = T::Error;
-
-    fn send(
+impl Decoration for ProgressInOrder {
+    async fn receive<T: Transport<RoleClient>>(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        inner: &mut T,
+    ) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let message = self.inner.receive().await?;
+            let message = inner.receive().await?;
             if let JsonRpcMessage::Notification(notification) = &message
                 && let ServerNotification::ProgressNotification(progress) =
                     &notification.notification
@@ -50,9 +44,5 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressInOrder<T> {
             }
             return Some(message);
         }
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
     }
 }

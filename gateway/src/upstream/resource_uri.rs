@@ -11,7 +11,6 @@
 use std::collections::HashSet;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
-use rmcp::model::ResourceContents;
 use serde_json::Value;
 
 use crate::tool_result::Block;
@@ -147,12 +146,13 @@ pub fn from_gateway(uri: &str) -> Option<(&str, String)> {
     (!server.is_empty()).then_some((server, original))
 }
 
-/// Rewrites the URI of resource contents from `server` to its gateway form.
-pub fn rewrite_contents(server: &str, contents: &mut ResourceContents) {
-    match contents {
-        ResourceContents::TextResourceContents { uri, .. }
-        | ResourceContents::BlobResourceContents { uri, .. } => *uri = to_gateway(server, uri),
-        _ => {}
+/// Rewrites the URIs of the contents of a resource read from `server` to their gateway
+/// form; nothing else of them changes.
+pub fn rewrite_contents(server: &str, contents: &mut [Value]) {
+    for content in contents {
+        if let Some(Value::String(uri)) = content.get_mut("uri") {
+            *uri = to_gateway(server, uri);
+        }
     }
 }
 

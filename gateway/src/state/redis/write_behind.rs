@@ -15,19 +15,19 @@
 //!   replica's lease lapses (`server::transport::http_events`).
 //!
 //! The writer also keeps the events this replica wrote within `max_event_bytes`, as the
-//! memory store does for its process: it charges each event its size, oldest first across
-//! the replica's streams, removes the oldest from Redis past the bound, and marks each
-//! stream with the last of its events so removed (`dropped:<stream>`), so that a resume
-//! from before it is told events are missing. What a replica wrote before it restarted is
-//! left to its TTL.
+//! memory store does for its process ([`crate::state::event_bytes`]): it removes from
+//! Redis the events let go, and marks each stream with the last of its events so removed
+//! (`dropped:<stream>`), so that a resume from before it is told events are missing. What
+//! a replica wrote before it restarted is left to its TTL.
 
-use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use tokio::sync::{Notify, OnceCell, mpsc, watch};
+
+use crate::state::event_bytes::EventBytes;
 
 /// The most events queued for writing; beyond it, events are kept for sending only.
 const QUEUE: usize = 16 * 1024;
@@ -36,9 +36,6 @@ const BATCH: usize = 256;
 /// How long the writer lets events gather before it writes them (unless a replay is
 /// waiting for them).
 const GATHER: Duration = Duration::from_millis(5);
-
-/// What keeping one event costs beyond its entry and its stream's key.
-const EVENT_OVERHEAD: usize = 64;
 
 /// The Redis keys of one stream.
 pub struct StreamKeys {
@@ -64,13 +61,6 @@ pub struct Retention {
     pub max_bytes: usize,
     pub ttl_secs: u64,
     pub channel: String,
-}
-
-/// An event this replica wrote and has not removed: where, and what it is charged.
-struct Kept {
-    keys: StreamKeys,
-    sequence: u64,
-    bytes: usize,
 }
 
 /// The numbering and the queue of this replica's events.
@@ -181,7 +171,7 @@ async fn write(
     let mut batch = Vec::with_capacity(BATCH);
     let ttl = retention.ttl_secs as i64;
     let keep = -(retention.max_events as isize) - 1;
-    let (mut kept, mut kept_bytes) = (VecDeque::<Kept>::new(), 0);
+    let mut event_bytes = EventBytes::new(retention.max_bytes);
     while queued.recv_many(&mut batch, BATCH).await > 0 {
         tokio::select! {
             () = tokio::time::sleep(GATHER) => {}
@@ -195,9 +185,8 @@ async fn write(
         let last = batch.last().map_or(0, |write| write.sequence);
         let mut pipe = redis::pipe();
         for write in batch.drain(..) {
-            let bytes = write.entry.len() + write.keys.events.len() + EVENT_OVERHEAD;
-            let fits = bytes <= retention.max_bytes;
-            if fits {
+            let bytes = event_bytes.charge(write.keys.events.len(), write.entry.len());
+            if bytes.is_some() {
                 pipe.zadd(&write.keys.events, write.entry, write.sequence)
                     .ignore()
                     .zremrangebyrank(&write.keys.events, 0, keep)
@@ -213,23 +202,13 @@ async fn write(
             if let Some(message) = write.publish {
                 pipe.publish(&retention.channel, message).ignore();
             }
-            if !fits {
+            let Some(bytes) = bytes else {
                 continue;
-            }
-            kept.push_back(Kept {
-                keys: write.keys,
-                sequence: write.sequence,
-                bytes,
-            });
-            kept_bytes += bytes;
-            while kept_bytes > retention.max_bytes {
-                let Some(oldest) = kept.pop_front() else {
-                    break;
-                };
-                kept_bytes -= oldest.bytes;
-                pipe.zrembyscore(&oldest.keys.events, oldest.sequence, oldest.sequence)
+            };
+            for (oldest, sequence) in event_bytes.keep(write.keys, write.sequence, bytes) {
+                pipe.zrembyscore(&oldest.events, sequence, sequence)
                     .ignore()
-                    .set_ex(&oldest.keys.dropped, oldest.sequence, retention.ttl_secs)
+                    .set_ex(&oldest.dropped, sequence, retention.ttl_secs)
                     .ignore();
             }
         }

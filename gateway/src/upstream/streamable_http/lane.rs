@@ -32,26 +32,25 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::StreamExt;
 use http::{HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CancelledNotification, CancelledNotificationMethod,
     CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
-    ConstString, CustomRequest, GetExtensions, JsonObject, NumberOrString,
-    ProgressNotificationParam, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ConstString, GetExtensions, JsonObject, NumberOrString, ProgressNotificationParam,
+    ProtocolVersion, RequestId, ServerJsonRpcMessage,
 };
-use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
-    StreamableHttpPostResponse,
+    StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits as Limits,
 };
-use sse_stream::{Error as SseError, Sse};
 use tokio::sync::mpsc;
 
-use crate::http_client::{HttpError, with_causes};
+use crate::http_client::{Events, Failed, HttpError, McpHttp, Target, with_causes};
+use crate::upstream::decorated::Decoration;
 use crate::upstream::lane::{self, CallAnswer, FIRST_ID, Message, RawAnswer, Unanswered};
 
 /// The session rmcp opened with the upstream, as its requests carry it.
@@ -116,10 +115,6 @@ impl SessionSlot {
     }
 }
 
-type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<HttpError>>;
-type SseEvents = BoxStream<'static, Result<Sse, SseError>>;
-type ResumeResult = Result<SseEvents, StreamableHttpError<HttpError>>;
-
 /// What one message on a request's stream is to the request.
 enum Heard<T> {
     /// Its answer.
@@ -136,55 +131,9 @@ pub const MAX_RESUMES: usize = 5;
 /// How long to wait before resuming a stream whose server set no `retry`.
 const DEFAULT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The connection's HTTP client, whichever it is (signed in or not), as the lane uses it.
-trait Post: Send + Sync {
-    fn post(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session: Option<Arc<str>>,
-        headers: HashMap<HeaderName, HeaderValue>,
-    ) -> BoxFuture<'_, PostResult>;
-
-    /// The stream that goes on after the event `last_event_id` (a GET with
-    /// `Last-Event-ID`).
-    fn resume(
-        &self,
-        uri: Arc<str>,
-        session: Option<Arc<str>>,
-        last_event_id: String,
-        headers: HashMap<HeaderName, HeaderValue>,
-    ) -> BoxFuture<'_, ResumeResult>;
-}
-
-impl<C: StreamableHttpClient<Error = HttpError> + Sync> Post for C {
-    fn post(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session: Option<Arc<str>>,
-        headers: HashMap<HeaderName, HeaderValue>,
-    ) -> BoxFuture<'_, PostResult> {
-        // No `Authorization` of our own: a signed-in client puts its token on.
-        self.post_message(uri, message, session, None, headers)
-            .boxed()
-    }
-
-    fn resume(
-        &self,
-        uri: Arc<str>,
-        session: Option<Arc<str>>,
-        last_event_id: String,
-        headers: HashMap<HeaderName, HeaderValue>,
-    ) -> BoxFuture<'_, ResumeResult> {
-        self.get_stream(uri, session, Some(last_event_id), None, headers)
-            .boxed()
-    }
-}
-
 /// The tool calls of one streamable HTTP connection.
 pub struct HttpLane {
-    client: Box<dyn Post>,
+    client: Arc<dyn McpHttp>,
     uri: Arc<str>,
     /// The headers the connection is configured with.
     configured: HashMap<HeaderName, HeaderValue>,
@@ -198,17 +147,14 @@ impl HttpLane {
     /// A lane posting with `client` (the one rmcp's transport uses) as rmcp's transport
     /// configured by `config` does, in the session `session` holds, handing what is not a
     /// call's own to `inbound`'s transport.
-    pub fn new<C>(
-        client: C,
+    pub fn new(
+        client: Arc<dyn McpHttp>,
         config: &StreamableHttpClientTransportConfig,
         session: SessionSlot,
         inbound: &InboundSender,
-    ) -> Self
-    where
-        C: StreamableHttpClient<Error = HttpError> + Sync,
-    {
+    ) -> Self {
         Self {
-            client: Box::new(client),
+            client,
             uri: config.uri.clone(),
             configured: config.custom_headers.clone(),
             session,
@@ -230,6 +176,21 @@ impl HttpLane {
             stateless: true,
         };
         *self.session.lock() = Some(Arc::new(session));
+    }
+
+    /// Where a request in `session` with `headers` goes. No `Authorization` of the lane's
+    /// own: a signed-in client puts its token on.
+    fn target(
+        &self,
+        session: &UpstreamSession,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Target {
+        Target {
+            uri: self.uri.clone(),
+            session_id: session.id.clone(),
+            auth_token: None,
+            headers,
+        }
     }
 
     /// A request id for the next call, unique on the connection; also its progress token.
@@ -273,21 +234,20 @@ impl HttpLane {
             .await
     }
 
-    /// Sends `method` with `params` as a request of the gateway's own (a list, say) and
-    /// reads the answer as the upstream wrote it.
+    /// Posts `request` under `id` and reads the answer as the upstream wrote it. What
+    /// else comes on its stream (progress among it) goes to rmcp, marked as the
+    /// request's.
     pub async fn request(
         &self,
-        method: &str,
-        params: serde_json::Value,
+        id: &RequestId,
+        request: ClientRequest,
     ) -> Result<RawAnswer, Unanswered> {
-        let id = self.next_id();
-        let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
         let hear = |data: &str| match RawAnswer::read(data.as_bytes()) {
-            Some((answered, answer)) if answered == id => Heard::Answer(answer),
+            Some((answered, answer)) if answered == *id => Heard::Answer(answer),
             _ => Heard::Other,
         };
         let mut no_progress = async |_| {};
-        self.exchange(&id, request, None, hear, &mut no_progress)
+        self.exchange(id, request, None, hear, &mut no_progress)
             .await
     }
 
@@ -310,7 +270,7 @@ impl HttpLane {
         let message = ClientJsonRpcMessage::request(request, id.clone());
         let posted = self
             .client
-            .post(self.uri.clone(), message, session.id.clone(), headers);
+            .post(self.target(&session, headers), message, Limits::default());
         let response = match posted.await {
             Ok(response) => response,
             Err(StreamableHttpError::SessionExpired) => return Err(Unanswered::NoSession),
@@ -348,7 +308,7 @@ impl HttpLane {
         &self,
         id: &RequestId,
         session: &UpstreamSession,
-        mut stream: SseEvents,
+        mut stream: Events,
         hear: impl Fn(&str) -> Heard<T>,
         progress: &mut impl FnMut(ProgressNotificationParam) -> F,
     ) -> Result<T, Unanswered>
@@ -368,9 +328,10 @@ impl HttpLane {
                 resumed += 1;
                 tokio::time::sleep(retry).await;
                 let headers = session.headers_for(Vec::new);
+                let max_event_size = Limits::default().max_sse_event_size;
                 stream = self
                     .client
-                    .resume(self.uri.clone(), session.id.clone(), after, headers)
+                    .get_stream(self.target(session, headers), Some(after), max_event_size)
                     .await
                     .map_err(|error| failed(&error))?;
                 continue;
@@ -437,10 +398,8 @@ impl HttpLane {
         );
         let lane = Arc::clone(self);
         tokio::spawn(async move {
-            let posted = lane
-                .client
-                .post(lane.uri.clone(), notification, session.id.clone(), headers)
-                .await;
+            let to = lane.target(&session, headers);
+            let posted = lane.client.post(to, notification, Limits::default()).await;
             if let Err(error) = posted {
                 tracing::debug!("could not cancel a tool call upstream: {error}");
             }
@@ -448,7 +407,7 @@ impl HttpLane {
     }
 }
 
-fn failed(error: &StreamableHttpError<HttpError>) -> Unanswered {
+fn failed(error: &Failed) -> Unanswered {
     match why_unreachable(error) {
         Some(why) => Unanswered::Unreachable(why),
         None => Unanswered::Failed(crate::redact::urls(&error.to_string())),
@@ -458,7 +417,7 @@ fn failed(error: &StreamableHttpError<HttpError>) -> Unanswered {
 /// Why no connection to the server could be made, when that is what `error` says:
 /// the connector's words and their cause ("tcp connect error: Connection refused"),
 /// without the layers of rmcp's and ours above them.
-pub fn why_unreachable(error: &StreamableHttpError<HttpError>) -> Option<String> {
+pub fn why_unreachable(error: &Failed) -> Option<String> {
     match error {
         StreamableHttpError::Client(HttpError::Connect(cause)) => {
             Some(crate::redact::urls(&with_causes(cause.as_ref())))
@@ -469,7 +428,7 @@ pub fn why_unreachable(error: &StreamableHttpError<HttpError>) -> Option<String>
 
 /// Reads what is left of an answered call's stream, so that its connection goes back to
 /// the pool: servers end the stream after the answer, most often in the same read.
-fn finish(mut stream: BoxStream<'static, Result<Sse, SseError>>) {
+fn finish(mut stream: Events) {
     if let Some(None) = stream.next().now_or_never() {
         return;
     }
@@ -480,40 +439,30 @@ fn finish(mut stream: BoxStream<'static, Result<Sse, SseError>>) {
     });
 }
 
-/// The sending side of an [`Inbound`] transport's extra messages.
+/// The sending side of an [`Inbound`] decoration's extra messages.
 pub struct InboundSender(mpsc::UnboundedSender<ServerJsonRpcMessage>);
 
-/// A transport that also yields what an [`HttpLane`] passed on, as if it had read it.
-pub struct Inbound<T> {
-    inner: T,
+/// Yields, besides what its transport reads, what an [`HttpLane`] passed on, as if the
+/// transport had read it.
+pub struct Inbound {
     passed: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
 }
 
-impl<T> Inbound<T> {
-    pub fn new(inner: T) -> (Self, InboundSender) {
+impl Inbound {
+    pub fn new() -> (Self, InboundSender) {
         let (sender, passed) = mpsc::unbounded_channel();
-        (Self { inner, passed }, InboundSender(sender))
+        (Self { passed }, InboundSender(sender))
     }
 }
 
-impl<T: Transport<RoleClient>> Transport<RoleClient> for Inbound<T> {
-    type Error = T::Error;
-
-    fn send(
+impl Decoration for Inbound {
+    async fn receive<T: Transport<RoleClient>>(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        inner: &mut T,
+    ) -> Option<RxJsonRpcMessage<RoleClient>> {
         tokio::select! {
             Some(message) = self.passed.recv() => Some(message),
-            message = self.inner.receive() => message,
+            message = inner.receive() => message,
         }
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
     }
 }

@@ -1,6 +1,7 @@
 //! A streamable HTTP upstream: rmcp's client over the gateway's own HTTP client (signed
 //! in where the server's entry has `[servers.NAME.oauth]`, traced: [`traced_http`]), with
-//! the connection's tool calls posted on the [`lane`] beside it.
+//! the connection's tool calls posted on the [`lane`] beside it. The client's layers are
+//! stacked here, in [`StreamableHttp::open`] and [`serve`] (see `crate::http_client::McpHttp`).
 
 pub mod lane;
 mod traced_http;
@@ -12,13 +13,14 @@ use rmcp::RoleClient;
 use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpClientTransportConfig, StreamableHttpError,
 };
 
 use self::lane::{HttpLane, Inbound, SessionSlot};
 use self::traced_http::TracedHttp;
 use super::call_lane::CallLane;
 use super::client::UpstreamClient;
+use super::decorated::Decorated;
 use super::kind::{ConnectError, Kind, Opened, Opening, guarded, header_map};
 use super::rmcp_errors::worded;
 use crate::auth::{
@@ -26,7 +28,7 @@ use crate::auth::{
     signed_in::{AuthorizedClientError, SignedInClient},
     upstream::OAuthUpstream,
 };
-use crate::http_client::{HttpError, UpstreamHttp};
+use crate::http_client::{HttpError, McpHttp, RmcpHttp, UpstreamHttp};
 use crate::relay::CallRoutes;
 
 /// The kind of a server at a `url` with `transport = "streamable-http"` (the default).
@@ -49,8 +51,9 @@ impl Kind for StreamableHttp<'_> {
         } = opening;
         let transport_config = StreamableHttpClientTransportConfig::with_uri(self.url)
             .custom_headers(header_map(self.headers)?);
-        let http = UpstreamHttp::new().map_err(|e| ConnectError::Transport(e.to_string()))?;
-        let (service, lane) = match &config.oauth {
+        let http: Arc<dyn McpHttp> =
+            Arc::new(UpstreamHttp::new().map_err(|e| ConnectError::Transport(e.to_string()))?);
+        let http = match &config.oauth {
             Some(settings) => {
                 let dir = auth::store::default_dir()
                     .map_err(|error| ConnectError::OAuth(error.to_string()))?;
@@ -76,10 +79,11 @@ impl Kind for StreamableHttp<'_> {
                             ConnectError::OAuth(error.to_string())
                         }
                     })?;
-                serve(handler, client, transport_config, lifecycle, calls).await
+                Arc::new(client)
             }
-            None => serve(handler, http, transport_config, lifecycle, calls).await,
+            None => http,
         };
+        let (service, lane) = serve(handler, http, transport_config, lifecycle, calls).await;
         if signed_out.is_cancelled() {
             return Err(ConnectError::NeedsLogin {
                 server: name.to_string(),
@@ -110,25 +114,24 @@ fn start_failed(error: ClientInitializeError, url: &str) -> ConnectError {
     ConnectError::Initialize(worded(&error))
 }
 
-/// Serves `handler` over streamable HTTP with `client`, and the [`HttpLane`] beside it.
-async fn serve<C>(
+/// Serves `handler` over streamable HTTP with `client` (traced here), and the
+/// [`HttpLane`] beside it.
+async fn serve(
     handler: UpstreamClient,
-    client: C,
+    client: Arc<dyn McpHttp>,
     config: StreamableHttpClientTransportConfig,
     lifecycle: ClientLifecycleMode,
     calls: &CallRoutes,
 ) -> (
     Result<RunningService<RoleClient, UpstreamClient>, ClientInitializeError>,
     HttpLane,
-)
-where
-    C: StreamableHttpClient<Error = HttpError> + Sync,
-{
+) {
     let session = SessionSlot::default();
-    let client = TracedHttp::new(client, session.clone());
+    let client: Arc<dyn McpHttp> = Arc::new(TracedHttp::new(client, session.clone()));
     let lane_config = config.clone();
-    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
-    let (transport, inbound) = Inbound::new(transport);
+    let transport = StreamableHttpClientTransport::with_client(RmcpHttp(client.clone()), config);
+    let (passed_on, inbound) = Inbound::new();
+    let transport = Decorated::new(transport, passed_on);
     let lane = HttpLane::new(client, &lane_config, session, &inbound);
     let service = handler
         .serve_with_lifecycle(guarded(transport, calls), lifecycle)

@@ -7,34 +7,32 @@
 //!
 //! Every request rmcp's transport sends passes here, so this is also where the
 //! connection's [`SessionSlot`] learns the session its tool calls go in (see
-//! [`super::http_lane`]).
+//! [`super::lane`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::stream::BoxStream;
+use futures::future::BoxFuture;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, GetMeta};
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
-use sse_stream::{Error as SseError, Sse};
 
 use super::lane::SessionSlot;
+use crate::http_client::{Events, Failed, McpHttp, Target};
 use crate::observe::telemetry::{TRACEPARENT, TRACESTATE};
 
-/// An HTTP client for rmcp's streamable HTTP transport (the gateway's own, or a signed-in
-/// client over it), with trace headers from `_meta`, noting the session in its slot.
-#[derive(Clone)]
-pub struct TracedHttp<C> {
-    client: C,
+/// A layer of the connection's HTTP client (the gateway's own, or a signed-in one over
+/// it) that puts on trace headers from `_meta` and notes the session in its slot.
+pub struct TracedHttp {
+    inner: Arc<dyn McpHttp>,
     session: SessionSlot,
 }
 
-impl<C> TracedHttp<C> {
-    pub fn new(client: C, session: SessionSlot) -> Self {
-        Self { client, session }
+impl TracedHttp {
+    pub fn new(inner: Arc<dyn McpHttp>, session: SessionSlot) -> Self {
+        Self { inner, session }
     }
 }
 
@@ -59,125 +57,29 @@ fn with_trace_headers(
     headers
 }
 
-impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TracedHttp<C> {
-    type Error = C::Error;
-
-    fn post_message(
+impl McpHttp for TracedHttp {
+    fn post(
         &self,
-        uri: Arc<str>,
+        mut to: Target,
         message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>>
-    + Send
-    + '_ {
-        self.session
-            .note(&message, session_id.as_ref(), &custom_headers);
-        let headers = with_trace_headers(&message, custom_headers);
-        self.client
-            .post_message(uri, message, session_id, auth_header, headers)
-    }
-
-    fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>>
-    + Send
-    + '_ {
-        self.session
-            .note(&message, session_id.as_ref(), &custom_headers);
-        let headers = with_trace_headers(&message, custom_headers);
-        self.client.post_message_with_max_sse_event_size(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            headers,
-            max_sse_event_size,
-        )
-    }
-
-    fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
-    ) -> impl Future<Output = Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>>>
-    + Send
-    + '_ {
+    ) -> BoxFuture<'_, Result<StreamableHttpPostResponse, Failed>> {
         self.session
-            .note(&message, session_id.as_ref(), &custom_headers);
-        let headers = with_trace_headers(&message, custom_headers);
-        self.client.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            headers,
-            limits,
-        )
-    }
-
-    fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> impl Future<Output = Result<(), StreamableHttpError<Self::Error>>> + Send + '_ {
-        self.client
-            .delete_session(uri, session_id, auth_header, custom_headers)
+            .note(&message, to.session_id.as_ref(), &to.headers);
+        to.headers = with_trace_headers(&message, to.headers);
+        self.inner.post(to, message, limits)
     }
 
     fn get_stream(
         &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
+        to: Target,
         last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> impl Future<
-        Output = Result<
-            BoxStream<'static, Result<Sse, SseError>>,
-            StreamableHttpError<Self::Error>,
-        >,
-    > + Send
-    + '_ {
-        self.client
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+        max_event_size: usize,
+    ) -> BoxFuture<'_, Result<Events, Failed>> {
+        self.inner.get_stream(to, last_event_id, max_event_size)
     }
 
-    fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> impl Future<
-        Output = Result<
-            BoxStream<'static, Result<Sse, SseError>>,
-            StreamableHttpError<Self::Error>,
-        >,
-    > + Send
-    + '_ {
-        self.client.get_stream_with_max_sse_event_size(
-            uri,
-            session_id,
-            last_event_id,
-            auth_header,
-            custom_headers,
-            max_sse_event_size,
-        )
+    fn delete_session(&self, to: Target) -> BoxFuture<'_, Result<(), Failed>> {
+        self.inner.delete_session(to)
     }
 }

@@ -11,6 +11,7 @@ use rmcp::model::{
     CacheScope, ClientRequest, CustomResult, JsonObject, PaginatedRequestParams, RequestId,
     RequestMetaObject, ServerResult,
 };
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -115,13 +116,14 @@ impl Call {
         Ok((server, original))
     }
 
-    /// Sends a request to the upstream `server`, cancelled with the client's request;
-    /// what the upstream sends back meanwhile goes to this client.
+    /// Sends a request to the upstream `server`, cancelled with the client's request,
+    /// and gives its result as the upstream wrote it; what the upstream sends back
+    /// meanwhile goes to this client.
     pub(super) async fn forward(
         &self,
         server: &str,
         request: ClientRequest,
-    ) -> Result<ServerResult, ErrorData> {
+    ) -> Result<JsonObject, ErrorData> {
         let upstream = self.gateway().registry().upstream(server).ok_or_else(|| {
             ErrorData::internal_error(format!("upstream `{server}` was removed"), None)
         })?;
@@ -131,6 +133,21 @@ impl Call {
             Err(UpstreamError::Rejected { error, .. }) => Err(*error),
             Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
         }
+    }
+
+    /// [`Self::forward`], for a result the gateway reads itself, of type `T`.
+    pub(super) async fn forward_as<T: DeserializeOwned>(
+        &self,
+        server: &str,
+        request: ClientRequest,
+    ) -> Result<T, ErrorData> {
+        let method = request.method().to_owned();
+        let result = self.forward(server, request).await?;
+        serde_json::from_value(Value::Object(result)).map_err(|error| {
+            let message =
+                format!("upstream `{server}` answered {method} with something else: {error}");
+            ErrorData::internal_error(message, None)
+        })
     }
 
     /// The trace context the client sent with this call: `_meta.traceparent` when present,
@@ -175,6 +192,16 @@ pub(super) fn listed<'a>(
         result.insert("cacheScope".into(), cache_scope);
         result.insert("resultType".into(), "complete".into());
     }
+    ServerResult::CustomResult(CustomResult(Value::Object(result)))
+}
+
+/// An upstream's result passed on as it wrote it. One of a server before 2026-07-28 has
+/// no `resultType`, which means complete: a client of 2026-07-28 is told so (the shaping
+/// of the revision takes it off again for an older client).
+pub(super) fn passed_on(mut result: JsonObject) -> ServerResult {
+    result
+        .entry("resultType")
+        .or_insert_with(|| "complete".into());
     ServerResult::CustomResult(CustomResult(Value::Object(result)))
 }
 

@@ -4,8 +4,8 @@
 use rmcp::ErrorData;
 use rmcp::model::{ClientRequest, CompleteRequest, CompleteRequestParams, Reference, ServerResult};
 
+use super::call::passed_on;
 use super::{Call, Key, Route, Serves};
-use crate::server::core::unexpected;
 
 impl Route for CompleteRequest {
     const SERVES: Serves = Serves::WORK;
@@ -44,9 +44,6 @@ impl Call {
             }
         };
         let request = ClientRequest::CompleteRequest(CompleteRequest::new(params));
-        match self.forward(&server, request).await? {
-            result @ ServerResult::CompleteResult(_) => Ok(result),
-            other => Err(unexpected(&other)),
-        }
+        Ok(passed_on(self.forward(&server, request).await?))
     }
 }

@@ -8,10 +8,9 @@ use rmcp::model::{
 };
 use serde_json::json;
 
-use super::call::{cursor, listed, log_event, page};
+use super::call::{cursor, listed, log_event, page, passed_on};
 use super::{Call, Key, Route, Serves};
 use crate::observe::session_log::EventKind;
-use crate::server::core::unexpected;
 
 impl Route for ListPromptsRequest {
     const SERVES: Serves = Serves::WORK;
@@ -71,11 +70,6 @@ impl Call {
         let mut params = request;
         params.name = prompt.original.clone();
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
-        match self.forward(&prompt.server, request).await? {
-            result @ (ServerResult::GetPromptResult(_) | ServerResult::InputRequiredResult(_)) => {
-                Ok(result)
-            }
-            other => Err(unexpected(&other)),
-        }
+        Ok(passed_on(self.forward(&prompt.server, request).await?))
     }
 }

@@ -8,12 +8,11 @@ use rmcp::model::{
     ClientRequest, ListResourceTemplatesRequest, ListResourcesRequest, PaginatedRequestParams,
     ReadResourceRequest, ReadResourceRequestParams, ServerResult,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::call::{cursor, listed, log_event, page};
+use super::call::{cursor, listed, log_event, page, passed_on};
 use super::{Call, Key, Route, Serves};
 use crate::observe::session_log::EventKind;
-use crate::server::core::unexpected;
 use crate::upstream::resource_uri;
 
 impl Route for ListResourcesRequest {
@@ -104,16 +103,18 @@ impl Call {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
-        match self.forward(&server, request).await? {
-            ServerResult::ReadResourceResult(mut result) => {
-                if self.gateway().catalog().rewriting.contains(&server) {
-                    for contents in &mut result.contents {
-                        resource_uri::rewrite_contents(&server, contents);
-                    }
-                }
-                Ok(ServerResult::ReadResourceResult(result))
-            }
-            other => Err(unexpected(&other)),
+        let mut result = self.forward(&server, request).await?;
+        if self.gateway().catalog().rewriting.contains(&server)
+            && let Some(Value::Array(contents)) = result.get_mut("contents")
+        {
+            resource_uri::rewrite_contents(&server, contents);
         }
+        if self.revision.is_stateless() {
+            // What the revision's reader of a result it may cache needs: the upstream's
+            // hints, or none (stale at once, private).
+            result.entry("ttlMs").or_insert(0.into());
+            result.entry("cacheScope").or_insert("private".into());
+        }
+        Ok(passed_on(result))
     }
 }

@@ -14,6 +14,7 @@ use rmcp::model::{
     SubscriptionsListenRequest, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 
+use super::call::passed_on;
 use super::{Call, Key, Route, Serves};
 use crate::server::core::watch;
 
@@ -65,7 +66,7 @@ impl Call {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
-        self.forward(&server, request).await
+        self.forward(&server, request).await.map(passed_on)
     }
 
     async fn unsubscribe(
@@ -83,6 +84,6 @@ impl Call {
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
-        self.forward(&server, request).await
+        self.forward(&server, request).await.map(passed_on)
     }
 }
