@@ -150,6 +150,16 @@ where
     S: ServerHandler,
     F: Fn() -> S + Send + Sync + 'static,
 {
+    serve_router(name, address, mcp_router(make_server)).await
+}
+
+/// A router that serves a fresh `make_server()` per session over streamable HTTP at
+/// `/mcp`, for [`serve_router`] (with layers of a server's own around it, say).
+pub fn mcp_router<S, F>(make_server: F) -> axum::Router
+where
+    S: ServerHandler,
+    F: Fn() -> S + Send + Sync + 'static,
+{
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
@@ -158,6 +168,11 @@ where
         std::sync::Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
+    axum::Router::new().nest_service("/mcp", service)
+}
+
+/// Serves `router` at `http://ADDRESS` until killed.
+pub async fn serve_router(name: &str, address: &str, router: axum::Router) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(address).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -170,7 +185,6 @@ where
         address,
         "serving MCP over streamable HTTP at /mcp"
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
     // Small responses go out at once, not after the client's delayed ACK (Nagle).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(error) = tcp.set_nodelay(true) {

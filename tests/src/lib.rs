@@ -271,6 +271,16 @@ impl ListeningServer {
         Self::start(command, address)
     }
 
+    /// `tests/servers/task_support.py` over streamable HTTP, at `http://ADDRESS/mcp`.
+    pub fn task_support() -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(system_python());
+        command
+            .arg(repo().join("tests/servers/task_support.py"))
+            .args(["--http", &address.port().to_string()]);
+        Self::start(command, address)
+    }
+
     /// `tests/servers/tool_results.py` over streamable HTTP at `http://ADDRESS/mcp`,
     /// answering its tool calls in a JSON body when `json_body`, else on an SSE stream.
     pub fn tool_results(json_body: bool) -> ListeningServer {

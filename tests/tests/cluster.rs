@@ -696,6 +696,57 @@ fn a_multi_round_call_goes_on_whichever_replica_each_round_reaches() {
     assert_eq!(served, [1, 0, 0], "one call, run by the first replica");
 }
 
+/// A tool of a server of 2025-11-25 that requires a task and asks its client first
+/// (`tests/servers/task_support.py`'s `test_tool_with_task`): its question is a round of
+/// the request through one replica, and the retry with the answer, through another, is
+/// answered with the handle of a task of the gateway's, which any replica reports done.
+#[test]
+fn a_required_tasks_first_round_answered_through_another_replica_becomes_the_task() {
+    let redis = Redis::start();
+    let server = format!(
+        "[servers.tasks]\ncommand = {}\nargs = [{}]\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/task_support.py")
+                .to_string_lossy()
+        ),
+    );
+    let replicas = replicas(&config(&redis, &server), 2);
+    let (first, second) = (&replicas[0].1, &replicas[1].1);
+    let capabilities = json!({"elicitation": {},
+                              "extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let request = |at: &Gateway, method: &str, params: Value| {
+        streamable::stateless_request(at.address, None, &capabilities, method, params)
+    };
+    let tool = "mcp__tasks__test_tool_with_task";
+    let asked = request(first, "tools/call", json!({"name": tool, "arguments": {}}));
+    let (state, key) = parked(&asked);
+    assert!(asked["result"].get("taskId").is_none(), "{asked}");
+    let created = request(
+        second,
+        "tools/call",
+        json!({"name": tool, "arguments": {}, "requestState": state,
+               "inputResponses": {key: accepted(json!({"name": "Ada"}))}}),
+    );
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    assert!(created["result"].get("requestState").is_none(), "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let done = eventually(Duration::from_secs(20), || {
+        let got = request(second, "tasks/get", json!({"taskId": id}));
+        got["result"]["status"] == "completed"
+            && got["result"]["result"]["content"][0]["text"] == "Hello, Ada!"
+    });
+    assert!(
+        done,
+        "{}",
+        request(second, "tasks/get", json!({"taskId": id}))
+    );
+    // The call ran on the replica that parked it.
+    assert_eq!(calls_served(first, tool), 1);
+    assert_eq!(calls_served(second, tool), 0);
+}
+
 #[test]
 fn a_retry_through_another_replica_is_refused_for_another_tool_or_identity() {
     let redis = Redis::start();

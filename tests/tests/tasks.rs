@@ -7,7 +7,11 @@
 //!   the task does not exist;
 //! - in front of a server of 2025-11-25, which has no tasks, a call that runs long becomes
 //!   a task of the gateway's own, polled to its result, answered through `tasks/update`
-//!   when it asks its client something, and stopped by `tasks/cancel`.
+//!   when it asks its client something, and stopped by `tasks/cancel`;
+//! - a task's question nobody answers within `[listen.limits] input_deadline_secs` fails
+//!   the task and frees its upstream for other clients' calls (a stdio server of
+//!   2025-11-25, `tests/servers/task_support.py`, whose requests nothing on the wire ties
+//!   to a call, so calls of tools that ask take turns).
 
 use mcp_gateway_tests::streamable::{self, TaskClient};
 use std::time::Duration;
@@ -164,6 +168,46 @@ fn a_call_to_an_older_server_becomes_a_task_of_the_gateways() {
     assert!(failed.get("result").is_none(), "{failed}");
 }
 
+/// Our conformance example declares what each of its task tools supports
+/// (`execution.taskSupport`); in front of it at 2025-11-25 clients see the declarations,
+/// and the gateway's own tasks follow them: `failing_job` (`required`) is refused to a
+/// client without the tasks extension and is a task at once for one with it.
+#[test]
+fn the_conformance_examples_declarations_reach_clients_and_decide_the_gateways_tasks() {
+    let upstream = ListeningServer::conformance();
+    let workspace = Workspace::new(&gateway_config(&upstream, "2025-11-25"));
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+
+    let listed = alice.request("tools/list", json!({}));
+    let support = |name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|tool| tool["name"] == name))
+            .map(|tool| tool["execution"]["taskSupport"].clone())
+            .unwrap_or_default()
+    };
+    for (tool, declared) in [
+        ("greet", "forbidden"),
+        ("slow_compute", "optional"),
+        ("confirm_delete", "optional"),
+        ("failing_job", "required"),
+        ("test_tool_with_task", "required"),
+    ] {
+        assert_eq!(support(tool), declared, "{tool}: {listed}");
+    }
+
+    let call = json!({"name": "failing_job", "arguments": {}});
+    let refused = alice.request_as("tools/call", call.clone(), true);
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    let created = alice.request("tools/call", call);
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().expect("a task id");
+    let done = alice.poll(id, "completed");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], true, "{done}");
+}
+
 #[test]
 fn a_long_run_code_run_becomes_a_task_of_the_gateways() {
     let workspace = Workspace::new(&format!(
@@ -217,6 +261,68 @@ fn a_session_of_2025_gets_its_answer_whatever_it_declares() {
     );
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("slow_compute `old` done"), "{body}");
+}
+
+/// Over stdio nothing ties a server's question to a call, so while Alice's task waits for
+/// her answer, Bob's call of a tool that asks waits for its turn on that server. Alice
+/// never answers: past `input_deadline_secs` her task fails with `INPUT_EXPIRED` (its call
+/// cancelled), and Bob's call goes on, asks him, and completes.
+#[test]
+fn an_unanswered_task_question_expires_and_frees_its_upstream() {
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [\"{ALICE}\", \"{BOB}\"]\n\n[listen.limits]\ninput_deadline_secs = 1\n\n\
+         [servers.tasks]\ncommand = {}\nargs = [{}]\nprefix = \"\"\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/task_support.py")
+                .to_string_lossy()
+        ),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let alice = TaskClient::new(gateway.address, Some(ALICE));
+    let bob = TaskClient::new(gateway.address, Some(BOB));
+    let delete = |client: &TaskClient, filename: &str| {
+        let created = client.request(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": filename}}),
+        );
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        created["result"]["taskId"]
+            .as_str()
+            .expect("a task id")
+            .to_owned()
+    };
+
+    let abandoned = delete(&alice, "alice.txt");
+    assert_eq!(
+        alice.poll(&abandoned, "input_required")["status"],
+        "input_required"
+    );
+    let waiting = delete(&bob, "bob.txt");
+
+    let failed = alice.poll(&abandoned, "failed");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["data"]["code"], "INPUT_EXPIRED", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("input_deadline_secs"), "{failed}");
+
+    let asking = bob.poll(&waiting, "input_required");
+    assert_eq!(asking["status"], "input_required", "{asking}");
+    let key = asking["inputRequests"]
+        .as_object()
+        .and_then(|questions| questions.keys().next().cloned())
+        .expect("Bob's question");
+    let answers = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    bob.request(
+        "tasks/update",
+        json!({"taskId": waiting, "inputResponses": answers}),
+    );
+    let done = bob.poll(&waiting, "completed");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted `bob.txt`",
+        "{done}"
+    );
 }
 
 /// Rewrites the gateway's configuration by `edit` and waits until it reloaded.

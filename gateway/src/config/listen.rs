@@ -113,7 +113,9 @@ pub struct ClientLimits {
     pub parked_ttl_secs: NonZeroU64,
     /// How long a question asked of a client may stay unanswered, over all its rounds,
     /// before the call is cancelled (`INPUT_EXPIRED`): a client that retries without
-    /// answering cannot keep a call forever. Default 600.
+    /// answering cannot keep a call forever. A task of the gateway's own whose question
+    /// stays unanswered this long (no `tasks/update` answers it) fails the same way, so it
+    /// frees its upstream before its TTL. Default 600.
     pub input_deadline_secs: NonZeroU64,
     /// Sessions serving requests of 2026-07-28 (one per identity and profile) kept per
     /// endpoint; past it, those serving no request are ended, their parked calls with

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::limits::{Holding, LimitError, Owner, Permit};
 use crate::relay::ClientLink;
 use crate::relay::inputs::Inputs;
+use crate::tasks::BecomesTask;
 
 /// How many tokens of expired calls a session remembers, to tell their clients why.
 const EXPIRED_KEPT: usize = 256;
@@ -46,6 +47,9 @@ pub struct ParkedCall {
     pub cancel: CancellationToken,
     /// The request that started the call: only its retry takes the call up.
     pub request: RequestKey,
+    /// Set when the call becomes a task of the gateway's once its client has answered
+    /// (its tool requires a task): the retry with the answers is answered with the task.
+    pub becomes_task: Option<BecomesTask>,
 }
 
 /// What a retry must repeat of the request it continues: its method, what it names (the

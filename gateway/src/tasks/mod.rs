@@ -8,9 +8,8 @@
 //!   the client as the upstream wrote it, under an id of the gateway's; `tasks/*` go on to
 //!   that upstream under the upstream's id;
 //! - the gateway's own ([`Work::Own`]): a call to a server of 2025-11-25, which has no
-//!   tasks, or a `run_code` run, that has not answered within
-//!   `[tasks] answer_within_ms` (or asks its client something first) becomes a task the
-//!   gateway runs, whose state it keeps.
+//!   tasks, or a `run_code` run, becomes a task the gateway runs, whose state it keeps,
+//!   when its tool's `execution.taskSupport` allows it ([`Promotion`]).
 //!
 //! Either way the task's record lives in the shared state (`crate::state`), so any
 //! replica answers `tasks/get`. A record names who created the task: to any other
@@ -28,10 +27,12 @@ pub mod record;
 pub mod running;
 
 use rmcp::ErrorData;
+use rmcp::model::JsonObject;
 
 pub use record::{TaskRecord, Work};
 
 use crate::config::TasksConfig;
+use crate::session::limits::LIMIT_ERROR;
 use crate::state::TaskBound;
 
 /// How many ids of an identity's dropped tasks are remembered (the most recently dropped),
@@ -48,6 +49,30 @@ impl TasksConfig {
             remembered: DROPPED_REMEMBERED,
         }
     }
+}
+
+/// A call that may become a task of the gateway's ([`Work::Own`]): what the task's record
+/// keeps of it, and when it becomes one.
+#[derive(Debug, Clone)]
+pub struct BecomesTask {
+    pub tool: String,
+    pub arguments: Option<JsonObject>,
+    pub when: Promotion,
+}
+
+/// When a call becomes a task of the gateway's, as its tool's `execution.taskSupport`
+/// declares (`forbidden`: never, so no [`BecomesTask`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Promotion {
+    /// `optional`, or nothing declared: once it has run `[tasks] answer_within_ms`, or
+    /// asks its client something; one that answers sooner is answered as it is.
+    WhenLong,
+    /// `required`: whatever it does, once it no longer waits for what it asked first.
+    /// What it asks within `answer_within_ms` of starting (or of a retry with the answers)
+    /// is a round of the request (`InputRequiredResult`), as a server of 2026-07-28
+    /// gathers a required task's input before it makes the task; what it asks later is
+    /// the task's.
+    Always,
 }
 
 /// Why a request about a task reaches none.
@@ -79,6 +104,37 @@ impl TaskError {
     /// `data.code`.
     pub fn to_error(&self) -> ErrorData {
         ErrorData::invalid_params(
+            format!("{}: {self}", self.code()),
+            Some(serde_json::json!({ "code": self.code() })),
+        )
+    }
+}
+
+/// Why the gateway ended a task of its own as `failed` whatever its call came to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskFailure {
+    /// A question of the task stayed unanswered (no `tasks/update` brought its answer)
+    /// past `[listen.limits] input_deadline_secs`: its call was cancelled, so that what it
+    /// holds is free for others, such as its upstream's turn (see `crate::relay::turns`).
+    #[error(
+        "a question of the task went unanswered for {secs} s ([listen.limits] input_deadline_secs), so its call was cancelled; call the tool again to start over"
+    )]
+    InputExpired { secs: u64 },
+}
+
+impl TaskFailure {
+    /// A stable code, for clients, logs and docs/error-codes.md.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InputExpired { .. } => "INPUT_EXPIRED",
+        }
+    }
+
+    /// The failure as the task's `error`: [`LIMIT_ERROR`], the message led by the code,
+    /// and the code in `data.code`, as a call cancelled for the same reason is refused.
+    pub fn to_error(&self) -> ErrorData {
+        ErrorData::new(
+            LIMIT_ERROR,
             format!("{}: {self}", self.code()),
             Some(serde_json::json!({ "code": self.code() })),
         )

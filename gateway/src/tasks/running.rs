@@ -51,9 +51,17 @@ impl RunningTask {
         }
     }
 
-    /// Stops the task: its call is cancelled, its open questions given up.
+    /// Stops the task (`tasks/cancel`, or its TTL passed): it ends cancelled, however
+    /// its call ends ([`Self::stop_call`]).
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
+        self.stop_call();
+    }
+
+    /// Cancels the task's call and gives up its open questions (whatever waits for an
+    /// answer, such as an upstream's request, is answered with an error); the task ends as
+    /// whoever stopped it says.
+    pub fn stop_call(&self) {
         self.cancel.cancel();
         self.inputs.close();
     }

@@ -71,24 +71,33 @@ impl Job {
 }
 
 /// The definitions of the task tools (and of `greet`, the ordinary tool beside them), as
-/// `tools/list` shows them to clients of either revision.
+/// `tools/list` shows them to clients of either revision, each with the
+/// `execution.taskSupport` it has here (which [`crate::executions`] puts on the wire).
 pub fn listed() -> Value {
     let object = |properties: Value| json!({"type": "object", "properties": properties});
+    let supports = |support: &str| json!({"taskSupport": support});
     json!([
         {"name": "greet", "description": "Says hello (never a task)",
-         "inputSchema": object(json!({"name": {"type": "string"}}))},
+         "inputSchema": object(json!({"name": {"type": "string"}})),
+         "execution": supports("forbidden")},
         {"name": "slow_compute", "description": "Works for `seconds` seconds, then answers (a task when the client can have one)",
-         "inputSchema": object(json!({"seconds": {"type": "number"}, "label": {"type": "string"}}))},
+         "inputSchema": object(json!({"seconds": {"type": "number"}, "label": {"type": "string"}})),
+         "execution": supports("optional")},
         {"name": "failing_job", "description": "Fails as a tool after a second (always a task on 2026-07-28)",
-         "inputSchema": object(json!({}))},
+         "inputSchema": object(json!({})),
+         "execution": supports("required")},
         {"name": "protocol_error_job", "description": "Fails with a protocol error after a second",
-         "inputSchema": object(json!({}))},
+         "inputSchema": object(json!({})),
+         "execution": supports("optional")},
         {"name": "confirm_delete", "description": "Asks the client to confirm deleting `filename`",
-         "inputSchema": object(json!({"filename": {"type": "string"}}))},
+         "inputSchema": object(json!({"filename": {"type": "string"}})),
+         "execution": supports("optional")},
         {"name": "multi_input", "description": "Asks the client two questions at once",
-         "inputSchema": object(json!({}))},
+         "inputSchema": object(json!({})),
+         "execution": supports("optional")},
         {"name": "test_tool_with_task", "description": "Asks for a name, then greets it in a task",
-         "inputSchema": object(json!({}))},
+         "inputSchema": object(json!({})),
+         "execution": supports("required")},
     ])
 }
 

@@ -18,17 +18,21 @@
 //! - [`questions`]: the 2025-11-25 tools that ask their client mid-call, asking in an
 //!   `InputRequiredResult` on 2026-07-28;
 //! - [`list_changes`]: list changes fanned out to `subscriptions/listen` streams;
-//! - [`jobs`]: the tools of the tasks extension, and the tasks they become.
+//! - [`jobs`]: the tools of the tasks extension, and the tasks they become;
+//! - [`executions`]: their `execution.taskSupport`, which rmcp's types do not carry, put
+//!   back into `tools/list` answers on the wire.
 //!
 //! Everything the 2026-07-28 scenarios check at the HTTP level (statuses, `Mcp-Method`
 //! and `MCP-Protocol-Version` headers, `-32020`/`-32021`/`-32022`) is rmcp's
-//! `StreamableHttpService`; nothing here sits in front of it.
+//! `StreamableHttpService`; only [`executions`] sits in front of it, and changes nothing
+//! but the `tools/list` results it sends.
 
 #![allow(
     deprecated,
     reason = "logging, sampling and resources/subscribe are what 2025 clients use"
 )]
 
+mod executions;
 mod fixtures;
 mod handler;
 mod jobs;
@@ -41,7 +45,7 @@ mod rounds;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mcp_gateway_examples::{init_logging, serve_http};
+use mcp_gateway_examples::{init_logging, mcp_router, serve_router};
 
 use crate::handler::{Conformance, Shared};
 
@@ -52,10 +56,9 @@ async fn main() -> ExitCode {
     match args.as_slice() {
         [port] if port.parse::<u16>().is_ok() => {
             let shared = Arc::new(Shared::new());
-            serve_http("conformance", &format!("127.0.0.1:{port}"), move || {
-                Conformance::new(shared.clone())
-            })
-            .await
+            let router = mcp_router(move || Conformance::new(shared.clone()))
+                .layer(axum::middleware::from_fn(executions::declare));
+            serve_router("conformance", &format!("127.0.0.1:{port}"), router).await
         }
         _ => {
             eprintln!("usage: conformance PORT   (serves http://127.0.0.1:PORT/mcp)");

@@ -281,7 +281,7 @@ impl Rounds {
 
 /// Takes up `retry`, handed over for `session`, and leaves what comes of it in `reply`.
 async fn take_up(
-    gateway: &Gateway,
+    gateway: &Arc<Gateway>,
     reply: &str,
     session: &str,
     retry: Retry,

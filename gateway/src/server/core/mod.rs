@@ -317,6 +317,7 @@ impl Session {
             task: tokio::spawn(method.serve(call)),
             cancel: call_cancel,
             request: key,
+            becomes_task: None,
         };
         if let Some(becomes) = may_become_task {
             return self
@@ -328,16 +329,16 @@ impl Session {
 
     /// Takes up the call parked here that `retry` continues, with the client's answers:
     /// its messages go to `stream` from now on, and its answer is this round's (the next
-    /// round's questions, when it asks again). `request` is cancelled when the client
-    /// stops waiting for this round.
+    /// round's questions, when it asks again, or the handle of the task it becomes).
+    /// `request` is cancelled when the client stops waiting for this round.
     async fn resume(
-        &self,
-        gateway: &Gateway,
+        self: &Arc<Self>,
+        gateway: &Arc<Gateway>,
         retry: Retry,
         stream: mpsc::Sender<ServerJsonRpcMessage>,
         request: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
-        let parked = self
+        let mut parked = self
             .running
             .parked
             .take(&retry.state, &retry.request)
@@ -345,6 +346,11 @@ impl Session {
         parked.link.next_round(stream, retry.progress_token);
         if let Some(responses) = retry.responses {
             parked.inputs.answer(responses);
+        }
+        if let Some(becomes) = parked.becomes_task.take() {
+            return self
+                .await_or_promote(gateway, parked, request, becomes)
+                .await;
         }
         self.await_or_park(gateway, parked, request).await
     }

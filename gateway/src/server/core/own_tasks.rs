@@ -1,16 +1,22 @@
 //! The gateway's own tasks (see [`crate::tasks`]): which call may become one, its
-//! promotion when it runs long or asks its client something, and the work that keeps the
-//! task's record as the call goes, on the replica that runs it (its questions, its end,
-//! what other replicas left for it).
+//! promotion as its tool's `execution.taskSupport` says (when it runs long or asks its
+//! client something; or always, its first questions asked as rounds of the request), and
+//! the work that keeps the task's record as the call goes, on the replica that runs it
+//! (its questions, its end, what other replicas left for it). A question left unanswered
+//! past `[listen.limits] input_deadline_secs` fails the task and cancels its call, as it
+//! cancels a parked call: a client that never answers cannot hold its upstream (its turn
+//! between sessions, see `crate::relay::turns`) until the task's TTL.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, CreateTaskResult, DetailedTask, InputResponses,
-    JsonObject, ServerResult, Task, TaskPayload, TaskStatus,
+    ServerResult, Task, TaskPayload, TaskStatus,
 };
-use tokio::task::JoinHandle;
+use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
 
 use super::revision::Revision;
@@ -26,24 +32,16 @@ use crate::session::parked::ParkedCall;
 use crate::state::{StateError, TaskKept};
 use crate::tasks::record::Lookup;
 use crate::tasks::running::{Message, RunningTask};
-use crate::tasks::{self, TaskRecord, Work, record};
+use crate::tasks::{self, BecomesTask, Promotion, TaskFailure, TaskRecord, Work, record};
 use crate::tool_result::ToolResult;
 
-/// A call that becomes a task of the gateway's: its tool and arguments, and whether it
-/// does at once (its tool requires it) or once it runs long.
-pub(super) struct BecomesTask {
-    pub tool: String,
-    pub arguments: Option<JsonObject>,
-    pub at_once: bool,
-}
-
 impl Session {
-    /// Whether a `tools/call` (`call`) becomes a task of the gateway's: a call of a client
-    /// that declared the tasks extension, to `run_code` or to a tool of a
-    /// server of 2025-11-25 (which has no tasks of its own; a server of 2026-07-28
-    /// decides for itself), unless the tool's `execution.taskSupport` forbids it. A tool
-    /// that requires it runs as a task at once, and is refused to a client without the
-    /// extension (-32021).
+    /// Whether a `tools/call` (`call`) may become a task of the gateway's: a call of a
+    /// client that declared the tasks extension, to `run_code` or to a tool of a server of
+    /// 2025-11-25 (which has no tasks of its own; a server of 2026-07-28 decides for
+    /// itself), unless the tool's `execution.taskSupport` forbids it. A tool that requires
+    /// it always becomes one ([`Promotion::Always`]), and is refused to a client without
+    /// the extension (-32021).
     pub(super) fn may_become_task(
         &self,
         gateway: &Gateway,
@@ -83,14 +81,20 @@ impl Session {
             (support, true) => Ok(Some(BecomesTask {
                 tool: name.to_owned(),
                 arguments: call.arguments.clone(),
-                at_once: support == Some(TaskSupport::Required),
+                when: match support {
+                    Some(TaskSupport::Required) => Promotion::Always,
+                    _ => Promotion::WhenLong,
+                },
             })),
         }
     }
 
-    /// Waits for the answer of `call` for at most `[tasks] answer_within_ms` (not at all
-    /// when it becomes a task at once); a call still running then, or asking its client
-    /// something first, becomes a task of the gateway's, whose handle is the answer.
+    /// Waits for the answer of `call` for at most `[tasks] answer_within_ms`, then makes
+    /// it a task of the gateway's, whose handle is the answer, as `becomes.when` says: a
+    /// call still running becomes one; one that asks its client something first does
+    /// unless its tool requires a task (then the question is this round's, and the retry
+    /// with the answer goes on here); one that answered is answered as it is unless its
+    /// tool requires a task (then a task that completed with the answer).
     pub(super) async fn await_or_promote(
         self: &Arc<Self>,
         gateway: &Arc<Gateway>,
@@ -98,30 +102,39 @@ impl Session {
         request: &CancellationToken,
         becomes: BecomesTask,
     ) -> Result<ServerResult, ErrorData> {
+        let config = gateway.policy().config.tasks.clone();
+        let answered = tokio::select! {
+            biased;
+            answer = &mut call.task => Some(answer),
+            () = call.inputs.asked() => {
+                if becomes.when == Promotion::Always {
+                    call.becomes_task = Some(becomes);
+                    return self.await_or_park(gateway, call, request).await;
+                }
+                None
+            }
+            () = tokio::time::sleep(config.answer_within()) => None,
+            () = request.cancelled() => {
+                call.abandon();
+                return joined(call.task.await);
+            }
+        };
         let BecomesTask {
             tool,
             arguments,
-            at_once,
+            when,
         } = becomes;
-        let config = gateway.policy().config.tasks.clone();
-        if !at_once {
-            tokio::select! {
-                biased;
-                answer = &mut call.task => return joined(answer),
-                () = call.inputs.asked() => {}
-                () = tokio::time::sleep(config.answer_within()) => {}
-                () = request.cancelled() => {
-                    call.abandon();
-                    return joined(call.task.await);
-                }
-            }
+        if when == Promotion::WhenLong
+            && let Some(answer) = answered
+        {
+            return joined(answer);
         }
         // What one identity may have running is bounded: past it, the call stays a call.
         let permit = match self.owner_and_quotas().acquire(Holding::Task) {
             Ok(permit) => permit,
             Err(refused) => {
                 tracing::warn!(session = %self.id, code = refused.code(), "{refused}");
-                return self.await_or_park(gateway, call, request).await;
+                return self.stays_a_call(gateway, call, answered, request).await;
             }
         };
         let id = tasks::new_id(tasks::OWN);
@@ -150,11 +163,11 @@ impl Session {
                     max_bytes: config.max_kept_bytes_per_identity.get(),
                 };
                 tracing::warn!(session = %self.id, code = refused.code(), "{refused}");
-                return self.await_or_park(gateway, call, request).await;
+                return self.stays_a_call(gateway, call, answered, request).await;
             }
             Err(e) => {
                 tracing::warn!(session = %self.id, "the call stays a call, not a task: {e}");
-                return self.await_or_park(gateway, call, request).await;
+                return self.stays_a_call(gateway, call, answered, request).await;
             }
         }
         let running = Arc::new(RunningTask::new(
@@ -164,10 +177,43 @@ impl Session {
         ));
         gateway.running_tasks().insert(id.clone(), running.clone());
         tracing::info!(session = %self.id, task = %id, "a call became a task of the gateway's");
-        tokio::spawn(run(gateway.clone(), id, running, call.task, permit));
+        let calling: Calling = match answered {
+            Some(answer) => Box::pin(std::future::ready(answer)),
+            None => Box::pin(call.task),
+        };
+        let input_deadline = self.owner_and_quotas().quotas.limits().input_deadline();
+        tokio::spawn(run(
+            gateway.clone(),
+            id,
+            running,
+            calling,
+            permit,
+            input_deadline,
+        ));
         Ok(ServerResult::CreateTaskResult(CreateTaskResult::new(task)))
     }
+
+    /// A call that does not become a task after all (its identity's quota of tasks is
+    /// full, say): its `answer` if it came, or whatever it comes to as a call.
+    async fn stays_a_call(
+        &self,
+        gateway: &Gateway,
+        call: ParkedCall,
+        answer: Option<Joined>,
+        request: &CancellationToken,
+    ) -> Result<ServerResult, ErrorData> {
+        match answer {
+            Some(answer) => joined(answer),
+            None => self.await_or_park(gateway, call, request).await,
+        }
+    }
 }
+
+/// What a call came to, as its task's join gives it.
+type Joined = Result<Result<ServerResult, ErrorData>, JoinError>;
+
+/// A call a task runs: still going, or already answered.
+type Calling = Pin<Box<dyn Future<Output = Joined> + Send>>;
 
 /// Writes `record`, changed by a request about task `id` that reached a replica other than
 /// the one running it, and leaves `message` for that one.
@@ -239,14 +285,16 @@ async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
 /// Keeps the record of the gateway's task `id` as its call goes: `input_required` with the
 /// questions it asks, then its answer (or error), or `cancelled`; meanwhile, with
 /// replicas, takes what requests that reached another replica left for it. A call still
-/// running when its task expires is cancelled.
+/// running when its task expires is cancelled; one whose question stays unanswered past
+/// `input_deadline` too, and the task fails ([`TaskFailure::InputExpired`]).
 async fn run(
     gateway: Arc<Gateway>,
     id: String,
     running: Arc<RunningTask>,
-    mut call: JoinHandle<Result<ServerResult, ErrorData>>,
+    mut call: Calling,
     // The task's place in its identity's quota, until it settles.
     permit: Permit,
+    input_deadline: Duration,
 ) {
     let mut seen = 0;
     let shared = gateway.shared_state().is_shared();
@@ -256,13 +304,30 @@ async fn run(
     let expiry = tokio::time::sleep(running.record.lock().await.left());
     tokio::pin!(expiry);
     let mut expired = false;
+    let mut failure = None;
     let answer = loop {
+        // Taken anew each time round: questions come and are answered meanwhile.
+        let unanswered = running.inputs.oldest().map(|asked| asked + input_deadline);
         tokio::select! {
             biased;
             answer = &mut call => break answer,
             () = &mut expiry, if !expired => {
                 expired = true;
                 running.cancel();
+            }
+            () = at(unanswered) => {
+                if running
+                    .inputs
+                    .oldest()
+                    .is_some_and(|asked| asked + input_deadline <= Instant::now())
+                {
+                    let unanswered = TaskFailure::InputExpired {
+                        secs: input_deadline.as_secs(),
+                    };
+                    tracing::info!(task = %id, code = unanswered.code(), "{unanswered}");
+                    failure = Some(unanswered);
+                    running.stop_call();
+                }
             }
             () = running.inputs.asked_after(seen) => {
                 running.inputs.settled().await;
@@ -279,11 +344,19 @@ async fn run(
     // Free before the end is written: whoever sees the task settled may start another.
     drop(permit);
     change(&gateway, &id, &running, |task, _| {
-        settled(task, joined(answer), cancelled, stopping)
+        settled(task, joined(answer), cancelled, failure, stopping)
     })
     .await;
     gateway.running_tasks().remove(&id);
     tracing::info!(task = %id, cancelled, "the gateway's task settled");
+}
+
+/// Resolves at `deadline`; never without one.
+async fn at(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Changes the running task `id`'s state with `change` (given the call's open
@@ -338,15 +411,20 @@ pub(super) fn asking(task: DetailedTask, inputs: &Inputs) -> DetailedTask {
 
 /// `task` settled by its call's `answer`: completed with the tool's result (an error the
 /// tool reported too), failed when the call came to no result of the tool's (see
-/// [`error::work_failure`]; when the gateway is `stopping`, saying so), or cancelled.
+/// [`error::work_failure`]; when the gateway is `stopping`, saying so), cancelled, or
+/// failed with the `failure` for which the gateway stopped its call.
 fn settled(
     task: DetailedTask,
     answer: Result<ServerResult, ErrorData>,
     cancelled: bool,
+    failure: Option<TaskFailure>,
     stopping: bool,
 ) -> DetailedTask {
     if cancelled {
         return record::with_status(task, TaskStatus::Cancelled);
+    }
+    if let Some(failure) = failure {
+        return record::failed(task, &failure.to_error());
     }
     match answer.map(ToolResult::from_server_result) {
         // Cut by the gateway's shutdown, most likely: said so.
