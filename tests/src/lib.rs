@@ -108,6 +108,26 @@ pub fn conformance_client(
         .expect("node runs the conformance suite (scripts/install-test-peers installs it)")
 }
 
+/// Runs the official conformance suite's server scenarios `selection` (`--scenario NAME
+/// --spec-version REV`, `--requirements REV`, …) against the server at `url`, writing each
+/// scenario's checks under `output_dir`.
+pub fn conformance_server(
+    url: &str,
+    selection: &[&str],
+    output_dir: &std::path::Path,
+) -> std::process::Output {
+    std::process::Command::new(npm_bin("node"))
+        .arg(
+            repo().join("tests/peers/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+        )
+        .args(["server", "--url", url])
+        .args(selection)
+        .arg("--output-dir")
+        .arg(output_dir)
+        .output()
+        .expect("node runs the conformance suite (scripts/install-test-peers installs it)")
+}
+
 /// An executable of the test peers' Python venv (the PyPI peers `mcp-server-time`,
 /// `mcp-server-git`).
 pub fn venv_bin(name: &str) -> PathBuf {
@@ -258,6 +278,17 @@ impl ListeningServer {
         let address = free_address();
         let mut command = Command::new(bin("conformance"));
         command.arg(address.port().to_string());
+        Self::start(command, address)
+    }
+
+    /// `tests/servers/ts_sdk.mjs`, a server of both revisions written on the official
+    /// TypeScript SDK, at `http://ADDRESS/mcp`.
+    pub fn ts_sdk() -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(npm_bin("node"));
+        command
+            .arg(repo().join("tests/servers/ts_sdk.mjs"))
+            .arg(address.port().to_string());
         Self::start(command, address)
     }
 

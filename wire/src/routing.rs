@@ -158,6 +158,24 @@ fn check_params(
 
 /// The properties a schema designates for headers: their path, token and type.
 fn designated(schema: &JsonObject) -> Vec<(Vec<String>, String, Option<String>)> {
+    designations(schema)
+        .into_iter()
+        .filter_map(|(place, token, property)| {
+            let Value::String(token) = token else {
+                return None;
+            };
+            let kind = property
+                .get("type")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Some((place, token.clone(), kind))
+        })
+        .collect()
+}
+
+/// Every property of the schema (nested ones too) that has an `x-mcp-header`: its path,
+/// that value as written, and the property.
+fn designations(schema: &JsonObject) -> Vec<(Vec<String>, &Value, &JsonObject)> {
     let mut found = Vec::new();
     let mut pending = vec![(Vec::new(), schema)];
     while let Some((path, schema)) = pending.pop() {
@@ -170,17 +188,55 @@ fn designated(schema: &JsonObject) -> Vec<(Vec<String>, String, Option<String>)>
             };
             let mut place = path.clone();
             place.push(key.clone());
-            if let Some(Value::String(token)) = property.get("x-mcp-header") {
-                let kind = property
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                found.push((place.clone(), token.clone(), kind));
+            if let Some(token) = property.get("x-mcp-header") {
+                found.push((place.clone(), token, property));
             }
             pending.push((place, property));
         }
     }
     found
+}
+
+/// Why the `x-mcp-header` designations of a tool's input `schema` cannot be followed, if
+/// they cannot: a name that is not text, is empty, is not an HTTP header token (a colon, a
+/// space, a character outside ASCII or a control character) or is given twice (in any
+/// case), or a property that is not a string, integer or boolean (a number's text is not
+/// one: `1`, `1.0` and `1e0` are the same number). A client leaves
+/// such a tool out: its calls could not carry their headers.
+pub fn invalid_designation(schema: &JsonObject) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    for (place, token, property) in designations(schema) {
+        let place = place.join(".");
+        let Value::String(token) = token else {
+            return Some(format!("the x-mcp-header of `{place}` is not text"));
+        };
+        if token.is_empty() {
+            return Some(format!("the x-mcp-header of `{place}` is empty"));
+        }
+        if !token.bytes().all(is_token_byte) {
+            return Some(format!(
+                "the x-mcp-header of `{place}` ({token:?}) is not an HTTP header name"
+            ));
+        }
+        if !seen.insert(token.to_ascii_lowercase()) {
+            return Some(format!("the x-mcp-header {token:?} is given twice"));
+        }
+        let primitive = matches!(
+            property.get("type").and_then(Value::as_str),
+            Some("string" | "integer" | "boolean")
+        );
+        if !primitive {
+            return Some(format!(
+                "`{place}` has an x-mcp-header but is not a string, integer or boolean"
+            ));
+        }
+    }
+    None
+}
+
+/// A character of an HTTP token (RFC 9110's `tchar`).
+fn is_token_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
 }
 
 fn value_at<'a>(arguments: &'a JsonObject, path: &[String]) -> Option<&'a Value> {
@@ -268,6 +324,35 @@ mod tests {
 
     fn call(arguments: Value) -> ClientRequest {
         request(json!({"method": "tools/call", "params": {"name": "t", "arguments": arguments}}))
+    }
+
+    fn designating(properties: Value) -> JsonObject {
+        serde_json::from_value(json!({"type": "object", "properties": properties})).unwrap()
+    }
+
+    #[test]
+    fn a_tool_whose_header_designations_cannot_be_followed_is_told_apart() {
+        let valid = designating(json!({
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+        }));
+        assert_eq!(invalid_designation(&valid), None);
+        for properties in [
+            json!({"a": {"type": "string", "x-mcp-header": ""}}),
+            json!({"a": {"type": "array", "items": {"type": "string"}, "x-mcp-header": "A"}}),
+            json!({"a": {"type": "number", "x-mcp-header": "A"}}),
+            json!({"a": {"type": "string", "x-mcp-header": "Same"},
+                   "b": {"type": "string", "x-mcp-header": "same"}}),
+            json!({"a": {"type": "string", "x-mcp-header": "A:B"}}),
+            json!({"a": {"type": "string", "x-mcp-header": "Régión"}}),
+            json!({"a": {"type": "string", "x-mcp-header": "A\u{1}"}}),
+            json!({"a": {"type": "string", "x-mcp-header": 7}}),
+        ] {
+            assert!(
+                invalid_designation(&designating(properties.clone())).is_some(),
+                "{properties}"
+            );
+        }
     }
 
     fn schema() -> JsonObject {

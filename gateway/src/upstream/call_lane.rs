@@ -12,6 +12,7 @@ use rmcp::model::{
     RequestId,
 };
 
+use super::client::StreamRequests;
 pub use super::lane::Unanswered;
 use super::lane::{self, CallAnswer, Lane, RawAnswer};
 use super::streamable_http::lane::HttpLane;
@@ -24,10 +25,11 @@ pub enum CallLane {
 }
 
 impl CallLane {
-    /// Serves a server of 2026-07-28 (`revision`), which has no session.
-    pub fn serve_stateless(&self, revision: &ProtocolVersion) {
+    /// Serves a server of 2026-07-28 (`revision`), which has no session, with `requests`
+    /// relaying what it asks on a call's stream.
+    pub fn serve_stateless(&self, revision: &ProtocolVersion, requests: StreamRequests) {
         if let Self::Http(lane) = self {
-            lane.serve_stateless(revision);
+            lane.serve_stateless(revision, requests);
         }
     }
 

@@ -5,7 +5,9 @@
 //! offers what needs them; each such request is relayed to the client whose call it
 //! belongs to (see [`crate::relay`]). Tool, prompt and resource list changes go to the
 //! supervisor (which refreshes the catalog); progress and log messages go to the calling
-//! client, log messages also to the gateway log.
+//! client, log messages also to the gateway log. A server spoken to at 2026-07-28 may still
+//! ask its client by request on a call's stream, where rmcp does not see it: the lane
+//! hands such requests to [`StreamRequests`], which relays them the same way.
 
 #![allow(
     deprecated,
@@ -15,16 +17,16 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+    ClientCapabilities, ClientConfig, ClientJsonRpcMessage, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, CustomNotification, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
-    Implementation, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotification,
-    LoggingMessageNotificationParam, PingRequest, ProgressNotificationParam, ProtocolVersion,
-    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest, SubscriptionFilter,
-    UrlElicitationCapability,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability, GetMeta,
+    Implementation, JsonRpcRequest, ListRootsRequest, ListRootsResult, LoggingLevel,
+    LoggingMessageNotification, LoggingMessageNotificationParam, PingRequest,
+    ProgressNotificationParam, ProtocolVersion, RequestId, ResourceUpdatedNotificationParam,
+    ServerNotification, ServerRequest, SubscriptionFilter, UrlElicitationCapability,
 };
-use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
-use rmcp::{ClientHandler, ErrorData, RoleClient};
+use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, Service};
+use rmcp::{ClientHandler, ErrorData, Peer, RoleClient};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::relay::{self, CallRoutes, Downstream};
@@ -82,6 +84,43 @@ impl UpstreamClient {
             context,
         )
         .await
+    }
+}
+
+/// The requests a server spoken to at 2026-07-28 sends on the stream of a call the lane
+/// posted. rmcp did not post that call, so it would refuse them as belonging to none of
+/// its requests; the lane hands them here instead, and each is relayed to the call's
+/// client as rmcp would have relayed it (a 2025 client gets the request, a 2026 one is
+/// asked in its call's result), the answer going back to the lane to post.
+pub struct StreamRequests {
+    handler: UpstreamClient,
+    peer: Peer<RoleClient>,
+}
+
+impl StreamRequests {
+    /// Relays with `handler` (a twin of the connection's own), answering for `peer`.
+    pub fn new(handler: UpstreamClient, peer: Peer<RoleClient>) -> Self {
+        Self { handler, peer }
+    }
+
+    /// The answer to `request`, which came on the stream of the lane's call `call`.
+    pub async fn answer(
+        &self,
+        call: &RequestId,
+        request: JsonRpcRequest<ServerRequest>,
+    ) -> ClientJsonRpcMessage {
+        let JsonRpcRequest {
+            id, mut request, ..
+        } = request;
+        let mut context = RequestContext::new(id.clone(), self.peer.clone());
+        std::mem::swap(&mut context.meta, request.get_meta_mut());
+        context
+            .extensions
+            .insert(InboundStreamOrigin::OutboundRequest(call.clone()));
+        match Service::handle_request(&self.handler, request, context).await {
+            Ok(result) => ClientJsonRpcMessage::response(result, id),
+            Err(error) => ClientJsonRpcMessage::error(error, Some(id)),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use rmcp::service::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{self, UpstreamClient, UpstreamEvent};
+use super::client::{self, StreamRequests, UpstreamClient, UpstreamEvent};
 use super::kind::{CONNECT_TIMEOUT, ConnectError, Kind, Opened, Opening};
 use super::offer::{Lister, Offer};
 use super::per_user::SignsInAs;
@@ -123,7 +123,14 @@ async fn connect_inner(
         downstream,
         sandbox,
     } = sides;
-    let handler = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
+    let handler = UpstreamClient::new(
+        name.clone(),
+        events.clone(),
+        calls.clone(),
+        downstream.clone(),
+    );
+    // Its twin relays what a server without a session asks on the lane's calls' streams.
+    let twin = UpstreamClient::new(name.clone(), events.clone(), calls.clone(), downstream);
     let gateway_side = handler.get_info();
     let violation = Violation::default();
     let signed_out = CancellationToken::new();
@@ -178,7 +185,7 @@ async fn connect_inner(
     };
     let stateless = stateless.then(|| revision.unwrap_or(ProtocolVersion::V_2026_07_28));
     if let (Some(revision), Some(lane)) = (&stateless, &lane) {
-        lane.serve_stateless(revision);
+        lane.serve_stateless(revision, StreamRequests::new(twin, service.peer().clone()));
     }
     // What rmcp puts in each request to a stateless server, for the calls the lanes
     // write themselves.
@@ -220,6 +227,7 @@ async fn connect_inner(
         unreachable: Default::default(),
         lane,
         stateless,
+        listens: Default::default(),
     });
     Ok(Connection::new(live, service, group, signed_out))
 }

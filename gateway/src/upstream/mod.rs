@@ -24,6 +24,7 @@ mod notifications_in_flight;
 pub mod offer;
 mod per_user;
 mod progress_in_order;
+mod resource_listens;
 pub mod resource_uri;
 mod rmcp_errors;
 mod sse;
@@ -68,6 +69,9 @@ pub struct Live {
     /// carries of the gateway's side: the revision, the gateway's name and capabilities.
     /// `None` for a server spoken to in a session.
     stateless: Option<RequestMetaObject>,
+    /// The resource subscriptions of 2025 clients, as `subscriptions/listen` streams (a
+    /// server spoken to at 2026-07-28 only), kept by each offer the connection reads.
+    listens: Arc<resource_listens::ResourceListens>,
 }
 
 impl Live {

@@ -238,6 +238,15 @@ impl Offer {
                 peer.list_all_tools_with_cache_hint().await.map(Some)
             })
             .await?;
+        // A tool whose `x-mcp-header`s cannot be followed is left out, as a client of
+        // 2026-07-28 must leave it out: its calls could not carry their headers.
+        self.tools.retain(|tool| {
+            let Some(why) = wire::routing::invalid_designation(&tool.input_schema) else {
+                return true;
+            };
+            tracing::warn!(list = "tools", definition = %tool.name, "left out of the list: {why}");
+            false
+        });
         Ok(())
     }
 

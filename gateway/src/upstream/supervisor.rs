@@ -290,6 +290,7 @@ impl Upstream {
                     unreachable: live.unreachable.clone(),
                     lane: live.lane.clone(),
                     stateless: live.stateless.clone(),
+                    listens: live.listens.clone(),
                 })));
                 if changed {
                     let _ = self.downstream.announced.send((self.name.clone(), kind));

@@ -16,7 +16,10 @@
 //! the stream (the upstream's requests to the client, its log messages) is handed to
 //! rmcp's service loop as if its transport had read it ([`Inbound`]), marked with the
 //! call's id as the stream it came on: the relay finds the call's client by it, and the
-//! client's answer goes back through rmcp.
+//! client's answer goes back through rmcp. A server without a session (2026-07-28) may
+//! still ask by request on a call's stream; rmcp, which did not post the call, would
+//! refuse that as related to none of its requests, so the lane has such a request relayed
+//! itself ([`StreamRequests`]) and posts the answer back.
 //!
 //! Everything else stays rmcp's: `initialize`, the standalone GET stream, every other
 //! request. The lane learns the session from rmcp's own `notifications/initialized`
@@ -29,7 +32,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::FutureExt;
 use futures::stream::StreamExt;
@@ -50,6 +53,7 @@ use rmcp::transport::streamable_http_client::{
 use tokio::sync::mpsc;
 
 use crate::http_client::{Events, Failed, HttpError, McpHttp, Target, with_causes};
+use crate::upstream::client::StreamRequests;
 use crate::upstream::decorated::Decoration;
 use crate::upstream::lane::{self, CallAnswer, FIRST_ID, Message, RawAnswer, Unanswered};
 
@@ -140,6 +144,8 @@ pub struct HttpLane {
     session: SessionSlot,
     /// What the upstream sends on a call's stream that is not the call's own.
     inbound: mpsc::UnboundedSender<ServerJsonRpcMessage>,
+    /// Who relays the requests of a server without a session on a call's stream.
+    requests: OnceLock<StreamRequests>,
     next_id: AtomicI64,
 }
 
@@ -159,13 +165,16 @@ impl HttpLane {
             configured: config.custom_headers.clone(),
             session,
             inbound: inbound.0.clone(),
+            requests: OnceLock::new(),
             next_id: AtomicI64::new(FIRST_ID),
         }
     }
 
     /// Serves an upstream of 2026-07-28 (`revision`), which has no session: every call
-    /// carries the configured headers, `MCP-Protocol-Version` and its routing headers.
-    pub fn serve_stateless(&self, revision: &ProtocolVersion) {
+    /// carries the configured headers, `MCP-Protocol-Version` and its routing headers, and
+    /// `requests` relays what the upstream asks on a call's stream.
+    pub fn serve_stateless(&self, revision: &ProtocolVersion, requests: StreamRequests) {
+        let _ = self.requests.set(requests);
         let mut headers = self.configured.clone();
         if let Ok(version) = HeaderValue::from_str(revision.as_str()) {
             headers.insert(HeaderName::from_static("mcp-protocol-version"), version);
@@ -358,15 +367,33 @@ impl HttpLane {
                     return Ok(answer);
                 }
                 Heard::Progress(params) => progress(params).await,
-                Heard::Other => self.pass_on_raw(id, &data),
+                Heard::Other => self.hand_on(id, session, &data).await,
             }
         }
     }
 
-    fn pass_on_raw(&self, id: &RequestId, data: &str) {
-        match serde_json::from_str::<ServerJsonRpcMessage>(data) {
-            Ok(message) => self.pass_on(id, message),
-            Err(error) => tracing::debug!("not a JSON-RPC message on a call's stream: {error}"),
+    /// Hands on what the upstream sent on the stream of call `id` that is not the call's
+    /// own: a request of a server without a session to [`StreamRequests`], whose answer
+    /// is posted back (the upstream waits for it before it goes on); anything else to rmcp.
+    async fn hand_on(&self, id: &RequestId, session: &UpstreamSession, data: &str) {
+        let message = match serde_json::from_str::<ServerJsonRpcMessage>(data) {
+            Ok(message) => message,
+            Err(error) => {
+                tracing::debug!("not a JSON-RPC message on a call's stream: {error}");
+                return;
+            }
+        };
+        match (message, self.requests.get()) {
+            (ServerJsonRpcMessage::Request(request), Some(requests)) if session.stateless => {
+                let answer = requests.answer(id, request).await;
+                let headers = session.headers_for(Vec::new);
+                let to = self.target(session, headers);
+                let posted = self.client.post(to, answer, Limits::default());
+                if let Err(error) = posted.await {
+                    tracing::debug!("could not answer the upstream's request: {error}");
+                }
+            }
+            (message, _) => self.pass_on(id, message),
         }
     }
 

@@ -1,5 +1,7 @@
 //! Subscriptions: `resources/subscribe` and `resources/unsubscribe` (2025-11-25 and
-//! earlier) to one resource's updates, passed to the upstream that owns it; and
+//! earlier) to one resource's updates, passed to the upstream that owns it (as a
+//! `subscriptions/listen` of that URI to one spoken to at 2026-07-28, which has no
+//! `resources/subscribe`); and
 //! `subscriptions/listen` (2026-07-28), a stream of the list changes the client asks for
 //! ([`watch`]).
 
@@ -63,6 +65,11 @@ impl Call {
         self.gateway()
             .subscriptions()
             .subscribe(&request.uri, &self.session.id, link);
+        if let Some(upstream) = self.gateway().registry().upstream(&server)
+            && let Some(listened) = upstream.listen_to_resource(&original).await
+        {
+            return listened.map(|()| ServerResult::empty(()));
+        }
         let mut params = request;
         params.uri = original;
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
@@ -78,6 +85,11 @@ impl Call {
             .gateway()
             .subscriptions()
             .unsubscribe(&request.uri, &self.session.id)
+        {
+            return Ok(ServerResult::empty(()));
+        }
+        if let Some(upstream) = self.gateway().registry().upstream(&server)
+            && upstream.stop_listening_to_resource(&original)
         {
             return Ok(ServerResult::empty(()));
         }

@@ -1,0 +1,491 @@
+#!/usr/bin/env node
+// An MCP server written on the official TypeScript SDK (npm @modelcontextprotocol/sdk,
+// pinned in tests/peers), served over streamable HTTP at http://127.0.0.1:PORT/mcp, that
+// speaks both revisions as servers built on today's SDKs do, for the tests that check what
+// such a server does reaches a client of either revision behind the gateway
+// (tests/tests/dual_revision.rs, scripts/conformance).
+//
+// Usage: node ts_sdk.mjs PORT
+//
+// 2025-11-25 and earlier: sessions opened by `initialize`, as the SDK serves them (each
+// with its own Server and transport, and an in-memory event store so streams resume).
+// 2026-07-28: a request whose MCP-Protocol-Version header says so carries its own
+// context and needs no session. `server/discover` names both revisions;
+// `subscriptions/listen` opens a stream of the changes asked for; `resources/subscribe`
+// and `resources/unsubscribe` are refused as removed stateful RPCs; every other request is
+// served by a Server of its own on a stateless transport. Its tools still ask their
+// client by request on the call's stream (`sampling/createMessage`,
+// `elicitation/create`), as the SDK's tools do at every revision.
+//
+// Its tools, resources and prompts are those the conformance suite's server scenarios
+// call. The tool `touch_watched` says `test://watched-resource` changed: to the sessions
+// that subscribed to it (2025) and to the listen streams that asked for it (2026).
+
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+const sdk = new URL('../peers/node_modules/@modelcontextprotocol/sdk/dist/esm/', import.meta.url);
+const { Server } = await import(new URL('server/index.js', sdk));
+const { StreamableHTTPServerTransport } = await import(new URL('server/streamableHttp.js', sdk));
+const {
+  CallToolRequestSchema,
+  CompleteRequestSchema,
+  CreateMessageResultSchema,
+  ElicitResultSchema,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  ReadResourceRequestSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+} = await import(new URL('types.js', sdk));
+
+const STATELESS = '2026-07-28';
+const INFO = { name: 'ts-sdk-dual-revision', version: '1.0.0' };
+const CAPABILITIES = {
+  tools: { listChanged: true },
+  resources: { subscribe: true, listChanged: true },
+  prompts: { listChanged: true },
+  logging: {},
+  completions: {},
+};
+const PNG =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
+const WAV = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=';
+const WATCHED = 'test://watched-resource';
+const EMPTY = { type: 'object', properties: {} };
+
+const text = (value) => ({ content: [{ type: 'text', text: value }] });
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Sessions of 2025 (id -> { server, transport }), and which of them subscribed to what.
+const sessions = new Map();
+const subscribed = new Map();
+// Open 2026 listen streams: { response, uris }.
+const listeners = new Set();
+// Events of every stream, for resumption (Last-Event-ID).
+const events = new Map();
+const eventStore = {
+  async storeEvent(streamId, message) {
+    const id = `${streamId}::${String(events.size).padStart(8, '0')}`;
+    events.set(id, { streamId, message });
+    return id;
+  },
+  async replayEventsAfter(lastEventId, { send }) {
+    const streamId = lastEventId.split('::')[0];
+    for (const [id, event] of events) {
+      if (event.streamId === streamId && id > lastEventId) await send(id, event.message);
+    }
+    return streamId;
+  },
+};
+
+const TOOLS = {
+  test_simple_text: async () => text('This is a simple text response for testing.'),
+  test_image_content: async () => ({ content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] }),
+  test_audio_content: async () => ({ content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }] }),
+  test_embedded_resource: async () => ({
+    content: [
+      {
+        type: 'resource',
+        resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' },
+      },
+    ],
+  }),
+  test_multiple_content_types: async () => ({
+    content: [
+      { type: 'text', text: 'Multiple content types test:' },
+      { type: 'image', data: PNG, mimeType: 'image/png' },
+      {
+        type: 'resource',
+        resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: '{"test":"data","value":123}' },
+      },
+    ],
+  }),
+  test_tool_with_logging: async (_args, extra) => {
+    for (const data of ['Tool execution started', 'Tool processing data', 'Tool execution completed']) {
+      await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data } });
+      await sleep(50);
+    }
+    return text('Tool with logging executed successfully');
+  },
+  test_tool_with_progress: async (_args, extra) => {
+    const progressToken = extra._meta?.progressToken ?? 0;
+    for (const progress of [0, 50, 100]) {
+      await extra.sendNotification({
+        method: 'notifications/progress',
+        params: { progressToken, progress, total: 100, message: `Completed step ${progress} of 100` },
+      });
+      await sleep(50);
+    }
+    return text(String(progressToken));
+  },
+  test_error_handling: async () => {
+    throw new Error('This tool intentionally returns an error for testing');
+  },
+  test_reconnection: async (_args, extra) => {
+    extra.closeSSEStream?.();
+    await sleep(100);
+    return text('Reconnection test completed successfully.');
+  },
+  test_sampling: async (args, extra) => {
+    const result = await extra.sendRequest(
+      {
+        method: 'sampling/createMessage',
+        params: { messages: [{ role: 'user', content: { type: 'text', text: args.prompt } }], maxTokens: 100 },
+      },
+      CreateMessageResultSchema,
+    );
+    return text(`LLM response: ${result.content?.text ?? 'No response'}`);
+  },
+  test_elicitation: async (args, extra) =>
+    elicited(extra, {
+      mode: 'form',
+      message: args.message,
+      requestedSchema: {
+        type: 'object',
+        properties: { response: { type: 'string', description: "User's response" } },
+        required: ['response'],
+      },
+    }),
+  test_elicitation_sep1034_defaults: async (_args, extra) =>
+    elicited(extra, {
+      mode: 'form',
+      message: 'Please review and update the form fields with defaults',
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          name: { type: 'string', description: 'User name', default: 'John Doe' },
+          age: { type: 'integer', description: 'User age', default: 30 },
+          score: { type: 'number', description: 'User score', default: 95.5 },
+          status: { type: 'string', description: 'User status', enum: ['active', 'inactive', 'pending'], default: 'active' },
+          verified: { type: 'boolean', description: 'Verification status', default: true },
+        },
+        required: [],
+      },
+    }),
+  test_elicitation_sep1330_enums: async (_args, extra) =>
+    elicited(extra, {
+      mode: 'form',
+      message: 'Please select options from the enum fields',
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          untitledSingle: { type: 'string', description: 'Select one option', enum: ['option1', 'option2', 'option3'] },
+          titledSingle: {
+            type: 'string',
+            description: 'Select one option with titles',
+            oneOf: [
+              { const: 'value1', title: 'First Option' },
+              { const: 'value2', title: 'Second Option' },
+              { const: 'value3', title: 'Third Option' },
+            ],
+          },
+          legacyEnum: {
+            type: 'string',
+            description: 'Select one option (legacy)',
+            enum: ['opt1', 'opt2', 'opt3'],
+            enumNames: ['Option One', 'Option Two', 'Option Three'],
+          },
+          untitledMulti: {
+            type: 'array',
+            description: 'Select multiple options',
+            minItems: 1,
+            maxItems: 3,
+            items: { type: 'string', enum: ['option1', 'option2', 'option3'] },
+          },
+          titledMulti: {
+            type: 'array',
+            description: 'Select multiple options with titles',
+            minItems: 1,
+            maxItems: 3,
+            items: {
+              anyOf: [
+                { const: 'value1', title: 'First Choice' },
+                { const: 'value2', title: 'Second Choice' },
+                { const: 'value3', title: 'Third Choice' },
+              ],
+            },
+          },
+        },
+        required: [],
+      },
+    }),
+  json_schema_2020_12_tool: async (args) => text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`),
+  touch_watched: async () => {
+    for (const [sessionId, uris] of subscribed) {
+      if (uris.has(WATCHED)) await sessions.get(sessionId)?.server.sendResourceUpdated({ uri: WATCHED });
+    }
+    for (const listener of listeners) {
+      if (listener.uris.includes(WATCHED)) {
+        const params = { uri: WATCHED, _meta: listener._meta };
+        event(listener.response, { jsonrpc: '2.0', method: 'notifications/resources/updated', params });
+      }
+    }
+    return text('touched');
+  },
+};
+
+const SCHEMAS = {
+  test_sampling: { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] },
+  test_elicitation: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] },
+  json_schema_2020_12_tool: {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    type: 'object',
+    $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+    properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+    additionalProperties: false,
+  },
+};
+
+async function elicited(extra, params) {
+  const result = await extra.sendRequest({ method: 'elicitation/create', params }, ElicitResultSchema);
+  return text(`Elicitation completed: action=${result.action}, content=${JSON.stringify(result.content ?? {})}`);
+}
+
+const RESOURCES = {
+  'test://static-text': { name: 'static-text', mimeType: 'text/plain', text: 'This is the content of the static text resource.' },
+  'test://static-binary': { name: 'static-binary', mimeType: 'image/png', blob: PNG },
+  [WATCHED]: { name: 'watched-resource', mimeType: 'text/plain', text: 'Watched resource content' },
+};
+
+const PROMPTS = {
+  test_simple_prompt: {
+    arguments: [],
+    messages: () => [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }],
+  },
+  test_prompt_with_arguments: {
+    arguments: [
+      { name: 'arg1', description: 'First test argument', required: true },
+      { name: 'arg2', description: 'Second test argument', required: true },
+    ],
+    messages: (args) => [
+      { role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'` } },
+    ],
+  },
+  test_prompt_with_embedded_resource: {
+    arguments: [{ name: 'resourceUri', description: 'URI of the resource to embed', required: true }],
+    messages: (args) => [
+      {
+        role: 'user',
+        content: { type: 'resource', resource: { uri: args.resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } },
+      },
+      { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
+    ],
+  },
+  test_prompt_with_image: {
+    arguments: [],
+    messages: () => [
+      { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
+      { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } },
+    ],
+  },
+};
+
+// A Server with every handler; `sessionOf()` names its 2025 session, if it has one.
+function newServer(sessionOf) {
+  const server = new Server(INFO, { capabilities: CAPABILITIES });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: Object.keys(TOOLS).map((name) => ({ name, description: name, inputSchema: SCHEMAS[name] ?? EMPTY })),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const tool = TOOLS[request.params.name];
+    if (!tool) return { ...text(`Unknown tool: ${request.params.name}`), isError: true };
+    try {
+      return await tool(request.params.arguments ?? {}, extra);
+    } catch (error) {
+      return { ...text(error.message), isError: true };
+    }
+  });
+  server.setRequestHandler(ListResourcesRequestSchema, async () => ({
+    resources: Object.entries(RESOURCES).map(([uri, { name, mimeType }]) => ({ uri, name, mimeType })),
+  }));
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+    resourceTemplates: [{ uriTemplate: 'test://template/{id}/data', name: 'template', mimeType: 'application/json' }],
+  }));
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    const uri = request.params.uri;
+    const template = /^test:\/\/template\/([^/]+)\/data$/.exec(uri);
+    if (template) {
+      const id = template[1];
+      return { contents: [{ uri, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }] };
+    }
+    const resource = RESOURCES[uri];
+    if (!resource) {
+      const error = new Error(`Resource not found: ${uri}`);
+      error.code = -32002;
+      error.data = { uri };
+      throw error;
+    }
+    const { name: _name, ...content } = resource;
+    return { contents: [{ uri, ...content }] };
+  });
+  server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+    const sessionId = sessionOf();
+    if (!subscribed.has(sessionId)) subscribed.set(sessionId, new Set());
+    subscribed.get(sessionId).add(request.params.uri);
+    return {};
+  });
+  server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+    subscribed.get(sessionOf())?.delete(request.params.uri);
+    return {};
+  });
+  server.setRequestHandler(ListPromptsRequestSchema, async () => ({
+    prompts: Object.entries(PROMPTS).map(([name, { arguments: args }]) => ({ name, description: name, arguments: args })),
+  }));
+  server.setRequestHandler(GetPromptRequestSchema, async (request) => {
+    const prompt = PROMPTS[request.params.name];
+    if (!prompt) throw new Error(`Unknown prompt: ${request.params.name}`);
+    return { messages: prompt.messages(request.params.arguments ?? {}) };
+  });
+  server.setRequestHandler(SetLevelRequestSchema, async () => ({}));
+  server.setRequestHandler(CompleteRequestSchema, async () => ({ completion: { values: [], total: 0, hasMore: false } }));
+  return server;
+}
+
+function event(response, message) {
+  response.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+}
+
+function json(response, status, body) {
+  response.writeHead(status, { 'content-type': 'application/json' });
+  response.end(JSON.stringify(body));
+}
+
+const refusal = (id, code, message) => ({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
+
+// A request of 2026-07-28: its own context, no session.
+async function serveStateless(request, response, body) {
+  const id = body?.id;
+  switch (body?.method) {
+    case 'server/discover':
+      return json(response, 200, {
+        jsonrpc: '2.0',
+        id,
+        result: {
+          resultType: 'complete',
+          supportedVersions: ['2025-03-26', '2025-06-18', '2025-11-25', STATELESS],
+          capabilities: CAPABILITIES,
+          ttlMs: 0,
+          cacheScope: 'private',
+          _meta: { 'io.modelcontextprotocol/serverInfo': INFO },
+        },
+      });
+    case 'resources/subscribe':
+    case 'resources/unsubscribe':
+      return json(response, 200, refusal(id, -32601, `${body.method} is a removed stateful RPC at ${STATELESS}: use subscriptions/listen`));
+    case 'subscriptions/listen': {
+      const notifications = body.params?.notifications ?? {};
+      response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      const _meta = { 'io.modelcontextprotocol/subscriptionId': id };
+      const listener = { response, uris: notifications.resourceSubscriptions ?? [], _meta };
+      listeners.add(listener);
+      request.on('close', () => listeners.delete(listener));
+      event(response, { jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications, _meta } });
+      return;
+    }
+  }
+  if (body && !body.method && asked.has(body.id)) {
+    // A client's answer to what a tool asked: to the request's own Server, under its id.
+    const { transport, id: asked_as } = asked.get(body.id);
+    asked.delete(body.id);
+    response.writeHead(202).end();
+    transport.onmessage?.({ ...body, id: asked_as });
+    return;
+  }
+  // The SDK knows no revision after 2025-11-25: its transport is told the one whose wire it shares.
+  const at = request.rawHeaders.findIndex((name, i) => i % 2 === 0 && name.toLowerCase() === 'mcp-protocol-version');
+  request.rawHeaders[at + 1] = '2025-11-25';
+  const server = newServer(() => undefined);
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    if (message.method && message.id !== undefined) {
+      // A question of this request's Server: numbered apart from every other request's.
+      const id = `ask-${++questions}`;
+      asked.set(id, { transport, id: message.id });
+      return send({ ...message, id }, options);
+    }
+    if (message.result && !message.result.resultType) {
+      return send({ ...message, result: { resultType: 'complete', ...message.result } }, options);
+    }
+    return send(message, options);
+  };
+  response.on('close', () => {
+    transport.close();
+    server.close();
+  });
+  await server.connect(transport);
+  await transport.handleRequest(request, response, body);
+}
+
+// The questions the tools of 2026-07-28 requests asked, by the id they went out under: each
+// request has a Server and transport of its own, and the answer comes in a request of its own.
+const asked = new Map();
+let questions = 0;
+
+async function serveSession(request, response, body) {
+  const sessionId = request.headers['mcp-session-id'];
+  const known = sessionId && sessions.get(sessionId);
+  if (known) return known.transport.handleRequest(request, response, body);
+  if (sessionId) return json(response, 404, refusal(body?.id, -32001, 'Session not found'));
+  if (request.method !== 'POST' || body?.method !== 'initialize') {
+    return json(response, 400, refusal(body?.id, -32000, 'Bad Request: no session'));
+  }
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: () => randomUUID(),
+    eventStore,
+    retryInterval: 500,
+    onsessioninitialized: (id) => sessions.set(id, { server, transport }),
+  });
+  const server = newServer(() => transport.sessionId);
+  transport.onclose = () => {
+    sessions.delete(transport.sessionId);
+    subscribed.delete(transport.sessionId);
+  };
+  await server.connect(transport);
+  await transport.handleRequest(request, response, body);
+}
+
+function readBody(request) {
+  return new Promise((resolve) => {
+    const chunks = [];
+    request.on('data', (chunk) => chunks.push(chunk));
+    request.on('end', () => {
+      const raw = Buffer.concat(chunks).toString();
+      try {
+        resolve(raw ? JSON.parse(raw) : undefined);
+      } catch {
+        resolve(null);
+      }
+    });
+  });
+}
+
+const port = Number(process.argv[2]);
+if (!Number.isInteger(port)) {
+  console.error('usage: node ts_sdk.mjs PORT');
+  process.exit(2);
+}
+http
+  .createServer(async (request, response) => {
+    if (new URL(request.url, 'http://localhost').pathname !== '/mcp') return json(response, 404, refusal(null, -32000, 'Not found'));
+    // DNS rebinding: only this machine's names are served.
+    if (![`127.0.0.1:${port}`, `localhost:${port}`].includes(request.headers.host)) {
+      return json(response, 403, refusal(null, -32000, 'Forbidden: foreign Host'));
+    }
+    const body = request.method === 'POST' ? await readBody(request) : undefined;
+    if (body === null) return json(response, 400, refusal(null, -32700, 'Parse error'));
+    try {
+      if (request.headers['mcp-protocol-version'] === STATELESS && !request.headers['mcp-session-id']) {
+        await serveStateless(request, response, body);
+      } else {
+        await serveSession(request, response, body);
+      }
+    } catch (error) {
+      if (!response.headersSent) json(response, 500, refusal(body?.id, -32603, String(error)));
+    }
+  })
+  .listen(port, '127.0.0.1');

@@ -1,0 +1,177 @@
+//! A server of both protocol revisions behind the gateway with the default configuration
+//! (`protocol = "auto"`), as servers built on today's SDKs are: tests/servers/ts_sdk.mjs,
+//! written on the official TypeScript SDK, answers `server/discover` (so the gateway
+//! speaks 2026-07-28 to it), yet its tools still ask their client by request on the
+//! call's stream, and it refuses `resources/subscribe` as a removed stateful RPC. What it
+//! does must reach a client of either revision as it would directly: its questions as
+//! requests to a client of 2025-11-25 and in an `InputRequiredResult` to one of
+//! 2026-07-28, and a 2025 client's resource subscription as a `subscriptions/listen` of
+//! that resource.
+
+use mcp_gateway_tests::*;
+use serde_json::{Value, json};
+
+/// Every file called `checks.json` under `dir`, by the scenario folder it is in.
+fn checks_under(dir: &std::path::Path) -> Vec<(String, Vec<Value>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(checks_under(&path));
+        } else if path.file_name().is_some_and(|file| file == "checks.json") {
+            let checks: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let scenario = dir.file_name().unwrap().to_string_lossy().into_owned();
+            found.push((scenario, checks.as_array().cloned().unwrap_or_default()));
+        }
+    }
+    found
+}
+
+/// The suite's server scenarios of 2025-11-25 in which the server asks its client, or is
+/// subscribed to, all pass through the gateway as they pass directly.
+#[test]
+fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway() {
+    let upstream = ListeningServer::ts_sdk();
+    let workspace =
+        Workspace::new(&upstream.server_config("ts", "prefix = \"\"\nrewrite_uris = false\n"));
+    let gateway = workspace.serve_http(&[]);
+    for scenario in [
+        "tools-call-sampling",
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
+        "resources-subscribe",
+        "resources-unsubscribe",
+    ] {
+        for url in [
+            format!("http://{}/mcp", upstream.address),
+            gateway.url("/mcp"),
+        ] {
+            let output_dir = tempfile::tempdir().unwrap();
+            let selection = ["--scenario", scenario, "--spec-version", "2025-11-25"];
+            let output = conformance_server(&url, &selection, output_dir.path());
+            let runs = checks_under(output_dir.path());
+            assert!(
+                !runs.is_empty(),
+                "{scenario} at {url} wrote no checks:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            for (_, checks) in runs {
+                let failed: Vec<&Value> = checks
+                    .iter()
+                    .filter(|check| {
+                        !["SUCCESS", "INFO", "SKIPPED"]
+                            .contains(&check["status"].as_str().unwrap_or_default())
+                    })
+                    .collect();
+                assert!(failed.is_empty(), "{scenario} at {url}: {failed:#?}");
+            }
+        }
+    }
+}
+
+/// A client of either revision is asked what the server's tools ask, and gets the
+/// answers' results.
+#[test]
+fn a_dual_revision_servers_questions_reach_clients_of_both_revisions() {
+    let upstream = ListeningServer::ts_sdk();
+    let workspace = Workspace::new(&upstream.server_config("ts", ""));
+    let gateway = workspace.serve_http(&[]);
+    for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(
+            [
+                "--mode",
+                mode,
+                "--sample",
+                "MCP is a protocol",
+                "--elicit",
+                "accept",
+                "--elicit-content",
+                r#"{"response":"yes"}"#,
+            ]
+            .map(String::from),
+        );
+        let run = python_client(
+            &args,
+            &json!([
+                {"action": "call_tool", "name": "mcp__ts__test_sampling",
+                 "arguments": {"prompt": "What is MCP?"}},
+                {"action": "call_tool", "name": "mcp__ts__test_elicitation",
+                 "arguments": {"message": "Say yes"}},
+            ]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}");
+        assert_eq!(run["server"]["protocol_version"], revision, "{run:#}");
+        let texts: Vec<String> = (0..2)
+            .map(|i| result_text(action_result(&run, i)))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "LLM response: MCP is a protocol",
+                r#"Elicitation completed: action=accept, content={"response":"yes"}"#,
+            ],
+            "{run:#}"
+        );
+    }
+}
+
+/// A client of 2025-11-25 subscribes to a resource of the server spoken to at
+/// 2026-07-28, and hears of its update.
+#[test]
+fn a_2025_clients_subscription_hears_a_server_of_2026_07_28() {
+    let upstream = ListeningServer::ts_sdk();
+    let workspace = Workspace::new(&upstream.server_config("ts", "rewrite_uris = false\n"));
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--mode".into(), "legacy".into()]);
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "subscribe", "uri": "test://watched-resource"},
+            {"action": "call_tool", "name": "mcp__ts__touch_watched"},
+            {"action": "wait_notification", "method": "notifications/resources/updated"},
+            {"action": "unsubscribe", "uri": "test://watched-resource"},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
+    let updated: Vec<&Value> = run["notifications"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(
+        updated.first().map(|n| &n["params"]["uri"]),
+        Some(&json!("test://watched-resource")),
+        "{run:#}"
+    );
+}
+
+/// Each resource subscription to a server spoken to at 2026-07-28 holds a stream open to
+/// it: one server's are bounded, and the subscription past the bound is refused, saying so.
+#[test]
+fn subscriptions_to_a_server_of_2026_07_28_are_bounded() {
+    let upstream = ListeningServer::ts_sdk();
+    let workspace = Workspace::new(&upstream.server_config("ts", "rewrite_uris = false\n"));
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--mode".into(), "legacy".into()]);
+    let mut script: Vec<Value> = (0..256)
+        .map(|i| json!({"action": "subscribe", "uri": format!("test://template/{i}/data")}))
+        .collect();
+    script.push(
+        json!({"action": "subscribe", "uri": "test://template/256/data",
+                       "expect_error": true}),
+    );
+    // One unsubscribed makes room again.
+    script.push(json!({"action": "unsubscribe", "uri": "test://template/0/data"}));
+    script.push(json!({"action": "subscribe", "uri": "test://template/256/data"}));
+    let run = python_client(&args, &Value::Array(script));
+    assert_eq!(run["ok"], true, "{run:#}");
+    let refused = run["results"][256]["error"].to_string();
+    assert!(refused.contains("at most 256 resources"), "{refused}");
+}
