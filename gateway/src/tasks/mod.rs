@@ -32,7 +32,6 @@ use rmcp::model::JsonObject;
 pub use record::{TaskRecord, Work};
 
 use crate::config::TasksConfig;
-use crate::session::limits::LIMIT_ERROR;
 use crate::state::TaskBound;
 
 /// How many ids of an identity's dropped tasks are remembered (the most recently dropped),
@@ -128,16 +127,6 @@ impl TaskFailure {
         match self {
             Self::InputExpired { .. } => "INPUT_EXPIRED",
         }
-    }
-
-    /// The failure as the task's `error`: [`LIMIT_ERROR`], the message led by the code,
-    /// and the code in `data.code`, as a call cancelled for the same reason is refused.
-    pub fn to_error(&self) -> ErrorData {
-        ErrorData::new(
-            LIMIT_ERROR,
-            format!("{}: {self}", self.code()),
-            Some(serde_json::json!({ "code": self.code() })),
-        )
     }
 }
 

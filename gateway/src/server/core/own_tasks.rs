@@ -27,7 +27,7 @@ use crate::pipeline::{Origin, Target, error};
 use crate::registry::tool::TaskSupport;
 use crate::relay::inputs::Inputs;
 use crate::session::Session;
-use crate::session::limits::{Holding, LimitError, Permit};
+use crate::session::limits::{Holding, LIMIT_ERROR, LimitError, Permit};
 use crate::session::parked::ParkedCall;
 use crate::state::{StateError, TaskKept};
 use crate::tasks::record::Lookup;
@@ -409,6 +409,16 @@ pub(super) fn asking(task: DetailedTask, inputs: &Inputs) -> DetailedTask {
     )
 }
 
+/// A task's `failure` as its `error`: [`LIMIT_ERROR`], the message led by the failure's
+/// code, and the code in `data.code`, as a call cancelled for the same reason is refused.
+fn failure_error(failure: &TaskFailure) -> ErrorData {
+    ErrorData::new(
+        LIMIT_ERROR,
+        format!("{}: {failure}", failure.code()),
+        Some(serde_json::json!({ "code": failure.code() })),
+    )
+}
+
 /// `task` settled by its call's `answer`: completed with the tool's result (an error the
 /// tool reported too), failed when the call came to no result of the tool's (see
 /// [`error::work_failure`]; when the gateway is `stopping`, saying so), cancelled, or
@@ -424,7 +434,7 @@ fn settled(
         return record::with_status(task, TaskStatus::Cancelled);
     }
     if let Some(failure) = failure {
-        return record::failed(task, &failure.to_error());
+        return record::failed(task, &failure_error(&failure));
     }
     match answer.map(ToolResult::from_server_result) {
         // Cut by the gateway's shutdown, most likely: said so.
