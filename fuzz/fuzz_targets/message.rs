@@ -7,12 +7,12 @@
 
 use libfuzzer_sys::fuzz_target;
 use rmcp::model::ClientJsonRpcMessage;
-use wire::message::{Decoded, decode_batch, decode_line, decode_message};
+use wire::message::{ClientLine, decode_batch, decode_line, decode_message};
 
 fuzz_target!(|data: &[u8]| {
     let ours = decode_line(data);
     if let Ok(theirs) = serde_json::from_slice::<ClientJsonRpcMessage>(data) {
-        let Decoded::Message(ours) = &ours else {
+        let ClientLine::Message(ours) = &ours else {
             panic!("rmcp decodes a line the gateway does not: {ours:?}");
         };
         assert_eq!(
@@ -22,13 +22,13 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     match ours {
-        Decoded::Message(message) => {
+        ClientLine::Message(message) => {
             serde_json::to_vec(&message).expect("a decoded message encodes");
         }
-        Decoded::Answer(answer) => {
+        ClientLine::Answer(answer) => {
             serde_json::to_vec(&answer).expect("an answer encodes");
         }
-        Decoded::Skip => {}
+        ClientLine::Skip => {}
     }
     if let Err(error) = decode_message(data) {
         serde_json::to_vec(&error).expect("an error encodes");

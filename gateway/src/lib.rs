@@ -1,8 +1,11 @@
 //! mcp-gateway: one MCP server in front of many.
 //!
 //! # Layout
-//! - [`config`]: the typed configuration (`config.toml` or a client's JSON).
-//! - [`upstream`]: connections to upstream servers, their supervisors and children.
+//! - [`config`]: the typed configuration (`config.toml` or a client's JSON), every
+//!   section's type with its defaults; it imports no other module of the gateway's but
+//!   [`redact`], so every feature can read its section.
+//! - [`upstream`]: connections to upstream servers, their supervisors and children, and
+//!   the gateway's URIs for their resources.
 //! - [`registry`]: the federated catalog (names, schemas), profiles, and the session view
 //!   (catalog x profile) through which every handler sees it.
 //! - [`session`]: one client session, what the gateway knows of it and what runs for it
@@ -19,10 +22,11 @@
 //! - [`listener_guard`]: what an HTTP request must pass before any handler (the MCP
 //!   routes and the console) sees it: tokens, Host, Origin, body size.
 //! - [`relay`]: an upstream's requests, progress and log messages during a call, carried
-//!   to the client that made the call (as requests, or as input asked for in a result).
+//!   to the client that made the call (as requests, or as input asked for in a result),
+//!   and the questions that wait for a person in the console when the client cannot be
+//!   asked.
 //! - [`observe`]: the instruments: metrics, the session log and OpenTelemetry traces.
 //! - [`http_client`]: the HTTP client of streamable HTTP upstreams.
-//! - [`resource_uri`]: the gateway's URIs for upstream resources.
 //! - [`sandbox`]: the kernel's walls around stdio servers (Landlock, seccomp, limits).
 //! - [`state`]: what replicas share (sessions, limits, event streams, per-user sign-ins,
 //!   tasks): memory or Redis.
@@ -30,24 +34,21 @@
 //!   and the gateway's own.
 //! - [`code`]: the run_code tool and its runtime (TypeScript in a fresh worker process),
 //!   which reaches the gateway through one narrow trait.
-//! - [`search_tools`]: the reserved tool that finds tools in a `search` catalog.
 //! - [`redact`]: the one rule for what is secret and how it is hidden; [`private_file`]:
 //!   files only this user may read, written whole.
 //! - [`lines`]: newline-delimited JSON-RPC over stdio, for either side.
 //! - [`startup_memory`]: memory held only for starting, given back.
 //! - [`auth`]: OAuth at the edges: the listener as a protected resource, the gateway as
 //!   the OAuth client of remote servers.
-//! - [`approvals`]: questions that wait for a person in the console.
 //! - [`ui`]: the operator console in the browser (`/ui`).
-//! - [`gateway`]: the assembled whole; [`drain`]: stopping without losing an answer;
-//!   [`cli`]: the command line.
+//! - [`gateway`]: the assembled whole, with its drain (stopping without losing an answer)
+//!   and the reserved tool that finds tools in a `search` catalog; [`cli`]: the command
+//!   line.
 
-pub mod approvals;
 pub mod auth;
 pub mod cli;
 pub mod code;
 pub mod config;
-pub mod drain;
 pub mod gateway;
 pub mod http_client;
 pub mod lines;
@@ -59,9 +60,7 @@ pub mod private_file;
 pub mod redact;
 pub mod registry;
 pub mod relay;
-pub mod resource_uri;
 pub mod sandbox;
-pub mod search_tools;
 pub mod server;
 pub mod session;
 pub mod startup_memory;

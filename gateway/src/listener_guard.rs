@@ -83,6 +83,7 @@ use sha2::{Digest, Sha256};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tower::{Layer, Service};
 
+use crate::auth::exchange::SubjectToken;
 pub use crate::auth::resource::Subject;
 use crate::auth::resource::{ResourceConfigError, ResourceServer, TokenRejection};
 use crate::config::listen::{ListenConfig, ProxyProblem, validate_token};
@@ -235,19 +236,6 @@ impl Credentials {
             (None, Some(subject)) => Some(subject.identity()),
             (None, None) => None,
         }
-    }
-}
-
-/// The identity provider's access token a request presented (`[listen.oauth]`), beside
-/// its [`Credentials`]: what a token-exchange server trades for a token of its own
-/// (`auth::exchange`). Kept out of `Credentials`, which compare equal across a client's
-/// refreshed tokens; never shown.
-#[derive(Clone)]
-pub struct SubjectToken(pub std::sync::Arc<str>);
-
-impl std::fmt::Debug for SubjectToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SubjectToken(***)")
     }
 }
 

@@ -29,9 +29,9 @@ use serde_json::value::RawValue;
 /// The longest line a client may send (rmcp's limit): longer ones are dropped.
 pub const MAX_CLIENT_LINE: usize = 16 * 1024 * 1024;
 
-/// What a line (or body) turned out to be.
+/// What a client's line (or body) turned out to be.
 #[derive(Debug)]
-pub enum Decoded {
+pub enum ClientLine {
     Message(ClientJsonRpcMessage),
     /// Nothing to act on (not JSON, say).
     Skip,
@@ -62,13 +62,13 @@ struct Caller {
 /// among them: batches are gone since protocol 2025-06-18).
 pub fn decode_message(body: &[u8]) -> Result<ClientJsonRpcMessage, ErrorData> {
     match decode_line(body) {
-        Decoded::Message(message) => Ok(message),
-        Decoded::Skip => Err(ErrorData::new(
+        ClientLine::Message(message) => Ok(message),
+        ClientLine::Skip => Err(ErrorData::new(
             rmcp::model::ErrorCode::PARSE_ERROR,
             "Parse error: the body is not a JSON-RPC message",
             None,
         )),
-        Decoded::Answer(_) => Err(ErrorData::invalid_request(
+        ClientLine::Answer(_) => Err(ErrorData::invalid_request(
             "Invalid request: the body is JSON but no JSON-RPC message of MCP (one message \
              per POST; batches are not supported)",
             None,
@@ -79,7 +79,7 @@ pub fn decode_message(body: &[u8]) -> Result<ClientJsonRpcMessage, ErrorData> {
 /// Why a legacy SSE body was refused: the reason, and the error answer for the request it
 /// names, when it names one, so that the request's caller is not left waiting.
 #[derive(Debug)]
-pub struct Refused {
+pub struct MalformedBody {
     pub reason: String,
     pub answer: Option<Box<ServerJsonRpcMessage>>,
 }
@@ -87,7 +87,7 @@ pub struct Refused {
 /// The messages of a legacy SSE body: one message, or a batch of them (protocol
 /// 2024-11-05 allowed batches), each decoded as a stdio line is. A body with anything in
 /// it that is no message is refused whole.
-pub fn decode_batch(body: &[u8]) -> Result<Vec<ClientJsonRpcMessage>, Refused> {
+pub fn decode_batch(body: &[u8]) -> Result<Vec<ClientJsonRpcMessage>, MalformedBody> {
     Batch::split(body)?.decode()
 }
 
@@ -98,17 +98,18 @@ pub struct Batch<'a>(Vec<&'a [u8]>);
 
 impl<'a> Batch<'a> {
     /// The messages of `body`: a JSON-RPC message, or a non-empty array of them.
-    pub fn split(body: &'a [u8]) -> Result<Self, Refused> {
+    pub fn split(body: &'a [u8]) -> Result<Self, MalformedBody> {
         let is_batch = body.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b'[');
         if !is_batch {
             return Ok(Batch(vec![body]));
         }
-        let parts: Vec<&RawValue> = serde_json::from_slice(body).map_err(|error| Refused {
-            reason: format!("not a batch of JSON-RPC messages: {error}"),
-            answer: None,
-        })?;
+        let parts: Vec<&RawValue> =
+            serde_json::from_slice(body).map_err(|error| MalformedBody {
+                reason: format!("not a batch of JSON-RPC messages: {error}"),
+                answer: None,
+            })?;
         if parts.is_empty() {
-            return Err(Refused {
+            return Err(MalformedBody {
                 reason: "empty batch".into(),
                 answer: None,
             });
@@ -132,19 +133,19 @@ impl<'a> Batch<'a> {
     }
 
     /// Every message decoded, or the first that is not one.
-    pub fn decode(self) -> Result<Vec<ClientJsonRpcMessage>, Refused> {
+    pub fn decode(self) -> Result<Vec<ClientJsonRpcMessage>, MalformedBody> {
         self.0.into_iter().map(decode_one).collect()
     }
 }
 
-fn decode_one(body: &[u8]) -> Result<ClientJsonRpcMessage, Refused> {
+fn decode_one(body: &[u8]) -> Result<ClientJsonRpcMessage, MalformedBody> {
     match decode_line(body) {
-        Decoded::Message(message) => Ok(message),
-        Decoded::Skip => Err(Refused {
+        ClientLine::Message(message) => Ok(message),
+        ClientLine::Skip => Err(MalformedBody {
             reason: "not a JSON-RPC message".into(),
             answer: None,
         }),
-        Decoded::Answer(answer) => Err(Refused {
+        ClientLine::Answer(answer) => Err(MalformedBody {
             reason: "invalid request: JSON, but no JSON-RPC message of MCP".into(),
             answer: matches!(&answer, JsonRpcMessage::Error(error) if error.id.is_some())
                 .then(|| Box::new(answer)),
@@ -190,23 +191,23 @@ fn tool_call(envelope: &Envelope<'_>, message: &[u8]) -> Option<(RequestId, Clie
 
 /// What one line (without its newline, carriage return or byte order mark; never blank)
 /// of a client holds.
-pub fn decode_line(line: &[u8]) -> Decoded {
+pub fn decode_line(line: &[u8]) -> ClientLine {
     let call = plain_tool_call(line).or_else(|| {
         let envelope = serde_json::from_slice::<Envelope>(line).ok()?;
         tool_call(&envelope, line)
     });
     if let Some((id, request)) = call {
-        return Decoded::Message(JsonRpcMessage::Request(JsonRpcRequest {
+        return ClientLine::Message(JsonRpcMessage::Request(JsonRpcRequest {
             jsonrpc: JsonRpcVersion2_0,
             id,
             request,
         }));
     }
     match serde_json::from_slice(line) {
-        Ok(message) => Decoded::Message(message),
+        Ok(message) => ClientLine::Message(message),
         Err(error) if error.is_syntax() || error.is_eof() => {
             tracing::debug!("skipping a client line that is not JSON: {error}");
-            Decoded::Skip
+            ClientLine::Skip
         }
         Err(error) => {
             tracing::debug!("a client line is no message we know: {error}");
@@ -220,8 +221,8 @@ pub fn decode_line(line: &[u8]) -> Decoded {
                 Some(Caller {
                     id: None,
                     method: Some(_),
-                }) => Decoded::Skip,
-                caller => Decoded::Answer(JsonRpcMessage::error(
+                }) => ClientLine::Skip,
+                caller => ClientLine::Answer(JsonRpcMessage::error(
                     ErrorData::invalid_request("Invalid request", None),
                     caller.and_then(|caller| caller.id),
                 )),
@@ -236,15 +237,15 @@ mod tests {
 
     use super::*;
 
-    fn decoded(line: &str) -> Decoded {
+    fn decoded(line: &str) -> ClientLine {
         decode_line(line.as_bytes())
     }
 
     fn message(line: &str) -> ClientJsonRpcMessage {
         match decoded(line) {
-            Decoded::Message(message) => message,
-            Decoded::Skip => panic!("skipped: {line}"),
-            Decoded::Answer(answer) => panic!("answered {answer:?}: {line}"),
+            ClientLine::Message(message) => message,
+            ClientLine::Skip => panic!("skipped: {line}"),
+            ClientLine::Answer(answer) => panic!("answered {answer:?}: {line}"),
         }
     }
 
@@ -307,11 +308,11 @@ mod tests {
 
     #[test]
     fn garbage_is_skipped_and_invalid_requests_are_answered_under_their_id() {
-        assert!(matches!(decoded("this is not json"), Decoded::Skip));
-        assert!(matches!(decoded(r#"{"jsonrpc":"2.0","#), Decoded::Skip));
+        assert!(matches!(decoded("this is not json"), ClientLine::Skip));
+        assert!(matches!(decoded(r#"{"jsonrpc":"2.0","#), ClientLine::Skip));
         // A notification gets no answer, even a broken one.
         let broken = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":7}"#;
-        assert!(matches!(decoded(broken), Decoded::Skip));
+        assert!(matches!(decoded(broken), ClientLine::Skip));
         for (line, id) in [
             (
                 r#"{"jsonrpc":"2.0","id":7,"bogus":true}"#,
@@ -319,7 +320,7 @@ mod tests {
             ),
             (r#"[1,2]"#, serde_json::Value::Null),
         ] {
-            let Decoded::Answer(answer) = decoded(line) else {
+            let ClientLine::Answer(answer) = decoded(line) else {
                 panic!("no answer to {line}");
             };
             let answer = serde_json::to_value(answer).unwrap();

@@ -29,6 +29,20 @@ const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// How long the provider may take to answer.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The identity provider's access token a request presented (`[listen.oauth]`): what a
+/// token-exchange server trades for a token of its own. The listener's guard takes it
+/// from the request beside the credentials (`crate::listener_guard::Credentials`), which
+/// compare equal across a client's refreshed tokens; the relay carries it with the call
+/// to the upstream that trades it. Never shown.
+#[derive(Clone)]
+pub struct SubjectToken(pub std::sync::Arc<str>);
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(***)")
+    }
+}
+
 /// Why no token was obtained.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExchangeError {

@@ -10,10 +10,10 @@ use rmcp::transport::auth::AuthError;
 use serde::Serialize;
 
 use super::sealed::Sealer;
-use super::settings::UpstreamOAuth;
 use super::status::{SignInState, SignInStatus};
 use super::store::{self, Resealed};
 use super::upstream::{OAuthUpstream, SignInError};
+use crate::config::UpstreamOAuth;
 use crate::state::SharedState;
 
 /// One person's sign-in to a per-user server.

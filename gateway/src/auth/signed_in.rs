@@ -31,9 +31,9 @@ use rmcp::transport::streamable_http_client::{
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::settings::GrantKind;
 use super::store::TokenStore;
 use super::upstream::OAuthUpstream;
+use crate::config::GrantKind;
 use crate::http_client::{Events, Failed, McpHttp, Target};
 
 type Error = Failed;

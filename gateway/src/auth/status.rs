@@ -6,8 +6,8 @@
 use oauth2::TokenResponse;
 use serde::Serialize;
 
-use super::settings::GrantKind;
 use super::store::TokenStore;
+use crate::config::GrantKind;
 
 /// One server's sign-in, as shown to people.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -637,7 +637,7 @@ mod tests {
     #[tokio::test]
     async fn a_shared_record_is_sealed_and_listed_and_its_refresh_lock_is_one_at_a_time() {
         let state: Arc<dyn SharedState> = Arc::new(crate::state::memory::MemoryState::new(
-            &crate::state::ClusterConfig::default(),
+            &crate::config::ClusterConfig::default(),
         ));
         let sealer = Arc::new(Sealer::for_tests());
         let dir = tempfile::tempdir().unwrap();

@@ -24,8 +24,8 @@ use rmcp::transport::auth::{
 use tokio::sync::oneshot;
 
 use super::sealed::Sealer;
-use super::settings::{GrantKind, UpstreamOAuth};
 use super::store::TokenStore;
+use crate::config::{GrantKind, UpstreamOAuth};
 use crate::state::SharedState;
 
 /// How long `auth login` waits for the browser to come back.

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use super::AuthAction;
 use crate::auth::people::People;
 use crate::auth::sealed::Sealer;
-use crate::auth::settings::UpstreamOAuth;
 use crate::auth::status::SignInStatus;
 use crate::auth::store::{self, Resealed};
 use crate::auth::upstream::{Browser, OAuthUpstream};
 use crate::config::Config;
+use crate::config::UpstreamOAuth;
 use crate::state::SharedState;
 
 pub async fn run(action: AuthAction) -> Result<ExitCode, String> {

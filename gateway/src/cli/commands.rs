@@ -11,9 +11,9 @@ use super::{Command, ConfigAction, ConfigArg, LogAction};
 use crate::config::Config;
 use crate::config::Mode;
 use crate::gateway::Gateway;
+use crate::gateway::search_tools::Query;
 use crate::observe::session_log;
 use crate::pipeline::CallRequest;
-use crate::search_tools::Query;
 use crate::server;
 use crate::session::Session;
 use crate::session::Transport;
@@ -186,8 +186,8 @@ async fn search(
 ) -> Result<ExitCode, String> {
     let one = OneShot::start(config, profile, Offer::AsConfigured).await?;
     // A one-shot search waits for the tools' vectors (kept on disk for next time).
-    one.gateway.search_tools.settled().await;
-    let found = one.gateway.search_tools.find(&one.session, &query).await;
+    one.gateway.search_tools().settled().await;
+    let found = one.gateway.search_tools().find(&one.session, &query).await;
     one.stop().await;
     let (hits, _) = found.map_err(|e| e.message)?;
     if json {
@@ -264,7 +264,7 @@ fn exit_code(result: &ToolResult) -> ExitCode {
 /// `sdk`: prints the declarations a `run_code` program of `profile` is written against.
 async fn sdk(config: Config, profile: Option<&str>) -> Result<ExitCode, String> {
     let one = OneShot::start(config, profile, Offer::RunCode).await?;
-    let Some(code) = one.gateway.run_code.clone() else {
+    let Some(code) = one.gateway.run_code().cloned() else {
         one.stop().await;
         return Err("run_code is unavailable".into());
     };
@@ -289,12 +289,12 @@ async fn check(config: &ConfigArg, connect: bool) -> Result<ExitCode, String> {
     );
     if connect {
         let (gateway, shutdown) = start_settled(loaded).await;
-        for (server, health) in gateway.registry.health() {
+        for (server, health) in gateway.registry().health() {
             if let Some(error) = health.last_error {
                 println!("server `{server}`: {error}");
             }
         }
-        for collision in &gateway.registry.catalog().collisions {
+        for collision in &gateway.catalog().collisions {
             println!("collision: {collision}");
         }
         stop(&gateway, shutdown).await;
@@ -311,14 +311,14 @@ async fn start(config: Config) -> (Arc<Gateway>, CancellationToken) {
 /// made its first connection attempt, so they see every tool that can be had.
 async fn start_settled(config: Config) -> (Arc<Gateway>, CancellationToken) {
     let (gateway, shutdown) = start(config).await;
-    gateway.registry.first_attempts().await;
+    gateway.registry().first_attempts().await;
     (gateway, shutdown)
 }
 
 /// The upstreams that are not connected, each with why (`name (state: error)`).
 fn not_ready(gateway: &Gateway) -> Vec<String> {
     gateway
-        .registry
+        .registry()
         .health()
         .into_iter()
         .filter(|(_, health)| health.state != crate::upstream::UpstreamState::Ready)
@@ -335,13 +335,9 @@ fn not_ready(gateway: &Gateway) -> Vec<String> {
 /// Stops every upstream and gives their supervisors a moment to kill the children.
 async fn stop(gateway: &Gateway, shutdown: CancellationToken) {
     shutdown.cancel();
-    if let Some(code) = &gateway.run_code {
-        code.shutdown().await;
-    }
-    gateway.registry.stop_all();
-    gateway.telemetry.shutdown().await;
+    gateway.stop().await;
     for _ in 0..40 {
-        if gateway.registry.all_stopped() {
+        if gateway.registry().all_stopped() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -367,7 +363,7 @@ async fn serve(
     };
     let started = gateway.clone();
     tokio::spawn(async move {
-        started.registry.first_attempts().await;
+        started.registry().first_attempts().await;
         crate::startup_memory::shed();
     });
     tokio::spawn(watch_signals(

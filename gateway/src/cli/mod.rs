@@ -90,7 +90,7 @@ enum Command {
         #[arg(long)]
         server: Option<String>,
         /// How many matches.
-        #[arg(long, default_value_t = crate::search_tools::DEFAULT_LIMIT)]
+        #[arg(long, default_value_t = crate::gateway::search_tools::DEFAULT_LIMIT)]
         limit: usize,
         /// Print the matches with their scores and definitions as JSON.
         #[arg(long)]

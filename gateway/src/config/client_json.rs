@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::settings::{Config, RemoteTransport, ServerConfig};
+use super::Config;
+use super::settings::{RemoteTransport, ServerConfig};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

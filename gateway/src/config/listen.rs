@@ -82,7 +82,7 @@ pub struct ListenConfig {
     /// `[listen.oauth]`: accept an identity provider's access tokens besides `tokens`.
     /// Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oauth: Option<crate::auth::resource::ResourceConfig>,
+    pub oauth: Option<super::listen_oauth::ResourceConfig>,
     /// `[listen.limits]`: what one client may hold at once.
     #[serde(default)]
     pub limits: ClientLimits,

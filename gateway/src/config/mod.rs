@@ -5,28 +5,101 @@
 //! and the line ([`locate`] finds them, for what serde refuses as for what is checked
 //! after parsing), and the error's code where it has one. `${VAR}` references are expanded
 //! from the environment after parsing; see [`env`].
+//!
+//! Every section's type lives here, with its defaults, and [`Config`] gathers them: this
+//! module imports no feature of the gateway's, so every feature reads its section from it
+//! and none is drawn into a cycle through the configuration. A new section is a file of
+//! its own (`cluster.rs`, `tasks.rs`, …), declared and named in [`Config`] here, and
+//! documented in `docs/configuration.md`.
 
 pub mod client_json;
+mod cluster;
 mod code;
 pub mod env;
 pub mod globs;
 pub mod listen;
+mod listen_oauth;
 pub mod locate;
 mod pinning;
 pub mod sandbox;
 pub mod search;
+mod server_oauth;
 mod settings;
+mod tasks;
 mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
+pub use cluster::ClusterConfig;
 pub use code::CodeBudgets;
+pub use listen_oauth::{ResourceConfig, ScopeProfiles, SigningAlgorithm};
 pub use pinning::{PinMode, PinPolicy, PinningConfig};
 pub use sandbox::{Network, Sandbox, SandboxRules};
 pub use search::SearchConfig;
+pub use server_oauth::{GrantKind, OAuthSettingsError, UpstreamOAuth};
 pub use settings::*;
+pub use tasks::TasksConfig;
 pub use telemetry::TelemetryConfig;
+
+/// The whole configuration (`config.toml`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The file this was loaded from (not part of the file itself).
+    #[serde(skip)]
+    pub source: PathBuf,
+    /// The servers as written, before `${VAR}` expansion: what `config dump` shows, so
+    /// a secret passed in `command` or `args` is never printed.
+    #[serde(skip)]
+    pub servers_as_written: BTreeMap<String, ServerConfig>,
+    #[serde(default)]
+    pub gateway: GatewaySettings,
+    /// `[listen]`: the HTTP listener; see [`listen`] for every field.
+    #[serde(default)]
+    pub listen: listen::ListenConfig,
+    /// Upstream MCP servers by name; the name is the `<server>` of `mcp__<server>__<tool>`.
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Gate rules, first match wins.
+    #[serde(default)]
+    pub policy: Vec<PolicyRule>,
+    #[serde(default)]
+    pub gate: GateSettings,
+    #[serde(default)]
+    pub guards: GuardSettings,
+    #[serde(default)]
+    pub retry: RetrySettings,
+    #[serde(default)]
+    pub reminder: ReminderSettings,
+    /// Named visibility masks chosen per client.
+    #[serde(default)]
+    pub profiles: BTreeMap<String, ProfileConfig>,
+    #[serde(default)]
+    pub log: LogSettings,
+    /// `[code]`: run_code's budgets (compute_ms, max_wall_ms, max_output_bytes, heap_mb,
+    /// max_parallel_sub_calls).
+    #[serde(default)]
+    pub code: CodeBudgets,
+    /// `[telemetry]`: OpenTelemetry trace export; see `observe::telemetry`.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+    /// `[cluster]`: state shared by replicas (Redis); see `state`.
+    #[serde(default)]
+    pub cluster: ClusterConfig,
+    /// `[search]`: semantic tool search (a local sentence-embedding model, or an
+    /// OpenAI-compatible embeddings endpoint).
+    #[serde(default)]
+    pub search: SearchConfig,
+    /// `[tasks]`: the gateway's own tasks (protocol 2026-07-28); see `tasks`.
+    #[serde(default)]
+    pub tasks: TasksConfig,
+    /// `[pinning]`: what a changed tool definition gets; see `registry::pins`.
+    #[serde(default)]
+    pub pinning: PinningConfig,
+}
 
 /// Why a configuration could not be loaded. Every variant names the file.
 #[derive(Debug, thiserror::Error)]

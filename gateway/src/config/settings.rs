@@ -1,4 +1,6 @@
-//! The configuration structs, one per concern, each field's default documented.
+//! The sections that share one file: `[gateway]`, `[servers.NAME]`, `[[policy]]`,
+//! `[gate]`, `[guards]`, `[retry]`, `[reminder]`, `[profiles.NAME]`, `[log]`; one struct
+//! per concern, each field's default documented.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -8,63 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use super::env;
 use super::sandbox::Sandbox;
-
-/// The whole configuration (`config.toml`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// The file this was loaded from (not part of the file itself).
-    #[serde(skip)]
-    pub source: PathBuf,
-    /// The servers as written, before `${VAR}` expansion: what `config dump` shows, so
-    /// a secret passed in `command` or `args` is never printed.
-    #[serde(skip)]
-    pub servers_as_written: BTreeMap<String, ServerConfig>,
-    #[serde(default)]
-    pub gateway: GatewaySettings,
-    /// `[listen]`: the HTTP listener; see [`super::listen`] for every field.
-    #[serde(default)]
-    pub listen: super::listen::ListenConfig,
-    /// Upstream MCP servers by name; the name is the `<server>` of `mcp__<server>__<tool>`.
-    #[serde(default)]
-    pub servers: BTreeMap<String, ServerConfig>,
-    /// Gate rules, first match wins.
-    #[serde(default)]
-    pub policy: Vec<PolicyRule>,
-    #[serde(default)]
-    pub gate: GateSettings,
-    #[serde(default)]
-    pub guards: GuardSettings,
-    #[serde(default)]
-    pub retry: RetrySettings,
-    #[serde(default)]
-    pub reminder: ReminderSettings,
-    /// Named visibility masks chosen per client.
-    #[serde(default)]
-    pub profiles: BTreeMap<String, ProfileConfig>,
-    #[serde(default)]
-    pub log: LogSettings,
-    /// `[code]`: run_code's budgets (compute_ms, max_wall_ms, max_output_bytes, heap_mb,
-    /// max_parallel_sub_calls).
-    #[serde(default)]
-    pub code: super::CodeBudgets,
-    /// `[telemetry]`: OpenTelemetry trace export; see `observe::telemetry`.
-    #[serde(default)]
-    pub telemetry: super::TelemetryConfig,
-    /// `[cluster]`: state shared by replicas (Redis); see `state`.
-    #[serde(default)]
-    pub cluster: crate::state::ClusterConfig,
-    /// `[search]`: semantic tool search (a local sentence-embedding model, or an
-    /// OpenAI-compatible embeddings endpoint).
-    #[serde(default)]
-    pub search: super::SearchConfig,
-    /// `[tasks]`: the gateway's own tasks (protocol 2026-07-28); see `tasks`.
-    #[serde(default)]
-    pub tasks: crate::tasks::TasksConfig,
-    /// `[pinning]`: what a changed tool definition gets; see `registry::pins`.
-    #[serde(default)]
-    pub pinning: super::PinningConfig,
-}
 
 /// How tools are presented to clients.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,9 +134,9 @@ pub struct ServerConfig {
     /// Per-tool overrides by the upstream's own tool name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolOverride>,
-    /// `[servers.NAME.oauth]`: sign in with OAuth (remote servers); see `auth::settings`.
+    /// `[servers.NAME.oauth]`: sign in with OAuth (remote servers); see `super::server_oauth`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oauth: Option<crate::auth::settings::UpstreamOAuth>,
+    pub oauth: Option<super::server_oauth::UpstreamOAuth>,
     /// What goes before this server's tool and prompt names. Default `mcp__<server>__`;
     /// `""` exposes the upstream's own names; any other string is used as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,7 +3,7 @@
 //! The question goes to the client that made the call. Accept lets the call proceed;
 //! decline or cancel is DENIED. A client that did not declare the elicitation capability
 //! cannot be asked: the configured fallback applies (allow, deny, or a question in the
-//! operator console, [`crate::approvals`]), and a denial says why.
+//! operator console, [`crate::relay::approvals`]), and a denial says why.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +12,8 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use super::PipelineSettings;
 use super::error::{ErrorCode, ToolError};
 use super::invocation::Invocation;
-use crate::approvals::{Subject, Unanswered};
 use crate::config::AskFallback;
+use crate::relay::approvals::{Subject, Unanswered};
 use crate::relay::requests::elicit;
 
 /// How much of the arguments the question quotes.

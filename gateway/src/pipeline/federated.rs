@@ -11,9 +11,9 @@ use super::outcome::BoxFuture;
 use super::{ErrorCode, ToolError, upstream_failure, validate};
 use crate::registry::Registry;
 use crate::registry::tool::FederatedTool;
-use crate::resource_uri;
 use crate::tool_result::ToolResult;
 use crate::upstream::UpstreamError;
+use crate::upstream::resource_uri;
 
 /// Calls federated tools on their upstreams.
 pub struct FederatedExecutor {

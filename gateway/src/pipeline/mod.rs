@@ -132,7 +132,7 @@ pub struct PipelineSettings {
     /// How long a question waits in the console (`ask_fallback = "console"`).
     pub ask_timeout: std::time::Duration,
     /// Where console questions wait; owned by the gateway so reloads keep them.
-    pub console_asks: Arc<crate::approvals::ConsoleAsks>,
+    pub console_asks: Arc<crate::relay::approvals::ConsoleAsks>,
     pub max_argument_depth: usize,
     /// Where the spans of each call go (nowhere by default).
     pub tracer: Tracer,

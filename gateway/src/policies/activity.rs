@@ -16,10 +16,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
 
-use crate::approvals::unix_ms;
 use crate::pipeline::trace::gate_parts;
 use crate::pipeline::{Invocation, Origin, ResultObserver, Step, ToolError};
 use crate::redact;
+use crate::relay::approvals::unix_ms;
 use crate::session::registry::CallCount;
 use crate::tool_result::ToolResult;
 

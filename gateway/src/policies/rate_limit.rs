@@ -54,10 +54,10 @@ mod tests {
     use tokio::time::advance;
 
     use super::*;
+    use crate::config::ClusterConfig;
     use crate::pipeline::testing::{Counted, call, failure, registry, session, settings};
     use crate::pipeline::{Pipeline, PipelineBuilder, Target};
     use crate::session::Session;
-    use crate::state::ClusterConfig;
 
     /// A pipeline whose one guard is a rate limit of `limit` calls per minute, over the
     /// default (in-memory) shared state.

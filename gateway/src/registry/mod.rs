@@ -30,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ServerConfig};
 use crate::relay::Downstream;
-use crate::resource_uri;
 use crate::upstream::offer::{FreshUntil, Listed, Offer};
+use crate::upstream::resource_uri;
 use crate::upstream::{Health, Upstream};
 use pins::{Pins, Verdict};
 pub use tool::FederatedTool;

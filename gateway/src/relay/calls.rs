@@ -29,7 +29,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::link::ClientLink;
 use super::turns::Turns;
-use crate::listener_guard::SubjectToken;
+use crate::auth::exchange::SubjectToken;
 
 /// The `_meta` key of a request's progress token.
 pub(super) const PROGRESS_TOKEN: &str = "progressToken";

@@ -28,13 +28,13 @@ use rmcp::model::{
 use tokio::sync::{Notify, oneshot};
 use wire::round_trip::input_result;
 
+/// Where the client's answer to one request goes: its result or its error.
+pub(super) type ClientReply = oneshot::Sender<Result<ClientResult, ErrorData>>;
+
 /// The key a question had where it came from (an upstream's `InputRequiredResult`), kept
 /// in the request's extensions so the client sees the upstream's own keys.
 #[derive(Debug, Clone)]
 pub struct InputKey(pub String);
-
-/// Where the client's answer to one question goes.
-type Answer = oneshot::Sender<Result<ClientResult, ErrorData>>;
 
 /// The open questions of one call.
 #[derive(Default)]
@@ -46,7 +46,7 @@ pub struct Inputs {
 #[derive(Default)]
 struct Open {
     next_key: u64,
-    questions: BTreeMap<String, (InputRequest, Answer, Instant)>,
+    questions: BTreeMap<String, (InputRequest, ClientReply, Instant)>,
 }
 
 impl Inputs {

@@ -30,7 +30,7 @@ use rmcp::service::ServiceError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::inputs::Inputs;
+use super::inputs::{ClientReply, Inputs};
 
 /// The first id of the requests the gateway sends a client, far from any id a test or a
 /// person would pick. A request's progress token is its id.
@@ -257,13 +257,10 @@ impl Drop for PendingRequest {
     }
 }
 
-/// A waiting request's answer: the client's result or its error.
-type Answer = oneshot::Sender<Result<ClientResult, ErrorData>>;
-
 /// The requests the gateway sent one client session, waiting for an answer.
 pub struct ClientRequests {
     next: AtomicI64,
-    waiting: Mutex<HashMap<RequestId, Answer>>,
+    waiting: Mutex<HashMap<RequestId, ClientReply>>,
 }
 
 impl Default for ClientRequests {
@@ -300,7 +297,7 @@ impl ClientRequests {
         self.lock().clear();
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Answer>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, ClientReply>> {
         self.waiting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -19,7 +19,10 @@
 //! - [`listeners`]: the client sessions the relay can reach (each joins when its
 //!   client has initialized; the one registry of sessions is `crate::session::registry`)
 //!   through each one's [`listeners::Reach`], the way to its client and its log level,
-//!   which decides where an upstream's log message goes and what level upstreams are told.
+//!   which decides where an upstream's log message goes and what level upstreams are told;
+//! - [`approvals`]: where a question waits for a person in the operator console when the
+//!   client cannot be asked (`ask_fallback = "console"`), for the gate's asks as for the
+//!   relay's.
 //!
 //! ```toml
 //! [gate]
@@ -27,6 +30,7 @@
 //! elicitation = "allow"
 //! ```
 
+pub mod approvals;
 pub mod calls;
 pub mod inputs;
 pub mod link;
@@ -41,9 +45,9 @@ pub use calls::{CallGuard, CallRoutes, Caller};
 pub use link::{ClientLink, ClientRequests};
 pub use listeners::Listeners;
 
-use crate::approvals::ConsoleAsks;
 use crate::auth::per_user::SignIns;
 use crate::config::GateSettings;
+use crate::relay::approvals::ConsoleAsks;
 
 /// A list an upstream said changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

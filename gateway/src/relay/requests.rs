@@ -27,8 +27,8 @@ use super::calls::{CallRoutes, Caller, PROGRESS_TOKEN, Unrelated};
 use super::inputs::InputKey;
 use super::progress::RelayedProgress;
 use super::{ClientLink, Downstream};
-use crate::approvals::{ConsoleAsks, Subject};
 use crate::config::{AskFallback, RuleDecision};
+use crate::relay::approvals::{ConsoleAsks, Subject};
 
 /// The kinds of request an upstream may send its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use crate::config::Network;
 
 /// One access the sandbox refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refused {
+pub enum RefusedAccess {
     /// A path inside none of the folders it may read.
     Reach(PathBuf),
     /// A path it may read but not write.
@@ -35,7 +35,7 @@ pub enum Refused {
     Network,
 }
 
-impl Refused {
+impl RefusedAccess {
     /// What to write in `[servers.NAME.sandbox]` to allow it.
     fn remedy(&self, network: &Network) -> String {
         let quoted = |path: &Path| format!("{:?}", path.display().to_string());
@@ -83,7 +83,7 @@ fn writable_folder(path: &Path) -> &Path {
     }
 }
 
-impl fmt::Display for Refused {
+impl fmt::Display for RefusedAccess {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
             Self::Reach(path) => write!(
@@ -115,7 +115,7 @@ impl fmt::Display for Refused {
 /// A refusal explained: what, under which setting, and how to allow it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explained {
-    pub refused: Refused,
+    pub refused: RefusedAccess,
     /// `network = "none"` when it was the network setting that refused.
     pub setting: Option<String>,
     pub remedy: String,
@@ -192,11 +192,11 @@ pub fn explain(line: &str, files: &FileRules, network: &Network, cwd: &Path) -> 
         Network::Any => false,
     });
     let refused = match refused_address {
-        Some(address) => Refused::Connect(address),
+        Some(address) => RefusedAccess::Connect(address),
         None if matches!(network, Network::None | Network::Loopback)
             && (says(&LOOKUP) || (denied && says(&NETWORKING))) =>
         {
-            Refused::Network
+            RefusedAccess::Network
         }
         None => return None,
     };
@@ -216,7 +216,7 @@ fn quoted_setting(network: &Network) -> String {
 
 /// What the rules say of `path`: the refusal they make of it, `None` when they allow
 /// writing it (then the refusal was not the sandbox's).
-fn judge(path: &Path, files: &FileRules) -> Option<Refused> {
+fn judge(path: &Path, files: &FileRules) -> Option<RefusedAccess> {
     let mut parts = path.components().skip(1);
     let in_proc = parts.next().is_some_and(|part| part.as_os_str() == "proc");
     let of_a_process = parts.next().is_some_and(|part| {
@@ -225,14 +225,14 @@ fn judge(path: &Path, files: &FileRules) -> Option<Refused> {
             .is_some_and(|pid| pid.parse::<u32>().is_ok())
     });
     if in_proc && of_a_process {
-        return Some(Refused::OtherProcess(path.to_path_buf()));
+        return Some(RefusedAccess::OtherProcess(path.to_path_buf()));
     }
     if files.is_hidden(path) && files.allows(path).is_none() {
-        return Some(Refused::Secret(path.to_path_buf()));
+        return Some(RefusedAccess::Secret(path.to_path_buf()));
     }
     match files.allows(path) {
-        None => Some(Refused::Reach(path.to_path_buf())),
-        Some(Access::Read) => Some(Refused::Write(path.to_path_buf())),
+        None => Some(RefusedAccess::Reach(path.to_path_buf())),
+        Some(Access::Read) => Some(RefusedAccess::Write(path.to_path_buf())),
         Some(Access::Write) => None,
     }
 }
@@ -309,7 +309,7 @@ mod tests {
         let explained = explain(&python, &files, &Network::Any, &root).unwrap();
         assert_eq!(
             explained.refused,
-            Refused::Secret(root.join("home/.ssh/id_rsa"))
+            RefusedAccess::Secret(root.join("home/.ssh/id_rsa"))
         );
         assert!(explained.to_string().contains("read = ["), "{explained}");
         let node = format!(
@@ -319,7 +319,7 @@ mod tests {
         let explained = explain(&node, &files, &Network::Any, &root).unwrap();
         assert_eq!(
             explained.refused,
-            Refused::Write(root.join("home/notes.txt"))
+            RefusedAccess::Write(root.join("home/notes.txt"))
         );
         assert!(
             explained
@@ -335,7 +335,7 @@ mod tests {
             explain(&bare, &files, &Network::Any, &root)
                 .unwrap()
                 .refused,
-            Refused::Reach(root.join("elsewhere/x"))
+            RefusedAccess::Reach(root.join("elsewhere/x"))
         );
         // Allowed by the rules: not the sandbox's refusal.
         let own = format!(
@@ -354,7 +354,10 @@ mod tests {
         let cwd = Path::new("/");
         let node = "Error: connect EPERM 127.0.0.1:5432";
         let explained = explain(node, &files, &Network::None, cwd).unwrap();
-        assert_eq!(explained.refused, Refused::Connect("127.0.0.1:5432".into()));
+        assert_eq!(
+            explained.refused,
+            RefusedAccess::Connect("127.0.0.1:5432".into())
+        );
         assert_eq!(explained.setting.as_deref(), Some("network = \"none\""));
         assert!(explained.remedy.contains("network = [5432]"), "{explained}");
         // The same under "any" is not the sandbox's.
@@ -364,7 +367,10 @@ mod tests {
         assert_eq!(explain(node, &files, &ports, cwd), None);
         let other = "connect EACCES [::1]:6379";
         let explained = explain(other, &files, &ports, cwd).unwrap();
-        assert_eq!(explained.refused, Refused::Connect("[::1]:6379".into()));
+        assert_eq!(
+            explained.refused,
+            RefusedAccess::Connect("[::1]:6379".into())
+        );
         assert!(explained.remedy.contains("[5432, 6379]"), "{explained}");
         // Python names no address: the network is blamed only under a network setting.
         let python = "connect failed: PermissionError: [Errno 1] Operation not permitted (socket)";
@@ -372,14 +378,14 @@ mod tests {
             explain(python, &files, &Network::None, cwd)
                 .unwrap()
                 .refused,
-            Refused::Network
+            RefusedAccess::Network
         );
         let lookup = "getaddrinfo EAI_AGAIN registry.npmjs.org";
         assert_eq!(
             explain(lookup, &files, &Network::Loopback, cwd)
                 .unwrap()
                 .refused,
-            Refused::Network
+            RefusedAccess::Network
         );
     }
 }

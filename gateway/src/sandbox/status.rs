@@ -140,12 +140,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::refusals::{Explained, Refused};
+    use super::super::refusals::{Explained, RefusedAccess};
     use super::*;
 
     fn refusal(path: &str) -> Explained {
         Explained {
-            refused: Refused::Reach(path.into()),
+            refused: RefusedAccess::Reach(path.into()),
             setting: None,
             remedy: "read = [..]".into(),
         }

@@ -35,7 +35,7 @@ const INSTRUCTIONS: &str = "mcp-gateway federates several MCP servers: tools are
 
 /// The one upstream the gateway stands in for, if the configuration makes it transparent.
 pub fn stood_in_for(gateway: &Gateway) -> Option<Arc<Upstream>> {
-    match gateway.registry.upstreams().as_slice() {
+    match gateway.registry().upstreams().as_slice() {
         [only] if only.config.prefix.as_deref() == Some("") && !only.config.rewrite_uris => {
             Some(only.clone())
         }

@@ -38,12 +38,12 @@ use tokio_util::sync::CancellationToken;
 
 use self::limits::{Owner, Quotas};
 use self::parked::Parked;
-use crate::approvals::unix_ms;
 use crate::config::Mode;
 use crate::config::listen::ClientLimits;
 use crate::observe::session_log::SessionLog;
 use crate::registry::profile::Profile;
 use crate::relay::ClientRequests;
+use crate::relay::approvals::unix_ms;
 use crate::relay::listeners::Reach;
 use crate::state::SessionRecord;
 

@@ -37,7 +37,7 @@ pub struct SessionSummary {
 
 /// Why a session id finds no session for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub enum SessionRefusal {
     /// No session of that id is open here.
     Unknown,
     /// The session belongs to other credentials.
@@ -109,10 +109,10 @@ impl Sessions {
     }
 
     /// The session of the core `id` names, for a request of `identity`.
-    pub fn find(&self, id: &str, identity: Option<&str>) -> Result<Arc<Session>, Refused> {
+    pub fn find(&self, id: &str, identity: Option<&str>) -> Result<Arc<Session>, SessionRefusal> {
         let mut entries = self.lock();
-        let entry = entries.get_mut(id).ok_or(Refused::Unknown)?;
-        let session = entry.until_ended().ok_or(Refused::Unknown)?.clone();
+        let entry = entries.get_mut(id).ok_or(SessionRefusal::Unknown)?;
+        let session = entry.until_ended().ok_or(SessionRefusal::Unknown)?.clone();
         check_owner(session.owner(), identity)?;
         entry.last_used = Instant::now();
         Ok(session)
@@ -246,11 +246,11 @@ impl Sessions {
 
 /// The one owner check: a session opened by `owner` serves requests of `caller` only
 /// when they are the same identity (both `None`: no credentials were needed).
-pub fn check_owner(owner: Option<&str>, caller: Option<&str>) -> Result<(), Refused> {
+pub fn check_owner(owner: Option<&str>, caller: Option<&str>) -> Result<(), SessionRefusal> {
     if owner == caller {
         Ok(())
     } else {
-        Err(Refused::NotYours)
+        Err(SessionRefusal::NotYours)
     }
 }
 
@@ -285,9 +285,12 @@ mod tests {
         assert_eq!(found.owner(), Some("token:aaaa"));
         assert_eq!(
             sessions.find("s1", Some("token:bbbb")).err(),
-            Some(Refused::NotYours)
+            Some(SessionRefusal::NotYours)
         );
-        assert_eq!(sessions.find("s1", None).err(), Some(Refused::NotYours));
+        assert_eq!(
+            sessions.find("s1", None).err(),
+            Some(SessionRefusal::NotYours)
+        );
         assert_eq!(sessions.list().len(), 1);
         drop(found);
 
@@ -298,7 +301,7 @@ mod tests {
         );
         assert_eq!(
             sessions.find("s1", Some("token:aaaa")).err(),
-            Some(Refused::Unknown)
+            Some(SessionRefusal::Unknown)
         );
         assert!(sessions.list().is_empty());
     }
@@ -317,7 +320,10 @@ mod tests {
             listed[0].client_name.as_deref(),
             Some("mcp-gateway console")
         );
-        assert_eq!(sessions.find("c1", None).err(), Some(Refused::Unknown));
+        assert_eq!(
+            sessions.find("c1", None).err(),
+            Some(SessionRefusal::Unknown)
+        );
 
         drop(console);
         assert!(

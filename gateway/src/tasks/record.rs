@@ -8,7 +8,7 @@ use rmcp::ErrorData;
 use rmcp::model::{DetailedTask, InputResponses, JsonObject, TaskPayload, TaskStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::approvals::unix_ms;
+use crate::relay::approvals::unix_ms;
 use crate::state::{SharedState, StateError, StoredTask, TaskBound, TaskEntry, TaskKept};
 
 /// One task as the gateway keeps it.
@@ -214,13 +214,13 @@ mod tests {
     use rmcp::model::Task;
 
     use super::*;
-    use crate::state::ClusterConfig;
+    use crate::config::ClusterConfig;
     use crate::state::memory::MemoryState;
 
     #[tokio::test]
     async fn a_record_reads_back_as_written_and_without_its_arguments_once_settled() {
         let state = MemoryState::new(&ClusterConfig::default());
-        let bound = crate::tasks::TasksConfig::default().bound();
+        let bound = crate::config::TasksConfig::default().bound();
         let task = Task::new("gateway.1", TaskStatus::Working, now(), now());
         let mut arguments = JsonObject::new();
         arguments.insert("code".into(), "return 1".into());

@@ -39,7 +39,7 @@ pub async fn revoke_sign_in(
 ) -> Result<Json<Value>, UiError> {
     let upstream = state
         .gateway
-        .registry
+        .registry()
         .upstream(&name)
         .ok_or_else(|| UiError::UnknownServer(name.clone()))?;
     tracing::info!(server = %name, identity = %revoke.identity, "console: revoking a sign-in");
@@ -82,7 +82,7 @@ pub async fn server(
     match action.as_str() {
         "restart" => {
             tracing::info!(server = %name, "console: restarting");
-            gateway.registry.restart(&name).await?;
+            gateway.registry().restart(&name).await?;
         }
         "disable" => {
             tracing::info!(server = %name, "console: disabling");
@@ -121,13 +121,13 @@ pub async fn call(
     let gateway = &state.gateway;
     let profile = form.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
     let session = login.session(gateway, profile)?;
-    let before = *gateway.activity.watch().borrow();
+    let before = *gateway.activity().watch().borrow();
     let result = gateway
         .call(&session, CallRequest::operator(form.tool, form.arguments))
         .await;
     // The call's own record: the newest of this session's calls since it began.
     let seq = gateway
-        .activity
+        .activity()
         .since(before, 1000)
         .iter()
         .rev()
@@ -138,8 +138,9 @@ pub async fn call(
     ))
 }
 
+/// A person's decision on a question waiting in the console.
 #[derive(Deserialize)]
-pub struct Answer {
+pub struct AskDecision {
     approve: bool,
 }
 
@@ -148,12 +149,12 @@ pub async fn answer(
     State(state): State<UiState>,
     _: OperatorAction,
     Path(id): Path<u64>,
-    Json(answer): Json<Answer>,
+    Json(decision): Json<AskDecision>,
 ) -> Result<Json<Value>, UiError> {
-    state.gateway.console_asks.answer(id, answer.approve)?;
+    state.gateway.console_asks().answer(id, decision.approve)?;
     tracing::info!(
         question = id,
-        approved = answer.approve,
+        approved = decision.approve,
         "console: answered a question"
     );
     Ok(Json(json!({"ok": true})))
@@ -177,7 +178,7 @@ pub async fn approve_definition(
 ) -> Result<Json<Value>, UiError> {
     let approved = state
         .gateway
-        .registry
+        .registry()
         .pins()
         .approve(&approval.name, Some(&approval.sha256))
         .await?;

@@ -34,9 +34,9 @@ pub fn profile_names(config: &Config) -> Vec<String> {
 pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
     let gateway = &state.gateway;
     let config = gateway.config();
-    let health = gateway.registry.health();
-    let catalog = gateway.registry.catalog();
-    let held = gateway.registry.pins().counts();
+    let health = gateway.registry().health();
+    let catalog = gateway.catalog();
+    let held = gateway.registry().pins().counts();
     let servers: Vec<Value> = config
         .servers
         .iter()
@@ -100,7 +100,7 @@ pub async fn servers(State(state): State<UiState>, _: Operator) -> Json<Value> {
 /// state, expiry, scopes; never a token), or why they cannot be read.
 pub async fn sign_ins(State(state): State<UiState>, _: Operator) -> Json<Value> {
     let mut servers = Vec::new();
-    for upstream in state.gateway.registry.upstreams() {
+    for upstream in state.gateway.registry().upstreams() {
         let Some(people) = upstream.people() else {
             continue;
         };
@@ -117,7 +117,7 @@ pub async fn sign_ins(State(state): State<UiState>, _: Operator) -> Json<Value> 
 pub async fn catalog(State(state): State<UiState>, _: Operator) -> Json<Value> {
     let gateway = &state.gateway;
     let config = gateway.config();
-    let catalog = gateway.registry.catalog();
+    let catalog = gateway.catalog();
     let names = profile_names(&config);
     let profiles = Profiles::new(&config);
     let seen_by = |name: &str| -> Vec<&String> {
@@ -225,7 +225,7 @@ pub async fn activity(
 ) -> Json<Value> {
     let calls = state
         .gateway
-        .activity
+        .activity()
         .since(query.after, query.limit.min(1000));
     let latest = calls.last().map_or(query.after, |c| c.seq);
     Json(json!({
@@ -242,7 +242,7 @@ pub async fn call_trace(
 ) -> Result<Json<Value>, UiError> {
     let call = state
         .gateway
-        .activity
+        .activity()
         .get(seq)
         .ok_or(UiError::UnknownCall(seq))?;
     Ok(Json(json!(*call)))
@@ -264,7 +264,7 @@ pub async fn history(State(state): State<UiState>, _: Operator) -> Json<Value> {
 
 /// `GET /ui/api/sessions`: the sessions open now.
 pub async fn sessions(State(state): State<UiState>, _: Operator) -> Json<Value> {
-    Json(json!({"sessions": state.gateway.sessions.list()}))
+    Json(json!({"sessions": state.gateway.sessions().list()}))
 }
 
 #[derive(Deserialize)]
@@ -280,7 +280,7 @@ pub async fn metrics(
     _: Operator,
     Query(query): Query<MetricsQuery>,
 ) -> Json<Value> {
-    let catalog = state.gateway.registry.catalog();
+    let catalog = state.gateway.catalog();
     let server_of = |tool: &str| -> String {
         catalog.tools.get(tool).map_or_else(
             || {
@@ -311,7 +311,7 @@ pub async fn config(State(state): State<UiState>, _: Operator) -> Json<Value> {
 pub async fn asks(State(state): State<UiState>, _: Operator) -> Json<Value> {
     let config = state.gateway.config();
     Json(json!({
-        "pending": state.gateway.console_asks.pending(),
+        "pending": state.gateway.console_asks().pending(),
         "ask_fallback": config.gate.ask_fallback,
         "timeout_ms": config.gate.ask_timeout_ms,
     }))
@@ -321,7 +321,7 @@ pub async fn asks(State(state): State<UiState>, _: Operator) -> Json<Value> {
 /// the reasons and a diff from the approved definition (see `registry::pins`), and where
 /// approvals are kept.
 pub async fn pins(State(state): State<UiState>, _: Operator) -> Json<Value> {
-    let pins = state.gateway.registry.pins();
+    let pins = state.gateway.registry().pins();
     let (held, error) = match pins.held() {
         Ok(held) => (held, None),
         Err(error) => (Vec::new(), Some(error)),

@@ -37,7 +37,7 @@ pub enum UiError {
     #[error(transparent)]
     Restart(#[from] crate::registry::RestartError),
     #[error(transparent)]
-    Ask(#[from] crate::approvals::AnswerError),
+    Ask(#[from] crate::relay::approvals::AnswerError),
     /// Approving a held tool definition failed.
     #[error(transparent)]
     Pin(#[from] crate::registry::pins::PinError),

@@ -13,10 +13,10 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::approvals::unix_ms;
 use crate::gateway::Gateway;
 use crate::observe::metrics::Metrics;
 use crate::observe::metrics_snapshot::{Snapshot, ToolCounters};
+use crate::relay::approvals::unix_ms;
 
 /// How often the counters are read.
 pub const INTERVAL: Duration = Duration::from_secs(5);
@@ -48,9 +48,9 @@ impl MetricsHistory {
     /// Takes a first reading now and starts the sampler, which stops with the gateway.
     pub fn start(gateway: &Arc<Gateway>) -> Arc<MetricsHistory> {
         let history = Arc::new(MetricsHistory::default());
-        history.sample(&gateway.metrics);
-        let metrics = gateway.metrics.clone();
-        let shutdown = gateway.shutdown.clone();
+        history.sample(gateway.metrics());
+        let metrics = gateway.metrics().clone();
+        let shutdown = gateway.shutdown_token().clone();
         let weak: Weak<MetricsHistory> = Arc::downgrade(&history);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(INTERVAL);

@@ -14,7 +14,7 @@ use rmcp::model::{
 
 use super::client::StreamRequests;
 pub use super::lane::Unanswered;
-use super::lane::{self, Answer, Lane, RawAnswer};
+use super::lane::{self, CallAnswer, Lane, RawAnswer};
 use super::streamable_http::lane::HttpLane;
 
 /// A connection's lane.
@@ -106,7 +106,7 @@ impl LaneCall {
         request: CallToolRequest,
         input_schema: Option<&JsonObject>,
         progress: impl FnMut(ProgressNotificationParam) -> F,
-    ) -> Result<Answer, Unanswered>
+    ) -> Result<CallAnswer, Unanswered>
     where
         F: Future<Output = ()>,
     {

@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use super::call_lane::{CallLane, Unanswered};
-use super::lane::{Answer, RawAnswer};
+use super::lane::{CallAnswer, RawAnswer};
 use super::rmcp_errors::worded;
 use super::streamable_http::lane::why_unreachable;
 use super::{Live, Upstream};
@@ -163,7 +163,7 @@ impl Upstream {
                 }
             };
             match answer {
-                Answer::Result(mut result) => {
+                CallAnswer::Result(mut result) => {
                     // An older upstream leaves `resultType` out, which means "complete";
                     // say so, as the gateway's own results do.
                     result.mark_complete();
@@ -172,19 +172,19 @@ impl Upstream {
                 }
                 // The call became the upstream's task: its handle goes to the client (see
                 // `tasks::handle`), which polls the task for the result.
-                Answer::Task(task) => return Ok(tasks::handle::carry(&self.name, &task)),
-                Answer::InputRequired(asked) => {
+                CallAnswer::Task(task) => return Ok(tasks::handle::carry(&self.name, &task)),
+                CallAnswer::InputRequired(asked) => {
                     let answers = self.input_for(caller.as_ref(), &asked, cancel).await?;
                     params.input_responses = Some(answers);
                     params.request_state = asked.request_state;
                 }
-                Answer::Error(error) => {
+                CallAnswer::Error(error) => {
                     return Err(UpstreamError::Rejected {
                         server: self.name.to_string(),
                         error: Box::new(error),
                     });
                 }
-                Answer::Malformed(reason) => {
+                CallAnswer::Malformed(reason) => {
                     return Err(UpstreamError::Protocol {
                         server: self.name.to_string(),
                         reason,
@@ -234,7 +234,7 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
         tool: &str,
-    ) -> Result<Option<Answer>, UpstreamError> {
+    ) -> Result<Option<CallAnswer>, UpstreamError> {
         let _in_flight = self.requests.token();
         let mut call = lane
             .start()
@@ -320,14 +320,14 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
         tool: &str,
-    ) -> Result<Answer, UpstreamError> {
+    ) -> Result<CallAnswer, UpstreamError> {
         let request = ClientRequest::CallToolRequest(request);
         match self.send(live, request, cancel, caller, Some(tool)).await? {
-            ServerResult::InputRequiredResult(asked) => Ok(Answer::InputRequired(asked)),
-            ServerResult::CreateTaskResult(task) => Ok(Answer::Task(task)),
+            ServerResult::InputRequiredResult(asked) => Ok(CallAnswer::InputRequired(asked)),
+            ServerResult::CreateTaskResult(task) => Ok(CallAnswer::Task(task)),
             // As rmcp read it: lossy (see `ToolResult::from_rmcp`).
             result => ToolResult::from_server_result(result)
-                .map(Answer::Result)
+                .map(CallAnswer::Result)
                 .map_err(|other| self.protocol_error(&other)),
         }
     }

@@ -68,12 +68,12 @@ struct Pending {
 /// Where a call's progress and answer go.
 struct Waiting {
     progress: mpsc::Sender<ProgressNotificationParam>,
-    answer: oneshot::Sender<Answer>,
+    answer: oneshot::Sender<CallAnswer>,
 }
 
-/// What the upstream answered.
+/// What the upstream answered a tool call.
 #[derive(Debug)]
-pub enum Answer {
+pub enum CallAnswer {
     /// The tool's result, as the upstream wrote it.
     Result(ToolResult),
     /// The server needs input from the client first (protocol 2026-07-28).
@@ -118,7 +118,7 @@ impl<W> Lane<W> {
             return false;
         }
         match Message::read(line) {
-            Message::ToolResult(id, result) => self.answer(&id, || Answer::Result(result)),
+            Message::ToolResult(id, result) => self.answer(&id, || CallAnswer::Result(result)),
             Message::Answer { id, result, error } => {
                 self.answer(&id, || decode_answer(result, error))
             }
@@ -142,7 +142,7 @@ impl<W> Lane<W> {
     }
 
     /// Hands the call `id` its answer, decoded only when the call is one of the lane's.
-    fn answer(&self, id: &RequestId, answer: impl FnOnce() -> Answer) -> bool {
+    fn answer(&self, id: &RequestId, answer: impl FnOnce() -> CallAnswer) -> bool {
         let Some(waiting) = self.lock().calls.remove(id) else {
             return false;
         };
@@ -330,23 +330,23 @@ impl<'a> Message<'a> {
 }
 
 /// What an answer's `result` or `error` member holds.
-pub(super) fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> Answer {
+pub(super) fn decode_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> CallAnswer {
     match (result, error) {
         (Some(result), None) => match serde_json::from_str(result.get()) {
-            Ok(result) => Answer::Result(result),
+            Ok(result) => CallAnswer::Result(result),
             Err(e) => match serde_json::from_str(result.get()) {
-                Ok(asked) => Answer::InputRequired(asked),
+                Ok(asked) => CallAnswer::InputRequired(asked),
                 Err(_) => match serde_json::from_str(result.get()) {
-                    Ok(task) => Answer::Task(task),
-                    Err(_) => Answer::Malformed(format!("not a tool result: {e}")),
+                    Ok(task) => CallAnswer::Task(task),
+                    Err(_) => CallAnswer::Malformed(format!("not a tool result: {e}")),
                 },
             },
         },
         (None, Some(error)) => match serde_json::from_str(error.get()) {
-            Ok(error) => Answer::Error(error),
-            Err(e) => Answer::Malformed(format!("not a JSON-RPC error: {e}")),
+            Ok(error) => CallAnswer::Error(error),
+            Err(e) => CallAnswer::Malformed(format!("not a JSON-RPC error: {e}")),
         },
-        _ => Answer::Malformed("an answer with neither a result nor an error".into()),
+        _ => CallAnswer::Malformed("an answer with neither a result nor an error".into()),
     }
 }
 
@@ -382,7 +382,7 @@ pub struct Call<W = ChildStdin> {
     lane: Arc<Lane<W>>,
     id: RequestId,
     progress: mpsc::Receiver<ProgressNotificationParam>,
-    answer: oneshot::Receiver<Answer>,
+    answer: oneshot::Receiver<CallAnswer>,
 }
 
 impl<W> Call<W> {
@@ -428,7 +428,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
         &mut self,
         request: CallToolRequest,
         progress: impl FnMut(ProgressNotificationParam) -> F,
-    ) -> Option<Answer>
+    ) -> Option<CallAnswer>
     where
         F: Future<Output = ()>,
     {
@@ -490,23 +490,23 @@ mod tests {
         let answer = |line: Value| {
             let line = line.to_string();
             match Message::read(line.as_bytes()) {
-                Message::ToolResult(_, result) => Answer::Result(result),
+                Message::ToolResult(_, result) => CallAnswer::Result(result),
                 Message::Answer { result, error, .. } => decode_answer(result, error),
-                _ => Answer::Malformed("not an answer".into()),
+                _ => CallAnswer::Malformed("not an answer".into()),
             }
         };
         let result = json!({"jsonrpc": "2.0", "id": 1, "result": {
             "content": [{"type": "text", "text": "hi"}], "resultType": "complete"}});
-        assert!(matches!(answer(result), Answer::Result(_)));
+        assert!(matches!(answer(result), CallAnswer::Result(_)));
         let asked = json!({"jsonrpc": "2.0", "id": 1, "result": {
             "resultType": "input_required", "inputRequests": {}}});
-        assert!(matches!(answer(asked), Answer::InputRequired(_)));
+        assert!(matches!(answer(asked), CallAnswer::InputRequired(_)));
         let task = json!({"jsonrpc": "2.0", "id": 1, "result": {
             "resultType": "task", "taskId": "t1", "status": "working",
             "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z",
             "ttlMs": 60000}});
         match answer(task) {
-            Answer::Task(task) => assert_eq!(task.task.task_id, "t1"),
+            CallAnswer::Task(task) => assert_eq!(task.task.task_id, "t1"),
             other => panic!("not a task: {other:?}"),
         }
     }

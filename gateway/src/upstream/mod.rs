@@ -9,7 +9,8 @@
 //! the server broke the protocol, see [`stdio::Violation`]), new calls fail fast, and the
 //! supervisor reconnects with capped exponential backoff, forever, until shutdown. How a
 //! call reaches the server and what its failure means is [`calls`]; what `/healthz` says
-//! of it, [`health`].
+//! of it, [`health`]. What an upstream's resources are called to clients, and back, is
+//! [`resource_uri`].
 
 mod call_lane;
 mod calls;
@@ -24,6 +25,7 @@ pub mod offer;
 mod per_user;
 mod progress_in_order;
 mod resource_listens;
+pub mod resource_uri;
 mod rmcp_errors;
 mod sse;
 mod stdio;

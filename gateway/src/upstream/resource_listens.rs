@@ -16,7 +16,7 @@ use rmcp::model::{ServerNotification, SubscriptionFilter};
 use tokio::task::AbortHandle;
 
 use super::{Live, Upstream};
-use crate::resource_uri;
+use crate::upstream::resource_uri;
 
 /// How many resources of one server spoken to at 2026-07-28 clients may be subscribed to
 /// at once.

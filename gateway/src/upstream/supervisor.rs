@@ -16,7 +16,7 @@ use super::offer;
 use super::{Live, Upstream, UpstreamState};
 use crate::config::UpstreamProtocol;
 use crate::relay::ListKind;
-use crate::resource_uri;
+use crate::upstream::resource_uri;
 
 /// How long the supervisor waits before its next attempt: [`Self::FIRST`] after a
 /// connection that came up, doubled after each failure up to [`Self::MOST`].

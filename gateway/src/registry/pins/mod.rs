@@ -45,8 +45,8 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::approvals::unix_ms;
 use crate::config::{Config, PinMode, PinPolicy, PinningConfig, ServerConfig};
+use crate::relay::approvals::unix_ms;
 use crate::state::{SharedState, StateError};
 use crate::upstream::offer::Listed;
 use crate::upstream::offer::Offer;

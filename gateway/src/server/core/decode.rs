@@ -4,7 +4,7 @@
 //! message or a batch) with [`Batch`].
 
 use rmcp::RoleServer;
-pub use wire::message::{Batch, MAX_CLIENT_LINE, Refused, decode_message};
+pub use wire::message::{Batch, MAX_CLIENT_LINE, MalformedBody, decode_message};
 
 use crate::lines::{Decoded, LineDecoder};
 
@@ -16,9 +16,9 @@ impl LineDecoder for ClientLines {
 
     fn decode(&self, line: &[u8]) -> Decoded<RoleServer> {
         match wire::message::decode_line(line) {
-            wire::message::Decoded::Message(message) => Decoded::Message(message),
-            wire::message::Decoded::Skip => Decoded::Skip,
-            wire::message::Decoded::Answer(answer) => Decoded::Answer(answer),
+            wire::message::ClientLine::Message(message) => Decoded::Message(message),
+            wire::message::ClientLine::Skip => Decoded::Skip,
+            wire::message::ClientLine::Answer(answer) => Decoded::Answer(answer),
         }
     }
 }

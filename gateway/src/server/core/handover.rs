@@ -85,13 +85,13 @@ enum FromHolder {
     /// A message of the round to the client.
     Message(Box<ServerJsonRpcMessage>),
     /// The round's answer; nothing follows.
-    Answer(Box<Answer>),
+    Answer(Box<RoundAnswer>),
 }
 
 /// A round's answer, by its kind (a `ServerResult` does not say its own).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", content = "body")]
-enum Answer {
+enum RoundAnswer {
     CallTool(ToolResult),
     GetPrompt(GetPromptResult),
     ReadResource(ReadResourceResult),
@@ -100,31 +100,31 @@ enum Answer {
     Error(ErrorData),
 }
 
-impl From<Result<ServerResult, ErrorData>> for Answer {
+impl From<Result<ServerResult, ErrorData>> for RoundAnswer {
     fn from(answer: Result<ServerResult, ErrorData>) -> Self {
         match answer {
-            Ok(ServerResult::GetPromptResult(result)) => Answer::GetPrompt(result),
-            Ok(ServerResult::ReadResourceResult(result)) => Answer::ReadResource(result),
-            Ok(ServerResult::CreateTaskResult(result)) => Answer::CreateTask(result),
-            Ok(ServerResult::InputRequiredResult(result)) => Answer::InputRequired(result),
+            Ok(ServerResult::GetPromptResult(result)) => RoundAnswer::GetPrompt(result),
+            Ok(ServerResult::ReadResourceResult(result)) => RoundAnswer::ReadResource(result),
+            Ok(ServerResult::CreateTaskResult(result)) => RoundAnswer::CreateTask(result),
+            Ok(ServerResult::InputRequiredResult(result)) => RoundAnswer::InputRequired(result),
             Ok(result) => match ToolResult::from_server_result(result) {
-                Ok(result) => Answer::CallTool(result),
-                Err(other) => Answer::Error(unexpected(&other)),
+                Ok(result) => RoundAnswer::CallTool(result),
+                Err(other) => RoundAnswer::Error(unexpected(&other)),
             },
-            Err(error) => Answer::Error(error),
+            Err(error) => RoundAnswer::Error(error),
         }
     }
 }
 
-impl From<Answer> for Result<ServerResult, ErrorData> {
-    fn from(answer: Answer) -> Self {
+impl From<RoundAnswer> for Result<ServerResult, ErrorData> {
+    fn from(answer: RoundAnswer) -> Self {
         match answer {
-            Answer::CallTool(result) => Ok(result.into_server_result()),
-            Answer::GetPrompt(result) => Ok(ServerResult::GetPromptResult(result)),
-            Answer::ReadResource(result) => Ok(ServerResult::ReadResourceResult(result)),
-            Answer::CreateTask(result) => Ok(ServerResult::CreateTaskResult(result)),
-            Answer::InputRequired(result) => Ok(ServerResult::InputRequiredResult(result)),
-            Answer::Error(error) => Err(error),
+            RoundAnswer::CallTool(result) => Ok(result.into_server_result()),
+            RoundAnswer::GetPrompt(result) => Ok(ServerResult::GetPromptResult(result)),
+            RoundAnswer::ReadResource(result) => Ok(ServerResult::ReadResourceResult(result)),
+            RoundAnswer::CreateTask(result) => Ok(ServerResult::CreateTaskResult(result)),
+            RoundAnswer::InputRequired(result) => Ok(ServerResult::InputRequiredResult(result)),
+            RoundAnswer::Error(error) => Err(error),
         }
     }
 }
@@ -132,7 +132,7 @@ impl From<Answer> for Result<ServerResult, ErrorData> {
 /// The replica holding the call `state` names, when that is another one than this
 /// (replicas share state, and the token names one).
 pub(super) fn holder_elsewhere<'a>(gateway: &Gateway, state: &'a str) -> Option<&'a str> {
-    let shared = gateway.state.as_ref();
+    let shared = gateway.shared_state().as_ref();
     parked::holder(state).filter(|holder| shared.is_shared() && *holder != shared.replica())
 }
 
@@ -147,7 +147,7 @@ pub(super) async fn forward(
     stream: mpsc::Sender<ServerJsonRpcMessage>,
     request: &CancellationToken,
 ) -> Result<ServerResult, ErrorData> {
-    let state = gateway.state.as_ref();
+    let state = gateway.shared_state().as_ref();
     if !state.replica_alive(holder).await.map_err(state_error)? {
         return Err(gone(holder, "is not running"));
     }
@@ -206,11 +206,11 @@ pub(super) async fn forward(
 /// Takes up, until the gateway stops, the retries other replicas hand this one (with
 /// shared state; without it, none come).
 pub fn take_handed_over(gateway: &Arc<Gateway>) {
-    if !gateway.state.is_shared() {
+    if !gateway.shared_state().is_shared() {
         return;
     }
-    let state = gateway.state.clone();
-    let shutdown = gateway.shutdown.clone();
+    let state = gateway.shared_state().clone();
+    let shutdown = gateway.shutdown_token().clone();
     let gateway = Arc::downgrade(gateway);
     tokio::spawn(async move {
         let inbox = inbox(state.replica());
@@ -289,13 +289,13 @@ async fn take_up(
 ) {
     // A stopping replica's drain waits for the round, as for a request of its own.
     let _delivery = gateway.drain().delivery();
-    let state = gateway.state.as_ref();
+    let state = gateway.shared_state().as_ref();
     if let Err(e) = send(state, reply, &FromHolder::Taken).await {
         tracing::warn!("a retry handed over is not taken up: {e:?}");
         return;
     }
     let identity = retry.request.identity.clone();
-    let answer = match gateway.sessions.find(session, identity.as_deref()) {
+    let answer = match gateway.sessions().find(session, identity.as_deref()) {
         // The session ended (and its parked calls with it), or is another identity's.
         Err(_) => Err(Untaken::Unknown.to_error()),
         Ok(session) => {

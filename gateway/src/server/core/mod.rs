@@ -44,8 +44,8 @@ use tokio_util::task::TaskTracker;
 
 use self::methods::Method;
 use self::revision::Revision;
-use crate::drain::Delivery;
 use crate::gateway::Gateway;
+use crate::gateway::drain::Delivery;
 use crate::relay::ClientLink;
 use crate::relay::inputs::Inputs;
 use crate::session::limits::Owner;
@@ -88,7 +88,7 @@ impl Served {
 /// ends. `None` when the profile does not exist.
 pub fn open(gateway: &Arc<Gateway>, opening: Opening) -> Option<Arc<Session>> {
     let session = Arc::new(gateway.make_session(opening)?);
-    gateway.sessions.enter(&session);
+    gateway.sessions().enter(&session);
     Some(session)
 }
 
@@ -102,7 +102,7 @@ pub fn serving_stateless(
     let id = stateless_id(owner.identity.as_deref(), profile);
     let key = (owner.identity.clone(), profile.map(str::to_owned));
     let bound = owner.quotas.limits().stateless_sessions.get();
-    gateway.sessions.stateless(key, bound, || {
+    gateway.sessions().stateless(key, bound, || {
         // Nothing is sent outside a request's own stream: the outbox leads nowhere.
         let (outbox, _) = mpsc::channel(1);
         let opening = Opening {
@@ -307,7 +307,7 @@ impl Session {
         // request only while the request waits for it. One that may become a task
         // outlives the session too (its client may come back any time).
         call.cancel = match may_become_task {
-            Some(_) => gateway.shutdown.child_token(),
+            Some(_) => gateway.shutdown_token().child_token(),
             None => self.running.closed.child_token(),
         };
         let call_cancel = call.cancel.clone();
@@ -374,7 +374,7 @@ impl Session {
         }
         call.inputs.settled().await;
         let questions = call.inputs.questions();
-        let replica = gateway.state.replica();
+        let replica = gateway.shared_state().replica();
         let state = match self
             .running
             .parked
@@ -411,7 +411,7 @@ impl Session {
                 }
             }
             ClientNotification::ProgressNotification(progress) => {
-                let relayed = &gateway.registry.downstream().relayed_progress;
+                let relayed = &gateway.downstream().relayed_progress;
                 relayed.report(&self.id, progress.params).await;
             }
             ClientNotification::RootsListChangedNotification(_) => {
@@ -434,7 +434,7 @@ impl Session {
     /// changes from now on, at the log level it set (on any replica).
     async fn start(self: &Arc<Self>, gateway: &Arc<Gateway>, client: Arc<ClientConfig>) {
         let link = self.link(client);
-        let listeners = &gateway.registry.downstream().listeners;
+        let listeners = &gateway.downstream().listeners;
         listeners.join(self.id.as_str().into(), self.reach(), link.clone());
         watch::catalog(gateway, self, link);
         methods::resume_log_level(gateway, self).await;

@@ -27,7 +27,7 @@ use crate::pipeline::{Origin, Target, error};
 use crate::registry::tool::TaskSupport;
 use crate::relay::inputs::Inputs;
 use crate::session::Session;
-use crate::session::limits::{Holding, LimitError, Permit};
+use crate::session::limits::{Holding, LIMIT_ERROR, LimitError, Permit};
 use crate::session::parked::ParkedCall;
 use crate::state::{StateError, TaskKept};
 use crate::tasks::record::Lookup;
@@ -59,7 +59,7 @@ impl Session {
             Some(Target::Builtin(_)) if name == RUN_CODE => None,
             Some(Target::Federated(tool)) => {
                 let upstream_decides = gateway
-                    .registry
+                    .registry()
                     .upstream(&tool.server)
                     .and_then(|upstream| upstream.live())
                     .is_none_or(|live| live.is_stateless());
@@ -142,7 +142,7 @@ impl Session {
         let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
         task.ttl_ms = Some(config.ttl_ms);
         task.poll_interval_ms = Some(config.poll_interval_ms);
-        let state = &gateway.state;
+        let state = gateway.shared_state();
         let record = TaskRecord {
             identity: self.owner().map(str::to_owned),
             tool,
@@ -175,7 +175,7 @@ impl Session {
             call.inputs.clone(),
             record,
         ));
-        gateway.tasks.insert(id.clone(), running.clone());
+        gateway.running_tasks().insert(id.clone(), running.clone());
         tracing::info!(session = %self.id, task = %id, "a call became a task of the gateway's");
         let calling: Calling = match answered {
             Some(answer) => Box::pin(std::future::ready(answer)),
@@ -223,7 +223,7 @@ pub(super) async fn send(
     record: &TaskRecord,
     message: Message,
 ) -> Result<(), ErrorData> {
-    let state = gateway.state.as_ref();
+    let state = gateway.shared_state().as_ref();
     let bound = gateway.policy().config.tasks.bound();
     record::save(state, id, record, bound)
         .await
@@ -251,14 +251,18 @@ pub(super) async fn answer_here(
     {
         *task = asking(task.clone(), &running.inputs);
         let bound = gateway.policy().config.tasks.bound();
-        record::save(gateway.state.as_ref(), id, &record, bound).await?;
+        record::save(gateway.shared_state().as_ref(), id, &record, bound).await?;
     }
     Ok(())
 }
 
 /// What other replicas left for task `id`, running here, done.
 async fn take_messages(gateway: &Gateway, id: &str, running: &RunningTask) {
-    let messages = match gateway.state.take_messages(&tasks::mailbox(id)).await {
+    let messages = match gateway
+        .shared_state()
+        .take_messages(&tasks::mailbox(id))
+        .await
+    {
         Ok(messages) => messages,
         Err(e) => {
             tracing::debug!(task = %id, "messages for the task not read: {e}");
@@ -293,7 +297,7 @@ async fn run(
     input_deadline: Duration,
 ) {
     let mut seen = 0;
-    let shared = gateway.state.is_shared();
+    let shared = gateway.shared_state().is_shared();
     let poll =
         std::time::Duration::from_millis(gateway.policy().config.tasks.poll_interval_ms.max(1));
     // Work whose result nobody can fetch any more stops.
@@ -336,14 +340,14 @@ async fn run(
         }
     };
     let cancelled = running.is_cancelled();
-    let stopping = gateway.shutdown.is_cancelled();
+    let stopping = gateway.shutdown_token().is_cancelled();
     // Free before the end is written: whoever sees the task settled may start another.
     drop(permit);
     change(&gateway, &id, &running, |task, _| {
         settled(task, joined(answer), cancelled, failure, stopping)
     })
     .await;
-    gateway.tasks.remove(&id);
+    gateway.running_tasks().remove(&id);
     tracing::info!(task = %id, cancelled, "the gateway's task settled");
 }
 
@@ -364,7 +368,7 @@ async fn change(
     running: &RunningTask,
     change: impl FnOnce(DetailedTask, &Inputs) -> DetailedTask,
 ) {
-    let state = gateway.state.as_ref();
+    let state = gateway.shared_state().as_ref();
     let mut record = running.record.lock().await;
     let settled = match record::load(state, id).await {
         Ok(Some(Lookup::Kept(stored))) => stored.is_settled(),
@@ -405,6 +409,16 @@ pub(super) fn asking(task: DetailedTask, inputs: &Inputs) -> DetailedTask {
     )
 }
 
+/// A task's `failure` as its `error`: [`LIMIT_ERROR`], the message led by the failure's
+/// code, and the code in `data.code`, as a call cancelled for the same reason is refused.
+fn failure_error(failure: &TaskFailure) -> ErrorData {
+    ErrorData::new(
+        LIMIT_ERROR,
+        format!("{}: {failure}", failure.code()),
+        Some(serde_json::json!({ "code": failure.code() })),
+    )
+}
+
 /// `task` settled by its call's `answer`: completed with the tool's result (an error the
 /// tool reported too), failed when the call came to no result of the tool's (see
 /// [`error::work_failure`]; when the gateway is `stopping`, saying so), cancelled, or
@@ -420,7 +434,7 @@ fn settled(
         return record::with_status(task, TaskStatus::Cancelled);
     }
     if let Some(failure) = failure {
-        return record::failed(task, &failure.to_error());
+        return record::failed(task, &failure_error(&failure));
     }
     match answer.map(ToolResult::from_server_result) {
         // Cut by the gateway's shutdown, most likely: said so.

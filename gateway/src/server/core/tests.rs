@@ -17,13 +17,13 @@ use crate::config::listen::ClientLimits;
 use crate::gateway::Gateway;
 use crate::pipeline::testing::{Heard, LIST_TTL_MS, Upstream, settled};
 use crate::session::limits::{Owner, Quotas};
-use crate::session::registry::Refused;
+use crate::session::registry::SessionRefusal;
 use crate::session::{Opening, Session, Transport};
 
 /// A gateway federating `upstream` as `up`, once it is connected.
 async fn gateway(upstream: &Upstream) -> Arc<Gateway> {
     let gateway = Gateway::start(config(upstream, true), CancellationToken::new()).await;
-    settled(gateway.registry.first_attempts()).await;
+    settled(gateway.registry().first_attempts()).await;
     gateway
 }
 
@@ -264,26 +264,38 @@ async fn the_registry_finds_a_session_for_its_owner_only_until_it_ends() {
     let id = client.session.id.clone();
 
     let found = gateway
-        .sessions
+        .sessions()
         .find(&id, Some("token:aaaa"))
         .expect("its owner's");
     assert!(Arc::ptr_eq(&found, &client.session));
     assert_eq!(
-        gateway.sessions.find(&id, Some("token:bbbb")).err(),
-        Some(Refused::NotYours)
+        gateway.sessions().find(&id, Some("token:bbbb")).err(),
+        Some(SessionRefusal::NotYours)
     );
     assert_eq!(
-        gateway.sessions.find(&id, None).err(),
-        Some(Refused::NotYours)
+        gateway.sessions().find(&id, None).err(),
+        Some(SessionRefusal::NotYours)
     );
-    assert!(gateway.sessions.list().iter().any(|listed| listed.id == id));
+    assert!(
+        gateway
+            .sessions()
+            .list()
+            .iter()
+            .any(|listed| listed.id == id)
+    );
 
-    gateway.sessions.end_session(&client.session);
+    gateway.sessions().end_session(&client.session);
     assert_eq!(
-        gateway.sessions.find(&id, Some("token:aaaa")).err(),
-        Some(Refused::Unknown)
+        gateway.sessions().find(&id, Some("token:aaaa")).err(),
+        Some(SessionRefusal::Unknown)
     );
-    assert!(gateway.sessions.list().iter().all(|listed| listed.id != id));
+    assert!(
+        gateway
+            .sessions()
+            .list()
+            .iter()
+            .all(|listed| listed.id != id)
+    );
 }
 
 #[tokio::test]
@@ -359,14 +371,14 @@ async fn a_session_replaced_under_its_id_does_not_end_its_successor() {
     // Two requests restored the same session at once: the second took its id.
     let first = open();
     let second = open();
-    gateway.sessions.end_session(&first);
+    gateway.sessions().end_session(&first);
     let found = gateway
-        .sessions
+        .sessions()
         .find("restored", None)
         .expect("the second one");
     assert!(Arc::ptr_eq(&found, &second));
-    gateway.sessions.end_session(&second);
-    assert!(gateway.sessions.find("restored", None).is_err());
+    gateway.sessions().end_session(&second);
+    assert!(gateway.sessions().find("restored", None).is_err());
 }
 
 /// What a client of 2025-11-25 said at `initialize` on another replica.
@@ -397,7 +409,7 @@ async fn the_level_a_client_sets_is_its_sessions_as_the_relay_and_the_record_see
     assert_eq!(answer["result"], json!({}), "{answer}");
 
     let id = client.session.id.clone();
-    let listeners = &gateway.registry.downstream().listeners;
+    let listeners = &gateway.downstream().listeners;
     assert_eq!(listeners.level(&id), Some(rmcp::model::LoggingLevel::Error));
     assert_eq!(
         client.session.reach().level(),
@@ -409,7 +421,7 @@ async fn the_level_a_client_sets_is_its_sessions_as_the_relay_and_the_record_see
     );
     assert_eq!(client.session.record().log_level.as_deref(), Some("error"));
 
-    gateway.sessions.end_session(&client.session);
+    gateway.sessions().end_session(&client.session);
     assert_eq!(
         listeners.level(&id),
         None,
@@ -441,12 +453,12 @@ async fn a_session_restored_under_an_ended_ones_id_is_the_one_the_relay_reaches(
     let second = open(&gateway, opening(outbox)).expect("the default profile");
     second.restore(&gateway, initialized_elsewhere()).await;
 
-    gateway.sessions.end_session(&first);
-    let listeners = &gateway.registry.downstream().listeners;
+    gateway.sessions().end_session(&first);
+    let listeners = &gateway.downstream().listeners;
     assert!(
         listeners.link("restored").is_some(),
         "the relay still reaches the session that lives on"
     );
-    gateway.sessions.end_session(&second);
+    gateway.sessions().end_session(&second);
     assert!(listeners.link("restored").is_none());
 }

@@ -19,9 +19,9 @@ use rmcp::model::{
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
+use crate::gateway::search_tools::Found;
 use crate::registry::Catalog;
 use crate::relay::{ClientLink, ListKind};
-use crate::search_tools::Found;
 use crate::server::identity;
 use crate::session::Session;
 
@@ -73,8 +73,8 @@ struct Watch {
 impl Watch {
     fn new(gateway: Arc<Gateway>, session: &Arc<Session>, shown: Visible) -> Self {
         Watch {
-            catalog: gateway.registry.watch(),
-            announced: gateway.registry.downstream().announced.subscribe(),
+            catalog: gateway.registry().watch(),
+            announced: gateway.downstream().announced.subscribe(),
             found: Found::of(session),
             gateway,
             session: Arc::downgrade(session),
@@ -90,7 +90,7 @@ impl Watch {
                 changed = self.catalog.changed() => changed.ok()?,
                 () = self.found.changed() => {}
                 heard = self.announced.recv() => announced = heard.ok(),
-                () = self.gateway.shutdown.cancelled() => return None,
+                () = self.gateway.shutdown_token().cancelled() => return None,
                 () = until.cancelled() => return None,
             }
             // The one server the gateway stands in for says what changed, as itself.

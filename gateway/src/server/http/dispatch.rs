@@ -20,7 +20,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::draining;
-use crate::drain::Drain;
+use crate::gateway::drain::Drain;
 use crate::server::transport::streamable_http::StreamableHttp;
 
 /// See the module documentation.

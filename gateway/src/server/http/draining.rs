@@ -1,4 +1,4 @@
-//! The HTTP listener's part of the drain (see [`crate::drain`]): while the gateway stops,
+//! The HTTP listener's part of the drain (see [`crate::gateway::drain`]): while the gateway stops,
 //! new sessions are refused with `503` and `Retry-After` while open sessions carry on;
 //! once the gateway ended the sessions left open after the drain, a request that names
 //! one is told `404` that its session is over; and
@@ -19,7 +19,7 @@ use http::{Method, StatusCode, header};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 
-use crate::drain::{Delivery, Drain, RETRY_AFTER_SECS};
+use crate::gateway::drain::{Delivery, Drain, RETRY_AFTER_SECS};
 
 /// The answer to `request` while the gateway stops, when it is refused: a new session
 /// during the drain, or a session the gateway already ended.

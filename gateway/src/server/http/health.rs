@@ -10,8 +10,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 
-use crate::drain::RETRY_AFTER_SECS;
 use crate::gateway::Gateway;
+use crate::gateway::drain::RETRY_AFTER_SECS;
 
 /// Whether this replica takes new sessions, and if not, why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ impl Readiness {
     pub fn of(gateway: &Gateway) -> Self {
         if gateway.drain().is_draining() {
             Self::Draining
-        } else if !gateway.state.is_ready() {
+        } else if !gateway.shared_state().is_ready() {
             Self::SharedStateUnavailable
         } else {
             Self::Ready
@@ -50,7 +50,7 @@ impl Readiness {
 /// shared state's, the drain's, run_code's, and what the kernel offers stdio servers'
 /// sandbox.
 pub async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
-    let upstreams = gateway.registry.health();
+    let upstreams = gateway.registry().health();
     let ready = upstreams
         .values()
         .filter(|h| h.state == crate::upstream::UpstreamState::Ready)
@@ -65,11 +65,11 @@ pub async fn healthz(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
     axum::Json(serde_json::json!({
         "status": status,
         "readiness": readiness.as_str(),
-        "shared_state": if gateway.state.is_ready() { "ready" } else { "unavailable" },
+        "shared_state": if gateway.shared_state().is_ready() { "ready" } else { "unavailable" },
         "upstreams": upstreams,
         "code_confinement": crate::code::confinement_support(),
         "sandbox": crate::sandbox::kernel_report(),
-        "code_runner": gateway.run_code.as_ref().map(|tool| tool.next_runner()),
+        "code_runner": gateway.run_code().map(|tool| tool.next_runner()),
     }))
 }
 

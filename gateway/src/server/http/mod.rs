@@ -53,7 +53,6 @@ fn routes(
         router = metadata_routes(router, oauth);
     }
     gateway
-        .registry
         .downstream()
         .sign_ins
         .set_public_url(Some(&config.listen.public_base()));
@@ -205,7 +204,6 @@ pub async fn bind_sign_in_callbacks(
         .map_err(|source| ServeError::Bind { address, source })?;
     let local = listener.local_addr()?;
     gateway
-        .registry
         .downstream()
         .sign_ins
         .set_public_url(Some(&format!("http://{local}")));
@@ -221,6 +219,6 @@ async fn metrics(State(gateway): State<Arc<Gateway>>) -> impl IntoResponse {
             http::header::CONTENT_TYPE,
             crate::observe::metrics::CONTENT_TYPE,
         )],
-        gateway.metrics.encode(),
+        gateway.metrics().encode(),
     )
 }

@@ -68,7 +68,7 @@ async fn open(
     ends: Option<Extension<ConnectionEnds>>,
     Query(Opening { state }): Query<Opening>,
 ) -> Response {
-    let sign_ins = &pages.gateway.registry.downstream().sign_ins;
+    let sign_ins = &pages.gateway.downstream().sign_ins;
     let opened = match sign_ins.opened(&state).await {
         Ok(opened) => opened,
         Err(refusal) => return refused(&refusal),
@@ -139,7 +139,7 @@ async fn provider_return(
     headers: HeaderMap,
     uri: http::Uri,
 ) -> Response {
-    let sign_ins = &pages.gateway.registry.downstream().sign_ins;
+    let sign_ins = &pages.gateway.downstream().sign_ins;
     let (Some(login), Ok(pending)) = (&pages.login, sign_ins.pending()) else {
         return unavailable("this gateway has no identity provider to sign in at");
     };
@@ -159,7 +159,7 @@ async fn provider_return(
 /// `person` is at the browser on the sign-in of `state`: on to the authorization server
 /// with the sign-in's cookie when it is the sign-in's own, else the sign-in ends.
 async fn proceed(pages: &Pages, state: &str, person: &str) -> Response {
-    let sign_ins = &pages.gateway.registry.downstream().sign_ins;
+    let sign_ins = &pages.gateway.downstream().sign_ins;
     match sign_ins.prove(state, person).await {
         Ok(Proven {
             cookie_secret,
@@ -184,9 +184,9 @@ async fn callback(
     let query = uri.query().unwrap_or_default();
     let state = crate::auth::upstream::query_value(&format!("http://gateway/?{query}"), "state");
     let secret = state.and_then(|state| cookie(&headers, &browser::cookie_name(&state)));
-    let sign_ins = gateway.registry.downstream().sign_ins.clone();
+    let sign_ins = gateway.downstream().sign_ins.clone();
     let upstream_of =
-        |server: &str, identity: &str| gateway.registry.upstream(server)?.as_identity(identity);
+        |server: &str, identity: &str| gateway.registry().upstream(server)?.as_identity(identity);
     match sign_ins
         .complete(query, presenter.as_deref(), secret.as_deref(), upstream_of)
         .await

@@ -233,7 +233,8 @@ fn message(event: &StoredEvent) -> Option<ServerJsonRpcMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{ClusterConfig, memory::MemoryState};
+    use crate::config::ClusterConfig;
+    use crate::state::memory::MemoryState;
 
     #[tokio::test]
     async fn a_stream_resumes_for_its_own_session_only() {

@@ -56,15 +56,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::drain::OpenSession;
 use crate::gateway::Gateway;
+use crate::gateway::drain::OpenSession;
 use crate::listener_guard::Credentials;
-use crate::server::core::decode::{Batch, Refused as Malformed};
+use crate::server::core::decode::{Batch, MalformedBody};
 use crate::server::core::{self, Served};
 use crate::server::{session_profile, unknown_profile};
 use crate::session::Transport as SessionTransport;
 use crate::session::limits::{Holding, LimitError, Owner, Permit, Quotas};
-use crate::session::registry::Refused;
+use crate::session::registry::SessionRefusal;
 use crate::session::{Opening, Session};
 
 /// The query parameter that names the session in `POST /message`.
@@ -275,7 +275,7 @@ fn open_session(state: SseState, profile: Option<String>, request: Request) -> R
 
 async fn end_when_closed(gateway: Arc<Gateway>, session: Arc<Session>, closed: CancellationToken) {
     closed.cancelled().await;
-    gateway.sessions.end_session(&session);
+    gateway.sessions().end_session(&session);
     tracing::debug!(session_id = %session.id, "SSE session closed");
 }
 
@@ -343,10 +343,14 @@ async fn accept_message(
         );
     };
     let identity = credentials.and_then(|Extension(credentials)| credentials.identity());
-    let session = match state.gateway.sessions.find(session_id, identity.as_deref()) {
+    let session = match state
+        .gateway
+        .sessions()
+        .find(session_id, identity.as_deref())
+    {
         Ok(session) => session,
-        Err(Refused::Unknown) => return unknown_session(session_id),
-        Err(Refused::NotYours) => {
+        Err(SessionRefusal::Unknown) => return unknown_session(session_id),
+        Err(SessionRefusal::NotYours) => {
             tracing::warn!(%session_id, "refused a message for an SSE session opened with other credentials");
             return text(
                 StatusCode::FORBIDDEN,
@@ -435,7 +439,7 @@ fn in_flight(permits: &Arc<Semaphore>, requests: usize) -> Option<Vec<OwnedSemap
 
 /// `400` for a body that is no JSON-RPC message; the error answer a malformed request
 /// names goes to its sender's stream too.
-fn malformed(stream: &SseStream, refused: Malformed) -> Response {
+fn malformed(stream: &SseStream, refused: MalformedBody) -> Response {
     if let Some(answer) = refused.answer {
         // Best effort: the 400 below is the answer the sender relies on.
         if stream.output.outgoing.try_send(*answer).is_err() {

@@ -97,7 +97,7 @@ pub async fn serve(
         () = requests.wait() => {}
         () = shutdown.cancelled() => {}
     }
-    gateway.sessions.end_session(&session);
+    gateway.sessions().end_session(&session);
     drop((session, outbox));
     let _ = tokio::time::timeout(FLUSH, writing).await;
     Ok(())

@@ -49,15 +49,15 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use wire::headers::{accepts, session_id, speaks_2026, stateless_context};
 
 use super::http_events::{self, Event, Recorder, ResumeError};
-use crate::drain::{Delivery, OpenSession};
 use crate::gateway::Gateway;
+use crate::gateway::drain::{Delivery, OpenSession};
 use crate::listener_guard::Credentials;
 use crate::server::core::decode::decode_message;
 use crate::server::core::{self, STREAM_CAPACITY, Scope, Served, Unasked};
 use crate::server::http::draining::Held;
 use crate::server::session_profile;
 use crate::session::limits::{Holding, LIMIT_ERROR, LimitError, Owner, Permit, Quotas};
-use crate::session::registry::{Refused, check_owner};
+use crate::session::registry::{SessionRefusal, check_owner};
 use crate::session::{Opening, Session, Transport};
 use crate::state::{SharedState, StateError};
 
@@ -75,9 +75,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// The streamable HTTP endpoint for one path (`/mcp` or `/mcp/{profile}`); a token bound
 /// to a profile overrides `profile` for the sessions it opens.
 #[derive(Clone)]
-pub struct StreamableHttp(Arc<Endpoint>);
+pub struct StreamableHttp(Arc<ServedPath>);
 
-struct Endpoint {
+/// What serves one path: the gateway, the path's profile, and what its sessions share.
+struct ServedPath {
     gateway: Arc<Gateway>,
     profile: Option<String>,
     state: Arc<dyn SharedState>,
@@ -170,8 +171,8 @@ impl StreamableHttp {
         quotas: Arc<Quotas>,
         shutdown: CancellationToken,
     ) -> Self {
-        Self(Arc::new(Endpoint {
-            state: gateway.state.clone(),
+        Self(Arc::new(ServedPath {
+            state: gateway.shared_state().clone(),
             gateway: gateway.clone(),
             profile,
             quotas,
@@ -209,7 +210,7 @@ impl StreamableHttp {
     }
 }
 
-impl Endpoint {
+impl ServedPath {
     async fn post(self: &Arc<Self>, parts: http::request::Parts, body: Bytes) -> Response {
         let message = match decode_message(&body) {
             Ok(message) => message,
@@ -368,10 +369,10 @@ impl Endpoint {
             Ok(Some(record)) => record,
         };
         let held = check_owner(record.owner.as_deref(), identity.as_deref())
-            .and_then(|()| self.gateway.sessions.find(id, identity.as_deref()));
+            .and_then(|()| self.gateway.sessions().find(id, identity.as_deref()));
         match held {
             Ok(session) => return Ok(session),
-            Err(Refused::NotYours) => {
+            Err(SessionRefusal::NotYours) => {
                 tracing::warn!(session = %id, "refused a request for a session opened with other credentials");
                 return Err(text(
                     StatusCode::FORBIDDEN,
@@ -381,7 +382,7 @@ impl Endpoint {
                     ),
                 ));
             }
-            Err(Refused::Unknown) => {}
+            Err(SessionRefusal::Unknown) => {}
         }
         // Opened on another replica: taken over here with the client's handshake.
         let client: Option<ClientConfig> = record
@@ -414,7 +415,6 @@ impl Endpoint {
         let schema = match request {
             ClientRequest::CallToolRequest(call) => self
                 .gateway
-                .registry
                 .catalog()
                 .tools
                 .get(call.params.name.as_ref())
@@ -488,7 +488,7 @@ impl Endpoint {
             http: Some(parts),
         };
         let id = request.id.clone();
-        let mut answer: Answer = Box::pin(Outliving::new(session.serve(
+        let mut answer: PendingAnswer = Box::pin(Outliving::new(session.serve(
             &self.gateway,
             id.clone(),
             request.request,
@@ -634,19 +634,19 @@ impl Endpoint {
 
     /// Ends this replica's part of session `id`.
     fn forget(&self, id: &str) {
-        self.gateway.sessions.end(id);
+        self.gateway.sessions().end(id);
     }
 }
 
 /// The answer a request's stream ends with, once it comes.
-type Answer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
+type PendingAnswer = Pin<Box<dyn Future<Output = Option<Served>> + Send>>;
 
 /// A request being served by the response that waits for it, with no task of its own
 /// (a spawned task and the wake-up of its joiner cost the connection more than polling
 /// the request in place); dropped before its answer (the client hung up), it goes on in a
 /// task, so that a session's call still runs to its end, is logged, and leaves nothing
 /// entered in the session (a stateless request's, cancelled by then, ends at once).
-struct Outliving(Option<Answer>);
+struct Outliving(Option<PendingAnswer>);
 
 impl Outliving {
     fn new(serving: impl Future<Output = Option<Served>> + Send + 'static) -> Self {
@@ -688,7 +688,7 @@ enum Outgoing {
 struct RequestStream {
     pending: VecDeque<Outgoing>,
     sent: Option<mpsc::Receiver<ServerJsonRpcMessage>>,
-    answer: Option<Answer>,
+    answer: Option<PendingAnswer>,
 }
 
 impl RequestStream {

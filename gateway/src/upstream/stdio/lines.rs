@@ -86,7 +86,7 @@ mod tests {
     use tokio::task::JoinHandle;
 
     use super::*;
-    use crate::upstream::lane::{Answer, Call};
+    use crate::upstream::lane::{Call, CallAnswer};
 
     type Pipe = tokio::io::DuplexStream;
     type Lines = LineTransport<ServerLines<Pipe>, Pipe, Pipe>;
@@ -117,7 +117,7 @@ mod tests {
     }
 
     /// What a call ended with: the progress it was handed, in order, then its answer.
-    type Ended = (Vec<f64>, Option<Answer>);
+    type Ended = (Vec<f64>, Option<CallAnswer>);
 
     /// A `get` call on the lane, running until its answer, once its request is written.
     async fn call(lane: &Arc<Lane<Pipe>>, input: &mut BufReader<Pipe>) -> (JoinHandle<Ended>, i64) {
@@ -173,7 +173,7 @@ mod tests {
             "{message:?}"
         );
         match running.await.unwrap().1 {
-            Some(Answer::Result(result)) => {
+            Some(CallAnswer::Result(result)) => {
                 assert!(!result.is_error());
                 assert_eq!(result.texts().collect::<Vec<_>>(), ["hi"]);
             }
@@ -205,7 +205,7 @@ mod tests {
         );
         let (steps, answer) = running.await.unwrap();
         assert_eq!(steps, [1.0, 2.0, 3.0]);
-        assert!(matches!(answer, Some(Answer::Result(_))), "{answer:?}");
+        assert!(matches!(answer, Some(CallAnswer::Result(_))), "{answer:?}");
     }
 
     #[tokio::test]
@@ -231,11 +231,11 @@ mod tests {
             "{listed:?}"
         );
         match refused.await.unwrap().1 {
-            Some(Answer::Error(error)) => assert_eq!(error.message, "bad"),
+            Some(CallAnswer::Error(error)) => assert_eq!(error.message, "bad"),
             other => panic!("not the error: {other:?}"),
         }
         match odd.await.unwrap().1 {
-            Some(Answer::Malformed(reason)) => assert!(reason.contains("not a tool result")),
+            Some(CallAnswer::Malformed(reason)) => assert!(reason.contains("not a tool result")),
             other => panic!("not refused as malformed: {other:?}"),
         }
     }

@@ -55,7 +55,7 @@ use tokio::sync::mpsc;
 use crate::http_client::{Events, Failed, HttpError, McpHttp, Target, with_causes};
 use crate::upstream::client::StreamRequests;
 use crate::upstream::decorated::Decoration;
-use crate::upstream::lane::{self, Answer, FIRST_ID, Message, RawAnswer, Unanswered};
+use crate::upstream::lane::{self, CallAnswer, FIRST_ID, Message, RawAnswer, Unanswered};
 
 /// The session rmcp opened with the upstream, as its requests carry it.
 pub struct UpstreamSession {
@@ -217,14 +217,14 @@ impl HttpLane {
         request: CallToolRequest,
         input_schema: Option<&JsonObject>,
         mut progress: impl FnMut(ProgressNotificationParam) -> F,
-    ) -> Result<Answer, Unanswered>
+    ) -> Result<CallAnswer, Unanswered>
     where
         F: Future<Output = ()>,
     {
         let request = ClientRequest::CallToolRequest(request);
         let hear = |data: &str| match Message::read(data.as_bytes()) {
             Message::ToolResult(answered, result) if answered == *id => {
-                Heard::Answer(Answer::Result(result))
+                Heard::Answer(CallAnswer::Result(result))
             }
             Message::Answer {
                 id: answered,

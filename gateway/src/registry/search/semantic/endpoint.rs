@@ -14,7 +14,7 @@ use super::{EmbedError, Embedder, Role};
 use crate::config::SearchConfig;
 
 /// A reachable endpoint, its vector width known.
-pub struct Endpoint {
+pub struct EmbeddingsEndpoint {
     client: reqwest::Client,
     url: String,
     model: Option<String>,
@@ -23,14 +23,14 @@ pub struct Endpoint {
     dimension: usize,
 }
 
-impl Endpoint {
+impl EmbeddingsEndpoint {
     /// Asks `config`'s endpoint for one vector of `probe` (a tool document's text), to learn
     /// the vectors' width and the model's name as the server gives it; returns the
     /// endpoint and the identity its vectors are kept under.
     pub async fn connect(
         config: &SearchConfig,
         probe: &str,
-    ) -> Result<(Endpoint, String), EmbedError> {
+    ) -> Result<(EmbeddingsEndpoint, String), EmbedError> {
         let url = config.embeddings_url.as_deref().unwrap_or_default();
         let client = reqwest::Client::builder()
             .timeout(config.embeddings_timeout())
@@ -42,7 +42,7 @@ impl Endpoint {
             })?),
             None => None,
         };
-        let mut endpoint = Endpoint {
+        let mut endpoint = EmbeddingsEndpoint {
             client,
             url: format!("{}/embeddings", url.trim_end_matches('/')),
             model: config.embeddings_model.clone(),
@@ -127,7 +127,7 @@ impl Endpoint {
     }
 }
 
-impl Embedder for Endpoint {
+impl Embedder for EmbeddingsEndpoint {
     fn dimension(&self) -> usize {
         self.dimension
     }

@@ -189,9 +189,10 @@ impl Semantic {
             Box::new(move || {
                 let (config, vectors_dir) = (config.clone(), vectors_dir.clone());
                 Box::pin(async move {
-                    let (endpoint, identity) = endpoint::Endpoint::connect(&config, PROBE)
-                        .await
-                        .map_err(|error| Unloaded { error, retry: true })?;
+                    let (endpoint, identity) =
+                        endpoint::EmbeddingsEndpoint::connect(&config, PROBE)
+                            .await
+                            .map_err(|error| Unloaded { error, retry: true })?;
                     let path = store::path_in(&vectors_dir, &identity);
                     let dimension = endpoint.dimension();
                     let store =

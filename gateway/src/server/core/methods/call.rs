@@ -15,8 +15,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::exchange::SubjectToken;
 use crate::gateway::Gateway;
-use crate::listener_guard::SubjectToken;
 use crate::observe::session_log::EventKind;
 use crate::observe::telemetry;
 use crate::registry::view::SessionView;
@@ -77,11 +77,11 @@ impl Call {
         let gateway = self.gateway();
         let bound = Duration::from_millis(gateway.policy().config.gateway.first_list_wait_ms);
         tokio::select! {
-            () = gateway.registry.first_attempts_of(|_| true, bound) => {}
+            () = gateway.registry().first_attempts_of(|_| true, bound) => {}
             () = self.cancel.cancelled() => return,
         }
         let starting: Vec<_> = gateway
-            .registry
+            .registry()
             .upstreams()
             .iter()
             .filter(|upstream| !upstream.attempted())
@@ -107,7 +107,6 @@ impl Call {
         let not_found = || ErrorData::resource_not_found(format!("no resource `{uri}`"), None);
         let (server, original) = self
             .gateway()
-            .registry
             .catalog()
             .resource_owner(uri)
             .ok_or_else(not_found)?;
@@ -125,7 +124,7 @@ impl Call {
         server: &str,
         request: ClientRequest,
     ) -> Result<JsonObject, ErrorData> {
-        let upstream = self.gateway().registry.upstream(server).ok_or_else(|| {
+        let upstream = self.gateway().registry().upstream(server).ok_or_else(|| {
             ErrorData::internal_error(format!("upstream `{server}` was removed"), None)
         })?;
         let caller = Some(self.caller());

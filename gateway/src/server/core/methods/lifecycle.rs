@@ -92,7 +92,7 @@ impl Call {
 
 /// `session`'s roots changed: every upstream may have asked for them, so each is told.
 pub(in crate::server::core) async fn roots_changed(gateway: &Gateway, session: &str) {
-    for upstream in gateway.registry.upstreams() {
+    for upstream in gateway.registry().upstreams() {
         upstream.tell_roots_changed(session).await;
     }
 }

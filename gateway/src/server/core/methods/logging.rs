@@ -35,7 +35,7 @@ impl Call {
         let link = self.session.link(self.link.client().clone());
         adopt_level(self.gateway(), &self.session, link, request.level).await;
         // Kept with the session's shared record, for a replica that takes it over.
-        let state = &self.gateway().state;
+        let state = self.gateway().shared_state();
         if let Some(level) = self.session.record().log_level
             && let Err(e) = state.set_log_level(&self.session.id, &level).await
         {
@@ -48,14 +48,14 @@ impl Call {
 /// Makes `level` the session's log level; when that changes the lowest level any session
 /// wants, every upstream is told before this returns (or was given time).
 async fn adopt_level(gateway: &Gateway, session: &Session, link: ClientLink, level: LoggingLevel) {
-    let listeners = &gateway.registry.downstream().listeners;
+    let listeners = &gateway.downstream().listeners;
     let before = listeners.lowest();
     let lowest = listeners.set_level(&session.id.as_str().into(), session.reach(), link, level);
     if before != Some(lowest) {
         // Answered once the upstreams have the level (or were given time to take it), so
         // the client's next call already logs at it.
         let told = gateway
-            .registry
+            .registry()
             .upstreams()
             .into_iter()
             .map(|upstream| async move {
@@ -71,7 +71,7 @@ pub(in crate::server::core) async fn resume_log_level(gateway: &Gateway, session
     let Some(client) = session.client() else {
         return;
     };
-    let level = match gateway.state.touch_session(&session.id).await {
+    let level = match gateway.shared_state().touch_session(&session.id).await {
         Ok(Some(record)) => record.log_level,
         Ok(None) => None,
         Err(e) => {

@@ -52,7 +52,7 @@ impl Call {
             .map(|p| p.definition.object.clone())
             .collect();
         let (prompts, next) = page(&prompts, cursor(&request))?;
-        let fresh = self.gateway().registry.catalog().fresh_until.prompts;
+        let fresh = self.gateway().catalog().fresh_until.prompts;
         let prompts = prompts.iter().map(|prompt| prompt.as_ref());
         Ok(listed(&self.revision, "prompts", prompts, next, fresh))
     }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::call::{cursor, listed, log_event, page, passed_on};
 use super::{Call, Key, Route, Serves};
 use crate::observe::session_log::EventKind;
-use crate::resource_uri;
+use crate::upstream::resource_uri;
 
 impl Route for ListResourcesRequest {
     const SERVES: Serves = Serves::WORK;
@@ -64,7 +64,7 @@ impl Call {
     ) -> Result<ServerResult, ErrorData> {
         let resources: Vec<_> = self.view().resources().map(|r| r.object.clone()).collect();
         let (resources, next) = page(&resources, cursor(&request))?;
-        let fresh = self.gateway().registry.catalog().fresh_until.resources;
+        let fresh = self.gateway().catalog().fresh_until.resources;
         let resources = resources.iter().map(|resource| resource.as_ref());
         Ok(listed(&self.revision, "resources", resources, next, fresh))
     }
@@ -79,12 +79,7 @@ impl Call {
             .map(|t| t.object.clone())
             .collect();
         let (templates, next) = page(&templates, cursor(&request))?;
-        let fresh = self
-            .gateway()
-            .registry
-            .catalog()
-            .fresh_until
-            .resource_templates;
+        let fresh = self.gateway().catalog().fresh_until.resource_templates;
         let templates = templates.iter().map(|template| template.as_ref());
         Ok(listed(
             &self.revision,
@@ -109,12 +104,7 @@ impl Call {
         params.uri = original;
         let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
         let mut result = self.forward(&server, request).await?;
-        if self
-            .gateway()
-            .registry
-            .catalog()
-            .rewriting
-            .contains(&server)
+        if self.gateway().catalog().rewriting.contains(&server)
             && let Some(Value::Array(contents)) = result.get_mut("contents")
         {
             resource_uri::rewrite_contents(&server, contents);

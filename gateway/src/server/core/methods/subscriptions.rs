@@ -67,10 +67,10 @@ impl Call {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
         let link = self.session.link(self.link.client().clone());
         self.gateway()
-            .subscriptions
+            .subscriptions()
             .subscribe(&request.uri, &self.session.id, link);
         self.unsubscribe_when_the_session_ends();
-        if let Some(upstream) = self.gateway().registry.upstream(&server)
+        if let Some(upstream) = self.gateway().registry().upstream(&server)
             && let Some(listened) = upstream.listen_to_resource(&original).await
         {
             return listened.map(|()| ServerResult::empty(()));
@@ -88,12 +88,12 @@ impl Call {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
         if !self
             .gateway()
-            .subscriptions
+            .subscriptions()
             .unsubscribe(&request.uri, &self.session.id)
         {
             return Ok(ServerResult::empty(()));
         }
-        if let Some(upstream) = self.gateway().registry.upstream(&server)
+        if let Some(upstream) = self.gateway().registry().upstream(&server)
             && upstream.stop_listening_to_resource(&original)
         {
             return Ok(ServerResult::empty(()));
@@ -125,12 +125,12 @@ impl Call {
             let Some(gateway) = gateway.upgrade() else {
                 return;
             };
-            for uri in gateway.subscriptions.end_session(&session) {
-                let Some((server, original)) = gateway.registry.catalog().resource_owner(&uri)
+            for uri in gateway.subscriptions().end_session(&session) {
+                let Some((server, original)) = gateway.registry().catalog().resource_owner(&uri)
                 else {
                     continue;
                 };
-                let Some(upstream) = gateway.registry.upstream(&server) else {
+                let Some(upstream) = gateway.registry().upstream(&server) else {
                     continue;
                 };
                 if upstream.stop_listening_to_resource(&original) {

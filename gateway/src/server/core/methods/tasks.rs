@@ -20,6 +20,7 @@ use rmcp::model::{
 };
 
 use super::{Call, Key, Route, Serves};
+use crate::config::TasksConfig;
 use crate::pipeline::federated;
 use crate::pipeline::{ErrorCode, Target, ToolError};
 use crate::server::core::own_tasks::{answer_here, send, state_error};
@@ -27,7 +28,7 @@ use crate::session::limits::LimitError;
 use crate::state::TaskKept;
 use crate::tasks::record::Lookup;
 use crate::tasks::running::Message;
-use crate::tasks::{self, TaskError, TaskRecord, TasksConfig, Work, record};
+use crate::tasks::{self, TaskError, TaskRecord, Work, record};
 use crate::tool_result::ToolResult;
 use crate::upstream;
 
@@ -103,7 +104,7 @@ impl Call {
                 settled: created.task.status.is_terminal(),
             },
         };
-        let state = self.gateway().state.as_ref();
+        let state = self.gateway().shared_state().as_ref();
         let kept = record::create(state, &id, &record, config.bound())
             .await
             .map_err(state_error)?;
@@ -159,7 +160,7 @@ impl Call {
                         },
                         ..record
                     };
-                    let state = self.gateway().state.as_ref();
+                    let state = self.gateway().shared_state().as_ref();
                     if let Err(e) = record::save(state, &id, &record, config.bound()).await {
                         tracing::warn!(task = %id, "task record not written: {e}");
                     }
@@ -191,7 +192,7 @@ impl Call {
         replica: &str,
         task: DetailedTask,
     ) -> DetailedTask {
-        let state = self.gateway().state.as_ref();
+        let state = self.gateway().shared_state().as_ref();
         if record::is_terminal(&task) || replica == state.replica() {
             return task;
         }
@@ -235,7 +236,7 @@ impl Call {
                 let gateway = self.gateway();
                 // Answered and written before the acknowledgment: the next `tasks/get`
                 // shows only the questions still open.
-                match gateway.tasks.get(id) {
+                match gateway.running_tasks().get(id) {
                     Some(running) => answer_here(gateway, id, &running, params.input_responses)
                         .await
                         .map_err(state_error)?,
@@ -266,7 +267,7 @@ impl Call {
             }
             Work::Own { task, .. } if record::is_terminal(&task) => Ok(ServerResult::task_ack(())),
             Work::Own { replica, task } => {
-                match self.gateway().tasks.get(&params.task_id) {
+                match self.gateway().running_tasks().get(&params.task_id) {
                     // Settles as cancelled once its call has stopped.
                     Some(running) => running.cancel(),
                     // Settled here at once, and its replica stops its call, which finds
@@ -304,7 +305,7 @@ impl Call {
             ));
         }
         let unknown = || TaskError::Unknown { id: id.to_owned() }.to_error();
-        let found = record::load(self.gateway().state.as_ref(), id)
+        let found = record::load(self.gateway().shared_state().as_ref(), id)
             .await
             .map_err(state_error)?;
         let record = match found {
@@ -336,7 +337,7 @@ impl Call {
         };
         let rewrite_uris = self
             .gateway()
-            .registry
+            .registry()
             .upstream(&tool.server)
             .is_none_or(|upstream| upstream.config.rewrite_uris);
         let finished = ToolResult::from_json(result.clone())

@@ -18,19 +18,19 @@ use crate::server::core::revision::Revision;
 
 /// The answer a request gets before its handler runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Answer {
+enum Admission {
     /// The method's handler serves it.
     Served,
     /// Refused with this code.
     Refused(ErrorCode),
 }
 
-use Answer::Served;
-const NOT_FOUND: Answer = Answer::Refused(ErrorCode::METHOD_NOT_FOUND);
+use Admission::Served;
+const NOT_FOUND: Admission = Admission::Refused(ErrorCode::METHOD_NOT_FOUND);
 /// A method of the session sent before `initialize`.
-const INITIALIZE_FIRST: Answer = Answer::Refused(ErrorCode::INVALID_REQUEST);
+const INITIALIZE_FIRST: Admission = Admission::Refused(ErrorCode::INVALID_REQUEST);
 /// A method of 2026-07-28 without the request context that revision requires.
-const NO_CONTEXT: Answer = Answer::Refused(ErrorCode::INVALID_PARAMS);
+const NO_CONTEXT: Admission = Admission::Refused(ErrorCode::INVALID_PARAMS);
 
 /// Where a client stands when it sends a request.
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +48,7 @@ const SPEAKING: [Speaking; 3] = [Speaking::Handshake, Speaking::Session, Speakin
 /// What the protocol documents for a request of `method` at the handshake, in a session
 /// (2025-11-25), and with its own context (2026-07-28). Exhaustive: a new method has no
 /// routing until its answers are written here.
-fn documented(method: &Method) -> [Answer; 3] {
+fn documented(method: &Method) -> [Admission; 3] {
     match method {
         // `initialize` opens a session whatever the request carries.
         Method::Initialize(_) => [Served, Served, Served],
@@ -134,7 +134,7 @@ fn decode(name: &str, params: &Value) -> Method {
 }
 
 /// What a request of `method` gets when its client is `speaking`, before its handler.
-fn route(method: &Method, speaking: Speaking) -> Answer {
+fn route(method: &Method, speaking: Speaking) -> Admission {
     let client = Arc::new(ClientConfig::default());
     let mut context = RequestMetaObject::new();
     context.set_protocol_version(ProtocolVersion::V_2026_07_28);
@@ -155,7 +155,7 @@ fn route(method: &Method, speaking: Speaking) -> Answer {
                     format!("method not found: {}", method.name())
                 );
             }
-            Answer::Refused(error.code)
+            Admission::Refused(error.code)
         }
     }
 }

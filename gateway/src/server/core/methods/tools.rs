@@ -51,7 +51,7 @@ impl Call {
         let (tools, next) = page(&tools, cursor(&request))?;
         // A search catalog's list grows with the session's searches: never cached.
         let fresh = (session.profile.catalog != CatalogMode::Search)
-            .then(|| self.gateway().registry.catalog().fresh_until.tools);
+            .then(|| self.gateway().catalog().fresh_until.tools);
         let tools = tools.iter().map(|tool| tool.as_ref());
         Ok(listed(
             &self.revision,

@@ -5,6 +5,13 @@
 //! immutable [`Policy`] snapshot; a reload builds a new one and swaps it in, so a call
 //! always runs under one consistent configuration. Sessions keep the profile they
 //! started with.
+//!
+//! Beside it: [`drain`], stopping without losing an answer, and [`search_tools`], the
+//! reserved tool that finds tools in a `search` catalog (`run_code`, the other tool of the
+//! gateway's own, is [`crate::code`]).
+
+pub mod drain;
+pub mod search_tools;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -15,10 +22,8 @@ use futures::FutureExt;
 use rmcp::model::{JsonObject, ServerCapabilities};
 use tokio_util::sync::CancellationToken;
 
-use crate::approvals::{ConsoleAsks, unix_ms};
 use crate::code::tool::{RUN_CODE, RunCodeTool, ToolHost};
 use crate::config::{CatalogMode, Config, Mode, SessionsDir};
-use crate::drain::{self, Drain};
 use crate::observe::metrics::Metrics;
 use crate::observe::session_log::{self, SessionLog};
 use crate::observe::telemetry::{Telemetry, Tracer};
@@ -28,27 +33,33 @@ use crate::pipeline::{
 };
 use crate::policies;
 use crate::policies::activity::Activity;
-use crate::registry::Registry;
 use crate::registry::profile::{DEFAULT_PROFILE, Profiles};
 use crate::registry::search::SearchIndex;
 use crate::registry::subscriptions::Subscriptions;
 use crate::registry::view::SessionView;
-use crate::search_tools::{Found, SEARCH_TOOLS, SearchTool};
+use crate::registry::{Catalog, Registry};
+use crate::relay::Downstream;
+use crate::relay::approvals::{ConsoleAsks, unix_ms};
 use crate::session::Transport;
 use crate::session::registry::Sessions;
 use crate::session::{Opening, Session};
 use crate::state::{self, SharedState};
+use crate::tasks::running::Running;
 use crate::tool_result::ToolResult;
 use crate::upstream::offer::Listed;
 use crate::upstream::{CONNECT_TIMEOUT, Upstream};
+use drain::Drain;
+use search_tools::{Found, SEARCH_TOOLS, SearchTool};
 
 /// What outlives a reload and every policy shares: the counters, the console's
 /// questions and the activity recorder.
 #[derive(Default)]
-pub struct Shared {
-    pub metrics: Arc<Metrics>,
-    pub console_asks: Arc<ConsoleAsks>,
-    pub activity: Arc<Activity>,
+struct Shared {
+    metrics: Arc<Metrics>,
+    /// Questions waiting in the operator console (`[gate] ask_fallback = "console"`).
+    console_asks: Arc<ConsoleAsks>,
+    /// The recent calls across sessions, with their traces.
+    activity: Arc<Activity>,
 }
 
 /// Everything the configuration decides, built together and swapped together.
@@ -104,30 +115,28 @@ impl Policy {
 /// The gateway: shared by every session.
 pub struct Gateway {
     policy: RwLock<Arc<Policy>>,
-    pub registry: Arc<Registry>,
-    pub metrics: Arc<Metrics>,
-    /// Questions waiting in the operator console (`[gate] ask_fallback = "console"`).
-    pub console_asks: Arc<ConsoleAsks>,
-    /// The recent calls across sessions, with their traces.
-    pub activity: Arc<Activity>,
+    registry: Arc<Registry>,
+    shared: Shared,
     /// The sessions open now: the one registry.
-    pub sessions: Sessions,
+    sessions: Sessions,
     /// How the last reload went, if there was one.
     last_reload: Mutex<Option<ReloadReport>>,
-    pub subscriptions: Arc<Subscriptions>,
+    /// The resources clients subscribed to, and the updates upstreams send of them.
+    subscriptions: Arc<Subscriptions>,
     /// `run_code`, when the code runtime could be set up.
-    pub run_code: Option<Arc<RunCodeTool>>,
+    run_code: Option<Arc<RunCodeTool>>,
     /// `search_tools`, offered in `catalog = "search"`; its index also serves
     /// `mcp-gateway search` and run_code's compact index.
-    pub search_tools: Arc<SearchTool>,
-    pub shutdown: CancellationToken,
+    search_tools: Arc<SearchTool>,
+    /// Cancelled when the gateway shuts down.
+    shutdown: CancellationToken,
     /// The trace exporter (idle when `[telemetry]` names no endpoint).
-    pub telemetry: Telemetry,
+    telemetry: Telemetry,
     /// What replicas share (`[cluster]`); this process's memory when alone. Chosen at
     /// start: a reload does not move it.
-    pub state: Arc<dyn SharedState>,
+    state: Arc<dyn SharedState>,
     /// The gateway's own tasks running in this process (their records are in `state`).
-    pub tasks: crate::tasks::running::Running,
+    tasks: Running,
     drain: Arc<Drain>,
 }
 
@@ -174,9 +183,7 @@ impl Gateway {
             policy: RwLock::new(Arc::new(policy)),
             search_tools,
             registry,
-            metrics: shared.metrics,
-            console_asks: shared.console_asks,
-            activity: shared.activity,
+            shared,
             sessions: Sessions::default(),
             last_reload: Mutex::new(None),
             subscriptions,
@@ -195,6 +202,85 @@ impl Gateway {
             session_ttl,
         ));
         gateway
+    }
+
+    /// The federated catalog and the upstreams behind it: their health, first attempts,
+    /// restarts and pins.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// What the relay keeps for the clients upstreams reach: the sessions listening, the
+    /// progress relayed, the lists announced, the per-user sign-ins in progress.
+    pub fn downstream(&self) -> &Arc<Downstream> {
+        self.registry.downstream()
+    }
+
+    /// What the upstreams offer now, under the gateway's names.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.registry.catalog()
+    }
+
+    /// The sessions open now, in the one registry every transport finds them in.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// What replicas share (`[cluster]`): session and task records, mailboxes, streams.
+    pub fn shared_state(&self) -> &Arc<dyn SharedState> {
+        &self.state
+    }
+
+    /// The gateway's own tasks running in this process (their records are in
+    /// [`Self::shared_state`]).
+    pub fn running_tasks(&self) -> &Running {
+        &self.tasks
+    }
+
+    /// Cancelled when the gateway shuts down: what runs for it stops with it.
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// The counters `/metrics` serves and the console samples.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// The questions waiting for a person in the operator console.
+    pub fn console_asks(&self) -> &ConsoleAsks {
+        &self.shared.console_asks
+    }
+
+    /// The recent calls across sessions, with their traces, for the console.
+    pub fn activity(&self) -> &Activity {
+        &self.shared.activity
+    }
+
+    /// The resources clients subscribed to.
+    pub fn subscriptions(&self) -> &Subscriptions {
+        &self.subscriptions
+    }
+
+    /// `run_code`, when the code runtime could be set up.
+    pub fn run_code(&self) -> Option<&Arc<RunCodeTool>> {
+        self.run_code.as_ref()
+    }
+
+    /// `search_tools`, whose index also serves `mcp-gateway search`.
+    pub fn search_tools(&self) -> &SearchTool {
+        &self.search_tools
+    }
+
+    /// Stops what the gateway runs besides its sessions: run_code's workers, every
+    /// upstream (their supervisors end the children; [`Registry::all_stopped`] tells when
+    /// they have) and the trace exporter, which sends what it still holds.
+    pub async fn stop(&self) {
+        if let Some(code) = &self.run_code {
+            code.shutdown().await;
+        }
+        self.registry.stop_all();
+        self.telemetry.shutdown().await;
     }
 
     /// The configuration-derived policy in force now.
@@ -223,15 +309,10 @@ impl Gateway {
     /// disable and enable of a server).
     pub async fn apply(&self, config: Config) {
         self.registry.reconfigure(&config).await;
-        let shared = Shared {
-            metrics: self.metrics.clone(),
-            console_asks: self.console_asks.clone(),
-            activity: self.activity.clone(),
-        };
         let policy = Arc::new(Policy::new(
             config,
             &self.registry,
-            &shared,
+            &self.shared,
             &self.telemetry.tracer(),
             &self.state,
         ));
