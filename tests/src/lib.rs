@@ -80,6 +80,24 @@ pub fn python() -> PathBuf {
     path
 }
 
+/// The checks the conformance suite wrote under `dir` (a `checks.json` per scenario, at
+/// any depth), each with the name of the scenario folder it is in.
+pub fn suite_checks(dir: &std::path::Path) -> Vec<(String, Vec<serde_json::Value>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(suite_checks(&path));
+        } else if path.file_name().is_some_and(|file| file == "checks.json") {
+            let checks: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let scenario = dir.file_name().unwrap().to_string_lossy().into_owned();
+            found.push((scenario, checks.as_array().cloned().unwrap_or_default()));
+        }
+    }
+    found
+}
+
 /// Runs the official conformance suite's client scenarios `selection` (`--scenario NAME`,
 /// `--suite auth --spec-version REV`, …) with the gateway as the client, through the
 /// harness `tests/conformance/SCRIPT` (given the built binary in `MCP_GATEWAY_BIN`),

@@ -20,12 +20,9 @@ const PASSING: &[&str] = &["SUCCESS", "INFO", "SKIPPED"];
 fn checks_of(scenario: &str) -> Vec<Value> {
     let output_dir = tempfile::tempdir().unwrap();
     let output = conformance_client("client.py", &["--scenario", scenario], output_dir.path());
-    let checks: Vec<Value> = files_named(output_dir.path(), "checks.json")
-        .iter()
-        .flat_map(|file| {
-            let checks: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
-            checks.as_array().cloned().unwrap_or_default()
-        })
+    let checks: Vec<Value> = suite_checks(output_dir.path())
+        .into_iter()
+        .flat_map(|(_, checks)| checks)
         .collect();
     assert!(
         !checks.is_empty(),
@@ -34,20 +31,6 @@ fn checks_of(scenario: &str) -> Vec<Value> {
         String::from_utf8_lossy(&output.stderr)
     );
     checks
-}
-
-/// Every file called `name` under `dir`.
-fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files_named(&path, name));
-        } else if path.file_name().is_some_and(|file| file == name) {
-            found.push(path);
-        }
-    }
-    found
 }
 
 #[test]

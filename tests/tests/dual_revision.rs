@@ -11,22 +11,6 @@
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
-/// Every file called `checks.json` under `dir`, by the scenario folder it is in.
-fn checks_under(dir: &std::path::Path) -> Vec<(String, Vec<Value>)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(checks_under(&path));
-        } else if path.file_name().is_some_and(|file| file == "checks.json") {
-            let checks: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            let scenario = dir.file_name().unwrap().to_string_lossy().into_owned();
-            found.push((scenario, checks.as_array().cloned().unwrap_or_default()));
-        }
-    }
-    found
-}
-
 /// The suite's server scenarios of 2025-11-25 in which the server asks its client, or is
 /// subscribed to, all pass through the gateway as they pass directly.
 #[test]
@@ -50,7 +34,7 @@ fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway() {
             let output_dir = tempfile::tempdir().unwrap();
             let selection = ["--scenario", scenario, "--spec-version", "2025-11-25"];
             let output = conformance_server(&url, &selection, output_dir.path());
-            let runs = checks_under(output_dir.path());
+            let runs = suite_checks(output_dir.path());
             assert!(
                 !runs.is_empty(),
                 "{scenario} at {url} wrote no checks:\n{}\n{}",
