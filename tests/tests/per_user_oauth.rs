@@ -884,6 +884,66 @@ fn over_stdio_the_local_user_signs_in_through_the_client_and_calls_as_themselves
     assert_eq!(sealed_files(&workspace).len(), 1);
 }
 
+/// A 2025-11-25 client's subscription to a resource of a per-user server spoken to at
+/// 2026-07-28 (whoami.py answers `server/discover`, and has no `resources/subscribe`)
+/// becomes a `subscriptions/listen` of that resource on the person's own connection: the
+/// person hears of its update, and unsubscribes. The connection does not count as idle
+/// while it listens.
+#[test]
+fn a_2025_clients_subscription_to_a_per_user_server_of_2026_07_28_hears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[servers.who]\nurl = {}\nrewrite_uris = false\n[servers.who.oauth]\nper_user = true\n\
+         idle_disconnect_secs = 1\n",
+        toml_str(whoami.url()),
+    ));
+    let mut args = python_stdio_args(&workspace, &[]);
+    args.extend(
+        [
+            "--env",
+            &format!("MCP_GATEWAY_TOKEN_KEY={KEY}"),
+            "--env",
+            &format!("XDG_DATA_HOME={}", workspace.data_home().display()),
+            "--env",
+            "USER=carol-at-her-desk",
+            "--mode",
+            "legacy",
+            "--elicit",
+            "browse",
+            "--browse-as",
+            "carol",
+        ]
+        .map(str::to_owned),
+    );
+    let run = python_client(
+        &args,
+        &json!([
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            {"action": "subscribe", "uri": "whoami://watched"},
+            {"action": "sleep", "ms": 2500},
+            call("mcp__who__touch_watched"),
+            {"action": "wait_notification", "method": "notifications/resources/updated"},
+            {"action": "unsubscribe", "uri": "whoami://watched"},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
+    let updated: Vec<&Value> = run["notifications"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(
+        updated.first().map(|n| &n["params"]["uri"]),
+        Some(&json!("whoami://watched")),
+        "{run:#}"
+    );
+}
+
 #[test]
 fn a_sign_in_whose_refresh_fails_asks_the_person_again() {
     let dir = tempfile::tempdir().unwrap();
