@@ -16,6 +16,9 @@
 //! - a wrong, replayed or another identity's `state`, and an authorization server's
 //!   refusal, store nothing and complete no call with anyone's token;
 //! - the token files hold no token in clear text;
+//! - a 2025-11-25 client's resource subscription (the server is spoken to at 2026-07-28)
+//!   is a `subscriptions/listen` stream on the person's own connection, which ends when
+//!   that person unsubscribes, whoever else is still subscribed;
 //! - with replicas sharing Redis behind HAProxy, a person signs in through one replica
 //!   (the browser coming back to another) and calls through the others as themselves, Redis holds no token in clear text, and an
 //!   expired token is refreshed exactly once while 32 calls are in flight on three
@@ -942,6 +945,79 @@ fn a_2025_clients_subscription_to_a_per_user_server_of_2026_07_28_hears_it() {
         Some(&json!("whoami://watched")),
         "{run:#}"
     );
+}
+
+/// Each person's subscription is a stream on their own connection: when Alice
+/// unsubscribes while Bob is still subscribed, her stream closes (and her connection with
+/// it, once idle), and Bob's still brings him the update.
+#[test]
+fn one_persons_unsubscription_ends_their_own_stream_and_not_anothers() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}, {}]\n[servers.who]\nurl = {}\nrewrite_uris = false\n\
+         [servers.who.oauth]\nper_user = true\nidle_disconnect_secs = 1\n",
+        toml_str(ALICE.token),
+        toml_str(BOB.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let alice_closed = || {
+        let alice = identity_of(&ALICE);
+        gateway
+            .log_text()
+            .lines()
+            .filter(|line| line.contains("closing an idle per-user connection"))
+            .filter(|line| line.contains(&alice))
+            .count()
+    };
+    let watched = "whoami://watched";
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let run = python_client(
+        &client(&gateway, &BOB, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(subject(&run["results"][0]["result"]), "bob", "{run:#}");
+    assert!(
+        eventually(PATIENCE, || alice_closed() == 1),
+        "{}",
+        gateway.log_text()
+    );
+    let bob = spawn_python_client(
+        &client(&gateway, &BOB, "legacy", "browse"),
+        &json!([
+            {"action": "subscribe", "uri": watched},
+            {"action": "wait_notification", "method": "notifications/resources/updated",
+             "timeout_ms": 60000},
+        ]),
+    );
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([
+            {"action": "sleep", "ms": 2000},
+            {"action": "subscribe", "uri": watched},
+            {"action": "unsubscribe", "uri": watched},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert!(
+        eventually(PATIENCE, || alice_closed() == 2),
+        "Alice's connection still listens: {}",
+        gateway.log_text()
+    );
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call("mcp__who__touch_watched")]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let bob = python_client_output(bob);
+    assert_eq!(bob["ok"], true, "{bob:#}");
 }
 
 #[test]
