@@ -48,6 +48,8 @@ failure). Actions:
   {"action": "ping"}
   {"action": "set_logging_level", "level": str}
   {"action": "roots_changed"}                           send notifications/roots/list_changed
+  {"action": "sleep", "ms": int}                        do nothing for `ms` (the gateway's
+                                                        timers run meanwhile)
   {"action": "wait_elicitations", "count"?: int (default 1), "timeout_ms"?: int
    (default 5000)}             until `count` elicitations were answered or cancelled
   {"action": "wait_file", "path": str, "line_with": [str, ...], "timeout_ms"?: int
@@ -403,6 +405,9 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
         return dump(await client.session.set_logging_level(require(action, "level", str)))
     if kind == "roots_changed":
         await client.send_roots_list_changed()
+        return None
+    if kind == "sleep":
+        await anyio.sleep(require(action, "ms", int) / 1000)
         return None
     if kind == "wait_elicitations":
         count = action.get("count", 1)

@@ -13,7 +13,12 @@ Usage: whoami.py PORT ISSUER TOKENS_FILE
   TOKENS_FILE (one a line), so a test can search the gateway's stores for them.
 
 Tools:
-  whoami {}   returns {"subject": <the bearer token's sub>}
+  whoami {}          returns {"subject": <the bearer token's sub>}
+  touch_watched {}   says WATCHED changed, to every `subscriptions/listen` stream that
+                     asked for it
+
+Resources:
+  whoami://watched   (WATCHED) the text "watched"
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import jwt
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+
+WATCHED = "whoami://watched"
 
 
 class JwtVerifier:
@@ -72,6 +79,17 @@ def main(port: int, issuer: str, tokens_file: str) -> None:
         """Says whose token this call carried."""
         token = get_access_token()
         return {"subject": token.subject if token else None}
+
+    @server.tool()
+    async def touch_watched(ctx: Context) -> str:
+        """Says the watched resource changed."""
+        await ctx.notify_resource_updated(WATCHED)
+        return "touched"
+
+    @server.resource(WATCHED)
+    def watched() -> str:
+        """A resource clients subscribe to."""
+        return "watched"
 
     server.run("streamable-http", host="127.0.0.1", port=port)
 

@@ -102,6 +102,61 @@ fn a_dual_revision_servers_questions_reach_clients_of_both_revisions() {
     }
 }
 
+/// The same over stdio: tests/servers/asks_by_request.py answers `server/discover` and
+/// asks by request mid-call, where nothing on the wire says which call a request is for.
+/// A client of either revision is asked, as when it calls the server directly.
+#[test]
+fn a_dual_revision_stdio_servers_questions_reach_clients_of_both_revisions() {
+    let workspace = Workspace::new(&format!(
+        "[servers.asks]\ncommand = {}\nargs = [{}]\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/asks_by_request.py")
+                .to_string_lossy()
+        ),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let mut args = gateway.client_args("http", "/mcp");
+        args.extend(
+            [
+                "--mode",
+                mode,
+                "--sample",
+                "MCP is a protocol",
+                "--elicit",
+                "accept",
+                "--elicit-content",
+                r#"{"response":"yes"}"#,
+            ]
+            .map(String::from),
+        );
+        let run = python_client(
+            &args,
+            &json!([
+                {"action": "call_tool", "name": "mcp__asks__test_sampling",
+                 "arguments": {"prompt": "What is MCP?"}},
+                {"action": "call_tool", "name": "mcp__asks__test_elicitation",
+                 "arguments": {"message": "Say yes"}},
+            ]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}");
+        assert_eq!(run["server"]["protocol_version"], revision, "{run:#}");
+        let texts: Vec<String> = (0..2)
+            .map(|i| result_text(action_result(&run, i)))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "LLM response: MCP is a protocol",
+                r#"Elicitation completed: action=accept, content={"response":"yes"}"#,
+            ],
+            "{mode}: {run:#}"
+        );
+    }
+}
+
 /// A client of 2025-11-25 subscribes to a resource of the server spoken to at
 /// 2026-07-28, and hears of its update.
 #[test]

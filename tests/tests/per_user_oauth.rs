@@ -16,6 +16,9 @@
 //! - a wrong, replayed or another identity's `state`, and an authorization server's
 //!   refusal, store nothing and complete no call with anyone's token;
 //! - the token files hold no token in clear text;
+//! - a 2025-11-25 client's resource subscription (the server is spoken to at 2026-07-28)
+//!   is a `subscriptions/listen` stream on the person's own connection, which ends when
+//!   that person unsubscribes, whoever else is still subscribed;
 //! - with replicas sharing Redis behind HAProxy, a person signs in through one replica
 //!   (the browser coming back to another) and calls through the others as themselves, Redis holds no token in clear text, and an
 //!   expired token is refreshed exactly once while 32 calls are in flight on three
@@ -882,6 +885,139 @@ fn over_stdio_the_local_user_signs_in_through_the_client_and_calls_as_themselves
     );
     assert_eq!(subject(&run["results"][2]["result"]), "carol");
     assert_eq!(sealed_files(&workspace).len(), 1);
+}
+
+/// A 2025-11-25 client's subscription to a resource of a per-user server spoken to at
+/// 2026-07-28 (whoami.py answers `server/discover`, and has no `resources/subscribe`)
+/// becomes a `subscriptions/listen` of that resource on the person's own connection: the
+/// person hears of its update, and unsubscribes. The connection does not count as idle
+/// while it listens.
+#[test]
+fn a_2025_clients_subscription_to_a_per_user_server_of_2026_07_28_hears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[servers.who]\nurl = {}\nrewrite_uris = false\n[servers.who.oauth]\nper_user = true\n\
+         idle_disconnect_secs = 1\n",
+        toml_str(whoami.url()),
+    ));
+    let mut args = python_stdio_args(&workspace, &[]);
+    args.extend(
+        [
+            "--env",
+            &format!("MCP_GATEWAY_TOKEN_KEY={KEY}"),
+            "--env",
+            &format!("XDG_DATA_HOME={}", workspace.data_home().display()),
+            "--env",
+            "USER=carol-at-her-desk",
+            "--mode",
+            "legacy",
+            "--elicit",
+            "browse",
+            "--browse-as",
+            "carol",
+        ]
+        .map(str::to_owned),
+    );
+    let run = python_client(
+        &args,
+        &json!([
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            {"action": "subscribe", "uri": "whoami://watched"},
+            {"action": "sleep", "ms": 2500},
+            call("mcp__who__touch_watched"),
+            {"action": "wait_notification", "method": "notifications/resources/updated"},
+            {"action": "unsubscribe", "uri": "whoami://watched"},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
+    let updated: Vec<&Value> = run["notifications"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(
+        updated.first().map(|n| &n["params"]["uri"]),
+        Some(&json!("whoami://watched")),
+        "{run:#}"
+    );
+}
+
+/// Each person's subscription is a stream on their own connection: when Alice
+/// unsubscribes while Bob is still subscribed, her stream closes (and her connection with
+/// it, once idle), and Bob's still brings him the update.
+#[test]
+fn one_persons_unsubscription_ends_their_own_stream_and_not_anothers() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}, {}]\n[servers.who]\nurl = {}\nrewrite_uris = false\n\
+         [servers.who.oauth]\nper_user = true\nidle_disconnect_secs = 1\n",
+        toml_str(ALICE.token),
+        toml_str(BOB.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let alice_closed = || {
+        let alice = identity_of(&ALICE);
+        gateway
+            .log_text()
+            .lines()
+            .filter(|line| line.contains("closing an idle per-user connection"))
+            .filter(|line| line.contains(&alice))
+            .count()
+    };
+    let watched = "whoami://watched";
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let run = python_client(
+        &client(&gateway, &BOB, "legacy", "browse"),
+        &json!([call(WHOAMI)]),
+    );
+    assert_eq!(subject(&run["results"][0]["result"]), "bob", "{run:#}");
+    assert!(
+        eventually(PATIENCE, || alice_closed() == 1),
+        "{}",
+        gateway.log_text()
+    );
+    let bob = spawn_python_client(
+        &client(&gateway, &BOB, "legacy", "browse"),
+        &json!([
+            {"action": "subscribe", "uri": watched},
+            {"action": "wait_notification", "method": "notifications/resources/updated",
+             "timeout_ms": 60000},
+        ]),
+    );
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([
+            {"action": "sleep", "ms": 2000},
+            {"action": "subscribe", "uri": watched},
+            {"action": "unsubscribe", "uri": watched},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert!(
+        eventually(PATIENCE, || alice_closed() == 2),
+        "Alice's connection still listens: {}",
+        gateway.log_text()
+    );
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call("mcp__who__touch_watched")]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let bob = python_client_output(bob);
+    assert_eq!(bob["ok"], true, "{bob:#}");
 }
 
 #[test]

@@ -12,8 +12,35 @@ use tokio::sync::mpsc;
 
 use crate::relay::ClientLink;
 
-/// A subscribed session: its id and the way to notify it.
-type Subscriber = (String, ClientLink);
+/// A subscribed session.
+struct Subscriber {
+    session: String,
+    /// Who the session belongs to: a per-user server's subscriptions are its owner's.
+    owner: Option<String>,
+    link: ClientLink,
+}
+
+/// Who is left subscribed to a URI once a session no longer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Left {
+    /// No session at all: the server's subscription can end.
+    pub nobody: bool,
+    /// No session of the same owner: a per-user server's subscription on the owner's own
+    /// connection can end.
+    pub none_of_owner: bool,
+}
+
+impl Left {
+    /// Whether the subscription upstream can end: on a per-user server's connection of
+    /// the owner's (`per_user`), or on a server's one connection.
+    pub fn ends_upstream(self, per_user: bool) -> bool {
+        if per_user {
+            self.none_of_owner
+        } else {
+            self.nobody
+        }
+    }
+}
 
 /// Gateway URI → the sessions subscribed to it.
 #[derive(Default)]
@@ -38,42 +65,51 @@ impl Subscriptions {
         subscriptions
     }
 
-    pub fn subscribe(&self, uri: &str, session: &str, link: ClientLink) {
+    /// Subscribes `session`, which belongs to `owner`, to `uri`.
+    pub fn subscribe(&self, uri: &str, session: &str, owner: Option<&str>, link: ClientLink) {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
         let subscribers = by_uri.entry(uri.to_owned()).or_default();
-        if !subscribers.iter().any(|(id, _)| id == session) {
-            subscribers.push((session.to_owned(), link));
+        if !subscribers.iter().any(|s| s.session == session) {
+            subscribers.push(Subscriber {
+                session: session.to_owned(),
+                owner: owner.map(str::to_owned),
+                link,
+            });
         }
     }
 
-    /// Removes every subscription of `session`, which ended; returns the URIs no session
-    /// is left on.
-    pub fn end_session(&self, session: &str) -> Vec<String> {
+    /// Removes every subscription of `session`, which ended; returns the URIs it was
+    /// subscribed to, and who is left on each.
+    pub fn end_session(&self, session: &str) -> Vec<(String, Left)> {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
-        let mut left = Vec::new();
+        let mut ended = Vec::new();
         by_uri.retain(|uri, subscribers| {
-            let before = subscribers.len();
-            subscribers.retain(|(id, _)| id != session);
-            if subscribers.is_empty() && before > 0 {
-                left.push(uri.clone());
+            if let Some(left) = remove(subscribers, session) {
+                ended.push((uri.clone(), left));
             }
             !subscribers.is_empty()
         });
-        left
+        ended
     }
 
-    /// Removes `session`'s subscription; returns whether no session is left on `uri`.
-    pub fn unsubscribe(&self, uri: &str, session: &str) -> bool {
+    /// Removes `session`'s subscription to `uri`; says who is left on it.
+    pub fn unsubscribe(&self, uri: &str, session: &str) -> Left {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
         let Some(subscribers) = by_uri.get_mut(uri) else {
-            return true;
+            return Left {
+                nobody: true,
+                none_of_owner: true,
+            };
         };
-        subscribers.retain(|(id, _)| id != session);
-        let empty = subscribers.is_empty();
-        if empty {
+        // A session that was not subscribed ends nothing another still holds.
+        let left = remove(subscribers, session).unwrap_or(Left {
+            nobody: subscribers.is_empty(),
+            none_of_owner: subscribers.is_empty(),
+        });
+        if subscribers.is_empty() {
             by_uri.remove(uri);
         }
-        empty
+        left
     }
 
     async fn deliver(&self, uri: &str) {
@@ -82,7 +118,7 @@ impl Subscriptions {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(uri)
-            .map(|s| s.iter().map(|(_, link)| link.clone()).collect())
+            .map(|s| s.iter().map(|s| s.link.clone()).collect())
             .unwrap_or_default();
         for link in links {
             let updated = ServerNotification::ResourceUpdatedNotification(
@@ -91,6 +127,16 @@ impl Subscriptions {
             link.notify(updated).await;
         }
     }
+}
+
+/// Removes `session` from `subscribers`; who is left, when it was one of them.
+fn remove(subscribers: &mut Vec<Subscriber>, session: &str) -> Option<Left> {
+    let at = subscribers.iter().position(|s| s.session == session)?;
+    let removed = subscribers.remove(at);
+    Some(Left {
+        nobody: subscribers.is_empty(),
+        none_of_owner: !subscribers.iter().any(|s| s.owner == removed.owner),
+    })
 }
 
 #[cfg(test)]
@@ -114,14 +160,45 @@ mod tests {
         )
     }
 
+    const NOBODY: Left = Left {
+        nobody: true,
+        none_of_owner: true,
+    };
+
     #[test]
-    fn an_ended_session_leaves_only_the_uris_no_other_session_holds() {
+    fn an_ended_session_says_who_is_left_on_each_of_its_uris() {
         let subscriptions = Subscriptions::default();
-        subscriptions.subscribe("a", "s1", link());
-        subscriptions.subscribe("b", "s1", link());
-        subscriptions.subscribe("b", "s2", link());
-        assert_eq!(subscriptions.end_session("s1"), vec!["a".to_owned()]);
+        subscriptions.subscribe("a", "s1", Some("ann"), link());
+        subscriptions.subscribe("b", "s1", Some("ann"), link());
+        subscriptions.subscribe("b", "s2", Some("bob"), link());
+        let mut ended = subscriptions.end_session("s1");
+        ended.sort_by(|x, y| x.0.cmp(&y.0));
+        let someone_else = Left {
+            nobody: false,
+            none_of_owner: true,
+        };
+        assert_eq!(
+            ended,
+            vec![("a".to_owned(), NOBODY), ("b".to_owned(), someone_else)]
+        );
         assert!(subscriptions.end_session("s1").is_empty());
-        assert_eq!(subscriptions.end_session("s2"), vec!["b".to_owned()]);
+        assert_eq!(
+            subscriptions.end_session("s2"),
+            vec![("b".to_owned(), NOBODY)]
+        );
+    }
+
+    #[test]
+    fn an_unsubscribed_session_says_whether_its_owner_is_still_subscribed() {
+        let subscriptions = Subscriptions::default();
+        subscriptions.subscribe("a", "s1", Some("ann"), link());
+        subscriptions.subscribe("a", "s2", Some("ann"), link());
+        subscriptions.subscribe("a", "s3", Some("bob"), link());
+        let left = subscriptions.unsubscribe("a", "s1");
+        assert!(!left.ends_upstream(false) && !left.ends_upstream(true));
+        let left = subscriptions.unsubscribe("a", "s2");
+        assert!(!left.ends_upstream(false) && left.ends_upstream(true));
+        assert_eq!(subscriptions.unsubscribe("a", "s3"), NOBODY);
+        assert_eq!(subscriptions.unsubscribe("a", "s3"), NOBODY);
     }
 }

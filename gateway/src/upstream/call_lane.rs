@@ -28,8 +28,9 @@ impl CallLane {
     /// Serves a server of 2026-07-28 (`revision`), which has no session, with `requests`
     /// relaying what it asks on a call's stream.
     pub fn serve_stateless(&self, revision: &ProtocolVersion, requests: StreamRequests) {
-        if let Self::Http(lane) = self {
-            lane.serve_stateless(revision, requests);
+        match self {
+            Self::Stdio(lane) => lane.serve_stateless(requests),
+            Self::Http(lane) => lane.serve_stateless(revision, requests),
         }
     }
 

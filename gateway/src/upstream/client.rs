@@ -6,8 +6,8 @@
 //! belongs to (see [`crate::relay`]). Tool, prompt and resource list changes go to the
 //! supervisor (which refreshes the catalog); progress and log messages go to the calling
 //! client, log messages also to the gateway log. A server spoken to at 2026-07-28 may still
-//! ask its client by request on a call's stream, where rmcp does not see it: the lane
-//! hands such requests to [`StreamRequests`], which relays them the same way.
+//! ask its client by request during a call the lane made, which rmcp would refuse: the
+//! lane hands such requests to [`StreamRequests`], which relays them the same way.
 
 #![allow(
     deprecated,
@@ -87,11 +87,12 @@ impl UpstreamClient {
     }
 }
 
-/// The requests a server spoken to at 2026-07-28 sends on the stream of a call the lane
-/// posted. rmcp did not post that call, so it would refuse them as belonging to none of
-/// its requests; the lane hands them here instead, and each is relayed to the call's
-/// client as rmcp would have relayed it (a 2025 client gets the request, a 2026 one is
-/// asked in its call's result), the answer going back to the lane to post.
+/// The requests a server spoken to at 2026-07-28 sends during a call the lane made (on
+/// the call's stream over HTTP; anywhere over stdio). rmcp did not make that call, so it
+/// would refuse them as belonging to none of its requests; the lane hands them here
+/// instead, and each is relayed to the call's client as rmcp would have relayed it (a
+/// 2025 client gets the request, a 2026 one is asked in its call's result), the answer
+/// going back to the lane to send.
 pub struct StreamRequests {
     handler: UpstreamClient,
     peer: Peer<RoleClient>,
@@ -103,10 +104,11 @@ impl StreamRequests {
         Self { handler, peer }
     }
 
-    /// The answer to `request`, which came on the stream of the lane's call `call`.
+    /// The answer to `request`, which came on the stream of the lane's call `call`, or
+    /// during the lane's calls on a transport that does not tell which (`None`).
     pub async fn answer(
         &self,
-        call: &RequestId,
+        call: Option<&RequestId>,
         request: JsonRpcRequest<ServerRequest>,
     ) -> ClientJsonRpcMessage {
         let JsonRpcRequest {
@@ -114,9 +116,11 @@ impl StreamRequests {
         } = request;
         let mut context = RequestContext::new(id.clone(), self.peer.clone());
         std::mem::swap(&mut context.meta, request.get_meta_mut());
-        context
-            .extensions
-            .insert(InboundStreamOrigin::OutboundRequest(call.clone()));
+        if let Some(call) = call {
+            context
+                .extensions
+                .insert(InboundStreamOrigin::OutboundRequest(call.clone()));
+        }
         match Service::handle_request(&self.handler, request, context).await {
             Ok(result) => ClientJsonRpcMessage::response(result, id),
             Err(error) => ClientJsonRpcMessage::error(error, Some(id)),

@@ -22,18 +22,25 @@
 //! other than tool calls. A request to a server of 2026-07-28 carries the context rmcp
 //! would give it (revision, the gateway's name and capabilities), which the caller puts
 //! in its `_meta`.
+//!
+//! A server of 2026-07-28 may still ask its client by request during a call. rmcp, which
+//! has none of the lane's calls in flight, would refuse such a request as related to no
+//! request of its client; while the lane has calls or requests in flight, it has the
+//! request relayed itself ([`Lane::ask_client`]) and writes the answer back. Nothing on a
+//! stdio stream says which call a request is for: the relay finds its client as for a
+//! server of 2025 (see [`crate::relay::calls`]).
 
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CancelledNotification,
     CancelledNotificationParam, ClientNotification, ClientRequest, CreateTaskResult, ErrorData,
-    InputRequiredResult, JsonRpcMessage, JsonRpcVersion2_0, NumberOrString,
-    ProgressNotificationParam, RequestId, RequestMetaObject,
+    InputRequiredResult, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0, NumberOrString,
+    ProgressNotificationParam, RequestId, RequestMetaObject, ServerRequest,
 };
 use rmcp::service::TxJsonRpcMessage;
 use serde::{Deserialize, Serialize};
@@ -42,6 +49,7 @@ use tokio::io::AsyncWrite;
 use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 
+use super::client::StreamRequests;
 use crate::lines::{LineWriter, encode};
 use crate::relay::calls::{MAX_QUEUED_PROGRESS, answer_after_progress};
 use crate::tool_result::ToolResult;
@@ -54,6 +62,9 @@ pub struct Lane<W = ChildStdin> {
     writer: LineWriter<W>,
     pending: Mutex<Pending>,
     next_id: AtomicI64,
+    /// Who relays the requests of a server without a session (2026-07-28), which rmcp
+    /// refuses when none of its own requests is in flight.
+    requests: OnceLock<Arc<StreamRequests>>,
 }
 
 #[derive(Default)]
@@ -91,7 +102,14 @@ impl<W> Lane<W> {
             writer,
             pending: Mutex::default(),
             next_id: AtomicI64::new(FIRST_ID),
+            requests: OnceLock::new(),
         }
+    }
+
+    /// Serves an upstream of 2026-07-28, whose requests during the lane's calls
+    /// `requests` relays.
+    pub fn serve_stateless(&self, requests: StreamRequests) {
+        let _ = self.requests.set(Arc::new(requests));
     }
 
     /// A request id for the next request, unique on the connection; also its progress
@@ -232,6 +250,39 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
             return None;
         }
         answer.await.ok()
+    }
+
+    /// Has `request` of a server of 2026-07-28 relayed to its client, and the answer
+    /// written back, when the lane has calls or requests in flight: the request belongs
+    /// to one of them. Gives it back otherwise (rmcp refuses or serves it as it would
+    /// any request outside a call), and for a server spoken to in a session.
+    pub fn ask_client(
+        &self,
+        request: JsonRpcRequest<ServerRequest>,
+    ) -> Option<JsonRpcRequest<ServerRequest>> {
+        let Some(requests) = self.requests.get() else {
+            return Some(request);
+        };
+        {
+            let pending = self.lock();
+            if pending.calls.is_empty() && pending.requests.is_empty() {
+                return Some(request);
+            }
+        }
+        let requests = Arc::clone(requests);
+        let writer = self.writer.clone();
+        // The relay waits for the client; the upstream's output is read on meanwhile.
+        tokio::spawn(async move {
+            let answer = requests.answer(None, request).await;
+            let written = match encode(&answer) {
+                Ok(line) => writer.write(&line).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = written {
+                tracing::debug!("could not answer the upstream's request: {error}");
+            }
+        });
+        None
     }
 
     /// Tells the upstream the request `id` is cancelled (`notifications/cancelled`)

@@ -164,7 +164,8 @@ impl PerUser {
     }
 
     /// Closes the connections of the identities that have not called for `idle` and have
-    /// no request in flight; they open again at the identity's next call.
+    /// no request in flight, nor a resource subscription (which lives on the connection);
+    /// they open again at the identity's next call.
     fn disconnect_idle(&self, server: &str, idle: Duration) {
         let stale: Vec<Arc<str>> = {
             let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
@@ -182,7 +183,7 @@ impl PerUser {
         for identity in stale {
             if users
                 .get(&identity)
-                .is_some_and(|user| user.requests.is_empty())
+                .is_some_and(|user| user.requests.is_empty() && !user.listens_to_resources())
                 && let Some(user) = users.remove(&identity)
             {
                 tracing::info!(server, %identity, "closing an idle per-user connection");
@@ -328,6 +329,16 @@ impl Upstream {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
+    }
+
+    /// Whether each caller identity has a connection of its own to the server.
+    pub fn is_per_user(&self) -> bool {
+        self.per_user.is_some()
+    }
+
+    /// The connection of `identity`, if it has one (not signed in or connected for this).
+    pub(super) fn connected_as(&self, identity: &str) -> Option<Arc<Upstream>> {
+        self.per_user.as_ref()?.lock().get(identity).cloned()
     }
 
     /// The connection of `identity`, started if it has none.

@@ -6,7 +6,8 @@
 //! where a server of 2025's `notifications/resources/updated` goes. Each stream holds a
 //! connection to the server, so one connection listens to at most
 //! [`MAX_LISTENED_RESOURCES`] resources at once: clients cannot make the gateway open
-//! streams without end (a resource template matches any number of URIs).
+//! streams without end (a resource template matches any number of URIs). A per-user
+//! server's streams are those of the subscribing caller's own connection.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,8 +15,10 @@ use std::sync::Mutex;
 use rmcp::ErrorData;
 use rmcp::model::{ServerNotification, SubscriptionFilter};
 use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
 
-use super::{Live, Upstream};
+use super::{Live, Upstream, UpstreamError};
+use crate::relay::Caller;
 use crate::upstream::resource_uri;
 
 /// How many resources of one server spoken to at 2026-07-28 clients may be subscribed to
@@ -38,18 +41,47 @@ impl Drop for ResourceListens {
 }
 
 impl Upstream {
-    /// Subscribes to `uri` (the upstream's own) with `subscriptions/listen`, when the
-    /// server is spoken to at 2026-07-28; `None` when it is spoken to in a session, where
-    /// `resources/subscribe` goes on as it is.
-    pub async fn listen_to_resource(&self, uri: &str) -> Option<Result<(), ErrorData>> {
-        let live = self.live().filter(|live| live.is_stateless())?;
-        Some(self.listen(&live, uri).await)
+    /// Subscribes `caller` to `uri` (the upstream's own) with `subscriptions/listen`,
+    /// when the server is spoken to at 2026-07-28 (a per-user server on the caller's own
+    /// connection, signing in first as a call would); `None` when it is spoken to in a
+    /// session, where `resources/subscribe` goes on as it is.
+    pub async fn listen_to_resource(
+        &self,
+        uri: &str,
+        caller: Option<&Caller>,
+        cancel: &CancellationToken,
+    ) -> Option<Result<(), ErrorData>> {
+        let user;
+        let upstream = if self.per_user.is_some() {
+            user = match self.connection_of(caller, cancel).await {
+                Ok(user) => user,
+                Err(UpstreamError::Rejected { error, .. }) => return Some(Err(*error)),
+                Err(error) => return Some(Err(ErrorData::internal_error(error.to_string(), None))),
+            };
+            &user
+        } else {
+            self
+        };
+        let live = upstream.live().filter(|live| live.is_stateless())?;
+        Some(upstream.listen(&live, uri).await)
     }
 
-    /// Ends the subscription [`Self::listen_to_resource`] opened to `uri`; false when the
-    /// server is spoken to in a session, where `resources/unsubscribe` goes on as it is.
-    pub fn stop_listening_to_resource(&self, uri: &str) -> bool {
-        let Some(live) = self.live().filter(|live| live.is_stateless()) else {
+    /// Ends the subscription [`Self::listen_to_resource`] opened to `uri` (of a per-user
+    /// server, on the connection of `identity`); false when the server is spoken to in a
+    /// session, where `resources/unsubscribe` goes on as it is. A per-user server's
+    /// identity without a connection holds no subscription there any more: nothing to end.
+    pub fn stop_listening_to_resource(&self, uri: &str, identity: Option<&str>) -> bool {
+        let user;
+        let upstream = if self.per_user.is_some() {
+            match identity.and_then(|identity| self.connected_as(identity)) {
+                Some(connected) => user = connected,
+                None => return true,
+            }
+            &user
+        } else {
+            self
+        };
+        let Some(live) = upstream.live().filter(|live| live.is_stateless()) else {
             return false;
         };
         let mut open = live.listens.open.lock().unwrap_or_else(|p| p.into_inner());
@@ -57,6 +89,14 @@ impl Upstream {
             task.abort();
         }
         true
+    }
+
+    /// Whether the connection keeps a stream open for a client's resource subscription.
+    pub(super) fn listens_to_resources(&self) -> bool {
+        self.live().is_some_and(|live| {
+            let open = live.listens.open.lock().unwrap_or_else(|p| p.into_inner());
+            open.values().any(|task| !task.is_finished())
+        })
     }
 
     async fn listen(&self, live: &Live, uri: &str) -> Result<(), ErrorData> {

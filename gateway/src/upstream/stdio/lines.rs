@@ -1,5 +1,6 @@
 //! What a stdio upstream sends, decoded: the answer to a tool call of the lane's goes
-//! straight to its caller (see [`crate::upstream::lane`]); everything else is rmcp's.
+//! straight to its caller, and a request of a server of 2026-07-28 during the lane's
+//! calls to the lane to relay (see [`crate::upstream::lane`]); everything else is rmcp's.
 //!
 //! A line that is not a JSON-RPC message is skipped, as rmcp and the other SDKs do
 //! (replying to garbage can start an error storm). How long a line may be is the
@@ -8,6 +9,7 @@
 use std::sync::Arc;
 
 use rmcp::RoleClient;
+use rmcp::model::JsonRpcMessage;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::ChildStdin;
 
@@ -51,6 +53,10 @@ impl<W: AsyncWrite + Send + Unpin + 'static> LineDecoder for ServerLines<W> {
             return Decoded::Skip;
         }
         match serde_json::from_slice(line) {
+            Ok(JsonRpcMessage::Request(request)) => match self.lane.ask_client(request) {
+                Some(request) => Decoded::Message(JsonRpcMessage::Request(request)),
+                None => Decoded::Skip,
+            },
             Ok(message) => Decoded::Message(message),
             Err(error) => {
                 tracing::debug!("skipping an upstream line that is not JSON-RPC: {error}");

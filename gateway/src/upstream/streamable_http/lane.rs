@@ -385,7 +385,7 @@ impl HttpLane {
         };
         match (message, self.requests.get()) {
             (ServerJsonRpcMessage::Request(request), Some(requests)) if session.stateless => {
-                let answer = requests.answer(id, request).await;
+                let answer = requests.answer(Some(id), request).await;
                 let headers = session.headers_for(Vec::new);
                 let to = self.target(session, headers);
                 let posted = self.client.post(to, answer, Limits::default());

@@ -66,12 +66,17 @@ impl Call {
     async fn subscribe(&self, request: SubscribeRequestParams) -> Result<ServerResult, ErrorData> {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
         let link = self.session.link(self.link.client().clone());
-        self.gateway()
-            .subscriptions()
-            .subscribe(&request.uri, &self.session.id, link);
+        self.gateway().subscriptions().subscribe(
+            &request.uri,
+            &self.session.id,
+            self.session.owner(),
+            link,
+        );
         self.unsubscribe_when_the_session_ends();
         if let Some(upstream) = self.gateway().registry().upstream(&server)
-            && let Some(listened) = upstream.listen_to_resource(&original).await
+            && let Some(listened) = upstream
+                .listen_to_resource(&original, Some(&self.caller()), &self.cancel)
+                .await
         {
             return listened.map(|()| ServerResult::empty(()));
         }
@@ -86,15 +91,17 @@ impl Call {
         request: UnsubscribeRequestParams,
     ) -> Result<ServerResult, ErrorData> {
         let (server, original) = self.owner_of(&self.view(), &request.uri)?;
-        if !self
+        let left = self
             .gateway()
             .subscriptions()
-            .unsubscribe(&request.uri, &self.session.id)
-        {
+            .unsubscribe(&request.uri, &self.session.id);
+        let upstream = self.gateway().registry().upstream(&server);
+        let per_user = upstream.as_ref().is_some_and(|u| u.is_per_user());
+        if !left.ends_upstream(per_user) {
             return Ok(ServerResult::empty(()));
         }
-        if let Some(upstream) = self.gateway().registry().upstream(&server)
-            && upstream.stop_listening_to_resource(&original)
+        if let Some(upstream) = upstream
+            && upstream.stop_listening_to_resource(&original, self.session.owner())
         {
             return Ok(ServerResult::empty(()));
         }
@@ -105,9 +112,10 @@ impl Call {
     }
 
     /// A client that leaves without unsubscribing (most do) holds no subscription
-    /// upstream: when its session ends, each URI no other session is subscribed to is
-    /// unsubscribed from its server (and the stream listening to it closed). Watched once
-    /// per session, from its first subscription.
+    /// upstream: when its session ends, each URI no other session is subscribed to (of a
+    /// per-user server, no other session of the same owner) is unsubscribed from its
+    /// server (and the stream listening to it closed). Watched once per session, from its
+    /// first subscription.
     fn unsubscribe_when_the_session_ends(&self) {
         if self
             .session
@@ -119,13 +127,14 @@ impl Call {
         }
         let gateway = Arc::downgrade(self.gateway());
         let session = self.session.id.clone();
+        let owner = self.session.owner().map(str::to_owned);
         let ended = self.session.running.closed.clone();
         tokio::spawn(async move {
             ended.cancelled().await;
             let Some(gateway) = gateway.upgrade() else {
                 return;
             };
-            for uri in gateway.subscriptions().end_session(&session) {
+            for (uri, left) in gateway.subscriptions().end_session(&session) {
                 let Some((server, original)) = gateway.registry().catalog().resource_owner(&uri)
                 else {
                     continue;
@@ -133,7 +142,9 @@ impl Call {
                 let Some(upstream) = gateway.registry().upstream(&server) else {
                     continue;
                 };
-                if upstream.stop_listening_to_resource(&original) {
+                if !left.ends_upstream(upstream.is_per_user())
+                    || upstream.stop_listening_to_resource(&original, owner.as_deref())
+                {
                     continue;
                 }
                 let params = UnsubscribeRequestParams::new(original);
