@@ -98,6 +98,26 @@ pub fn suite_checks(dir: &std::path::Path) -> Vec<(String, Vec<serde_json::Value
     found
 }
 
+/// Every check of `scenario` the conformance suite wrote under `dir` when it ran as
+/// `output` says; fails, showing that output, when it wrote none.
+pub fn checks_of_run(
+    dir: &std::path::Path,
+    scenario: &str,
+    output: &std::process::Output,
+) -> Vec<serde_json::Value> {
+    let checks: Vec<serde_json::Value> = suite_checks(dir)
+        .into_iter()
+        .flat_map(|(_, checks)| checks)
+        .collect();
+    assert!(
+        !checks.is_empty(),
+        "{scenario} wrote no checks:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    checks
+}
+
 /// Runs the official conformance suite's client scenarios `selection` (`--scenario NAME`,
 /// `--suite auth --spec-version REV`, …) with the gateway as the client, through the
 /// harness `tests/conformance/SCRIPT` (given the built binary in `MCP_GATEWAY_BIN`),

@@ -20,17 +20,7 @@ const PASSING: &[&str] = &["SUCCESS", "INFO", "SKIPPED"];
 fn checks_of(scenario: &str) -> Vec<Value> {
     let output_dir = tempfile::tempdir().unwrap();
     let output = conformance_client("client.py", &["--scenario", scenario], output_dir.path());
-    let checks: Vec<Value> = suite_checks(output_dir.path())
-        .into_iter()
-        .flat_map(|(_, checks)| checks)
-        .collect();
-    assert!(
-        !checks.is_empty(),
-        "{scenario} wrote no checks:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    checks
+    checks_of_run(output_dir.path(), scenario, &output)
 }
 
 #[test]

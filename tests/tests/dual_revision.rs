@@ -55,12 +55,11 @@ fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway() {
     }
 }
 
-/// A client of either revision is asked what the server's tools ask, and gets the
+/// Asserts a client of either revision, through a gateway serving `config`, is asked
+/// what the tools of `server` ask (`test_sampling`, `test_elicitation`), and gets the
 /// answers' results.
-#[test]
-fn a_dual_revision_servers_questions_reach_clients_of_both_revisions() {
-    let upstream = ListeningServer::ts_sdk();
-    let workspace = Workspace::new(&upstream.server_config("ts", ""));
+fn assert_questions_reach_clients_of_both_revisions(config: &str, server: &str) {
+    let workspace = Workspace::new(config);
     let gateway = workspace.serve_http(&[]);
     for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         let mut args = gateway.client_args("http", "/mcp");
@@ -80,68 +79,13 @@ fn a_dual_revision_servers_questions_reach_clients_of_both_revisions() {
         let run = python_client(
             &args,
             &json!([
-                {"action": "call_tool", "name": "mcp__ts__test_sampling",
+                {"action": "call_tool", "name": format!("mcp__{server}__test_sampling"),
                  "arguments": {"prompt": "What is MCP?"}},
-                {"action": "call_tool", "name": "mcp__ts__test_elicitation",
+                {"action": "call_tool", "name": format!("mcp__{server}__test_elicitation"),
                  "arguments": {"message": "Say yes"}},
             ]),
         );
-        assert_eq!(run["ok"], true, "{run:#}");
-        assert_eq!(run["server"]["protocol_version"], revision, "{run:#}");
-        let texts: Vec<String> = (0..2)
-            .map(|i| result_text(action_result(&run, i)))
-            .collect();
-        assert_eq!(
-            texts,
-            [
-                "LLM response: MCP is a protocol",
-                r#"Elicitation completed: action=accept, content={"response":"yes"}"#,
-            ],
-            "{run:#}"
-        );
-    }
-}
-
-/// The same over stdio: tests/servers/asks_by_request.py answers `server/discover` and
-/// asks by request mid-call, where nothing on the wire says which call a request is for.
-/// A client of either revision is asked, as when it calls the server directly.
-#[test]
-fn a_dual_revision_stdio_servers_questions_reach_clients_of_both_revisions() {
-    let workspace = Workspace::new(&format!(
-        "[servers.asks]\ncommand = {}\nargs = [{}]\n",
-        toml_str(system_python().to_string_lossy()),
-        toml_str(
-            repo()
-                .join("tests/servers/asks_by_request.py")
-                .to_string_lossy()
-        ),
-    ));
-    let gateway = workspace.serve_http(&[]);
-    for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
-        let mut args = gateway.client_args("http", "/mcp");
-        args.extend(
-            [
-                "--mode",
-                mode,
-                "--sample",
-                "MCP is a protocol",
-                "--elicit",
-                "accept",
-                "--elicit-content",
-                r#"{"response":"yes"}"#,
-            ]
-            .map(String::from),
-        );
-        let run = python_client(
-            &args,
-            &json!([
-                {"action": "call_tool", "name": "mcp__asks__test_sampling",
-                 "arguments": {"prompt": "What is MCP?"}},
-                {"action": "call_tool", "name": "mcp__asks__test_elicitation",
-                 "arguments": {"message": "Say yes"}},
-            ]),
-        );
-        assert_eq!(run["ok"], true, "{run:#}");
+        assert_eq!(run["ok"], true, "{mode}: {run:#}");
         assert_eq!(run["server"]["protocol_version"], revision, "{run:#}");
         let texts: Vec<String> = (0..2)
             .map(|i| result_text(action_result(&run, i)))
@@ -155,6 +99,30 @@ fn a_dual_revision_stdio_servers_questions_reach_clients_of_both_revisions() {
             "{mode}: {run:#}"
         );
     }
+}
+
+/// Over streamable HTTP, where each question comes on its call's stream.
+#[test]
+fn a_dual_revision_servers_questions_reach_clients_of_both_revisions() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_questions_reach_clients_of_both_revisions(&upstream.server_config("ts", ""), "ts");
+}
+
+/// The same over stdio: tests/servers/asks_by_request.py answers `server/discover` and
+/// asks by request mid-call, where nothing on the wire says which call a request is for.
+/// A client of either revision is asked, as when it calls the server directly.
+#[test]
+fn a_dual_revision_stdio_servers_questions_reach_clients_of_both_revisions() {
+    let config = format!(
+        "[servers.asks]\ncommand = {}\nargs = [{}]\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/asks_by_request.py")
+                .to_string_lossy()
+        ),
+    );
+    assert_questions_reach_clients_of_both_revisions(&config, "asks");
 }
 
 /// A client of 2025-11-25 subscribes to a resource of the server spoken to at

@@ -80,17 +80,7 @@ fn checks_of(url: &str, scenario: &str) -> Vec<Value> {
         "-o",
         &output_path,
     ]);
-    let checks: Vec<Value> = suite_checks(output_dir.path())
-        .into_iter()
-        .flat_map(|(_, checks)| checks)
-        .collect();
-    assert!(
-        !checks.is_empty(),
-        "{scenario} wrote no checks:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    checks
+    checks_of_run(output_dir.path(), scenario, &output)
 }
 
 /// Runs every `tasks-*` scenario against the gateway serving `config`, and asserts each
