@@ -117,7 +117,8 @@ RESOURCE_TEMPLATES = [
 ]
 
 # What `prompts/get`, `resources/read` and `completion/complete` answer (whatever they are
-# asked), with a content type from the future and keys of the server's vendor.
+# asked), with a content type from the future and keys of the server's vendor (and, on the
+# prompt, the server's name for itself, which the gateway does not pass on).
 RESULTS = {
     "prompts/get": {
         "description": "A greeting.",
@@ -125,7 +126,8 @@ RESULTS = {
             {"role": "user", "content": {"type": "text", "text": "Hello", "x-tone": "warm"}},
             {"role": "assistant", "content": {"type": "hologram", "frames": 3, "x-vendor": 1}},
         ],
-        "_meta": {"com.example/owner": "team-a"},
+        "_meta": {"com.example/owner": "team-a",
+                  "io.modelcontextprotocol/serverInfo": {"name": "verbatim", "version": "1"}},
         "x-vendor": "g",
     },
     "resources/read": {

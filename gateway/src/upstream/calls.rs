@@ -349,7 +349,15 @@ impl Upstream {
                 .ask(live, request.clone(), cancel, caller.clone())
                 .await?
             {
-                Reply::Result(result) => return Ok(result),
+                Reply::Result(mut result) => {
+                    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
+                        meta.retain(|key, _| passed_on_meta(key));
+                        if meta.is_empty() {
+                            result.remove("_meta");
+                        }
+                    }
+                    return Ok(result);
+                }
                 Reply::InputRequired(asked) => asked,
             };
             let answers = self.input_for(caller.as_ref(), &asked, cancel).await?;
@@ -594,7 +602,13 @@ impl Upstream {
 /// (2026-07-28) does not name what the gateway's clients talk to, and no key of the
 /// gateway's own may come from it (see [`tasks::handle`]).
 pub fn forwarded(result: &mut ToolResult) {
-    result.retain_meta(|key| key != SERVER_INFO_META_KEY && key != tasks::handle::HANDLE_META_KEY);
+    result.retain_meta(passed_on_meta);
+}
+
+/// Whether an upstream's result may carry `_meta` member `key` to the client (see
+/// [`forwarded`]); the same holds for every result, a tool's or not.
+fn passed_on_meta(key: &str) -> bool {
+    key != SERVER_INFO_META_KEY && key != tasks::handle::HANDLE_META_KEY
 }
 
 /// What a server of 2026-07-28 is told of the client behind a request: the client's own
