@@ -121,9 +121,20 @@ where
 
 /// A message as one line.
 pub fn encode(message: &impl serde::Serialize) -> io::Result<Vec<u8>> {
-    let mut bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
-    bytes.push(b'\n');
+    let mut bytes = Vec::with_capacity(256);
+    encode_into(&mut bytes, message)?;
     Ok(bytes)
+}
+
+/// Appends `message` as one line to `lines`; on failure, `lines` is as it was.
+pub fn encode_into(lines: &mut Vec<u8>, message: &impl serde::Serialize) -> io::Result<()> {
+    let start = lines.len();
+    if let Err(error) = serde_json::to_writer(&mut *lines, message) {
+        lines.truncate(start);
+        return Err(io::Error::other(error));
+    }
+    lines.push(b'\n');
+    Ok(())
 }
 
 /// `line` without its newline, carriage return and byte order mark.

@@ -56,7 +56,7 @@ impl CallLane {
                 .request(id.clone(), request)
                 .await
                 .ok_or(Unanswered::Closed),
-            Self::Http(lane) => lane.request(id, request).await,
+            Self::Http(lane) => Box::pin(lane.request(id, request)).await,
         }
     }
 
@@ -116,7 +116,12 @@ impl LaneCall {
                 .exchange(request, progress)
                 .await
                 .ok_or(Unanswered::Closed),
-            Self::Http { lane, id } => lane.call(id, request, input_schema, progress).await,
+            // Boxed: an HTTP exchange's future is large, and every call on a stdio lane
+            // would carry its size too (and copy it, as a call's future moves into its
+            // task and its boxes).
+            Self::Http { lane, id } => {
+                Box::pin(lane.call(id, request, input_schema, progress)).await
+            }
         }
     }
 

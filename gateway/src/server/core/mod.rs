@@ -29,6 +29,7 @@ mod own_tasks;
 pub mod revision;
 mod watch;
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -168,13 +169,15 @@ impl Session {
     /// Takes one request: the returned future serves it, to its answer, or `None` when
     /// the client cancelled it. The request is entered (and can be cancelled) as soon as
     /// it is taken, so a transport can take requests in order and serve them side by side.
+    /// The future is boxed: transports move it (into a task, into the future of their
+    /// connection), and each move of a future this large would copy all of it.
     pub fn serve(
         self: &Arc<Self>,
         gateway: &Arc<Gateway>,
         id: RequestId,
         mut request: ClientRequest,
         scope: Scope,
-    ) -> impl Future<Output = Option<Served>> + Send + 'static {
+    ) -> Pin<Box<impl Future<Output = Option<Served>> + Send + 'static>> {
         let delivery = gateway.drain().delivery();
         let serving = Serving::enter(&self.running.serving);
         let meta = std::mem::take(request.get_meta_mut());
@@ -188,7 +191,7 @@ impl Session {
         }
         let this = self.clone();
         let gateway = gateway.clone();
-        async move {
+        Box::pin(async move {
             let _serving = serving;
             let revision = match revision {
                 Ok(revision) => revision,
@@ -236,7 +239,7 @@ impl Session {
                 stateless,
                 _delivery: delivery,
             })
-        }
+        })
     }
 
     /// The result of a request of `method`. A stateless request runs in a task of its own,
@@ -288,12 +291,17 @@ impl Session {
                 responses: responses.cloned(),
                 progress_token,
             };
+            // Boxed, as the rarer ways below are: held inline, they would make every
+            // request's future (copied as it moves into its task) as large as theirs.
             return match handover::holder_elsewhere(gateway, &retry.state) {
                 Some(replica) => {
                     let replica = replica.to_owned();
-                    handover::forward(gateway, self, &replica, retry, stream, &cancel).await
+                    Box::pin(handover::forward(
+                        gateway, self, &replica, retry, stream, &cancel,
+                    ))
+                    .await
                 }
-                None => self.resume(gateway, retry, stream, &cancel).await,
+                None => Box::pin(self.resume(gateway, retry, stream, &cancel)).await,
             };
         }
         let may_become_task = match method.tool_call() {
@@ -320,9 +328,7 @@ impl Session {
             becomes_task: None,
         };
         if let Some(becomes) = may_become_task {
-            return self
-                .await_or_promote(gateway, parked, &cancel, becomes)
-                .await;
+            return Box::pin(self.await_or_promote(gateway, parked, &cancel, becomes)).await;
         }
         self.await_or_park(gateway, parked, &cancel).await
     }

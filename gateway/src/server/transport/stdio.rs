@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::gateway::Gateway;
-use crate::lines::{LineTransport, LineWriter, encode};
+use crate::lines::{LineTransport, LineWriter, encode_into};
 use crate::server::core::decode::{ClientLines, MAX_CLIENT_LINE};
 use crate::server::core::{self, STREAM_CAPACITY, Served};
 use crate::server::{ServeError, session_profile};
@@ -103,17 +103,38 @@ pub async fn serve(
     Ok(())
 }
 
-/// Writes the queued messages in order, one line each, until every sender is gone.
+/// How many bytes of queued messages one write to stdout may gather.
+const GATHER_BYTES: usize = 64 * 1024;
+
+/// Writes the queued messages in order, one line each, until every sender is gone. The
+/// messages already queued when one is written go out with it, in one write: at many
+/// calls in flight, a write (and a wake-up of the client) per answer is most of what the
+/// answers cost.
 async fn write(mut queued: mpsc::Receiver<ServerJsonRpcMessage>, stdout: LineWriter<Writer>) {
-    while let Some(message) = queued.recv().await {
-        let written = match encode(&message) {
-            Ok(line) => stdout.write(&line).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = written {
+    let mut lines = Vec::new();
+    while let Some(mut message) = queued.recv().await {
+        loop {
+            match encode_into(&mut lines, &message) {
+                Ok(()) => {}
+                Err(e) => tracing::warn!("a message to the client could not be encoded: {e}"),
+            }
+            if lines.len() >= GATHER_BYTES {
+                break;
+            }
+            match queued.try_recv() {
+                Ok(next) => message = next,
+                Err(_) => break,
+            }
+        }
+        if lines.is_empty() {
+            continue;
+        }
+        if let Err(e) = stdout.write(&lines).await {
             tracing::debug!("stdout closed: {e}");
             break;
         }
+        lines.clear();
+        lines.shrink_to(GATHER_BYTES);
     }
 }
 

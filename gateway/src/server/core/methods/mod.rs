@@ -171,10 +171,12 @@ macro_rules! methods {
                 }
             }
 
-            /// Serves the request by its method.
+            /// Serves the request by its method. Each method's future is boxed: held
+            /// inline, every request's would be the size of the largest method's, and
+            /// be copied at that size each time it moves (into its task, say).
             async fn route(self, call: Call) -> Result<ServerResult, ErrorData> {
                 match self {
-                    $(Method::$variant(request) => request.serve(call).await,)*
+                    $(Method::$variant(request) => Box::pin(request.serve(call)).await,)*
                     Method::Unknown(unknown) => unknown.serve(call).await,
                 }
             }
