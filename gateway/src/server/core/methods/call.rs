@@ -11,7 +11,6 @@ use rmcp::model::{
     CacheScope, ClientRequest, CustomResult, JsonObject, PaginatedRequestParams, RequestId,
     RequestMetaObject, ServerResult,
 };
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -133,21 +132,6 @@ impl Call {
             Err(UpstreamError::Rejected { error, .. }) => Err(*error),
             Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
         }
-    }
-
-    /// [`Self::forward`], for a result the gateway reads itself, of type `T`.
-    pub(super) async fn forward_as<T: DeserializeOwned>(
-        &self,
-        server: &str,
-        request: ClientRequest,
-    ) -> Result<T, ErrorData> {
-        let method = request.method().to_owned();
-        let result = self.forward(server, request).await?;
-        serde_json::from_value(Value::Object(result)).map_err(|error| {
-            let message =
-                format!("upstream `{server}` answered {method} with something else: {error}");
-            ErrorData::internal_error(message, None)
-        })
     }
 
     /// The trace context the client sent with this call: `_meta.traceparent` when present,

@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+
 use rmcp::ErrorData;
 use rmcp::model::{
     CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest, CreateTaskResult,
@@ -19,6 +21,7 @@ use rmcp::model::{
     TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
 
+use super::call::passed_on;
 use super::{Call, Key, Route, Serves};
 use crate::config::TasksConfig;
 use crate::pipeline::federated;
@@ -146,7 +149,8 @@ impl Call {
                 let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(
                     GetTaskParams::new(task_id.clone()),
                 ));
-                let mut got: GetTaskResult = self.forward_as(&server, request).await?;
+                let written = self.forward(&server, request).await?;
+                let mut got: GetTaskResult = read_task(&server, &written)?;
                 let config = self.gateway().policy().config.tasks.clone();
                 got.task.task.task_id = id.clone();
                 got.task.task.ttl_ms = Some(capped_ttl(got.task.task.ttl_ms, &config));
@@ -166,7 +170,7 @@ impl Call {
                     }
                 }
                 got.task = self.finished(&target, got.task);
-                return Ok(ServerResult::GetTaskResult(got));
+                return Ok(passed_on(with_changes(written, &got)));
             }
             Work::Own { replica, task } => {
                 let record = TaskRecord {
@@ -377,6 +381,32 @@ impl Call {
 
 /// An upstream's `ttlMs` for a task (`None`: it names none) as the gateway passes it on:
 /// no longer than `[tasks] ttl_ms`, how long the gateway keeps a task's binding.
+/// The task record an upstream answered `tasks/get` with, read for what the gateway acts
+/// on (its status, its TTL, its result).
+fn read_task(server: &str, written: &JsonObject) -> Result<GetTaskResult, ErrorData> {
+    serde_json::from_value(Value::Object(written.clone())).map_err(|error| {
+        let message =
+            format!("upstream `{server}` answered tasks/get with something else: {error}");
+        ErrorData::internal_error(message, None)
+    })
+}
+
+/// The upstream's task record as it wrote it (`written`), with what the gateway changed
+/// in `got` written over it: the task's id (the gateway's), its TTL (capped) and its result
+/// (finished as the call's would be). Every other key, the upstream's own among them,
+/// goes on as it came.
+fn with_changes(mut written: JsonObject, got: &GetTaskResult) -> JsonObject {
+    let Ok(Value::Object(changed)) = serde_json::to_value(got) else {
+        return written;
+    };
+    for key in ["taskId", "ttlMs", "result"] {
+        if let Some(value) = changed.get(key) {
+            written.insert(key.into(), value.clone());
+        }
+    }
+    written
+}
+
 fn capped_ttl(upstreams: Option<u64>, config: &TasksConfig) -> u64 {
     let cap = config.ttl().as_millis().try_into().unwrap_or(u64::MAX);
     upstreams.map_or(cap, |ttl| ttl.min(cap))
@@ -388,4 +418,44 @@ fn refused(error: &ToolError) -> ErrorData {
         format!("{}: {}", error.code, error.message),
         Some(serde_json::json!({"code": error.code.as_str()})),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_upstreams_task_record_goes_on_as_written_but_for_what_the_gateway_changes() {
+        let written = json!({
+            "taskId": "upstream-1", "status": "completed",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:01Z",
+            "ttlMs": 600000, "pollIntervalMs": 50,
+            "x-vendor": {"queue": 3},
+            "result": {"content": [{"type": "text", "text": "done"}]},
+            "_meta": {"vendor/key": 1},
+        });
+        let written = written.as_object().cloned().unwrap();
+        let mut got = read_task("up", &written).unwrap();
+        // rmcp's type keeps no key it does not declare: the record cannot go on as it.
+        assert_eq!(serde_json::to_value(&got).unwrap().get("x-vendor"), None);
+        got.task.task.task_id = "gateway-1".into();
+        got.task.task.ttl_ms = Some(1000);
+        let finished = json!({"content": [{"type": "text", "text": "finished"}]});
+        got.task.payload = TaskPayload::Completed {
+            result: finished.as_object().cloned().unwrap(),
+        };
+        let passed = Value::Object(with_changes(written, &got));
+        let expected = json!({
+            "taskId": "gateway-1", "status": "completed",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:01Z",
+            "ttlMs": 1000, "pollIntervalMs": 50,
+            "x-vendor": {"queue": 3},
+            "result": finished,
+            "_meta": {"vendor/key": 1},
+        });
+        assert_eq!(passed, expected);
+        assert!(read_task("up", json!({"status": 1}).as_object().unwrap()).is_err());
+    }
 }
