@@ -12,14 +12,13 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use rmcp::ErrorData;
 use rmcp::model::{
     CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest, CreateTaskResult,
     DetailedTask, GetTaskParams, GetTaskRequest, GetTaskResult, JsonObject, ServerResult,
     TaskPayload, TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
+use serde_json::Value;
 
 use super::call::passed_on;
 use super::{Call, Key, Route, Serves};
@@ -379,8 +378,6 @@ impl Call {
     }
 }
 
-/// An upstream's `ttlMs` for a task (`None`: it names none) as the gateway passes it on:
-/// no longer than `[tasks] ttl_ms`, how long the gateway keeps a task's binding.
 /// The task record an upstream answered `tasks/get` with, read for what the gateway acts
 /// on (its status, its TTL, its result).
 fn read_task(server: &str, written: &JsonObject) -> Result<GetTaskResult, ErrorData> {
@@ -407,6 +404,8 @@ fn with_changes(mut written: JsonObject, got: &GetTaskResult) -> JsonObject {
     written
 }
 
+/// An upstream's `ttlMs` for a task (`None`: it names none) as the gateway passes it on:
+/// no longer than `[tasks] ttl_ms`, how long the gateway keeps a task's binding.
 fn capped_ttl(upstreams: Option<u64>, config: &TasksConfig) -> u64 {
     let cap = config.ttl().as_millis().try_into().unwrap_or(u64::MAX);
     upstreams.map_or(cap, |ttl| ttl.min(cap))
