@@ -388,18 +388,32 @@ fn read_task(server: &str, written: &JsonObject) -> Result<GetTaskResult, ErrorD
     })
 }
 
-/// The upstream's task record as it wrote it (`written`), with what the gateway changed
-/// in `got` written over it: the task's id (the gateway's), its TTL (capped) and its result
-/// (finished as the call's would be). Every other key, the upstream's own among them,
-/// goes on as it came.
+/// The keys of a task record that are the gateway's to say: the task's id (the
+/// gateway's), its TTL (capped), and its status with the payload that status has (a
+/// result finished as the call's would be, the error, the questions). A payload the
+/// status does not have (a `result` on a working task, say) is not passed on: it would
+/// reach the client unchecked.
+const TASK_KEYS_OF_THE_GATEWAY: [&str; 6] = [
+    "taskId",
+    "ttlMs",
+    "status",
+    "result",
+    "error",
+    "inputRequests",
+];
+
+/// The upstream's task record as it wrote it (`written`), with the keys that are the
+/// gateway's (see [`TASK_KEYS_OF_THE_GATEWAY`]) as `got` has them. Every other key, the
+/// upstream's own among them, goes on as it came.
 fn with_changes(mut written: JsonObject, got: &GetTaskResult) -> JsonObject {
-    let Ok(Value::Object(changed)) = serde_json::to_value(got) else {
+    let Ok(Value::Object(mut changed)) = serde_json::to_value(got) else {
         return written;
     };
-    for key in ["taskId", "ttlMs", "result"] {
-        if let Some(value) = changed.get(key) {
-            written.insert(key.into(), value.clone());
-        }
+    for key in TASK_KEYS_OF_THE_GATEWAY {
+        match changed.remove(key) {
+            Some(value) => written.insert(key.into(), value),
+            None => written.remove(key),
+        };
     }
     written
 }
@@ -456,5 +470,14 @@ mod tests {
         });
         assert_eq!(passed, expected);
         assert!(read_task("up", json!({"status": 1}).as_object().unwrap()).is_err());
+
+        // A payload the status does not have is not passed on unchecked.
+        let mut working = expected.as_object().cloned().unwrap();
+        working.insert("status".into(), json!("working"));
+        let got = read_task("up", &working).unwrap();
+        let passed = with_changes(working, &got);
+        assert_eq!(passed.get("result"), None);
+        assert_eq!(passed["status"], "working");
+        assert_eq!(passed["x-vendor"], json!({"queue": 3}));
     }
 }
