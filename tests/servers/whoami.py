@@ -15,7 +15,7 @@ Usage: whoami.py PORT ISSUER TOKENS_FILE
 Tools:
   whoami {}          returns {"subject": <the bearer token's sub>}
   touch_watched {}   says WATCHED changed, to every `subscriptions/listen` stream that
-                     asked for it
+                     asked for it and every session subscribed to it
   subscribed {}      returns {"uris": [...]}: the resources the bearer's subject holds a
                      `resources/subscribe` to (2025-11-25 sessions), so a test sees which
                      subscriptions the server still keeps for whom
@@ -38,6 +38,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.session import ServerSession
 
 WATCHED = "whoami://watched"
 
@@ -86,19 +87,26 @@ def main(port: int, issuer: str, tokens_file: str) -> None:
         token = get_access_token()
         return {"subject": token.subject if token else None}
 
+    # The bearer's subject -> the URIs it is subscribed to with `resources/subscribe`.
+    subscriptions: dict[str | None, set[str]] = {}
+    # The sessions subscribed to WATCHED, which hear of its updates.
+    watchers: list[ServerSession] = []
+
     @server.tool()
     async def touch_watched(ctx: Context) -> str:
         """Says the watched resource changed."""
         await ctx.notify_resource_updated(WATCHED)
+        for session in list(watchers):
+            try:
+                await session.send_resource_updated(WATCHED)
+            except Exception as error:  # noqa: BLE001 (a session gone hears nothing)
+                print(f"whoami.py: a subscribed session is gone: {error}", file=sys.stderr)
         return "touched"
 
     @server.resource(WATCHED)
     def watched() -> str:
         """A resource clients subscribe to."""
         return "watched"
-
-    # The bearer's subject -> the URIs it is subscribed to with `resources/subscribe`.
-    subscriptions: dict[str | None, set[str]] = {}
 
     def subject_of(ctx: ServerRequestContext) -> str | None:
         user = ctx.request.user if ctx.request is not None else None
@@ -112,6 +120,8 @@ def main(port: int, issuer: str, tokens_file: str) -> None:
         subject = subject_of(ctx)
         print(f"whoami.py: {subject} subscribed to {params.uri}", file=sys.stderr)
         subscriptions.setdefault(subject, set()).add(str(params.uri))
+        if str(params.uri) == WATCHED and ctx.session not in watchers:
+            watchers.append(ctx.session)
         return types.EmptyResult()
 
     async def unsubscribe(ctx: ServerRequestContext, params: types.UnsubscribeRequestParams
@@ -119,6 +129,8 @@ def main(port: int, issuer: str, tokens_file: str) -> None:
         subject = subject_of(ctx)
         print(f"whoami.py: {subject} unsubscribed from {params.uri}", file=sys.stderr)
         subscriptions.get(subject, set()).discard(str(params.uri))
+        if str(params.uri) == WATCHED and ctx.session in watchers:
+            watchers.remove(ctx.session)
         return types.EmptyResult()
 
     lowlevel = server._lowlevel_server  # noqa: SLF001 (MCPServer has no decorator for these)

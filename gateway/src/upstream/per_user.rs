@@ -182,10 +182,9 @@ impl PerUser {
         };
         let mut users = self.lock();
         for identity in stale {
-            if users
-                .get(&identity)
-                .is_some_and(|user| user.requests.is_empty() && !user.listens_to_resources())
-                && let Some(user) = users.remove(&identity)
+            if users.get(&identity).is_some_and(|user| {
+                user.requests.is_empty() && !user.holds_resource_subscriptions()
+            }) && let Some(user) = users.remove(&identity)
             {
                 tracing::info!(server, %identity, "closing an idle per-user connection");
                 user.stop();
