@@ -15,7 +15,10 @@ Usage: whoami.py PORT ISSUER TOKENS_FILE
 Tools:
   whoami {}          returns {"subject": <the bearer token's sub>}
   touch_watched {}   says WATCHED changed, to every `subscriptions/listen` stream that
-                     asked for it
+                     asked for it and every session subscribed to it
+  subscribed {}      returns {"uris": [...]}: the resources the bearer's subject holds a
+                     `resources/subscribe` to (2025-11-25 sessions), so a test sees which
+                     subscriptions the server still keeps for whom
 
 Resources:
   whoami://watched   (WATCHED) the text "watched"
@@ -28,10 +31,14 @@ import sys
 import urllib.request
 
 import jwt
+import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.session import ServerSession
 
 WATCHED = "whoami://watched"
 
@@ -80,16 +87,61 @@ def main(port: int, issuer: str, tokens_file: str) -> None:
         token = get_access_token()
         return {"subject": token.subject if token else None}
 
+    # The bearer's subject -> the URIs it is subscribed to with `resources/subscribe`.
+    subscriptions: dict[str | None, set[str]] = {}
+    # The sessions subscribed to WATCHED, which hear of its updates.
+    watchers: list[ServerSession] = []
+
     @server.tool()
     async def touch_watched(ctx: Context) -> str:
         """Says the watched resource changed."""
         await ctx.notify_resource_updated(WATCHED)
+        for session in list(watchers):
+            try:
+                await session.send_resource_updated(WATCHED)
+            except Exception as error:  # noqa: BLE001 (a session gone hears nothing)
+                print(f"whoami.py: a subscribed session is gone: {error}", file=sys.stderr)
         return "touched"
 
     @server.resource(WATCHED)
     def watched() -> str:
         """A resource clients subscribe to."""
         return "watched"
+
+    def subject_of(ctx: ServerRequestContext) -> str | None:
+        user = ctx.request.user if ctx.request is not None else None
+        if isinstance(user, AuthenticatedUser):
+            return user.access_token.subject
+        token = get_access_token()
+        return token.subject if token else None
+
+    async def subscribe(ctx: ServerRequestContext, params: types.SubscribeRequestParams
+                        ) -> types.EmptyResult:
+        subject = subject_of(ctx)
+        print(f"whoami.py: {subject} subscribed to {params.uri}", file=sys.stderr)
+        subscriptions.setdefault(subject, set()).add(str(params.uri))
+        if str(params.uri) == WATCHED and ctx.session not in watchers:
+            watchers.append(ctx.session)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext, params: types.UnsubscribeRequestParams
+                          ) -> types.EmptyResult:
+        subject = subject_of(ctx)
+        print(f"whoami.py: {subject} unsubscribed from {params.uri}", file=sys.stderr)
+        subscriptions.get(subject, set()).discard(str(params.uri))
+        if str(params.uri) == WATCHED and ctx.session in watchers:
+            watchers.remove(ctx.session)
+        return types.EmptyResult()
+
+    lowlevel = server._lowlevel_server  # noqa: SLF001 (MCPServer has no decorator for these)
+    lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams,
+                                 unsubscribe)
+
+    @server.tool()
+    def subscribed(ctx: Context) -> dict[str, list[str]]:
+        """The resources the caller holds a `resources/subscribe` to."""
+        return {"uris": sorted(subscriptions.get(subject_of(ctx.request_context), set()))}
 
     server.run("streamable-http", host="127.0.0.1", port=port)
 

@@ -18,7 +18,10 @@
 //! - the token files hold no token in clear text;
 //! - a 2025-11-25 client's resource subscription (the server is spoken to at 2026-07-28)
 //!   is a `subscriptions/listen` stream on the person's own connection, which ends when
-//!   that person unsubscribes, whoever else is still subscribed;
+//!   that person unsubscribes, whoever else is still subscribed; spoken to in a 2025-11-25
+//!   session, the server holds the person's `resources/subscribe` until the gateway
+//!   unsubscribes on the person's connection, when they unsubscribe or their session ends,
+//!   and the connection is not closed as idle while it holds one;
 //! - with replicas sharing Redis behind HAProxy, a person signs in through one replica
 //!   (the browser coming back to another) and calls through the others as themselves, Redis holds no token in clear text, and an
 //!   expired token is refreshed exactly once while 32 calls are in flight on three
@@ -1018,6 +1021,108 @@ fn one_persons_unsubscription_ends_their_own_stream_and_not_anothers() {
     assert_eq!(run["ok"], true, "{run:#}");
     let bob = python_client_output(bob);
     assert_eq!(bob["ok"], true, "{bob:#}");
+}
+
+/// A person's `resources/subscribe` to a per-user server spoken to in a 2025-11-25
+/// session is held by the server for that person; when the person's session ends without
+/// unsubscribing, the gateway unsubscribes on the person's own connection, and the server
+/// keeps nothing for them.
+#[test]
+fn a_persons_subscription_in_a_2025_session_ends_upstream_with_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\nprotocol = \"2025-11-25\"\n\
+         rewrite_uris = false\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(ALICE.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let subscribed =
+        json!({"action": "call_tool", "name": "mcp__who__subscribed", "arguments": {}});
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            {"action": "subscribe", "uri": "whoami://watched"},
+            subscribed,
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let held = &run["results"][3]["result"]["structuredContent"]["uris"];
+    assert_eq!(held, &json!(["whoami://watched"]), "{run:#}");
+
+    // The client has left (its session ended with a DELETE) without unsubscribing.
+    let mut last = Value::Null;
+    let released = eventually(PATIENCE, || {
+        last = python_client(
+            &client(&gateway, &ALICE, "legacy", "none"),
+            &json!([subscribed]),
+        );
+        last["results"][0]["result"]["structuredContent"]["uris"] == json!([])
+    });
+    assert!(
+        released,
+        "the server still holds Alice's subscription: {last:#}\n{}",
+        gateway.log_text()
+    );
+}
+
+/// A per-user connection holding a person's `resources/subscribe` (the server spoken to in
+/// a 2025-11-25 session, whose subscriptions live in it) is not closed as idle: the
+/// person still hears of the resource's update after a quiet spell longer than
+/// `idle_disconnect_secs`. Once the person's session has ended, it is closed.
+#[test]
+fn a_connection_holding_a_2025_subscription_is_not_closed_as_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\nprotocol = \"2025-11-25\"\n\
+         rewrite_uris = false\n[servers.who.oauth]\nper_user = true\nidle_disconnect_secs = 1\n",
+        toml_str(ALICE.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    let alice = identity_of(&ALICE);
+    let alice_closed = || {
+        gateway
+            .log_text()
+            .lines()
+            .filter(|line| line.contains("closing an idle per-user connection"))
+            .filter(|line| line.contains(&alice))
+            .count()
+    };
+    assert!(
+        eventually(PATIENCE, || alice_closed() == 1),
+        "{}",
+        gateway.log_text()
+    );
+    let run = python_client(
+        &client(&gateway, &ALICE, "legacy", "none"),
+        &json!([
+            {"action": "subscribe", "uri": "whoami://watched"},
+            {"action": "sleep", "ms": 3500},
+            call("mcp__who__touch_watched"),
+            {"action": "wait_notification", "method": "notifications/resources/updated",
+             "timeout_ms": 10000},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert!(
+        eventually(PATIENCE, || alice_closed() == 2),
+        "the connection outlived the subscription: {}",
+        gateway.log_text()
+    );
 }
 
 #[test]

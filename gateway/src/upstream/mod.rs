@@ -69,8 +69,9 @@ pub struct Live {
     /// carries of the gateway's side: the revision, the gateway's name and capabilities.
     /// `None` for a server spoken to in a session.
     stateless: Option<RequestMetaObject>,
-    /// The resource subscriptions of 2025 clients, as `subscriptions/listen` streams (a
-    /// server spoken to at 2026-07-28 only), kept by each offer the connection reads.
+    /// The resource subscriptions of 2025 clients the connection holds (as
+    /// `subscriptions/listen` streams to a server spoken to at 2026-07-28), kept by each
+    /// offer the connection reads.
     listens: Arc<resource_listens::ResourceListens>,
 }
 

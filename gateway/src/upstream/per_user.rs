@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CustomNotification, ElicitRequestParams, ElicitationAction, ServerNotification, Tool,
+    ClientRequest, CustomNotification, ElicitRequestParams, ElicitationAction, JsonObject,
+    ServerNotification, Tool,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -181,10 +182,9 @@ impl PerUser {
         };
         let mut users = self.lock();
         for identity in stale {
-            if users
-                .get(&identity)
-                .is_some_and(|user| user.requests.is_empty() && !user.listens_to_resources())
-                && let Some(user) = users.remove(&identity)
+            if users.get(&identity).is_some_and(|user| {
+                user.requests.is_empty() && !user.holds_resource_subscriptions()
+            }) && let Some(user) = users.remove(&identity)
             {
                 tracing::info!(server, %identity, "closing an idle per-user connection");
                 user.stop();
@@ -339,6 +339,23 @@ impl Upstream {
     /// The connection of `identity`, if it has one (not signed in or connected for this).
     pub(super) fn connected_as(&self, identity: &str) -> Option<Arc<Upstream>> {
         self.per_user.as_ref()?.lock().get(identity).cloned()
+    }
+
+    /// [`Upstream::request_for`] on behalf of `identity` with nobody there to sign in (its
+    /// session has ended): on the server's connection, or of a per-user server, on the
+    /// connection `identity` already has. `None` when it has none: nothing of theirs is
+    /// held on the server, and no sign-in is started for someone who has gone.
+    pub async fn request_as_connected(
+        &self,
+        identity: Option<&str>,
+        request: ClientRequest,
+        cancel: &CancellationToken,
+    ) -> Option<Result<JsonObject, UpstreamError>> {
+        let upstream = match &self.per_user {
+            Some(_) => &self.connected_as(identity?)?,
+            None => self,
+        };
+        Some(Box::pin(upstream.request_for(request, cancel, None)).await)
     }
 
     /// The connection of `identity`, started if it has none.

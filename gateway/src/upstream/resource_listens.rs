@@ -8,8 +8,13 @@
 //! [`MAX_LISTENED_RESOURCES`] resources at once: clients cannot make the gateway open
 //! streams without end (a resource template matches any number of URIs). A per-user
 //! server's streams are those of the subscribing caller's own connection.
+//!
+//! A server spoken to in a session holds `resources/subscribe` itself, in that session:
+//! the URIs subscribed in it are noted too, so that a per-user connection holding a
+//! subscription is not closed as idle (which would end the session, and the
+//! subscription with it).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use rmcp::ErrorData;
@@ -25,10 +30,12 @@ use crate::upstream::resource_uri;
 /// at once.
 pub const MAX_LISTENED_RESOURCES: usize = 256;
 
-/// The open `subscriptions/listen` streams of one connection, by the upstream's URI.
+/// The resource subscriptions one connection holds, by the upstream's URI: its open
+/// `subscriptions/listen` streams, or the URIs subscribed to in its session.
 #[derive(Default)]
 pub struct ResourceListens {
     open: Mutex<HashMap<String, AbortHandle>>,
+    in_session: Mutex<HashSet<String>>,
 }
 
 impl Drop for ResourceListens {
@@ -44,7 +51,8 @@ impl Upstream {
     /// Subscribes `caller` to `uri` (the upstream's own) with `subscriptions/listen`,
     /// when the server is spoken to at 2026-07-28 (a per-user server on the caller's own
     /// connection, signing in first as a call would); `None` when it is spoken to in a
-    /// session, where `resources/subscribe` goes on as it is.
+    /// session, where `resources/subscribe` goes on as it is, on the connection that
+    /// notes it.
     pub async fn listen_to_resource(
         &self,
         uri: &str,
@@ -62,14 +70,19 @@ impl Upstream {
         } else {
             self
         };
-        let live = upstream.live().filter(|live| live.is_stateless())?;
+        let live = upstream.live()?;
+        if !live.is_stateless() {
+            lock(&live.listens.in_session).insert(uri.to_owned());
+            return None;
+        }
         Some(upstream.listen(&live, uri).await)
     }
 
     /// Ends the subscription [`Self::listen_to_resource`] opened to `uri` (of a per-user
     /// server, on the connection of `identity`); false when the server is spoken to in a
-    /// session, where `resources/unsubscribe` goes on as it is. A per-user server's
-    /// identity without a connection holds no subscription there any more: nothing to end.
+    /// session, where `resources/unsubscribe` goes on as it is (and the connection no
+    /// longer notes it). A per-user server's identity without a connection holds no
+    /// subscription there any more: nothing to end.
     pub fn stop_listening_to_resource(&self, uri: &str, identity: Option<&str>) -> bool {
         let user;
         let upstream = if self.per_user.is_some() {
@@ -81,27 +94,33 @@ impl Upstream {
         } else {
             self
         };
-        let Some(live) = upstream.live().filter(|live| live.is_stateless()) else {
+        let Some(live) = upstream.live() else {
             return false;
         };
-        let mut open = live.listens.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(task) = open.remove(uri) {
+        if !live.is_stateless() {
+            lock(&live.listens.in_session).remove(uri);
+            return false;
+        }
+        if let Some(task) = lock(&live.listens.open).remove(uri) {
             task.abort();
         }
         true
     }
 
-    /// Whether the connection keeps a stream open for a client's resource subscription.
-    pub(super) fn listens_to_resources(&self) -> bool {
+    /// Whether the connection holds a client's resource subscription: a stream open for
+    /// it, or one made in its session.
+    pub(super) fn holds_resource_subscriptions(&self) -> bool {
         self.live().is_some_and(|live| {
-            let open = live.listens.open.lock().unwrap_or_else(|p| p.into_inner());
-            open.values().any(|task| !task.is_finished())
+            !lock(&live.listens.in_session).is_empty()
+                || lock(&live.listens.open)
+                    .values()
+                    .any(|task| !task.is_finished())
         })
     }
 
     async fn listen(&self, live: &Live, uri: &str) -> Result<(), ErrorData> {
         {
-            let mut open = live.listens.open.lock().unwrap_or_else(|p| p.into_inner());
+            let mut open = lock(&live.listens.open);
             // A stream the server ended is opened again.
             open.retain(|_, task| !task.is_finished());
             if open.contains_key(uri) {
@@ -139,11 +158,16 @@ impl Upstream {
                 }
             }
         });
-        let mut open = live.listens.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = lock(&live.listens.open);
         if let Some(earlier) = open.insert(uri.to_owned(), task.abort_handle()) {
             // Another session's subscription opened one meanwhile: one is enough.
             earlier.abort();
         }
         Ok(())
     }
+}
+
+/// The lock of `mutex`, even if a holder panicked (what it guards stays whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }

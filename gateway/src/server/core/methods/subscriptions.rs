@@ -114,8 +114,9 @@ impl Call {
     /// A client that leaves without unsubscribing (most do) holds no subscription
     /// upstream: when its session ends, each URI no other session is subscribed to (of a
     /// per-user server, no other session of the same owner) is unsubscribed from its
-    /// server (and the stream listening to it closed). Watched once per session, from its
-    /// first subscription.
+    /// server (and the stream listening to it closed); of a per-user server, on the
+    /// owner's own connection, where the subscription was made. Watched once per session,
+    /// from its first subscription.
     fn unsubscribe_when_the_session_ends(&self) {
         if self
             .session
@@ -150,9 +151,9 @@ impl Call {
                 let params = UnsubscribeRequestParams::new(original);
                 let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
                 let unsubscribed = upstream
-                    .request_for(request, &CancellationToken::new(), None)
+                    .request_as_connected(owner.as_deref(), request, &CancellationToken::new())
                     .await;
-                if let Err(error) = unsubscribed {
+                if let Some(Err(error)) = unsubscribed {
                     tracing::debug!(%server, %uri, "not unsubscribed after its session ended: {error}");
                 }
             }
