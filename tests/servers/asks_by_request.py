@@ -22,12 +22,21 @@ Tools:
                             asks the client's person `message` (a form with a string
                             `response`) and returns
                             "Elicitation completed: action=<action>, content=<content>"
+  test_withdrawn_sampling {prompt, after_ms}
+                            asks the client's model about `prompt`, and when no answer
+                            came within `after_ms` withdraws the question
+                            (`notifications/cancelled`) and returns "withdrawn <its id>"
+  test_late_answers         the ids of withdrawn questions that were answered all the same,
+                            as a JSON array
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import sys
+import threading
+import time
 from typing import Any
 
 INFO = {"name": "asks-by-request", "version": "1.0.0"}
@@ -45,7 +54,23 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}},
                         "required": ["message"]},
     },
+    {
+        "name": "test_withdrawn_sampling",
+        "description": "Asks the client's model, and withdraws the question unanswered.",
+        "inputSchema": {"type": "object",
+                        "properties": {"prompt": {"type": "string"},
+                                       "after_ms": {"type": "integer"}},
+                        "required": ["prompt", "after_ms"]},
+    },
+    {
+        "name": "test_late_answers",
+        "description": "The withdrawn questions that were answered all the same.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
 ]
+# The ids of the questions withdrawn, and of those answered all the same.
+WITHDRAWN: set[str] = set()
+LATE: list[str] = []
 
 
 def write(message: dict[str, Any]) -> None:
@@ -53,14 +78,33 @@ def write(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def read() -> dict[str, Any] | None:
-    """The next JSON-RPC message on stdin; None at its end."""
+def read_lines(lines: queue.Queue[str | None]) -> None:
+    """Puts each line of stdin on `lines`, then None at its end."""
     for line in sys.stdin:
+        lines.put(line)
+    lines.put(None)
+
+
+LINES: queue.Queue[str | None] = queue.Queue()
+# Set when no message came within the time `read` was given.
+QUIET = {"quiet": True}
+
+
+def read(timeout: float | None = None) -> dict[str, Any] | None:
+    """The next JSON-RPC message on stdin; None at its end, QUIET after `timeout` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            line = LINES.get(timeout=remaining)
+        except queue.Empty:
+            return QUIET
+        if line is None:
+            return None
         try:
             return json.loads(line)
         except ValueError:
             continue
-    return None
 
 
 class Asker:
@@ -69,21 +113,44 @@ class Asker:
     def __init__(self) -> None:
         self.next_id = 0
 
-    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The answer to `method`, serving what else comes meanwhile."""
+    def ask(self, method: str, params: dict[str, Any],
+            timeout: float | None = None) -> dict[str, Any] | str:
+        """The answer to `method`, serving what else comes meanwhile; when none came
+        within `timeout` seconds, the question is withdrawn and its id returned."""
         self.next_id += 1
         request_id = f"ask-{self.next_id}"
         write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        while (message := read()) is not None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            message = read(remaining)
+            if message is None:
+                sys.exit(0)
+            if message is QUIET:
+                WITHDRAWN.add(request_id)
+                write({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": request_id, "reason": "no longer needed"}})
+                return request_id
             if message.get("id") == request_id and "method" not in message:
                 return message
             reply = answer(message, self)
             if reply is not None:
                 write(reply)
-        sys.exit(0)
 
 
 def call(name: str, arguments: dict[str, Any], asker: Asker) -> dict[str, Any]:
+    if name == "test_late_answers":
+        return {"content": [{"type": "text", "text": json.dumps(LATE)}]}
+    if name == "test_withdrawn_sampling":
+        asked = asker.ask("sampling/createMessage", {
+            "messages": [{"role": "user",
+                          "content": {"type": "text", "text": arguments.get("prompt", "")}}],
+            "maxTokens": 50,
+        }, timeout=arguments.get("after_ms", 0) / 1000)
+        if isinstance(asked, str):
+            return {"content": [{"type": "text", "text": f"withdrawn {asked}"}]}
+        return {"content": [{"type": "text", "text": f"answered in time: {json.dumps(asked)}"}],
+                "isError": True}
     if name == "test_sampling":
         asked = asker.ask("sampling/createMessage", {
             "messages": [{"role": "user",
@@ -114,6 +181,8 @@ def answer(message: dict[str, Any], asker: Asker) -> dict[str, Any] | None:
     """The answer to `message`, or None for a notification or an answer."""
     method = message.get("method")
     request_id = message.get("id")
+    if method is None and request_id in WITHDRAWN:
+        LATE.append(request_id)
     if method is None or request_id is None:
         return None
     params = message.get("params") or {}
@@ -136,7 +205,7 @@ def answer(message: dict[str, Any], asker: Asker) -> dict[str, Any] | None:
         result = {"tools": TOOLS, "resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
     elif method == "ping":
         result = {}
-    elif method == "tools/call" and params.get("name") in ("test_sampling", "test_elicitation"):
+    elif method == "tools/call" and params.get("name") in (tool["name"] for tool in TOOLS):
         result = call(params["name"], params.get("arguments") or {}, asker)
     else:
         return {"jsonrpc": "2.0", "id": request_id,
@@ -145,6 +214,7 @@ def answer(message: dict[str, Any], asker: Asker) -> dict[str, Any] | None:
 
 
 def main() -> int:
+    threading.Thread(target=read_lines, args=(LINES,), daemon=True).start()
     asker = Asker()
     while (message := read()) is not None:
         reply = answer(message, asker)

@@ -20,6 +20,10 @@
 // Its tools, resources and prompts are those the conformance suite's server scenarios
 // call. The tool `touch_watched` says `test://watched-resource` changed: to the sessions
 // that subscribed to it (2025) and to the listen streams that asked for it (2026).
+// `test_withdrawn_sampling` {prompt, after_ms} asks the client's model and, with no answer
+// within `after_ms`, withdraws the question (`notifications/cancelled`, on the call's
+// stream) and returns "withdrawn"; `test_late_answers` lists, as JSON, the ids of the
+// withdrawn questions of 2026-07-28 requests that were answered all the same.
 
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -31,6 +35,7 @@ const {
   CompleteRequestSchema,
   CreateMessageResultSchema,
   ElicitResultSchema,
+  ErrorCode,
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
   ListResourcesRequestSchema,
@@ -140,6 +145,19 @@ const TOOLS = {
     );
     return text(`LLM response: ${result.content?.text ?? 'No response'}`);
   },
+  test_withdrawn_sampling: async (args, extra) => {
+    const params = { messages: [{ role: 'user', content: { type: 'text', text: args.prompt } }], maxTokens: 100 };
+    try {
+      const result = await extra.sendRequest({ method: 'sampling/createMessage', params }, CreateMessageResultSchema, {
+        timeout: args.after_ms,
+      });
+      return { ...text(`answered in time: ${JSON.stringify(result)}`), isError: true };
+    } catch (error) {
+      if (error.code === ErrorCode.RequestTimeout) return text('withdrawn');
+      return { ...text(`refused: ${error.message}`), isError: true };
+    }
+  },
+  test_late_answers: async () => text(JSON.stringify(late)),
   test_elicitation: async (args, extra) =>
     elicited(extra, {
       mode: 'form',
@@ -231,6 +249,11 @@ const TOOLS = {
 const SCHEMAS = {
   test_sampling: { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] },
   test_elicitation: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] },
+  test_withdrawn_sampling: {
+    type: 'object',
+    properties: { prompt: { type: 'string' }, after_ms: { type: 'integer' } },
+    required: ['prompt', 'after_ms'],
+  },
   json_schema_2020_12_tool: {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     type: 'object',
@@ -387,6 +410,11 @@ async function serveStateless(request, response, body) {
       return;
     }
   }
+  if (body && !body.method && withdrawn.has(body.id)) {
+    // An answer to a question its tool withdrew: noted, and dropped.
+    late.push(body.id);
+    return response.writeHead(202).end();
+  }
   if (body && !body.method && asked.has(body.id)) {
     // A client's answer to what a tool asked: to the request's own Server, under its id.
     const { transport, id: asked_as } = asked.get(body.id);
@@ -401,12 +429,22 @@ async function serveStateless(request, response, body) {
   const server = newServer(() => undefined);
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   const send = transport.send.bind(transport);
+  // This request's questions: the id each went out under, by the Server's own.
+  const renamed = new Map();
   transport.send = (message, options) => {
     if (message.method && message.id !== undefined) {
       // A question of this request's Server: numbered apart from every other request's.
       const id = `ask-${++questions}`;
       asked.set(id, { transport, id: message.id });
+      renamed.set(message.id, id);
       return send({ ...message, id }, options);
+    }
+    if (message.method === 'notifications/cancelled' && renamed.has(message.params?.requestId)) {
+      // A question withdrawn: under the id it went out under.
+      const id = renamed.get(message.params.requestId);
+      asked.delete(id);
+      withdrawn.add(id);
+      return send({ ...message, params: { ...message.params, requestId: id } }, options);
     }
     if (message.result && !message.result.resultType) {
       return send({ ...message, result: { resultType: 'complete', ...message.result } }, options);
@@ -425,6 +463,9 @@ async function serveStateless(request, response, body) {
 // request has a Server and transport of its own, and the answer comes in a request of its own.
 const asked = new Map();
 let questions = 0;
+// The questions withdrawn, and those of them answered all the same.
+const withdrawn = new Set();
+const late = [];
 
 async function serveSession(request, response, body) {
   const sessionId = request.headers['mcp-session-id'];

@@ -182,3 +182,54 @@ fn subscriptions_to_a_server_of_2026_07_28_are_bounded() {
     let refused = run["results"][256]["error"].to_string();
     assert!(refused.contains("at most 256 resources"), "{refused}");
 }
+
+/// Asserts that when a tool of `server` (through a gateway serving `config`, spoken to at
+/// 2026-07-28) asks the client's model and then withdraws the question, the client is
+/// told (its sampling request is cancelled), the call ends as the tool decides, and no
+/// answer goes back to the server for the withdrawn question.
+fn assert_a_withdrawn_question_is_withdrawn_at_the_client(config: &str, server: &str) {
+    let workspace = Workspace::new(config);
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    // The client's model takes longer than the tool waits.
+    args.extend(["--sample", "too late", "--sample-delay-ms", "1000"].map(String::from));
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "call_tool", "name": format!("mcp__{server}__test_withdrawn_sampling"),
+             "arguments": {"prompt": "What is MCP?", "after_ms": 300}},
+            // Past the time the client would have answered.
+            {"action": "sleep", "ms": 1500},
+            {"action": "call_tool", "name": format!("mcp__{server}__test_late_answers")},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert!(
+        result_text(action_result(&run, 0)).starts_with("withdrawn"),
+        "{run:#}"
+    );
+    assert_eq!(run["samplings"][0]["cancelled"], true, "{run:#}");
+    assert_eq!(result_text(action_result(&run, 2)), "[]", "{run:#}");
+}
+
+/// Over streamable HTTP, where the withdrawal comes on the call's stream.
+#[test]
+fn a_question_a_server_of_2026_07_28_withdraws_is_withdrawn_at_the_client() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_a_withdrawn_question_is_withdrawn_at_the_client(&upstream.server_config("ts", ""), "ts");
+}
+
+/// The same over stdio.
+#[test]
+fn a_question_a_stdio_server_of_2026_07_28_withdraws_is_withdrawn_at_the_client() {
+    let config = format!(
+        "[servers.asks]\ncommand = {}\nargs = [{}]\n",
+        toml_str(system_python().to_string_lossy()),
+        toml_str(
+            repo()
+                .join("tests/servers/asks_by_request.py")
+                .to_string_lossy()
+        ),
+    );
+    assert_a_withdrawn_question_is_withdrawn_at_the_client(&config, "asks");
+}

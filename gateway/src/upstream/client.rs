@@ -28,6 +28,7 @@ use rmcp::model::{
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, Service};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient};
 use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use crate::relay::{self, CallRoutes, Downstream};
 
@@ -92,7 +93,8 @@ impl UpstreamClient {
 /// would refuse them as belonging to none of its requests; the lane hands them here
 /// instead, and each is relayed to the call's client as rmcp would have relayed it (a
 /// 2025 client gets the request, a 2026 one is asked in its call's result), the answer
-/// going back to the lane to send.
+/// going back to the lane to send. When the server withdraws one, the lane cancels it
+/// here as rmcp cancels its own (see [`super::asked`]).
 pub struct StreamRequests {
     handler: UpstreamClient,
     peer: Peer<RoleClient>,
@@ -105,26 +107,34 @@ impl StreamRequests {
     }
 
     /// The answer to `request`, which came on the stream of the lane's call `call`, or
-    /// during the lane's calls on a transport that does not tell which (`None`).
+    /// during the lane's calls on a transport that does not tell which (`None`); no
+    /// answer once `withdrawn` is cancelled (the server withdrew the request, which the
+    /// client is then told of too), as the server expects none.
     pub async fn answer(
         &self,
         call: Option<&RequestId>,
         request: JsonRpcRequest<ServerRequest>,
-    ) -> ClientJsonRpcMessage {
+        withdrawn: CancellationToken,
+    ) -> Option<ClientJsonRpcMessage> {
         let JsonRpcRequest {
             id, mut request, ..
         } = request;
         let mut context = RequestContext::new(id.clone(), self.peer.clone());
+        context.ct = withdrawn.clone();
         std::mem::swap(&mut context.meta, request.get_meta_mut());
         if let Some(call) = call {
             context
                 .extensions
                 .insert(InboundStreamOrigin::OutboundRequest(call.clone()));
         }
-        match Service::handle_request(&self.handler, request, context).await {
+        let answered = Service::handle_request(&self.handler, request, context).await;
+        if withdrawn.is_cancelled() {
+            return None;
+        }
+        Some(match answered {
             Ok(result) => ClientJsonRpcMessage::response(result, id),
             Err(error) => ClientJsonRpcMessage::error(error, Some(id)),
-        }
+        })
     }
 }
 

@@ -26,9 +26,10 @@
 //! A server of 2026-07-28 may still ask its client by request during a call. rmcp, which
 //! has none of the lane's calls in flight, would refuse such a request as related to no
 //! request of its client; while the lane has calls or requests in flight, it has the
-//! request relayed itself ([`Lane::ask_client`]) and writes the answer back. Nothing on a
-//! stdio stream says which call a request is for: the relay finds its client as for a
-//! server of 2025 (see [`crate::relay::calls`]).
+//! request relayed itself ([`Lane::ask_client`]) and writes the answer back, unless the
+//! server withdraws the request first ([`Lane::withdraw`]: the client is told, and no
+//! answer is written). Nothing on a stdio stream says which call a request is for: the
+//! relay finds its client as for a server of 2025 (see [`crate::relay::calls`]).
 
 use std::collections::HashMap;
 use std::io;
@@ -49,6 +50,7 @@ use tokio::io::AsyncWrite;
 use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 
+use super::asked::Asked;
 use super::client::StreamRequests;
 use crate::lines::{LineWriter, encode};
 use crate::relay::calls::{MAX_QUEUED_PROGRESS, answer_after_progress};
@@ -65,6 +67,8 @@ pub struct Lane<W = ChildStdin> {
     /// Who relays the requests of a server without a session (2026-07-28), which rmcp
     /// refuses when none of its own requests is in flight.
     requests: OnceLock<Arc<StreamRequests>>,
+    /// Those requests while they are relayed, for the server to withdraw.
+    asked: Arc<Asked>,
 }
 
 #[derive(Default)]
@@ -103,6 +107,7 @@ impl<W> Lane<W> {
             pending: Mutex::default(),
             next_id: AtomicI64::new(FIRST_ID),
             requests: OnceLock::new(),
+            asked: Arc::default(),
         }
     }
 
@@ -167,6 +172,12 @@ impl<W> Lane<W> {
         // The caller may have stopped waiting (cancelled, say): then the answer is dropped.
         let _ = waiting.answer.send(answer());
         true
+    }
+
+    /// Cancels the relaying of the request `id` the server withdrew
+    /// (`notifications/cancelled`); false when the lane relays no request of that id.
+    pub fn withdraw(&self, id: &RequestId) -> bool {
+        self.asked.withdraw(None, id)
     }
 
     /// The connection ended: calls still waiting learn it at once, and new ones fail.
@@ -271,9 +282,14 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
         }
         let requests = Arc::clone(requests);
         let writer = self.writer.clone();
+        let asking = self.asked.enter(None, request.id.clone());
         // The relay waits for the client; the upstream's output is read on meanwhile.
         tokio::spawn(async move {
-            let answer = requests.answer(None, request).await;
+            let withdrawn = asking.cancellation();
+            // Withdrawn: the server expects no answer.
+            let Some(answer) = requests.answer(None, request, withdrawn).await else {
+                return;
+            };
             let written = match encode(&answer) {
                 Ok(line) => writer.write(&line).await,
                 Err(error) => Err(error),

@@ -12,6 +12,7 @@
 //! of it, [`health`]. What an upstream's resources are called to clients, and back, is
 //! [`resource_uri`].
 
+mod asked;
 mod call_lane;
 mod calls;
 pub mod client;

@@ -1,6 +1,7 @@
 //! What a stdio upstream sends, decoded: the answer to a tool call of the lane's goes
 //! straight to its caller, and a request of a server of 2026-07-28 during the lane's
-//! calls to the lane to relay (see [`crate::upstream::lane`]); everything else is rmcp's.
+//! calls to the lane to relay (see [`crate::upstream::lane`]), as does the server's
+//! cancellation of such a request; everything else is rmcp's.
 //!
 //! A line that is not a JSON-RPC message is skipped, as rmcp and the other SDKs do
 //! (replying to garbage can start an error storm). How long a line may be is the
@@ -14,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::ChildStdin;
 
 use crate::lines::{Decoded, LineDecoder, LineTransport, LineWriter};
+use crate::upstream::asked;
 use crate::upstream::lane::Lane;
 
 /// The transport over an upstream's output (`reader`) and input (`writer`), and the lane
@@ -57,6 +59,10 @@ impl<W: AsyncWrite + Send + Unpin + 'static> LineDecoder for ServerLines<W> {
                 Some(request) => Decoded::Message(JsonRpcMessage::Request(request)),
                 None => Decoded::Skip,
             },
+            // Not for rmcp, which would take it for the end of a subscription of its own.
+            Ok(message) if asked::withdrawn(&message).is_some_and(|id| self.lane.withdraw(id)) => {
+                Decoded::Skip
+            }
             Ok(message) => Decoded::Message(message),
             Err(error) => {
                 tracing::debug!("skipping an upstream line that is not JSON-RPC: {error}");

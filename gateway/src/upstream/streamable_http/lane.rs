@@ -19,7 +19,9 @@
 //! client's answer goes back through rmcp. A server without a session (2026-07-28) may
 //! still ask by request on a call's stream; rmcp, which did not post the call, would
 //! refuse that as related to none of its requests, so the lane has such a request relayed
-//! itself ([`StreamRequests`]) and posts the answer back.
+//! itself ([`StreamRequests`]), in a task of its own while it reads on, and posts the
+//! answer back; unless the server withdraws the request first (`notifications/cancelled`,
+//! on the call's stream or any other): then the client is told, and no answer is posted.
 //!
 //! Everything else stays rmcp's: `initialize`, the standalone GET stream, every other
 //! request. The lane learns the session from rmcp's own `notifications/initialized`
@@ -53,6 +55,7 @@ use rmcp::transport::streamable_http_client::{
 use tokio::sync::mpsc;
 
 use crate::http_client::{Events, Failed, HttpError, McpHttp, Target, with_causes};
+use crate::upstream::asked::{self, Asked};
 use crate::upstream::client::StreamRequests;
 use crate::upstream::decorated::Decoration;
 use crate::upstream::lane::{self, CallAnswer, FIRST_ID, Message, RawAnswer, Unanswered};
@@ -145,7 +148,10 @@ pub struct HttpLane {
     /// What the upstream sends on a call's stream that is not the call's own.
     inbound: mpsc::UnboundedSender<ServerJsonRpcMessage>,
     /// Who relays the requests of a server without a session on a call's stream.
-    requests: OnceLock<StreamRequests>,
+    requests: OnceLock<Arc<StreamRequests>>,
+    /// Those requests while they are relayed, for the server to withdraw; shared with
+    /// the [`Inbound`] decoration, which reads what comes on rmcp's own streams.
+    asked: Arc<Asked>,
     next_id: AtomicI64,
 }
 
@@ -164,8 +170,9 @@ impl HttpLane {
             uri: config.uri.clone(),
             configured: config.custom_headers.clone(),
             session,
-            inbound: inbound.0.clone(),
+            inbound: inbound.passed.clone(),
             requests: OnceLock::new(),
+            asked: Arc::clone(&inbound.asked),
             next_id: AtomicI64::new(FIRST_ID),
         }
     }
@@ -174,7 +181,7 @@ impl HttpLane {
     /// carries the configured headers, `MCP-Protocol-Version` and its routing headers, and
     /// `requests` relays what the upstream asks on a call's stream.
     pub fn serve_stateless(&self, revision: &ProtocolVersion, requests: StreamRequests) {
-        let _ = self.requests.set(requests);
+        let _ = self.requests.set(Arc::new(requests));
         let mut headers = self.configured.clone();
         if let Ok(version) = HeaderValue::from_str(revision.as_str()) {
             headers.insert(HeaderName::from_static("mcp-protocol-version"), version);
@@ -367,15 +374,17 @@ impl HttpLane {
                     return Ok(answer);
                 }
                 Heard::Progress(params) => progress(params).await,
-                Heard::Other => self.hand_on(id, session, &data).await,
+                Heard::Other => self.hand_on(id, session, &data),
             }
         }
     }
 
     /// Hands on what the upstream sent on the stream of call `id` that is not the call's
     /// own: a request of a server without a session to [`StreamRequests`], whose answer
-    /// is posted back (the upstream waits for it before it goes on); anything else to rmcp.
-    async fn hand_on(&self, id: &RequestId, session: &UpstreamSession, data: &str) {
+    /// is posted back (the upstream waits for it before it goes on) from a task of its
+    /// own, so that the stream is read on meanwhile; that server's cancellation of such a
+    /// request to the relaying it cancels; anything else to rmcp.
+    fn hand_on(&self, id: &RequestId, session: &UpstreamSession, data: &str) {
         let message = match serde_json::from_str::<ServerJsonRpcMessage>(data) {
             Ok(message) => message,
             Err(error) => {
@@ -385,14 +394,27 @@ impl HttpLane {
         };
         match (message, self.requests.get()) {
             (ServerJsonRpcMessage::Request(request), Some(requests)) if session.stateless => {
-                let answer = requests.answer(Some(id), request).await;
-                let headers = session.headers_for(Vec::new);
-                let to = self.target(session, headers);
-                let posted = self.client.post(to, answer, Limits::default());
-                if let Err(error) = posted.await {
-                    tracing::debug!("could not answer the upstream's request: {error}");
-                }
+                let asking = self.asked.enter(Some(id.clone()), request.id.clone());
+                let requests = Arc::clone(requests);
+                let client = Arc::clone(&self.client);
+                let to = self.target(session, session.headers_for(Vec::new));
+                let call = id.clone();
+                tokio::spawn(async move {
+                    let withdrawn = asking.cancellation();
+                    // Withdrawn: the server expects no answer.
+                    let Some(answer) = requests.answer(Some(&call), request, withdrawn).await
+                    else {
+                        return;
+                    };
+                    let posted = client.post(to, answer, Limits::default());
+                    if let Err(error) = posted.await {
+                        tracing::debug!("could not answer the upstream's request: {error}");
+                    }
+                });
             }
+            (message, _)
+                if asked::withdrawn(&message)
+                    .is_some_and(|asked| self.asked.withdraw(Some(id), asked)) => {}
             (message, _) => self.pass_on(id, message),
         }
     }
@@ -466,19 +488,30 @@ fn finish(mut stream: Events) {
     });
 }
 
-/// The sending side of an [`Inbound`] decoration's extra messages.
-pub struct InboundSender(mpsc::UnboundedSender<ServerJsonRpcMessage>);
+/// The sending side of an [`Inbound`] decoration's extra messages, and the requests its
+/// lane relays.
+pub struct InboundSender {
+    passed: mpsc::UnboundedSender<ServerJsonRpcMessage>,
+    asked: Arc<Asked>,
+}
 
 /// Yields, besides what its transport reads, what an [`HttpLane`] passed on, as if the
-/// transport had read it.
+/// transport had read it; but a cancellation of a request the lane relays, read on
+/// rmcp's own streams, goes to that request's relaying instead.
 pub struct Inbound {
     passed: mpsc::UnboundedReceiver<ServerJsonRpcMessage>,
+    asked: Arc<Asked>,
 }
 
 impl Inbound {
     pub fn new() -> (Self, InboundSender) {
         let (sender, passed) = mpsc::unbounded_channel();
-        (Self { passed }, InboundSender(sender))
+        let asked = Arc::<Asked>::default();
+        let sender = InboundSender {
+            passed: sender,
+            asked: Arc::clone(&asked),
+        };
+        (Self { passed, asked }, sender)
     }
 }
 
@@ -487,9 +520,17 @@ impl Decoration for Inbound {
         &mut self,
         inner: &mut T,
     ) -> Option<RxJsonRpcMessage<RoleClient>> {
-        tokio::select! {
-            Some(message) = self.passed.recv() => Some(message),
-            message = inner.receive() => message,
+        loop {
+            tokio::select! {
+                Some(message) = self.passed.recv() => return Some(message),
+                message = inner.receive() => {
+                    let withdrawn = message.as_ref().and_then(asked::withdrawn);
+                    if withdrawn.is_some_and(|id| self.asked.withdraw(None, id)) {
+                        continue;
+                    }
+                    return message;
+                }
+            }
         }
     }
 }
