@@ -180,6 +180,7 @@ fn subscriptions_to_a_server_of_2026_07_28_are_bounded() {
     let run = python_client(&args, &Value::Array(script));
     assert_eq!(run["ok"], true, "{run:#}");
     let refused = run["results"][256]["error"].to_string();
+    assert!(refused.contains("RESOURCE_LISTEN_LIMIT"), "{refused}");
     assert!(refused.contains("at most 256 resources"), "{refused}");
 }
 

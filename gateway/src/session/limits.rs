@@ -74,6 +74,10 @@ pub enum LimitError {
         "events of this stream after Last-Event-ID were dropped to keep the stored events within bounds ([cluster] max_event_bytes, max_events_per_stream); what they held cannot be replayed"
     )]
     EventsDropped,
+    #[error(
+        "at most {limit} resources of `{server}` can be subscribed to at once, across every client; unsubscribe from one first"
+    )]
+    ResourceListens { server: String, limit: usize },
 }
 
 impl LimitError {
@@ -90,6 +94,7 @@ impl LimitError {
             Self::Tasks { .. } => "TASK_LIMIT",
             Self::TasksKept { .. } => "TASKS_KEPT_LIMIT",
             Self::EventsDropped => "EVENTS_DROPPED",
+            Self::ResourceListens { .. } => "RESOURCE_LISTEN_LIMIT",
         }
     }
 

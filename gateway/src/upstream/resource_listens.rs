@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Live, Upstream, UpstreamError};
 use crate::relay::Caller;
+use crate::session::limits::LimitError;
 use crate::upstream::resource_uri;
 
 /// How many resources of one server spoken to at 2026-07-28 clients may be subscribed to
@@ -127,14 +128,11 @@ impl Upstream {
                 return Ok(());
             }
             if open.len() >= MAX_LISTENED_RESOURCES {
-                return Err(ErrorData::invalid_request(
-                    format!(
-                        "at most {MAX_LISTENED_RESOURCES} resources of `{}` can be subscribed \
-                         to at once",
-                        self.name
-                    ),
-                    None,
-                ));
+                let refused = LimitError::ResourceListens {
+                    server: self.name.to_string(),
+                    limit: MAX_LISTENED_RESOURCES,
+                };
+                return Err(refused.to_error());
             }
         }
         let mut filter = SubscriptionFilter::new();
