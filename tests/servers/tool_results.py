@@ -12,13 +12,19 @@ Usage: tool_results.py                    newline-delimited JSON-RPC on stdin/st
        tool_results.py --http PORT        streamable HTTP at http://127.0.0.1:PORT/mcp,
                                           each tools/call answered on an SSE stream
        tool_results.py --http PORT --json the same, tools/call answered as a JSON body
+       tool_results.py --http PORT --sessions
+                                          (with or without --json) a session per
+                                          `initialize`, its id in `Mcp-Session-Id`; a
+                                          request naming a session it does not know
+                                          (any more) gets 404
 
 It speaks 2025-11-25 (`initialize`; `server/discover` is -32601) unless
 TOOL_RESULTS_DISCOVER=1, when it also answers `server/discover` as a server of 2026-07-28.
 
 Tools: `show` {} returns RESULT; `show_error` {} returns RESULT with `isError: true`;
 `show_known` {} returns RESULT without its hologram (every block of a type SDKs know, and
-still keys they do not).
+still keys they do not). With --sessions, `forget` {} forgets every session, as a server
+that restarted would (its text says how many), so that the client must open a new one.
 `python3 tool_results.py --print` prints RESULT as JSON, for the test to compare with.
 """
 
@@ -28,6 +34,7 @@ import json
 import os
 import sys
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -106,6 +113,26 @@ TOOLS = [
     },
 ]
 
+FORGET = {
+    "name": "forget",
+    "description": "Forgets every session, as a server that restarted would.",
+    "inputSchema": {"type": "object"},
+}
+
+# The live sessions' ids, when served with --sessions (None: no sessions are kept, and
+# every session id is taken).
+SESSIONS: set[str] | None = None
+SESSIONS_LOCK = threading.Lock()
+
+
+def forget_sessions() -> int:
+    """Forgets every session; how many there were."""
+    with SESSIONS_LOCK:
+        forgotten = len(SESSIONS or ())
+        if SESSIONS is not None:
+            SESSIONS.clear()
+    return forgotten
+
 
 def answer(message: dict[str, Any]) -> dict[str, Any] | None:
     """The answer to `message`, or None for a notification."""
@@ -130,7 +157,7 @@ def answer(message: dict[str, Any]) -> dict[str, Any] | None:
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "tool-results", "version": "1.0.0"}},
         }
     elif method == "tools/list":
-        result = {"tools": TOOLS}
+        result = {"tools": TOOLS + ([FORGET] if SESSIONS is not None else [])}
         if os.environ.get("TOOL_RESULTS_DISCOVER") == "1":
             result.update({"resultType": "complete", "ttlMs": 0, "cacheScope": "public"})
     elif method == "ping":
@@ -140,6 +167,8 @@ def answer(message: dict[str, Any]) -> dict[str, Any] | None:
         result["isError"] = params.get("name") == "show_error"
         if params.get("name") == "show_known":
             result["content"] = [b for b in result["content"] if b["type"] != "hologram"]
+    elif method == "tools/call" and params.get("name") == "forget" and SESSIONS is not None:
+        result = {"content": [{"type": "text", "text": f"forgot {forget_sessions()} sessions"}]}
     else:
         return {"jsonrpc": "2.0", "id": request_id,
                 "error": {"code": -32601, "message": f"not here: {method}"}}
@@ -158,6 +187,23 @@ def serve_stdio() -> None:
         if reply is not None:
             sys.stdout.write(json.dumps(reply) + "\n")
             sys.stdout.flush()
+
+
+def open_session() -> str:
+    """The id of a new session (always the same one without --sessions)."""
+    if SESSIONS is None:
+        return "tool-results-session"
+    session = uuid.uuid4().hex
+    with SESSIONS_LOCK:
+        SESSIONS.add(session)
+    return session
+
+
+def is_known(session: str | None) -> bool:
+    """Whether a request naming `session` (or none) may be answered: any may without
+    --sessions, and with it one that names no session or a live one."""
+    with SESSIONS_LOCK:
+        return SESSIONS is None or session is None or session in SESSIONS
 
 
 def serve_http(port: int, json_body: bool) -> None:
@@ -181,13 +227,16 @@ def serve_http(port: int, json_body: bool) -> None:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             message = json.loads(self.rfile.read(length) or b"{}")
+            headers = {}
+            if message.get("method") == "initialize":
+                headers["Mcp-Session-Id"] = open_session()
+            elif not is_known(self.headers.get("Mcp-Session-Id")):
+                self.send_body(404, None, b"")
+                return
             reply = answer(message)
             if reply is None:
                 self.send_body(202, None, b"")
                 return
-            headers = {}
-            if message.get("method") == "initialize":
-                headers["Mcp-Session-Id"] = "tool-results-session"
             body = json.dumps(reply).encode()
             if message.get("method") == "tools/call" and not json_body:
                 event = b"event: message\ndata: " + body + b"\n\n"
@@ -199,6 +248,9 @@ def serve_http(port: int, json_body: bool) -> None:
             self.send_body(405, None, b"", {"Allow": "POST, DELETE"})
 
         def do_DELETE(self) -> None:
+            with SESSIONS_LOCK:
+                if SESSIONS is not None:
+                    SESSIONS.discard(self.headers.get("Mcp-Session-Id", ""))
             self.send_body(200, None, b"")
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -208,9 +260,12 @@ def serve_http(port: int, json_body: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
+    global SESSIONS
     if argv[:1] == ["--print"]:
         print(json.dumps(RESULT))
     elif argv[:1] == ["--http"]:
+        if "--sessions" in argv[2:]:
+            SESSIONS = set()
         serve_http(int(argv[1]), "--json" in argv[2:])
     else:
         serve_stdio()

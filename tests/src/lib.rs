@@ -350,17 +350,16 @@ impl ListeningServer {
         Self::start(command, address)
     }
 
-    /// `tests/servers/tool_results.py` over streamable HTTP at `http://ADDRESS/mcp`,
-    /// answering its tool calls in a JSON body when `json_body`, else on an SSE stream.
-    pub fn tool_results(json_body: bool) -> ListeningServer {
+    /// `tests/servers/tool_results.py` over streamable HTTP at `http://ADDRESS/mcp`, with
+    /// its `options` (`--json`: tool calls answered in a JSON body, not on an SSE stream;
+    /// `--sessions`: sessions it can forget).
+    pub fn tool_results(options: &[&str]) -> ListeningServer {
         let address = free_address();
         let mut command = Command::new(system_python());
         command
             .arg(repo().join("tests/servers/tool_results.py"))
-            .args(["--http", &address.port().to_string()]);
-        if json_body {
-            command.arg("--json");
-        }
+            .args(["--http", &address.port().to_string()])
+            .args(options);
         Self::start(command, address)
     }
 

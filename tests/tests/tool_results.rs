@@ -5,7 +5,8 @@
 //! The upstream is `tests/servers/tool_results.py`, plain JSON-RPC that no SDK stands
 //! between: over stdio (speaking 2025-11-25, or 2026-07-28 when it answers
 //! `server/discover`) and over streamable HTTP (the answer on an SSE stream, or as a JSON
-//! body). The clients
+//! body; and from a server that forgets its sessions, so that the call is sent again in a
+//! new one). The clients
 //! write raw JSON-RPC too: a session of 2025-11-25 (`initialize`) and stateless requests
 //! of 2026-07-28, over the gateway's stdio and over its streamable HTTP. What the gateway
 //! may change is undone and checked first: resource URIs under its own scheme, and
@@ -168,7 +169,8 @@ fn a_stdio_servers_result_comes_back_as_it_was_sent() {
 #[test]
 fn a_streamable_http_servers_result_comes_back_as_it_was_sent() {
     for json_body in [false, true] {
-        let server = ListeningServer::tool_results(json_body);
+        let options: &[&str] = if json_body { &["--json"] } else { &[] };
+        let server = ListeningServer::tool_results(options);
         let workspace = Workspace::new(&server.server_config("results", ""));
         let label = if json_body {
             "HTTP server answering in a JSON body"
@@ -176,6 +178,55 @@ fn a_streamable_http_servers_result_comes_back_as_it_was_sent() {
             "HTTP server answering on an SSE stream"
         };
         through_stdio(&workspace, label);
+    }
+}
+
+/// A streamable HTTP server that forgot its sessions (404, as one that restarted answers)
+/// gets the call again in a new session, and its result still comes back as it was sent.
+#[test]
+fn a_result_comes_back_as_it_was_sent_after_the_server_forgot_its_session() {
+    let server = ListeningServer::tool_results(&["--sessions"]);
+    let workspace = Workspace::new(&server.server_config("results", ""));
+    let mut gateway = workspace.raw_stdio();
+    gateway.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert_eq!(gateway.read()["id"], 1);
+    gateway.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut next_id = 1;
+    let mut call = |tool: &str| {
+        next_id += 1;
+        gateway.send(
+            &json!({"jsonrpc": "2.0", "id": next_id, "method": "tools/call",
+            "params": {"name": format!("mcp__results__{tool}"), "arguments": {}}}),
+        );
+        loop {
+            let message = gateway.read();
+            if message["id"] == next_id {
+                return message
+                    .get("result")
+                    .unwrap_or_else(|| panic!("{tool}: no result: {message}"))
+                    .clone();
+            }
+        }
+    };
+    let originals = ["file:///srv/report.txt", "file:///srv/inline.txt"];
+    for tool in ["show", "show_known"] {
+        let before = as_sent(call(tool), false, &originals);
+        assert_eq!(before, sent(tool), "{tool}, in the first session");
+    }
+    // The first call after the server forgot opens the new session; each time there is
+    // one session to forget: the one the gateway opened anew.
+    for tool in ["show", "show_known"] {
+        assert_eq!(call("forget")["content"][0]["text"], "forgot 1 sessions");
+        let after = as_sent(call(tool), false, &originals);
+        assert_eq!(
+            after,
+            sent(tool),
+            "{tool}, after the server forgot the session"
+        );
     }
 }
 

@@ -3,7 +3,9 @@
 //! A call on either has an id of its own (also its progress token), one exchange of the
 //! request for the upstream's answer with the call's progress before it, and a
 //! cancellation that does not wait for the upstream. The gateway's own requests (the
-//! lists it reads) take the lane too, and get the answer as the upstream wrote it.
+//! lists it reads) take the lane too, and get the answer as the upstream wrote it. A
+//! request an HTTP upstream gives back for want of a session is sent on the lane again
+//! once rmcp has renewed the session ([`CallLane::in_session`]).
 
 use std::sync::Arc;
 
@@ -66,6 +68,37 @@ impl CallLane {
             Self::Stdio(lane) => lane.cancel(id, reason),
             Self::Http(lane) => lane.cancel(id, reason),
         }
+    }
+
+    /// Sends `request` with `send` on this lane, which gives `None` when an HTTP lane has
+    /// no session for it: the upstream forgot it (404) and never saw the request, so it is
+    /// safe to send again. `renew` then has rmcp's client open a new session (see
+    /// [`renew_session`]), and the request goes on the lane once more, its answer read as
+    /// the upstream wrote it. `Err` with the request when even then the lane had no
+    /// session, for rmcp's client to send; `Err(None)` from a stdio lane, which never
+    /// loses its session and keeps no copy.
+    ///
+    /// [`renew_session`]: super::streamable_http::lane::renew_session
+    pub async fn in_session<R, T, E, F>(
+        &self,
+        request: R,
+        mut send: impl FnMut(R) -> F,
+        renew: impl Future<Output = Result<(), E>>,
+    ) -> Result<Result<T, Option<R>>, E>
+    where
+        R: Clone,
+        F: Future<Output = Result<Option<T>, E>>,
+    {
+        let Self::Http(_) = self else {
+            return Ok(send(request).await?.ok_or(None));
+        };
+        let again = request.clone();
+        if let Some(answer) = send(request).await? {
+            return Ok(Ok(answer));
+        }
+        renew.await?;
+        let last = again.clone();
+        Ok(send(again).await?.ok_or(Some(last)))
     }
 
     /// Starts a call, entered before its request is written so that the answer cannot

@@ -1,8 +1,8 @@
 //! Calling an upstream: tool calls and the other requests of clients (`prompts/get`,
-//! `resources/read`, ...) on the connection's [`CallLane`] where it has one, their
-//! results kept as the upstream wrote them, and through rmcp's client otherwise; the
-//! rounds of input a server of 2026-07-28 asks for; and what a failed call means for the
-//! caller ([`UpstreamError`]).
+//! `resources/read`, ...) on the connection's [`CallLane`] where it has one (in a renewed
+//! session when an HTTP upstream forgot its own), their results kept as the upstream
+//! wrote them, and through rmcp's client otherwise; the rounds of input a server of
+//! 2026-07-28 asks for; and what a failed call means for the caller ([`UpstreamError`]).
 
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::call_lane::{CallLane, Unanswered};
 use super::lane::{CallAnswer, RawAnswer};
 use super::rmcp_errors::worded;
-use super::streamable_http::lane::why_unreachable;
+use super::streamable_http::lane::{renew_session, why_unreachable};
 use super::{Live, Upstream};
 use crate::http_client::HttpError;
 use crate::observe::telemetry;
@@ -135,14 +135,13 @@ impl Upstream {
             }
             let answer = match &live.lane {
                 Some(lane) => {
-                    // An HTTP lane may give the call back (the upstream forgot its
-                    // session), for rmcp to send: only then is a copy kept.
-                    let spare = matches!(lane, CallLane::Http(_)).then(|| request.clone());
-                    let on_lane =
-                        self.call_on_lane(lane, &live, request, cancel, caller.clone(), tool);
-                    match (on_lane.await?, spare) {
-                        (Some(answer), _) => answer,
-                        (None, Some(request)) => {
+                    let on_lane = |request| {
+                        self.call_on_lane(lane, &live, request, cancel, caller.clone(), tool)
+                    };
+                    let renew = self.renew_session_of(&live, cancel);
+                    match lane.in_session(request, on_lane, renew).await? {
+                        Ok(answer) => answer,
+                        Err(Some(request)) => {
                             Box::pin(self.call_on_rmcp(
                                 &live,
                                 request,
@@ -152,7 +151,7 @@ impl Upstream {
                             ))
                             .await?
                         }
-                        (None, None) => return Err(self.closed_before_answering(&live)),
+                        Err(None) => return Err(self.closed_before_answering(&live)),
                     }
                 }
                 // Boxed: rmcp's request future is large, and every call on a lane would
@@ -225,7 +224,8 @@ impl Upstream {
     }
 
     /// [`Self::send`] for a tool call, on the connection's lane; `None` when the lane has
-    /// no session for it (a streamable HTTP upstream forgot it, say), for rmcp to send it.
+    /// no session for it (a streamable HTTP upstream forgot it: see
+    /// [`CallLane::in_session`]).
     async fn call_on_lane(
         &self,
         lane: &CallLane,
@@ -281,8 +281,8 @@ impl Upstream {
     }
 
     /// What a lane's failing to answer means for the caller: `None` when the lane has no
-    /// session (rmcp can still send the request); one that says the server cannot be
-    /// reached is also raised on `live`.
+    /// session (rmcp can open one, see [`CallLane::in_session`]); one that says the server
+    /// cannot be reached is also raised on `live`.
     fn unanswered<T>(
         &self,
         live: &Live,
@@ -376,9 +376,11 @@ impl Upstream {
         Err(self.too_many_rounds())
     }
 
-    /// One round of [`Self::request`]: on the connection's lane where it has one, else
-    /// (or when an HTTP lane gives the request back) through rmcp's client, whose typed
-    /// reading of the result is all that is left of it then.
+    /// One round of [`Self::request`]: on the connection's lane where it has one (in a
+    /// renewed session when an HTTP upstream forgot its own: see
+    /// [`CallLane::in_session`]), else (or when even then the lane has no session)
+    /// through rmcp's client, whose typed reading of the result is all that is left of it
+    /// then.
     async fn ask(
         &self,
         live: &Live,
@@ -388,12 +390,13 @@ impl Upstream {
     ) -> Result<Reply, UpstreamError> {
         let request = match &live.lane {
             Some(lane) => {
-                let spare = matches!(lane, CallLane::Http(_)).then(|| request.clone());
-                let on_lane = self.ask_on_lane(lane, live, request, cancel, caller.clone());
-                match (on_lane.await?, spare) {
-                    (Some(reply), _) => return Ok(reply),
-                    (None, Some(request)) => request,
-                    (None, None) => return Err(self.closed_before_answering(live)),
+                let on_lane =
+                    |request| self.ask_on_lane(lane, live, request, cancel, caller.clone());
+                let renew = self.renew_session_of(live, cancel);
+                match lane.in_session(request, on_lane, renew).await? {
+                    Ok(reply) => return Ok(reply),
+                    Err(Some(request)) => request,
+                    Err(None) => return Err(self.closed_before_answering(live)),
                 }
             }
             None => request,
@@ -408,7 +411,7 @@ impl Upstream {
     }
 
     /// [`Self::ask`] on the connection's lane; `None` when the lane has no session for it
-    /// (a streamable HTTP upstream forgot it, say), for rmcp to send it.
+    /// (a streamable HTTP upstream forgot it: see [`CallLane::in_session`]).
     async fn ask_on_lane(
         &self,
         lane: &CallLane,
@@ -527,6 +530,21 @@ impl Upstream {
                     server: self.name.to_string(),
                 })
             }
+        }
+    }
+
+    /// Has rmcp's client open a new session with the upstream of `live`, which forgot the
+    /// one its lane had (see [`renew_session`]); unless `cancel` is cancelled first.
+    async fn renew_session_of(
+        &self,
+        live: &Live,
+        cancel: &CancellationToken,
+    ) -> Result<(), UpstreamError> {
+        tokio::select! {
+            () = renew_session(&live.peer) => Ok(()),
+            () = cancel.cancelled() => Err(UpstreamError::Cancelled {
+                server: self.name.to_string(),
+            }),
         }
     }
 

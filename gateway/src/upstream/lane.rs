@@ -200,7 +200,8 @@ impl<W> Lane<W> {
 pub enum Unanswered {
     /// The connection ended before the answer.
     Closed,
-    /// No session yet, or the upstream forgot it (404): rmcp's path can still serve it.
+    /// No session yet, or the upstream forgot it (404): rmcp can open a new one (see
+    /// `CallLane::in_session`), and the request was never seen.
     NoSession,
     /// The request or its answer was lost on the way (the reason, for the caller).
     Failed(String),

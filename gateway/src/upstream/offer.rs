@@ -4,12 +4,13 @@
 //! read again when the upstream says it changed, and when its `ttlMs` has run out
 //! ([`FreshUntil::stale`]), not before.
 //!
-//! Lists are read on the connection's lane where it has one, and each definition is kept
-//! as the JSON object the upstream wrote ([`Listed`]) beside the gateway's typed view of it:
-//! what the gateway does not read (`execution`, a vendor's keys, keys of a later
-//! revision) reaches clients as the upstream said it. A definition the gateway cannot
-//! read at all is left out with a warning, not the whole list. Over legacy SSE (no lane)
-//! the object is rmcp's view written out again.
+//! Lists are read on the connection's lane where it has one (in a renewed session when an
+//! HTTP server forgot its own), and each definition is kept as the JSON object the
+//! upstream wrote ([`Listed`]) beside the gateway's typed view of it: what the gateway
+//! does not read (`execution`, a vendor's keys, keys of a later revision) reaches clients
+//! as the upstream said it. A definition the gateway cannot read at all is left out with
+//! a warning, not the whole list. Over legacy SSE (no lane) the object is rmcp's view
+//! written out again.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use serde_json::Value;
 use super::UpstreamEvent;
 use super::call_lane::{CallLane, Unanswered};
 use super::lane::RawAnswer;
+use super::streamable_http::lane::renew_session;
 
 /// A definition as the upstream listed it: its JSON object, and the gateway's view of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -284,9 +286,10 @@ impl Offer {
     }
 }
 
-/// The list `method` answers under `key`, read on the lane where there is one, else (or
-/// when the lane has no session for it) through rmcp with `by_rmcp`; with until when it
-/// is fresh. A server that answers "method not found" lists nothing.
+/// The list `method` answers under `key`, read on the lane where there is one (in a
+/// renewed session when an HTTP server forgot its own: see [`CallLane::in_session`]),
+/// else (or when even then the lane has no session) through rmcp with `by_rmcp`; with
+/// until when it is fresh. A server that answers "method not found" lists nothing.
 async fn read_listed<T, F>(
     lister: Lister<'_>,
     method: &str,
@@ -298,17 +301,22 @@ where
     F: Future<Output = Result<Option<MergedList<T>>, ServiceError>>,
 {
     if let Some(lane) = lister.lane {
-        match read_objects(lane, method, key, lister.context).await {
-            Ok((objects, until)) => {
+        let read = |()| read_objects(lane, method, key, lister.context);
+        let renew = async {
+            renew_session(lister.peer).await;
+            Ok(())
+        };
+        match lane.in_session((), read, renew).await {
+            Ok(Ok((objects, until))) => {
                 let listed = objects
                     .into_iter()
                     .filter_map(|o| view_of(o, key))
                     .collect();
                 return Ok((listed, until));
             }
+            // No session for the lane: rmcp's client has one.
+            Ok(Err(_)) => {}
             Err(Unread::Missing) => return Ok((Vec::new(), None)),
-            // An HTTP server that forgot the session: rmcp opens a new one.
-            Err(Unread::NoSession) => {}
             Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
         }
     }
@@ -320,8 +328,6 @@ where
 enum Unread {
     /// The server answered "method not found": it has no such list.
     Missing,
-    /// The lane has no session for it: rmcp's client can read it.
-    NoSession,
     Failed(String),
 }
 
@@ -337,13 +343,14 @@ struct Page {
 
 /// Every definition of the list `method` answers under `key`, read to its last page on
 /// `lane`, and until when it is fresh: the earliest time a page's `ttlMs` gives, none
-/// when a page gives none (as rmcp merges pages).
+/// when a page gives none (as rmcp merges pages). `None` when the lane has no session
+/// for it.
 async fn read_objects(
     lane: &CallLane,
     method: &str,
     key: &str,
     context: Option<&RequestMetaObject>,
-) -> Result<(Vec<JsonObject>, Option<Instant>), Unread> {
+) -> Result<Option<(Vec<JsonObject>, Option<Instant>)>, Unread> {
     let mut objects = Vec::new();
     let mut cursor: Option<String> = None;
     let mut until = Some(None);
@@ -371,7 +378,7 @@ async fn read_objects(
                     error.message
                 )));
             }
-            Err(Unanswered::NoSession) => return Err(Unread::NoSession),
+            Err(Unanswered::NoSession) => return Ok(None),
             Err(Unanswered::Closed) => {
                 return Err(Unread::Failed("the connection closed".into()));
             }
@@ -400,7 +407,7 @@ async fn read_objects(
         };
         let next = page.next_cursor.filter(|next| !next.is_empty());
         if next.is_none() || next == cursor {
-            return Ok((objects, until.flatten()));
+            return Ok(Some((objects, until.flatten())));
         }
         cursor = next;
     }

@@ -26,9 +26,11 @@
 //! Everything else stays rmcp's: `initialize`, the standalone GET stream, every other
 //! request. The lane learns the session from rmcp's own `notifications/initialized`
 //! (see [`SessionSlot`]), and serves only once there is one. When the upstream has
-//! forgotten the session (404), the call goes through rmcp, which opens a new session and
-//! sends it again; the lane then takes the new one. An upstream of 2026-07-28 has no
-//! session: the connection tells the slot so once `server/discover` found it
+//! forgotten the session (404), the lane gives the call back; rmcp is asked to open a new
+//! session ([`renew_session`]), and the call goes on the lane again, in the new one (see
+//! `CallLane::in_session`): its answer is still read as the upstream wrote it. Only when
+//! the lane has no session even then does rmcp send the call. An upstream of 2026-07-28
+//! has no session: the connection tells the slot so once `server/discover` found it
 //! ([`HttpLane::serve_stateless`]), and each call then carries its own routing headers
 //! (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) as well as its context in `_meta`.
 
@@ -39,11 +41,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use futures::FutureExt;
 use futures::stream::StreamExt;
 use http::{HeaderName, HeaderValue};
-use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CancelledNotification, CancelledNotificationMethod,
     CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
-    ConstString, GetExtensions, JsonObject, NumberOrString, ProgressNotificationParam,
+    ConstString, GetExtensions, JsonObject, NumberOrString, PingRequest, ProgressNotificationParam,
     ProtocolVersion, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage};
@@ -52,6 +53,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits as Limits,
 };
+use rmcp::{Peer, RoleClient};
 use tokio::sync::mpsc;
 
 use crate::http_client::{Events, Failed, HttpError, McpHttp, Target, with_causes};
@@ -119,6 +121,18 @@ impl SessionSlot {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Has rmcp's client open a new session with the upstream, which forgot the one the lane
+/// had (404): a `ping`, which rmcp's transport, answered 404 in the old session too, sends
+/// again after an `initialize` whose `notifications/initialized` the [`SessionSlot`]
+/// notes. What the ping gets back does not matter: the lane is in the newest session rmcp
+/// could open.
+pub async fn renew_session(peer: &Peer<RoleClient>) {
+    let ping = ClientRequest::PingRequest(PingRequest::default());
+    if let Err(error) = peer.send_request(ping).await {
+        tracing::debug!("the ping that renews the session failed: {error}");
     }
 }
 
