@@ -13,8 +13,8 @@
 //! The gateway's own results (its failures, run_code's outcome, the search tool's hits)
 //! are built here too ([`ToolResult::success`], [`ToolResult::error`]). A result reaches
 //! the client written as this JSON ([`ToolResult::into_server_result`]), never through
-//! rmcp's type. Where rmcp's typed client still answers a call (a legacy SSE upstream, a
-//! call sent again through rmcp after the upstream forgot its session), its result is
+//! rmcp's type. Where rmcp's typed client still answers a call (a call sent again
+//! through rmcp after a streamable HTTP upstream forgot its session), its result is
 //! converted ([`ToolResult::from_rmcp`]): only there can something be lost.
 
 use rmcp::model::{CallToolResult, CustomResult, JsonObject, ServerResult};

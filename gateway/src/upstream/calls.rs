@@ -1,6 +1,6 @@
 //! Calling an upstream: tool calls and the other requests of clients (`prompts/get`,
-//! `resources/read`, ...) on the connection's [`CallLane`] where it has one, their
-//! results kept as the upstream wrote them, and through rmcp's client otherwise; the
+//! `resources/read`, ...) on the connection's [`CallLane`], their results kept as the
+//! upstream wrote them (through rmcp's client when an HTTP lane gives a request back); the
 //! rounds of input a server of 2026-07-28 asks for; and what a failed call means for the
 //! caller ([`UpstreamError`]).
 
@@ -133,34 +133,20 @@ impl Upstream {
             for (key, value) in telemetry::inject(trace) {
                 meta.insert(key.into(), value.into());
             }
-            let answer = match &live.lane {
-                Some(lane) => {
-                    // An HTTP lane may give the call back (the upstream forgot its
-                    // session), for rmcp to send: only then is a copy kept.
-                    let spare = matches!(lane, CallLane::Http(_)).then(|| request.clone());
-                    let on_lane =
-                        self.call_on_lane(lane, &live, request, cancel, caller.clone(), tool);
-                    match (on_lane.await?, spare) {
-                        (Some(answer), _) => answer,
-                        (None, Some(request)) => {
-                            Box::pin(self.call_on_rmcp(
-                                &live,
-                                request,
-                                cancel,
-                                caller.clone(),
-                                tool,
-                            ))
-                            .await?
-                        }
-                        (None, None) => return Err(self.closed_before_answering(&live)),
-                    }
-                }
+            // An HTTP lane may give the call back (the upstream forgot its session), for
+            // rmcp to send: only then is a copy kept.
+            let spare = matches!(live.lane, CallLane::Http(_)).then(|| request.clone());
+            let on_lane =
+                self.call_on_lane(&live.lane, &live, request, cancel, caller.clone(), tool);
+            let answer = match (on_lane.await?, spare) {
+                (Some(answer), _) => answer,
                 // Boxed: rmcp's request future is large, and every call on a lane would
                 // carry its size too.
-                None => {
+                (None, Some(request)) => {
                     Box::pin(self.call_on_rmcp(&live, request, cancel, caller.clone(), tool))
                         .await?
                 }
+                (None, None) => return Err(self.closed_before_answering(&live)),
             };
             match answer {
                 CallAnswer::Result(mut result) => {
@@ -312,7 +298,7 @@ impl Upstream {
         }
     }
 
-    /// [`Self::send`] for a tool call, as a lane's answer.
+    /// [`Self::send`] for a tool call an HTTP lane gave back, as a lane's answer.
     async fn call_on_rmcp(
         &self,
         live: &Live,
@@ -376,9 +362,9 @@ impl Upstream {
         Err(self.too_many_rounds())
     }
 
-    /// One round of [`Self::request`]: on the connection's lane where it has one, else
-    /// (or when an HTTP lane gives the request back) through rmcp's client, whose typed
-    /// reading of the result is all that is left of it then.
+    /// One round of [`Self::request`]: on the connection's lane, or through rmcp's client
+    /// when an HTTP lane gives the request back, whose typed reading of the result is all
+    /// that is left of it then.
     async fn ask(
         &self,
         live: &Live,
@@ -386,17 +372,12 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<Reply, UpstreamError> {
-        let request = match &live.lane {
-            Some(lane) => {
-                let spare = matches!(lane, CallLane::Http(_)).then(|| request.clone());
-                let on_lane = self.ask_on_lane(lane, live, request, cancel, caller.clone());
-                match (on_lane.await?, spare) {
-                    (Some(reply), _) => return Ok(reply),
-                    (None, Some(request)) => request,
-                    (None, None) => return Err(self.closed_before_answering(live)),
-                }
-            }
-            None => request,
+        let spare = matches!(live.lane, CallLane::Http(_)).then(|| request.clone());
+        let on_lane = self.ask_on_lane(&live.lane, live, request, cancel, caller.clone());
+        let request = match (on_lane.await?, spare) {
+            (Some(reply), _) => return Ok(reply),
+            (None, Some(request)) => request,
+            (None, None) => return Err(self.closed_before_answering(live)),
         };
         match self.send(live, request, cancel, caller, None).await? {
             ServerResult::InputRequiredResult(asked) => Ok(Reply::InputRequired(asked)),

@@ -8,8 +8,8 @@
 //! as the JSON object the upstream wrote ([`Listed`]) beside the gateway's typed view of it:
 //! what the gateway does not read (`execution`, a vendor's keys, keys of a later
 //! revision) reaches clients as the upstream said it. A definition the gateway cannot
-//! read at all is left out with a warning, not the whole list. Over legacy SSE (no lane)
-//! the object is rmcp's view written out again.
+//! read at all is left out with a warning, not the whole list. Only a list rmcp reads
+//! (an HTTP server forgot its session) is kept as rmcp's view written out again.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -89,12 +89,13 @@ impl From<ServiceError> for ListFailed {
     }
 }
 
-/// Where an offer's lists are read: the connection's lane where it has one, else rmcp's
-/// client; `context` is what every request to a server of 2026-07-28 carries.
+/// Where an offer's lists are read: the connection's lane, or rmcp's client when the lane
+/// has no session for them; `context` is what every request to a server of 2026-07-28
+/// carries.
 #[derive(Clone, Copy)]
 pub struct Lister<'a> {
     pub peer: &'a Peer<RoleClient>,
-    pub lane: Option<&'a CallLane>,
+    pub lane: &'a CallLane,
     pub context: Option<&'a RequestMetaObject>,
 }
 
@@ -284,9 +285,9 @@ impl Offer {
     }
 }
 
-/// The list `method` answers under `key`, read on the lane where there is one, else (or
-/// when the lane has no session for it) through rmcp with `by_rmcp`; with until when it
-/// is fresh. A server that answers "method not found" lists nothing.
+/// The list `method` answers under `key`, read on the lane, or through rmcp with
+/// `by_rmcp` when the lane has no session for it; with until when it is fresh. A server
+/// that answers "method not found" lists nothing.
 async fn read_listed<T, F>(
     lister: Lister<'_>,
     method: &str,
@@ -297,20 +298,18 @@ where
     T: DeserializeOwned + Serialize,
     F: Future<Output = Result<Option<MergedList<T>>, ServiceError>>,
 {
-    if let Some(lane) = lister.lane {
-        match read_objects(lane, method, key, lister.context).await {
-            Ok((objects, until)) => {
-                let listed = objects
-                    .into_iter()
-                    .filter_map(|o| view_of(o, key))
-                    .collect();
-                return Ok((listed, until));
-            }
-            Err(Unread::Missing) => return Ok((Vec::new(), None)),
-            // An HTTP server that forgot the session: rmcp opens a new one.
-            Err(Unread::NoSession) => {}
-            Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
+    match read_objects(lister.lane, method, key, lister.context).await {
+        Ok((objects, until)) => {
+            let listed = objects
+                .into_iter()
+                .filter_map(|o| view_of(o, key))
+                .collect();
+            return Ok((listed, until));
         }
+        Err(Unread::Missing) => return Ok((Vec::new(), None)),
+        // An HTTP server that forgot the session: rmcp opens a new one.
+        Err(Unread::NoSession) => {}
+        Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
     }
     let (items, until) = fresh(by_rmcp().await?);
     Ok((items.into_iter().map(Listed::of_view).collect(), until))
