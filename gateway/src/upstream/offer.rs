@@ -4,10 +4,10 @@
 //! read again when the upstream says it changed, and when its `ttlMs` has run out
 //! ([`FreshUntil::stale`]), not before.
 //!
-//! Lists are read on the connection's lane where it has one, and each definition is kept
-//! as the JSON object the upstream wrote ([`Listed`]) beside the gateway's typed view of it:
-//! what the gateway does not read (`execution`, a vendor's keys, keys of a later
-//! revision) reaches clients as the upstream said it. A definition the gateway cannot
+//! Lists are read on the connection's lane, and each definition is kept as the JSON
+//! object the upstream wrote ([`Listed`]) beside the gateway's typed view of it: what the
+//! gateway does not read (`execution`, a vendor's keys, keys of a later revision) reaches
+//! clients as the upstream said it. A definition the gateway cannot
 //! read at all is left out with a warning, not the whole list. Only a list rmcp reads
 //! (an HTTP server forgot its session) is kept as rmcp's view written out again.
 
