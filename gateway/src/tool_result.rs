@@ -13,10 +13,9 @@
 //! The gateway's own results (its failures, run_code's outcome, the search tool's hits)
 //! are built here too ([`ToolResult::success`], [`ToolResult::error`]). A result reaches
 //! the client written as this JSON ([`ToolResult::into_server_result`]), never through
-//! rmcp's type. Where rmcp's typed client still answers a call (a legacy SSE upstream; a
-//! streamable HTTP upstream that forgot its session, when rmcp could not open a new one
-//! for the call's lane), its result is converted ([`ToolResult::from_rmcp`]): only there
-//! can something be lost.
+//! rmcp's type. Where rmcp's typed client still answers a call (a streamable HTTP upstream
+//! that forgot its session, when rmcp could not open a new one for the call's lane), its
+//! result is converted ([`ToolResult::from_rmcp`]): only there can something be lost.
 
 use rmcp::model::{CallToolResult, CustomResult, JsonObject, ServerResult};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

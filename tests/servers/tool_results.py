@@ -17,26 +17,34 @@ Usage: tool_results.py                    newline-delimited JSON-RPC on stdin/st
                                           `initialize`, its id in `Mcp-Session-Id`; a
                                           request naming a session it does not know
                                           (any more) gets 404
+       tool_results.py --sse PORT         legacy SSE (2024-11-05): the event stream at
+                                          GET http://127.0.0.1:PORT/sse, whose `endpoint`
+                                          event names POST /messages?session=ID, and
+                                          every answer a `message` event on the stream
 
-It speaks 2025-11-25 (`initialize`; `server/discover` is -32601) unless
-TOOL_RESULTS_DISCOVER=1, when it also answers `server/discover` as a server of 2026-07-28.
+It speaks 2025-11-25 (`initialize`; `server/discover` is -32601; over legacy SSE its
+`initialize` answers 2024-11-05) unless TOOL_RESULTS_DISCOVER=1, when it also answers
+`server/discover` as a server of 2026-07-28.
 
 Tools: `show` {} returns RESULT; `show_error` {} returns RESULT with `isError: true`;
 `show_known` {} returns RESULT without its hologram (every block of a type SDKs know, and
 still keys they do not). With --sessions, `forget` {} forgets every session, as a server
 that restarted would (its text says how many), so that the client must open a new one.
-`python3 tool_results.py --print` prints RESULT as JSON, for the test to compare with.
+`python3 tool_results.py --print` prints RESULT as JSON, for the test to compare with;
+`--print-tools` prints TOOLS (`show` carries a vendor's keys) the same way.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 # Every optional field of a tool result (2025-11-25 and 2026-07-28), keys of a vendor on
 # the result and on blocks, and a content block of a type from the future.
@@ -98,8 +106,12 @@ RESULT: dict[str, Any] = {
 TOOLS = [
     {
         "name": "show",
+        "title": "Show",
         "description": "Returns a result with every field.",
-        "inputSchema": {"type": "object"},
+        "inputSchema": {"type": "object", "x-vendor": "in a schema"},
+        "annotations": {"readOnlyHint": True, "x-vendor-hint": "kept"},
+        "_meta": {"vendor.example/tool": 3},
+        "x-vendor": {"on": "a tool"},
     },
     {
         "name": "show_error",
@@ -134,8 +146,9 @@ def forget_sessions() -> int:
     return forgotten
 
 
-def answer(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The answer to `message`, or None for a notification."""
+def answer(message: dict[str, Any], revision: str | None = None) -> dict[str, Any] | None:
+    """The answer to `message`, or None for a notification; `initialize` answers
+    `revision`, or the client's own when None."""
     method = message.get("method")
     request_id = message.get("id")
     if method is None or request_id is None:
@@ -143,7 +156,7 @@ def answer(message: dict[str, Any]) -> dict[str, Any] | None:
     params = message.get("params") or {}
     if method == "initialize":
         result: dict[str, Any] = {
-            "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+            "protocolVersion": revision or params.get("protocolVersion", "2025-11-25"),
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "tool-results", "version": "1.0.0"},
         }
@@ -259,14 +272,73 @@ def serve_http(port: int, json_body: bool) -> None:
     threading.Event().wait()
 
 
+def serve_legacy_sse(port: int) -> None:
+    # Each open event stream's queue of answers, by session id.
+    sessions: dict[str, queue.Queue[bytes | None]] = {}
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if urlparse(self.path).path != "/sse":
+                self.send_error(404)
+                return
+            session = uuid.uuid4().hex
+            answers: queue.Queue[bytes | None] = queue.Queue()
+            with lock:
+                sessions[session] = answers
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            event = f"event: endpoint\ndata: /messages?session={session}\n\n".encode()
+            try:
+                while event is not None:
+                    self.wfile.write(event)
+                    self.wfile.flush()
+                    event = answers.get()
+            except OSError:
+                pass
+            finally:
+                with lock:
+                    sessions.pop(session, None)
+
+        def do_POST(self) -> None:
+            url = urlparse(self.path)
+            session = parse_qs(url.query).get("session", [""])[0]
+            with lock:
+                answers = sessions.get(session)
+            if url.path != "/messages" or answers is None:
+                self.send_error(404)
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            message = json.loads(self.rfile.read(length) or b"{}")
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            reply = answer(message, "2024-11-05")
+            if reply is not None:
+                answers.put(b"event: message\ndata: " + json.dumps(reply).encode() + b"\n\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
 def main(argv: list[str]) -> int:
     global SESSIONS
     if argv[:1] == ["--print"]:
         print(json.dumps(RESULT))
+    elif argv[:1] == ["--print-tools"]:
+        print(json.dumps(TOOLS))
     elif argv[:1] == ["--http"]:
         if "--sessions" in argv[2:]:
             SESSIONS = set()
         serve_http(int(argv[1]), "--json" in argv[2:])
+    elif argv[:1] == ["--sse"]:
+        serve_legacy_sse(int(argv[1]))
     else:
         serve_stdio()
     return 0

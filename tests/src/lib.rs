@@ -363,6 +363,17 @@ impl ListeningServer {
         Self::start(command, address)
     }
 
+    /// `tests/servers/tool_results.py` over legacy SSE (2024-11-05), its event stream at
+    /// `http://ADDRESS/sse`.
+    pub fn tool_results_sse() -> ListeningServer {
+        let address = free_address();
+        let mut command = Command::new(system_python());
+        command
+            .arg(repo().join("tests/servers/tool_results.py"))
+            .args(["--sse", &address.port().to_string()]);
+        Self::start(command, address)
+    }
+
     fn start(mut command: Command, address: SocketAddr) -> ListeningServer {
         let child = command
             .stdout(Stdio::null())

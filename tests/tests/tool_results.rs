@@ -4,9 +4,9 @@
 //!
 //! The upstream is `tests/servers/tool_results.py`, plain JSON-RPC that no SDK stands
 //! between: over stdio (speaking 2025-11-25, or 2026-07-28 when it answers
-//! `server/discover`) and over streamable HTTP (the answer on an SSE stream, or as a JSON
+//! `server/discover`), over streamable HTTP (the answer on an SSE stream, or as a JSON
 //! body; and from a server that forgets its sessions, so that the call is sent again in a
-//! new one). The clients
+//! new one) and over legacy SSE (2024-11-05), whose tools list is checked too. The clients
 //! write raw JSON-RPC too: a session of 2025-11-25 (`initialize`) and stateless requests
 //! of 2026-07-28, over the gateway's stdio and over its streamable HTTP. What the gateway
 //! may change is undone and checked first: resource URIs under its own scheme, and
@@ -228,6 +228,45 @@ fn a_result_comes_back_as_it_was_sent_after_the_server_forgot_its_session() {
             "{tool}, after the server forgot the session"
         );
     }
+}
+
+/// A legacy SSE server (2024-11-05) is spoken to as it writes too: its tools are listed
+/// as it wrote them, and its results come back as it sent them.
+#[test]
+fn a_legacy_sse_servers_tools_and_results_come_back_as_they_were_sent() {
+    let server = ListeningServer::tool_results_sse();
+    let workspace = Workspace::new(&format!(
+        "[servers.results]\nurl = \"http://{}/sse\"\ntransport = \"sse\"\n",
+        server.address
+    ));
+    let output = std::process::Command::new(python())
+        .arg(repo().join("tests/servers/tool_results.py"))
+        .arg("--print-tools")
+        .output()
+        .unwrap();
+    let written: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mut gateway = workspace.raw_stdio();
+    gateway.initialize();
+    gateway.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = loop {
+        let message = gateway.read();
+        if message["id"] == 2 {
+            break message;
+        }
+    };
+    let tools: Vec<Value> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {listed}"))
+        .iter()
+        .filter_map(|tool| {
+            let name = tool["name"].as_str()?.strip_prefix("mcp__results__")?;
+            let mut tool = tool.clone();
+            tool["name"] = json!(name);
+            Some(tool)
+        })
+        .collect();
+    assert_eq!(Value::from(tools), written, "{listed:#}");
+    through_stdio(&workspace, "legacy SSE server of 2024-11-05");
 }
 
 #[test]

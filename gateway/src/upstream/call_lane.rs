@@ -1,5 +1,6 @@
 //! The way a connection's tool calls take beside rmcp's client, whichever kind the
-//! connection is: a stdio child's [`Lane`] or a streamable HTTP server's [`HttpLane`].
+//! connection is: a stdio child's or a legacy SSE server's [`Lane`], or a streamable HTTP
+//! server's [`HttpLane`].
 //! A call on either has an id of its own (also its progress token), one exchange of the
 //! request for the upstream's answer with the call's progress before it, and a
 //! cancellation that does not wait for the upstream. The gateway's own requests (the
@@ -17,12 +18,14 @@ use rmcp::model::{
 use super::client::StreamRequests;
 pub use super::lane::Unanswered;
 use super::lane::{self, CallAnswer, Lane, RawAnswer};
+use super::sse::Posts;
 use super::streamable_http::lane::HttpLane;
 
 /// A connection's lane.
 #[derive(Clone)]
 pub enum CallLane {
     Stdio(Arc<Lane>),
+    Sse(Arc<Lane<Posts>>),
     Http(Arc<HttpLane>),
 }
 
@@ -32,6 +35,7 @@ impl CallLane {
     pub fn serve_stateless(&self, revision: &ProtocolVersion, requests: StreamRequests) {
         match self {
             Self::Stdio(lane) => lane.serve_stateless(requests),
+            Self::Sse(lane) => lane.serve_stateless(requests),
             Self::Http(lane) => lane.serve_stateless(revision, requests),
         }
     }
@@ -41,6 +45,7 @@ impl CallLane {
     pub fn next_id(&self) -> RequestId {
         match self {
             Self::Stdio(lane) => lane.next_id(),
+            Self::Sse(lane) => lane.next_id(),
             Self::Http(lane) => lane.next_id(),
         }
     }
@@ -58,6 +63,10 @@ impl CallLane {
                 .request(id.clone(), request)
                 .await
                 .ok_or(Unanswered::Closed),
+            Self::Sse(lane) => lane
+                .request(id.clone(), request)
+                .await
+                .ok_or(Unanswered::Closed),
             Self::Http(lane) => Box::pin(lane.request(id, request)).await,
         }
     }
@@ -66,6 +75,7 @@ impl CallLane {
     pub fn cancel(&self, id: RequestId, reason: &str) {
         match self {
             Self::Stdio(lane) => lane.cancel(id, reason),
+            Self::Sse(lane) => lane.cancel(id, reason),
             Self::Http(lane) => lane.cancel(id, reason),
         }
     }
@@ -75,8 +85,8 @@ impl CallLane {
     /// safe to send again. `renew` then has rmcp's client open a new session (see
     /// [`renew_session`]), and the request goes on the lane once more, its answer read as
     /// the upstream wrote it. `Err` with the request when even then the lane had no
-    /// session, for rmcp's client to send; `Err(None)` from a stdio lane, which never
-    /// loses its session and keeps no copy.
+    /// session, for rmcp's client to send; `Err(None)` from a stdio or legacy SSE lane,
+    /// which never loses its session and keeps no copy.
     ///
     /// [`renew_session`]: super::streamable_http::lane::renew_session
     pub async fn in_session<R, T, E, F>(
@@ -108,6 +118,9 @@ impl CallLane {
             Self::Stdio(lane) => lane::Call::start(lane)
                 .map(LaneCall::Stdio)
                 .map_err(|_| Unanswered::Closed),
+            Self::Sse(lane) => lane::Call::start(lane)
+                .map(LaneCall::Sse)
+                .map_err(|_| Unanswered::Closed),
             Self::Http(lane) => Ok(LaneCall::Http {
                 id: lane.next_id(),
                 lane: Arc::clone(lane),
@@ -119,6 +132,7 @@ impl CallLane {
 /// One call in flight on a lane; dropping it forgets the call.
 pub enum LaneCall {
     Stdio(lane::Call),
+    Sse(lane::Call<Posts>),
     Http { lane: Arc<HttpLane>, id: RequestId },
 }
 
@@ -127,6 +141,7 @@ impl LaneCall {
     pub fn id(&self) -> &RequestId {
         match self {
             Self::Stdio(call) => call.id(),
+            Self::Sse(call) => call.id(),
             Self::Http { id, .. } => id,
         }
     }
@@ -149,6 +164,10 @@ impl LaneCall {
                 .exchange(request, progress)
                 .await
                 .ok_or(Unanswered::Closed),
+            Self::Sse(call) => call
+                .exchange(request, progress)
+                .await
+                .ok_or(Unanswered::Closed),
             // Boxed: an HTTP exchange's future is large, and every call on a stdio lane
             // would carry its size too (and copy it, as a call's future moves into its
             // task and its boxes).
@@ -163,6 +182,7 @@ impl LaneCall {
     pub fn cancel(self, reason: &str) {
         match self {
             Self::Stdio(call) => call.cancel(reason),
+            Self::Sse(call) => call.cancel(reason),
             Self::Http { lane, id } => lane.cancel(id, reason),
         }
     }

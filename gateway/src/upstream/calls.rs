@@ -1,8 +1,9 @@
 //! Calling an upstream: tool calls and the other requests of clients (`prompts/get`,
-//! `resources/read`, ...) on the connection's [`CallLane`] where it has one (in a renewed
-//! session when an HTTP upstream forgot its own), their results kept as the upstream
-//! wrote them, and through rmcp's client otherwise; the rounds of input a server of
-//! 2026-07-28 asks for; and what a failed call means for the caller ([`UpstreamError`]).
+//! `resources/read`, ...) on the connection's [`CallLane`] (in a renewed session when an
+//! HTTP upstream forgot its own), their results kept as the upstream wrote them (through
+//! rmcp's client only when even then an HTTP lane has no session); the rounds of input a
+//! server of 2026-07-28 asks for; and what a failed call means for the caller
+//! ([`UpstreamError`]).
 
 use std::sync::Arc;
 
@@ -133,33 +134,19 @@ impl Upstream {
             for (key, value) in telemetry::inject(trace) {
                 meta.insert(key.into(), value.into());
             }
-            let answer = match &live.lane {
-                Some(lane) => {
-                    let on_lane = |request| {
-                        self.call_on_lane(lane, &live, request, cancel, caller.clone(), tool)
-                    };
-                    let renew = self.renew_session_of(&live, cancel);
-                    match lane.in_session(request, on_lane, renew).await? {
-                        Ok(answer) => answer,
-                        Err(Some(request)) => {
-                            Box::pin(self.call_on_rmcp(
-                                &live,
-                                request,
-                                cancel,
-                                caller.clone(),
-                                tool,
-                            ))
-                            .await?
-                        }
-                        Err(None) => return Err(self.closed_before_answering(&live)),
-                    }
-                }
+            let lane = &live.lane;
+            let on_lane =
+                |request| self.call_on_lane(lane, &live, request, cancel, caller.clone(), tool);
+            let renew = self.renew_session_of(&live, cancel);
+            let answer = match lane.in_session(request, on_lane, renew).await? {
+                Ok(answer) => answer,
                 // Boxed: rmcp's request future is large, and every call on a lane would
                 // carry its size too.
-                None => {
+                Err(Some(request)) => {
                     Box::pin(self.call_on_rmcp(&live, request, cancel, caller.clone(), tool))
                         .await?
                 }
+                Err(None) => return Err(self.closed_before_answering(&live)),
             };
             match answer {
                 CallAnswer::Result(mut result) => {
@@ -312,7 +299,7 @@ impl Upstream {
         }
     }
 
-    /// [`Self::send`] for a tool call, as a lane's answer.
+    /// [`Self::send`] for a tool call an HTTP lane gave back, as a lane's answer.
     async fn call_on_rmcp(
         &self,
         live: &Live,
@@ -376,11 +363,10 @@ impl Upstream {
         Err(self.too_many_rounds())
     }
 
-    /// One round of [`Self::request`]: on the connection's lane where it has one (in a
-    /// renewed session when an HTTP upstream forgot its own: see
-    /// [`CallLane::in_session`]), else (or when even then the lane has no session)
-    /// through rmcp's client, whose typed reading of the result is all that is left of it
-    /// then.
+    /// One round of [`Self::request`]: on the connection's lane (in a renewed session when
+    /// an HTTP upstream forgot its own: see [`CallLane::in_session`]), else (when even then
+    /// the lane has no session) through rmcp's client, whose typed reading of the result
+    /// is all that is left of it then.
     async fn ask(
         &self,
         live: &Live,
@@ -388,18 +374,13 @@ impl Upstream {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<Reply, UpstreamError> {
-        let request = match &live.lane {
-            Some(lane) => {
-                let on_lane =
-                    |request| self.ask_on_lane(lane, live, request, cancel, caller.clone());
-                let renew = self.renew_session_of(live, cancel);
-                match lane.in_session(request, on_lane, renew).await? {
-                    Ok(reply) => return Ok(reply),
-                    Err(Some(request)) => request,
-                    Err(None) => return Err(self.closed_before_answering(live)),
-                }
-            }
-            None => request,
+        let lane = &live.lane;
+        let on_lane = |request| self.ask_on_lane(lane, live, request, cancel, caller.clone());
+        let renew = self.renew_session_of(live, cancel);
+        let request = match lane.in_session(request, on_lane, renew).await? {
+            Ok(reply) => return Ok(reply),
+            Err(Some(request)) => request,
+            Err(None) => return Err(self.closed_before_answering(live)),
         };
         match self.send(live, request, cancel, caller, None).await? {
             ServerResult::InputRequiredResult(asked) => Ok(Reply::InputRequired(asked)),

@@ -184,7 +184,7 @@ async fn connect_inner(
         UpstreamProtocol::Auto => revision.as_ref().is_some_and(|v| !v.has_initialize()),
     };
     let stateless = stateless.then(|| revision.unwrap_or(ProtocolVersion::V_2026_07_28));
-    if let (Some(revision), Some(lane)) = (&stateless, &lane) {
+    if let Some(revision) = &stateless {
         lane.serve_stateless(revision, StreamRequests::new(twin, service.peer().clone()));
     }
     // What rmcp puts in each request to a stateless server, for the calls the lanes
@@ -213,7 +213,7 @@ async fn connect_inner(
     let initialized = service.peer().peer_info().map(|info| (*info).clone());
     let lister = Lister {
         peer: service.peer(),
-        lane: lane.as_ref(),
+        lane: &lane,
         context: stateless.as_ref(),
     };
     let offer = Offer::read(lister, initialized)

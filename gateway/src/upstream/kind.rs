@@ -2,7 +2,7 @@
 //! (a stdio child in `stdio/`, a streamable HTTP server in `streamable_http/`, a legacy
 //! SSE server in `sse/`), what it is given to open a connection ([`Opening`]) and what it
 //! brings back ([`Opened`]: rmcp's client, initialized, with a [`CallLane`] for tool calls
-//! and a child's [`ProcessGroup`] where the kind has them), and why opening failed
+//! and a child's [`ProcessGroup`] where the kind has one), and why opening failed
 //! ([`ConnectError`]). What is the same for every kind once opened is `connect`'s.
 
 use std::collections::HashMap;
@@ -97,8 +97,8 @@ impl Opening<'_> {
 /// A connection a kind opened: rmcp's client, initialized, and what the kind has besides.
 pub(super) struct Opened {
     pub service: RunningService<RoleClient, UpstreamClient>,
-    /// The way its tool calls take beside rmcp's client, where the kind has one.
-    pub lane: Option<CallLane>,
+    /// The way its calls and requests take beside rmcp's client.
+    pub lane: CallLane,
     /// The child's process group, for a kind that starts one.
     pub group: Option<ProcessGroup>,
 }

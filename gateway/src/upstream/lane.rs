@@ -1,11 +1,14 @@
-//! Tool calls to a stdio upstream, written and answered beside rmcp's service loop.
+//! Tool calls to a stdio or legacy SSE upstream, written and answered beside rmcp's
+//! service loop. The lane writes to the connection's [`Outlet`] (a child's input, or the
+//! queue of `POST`s to an SSE server's endpoint), in order with rmcp's own messages, and
+//! is handed what the upstream sends before rmcp is (see [`super::server_messages`]).
 //!
 //! Through rmcp's client, a call goes over a channel to the connection's service loop,
 //! which spawns a task to write it and is woken again when that task ends; the loop then
 //! reads the answer, looks up its responder and hands it over a oneshot. A profile of
 //! forwarding at concurrency 32 put rmcp's loops at a quarter of the gateway's CPU
-//! (`serve_inner`). On the lane the calling task writes its `tools/call` line itself, and
-//! the transport's reader hands the answer straight to it (see `lines::ServerLines`).
+//! (`serve_inner`). On the lane the calling task writes its `tools/call` itself, and the
+//! transport's reader hands the answer straight to it.
 //!
 //! The call's progress comes the same way, in order with its answer: the calling task
 //! forwards each progress notification to its client before it takes the answer, so the
@@ -59,9 +62,24 @@ use crate::tool_result::ToolResult;
 /// The lanes' first request id (rmcp's own are below it).
 pub(super) use crate::http_client::FIRST_LANE_ID as FIRST_ID;
 
-/// The tool calls in flight on one stdio connection, and the upstream's input.
-pub struct Lane<W = ChildStdin> {
-    writer: LineWriter<W>,
+/// Where a lane's messages go, one whole message at a time, after everything sent
+/// before them on the connection (rmcp's messages included).
+pub trait Outlet: Clone + Send + Sync + 'static {
+    /// Sends `message` (one JSON-RPC message, ending in a newline) whole; fails once the
+    /// connection has closed. Cancel-safe: a message goes whole or not at all.
+    fn send(&self, message: &[u8]) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+/// A stdio child's input.
+impl<W: AsyncWrite + Send + Unpin + 'static> Outlet for LineWriter<W> {
+    fn send(&self, message: &[u8]) -> impl Future<Output = io::Result<()>> + Send {
+        self.write(message)
+    }
+}
+
+/// The tool calls in flight on one connection, and where the upstream's input goes.
+pub struct Lane<W = LineWriter<ChildStdin>> {
+    writer: W,
     pending: Mutex<Pending>,
     next_id: AtomicI64,
     /// Who relays the requests of a server without a session (2026-07-28), which rmcp
@@ -101,7 +119,7 @@ pub enum CallAnswer {
 }
 
 impl<W> Lane<W> {
-    pub fn new(writer: LineWriter<W>) -> Self {
+    pub fn new(writer: W) -> Self {
         Self {
             writer,
             pending: Mutex::default(),
@@ -236,7 +254,7 @@ impl RawAnswer {
     }
 }
 
-impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
+impl<W: Outlet> Lane<W> {
     /// Sends `request` under `id` and waits for the answer as the upstream wrote it;
     /// `None` when the connection ended first. Dropping the future forgets the request.
     pub async fn request(&self, id: RequestId, request: ClientRequest) -> Option<RawAnswer> {
@@ -254,7 +272,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
         };
         let message: TxJsonRpcMessage<RoleClient> = JsonRpcMessage::request(request, id.clone());
         let written = match encode(&message) {
-            Ok(line) => self.writer.write(&line).await,
+            Ok(line) => self.writer.send(&line).await,
             Err(error) => Err(error),
         };
         if let Err(error) = written {
@@ -292,7 +310,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
                 return;
             };
             let written = match encode(&answer) {
-                Ok(line) => writer.write(&line).await,
+                Ok(line) => writer.send(&line).await,
                 Err(error) => Err(error),
             };
             if let Err(error) = written {
@@ -313,7 +331,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Lane<W> {
         let writer = self.writer.clone();
         tokio::spawn(async move {
             let written = match encode(&notification) {
-                Ok(line) => writer.write(&line).await,
+                Ok(line) => writer.send(&line).await,
                 Err(error) => Err(error),
             };
             if let Err(error) = written {
@@ -446,7 +464,7 @@ fn tool_call_line(id: &RequestId, mut request: CallToolRequest) -> io::Result<Ve
 }
 
 /// One call in flight on the lane; dropping it forgets the call.
-pub struct Call<W = ChildStdin> {
+pub struct Call<W = LineWriter<ChildStdin>> {
     lane: Arc<Lane<W>>,
     id: RequestId,
     progress: mpsc::Receiver<ProgressNotificationParam>,
@@ -487,11 +505,11 @@ impl<W> Call<W> {
     }
 }
 
-impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
+impl<W: Outlet> Call<W> {
     /// Writes `request` under this call's id and waits for the upstream's answer, handing
     /// each progress notification that comes before it to `progress` (and awaiting it)
-    /// first; `None` when the connection ended first. Cancel-safe: a request cut short by
-    /// cancellation is finished by the next line written (see [`LineWriter`]).
+    /// first; `None` when the connection ended first. Cancel-safe: the request goes whole or
+    /// not at all (see [`Outlet::send`]).
     pub async fn exchange<F>(
         &mut self,
         request: CallToolRequest,
@@ -501,7 +519,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Call<W> {
         F: Future<Output = ()>,
     {
         let written = match tool_call_line(&self.id, request) {
-            Ok(line) => self.lane.writer.write(&line).await,
+            Ok(line) => self.lane.writer.send(&line).await,
             Err(error) => Err(error),
         };
         if let Err(error) = written {

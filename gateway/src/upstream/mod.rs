@@ -28,6 +28,7 @@ mod progress_in_order;
 mod resource_listens;
 pub mod resource_uri;
 mod rmcp_errors;
+mod server_messages;
 mod sse;
 mod stdio;
 mod streamable_http;
@@ -64,8 +65,8 @@ pub struct Live {
     pub violation: stdio::Violation,
     /// Raised when a call could not reach the server (streamable HTTP).
     pub unreachable: Unreachable,
-    /// The lane of the connection's tool calls, beside rmcp's client, where it has one.
-    lane: Option<CallLane>,
+    /// The lane of the connection's calls and requests, beside rmcp's client.
+    lane: CallLane,
     /// For a server spoken to at 2026-07-28 (no session), what every request to it
     /// carries of the gateway's side: the revision, the gateway's name and capabilities.
     /// `None` for a server spoken to in a session.

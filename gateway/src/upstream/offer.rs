@@ -4,13 +4,13 @@
 //! read again when the upstream says it changed, and when its `ttlMs` has run out
 //! ([`FreshUntil::stale`]), not before.
 //!
-//! Lists are read on the connection's lane where it has one (in a renewed session when an
-//! HTTP server forgot its own), and each definition is kept as the JSON object the
-//! upstream wrote ([`Listed`]) beside the gateway's typed view of it: what the gateway
-//! does not read (`execution`, a vendor's keys, keys of a later revision) reaches clients
-//! as the upstream said it. A definition the gateway cannot read at all is left out with
-//! a warning, not the whole list. Over legacy SSE (no lane) the object is rmcp's view
-//! written out again.
+//! Lists are read on the connection's lane (in a renewed session when an HTTP server
+//! forgot its own), and each definition is kept as the JSON object the upstream wrote
+//! ([`Listed`]) beside the gateway's typed view of it: what the gateway does not read
+//! (`execution`, a vendor's keys, keys of a later revision) reaches clients as the
+//! upstream said it. A definition the gateway cannot read at all is left out with a
+//! warning, not the whole list. Only a list rmcp reads (an HTTP server forgot its session
+//! and even a new one did not reach the lane) is kept as rmcp's view written out again.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -91,12 +91,13 @@ impl From<ServiceError> for ListFailed {
     }
 }
 
-/// Where an offer's lists are read: the connection's lane where it has one, else rmcp's
-/// client; `context` is what every request to a server of 2026-07-28 carries.
+/// Where an offer's lists are read: the connection's lane, or rmcp's client when the lane
+/// has no session for them; `context` is what every request to a server of 2026-07-28
+/// carries.
 #[derive(Clone, Copy)]
 pub struct Lister<'a> {
     pub peer: &'a Peer<RoleClient>,
-    pub lane: Option<&'a CallLane>,
+    pub lane: &'a CallLane,
     pub context: Option<&'a RequestMetaObject>,
 }
 
@@ -286,10 +287,10 @@ impl Offer {
     }
 }
 
-/// The list `method` answers under `key`, read on the lane where there is one (in a
-/// renewed session when an HTTP server forgot its own: see [`CallLane::in_session`]),
-/// else (or when even then the lane has no session) through rmcp with `by_rmcp`; with
-/// until when it is fresh. A server that answers "method not found" lists nothing.
+/// The list `method` answers under `key`, read on the lane (in a renewed session when an
+/// HTTP server forgot its own: see [`CallLane::in_session`]), else (when even then the
+/// lane has no session) through rmcp with `by_rmcp`; with until when it is fresh. A
+/// server that answers "method not found" lists nothing.
 async fn read_listed<T, F>(
     lister: Lister<'_>,
     method: &str,
@@ -300,25 +301,24 @@ where
     T: DeserializeOwned + Serialize,
     F: Future<Output = Result<Option<MergedList<T>>, ServiceError>>,
 {
-    if let Some(lane) = lister.lane {
-        let read = |()| read_objects(lane, method, key, lister.context);
-        let renew = async {
-            renew_session(lister.peer).await;
-            Ok(())
-        };
-        match lane.in_session((), read, renew).await {
-            Ok(Ok((objects, until))) => {
-                let listed = objects
-                    .into_iter()
-                    .filter_map(|o| view_of(o, key))
-                    .collect();
-                return Ok((listed, until));
-            }
-            // No session for the lane: rmcp's client has one.
-            Ok(Err(_)) => {}
-            Err(Unread::Missing) => return Ok((Vec::new(), None)),
-            Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
+    let lane = lister.lane;
+    let read = |()| read_objects(lane, method, key, lister.context);
+    let renew = async {
+        renew_session(lister.peer).await;
+        Ok(())
+    };
+    match lane.in_session((), read, renew).await {
+        Ok(Ok((objects, until))) => {
+            let listed = objects
+                .into_iter()
+                .filter_map(|o| view_of(o, key))
+                .collect();
+            return Ok((listed, until));
         }
+        // No session for the lane, even a renewed one: rmcp's client has one.
+        Ok(Err(_)) => {}
+        Err(Unread::Missing) => return Ok((Vec::new(), None)),
+        Err(Unread::Failed(reason)) => return Err(ListFailed(reason)),
     }
     let (items, until) = fresh(by_rmcp().await?);
     Ok((items.into_iter().map(Listed::of_view).collect(), until))

@@ -262,7 +262,7 @@ impl Upstream {
         // The supervisor waits on this: an upstream that never answers must not hold it.
         let lister = offer::Lister {
             peer: &live.peer,
-            lane: live.lane.as_ref(),
+            lane: &live.lane,
             context: live.stateless.as_ref(),
         };
         let read = live.offer.refreshed(lister, refresh);

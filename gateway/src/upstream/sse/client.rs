@@ -4,12 +4,16 @@
 //! [`connect`] opens the event stream with a `GET`, waits for the `endpoint` event and
 //! resolves its URL against the stream's URL (it must stay on the same origin, so the
 //! custom headers, often credentials, never leave for another host). After that every
-//! `message` event is a server message, and every client message is `POST`ed to the
-//! endpoint, one at a time and in the order rmcp sent them. The custom headers go on both.
+//! `message` event is a server message, offered to the connection's [`Lane`] before rmcp
+//! (see [`ServerMessages`]), and every client message is `POST`ed to the endpoint as it
+//! was encoded, one at a time and in the order rmcp and the lane sent them ([`Posts`]).
+//! The custom headers go on the `GET` and on every `POST`.
 //!
 //! The transport closes when the stream ends or fails, when a `POST` fails, or when
 //! rmcp closes it; it never reconnects (the gateway's supervisor does).
 
+use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -21,6 +25,9 @@ use rmcp::transport::Transport;
 use sse_stream::SseStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+
+use crate::upstream::lane::{Lane, Outlet};
+use crate::upstream::server_messages::ServerMessages;
 
 /// How long establishing a TCP (and TLS) connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,6 +81,8 @@ pub enum SseClientError {
         status: StatusCode,
         body: String,
     },
+    #[error("cannot encode a message for the SSE endpoint: {0}")]
+    Encode(#[source] serde_json::Error),
     #[error("the SSE transport is closed")]
     Closed,
 }
@@ -91,6 +100,7 @@ impl SseClientError {
             Self::Stream { .. } => "SSE_STREAM_FAILED",
             Self::Post { .. } => "SSE_POST_FAILED",
             Self::PostStatus { .. } => "SSE_POST_STATUS",
+            Self::Encode(_) => "SSE_ENCODE_FAILED",
             Self::Closed => "SSE_CLOSED",
         }
     }
@@ -99,20 +109,30 @@ impl SseClientError {
 /// A connected legacy SSE upstream, as an rmcp `Transport<RoleClient>`.
 pub struct SseClientTransport {
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
-    outgoing: mpsc::Sender<Outgoing>,
+    posts: Posts,
+}
+
+/// The queue of messages to `POST` to the endpoint, shared by rmcp's transport and the
+/// connection's lane, so both are posted in one order.
+#[derive(Clone)]
+pub struct Posts {
+    queue: mpsc::Sender<Outgoing>,
     closed: CancellationToken,
 }
 
-/// A message for the writer, and where to report how its `POST` went.
+/// An encoded message for the poster, and where to report how its `POST` went.
 struct Outgoing {
-    message: ClientJsonRpcMessage,
+    body: Vec<u8>,
     done: oneshot::Sender<Result<(), SseClientError>>,
 }
 
 /// Opens the event stream at `url` with `headers` (sent on the `GET` and on every `POST`)
-/// and waits for the `endpoint` event. Bound the wait with a timeout: a server that never
-/// sends `endpoint` keeps this pending.
-pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport, SseClientError> {
+/// and waits for the `endpoint` event; gives rmcp's transport and the connection's lane.
+/// Bound the wait with a timeout: a server that never sends `endpoint` keeps this pending.
+pub async fn connect(
+    url: &str,
+    headers: HeaderMap,
+) -> Result<(SseClientTransport, Arc<Lane<Posts>>), SseClientError> {
     let url = Url::parse(url).map_err(|error| SseClientError::InvalidUrl {
         reason: error.to_string(),
     })?;
@@ -166,14 +186,22 @@ pub async fn connect(url: &str, headers: HeaderMap) -> Result<SseClientTransport
 
     let closed = CancellationToken::new();
     let (incoming_tx, incoming) = mpsc::channel(QUEUE_CAPACITY);
-    let (outgoing, outgoing_rx) = mpsc::channel(QUEUE_CAPACITY);
-    tokio::spawn(read_events(shown, events, incoming_tx, closed.clone()));
-    tokio::spawn(post_messages(client, endpoint, outgoing_rx, closed.clone()));
-    Ok(SseClientTransport {
-        incoming,
-        outgoing,
-        closed,
-    })
+    let (queue, outgoing) = mpsc::channel(QUEUE_CAPACITY);
+    let posts = Posts {
+        queue,
+        closed: closed.clone(),
+    };
+    let lane = Arc::new(Lane::new(posts.clone()));
+    let sorter = ServerMessages::new(Arc::clone(&lane));
+    tokio::spawn(read_events(
+        shown,
+        events,
+        sorter,
+        incoming_tx,
+        closed.clone(),
+    ));
+    tokio::spawn(post_messages(client, endpoint, outgoing, closed));
+    Ok((SseClientTransport { incoming, posts }, lane))
 }
 
 /// The endpoint URL, relative to the stream's URL, on the stream's origin.
@@ -195,11 +223,12 @@ fn resolve_endpoint(url: &Url, data: &str) -> Result<Url, SseClientError> {
     Ok(endpoint)
 }
 
-/// Forwards `message` events until the stream ends or fails or the transport closes;
-/// then closes the transport.
+/// Hands each `message` event to `sorter` and passes on to rmcp what it leaves, until the
+/// stream ends or fails or the transport closes; then closes the transport and the lane.
 async fn read_events<S>(
     url: String,
     mut events: S,
+    sorter: ServerMessages<Posts>,
     incoming: mpsc::Sender<ServerJsonRpcMessage>,
     closed: CancellationToken,
 ) where
@@ -233,12 +262,8 @@ async fn read_events<S>(
         if data.trim().is_empty() {
             continue;
         }
-        let message = match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
-            Ok(message) => message,
-            Err(error) => {
-                tracing::warn!(%url, %error, "SSE upstream sent a message that is not JSON-RPC; ignored");
-                continue;
-            }
+        let Some(message) = sorter.sort(data.as_bytes()) else {
+            continue;
         };
         tokio::select! {
             biased;
@@ -246,6 +271,7 @@ async fn read_events<S>(
             sent = incoming.send(message) => if sent.is_err() { break },
         }
     }
+    sorter.ended();
     closed.cancel();
 }
 
@@ -257,7 +283,7 @@ async fn post_messages(
     closed: CancellationToken,
 ) {
     loop {
-        let Outgoing { message, done } = tokio::select! {
+        let Outgoing { body, done } = tokio::select! {
             biased;
             _ = closed.cancelled() => break,
             next = outgoing.recv() => match next {
@@ -268,7 +294,7 @@ async fn post_messages(
         let posted = tokio::select! {
             biased;
             _ = closed.cancelled() => Err(SseClientError::Closed),
-            posted = post(&client, &endpoint, &message) => posted,
+            posted = post(&client, &endpoint, body) => posted,
         };
         let failed = posted.is_err();
         if let Err(error) = &posted {
@@ -286,12 +312,13 @@ async fn post_messages(
 async fn post(
     client: &reqwest::Client,
     endpoint: &Url,
-    message: &ClientJsonRpcMessage,
+    body: Vec<u8>,
 ) -> Result<(), SseClientError> {
     let response = client
         .post(endpoint.clone())
         .timeout(POST_TIMEOUT)
-        .json(message)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body)
         .send()
         .await
         .map_err(|source| SseClientError::Post {
@@ -317,20 +344,17 @@ async fn post(
     })
 }
 
-impl Transport<RoleClient> for SseClientTransport {
-    type Error = SseClientError;
-
-    fn send(
-        &mut self,
-        item: ClientJsonRpcMessage,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+impl Posts {
+    /// Queues `body` (one encoded message) to be posted after everything queued before it,
+    /// and gives how its `POST` went.
+    fn post(
+        &self,
+        body: Vec<u8>,
+    ) -> impl Future<Output = Result<(), SseClientError>> + Send + 'static {
         let (done, posted) = oneshot::channel();
         // Queue at once when there is room, so messages are posted in the order of the
         // calls rather than the order their futures are first polled.
-        let waiting = match self.outgoing.try_send(Outgoing {
-            message: item,
-            done,
-        }) {
+        let waiting = match self.queue.try_send(Outgoing { body, done }) {
             Ok(()) => None,
             Err(mpsc::error::TrySendError::Full(outgoing)) => Some(outgoing),
             Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -339,7 +363,7 @@ impl Transport<RoleClient> for SseClientTransport {
                 )));
             }
         };
-        let queue = self.outgoing.clone();
+        let queue = self.queue.clone();
         let closed = self.closed.clone();
         futures::future::Either::Right(async move {
             if let Some(outgoing) = waiting {
@@ -352,20 +376,44 @@ impl Transport<RoleClient> for SseClientTransport {
             posted.await.unwrap_or(Err(SseClientError::Closed))
         })
     }
+}
+
+/// The lane's messages, posted in order with rmcp's.
+impl Outlet for Posts {
+    fn send(&self, message: &[u8]) -> impl Future<Output = io::Result<()>> + Send {
+        let posted = self.post(message.to_vec());
+        async move { posted.await.map_err(io::Error::other) }
+    }
+}
+
+impl Transport<RoleClient> for SseClientTransport {
+    type Error = SseClientError;
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        match serde_json::to_vec(&item) {
+            Ok(body) => futures::future::Either::Left(self.posts.post(body)),
+            Err(error) => futures::future::Either::Right(std::future::ready(Err(
+                SseClientError::Encode(error),
+            ))),
+        }
+    }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
         self.incoming.recv().await
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.closed.cancel();
+        self.posts.closed.cancel();
         Ok(())
     }
 }
 
 impl Drop for SseClientTransport {
     fn drop(&mut self) {
-        self.closed.cancel();
+        self.posts.closed.cancel();
     }
 }
 

@@ -37,7 +37,8 @@ use crate::upstream::lane::Lane;
 pub const MAX_UPSTREAM_MESSAGE: usize = 128 * 1024 * 1024;
 
 /// The transport to a stdio upstream: newline-delimited JSON-RPC over its pipes.
-pub type ChildTransport = LineTransport<ServerLines, LimitedLines<ChildStdout>, ChildStdin>;
+pub type ChildTransport =
+    LineTransport<ServerLines<ChildStdin>, LimitedLines<ChildStdout>, ChildStdin>;
 
 /// Why the gateway closed a connection itself, set once when the upstream broke the
 /// protocol; calls that were in flight report it instead of a bare "connection closed".

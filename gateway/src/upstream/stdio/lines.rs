@@ -1,26 +1,29 @@
-//! What a stdio upstream sends, decoded: the answer to a tool call of the lane's goes
-//! straight to its caller, and a request of a server of 2026-07-28 during the lane's
-//! calls to the lane to relay (see [`crate::upstream::lane`]), as does the server's
-//! cancellation of such a request; everything else is rmcp's.
-//!
-//! A line that is not a JSON-RPC message is skipped, as rmcp and the other SDKs do
-//! (replying to garbage can start an error storm). How long a line may be is the
+//! The transport over a stdio upstream's pipes: its lines sorted by
+//! [`ServerMessages`] (the answers of the lane's calls to their callers, the rest to
+//! rmcp), and its input shared by rmcp and the [`Lane`]. How long a line may be is the
 //! reader's business (see `child::LimitedLines`).
 
 use std::sync::Arc;
 
 use rmcp::RoleClient;
-use rmcp::model::JsonRpcMessage;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::process::ChildStdin;
 
 use crate::lines::{Decoded, LineDecoder, LineTransport, LineWriter};
-use crate::upstream::asked;
 use crate::upstream::lane::Lane;
+use crate::upstream::server_messages::ServerMessages;
+
+/// How a stdio upstream's lines are decoded.
+pub type ServerLines<W> = ServerMessages<LineWriter<W>>;
+
+/// The lane of a stdio upstream whose input is `W`.
+pub type LineLane<W> = Lane<LineWriter<W>>;
 
 /// The transport over an upstream's output (`reader`) and input (`writer`), and the lane
 /// its tool calls take. The reader limits line lengths itself.
-pub fn transport<R, W>(reader: R, writer: W) -> (LineTransport<ServerLines<W>, R, W>, Arc<Lane<W>>)
+pub fn transport<R, W>(
+    reader: R,
+    writer: W,
+) -> (LineTransport<ServerLines<W>, R, W>, Arc<LineLane<W>>)
 where
     R: AsyncRead + Send + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
@@ -28,7 +31,7 @@ where
     let writer = LineWriter::new(writer);
     let lane = Arc::new(Lane::new(writer.clone()));
     let lines = LineTransport::new(
-        ServerLines::new(Arc::clone(&lane)),
+        ServerMessages::new(Arc::clone(&lane)),
         reader,
         writer,
         usize::MAX,
@@ -36,51 +39,18 @@ where
     (lines, lane)
 }
 
-/// The decoder of an upstream's lines.
-pub struct ServerLines<W = ChildStdin> {
-    lane: Arc<Lane<W>>,
-}
-
-impl<W> ServerLines<W> {
-    pub fn new(lane: Arc<Lane<W>>) -> Self {
-        Self { lane }
-    }
-}
-
 impl<W: AsyncWrite + Send + Unpin + 'static> LineDecoder for ServerLines<W> {
     type Role = RoleClient;
 
     fn decode(&self, line: &[u8]) -> Decoded<RoleClient> {
-        if self.lane.deliver(line) {
-            return Decoded::Skip;
-        }
-        match serde_json::from_slice(line) {
-            Ok(JsonRpcMessage::Request(request)) => match self.lane.ask_client(request) {
-                Some(request) => Decoded::Message(JsonRpcMessage::Request(request)),
-                None => Decoded::Skip,
-            },
-            // Not for rmcp, which would take it for the end of a subscription of its own.
-            Ok(message) if asked::withdrawn(&message).is_some_and(|id| self.lane.withdraw(id)) => {
-                Decoded::Skip
-            }
-            Ok(message) => Decoded::Message(message),
-            Err(error) => {
-                tracing::debug!("skipping an upstream line that is not JSON-RPC: {error}");
-                Decoded::Skip
-            }
+        match self.sort(line) {
+            Some(message) => Decoded::Message(message),
+            None => Decoded::Skip,
         }
     }
 
     fn ended(&self) {
-        self.lane.close();
-    }
-}
-
-/// The service loop ended (the gateway closed the connection, say) without the output
-/// ending first.
-impl<W> Drop for ServerLines<W> {
-    fn drop(&mut self) {
-        self.lane.close();
+        ServerMessages::ended(self);
     }
 }
 
@@ -104,7 +74,7 @@ mod tests {
     type Lines = LineTransport<ServerLines<Pipe>, Pipe, Pipe>;
 
     /// The transport and lane over pipes: the upstream's output, and its input by lines.
-    fn transport() -> (Lines, Arc<Lane<Pipe>>, Pipe, BufReader<Pipe>) {
+    fn transport() -> (Lines, Arc<LineLane<Pipe>>, Pipe, BufReader<Pipe>) {
         let (ours_in, theirs_out) = tokio::io::duplex(1 << 16);
         let (ours_out, theirs_in) = tokio::io::duplex(1 << 16);
         let (lines, lane) = super::transport(ours_in, ours_out);
@@ -132,7 +102,10 @@ mod tests {
     type Ended = (Vec<f64>, Option<CallAnswer>);
 
     /// A `get` call on the lane, running until its answer, once its request is written.
-    async fn call(lane: &Arc<Lane<Pipe>>, input: &mut BufReader<Pipe>) -> (JoinHandle<Ended>, i64) {
+    async fn call(
+        lane: &Arc<LineLane<Pipe>>,
+        input: &mut BufReader<Pipe>,
+    ) -> (JoinHandle<Ended>, i64) {
         let mut call = Call::start(lane).unwrap();
         let id = number(call.id());
         let running = tokio::spawn(async move {

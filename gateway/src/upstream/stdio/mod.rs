@@ -37,7 +37,7 @@ impl Kind for Stdio<'_> {
         })?;
         Ok(Opened {
             service: opening.serve(transport).await?,
-            lane: Some(CallLane::Stdio(lane)),
+            lane: CallLane::Stdio(lane),
             group: Some(group),
         })
     }

@@ -91,7 +91,7 @@ impl Kind for StreamableHttp<'_> {
         }
         Ok(Opened {
             service: service.map_err(|error| start_failed(error, self.url))?,
-            lane: Some(CallLane::Http(Arc::new(lane))),
+            lane: CallLane::Http(Arc::new(lane)),
             group: None,
         })
     }
