@@ -6,9 +6,13 @@
 //! calls, run_code's bound calls and the console's own "try it" — exactly as the session
 //! log does. It keeps the last [`KEPT_CALLS`] finished calls (older ones are in the
 //! session logs) and counts calls per session in the session's own state.
+//!
+//! Only the console reads it, so it records nothing until a console is served
+//! ([`Activity::start_recording`]): over stdio, or on a listener without the console, the
+//! calls' path does not pay for a page nobody can open.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -75,6 +79,8 @@ pub struct CallRecord {
 /// trees of values), because every call makes one and, a thousand calls later, frees it.
 #[derive(Default)]
 pub struct Activity {
+    /// Set once a console serves what is recorded.
+    recording: AtomicBool,
     next_seq: AtomicU64,
     /// Calls in flight, by the address of their invocation (stable for the whole call:
     /// the pipeline borrows it from `call_started` to `result`).
@@ -119,6 +125,11 @@ impl Activity {
         self.latest.subscribe()
     }
 
+    /// Records the calls from now on: a console serves them.
+    pub fn start_recording(&self) {
+        self.recording.store(true, Ordering::Relaxed);
+    }
+
     fn key(invocation: &Invocation) -> usize {
         std::ptr::from_ref(invocation) as usize
     }
@@ -126,6 +137,9 @@ impl Activity {
 
 impl ResultObserver for Activity {
     fn call_started(&self, invocation: &Invocation) {
+        if !self.recording.load(Ordering::Relaxed) {
+            return;
+        }
         invocation
             .session
             .with_state(|count: &mut CallCount| count.0 += 1);
@@ -160,6 +174,9 @@ impl ResultObserver for Activity {
     }
 
     fn step(&self, invocation: &Invocation, step: &Step<'_>) {
+        if !self.recording.load(Ordering::Relaxed) {
+            return;
+        }
         let mut in_flight = lock(&self.in_flight);
         let Some(InFlight { record, steps }) = in_flight.get_mut(&Self::key(invocation)) else {
             return;
@@ -181,6 +198,9 @@ impl ResultObserver for Activity {
     }
 
     fn result(&self, invocation: &Invocation, error: Option<&ToolError>, result: &ToolResult) {
+        if !self.recording.load(Ordering::Relaxed) {
+            return;
+        }
         let Some(InFlight {
             mut record,
             mut steps,
@@ -373,6 +393,11 @@ mod tests {
             Opening::own(None, Transport::Cli),
         ));
         let activity = Activity::default();
+        let unseen = invocation(&session, "mcp__kv__get");
+        activity.call_started(&unseen);
+        activity.result(&unseen, None, &ToolResult::success(vec![Block::text("v")]));
+        assert!(activity.since(0, 10).is_empty(), "no console serves it yet");
+        activity.start_recording();
 
         let first = invocation(&session, "mcp__kv__get");
         activity.call_started(&first);

@@ -50,8 +50,10 @@ pub struct UiState {
 }
 
 /// The console's routes, to merge into the listener's router (inside its guard). Starts
-/// the metrics sampler, which ends with the gateway.
+/// the metrics sampler, which ends with the gateway, and the recording of calls for the
+/// Activity page.
 pub fn router(gateway: Arc<Gateway>, guard: Arc<SecurityGuard>) -> Router {
+    gateway.activity().start_recording();
     let history = MetricsHistory::start(&gateway);
     let state = UiState {
         gateway,
