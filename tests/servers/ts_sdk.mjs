@@ -1,34 +1,48 @@
 #!/usr/bin/env node
 // An MCP server written on the official TypeScript SDK (npm @modelcontextprotocol/sdk,
-// pinned in tests/peers), served over streamable HTTP at http://127.0.0.1:PORT/mcp, that
-// speaks both revisions as servers built on today's SDKs do, for the tests that check what
-// such a server does reaches a client of either revision behind the gateway
-// (tests/tests/dual_revision.rs, scripts/conformance).
+// pinned in tests/peers) that speaks both revisions as servers built on today's SDKs do,
+// for the tests that check what such a server does reaches a client of either revision
+// behind the gateway (tests/tests/dual_revision.rs, scripts/conformance). Served over
+// streamable HTTP at http://127.0.0.1:PORT/mcp, or over stdio with the SDK's own stdio
+// server transport; both modes share its tools, resources and prompts.
 //
 // Usage: node ts_sdk.mjs PORT
+//        node ts_sdk.mjs --stdio
 //
-// 2025-11-25 and earlier: sessions opened by `initialize`, as the SDK serves them (each
-// with its own Server and transport, and an in-memory event store so streams resume).
-// 2026-07-28: a request whose MCP-Protocol-Version header says so carries its own
-// context and needs no session. `server/discover` names both revisions;
-// `subscriptions/listen` opens a stream of the changes asked for; `resources/subscribe`
-// and `resources/unsubscribe` are refused as removed stateful RPCs; every other request is
-// served by a Server of its own on a stateless transport. Its tools still ask their
-// client by request on the call's stream (`sampling/createMessage`,
-// `elicitation/create`), as the SDK's tools do at every revision.
+// The SDK (1.32.2) knows no revision after 2025-11-25: it has no `server/discover`, reads
+// no revision from a request's `_meta`, and has no `subscriptions/listen`. What 2026-07-28
+// needs beyond it is added here by hand, in both modes alike: `server/discover` names both
+// revisions; `subscriptions/listen` acknowledges the changes asked for and carries them,
+// marked with its id, until the client closes it (HTTP) or cancels it (stdio);
+// `resources/subscribe` and `resources/unsubscribe` are refused as removed stateful RPCs;
+// results say `resultType: "complete"`. Its tools still ask their client by request
+// (`sampling/createMessage`, `elicitation/create`), as the SDK's tools do at every
+// revision: over HTTP on the call's stream, over stdio on the one pipe.
+//
+// Over HTTP, 2025-11-25 and earlier: sessions opened by `initialize`, as the SDK serves
+// them (each with its own Server and transport, and an in-memory event store so streams
+// resume). 2026-07-28: a request whose MCP-Protocol-Version header says so carries its
+// own context, needs no session, and is served by a Server of its own on a stateless
+// transport.
+//
+// Over stdio, one Server on the SDK's stdio transport serves its one client at either
+// revision: a client of 2025 opens its session with `initialize`; a request whose `_meta`
+// names 2026-07-28 is served on its own, which the SDK allows (it asks for no
+// `initialize` before other requests).
 //
 // Its tools, resources and prompts are those the conformance suite's server scenarios
 // call. The tool `touch_watched` says `test://watched-resource` changed: to the sessions
 // that subscribed to it (2025) and to the listen streams that asked for it (2026).
 // `test_withdrawn_sampling` {prompt, after_ms} asks the client's model and, with no answer
-// within `after_ms`, withdraws the question (`notifications/cancelled`, on the call's
-// stream) and returns "withdrawn"; `test_late_answers` lists, as JSON, the ids of the
-// withdrawn questions of 2026-07-28 requests that were answered all the same.
+// within `after_ms`, withdraws the question (`notifications/cancelled`) and returns
+// "withdrawn"; `test_late_answers` lists, as JSON, the ids of the withdrawn questions that
+// were answered all the same (over HTTP, those of 2026-07-28 requests).
 
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 const sdk = new URL('../peers/node_modules/@modelcontextprotocol/sdk/dist/esm/', import.meta.url);
 const { Server } = await import(new URL('server/index.js', sdk));
+const { StdioServerTransport } = await import(new URL('server/stdio.js', sdk));
 const { StreamableHTTPServerTransport } = await import(new URL('server/streamableHttp.js', sdk));
 const {
   CallToolRequestSchema,
@@ -65,11 +79,13 @@ const EMPTY = { type: 'object', properties: {} };
 const text = (value) => ({ content: [{ type: 'text', text: value }] });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// Sessions of 2025 (id -> { server, transport }), and which of them subscribed to what.
-const sessions = new Map();
-const subscribed = new Map();
-// Open 2026 listen streams: { response, uris }.
-const listeners = new Set();
+// Who hears of resource updates: each session of 2025 (the URIs it subscribed to) and each
+// open 2026 listen stream (the URIs it asked for), as { uris: Set, updated(uri) }.
+const watchers = new Set();
+// The questions tools withdrew (by the id they went out under), and those of them that
+// were answered all the same.
+const withdrawn = new Set();
+const late = [];
 // Events of every stream, for resumption (Last-Event-ID).
 const events = new Map();
 const eventStore = {
@@ -233,14 +249,8 @@ const TOOLS = {
     }),
   json_schema_2020_12_tool: async (args) => text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`),
   touch_watched: async () => {
-    for (const [sessionId, uris] of subscribed) {
-      if (uris.has(WATCHED)) await sessions.get(sessionId)?.server.sendResourceUpdated({ uri: WATCHED });
-    }
-    for (const listener of listeners) {
-      if (listener.uris.includes(WATCHED)) {
-        const params = { uri: WATCHED, _meta: listener._meta };
-        event(listener.response, { jsonrpc: '2.0', method: 'notifications/resources/updated', params });
-      }
+    for (const watcher of watchers) {
+      if (watcher.uris.has(WATCHED)) await watcher.updated(WATCHED);
     }
     return text('touched');
   },
@@ -307,9 +317,13 @@ const PROMPTS = {
   },
 };
 
-// A Server with every handler; `sessionOf()` names its 2025 session, if it has one.
-function newServer(sessionOf) {
+// A Server with every handler, and, when it `servesSession` of 2025, that session's watcher
+// (for its caller to add to `watchers` while the session lasts). Requests of 2026-07-28, and
+// every request to a Server without a session, are refused `resources/subscribe` and
+// `resources/unsubscribe`.
+function newServer({ servesSession = false } = {}) {
   const server = new Server(INFO, { capabilities: CAPABILITIES });
+  const session = servesSession ? { uris: new Set(), updated: (uri) => server.sendResourceUpdated({ uri }) } : undefined;
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: Object.keys(TOOLS).map((name) => ({ name, description: name, inputSchema: SCHEMAS[name] ?? EMPTY })),
   }));
@@ -346,13 +360,11 @@ function newServer(sessionOf) {
     return { contents: [{ uri, ...content }] };
   });
   server.setRequestHandler(SubscribeRequestSchema, async (request) => {
-    const sessionId = sessionOf();
-    if (!subscribed.has(sessionId)) subscribed.set(sessionId, new Set());
-    subscribed.get(sessionId).add(request.params.uri);
+    subscriptionsOf(session, request).add(request.params.uri);
     return {};
   });
   server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
-    subscribed.get(sessionOf())?.delete(request.params.uri);
+    subscriptionsOf(session, request).delete(request.params.uri);
     return {};
   });
   server.setRequestHandler(ListPromptsRequestSchema, async () => ({
@@ -365,7 +377,46 @@ function newServer(sessionOf) {
   });
   server.setRequestHandler(SetLevelRequestSchema, async () => ({}));
   server.setRequestHandler(CompleteRequestSchema, async () => ({ completion: { values: [], total: 0, hasMore: false } }));
-  return server;
+  return { server, session };
+}
+
+// The URIs `session` subscribed to, for a request of its own; a removed stateful RPC to a
+// request of 2026-07-28.
+function subscriptionsOf(session, request) {
+  if (!session || revisionOf(request) === STATELESS) {
+    const error = new Error(removedStatefulRpc(request.method));
+    error.code = ErrorCode.MethodNotFound;
+    throw error;
+  }
+  return session.uris;
+}
+
+const revisionOf = (request) => request.params?._meta?.['io.modelcontextprotocol/protocolVersion'];
+const removedStatefulRpc = (method) => `${method} is a removed stateful RPC at ${STATELESS}: use subscriptions/listen`;
+
+// The answer to `server/discover`: both revisions.
+const DISCOVERED = {
+  resultType: 'complete',
+  supportedVersions: ['2025-03-26', '2025-06-18', '2025-11-25', STATELESS],
+  capabilities: CAPABILITIES,
+  ttlMs: 0,
+  cacheScope: 'private',
+  _meta: { 'io.modelcontextprotocol/serverInfo': INFO },
+};
+
+// A 2026 `subscriptions/listen` of `notifications` (request `id`), whose notifications
+// `notify(method, params)` sends: acknowledged, then told of updates to the resources it
+// asked for until `closed` resolves.
+async function listen(id, notifications, notify, closed) {
+  const _meta = { 'io.modelcontextprotocol/subscriptionId': id };
+  await notify('notifications/subscriptions/acknowledged', { notifications, _meta });
+  const watcher = {
+    uris: new Set(notifications.resourceSubscriptions ?? []),
+    updated: (uri) => notify('notifications/resources/updated', { uri, _meta }),
+  };
+  watchers.add(watcher);
+  await closed;
+  watchers.delete(watcher);
 }
 
 function event(response, message) {
@@ -377,6 +428,10 @@ function json(response, status, body) {
   response.end(JSON.stringify(body));
 }
 
+// A result as 2026-07-28 words it: `resultType` says it is complete.
+const completed = (message) =>
+  message.result && !message.result.resultType ? { ...message, result: { resultType: 'complete', ...message.result } } : message;
+
 const refusal = (id, code, message) => ({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
 
 // A request of 2026-07-28: its own context, no session.
@@ -384,30 +439,12 @@ async function serveStateless(request, response, body) {
   const id = body?.id;
   switch (body?.method) {
     case 'server/discover':
-      return json(response, 200, {
-        jsonrpc: '2.0',
-        id,
-        result: {
-          resultType: 'complete',
-          supportedVersions: ['2025-03-26', '2025-06-18', '2025-11-25', STATELESS],
-          capabilities: CAPABILITIES,
-          ttlMs: 0,
-          cacheScope: 'private',
-          _meta: { 'io.modelcontextprotocol/serverInfo': INFO },
-        },
-      });
-    case 'resources/subscribe':
-    case 'resources/unsubscribe':
-      return json(response, 200, refusal(id, -32601, `${body.method} is a removed stateful RPC at ${STATELESS}: use subscriptions/listen`));
+      return json(response, 200, { jsonrpc: '2.0', id, result: DISCOVERED });
     case 'subscriptions/listen': {
-      const notifications = body.params?.notifications ?? {};
       response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      const _meta = { 'io.modelcontextprotocol/subscriptionId': id };
-      const listener = { response, uris: notifications.resourceSubscriptions ?? [], _meta };
-      listeners.add(listener);
-      request.on('close', () => listeners.delete(listener));
-      event(response, { jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications, _meta } });
-      return;
+      const notify = async (method, params) => event(response, { jsonrpc: '2.0', method, params });
+      const closed = new Promise((resolve) => request.on('close', resolve));
+      return listen(id, body.params?.notifications ?? {}, notify, closed);
     }
   }
   if (body && !body.method && withdrawn.has(body.id)) {
@@ -426,7 +463,7 @@ async function serveStateless(request, response, body) {
   // The SDK knows no revision after 2025-11-25: its transport is told the one whose wire it shares.
   const at = request.rawHeaders.findIndex((name, i) => i % 2 === 0 && name.toLowerCase() === 'mcp-protocol-version');
   request.rawHeaders[at + 1] = '2025-11-25';
-  const server = newServer(() => undefined);
+  const { server } = newServer();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   const send = transport.send.bind(transport);
   // This request's questions: the id each went out under, by the Server's own.
@@ -446,10 +483,7 @@ async function serveStateless(request, response, body) {
       withdrawn.add(id);
       return send({ ...message, params: { ...message.params, requestId: id } }, options);
     }
-    if (message.result && !message.result.resultType) {
-      return send({ ...message, result: { resultType: 'complete', ...message.result } }, options);
-    }
-    return send(message, options);
+    return send(completed(message), options);
   };
   response.on('close', () => {
     transport.close();
@@ -463,14 +497,14 @@ async function serveStateless(request, response, body) {
 // request has a Server and transport of its own, and the answer comes in a request of its own.
 const asked = new Map();
 let questions = 0;
-// The questions withdrawn, and those of them answered all the same.
-const withdrawn = new Set();
-const late = [];
+
+// Sessions of 2025 over HTTP: their transports by id.
+const sessions = new Map();
 
 async function serveSession(request, response, body) {
   const sessionId = request.headers['mcp-session-id'];
   const known = sessionId && sessions.get(sessionId);
-  if (known) return known.transport.handleRequest(request, response, body);
+  if (known) return known.handleRequest(request, response, body);
   if (sessionId) return json(response, 404, refusal(body?.id, -32001, 'Session not found'));
   if (request.method !== 'POST' || body?.method !== 'initialize') {
     return json(response, 400, refusal(body?.id, -32000, 'Bad Request: no session'));
@@ -479,12 +513,15 @@ async function serveSession(request, response, body) {
     sessionIdGenerator: () => randomUUID(),
     eventStore,
     retryInterval: 500,
-    onsessioninitialized: (id) => sessions.set(id, { server, transport }),
+    onsessioninitialized: (id) => {
+      sessions.set(id, transport);
+      watchers.add(session);
+    },
   });
-  const server = newServer(() => transport.sessionId);
+  const { server, session } = newServer({ servesSession: true });
   transport.onclose = () => {
     sessions.delete(transport.sessionId);
-    subscribed.delete(transport.sessionId);
+    watchers.delete(session);
   };
   await server.connect(transport);
   await transport.handleRequest(request, response, body);
@@ -505,28 +542,78 @@ function readBody(request) {
   });
 }
 
+// Over stdio: one Server on the SDK's stdio transport, for its one client at either
+// revision; `server/discover` and `subscriptions/listen` answered by hand, the results of
+// requests of 2026-07-28 marked complete, and answers to withdrawn questions noted.
+async function serveStdio() {
+  const { server, session } = newServer({ servesSession: true });
+  watchers.add(session);
+  server.fallbackRequestHandler = async (request, extra) => {
+    switch (request.method) {
+      case 'server/discover':
+        return DISCOVERED;
+      case 'subscriptions/listen': {
+        const notify = (method, params) => extra.sendNotification({ method, params });
+        const closed = new Promise((resolve) => extra.signal.addEventListener('abort', resolve, { once: true }));
+        await listen(request.id, request.params?.notifications ?? {}, notify, closed);
+        return {};
+      }
+    }
+    const error = new Error('Method not found');
+    error.code = ErrorCode.MethodNotFound;
+    throw error;
+  };
+  const transport = new StdioServerTransport();
+  await server.connect(transport);
+  // The ids of the client's requests of 2026-07-28 not answered yet.
+  const stateless = new Set();
+  const receive = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    if (message.method && message.id !== undefined && revisionOf(message) === STATELESS) stateless.add(message.id);
+    if (!message.method && withdrawn.has(message.id)) {
+      // An answer to a question its tool withdrew: noted, and dropped.
+      late.push(message.id);
+      return;
+    }
+    receive(message, extra);
+  };
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    if (message.method === 'notifications/cancelled') withdrawn.add(message.params?.requestId);
+    if (!message.method && stateless.delete(message.id)) return send(completed(message), options);
+    return send(message, options);
+  };
+}
+
+function serveHttp(port) {
+  http
+    .createServer(async (request, response) => {
+      if (new URL(request.url, 'http://localhost').pathname !== '/mcp') return json(response, 404, refusal(null, -32000, 'Not found'));
+      // DNS rebinding: only this machine's names are served.
+      if (![`127.0.0.1:${port}`, `localhost:${port}`].includes(request.headers.host)) {
+        return json(response, 403, refusal(null, -32000, 'Forbidden: foreign Host'));
+      }
+      const body = request.method === 'POST' ? await readBody(request) : undefined;
+      if (body === null) return json(response, 400, refusal(null, -32700, 'Parse error'));
+      try {
+        if (request.headers['mcp-protocol-version'] === STATELESS && !request.headers['mcp-session-id']) {
+          await serveStateless(request, response, body);
+        } else {
+          await serveSession(request, response, body);
+        }
+      } catch (error) {
+        if (!response.headersSent) json(response, 500, refusal(body?.id, -32603, String(error)));
+      }
+    })
+    .listen(port, '127.0.0.1');
+}
+
 const port = Number(process.argv[2]);
-if (!Number.isInteger(port)) {
-  console.error('usage: node ts_sdk.mjs PORT');
+if (process.argv[2] === '--stdio') {
+  await serveStdio();
+} else if (Number.isInteger(port)) {
+  serveHttp(port);
+} else {
+  console.error('usage: node ts_sdk.mjs PORT | node ts_sdk.mjs --stdio');
   process.exit(2);
 }
-http
-  .createServer(async (request, response) => {
-    if (new URL(request.url, 'http://localhost').pathname !== '/mcp') return json(response, 404, refusal(null, -32000, 'Not found'));
-    // DNS rebinding: only this machine's names are served.
-    if (![`127.0.0.1:${port}`, `localhost:${port}`].includes(request.headers.host)) {
-      return json(response, 403, refusal(null, -32000, 'Forbidden: foreign Host'));
-    }
-    const body = request.method === 'POST' ? await readBody(request) : undefined;
-    if (body === null) return json(response, 400, refusal(null, -32700, 'Parse error'));
-    try {
-      if (request.headers['mcp-protocol-version'] === STATELESS && !request.headers['mcp-session-id']) {
-        await serveStateless(request, response, body);
-      } else {
-        await serveSession(request, response, body);
-      }
-    } catch (error) {
-      if (!response.headersSent) json(response, 500, refusal(body?.id, -32603, String(error)));
-    }
-  })
-  .listen(port, '127.0.0.1');

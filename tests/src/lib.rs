@@ -255,6 +255,16 @@ pub fn example_server(name: &str, bin_name: &str) -> String {
     )
 }
 
+/// `[servers.NAME]` for `tests/servers/ts_sdk.mjs` over stdio (`--stdio`), a server of both
+/// revisions written on the official TypeScript SDK, plus `extra` lines.
+pub fn ts_sdk_stdio_server(name: &str, extra: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = {}\nargs = [{}, \"--stdio\"]\n{extra}",
+        toml_str(npm_bin("node").to_string_lossy()),
+        toml_str(repo().join("tests/servers/ts_sdk.mjs").to_string_lossy()),
+    )
+}
+
 /// `[servers.NAME]` for an npm peer over stdio.
 pub fn npm_server(name: &str, bin_name: &str, args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(toml_str).collect();

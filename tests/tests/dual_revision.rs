@@ -1,24 +1,19 @@
 //! A server of both protocol revisions behind the gateway with the default configuration
 //! (`protocol = "auto"`), as servers built on today's SDKs are: tests/servers/ts_sdk.mjs,
-//! written on the official TypeScript SDK, answers `server/discover` (so the gateway
-//! speaks 2026-07-28 to it), yet its tools still ask their client by request on the
-//! call's stream, and it refuses `resources/subscribe` as a removed stateful RPC. What it
-//! does must reach a client of either revision as it would directly: its questions as
-//! requests to a client of 2025-11-25 and in an `InputRequiredResult` to one of
-//! 2026-07-28, and a 2025 client's resource subscription as a `subscriptions/listen` of
-//! that resource.
+//! written on the official TypeScript SDK and served over streamable HTTP or over stdio,
+//! answers `server/discover` (so the gateway speaks 2026-07-28 to it), yet its tools
+//! still ask their client by request (over HTTP on the call's stream), and it refuses
+//! `resources/subscribe` as a removed stateful RPC. What it does must reach a client of
+//! either revision as it would directly: its questions as requests to a client of
+//! 2025-11-25 and in an `InputRequiredResult` to one of 2026-07-28, and a 2025 client's
+//! resource subscription as a `subscriptions/listen` of that resource.
 
 use mcp_gateway_tests::*;
 use serde_json::{Value, json};
 
-/// The suite's server scenarios of 2025-11-25 in which the server asks its client, or is
-/// subscribed to, all pass through the gateway as they pass directly.
-#[test]
-fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway() {
-    let upstream = ListeningServer::ts_sdk();
-    let workspace =
-        Workspace::new(&upstream.server_config("ts", "prefix = \"\"\nrewrite_uris = false\n"));
-    let gateway = workspace.serve_http(&[]);
+/// Asserts the suite's server scenarios of 2025-11-25 in which the server asks its
+/// client, or is subscribed to, all pass at each of `urls`.
+fn assert_the_suites_asking_and_subscribing_scenarios_pass(urls: &[String]) {
     for scenario in [
         "tools-call-sampling",
         "tools-call-elicitation",
@@ -27,13 +22,10 @@ fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway() {
         "resources-subscribe",
         "resources-unsubscribe",
     ] {
-        for url in [
-            format!("http://{}/mcp", upstream.address),
-            gateway.url("/mcp"),
-        ] {
+        for url in urls {
             let output_dir = tempfile::tempdir().unwrap();
             let selection = ["--scenario", scenario, "--spec-version", "2025-11-25"];
-            let output = conformance_server(&url, &selection, output_dir.path());
+            let output = conformance_server(url, &selection, output_dir.path());
             let runs = suite_checks(output_dir.path());
             assert!(
                 !runs.is_empty(),
@@ -55,12 +47,51 @@ fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway() {
     }
 }
 
-/// Asserts a client of either revision, through a gateway serving `config`, is asked
-/// what the tools of `server` ask (`test_sampling`, `test_elicitation`), and gets the
-/// answers' results.
+/// The suite's server scenarios of 2025-11-25 in which the server asks its client, or is
+/// subscribed to, all pass through the gateway as they pass directly.
+#[test]
+fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway() {
+    let upstream = ListeningServer::ts_sdk();
+    let workspace =
+        Workspace::new(&upstream.server_config("ts", "prefix = \"\"\nrewrite_uris = false\n"));
+    let gateway = workspace.serve_http(&[]);
+    assert_the_suites_asking_and_subscribing_scenarios_pass(&[
+        format!("http://{}/mcp", upstream.address),
+        gateway.url("/mcp"),
+    ]);
+}
+
+/// They pass through the gateway in front of the same server over stdio too (the suite
+/// reaches servers only over HTTP: there is no direct run to compare with).
+#[test]
+fn the_suites_asking_and_subscribing_scenarios_pass_through_the_gateway_to_stdio() {
+    let workspace = Workspace::new(&ts_sdk_stdio_server(
+        "ts",
+        "prefix = \"\"\nrewrite_uris = false\n",
+    ));
+    let gateway = workspace.serve_http(&[]);
+    assert_the_suites_asking_and_subscribing_scenarios_pass(&[gateway.url("/mcp")]);
+}
+
+/// Asserts `gateway` found `server` speaks 2026-07-28 (it answered `server/discover`) and
+/// speaks that to it.
+fn assert_spoken_to_at_2026_07_28(gateway: &Gateway, server: &str) {
+    let protocol = || health(gateway)["upstreams"][server]["protocol"].clone();
+    assert!(
+        eventually(PATIENCE, || !protocol().is_null()),
+        "{server} never came up:\n{}",
+        gateway.log_text()
+    );
+    assert_eq!(protocol(), "2026-07-28", "{}", gateway.log_text());
+}
+
+/// Asserts a client of either revision, through a gateway serving `config` (which speaks
+/// 2026-07-28 to `server`), sees the tools of `server`, is asked what they ask
+/// (`test_sampling`, `test_elicitation`), and gets the answers' results.
 fn assert_questions_reach_clients_of_both_revisions(config: &str, server: &str) {
     let workspace = Workspace::new(config);
     let gateway = workspace.serve_http(&[]);
+    assert_spoken_to_at_2026_07_28(&gateway, server);
     for (mode, revision) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         let mut args = gateway.client_args("http", "/mcp");
         args.extend(
@@ -79,6 +110,7 @@ fn assert_questions_reach_clients_of_both_revisions(config: &str, server: &str) 
         let run = python_client(
             &args,
             &json!([
+                {"action": "list_tools"},
                 {"action": "call_tool", "name": format!("mcp__{server}__test_sampling"),
                  "arguments": {"prompt": "What is MCP?"}},
                 {"action": "call_tool", "name": format!("mcp__{server}__test_elicitation"),
@@ -87,7 +119,12 @@ fn assert_questions_reach_clients_of_both_revisions(config: &str, server: &str) 
         );
         assert_eq!(run["ok"], true, "{mode}: {run:#}");
         assert_eq!(run["server"]["protocol_version"], revision, "{run:#}");
-        let texts: Vec<String> = (0..2)
+        let listed = tool_names(action_result(&run, 0));
+        for tool in ["test_sampling", "test_elicitation"] {
+            let tool = format!("mcp__{server}__{tool}");
+            assert!(listed.contains(&tool), "{mode}: {tool} not in {listed:?}");
+        }
+        let texts: Vec<String> = (1..3)
             .map(|i| result_text(action_result(&run, i)))
             .collect();
         assert_eq!(
@@ -125,13 +162,19 @@ fn a_dual_revision_stdio_servers_questions_reach_clients_of_both_revisions() {
     assert_questions_reach_clients_of_both_revisions(&config, "asks");
 }
 
-/// A client of 2025-11-25 subscribes to a resource of the server spoken to at
-/// 2026-07-28, and hears of its update.
+/// The same with tests/servers/ts_sdk.mjs over stdio, the SDK's own stdio transport
+/// under it.
 #[test]
-fn a_2025_clients_subscription_hears_a_server_of_2026_07_28() {
-    let upstream = ListeningServer::ts_sdk();
-    let workspace = Workspace::new(&upstream.server_config("ts", "rewrite_uris = false\n"));
+fn a_dual_revision_ts_sdk_stdio_servers_questions_reach_clients_of_both_revisions() {
+    assert_questions_reach_clients_of_both_revisions(&ts_sdk_stdio_server("ts", ""), "ts");
+}
+
+/// Asserts a client of 2025-11-25, through a gateway serving `config` (server `ts`, spoken
+/// to at 2026-07-28), subscribes to `test://watched-resource` and hears of its update.
+fn assert_a_2025_clients_subscription_hears_the_server(config: &str) {
+    let workspace = Workspace::new(config);
     let gateway = workspace.serve_http(&[]);
+    assert_spoken_to_at_2026_07_28(&gateway, "ts");
     let mut args = gateway.client_args("http", "/mcp");
     args.extend(["--mode".into(), "legacy".into()]);
     let run = python_client(
@@ -156,6 +199,26 @@ fn a_2025_clients_subscription_hears_a_server_of_2026_07_28() {
         Some(&json!("test://watched-resource")),
         "{run:#}"
     );
+}
+
+/// A client of 2025-11-25 subscribes to a resource of the server spoken to at
+/// 2026-07-28 over streamable HTTP, and hears of its update.
+#[test]
+fn a_2025_clients_subscription_hears_a_server_of_2026_07_28() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_a_2025_clients_subscription_hears_the_server(
+        &upstream.server_config("ts", "rewrite_uris = false\n"),
+    );
+}
+
+/// The same over stdio, where the `subscriptions/listen` bridging the subscription is a
+/// request on the server's pipe that stays open.
+#[test]
+fn a_2025_clients_subscription_hears_a_stdio_server_of_2026_07_28() {
+    assert_a_2025_clients_subscription_hears_the_server(&ts_sdk_stdio_server(
+        "ts",
+        "rewrite_uris = false\n",
+    ));
 }
 
 /// Each resource subscription to a server spoken to at 2026-07-28 holds a stream open to
@@ -218,6 +281,13 @@ fn assert_a_withdrawn_question_is_withdrawn_at_the_client(config: &str, server: 
 fn a_question_a_server_of_2026_07_28_withdraws_is_withdrawn_at_the_client() {
     let upstream = ListeningServer::ts_sdk();
     assert_a_withdrawn_question_is_withdrawn_at_the_client(&upstream.server_config("ts", ""), "ts");
+}
+
+/// The same over stdio, with tests/servers/ts_sdk.mjs, whose SDK withdraws a question
+/// that timed out.
+#[test]
+fn a_question_a_ts_sdk_stdio_server_withdraws_is_withdrawn_at_the_client() {
+    assert_a_withdrawn_question_is_withdrawn_at_the_client(&ts_sdk_stdio_server("ts", ""), "ts");
 }
 
 /// The same over stdio.
