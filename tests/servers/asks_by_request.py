@@ -26,8 +26,15 @@ Tools:
                             asks the client's model about `prompt`, and when no answer
                             came within `after_ms` withdraws the question
                             (`notifications/cancelled`) and returns "withdrawn <its id>"
-  test_late_answers         the ids of withdrawn questions that were answered all the same,
-                            as a JSON array
+  test_abandoned_sampling {prompt, after_ms}
+                            asks the client's model about `prompt`, and when no answer
+                            came within `after_ms` returns "abandoned <its id>", leaving the
+                            question open (not withdrawn)
+  test_exit_while_asking {prompt, after_ms}
+                            asks the client's model about `prompt`, and when no answer
+                            came within `after_ms` exits, the question still open
+  test_late_answers         the ids of questions withdrawn or abandoned that were answered
+                            all the same, as a JSON array
 """
 
 from __future__ import annotations
@@ -63,12 +70,28 @@ TOOLS = [
                         "required": ["prompt", "after_ms"]},
     },
     {
+        "name": "test_abandoned_sampling",
+        "description": "Asks the client's model, and returns without waiting for the answer.",
+        "inputSchema": {"type": "object",
+                        "properties": {"prompt": {"type": "string"},
+                                       "after_ms": {"type": "integer"}},
+                        "required": ["prompt", "after_ms"]},
+    },
+    {
+        "name": "test_exit_while_asking",
+        "description": "Asks the client's model, and exits without waiting for the answer.",
+        "inputSchema": {"type": "object",
+                        "properties": {"prompt": {"type": "string"},
+                                       "after_ms": {"type": "integer"}},
+                        "required": ["prompt", "after_ms"]},
+    },
+    {
         "name": "test_late_answers",
         "description": "The withdrawn questions that were answered all the same.",
         "inputSchema": {"type": "object", "properties": {}},
     },
 ]
-# The ids of the questions withdrawn, and of those answered all the same.
+# The ids of the questions withdrawn or abandoned, and of those answered all the same.
 WITHDRAWN: set[str] = set()
 LATE: list[str] = []
 
@@ -114,9 +137,10 @@ class Asker:
         self.next_id = 0
 
     def ask(self, method: str, params: dict[str, Any],
-            timeout: float | None = None) -> dict[str, Any] | str:
+            timeout: float | None = None, withdraw: bool = True) -> dict[str, Any] | str:
         """The answer to `method`, serving what else comes meanwhile; when none came
-        within `timeout` seconds, the question is withdrawn and its id returned."""
+        within `timeout` seconds, the question is given up (and withdrawn, with
+        `withdraw`) and its id returned."""
         self.next_id += 1
         request_id = f"ask-{self.next_id}"
         write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -128,8 +152,9 @@ class Asker:
                 sys.exit(0)
             if message is QUIET:
                 WITHDRAWN.add(request_id)
-                write({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                       "params": {"requestId": request_id, "reason": "no longer needed"}})
+                if withdraw:
+                    write({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": request_id, "reason": "no longer needed"}})
                 return request_id
             if message.get("id") == request_id and "method" not in message:
                 return message
@@ -141,14 +166,18 @@ class Asker:
 def call(name: str, arguments: dict[str, Any], asker: Asker) -> dict[str, Any]:
     if name == "test_late_answers":
         return {"content": [{"type": "text", "text": json.dumps(LATE)}]}
-    if name == "test_withdrawn_sampling":
+    if name in ("test_withdrawn_sampling", "test_abandoned_sampling", "test_exit_while_asking"):
+        withdrawing = name == "test_withdrawn_sampling"
         asked = asker.ask("sampling/createMessage", {
             "messages": [{"role": "user",
                           "content": {"type": "text", "text": arguments.get("prompt", "")}}],
             "maxTokens": 50,
-        }, timeout=arguments.get("after_ms", 0) / 1000)
+        }, timeout=arguments.get("after_ms", 0) / 1000, withdraw=withdrawing)
+        if isinstance(asked, str) and name == "test_exit_while_asking":
+            sys.exit(0)
         if isinstance(asked, str):
-            return {"content": [{"type": "text", "text": f"withdrawn {asked}"}]}
+            given_up = "withdrawn" if withdrawing else "abandoned"
+            return {"content": [{"type": "text", "text": f"{given_up} {asked}"}]}
         return {"content": [{"type": "text", "text": f"answered in time: {json.dumps(asked)}"}],
                 "isError": True}
     if name == "test_sampling":

@@ -34,9 +34,13 @@
 // call. The tool `touch_watched` says `test://watched-resource` changed: to the sessions
 // that subscribed to it (2025) and to the listen streams that asked for it (2026).
 // `test_withdrawn_sampling` {prompt, after_ms} asks the client's model and, with no answer
-// within `after_ms`, withdraws the question (`notifications/cancelled`) and returns
-// "withdrawn"; `test_late_answers` lists, as JSON, the ids of the withdrawn questions that
-// were answered all the same (over HTTP, those of 2026-07-28 requests).
+// within `after_ms`, withdraws the question (`notifications/cancelled`, on the call's
+// stream) and returns "withdrawn"; `test_abandoned_sampling` {prompt, after_ms} asks the
+// same, and after `after_ms` returns "abandoned" without waiting for the answer or
+// withdrawing the question; `test_exit_while_asking` {prompt, after_ms} asks the same, and
+// after `after_ms` the server exits. `test_late_answers` lists, as JSON, the ids of the
+// questions answered all the same after they were withdrawn or (over HTTP, for requests of
+// 2026-07-28) after their request had ended.
 
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -173,6 +177,19 @@ const TOOLS = {
       return { ...text(`refused: ${error.message}`), isError: true };
     }
   },
+  test_abandoned_sampling: async (args, extra) => {
+    const params = { messages: [{ role: 'user', content: { type: 'text', text: args.prompt } }], maxTokens: 100 };
+    // Neither awaited nor withdrawn: the call ends with the question open.
+    extra.sendRequest({ method: 'sampling/createMessage', params }, CreateMessageResultSchema).catch(() => {});
+    await sleep(args.after_ms);
+    return text('abandoned');
+  },
+  test_exit_while_asking: async (args, extra) => {
+    const params = { messages: [{ role: 'user', content: { type: 'text', text: args.prompt } }], maxTokens: 100 };
+    extra.sendRequest({ method: 'sampling/createMessage', params }, CreateMessageResultSchema).catch(() => {});
+    await sleep(args.after_ms);
+    process.exit(0);
+  },
   test_late_answers: async () => text(JSON.stringify(late)),
   test_elicitation: async (args, extra) =>
     elicited(extra, {
@@ -260,6 +277,16 @@ const SCHEMAS = {
   test_sampling: { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] },
   test_elicitation: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] },
   test_withdrawn_sampling: {
+    type: 'object',
+    properties: { prompt: { type: 'string' }, after_ms: { type: 'integer' } },
+    required: ['prompt', 'after_ms'],
+  },
+  test_abandoned_sampling: {
+    type: 'object',
+    properties: { prompt: { type: 'string' }, after_ms: { type: 'integer' } },
+    required: ['prompt', 'after_ms'],
+  },
+  test_exit_while_asking: {
     type: 'object',
     properties: { prompt: { type: 'string' }, after_ms: { type: 'integer' } },
     required: ['prompt', 'after_ms'],
@@ -486,6 +513,10 @@ async function serveStateless(request, response, body) {
     return send(completed(message), options);
   };
   response.on('close', () => {
+    // Questions still open when their request ended: any answer to them comes too late.
+    for (const id of renamed.values()) {
+      if (asked.delete(id)) withdrawn.add(id);
+    }
     transport.close();
     server.close();
   });

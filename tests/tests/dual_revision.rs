@@ -150,16 +150,7 @@ fn a_dual_revision_servers_questions_reach_clients_of_both_revisions() {
 /// A client of either revision is asked, as when it calls the server directly.
 #[test]
 fn a_dual_revision_stdio_servers_questions_reach_clients_of_both_revisions() {
-    let config = format!(
-        "[servers.asks]\ncommand = {}\nargs = [{}]\n",
-        toml_str(system_python().to_string_lossy()),
-        toml_str(
-            repo()
-                .join("tests/servers/asks_by_request.py")
-                .to_string_lossy()
-        ),
-    );
-    assert_questions_reach_clients_of_both_revisions(&config, "asks");
+    assert_questions_reach_clients_of_both_revisions(&asks_by_request_config(), "asks");
 }
 
 /// The same with tests/servers/ts_sdk.mjs over stdio, the SDK's own stdio transport
@@ -293,7 +284,13 @@ fn a_question_a_ts_sdk_stdio_server_withdraws_is_withdrawn_at_the_client() {
 /// The same over stdio.
 #[test]
 fn a_question_a_stdio_server_of_2026_07_28_withdraws_is_withdrawn_at_the_client() {
-    let config = format!(
+    assert_a_withdrawn_question_is_withdrawn_at_the_client(&asks_by_request_config(), "asks");
+}
+
+/// A stdio server of 2026-07-28 whose tools ask by request (tests/servers/asks_by_request.py),
+/// as the server `asks`.
+fn asks_by_request_config() -> String {
+    format!(
         "[servers.asks]\ncommand = {}\nargs = [{}]\n",
         toml_str(system_python().to_string_lossy()),
         toml_str(
@@ -301,6 +298,147 @@ fn a_question_a_stdio_server_of_2026_07_28_withdraws_is_withdrawn_at_the_client(
                 .join("tests/servers/asks_by_request.py")
                 .to_string_lossy()
         ),
+    )
+}
+
+/// Asserts that when a tool of `server` (through a gateway serving `config`, spoken to at
+/// 2026-07-28) asks the client's model and then returns without waiting for the answer
+/// or withdrawing the question, the client is told the question is withdrawn (its
+/// sampling request is cancelled), and no answer goes back to the server.
+fn assert_a_question_its_call_outlives_is_withdrawn_at_the_client(config: &str, server: &str) {
+    let workspace = Workspace::new(config);
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    // The client's model takes longer than the tool waits.
+    args.extend(["--sample", "too late", "--sample-delay-ms", "1000"].map(String::from));
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "call_tool", "name": format!("mcp__{server}__test_abandoned_sampling"),
+             "arguments": {"prompt": "What is MCP?", "after_ms": 300}},
+            // Past the time the client would have answered.
+            {"action": "sleep", "ms": 1500},
+            {"action": "call_tool", "name": format!("mcp__{server}__test_late_answers")},
+        ]),
     );
-    assert_a_withdrawn_question_is_withdrawn_at_the_client(&config, "asks");
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert!(
+        result_text(action_result(&run, 0)).starts_with("abandoned"),
+        "{run:#}"
+    );
+    assert_eq!(run["samplings"][0]["cancelled"], true, "{run:#}");
+    assert_eq!(result_text(action_result(&run, 2)), "[]", "{run:#}");
+}
+
+/// Over streamable HTTP: the call's stream ends with its answer, the question still open.
+#[test]
+fn a_question_still_open_when_its_call_ends_is_withdrawn_at_the_client() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_a_question_its_call_outlives_is_withdrawn_at_the_client(
+        &upstream.server_config("ts", ""),
+        "ts",
+    );
+}
+
+/// Over stdio, where it is withdrawn once no call is in flight on the connection.
+#[test]
+fn a_question_still_open_when_a_stdio_call_ends_is_withdrawn_at_the_client() {
+    assert_a_question_its_call_outlives_is_withdrawn_at_the_client(
+        &asks_by_request_config(),
+        "asks",
+    );
+}
+
+/// Asserts that when the server `server` (through a gateway serving `config`, spoken to
+/// at 2026-07-28) goes away while its tool asks the client's model, the client is told
+/// the question is withdrawn (its sampling request is cancelled), and its call fails.
+fn assert_a_question_open_when_the_server_goes_is_withdrawn_at_the_client(
+    config: &str,
+    server: &str,
+) {
+    let workspace = Workspace::new(config);
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--sample", "too late", "--sample-delay-ms", "1000"].map(String::from));
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "call_tool", "name": format!("mcp__{server}__test_exit_while_asking"),
+             "arguments": {"prompt": "What is MCP?", "after_ms": 300}},
+            {"action": "sleep", "ms": 1500},
+        ]),
+    );
+    let call = &run["results"][0];
+    let failed = call["ok"] == false || call["result"]["isError"] == true;
+    assert!(failed, "the call outlived its server: {run:#}");
+    assert_eq!(run["samplings"][0]["cancelled"], true, "{run:#}");
+}
+
+/// Over streamable HTTP.
+#[test]
+fn a_question_open_when_its_server_goes_is_withdrawn_at_the_client() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_a_question_open_when_the_server_goes_is_withdrawn_at_the_client(
+        &upstream.server_config("ts", ""),
+        "ts",
+    );
+}
+
+/// Over stdio, where the connection closes with the child's output.
+#[test]
+fn a_question_open_when_its_stdio_server_exits_is_withdrawn_at_the_client() {
+    assert_a_question_open_when_the_server_goes_is_withdrawn_at_the_client(
+        &asks_by_request_config(),
+        "asks",
+    );
+}
+
+/// Asserts that when a tool of `server` (through a gateway serving `config`, spoken to at
+/// 2026-07-28) asks the client's model and returns at once, its answer right behind the
+/// question, nothing goes back to the server for the question (neither an answer nor a
+/// refusal), and a client that was asked is told the question is withdrawn.
+fn assert_a_question_its_call_ends_right_behind_gets_no_answer(config: &str, server: &str) {
+    let workspace = Workspace::new(config);
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--sample", "too late", "--sample-delay-ms", "300"].map(String::from));
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "call_tool", "name": format!("mcp__{server}__test_abandoned_sampling"),
+             "arguments": {"prompt": "What is MCP?", "after_ms": 0}},
+            // Past the time a request naming a call waits for that call to be entered
+            // (two seconds), and the client's answer after it.
+            {"action": "sleep", "ms": 3000},
+            {"action": "call_tool", "name": format!("mcp__{server}__test_late_answers")},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert!(
+        result_text(action_result(&run, 0)).starts_with("abandoned"),
+        "{run:#}"
+    );
+    let samplings = run["samplings"].as_array().unwrap();
+    assert!(
+        samplings.iter().all(|asked| asked["cancelled"] == true),
+        "{run:#}"
+    );
+    assert_eq!(result_text(action_result(&run, 2)), "[]", "{run:#}");
+}
+
+/// Over streamable HTTP, where the question is relayed from a task of its own, which may
+/// run after the call's answer was read.
+#[test]
+fn a_question_its_call_ends_right_behind_gets_no_answer() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_a_question_its_call_ends_right_behind_gets_no_answer(
+        &upstream.server_config("ts", ""),
+        "ts",
+    );
+}
+
+/// Over stdio.
+#[test]
+fn a_question_a_stdio_call_ends_right_behind_gets_no_answer() {
+    assert_a_question_its_call_ends_right_behind_gets_no_answer(&asks_by_request_config(), "asks");
 }

@@ -308,6 +308,12 @@ impl CallRoutes {
             .cloned()
     }
 
+    /// The caller the upstream request `id` (in flight) serves.
+    pub fn caller_of_call(&self, id: &RequestId) -> Option<Caller> {
+        let calls = self.lock();
+        calls.by_request.get(id).map(|route| route.caller.clone())
+    }
+
     /// The caller an upstream message belongs to: the request whose response stream
     /// carried it, else the one session with calls in flight.
     pub fn caller_of(&self, origin: Option<&InboundStreamOrigin>) -> Result<Caller, Unrelated> {

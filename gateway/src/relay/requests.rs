@@ -96,6 +96,12 @@ impl Kind {
     }
 }
 
+/// The client a request belongs to, when it was related to it before it was handed on
+/// to be relayed (in the request's extensions): the call it came during may be over by
+/// the time it is relayed.
+#[derive(Clone)]
+pub struct Related(pub Caller);
+
 /// Relays `request` from the upstream `server` to the client it belongs to.
 pub async fn relay(
     server: &str,
@@ -107,7 +113,9 @@ pub async fn relay(
     let kind = Kind::of(&request);
     let origin = context.extensions.get::<InboundStreamOrigin>();
     // A ping says nothing about the tool that sent it: no call learns from it.
-    let attributed = if let Some(caller) = whose_roots_were_told(kind, origin, calls, downstream) {
+    let attributed = if let Some(Related(caller)) = context.extensions.get::<Related>() {
+        Ok(caller.clone())
+    } else if let Some(caller) = whose_roots_were_told(kind, origin, calls, downstream) {
         Ok(caller)
     } else if kind == Kind::Ping {
         calls.caller_of(origin)

@@ -10,6 +10,13 @@
 //! watches ([`rmcp::service::RequestContext::ct`]); a cancellation the lane reads for one
 //! of them cancels that token, and the client is told in turn. The entry goes when the
 //! relaying ends, answered or cancelled.
+//!
+//! A request also ends with what it was asked for: once its call ends (the server
+//! answered it, or it was cancelled or failed), the server has nobody left to read the
+//! answer, so the lane withdraws the requests still open then ([`Asked::withdraw_call`];
+//! over stdio, where nothing says which call a request is for, once the lane has no
+//! calls in flight: [`Asked::withdraw_all`]), and every one when the connection ends. The
+//! client is told each time, as when the server withdraws a request itself.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +88,23 @@ impl Asked {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Withdraws the requests that came on the stream of the call `stream`, which ended.
+    pub fn withdraw_call(&self, stream: &RequestId) {
+        for (key, entry) in self.lock().iter() {
+            if key.stream.as_ref() == Some(stream) {
+                entry.cancel.cancel();
+            }
+        }
+    }
+
+    /// Withdraws every request being relayed: the calls they came during, or the
+    /// connection, ended.
+    pub fn withdraw_all(&self) {
+        for entry in self.lock().values() {
+            entry.cancel.cancel();
         }
     }
 
@@ -170,6 +194,22 @@ mod tests {
         // Once it is the only one, it is found from anywhere.
         assert!(asked.withdraw(Some(&id("call-3")), &id("ask-1")));
         assert!(first.cancellation().is_cancelled());
+    }
+
+    #[test]
+    fn a_calls_end_withdraws_its_own_requests_only() {
+        let asked = Arc::new(Asked::default());
+        let first = asked.enter(Some(id("call-1")), id("ask-1"));
+        let second = asked.enter(Some(id("call-1")), id("ask-2"));
+        let other = asked.enter(Some(id("call-2")), id("ask-1"));
+        asked.withdraw_call(&id("call-1"));
+        assert!(first.cancellation().is_cancelled());
+        assert!(second.cancellation().is_cancelled());
+        assert!(!other.cancellation().is_cancelled());
+        asked.withdraw_all();
+        assert!(other.cancellation().is_cancelled());
+        drop((first, second, other));
+        assert!(asked.lock().is_empty(), "nothing left once relaying ends");
     }
 
     #[test]

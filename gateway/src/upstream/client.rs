@@ -30,7 +30,7 @@ use rmcp::{ClientHandler, ErrorData, Peer, RoleClient};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::relay::{self, CallRoutes, Downstream};
+use crate::relay::{self, CallRoutes, Caller, Downstream};
 
 /// Something an upstream told us that changes what the gateway offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,26 +106,42 @@ impl StreamRequests {
         Self { handler, peer }
     }
 
-    /// The answer to `request`, which came on the stream of the lane's call `call`, or
-    /// during the lane's calls on a transport that does not tell which (`None`); no
-    /// answer once `withdrawn` is cancelled (the server withdrew the request, which the
-    /// client is then told of too), as the server expects none.
+    /// The lane's call `call`, on whose stream a request just came, with its client as
+    /// the call's route names it now: the relaying runs later, when the call may be over.
+    pub fn during(&self, call: &RequestId) -> During {
+        During {
+            call: call.clone(),
+            caller: self.handler.calls.caller_of_call(call),
+        }
+    }
+
+    /// The answer to `request`, which came on the stream of a call of the lane's
+    /// (`during`), or during the lane's calls on a transport that does not tell which
+    /// (`None`); no answer once `withdrawn` is cancelled (the server withdrew the
+    /// request, or its call ended: the client is then told too), as the server expects
+    /// none.
     pub async fn answer(
         &self,
-        call: Option<&RequestId>,
+        during: Option<During>,
         request: JsonRpcRequest<ServerRequest>,
         withdrawn: CancellationToken,
     ) -> Option<ClientJsonRpcMessage> {
+        // Withdrawn before its relaying began (its call ended at once): nobody asks.
+        if withdrawn.is_cancelled() {
+            return None;
+        }
         let JsonRpcRequest {
             id, mut request, ..
         } = request;
         let mut context = RequestContext::new(id.clone(), self.peer.clone());
         context.ct = withdrawn.clone();
         std::mem::swap(&mut context.meta, request.get_meta_mut());
-        if let Some(call) = call {
-            context
-                .extensions
-                .insert(InboundStreamOrigin::OutboundRequest(call.clone()));
+        if let Some(During { call, caller }) = during {
+            let extensions = &mut context.extensions;
+            extensions.insert(InboundStreamOrigin::OutboundRequest(call));
+            if let Some(caller) = caller {
+                extensions.insert(relay::requests::Related(caller));
+            }
         }
         let answered = Service::handle_request(&self.handler, request, context).await;
         if withdrawn.is_cancelled() {
@@ -136,6 +152,14 @@ impl StreamRequests {
             Err(error) => ClientJsonRpcMessage::error(error, Some(id)),
         })
     }
+}
+
+/// The call of the lane's on whose stream a request came, and its client, looked up as
+/// the request was read ([`StreamRequests::during`]).
+pub struct During {
+    call: RequestId,
+    /// `None` when the call has no route (a call of the gateway's own).
+    caller: Option<Caller>,
 }
 
 /// The client's answer was not the kind the request asks for.

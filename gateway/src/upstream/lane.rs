@@ -32,7 +32,10 @@
 //! request relayed itself ([`Lane::ask_client`]) and writes the answer back, unless the
 //! server withdraws the request first ([`Lane::withdraw`]: the client is told, and no
 //! answer is written). Nothing on a stdio stream says which call a request is for: the
-//! relay finds its client as for a server of 2025 (see [`crate::relay::calls`]).
+//! relay finds its client as for a server of 2025 (see [`crate::relay::calls`]), and
+//! the requests still open when the lane has no calls or requests in flight any more,
+//! or when the connection ends, are withdrawn the same way: nothing is left to want
+//! their answers.
 
 use std::collections::HashMap;
 use std::io;
@@ -150,7 +153,7 @@ impl<W> Lane<W> {
         };
         if requests
             && let Some((id, answer)) = RawAnswer::read(line)
-            && let Some(waiting) = self.lock().requests.remove(&id)
+            && let Some(waiting) = self.settle(|pending| pending.requests.remove(&id))
         {
             let _ = waiting.send(answer);
             return true;
@@ -184,7 +187,7 @@ impl<W> Lane<W> {
 
     /// Hands the call `id` its answer, decoded only when the call is one of the lane's.
     fn answer(&self, id: &RequestId, answer: impl FnOnce() -> CallAnswer) -> bool {
-        let Some(waiting) = self.lock().calls.remove(id) else {
+        let Some(waiting) = self.settle(|pending| pending.calls.remove(id)) else {
             return false;
         };
         // The caller may have stopped waiting (cancelled, say): then the answer is dropped.
@@ -198,12 +201,28 @@ impl<W> Lane<W> {
         self.asked.withdraw(None, id)
     }
 
-    /// The connection ended: calls still waiting learn it at once, and new ones fail.
+    /// The connection ended: calls still waiting learn it at once, new ones fail, and
+    /// the server's requests still being relayed are withdrawn.
     pub fn close(&self) {
         let mut pending = self.lock();
         pending.closed = true;
         pending.calls.clear();
         pending.requests.clear();
+        self.asked.withdraw_all();
+    }
+
+    /// Takes a call or request out of those in flight with `change`; when none is left,
+    /// the server's requests still being relayed are withdrawn, since they belonged to
+    /// those calls ([`Self::ask_client`]). Under the same lock as `ask_client`'s check, so
+    /// a request entered for a call that starts meanwhile is not withdrawn with them.
+    fn settle<T>(&self, change: impl FnOnce(&mut Pending) -> T) -> T {
+        let mut pending = self.lock();
+        let changed = change(&mut pending);
+        let idle = pending.calls.is_empty() && pending.requests.is_empty();
+        if idle && self.requests.get().is_some() {
+            self.asked.withdraw_all();
+        }
+        changed
     }
 
     fn lock(&self) -> MutexGuard<'_, Pending> {
@@ -293,15 +312,16 @@ impl<W: Outlet> Lane<W> {
         let Some(requests) = self.requests.get() else {
             return Some(request);
         };
-        {
+        let asking = {
             let pending = self.lock();
             if pending.calls.is_empty() && pending.requests.is_empty() {
                 return Some(request);
             }
-        }
+            // Entered under the lock, so that the last call's end withdraws it.
+            self.asked.enter(None, request.id.clone())
+        };
         let requests = Arc::clone(requests);
         let writer = self.writer.clone();
-        let asking = self.asked.enter(None, request.id.clone());
         // The relay waits for the client; the upstream's output is read on meanwhile.
         tokio::spawn(async move {
             let withdrawn = asking.cancellation();
@@ -349,7 +369,7 @@ struct Forget<'a, W> {
 
 impl<W> Drop for Forget<'_, W> {
     fn drop(&mut self) {
-        self.lane.lock().requests.remove(self.id);
+        self.lane.settle(|pending| pending.requests.remove(self.id));
     }
 }
 
@@ -541,7 +561,7 @@ impl<W: Outlet> Call<W> {
 
 impl<W> Drop for Call<W> {
     fn drop(&mut self) {
-        self.lane.lock().calls.remove(&self.id);
+        self.lane.settle(|pending| pending.calls.remove(&self.id));
     }
 }
 

@@ -22,6 +22,9 @@
 //! itself ([`StreamRequests`]), in a task of its own while it reads on, and posts the
 //! answer back; unless the server withdraws the request first (`notifications/cancelled`,
 //! on the call's stream or any other): then the client is told, and no answer is posted.
+//! The call's client is looked up as the request is read, while the call is surely in
+//! flight. A request still open when its call ends (answered, failed or cancelled) is
+//! withdrawn the same way, as are all of them when the connection ends.
 //!
 //! Everything else stays rmcp's: `initialize`, the standalone GET stream, every other
 //! request. The lane learns the session from rmcp's own `notifications/initialized`
@@ -296,6 +299,11 @@ impl HttpLane {
         F: Future<Output = ()>,
     {
         let session = self.session.get().ok_or(Unanswered::NoSession)?;
+        // However the exchange ends, what the server asked on its stream is withdrawn.
+        let _asked = self.requests.get().map(|_| WithdrawOnEnd {
+            asked: &self.asked,
+            call: id,
+        });
         let headers = session.headers_for(|| wire::routing::headers(&request, input_schema));
         let message = ClientJsonRpcMessage::request(request, id.clone());
         let posted = self
@@ -396,8 +404,9 @@ impl HttpLane {
     /// Hands on what the upstream sent on the stream of call `id` that is not the call's
     /// own: a request of a server without a session to [`StreamRequests`], whose answer
     /// is posted back (the upstream waits for it before it goes on) from a task of its
-    /// own, so that the stream is read on meanwhile; that server's cancellation of such a
-    /// request to the relaying it cancels; anything else to rmcp.
+    /// own, so that the stream is read on meanwhile (the call's client is looked up
+    /// before: by the time the task runs, the call may be over); that server's
+    /// cancellation of such a request to the relaying it cancels; anything else to rmcp.
     fn hand_on(&self, id: &RequestId, session: &UpstreamSession, data: &str) {
         let message = match serde_json::from_str::<ServerJsonRpcMessage>(data) {
             Ok(message) => message,
@@ -409,14 +418,14 @@ impl HttpLane {
         match (message, self.requests.get()) {
             (ServerJsonRpcMessage::Request(request), Some(requests)) if session.stateless => {
                 let asking = self.asked.enter(Some(id.clone()), request.id.clone());
+                let during = requests.during(id);
                 let requests = Arc::clone(requests);
                 let client = Arc::clone(&self.client);
                 let to = self.target(session, session.headers_for(Vec::new));
-                let call = id.clone();
                 tokio::spawn(async move {
                     let withdrawn = asking.cancellation();
                     // Withdrawn: the server expects no answer.
-                    let Some(answer) = requests.answer(Some(&call), request, withdrawn).await
+                    let Some(answer) = requests.answer(Some(during), request, withdrawn).await
                     else {
                         return;
                     };
@@ -467,6 +476,19 @@ impl HttpLane {
                 tracing::debug!("could not cancel a tool call upstream: {error}");
             }
         });
+    }
+}
+
+/// Withdraws the requests the server asked on the stream of the call `call` when the
+/// call's exchange ends, however it ends: nobody is left to read their answers.
+struct WithdrawOnEnd<'a> {
+    asked: &'a Asked,
+    call: &'a RequestId,
+}
+
+impl Drop for WithdrawOnEnd<'_> {
+    fn drop(&mut self) {
+        self.asked.withdraw_call(self.call);
     }
 }
 
@@ -526,6 +548,14 @@ impl Inbound {
             asked: Arc::clone(&asked),
         };
         (Self { passed, asked }, sender)
+    }
+}
+
+/// rmcp's service loop ended, and the connection with it: the requests still being
+/// relayed are withdrawn.
+impl Drop for Inbound {
+    fn drop(&mut self) {
+        self.asked.withdraw_all();
     }
 }
 
