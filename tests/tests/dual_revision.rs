@@ -238,33 +238,62 @@ fn subscriptions_to_a_server_of_2026_07_28_are_bounded() {
     assert!(refused.contains("at most 256 resources"), "{refused}");
 }
 
-/// Asserts that when a tool of `server` (through a gateway serving `config`, spoken to at
-/// 2026-07-28) asks the client's model and then withdraws the question, the client is
-/// told (its sampling request is cancelled), the call ends as the tool decides, and no
-/// answer goes back to the server for the withdrawn question.
-fn assert_a_withdrawn_question_is_withdrawn_at_the_client(config: &str, server: &str) {
+/// What a client sees when a tool of `server` (through a gateway serving `config`, spoken
+/// to at 2026-07-28) asks the client's model, which answers after `model_ms`: the run of
+/// calling `tool` with `after_ms`, waiting `wait_ms`, and then (`late_answers`) calling
+/// `test_late_answers`, which lists the answers the server got to questions it no longer
+/// waited for.
+fn asking_run(
+    config: &str,
+    server: &str,
+    tool: &str,
+    [after_ms, model_ms, wait_ms]: [u64; 3],
+    late_answers: bool,
+) -> Value {
     let workspace = Workspace::new(config);
     let gateway = workspace.serve_http(&[]);
     let mut args = gateway.client_args("http", "/mcp");
-    // The client's model takes longer than the tool waits.
-    args.extend(["--sample", "too late", "--sample-delay-ms", "1000"].map(String::from));
-    let run = python_client(
-        &args,
-        &json!([
-            {"action": "call_tool", "name": format!("mcp__{server}__test_withdrawn_sampling"),
-             "arguments": {"prompt": "What is MCP?", "after_ms": 300}},
-            // Past the time the client would have answered.
-            {"action": "sleep", "ms": 1500},
-            {"action": "call_tool", "name": format!("mcp__{server}__test_late_answers")},
-        ]),
-    );
+    args.extend(["--sample".into(), "too late".into()]);
+    args.extend(["--sample-delay-ms".into(), model_ms.to_string()]);
+    let mut script = vec![
+        json!({"action": "call_tool", "name": format!("mcp__{server}__{tool}"),
+               "arguments": {"prompt": "What is MCP?", "after_ms": after_ms}}),
+        json!({"action": "sleep", "ms": wait_ms}),
+    ];
+    if late_answers {
+        script.push(
+            json!({"action": "call_tool", "name": format!("mcp__{server}__test_late_answers")}),
+        );
+    }
+    python_client(&args, &Value::Array(script))
+}
+
+/// Asserts that `run` (see [`asking_run`]) went as the tool decided (its text starts with
+/// `answer`), its client was told each question it was asked is withdrawn (its sampling
+/// request is cancelled), and no answer went back to the server for one.
+fn assert_withdrawn_and_unanswered(run: &Value, answer: &str) {
     assert_eq!(run["ok"], true, "{run:#}");
     assert!(
-        result_text(action_result(&run, 0)).starts_with("withdrawn"),
+        result_text(action_result(run, 0)).starts_with(answer),
         "{run:#}"
     );
+    let samplings = run["samplings"].as_array().unwrap();
+    assert!(
+        samplings.iter().all(|asked| asked["cancelled"] == true),
+        "{run:#}"
+    );
+    assert_eq!(result_text(action_result(run, 2)), "[]", "{run:#}");
+}
+
+/// Asserts that when a tool of `server` asks the client's model and then withdraws the
+/// question, the client is told, the call ends as the tool decides, and no answer goes
+/// back to the server for the withdrawn question.
+fn assert_a_withdrawn_question_is_withdrawn_at_the_client(config: &str, server: &str) {
+    // The client's model takes longer than the tool waits; the wait outlasts both.
+    let timing = [300, 1000, 1500];
+    let run = asking_run(config, server, "test_withdrawn_sampling", timing, true);
+    assert_withdrawn_and_unanswered(&run, "withdrawn");
     assert_eq!(run["samplings"][0]["cancelled"], true, "{run:#}");
-    assert_eq!(result_text(action_result(&run, 2)), "[]", "{run:#}");
 }
 
 /// Over streamable HTTP, where the withdrawal comes on the call's stream.
@@ -301,33 +330,14 @@ fn asks_by_request_config() -> String {
     )
 }
 
-/// Asserts that when a tool of `server` (through a gateway serving `config`, spoken to at
-/// 2026-07-28) asks the client's model and then returns without waiting for the answer
-/// or withdrawing the question, the client is told the question is withdrawn (its
-/// sampling request is cancelled), and no answer goes back to the server.
+/// Asserts that when a tool of `server` asks the client's model and then returns without
+/// waiting for the answer or withdrawing the question, the client is told the question is
+/// withdrawn, and no answer goes back to the server.
 fn assert_a_question_its_call_outlives_is_withdrawn_at_the_client(config: &str, server: &str) {
-    let workspace = Workspace::new(config);
-    let gateway = workspace.serve_http(&[]);
-    let mut args = gateway.client_args("http", "/mcp");
-    // The client's model takes longer than the tool waits.
-    args.extend(["--sample", "too late", "--sample-delay-ms", "1000"].map(String::from));
-    let run = python_client(
-        &args,
-        &json!([
-            {"action": "call_tool", "name": format!("mcp__{server}__test_abandoned_sampling"),
-             "arguments": {"prompt": "What is MCP?", "after_ms": 300}},
-            // Past the time the client would have answered.
-            {"action": "sleep", "ms": 1500},
-            {"action": "call_tool", "name": format!("mcp__{server}__test_late_answers")},
-        ]),
-    );
-    assert_eq!(run["ok"], true, "{run:#}");
-    assert!(
-        result_text(action_result(&run, 0)).starts_with("abandoned"),
-        "{run:#}"
-    );
+    let timing = [300, 1000, 1500];
+    let run = asking_run(config, server, "test_abandoned_sampling", timing, true);
+    assert_withdrawn_and_unanswered(&run, "abandoned");
     assert_eq!(run["samplings"][0]["cancelled"], true, "{run:#}");
-    assert_eq!(result_text(action_result(&run, 2)), "[]", "{run:#}");
 }
 
 /// Over streamable HTTP: the call's stream ends with its answer, the question still open.
@@ -349,25 +359,14 @@ fn a_question_still_open_when_a_stdio_call_ends_is_withdrawn_at_the_client() {
     );
 }
 
-/// Asserts that when the server `server` (through a gateway serving `config`, spoken to
-/// at 2026-07-28) goes away while its tool asks the client's model, the client is told
-/// the question is withdrawn (its sampling request is cancelled), and its call fails.
+/// Asserts that when the server `server` goes away while its tool asks the client's model,
+/// the client is told the question is withdrawn, and its call fails.
 fn assert_a_question_open_when_the_server_goes_is_withdrawn_at_the_client(
     config: &str,
     server: &str,
 ) {
-    let workspace = Workspace::new(config);
-    let gateway = workspace.serve_http(&[]);
-    let mut args = gateway.client_args("http", "/mcp");
-    args.extend(["--sample", "too late", "--sample-delay-ms", "1000"].map(String::from));
-    let run = python_client(
-        &args,
-        &json!([
-            {"action": "call_tool", "name": format!("mcp__{server}__test_exit_while_asking"),
-             "arguments": {"prompt": "What is MCP?", "after_ms": 300}},
-            {"action": "sleep", "ms": 1500},
-        ]),
-    );
+    let timing = [300, 1000, 1500];
+    let run = asking_run(config, server, "test_exit_while_asking", timing, false);
     let call = &run["results"][0];
     let failed = call["ok"] == false || call["result"]["isError"] == true;
     assert!(failed, "the call outlived its server: {run:#}");
@@ -393,37 +392,15 @@ fn a_question_open_when_its_stdio_server_exits_is_withdrawn_at_the_client() {
     );
 }
 
-/// Asserts that when a tool of `server` (through a gateway serving `config`, spoken to at
-/// 2026-07-28) asks the client's model and returns at once, its answer right behind the
-/// question, nothing goes back to the server for the question (neither an answer nor a
-/// refusal), and a client that was asked is told the question is withdrawn.
+/// Asserts that when a tool of `server` asks the client's model and returns at once, its
+/// answer right behind the question, nothing goes back to the server for the question
+/// (neither an answer nor a refusal), and the client is told the question is withdrawn.
 fn assert_a_question_its_call_ends_right_behind_gets_no_answer(config: &str, server: &str) {
-    let workspace = Workspace::new(config);
-    let gateway = workspace.serve_http(&[]);
-    let mut args = gateway.client_args("http", "/mcp");
-    args.extend(["--sample", "too late", "--sample-delay-ms", "300"].map(String::from));
-    let run = python_client(
-        &args,
-        &json!([
-            {"action": "call_tool", "name": format!("mcp__{server}__test_abandoned_sampling"),
-             "arguments": {"prompt": "What is MCP?", "after_ms": 0}},
-            // Past the time a request naming a call waits for that call to be entered
-            // (two seconds), and the client's answer after it.
-            {"action": "sleep", "ms": 3000},
-            {"action": "call_tool", "name": format!("mcp__{server}__test_late_answers")},
-        ]),
-    );
-    assert_eq!(run["ok"], true, "{run:#}");
-    assert!(
-        result_text(action_result(&run, 0)).starts_with("abandoned"),
-        "{run:#}"
-    );
-    let samplings = run["samplings"].as_array().unwrap();
-    assert!(
-        samplings.iter().all(|asked| asked["cancelled"] == true),
-        "{run:#}"
-    );
-    assert_eq!(result_text(action_result(&run, 2)), "[]", "{run:#}");
+    // The wait outlasts the time a request naming a call waits for that call to be
+    // entered (two seconds), and the client's answer after it.
+    let timing = [0, 300, 3000];
+    let run = asking_run(config, server, "test_abandoned_sampling", timing, true);
+    assert_withdrawn_and_unanswered(&run, "abandoned");
 }
 
 /// Over streamable HTTP, where the question is relayed from a task of its own, which may
