@@ -64,12 +64,12 @@ failure). Actions:
   {"action": "wait_tool", "name": str, "timeout_ms"?: int (default 5000)}
                  lists tools every 100 ms until `name` is listed; result = that listing
   {"action": "listen", "tools_list_changed"?: bool, "prompts_list_changed"?: bool,
-   "resources_list_changed"?: bool, "then": [action, ...], "events"?: int (default 1),
-   "timeout_ms"?: int (default 5000)}
+   "resources_list_changed"?: bool, "resource_subscriptions"?: [uri, ...],
+   "then": [action, ...], "events"?: int (default 1), "timeout_ms"?: int (default 5000)}
                  (2026-07-28 only) opens subscriptions/listen, runs `then` while it is
                  open, and waits for `events` change events; result = {"honored": <the
                  filter the server acknowledged>, "events": [event class names],
-                 "then": entries}
+                 "updated": [uri of each ResourceUpdated event], "then": entries}
   {"action": "parallel", "actions": [action, ...], "concurrency"?: int,
    "tolerate_failures"?: bool}     run concurrently (at most `concurrency` at once, default
                                    all); result = entries; with tolerate_failures, failed
@@ -118,6 +118,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.subscriptions import ResourceUpdated
 
 import signin
 from browser import browse
@@ -477,16 +478,20 @@ async def perform(client: Client, recorder: Recorder, action: dict[str, Any], en
             tools_list_changed=bool(action.get("tools_list_changed")),
             prompts_list_changed=bool(action.get("prompts_list_changed")),
             resources_list_changed=bool(action.get("resources_list_changed")),
+            resource_subscriptions=action.get("resource_subscriptions", ()),
         ) as subscription:
             then = [await run_action(client, recorder, sub) for sub in action.get("then", [])]
             events: list[str] = []
+            updated: list[str] = []
             with anyio.move_on_after(timeout_ms / 1000):
                 async for event in subscription:
                     events.append(type(event).__name__)
+                    if isinstance(event, ResourceUpdated):
+                        updated.append(event.uri)
                     if len(events) >= wanted:
                         break
             honored = dump(subscription.honored) if subscription.honored is not None else None
-            result = {"honored": honored, "events": events, "then": then}
+            result = {"honored": honored, "events": events, "updated": updated, "then": then}
         if len(events) < wanted:
             raise ActionFailed(f"{len(events)} of {wanted} events within {timeout_ms} ms", result)
         return result

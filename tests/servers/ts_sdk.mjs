@@ -32,7 +32,8 @@
 //
 // Its tools, resources and prompts are those the conformance suite's server scenarios
 // call. The tool `touch_watched` says `test://watched-resource` changed: to the sessions
-// that subscribed to it (2025) and to the listen streams that asked for it (2026).
+// that subscribed to it (2025) and to the listen streams that asked for it (2026); its
+// result says how many were told (`touched: N told`).
 // `test_withdrawn_sampling` {prompt, after_ms} asks the client's model and, with no answer
 // within `after_ms`, withdraws the question (`notifications/cancelled`, on the call's
 // stream) and returns "withdrawn"; `test_abandoned_sampling` {prompt, after_ms} asks the
@@ -266,10 +267,14 @@ const TOOLS = {
     }),
   json_schema_2020_12_tool: async (args) => text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`),
   touch_watched: async () => {
+    let told = 0;
     for (const watcher of watchers) {
-      if (watcher.uris.has(WATCHED)) await watcher.updated(WATCHED);
+      if (watcher.uris.has(WATCHED)) {
+        await watcher.updated(WATCHED);
+        told += 1;
+      }
     }
-    return text('touched');
+    return text(`touched: ${told} told`);
   },
 };
 
@@ -470,7 +475,7 @@ async function serveStateless(request, response, body) {
     case 'subscriptions/listen': {
       response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       const notify = async (method, params) => event(response, { jsonrpc: '2.0', method, params });
-      const closed = new Promise((resolve) => request.on('close', resolve));
+      const closed = new Promise((resolve) => response.on('close', resolve));
       return listen(id, body.params?.notifications ?? {}, notify, closed);
     }
   }

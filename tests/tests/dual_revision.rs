@@ -175,6 +175,8 @@ fn assert_a_2025_clients_subscription_hears_the_server(config: &str) {
             {"action": "call_tool", "name": "mcp__ts__touch_watched"},
             {"action": "wait_notification", "method": "notifications/resources/updated"},
             {"action": "unsubscribe", "uri": "test://watched-resource"},
+            {"action": "wait_call", "name": "mcp__ts__touch_watched",
+             "text": "touched: 0 told", "timeout_ms": 10000},
         ]),
     );
     assert_eq!(run["ok"], true, "{run:#}");
@@ -236,6 +238,67 @@ fn subscriptions_to_a_server_of_2026_07_28_are_bounded() {
     let refused = run["results"][256]["error"].to_string();
     assert!(refused.contains("RESOURCE_LISTEN_LIMIT"), "{refused}");
     assert!(refused.contains("at most 256 resources"), "{refused}");
+}
+
+/// Asserts a client of 2026-07-28, through a gateway serving `config` (server `ts`), hears
+/// on its `subscriptions/listen` stream of the updates to `uri` (the gateway's URI of
+/// `test://watched-resource`) it asked for, while `unowned`, which no server owns, is left
+/// out of the acknowledgement; and that once the stream closed, the server holds the
+/// subscription no more (`touch_watched` says how many it told).
+fn assert_a_2026_listen_hears_the_servers_resource(config: &str, uri: &str, unowned: &str) {
+    let workspace = Workspace::new(config);
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--mode".into(), "auto".into()]);
+    let touch = json!({"action": "call_tool", "name": "mcp__ts__touch_watched"});
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "listen", "resource_subscriptions": [uri, unowned],
+             "then": [touch], "timeout_ms": 10000},
+            {"action": "wait_call", "name": "mcp__ts__touch_watched",
+             "text": "touched: 0 told", "timeout_ms": 10000},
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}");
+    assert_eq!(run["server"]["protocol_version"], "2026-07-28", "{run:#}");
+    let listened = action_result(&run, 0);
+    assert_eq!(
+        listened["honored"]["resourceSubscriptions"],
+        json!([uri]),
+        "{run:#}"
+    );
+    assert_eq!(listened["updated"], json!([uri]), "{run:#}");
+    assert_eq!(
+        result_text(&listened["then"][0]["result"]),
+        "touched: 1 told",
+        "{run:#}"
+    );
+}
+
+/// A client of 2026-07-28 listens to a resource of a server spoken to at 2026-07-28 (its
+/// URI rewritten): the gateway's own listen of it brings the update.
+#[test]
+fn a_2026_listen_hears_a_resource_of_a_server_of_2026_07_28() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_a_2026_listen_hears_the_servers_resource(
+        &upstream.server_config("ts", ""),
+        "mcp-gateway://ts/test%3A%2F%2Fwatched-resource",
+        "test://watched-resource",
+    );
+}
+
+/// A client of 2026-07-28 listens to a resource of a server spoken to at 2025-11-25: the
+/// gateway subscribes to it with `resources/subscribe`, and unsubscribes once the stream
+/// closed.
+#[test]
+fn a_2026_listen_hears_a_resource_of_a_server_of_2025_11_25() {
+    let upstream = ListeningServer::ts_sdk();
+    assert_a_2026_listen_hears_the_servers_resource(
+        &upstream.server_config("ts", "protocol = \"2025-11-25\"\n"),
+        "mcp-gateway://ts/test%3A%2F%2Fwatched-resource",
+        "mcp-gateway://nobody/test%3A%2F%2Fwatched-resource",
+    );
 }
 
 /// What a client sees when a tool of `server` (through a gateway serving `config`, spoken

@@ -1,23 +1,27 @@
-//! Resource subscriptions: which downstream sessions asked for updates to which URI (as
-//! clients see it), and the task that delivers an upstream's
-//! `notifications/resources/updated` to them under that URI.
+//! Resource subscriptions: which downstream sessions (and `subscriptions/listen` streams
+//! of 2026-07-28 clients) asked for updates to which URI (as clients see it), and the task
+//! that delivers an upstream's `notifications/resources/updated` to them under that URI.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+    NotificationMetaObject, RequestId, ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParam, ServerNotification,
 };
 use tokio::sync::mpsc;
 
 use crate::relay::ClientLink;
 
-/// A subscribed session.
+/// A subscribed session, or listen stream.
 struct Subscriber {
     session: String,
     /// Who the session belongs to: a per-user server's subscriptions are its owner's.
     owner: Option<String>,
     link: ClientLink,
+    /// The `subscriptions/listen` request whose stream `link` is: its updates are marked
+    /// with its id.
+    listen: Option<RequestId>,
 }
 
 /// Who is left subscribed to a URI once a session no longer is.
@@ -65,8 +69,15 @@ impl Subscriptions {
         subscriptions
     }
 
-    /// Subscribes `session`, which belongs to `owner`, to `uri`.
-    pub fn subscribe(&self, uri: &str, session: &str, owner: Option<&str>, link: ClientLink) {
+    /// Subscribes `session`, which belongs to `owner`, to `uri`: its updates go through
+    /// `link`, marked as those of `listen` when it is a listen stream.
+    pub fn subscribe(
+        &self,
+        uri: &str,
+        (session, owner): (&str, Option<&str>),
+        link: ClientLink,
+        listen: Option<&RequestId>,
+    ) {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
         let subscribers = by_uri.entry(uri.to_owned()).or_default();
         if !subscribers.iter().any(|s| s.session == session) {
@@ -74,6 +85,7 @@ impl Subscriptions {
                 session: session.to_owned(),
                 owner: owner.map(str::to_owned),
                 link,
+                listen: listen.cloned(),
             });
         }
     }
@@ -118,15 +130,30 @@ impl Subscriptions {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(uri)
-            .map(|s| s.iter().map(|s| s.link.clone()).collect())
+            .map(|s| {
+                s.iter()
+                    .map(|s| (s.link.clone(), s.listen.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
-        for link in links {
-            let updated = ServerNotification::ResourceUpdatedNotification(
-                ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri)),
-            );
-            link.notify(updated).await;
+        for (link, listen) in links {
+            let mut updated =
+                ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri));
+            if let Some(id) = &listen {
+                updated.extensions.insert(of_subscription(id));
+            }
+            link.notify(ServerNotification::ResourceUpdatedNotification(updated))
+                .await;
         }
     }
+}
+
+/// The `_meta` that marks a notification as one of subscription (`subscriptions/listen`
+/// request) `id`.
+pub fn of_subscription(id: &RequestId) -> NotificationMetaObject {
+    let mut meta = NotificationMetaObject::new();
+    meta.set_subscription_id(id.clone());
+    meta
 }
 
 /// Removes `session` from `subscribers`; who is left, when it was one of them.
@@ -168,9 +195,9 @@ mod tests {
     #[test]
     fn an_ended_session_says_who_is_left_on_each_of_its_uris() {
         let subscriptions = Subscriptions::default();
-        subscriptions.subscribe("a", "s1", Some("ann"), link());
-        subscriptions.subscribe("b", "s1", Some("ann"), link());
-        subscriptions.subscribe("b", "s2", Some("bob"), link());
+        subscriptions.subscribe("a", ("s1", Some("ann")), link(), None);
+        subscriptions.subscribe("b", ("s1", Some("ann")), link(), None);
+        subscriptions.subscribe("b", ("s2", Some("bob")), link(), None);
         let mut ended = subscriptions.end_session("s1");
         ended.sort_by(|x, y| x.0.cmp(&y.0));
         let someone_else = Left {
@@ -191,9 +218,9 @@ mod tests {
     #[test]
     fn an_unsubscribed_session_says_whether_its_owner_is_still_subscribed() {
         let subscriptions = Subscriptions::default();
-        subscriptions.subscribe("a", "s1", Some("ann"), link());
-        subscriptions.subscribe("a", "s2", Some("ann"), link());
-        subscriptions.subscribe("a", "s3", Some("bob"), link());
+        subscriptions.subscribe("a", ("s1", Some("ann")), link(), None);
+        subscriptions.subscribe("a", ("s2", Some("ann")), link(), None);
+        subscriptions.subscribe("a", ("s3", Some("bob")), link(), None);
         let left = subscriptions.unsubscribe("a", "s1");
         assert!(!left.ends_upstream(false) && !left.ends_upstream(true));
         let left = subscriptions.unsubscribe("a", "s2");

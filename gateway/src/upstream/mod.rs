@@ -55,6 +55,7 @@ pub use client::UpstreamEvent;
 pub use health::{Health, UpstreamState};
 pub use kind::CONNECT_TIMEOUT;
 pub use offer::Offer;
+pub use resource_listens::MAX_LISTENED_RESOURCES;
 
 /// A live connection: the peer to send requests to, and what the server offers.
 pub struct Live {

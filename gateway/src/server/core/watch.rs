@@ -5,22 +5,25 @@
 //! from its `notifications/initialized` on ([`catalog`]). A client on 2026-07-28 has no
 //! session: it opens a `subscriptions/listen` request, whose stream begins with
 //! `notifications/subscriptions/acknowledged` and then carries the changes it asked for,
-//! each marked with the subscription's id ([`listen`]).
+//! each marked with the subscription's id ([`listen`]); the updates of the resources it
+//! asked for come on the same stream, through the gateway's resource subscriptions
+//! (`methods::subscriptions`).
 
 use std::sync::{Arc, Weak};
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    NotificationMetaObject, PromptListChangedNotification, RequestId,
-    ResourceListChangedNotification, ServerNotification, ServerResult, SubscriptionFilter,
-    SubscriptionsAcknowledgedNotification, SubscriptionsAcknowledgedNotificationParams,
-    SubscriptionsListenResult, ToolListChangedNotification,
+    PromptListChangedNotification, RequestId, ResourceListChangedNotification, ServerNotification,
+    ServerResult, SubscriptionFilter, SubscriptionsAcknowledgedNotification,
+    SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenResult,
+    ToolListChangedNotification,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::Gateway;
 use crate::gateway::search_tools::Found;
 use crate::registry::Catalog;
+use crate::registry::subscriptions::of_subscription;
 use crate::relay::{ClientLink, ListKind};
 use crate::server::identity;
 use crate::session::Session;
@@ -142,23 +145,26 @@ pub(super) fn catalog(gateway: &Arc<Gateway>, session: &Arc<Session>, link: Clie
 }
 
 /// Serves `subscriptions/listen` (request `id` of `session`): acknowledges what of
-/// `requested` the gateway can deliver, then carries those changes through `link`, the
-/// request's stream, until the client closes it (`closed`).
+/// `requested` the gateway can deliver (of its resources, those `subscribed` for this
+/// stream), then carries those changes through `link`, the request's stream, until the
+/// client closes it (`closed`).
 pub(super) async fn listen(
     gateway: &Arc<Gateway>,
     session: Arc<Session>,
     (id, link, closed): (&RequestId, &ClientLink, &CancellationToken),
     requested: SubscriptionFilter,
+    subscribed: Vec<String>,
 ) -> Result<ServerResult, ErrorData> {
     let mut offered = SubscriptionFilter::new();
     offered.tools_list_changed = Some(true);
     offered.prompts_list_changed = Some(true);
     offered.resources_list_changed = Some(true);
+    offered.resource_subscriptions = Some(subscribed);
     let accepted = requested.intersection(&offered);
     let mut acknowledged = SubscriptionsAcknowledgedNotification::new(
         SubscriptionsAcknowledgedNotificationParams::new(accepted.clone()),
     );
-    acknowledged.extensions.insert(subscription(id));
+    acknowledged.extensions.insert(of_subscription(id));
     let notification = ServerNotification::SubscriptionsAcknowledgedNotification(acknowledged);
     if !link.notify(notification).await {
         return Err(ErrorData::internal_error(
@@ -181,19 +187,12 @@ pub(super) async fn listen(
     ))
 }
 
-/// The `_meta` that marks a notification as one of subscription `id`.
-fn subscription(id: &RequestId) -> NotificationMetaObject {
-    let mut meta = NotificationMetaObject::new();
-    meta.set_subscription_id(id.clone());
-    meta
-}
-
 /// Sends the notifications of `changed` through `link`, marked as the subscription's
 /// when there is one; false when the client is gone.
 async fn send(link: &ClientLink, changed: &Changed, subscription_id: Option<&RequestId>) -> bool {
     let mark = |extensions: &mut rmcp::model::Extensions| {
         if let Some(id) = subscription_id {
-            extensions.insert(subscription(id));
+            extensions.insert(of_subscription(id));
         }
     };
     let mut notifications = Vec::new();
