@@ -13,12 +13,24 @@
 //! the URIs subscribed in it are noted too, so that a per-user connection holding a
 //! subscription is not closed as idle (which would end the session, and the
 //! subscription with it).
+//!
+//! Both kinds die with their connection, while the clients still hold theirs at the
+//! gateway and never see the server go: so each connection that comes up (again, or in a
+//! new instance after a restart or reload) is told, as [`ResourceNews::Connected`], and
+//! subscribed again ([`Upstream::resubscribe`]) to what clients still hold of its server
+//! (of a per-user server, what sessions of the connection's identity hold).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData;
-use rmcp::model::{ServerNotification, SubscriptionFilter};
+#[allow(
+    deprecated,
+    reason = "resources/subscribe is what pre-2026 servers hold"
+)]
+use rmcp::model::{
+    ClientRequest, ServerNotification, SubscribeRequest, SubscribeRequestParams, SubscriptionFilter,
+};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +42,14 @@ use crate::upstream::resource_uri;
 /// How many resources of one server spoken to at 2026-07-28 clients may be subscribed to
 /// at once.
 pub const MAX_LISTENED_RESOURCES: usize = 256;
+
+/// What upstreams tell the gateway's resource subscriptions.
+pub enum ResourceNews {
+    /// `(server, uri as clients see it)` changed.
+    Updated(Arc<str>, String),
+    /// A connection of this upstream came up: it holds no subscription yet.
+    Connected(Arc<Upstream>),
+}
 
 /// The resource subscriptions one connection holds, by the upstream's URI: its open
 /// `subscriptions/listen` streams, or the URIs subscribed to in its session.
@@ -108,6 +128,53 @@ impl Upstream {
         true
     }
 
+    /// Subscribes the current connection, which just came up, to `uris` (the upstream's
+    /// own) that clients still hold at the gateway: a `subscriptions/listen` stream each
+    /// to a server spoken to at 2026-07-28, else `resources/subscribe` in the new session
+    /// (when the server offers subscriptions). What the server refuses is logged; the
+    /// clients' subscriptions stay, and are tried again at the next connection.
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is what pre-2026 servers hold"
+    )]
+    pub async fn resubscribe(&self, uris: Vec<String>) {
+        let Some(live) = self.live() else {
+            return;
+        };
+        let subscribable = live
+            .offer
+            .capabilities
+            .resources
+            .as_ref()
+            .is_some_and(|resources| resources.subscribe == Some(true));
+        if !live.is_stateless() && !subscribable {
+            return;
+        }
+        for uri in uris {
+            let subscribed = if live.is_stateless() {
+                self.listen(&live, &uri)
+                    .await
+                    .map_err(|error| error.message.to_string())
+            } else {
+                lock(&live.listens.in_session).insert(uri.clone());
+                let params = SubscribeRequestParams::new(uri.clone());
+                let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
+                self.request(&live, request, &self.shutdown, None)
+                    .await
+                    .map(drop)
+                    .map_err(|error| error.to_string())
+            };
+            match subscribed {
+                Ok(()) => tracing::debug!(server = %self.name, %uri, "subscribed again"),
+                Err(error) => tracing::warn!(
+                    server = %self.name,
+                    %uri,
+                    "not subscribed again on the new connection: {error}"
+                ),
+            }
+        }
+    }
+
     /// Whether the connection holds a client's resource subscription: a stream open for
     /// it, or one made in its session.
     pub(super) fn holds_resource_subscriptions(&self) -> bool {
@@ -150,7 +217,10 @@ impl Upstream {
             while let Ok(Some(notification)) = subscription.next().await {
                 if let ServerNotification::ResourceUpdatedNotification(updated) = notification {
                     let uri = resource_uri::expose(&server, rewrite, &updated.params.uri);
-                    if updates.send((server.clone(), uri)).is_err() {
+                    if updates
+                        .send(ResourceNews::Updated(server.clone(), uri))
+                        .is_err()
+                    {
                         break;
                     }
                 }
