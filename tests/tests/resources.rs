@@ -324,3 +324,68 @@ fn a_subscription_outlives_the_restart_of_a_server_spoken_to_in_a_session() {
 fn a_subscription_outlives_the_restart_of_a_server_of_2026_07_28() {
     assert_a_subscription_outlives_its_servers_restart("");
 }
+
+/// Asserts that a client of 2025-11-25, subscribed through a gateway to
+/// tests/servers/ts_sdk.mjs over streamable HTTP as `ts` (with `extra` lines, which choose
+/// the revision the gateway speaks to it), still hears of the resource's updates once the
+/// server has exited and been started again where it was, with no call in between: the
+/// gateway learns of it only from the server itself (a session it forgot, a stream that
+/// ended).
+fn assert_a_subscription_outlives_its_http_servers_restart(extra: &str) {
+    let mut upstream = ListeningServer::ts_sdk();
+    let address = upstream.address;
+    let workspace =
+        Workspace::new(&upstream.server_config("ts", &format!("rewrite_uris = false\n{extra}")));
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--mode".into(), "legacy".into()]);
+    let folder = tempfile::tempdir().unwrap();
+    let restarted = folder.path().join("restarted");
+    let touch = json!({"action": "call_tool", "name": "mcp__ts__touch_watched"});
+    let updated = |count: u64| {
+        json!({"action": "wait_notification", "method": "notifications/resources/updated",
+               "count": count, "timeout_ms": 10000})
+    };
+    let client = spawn_python_client(
+        &args,
+        &json!([
+            {"action": "subscribe", "uri": "test://watched-resource"},
+            touch,
+            updated(1),
+            {"action": "parallel", "tolerate_failures": true, "actions": [
+                {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
+                 "arguments": {"prompt": "bye", "after_ms": 0}},
+            ]},
+            {"action": "wait_file", "path": restarted.to_string_lossy(),
+             "line_with": ["restarted"], "timeout_ms": 30000},
+            {"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
+             "timeout_ms": 30000},
+            {"action": "sleep", "ms": 1000},
+            touch,
+            updated(2),
+        ]),
+    );
+    assert!(
+        eventually(PATIENCE, || upstream.has_exited()),
+        "the server did not exit"
+    );
+    let _upstream = ListeningServer::ts_sdk_at(address);
+    std::fs::write(&restarted, "restarted\n").unwrap();
+    let run = python_client_output(client);
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
+}
+
+/// Over streamable HTTP, a server spoken to in a session that forgot it: the gateway
+/// opens a new session, subscribed again.
+#[test]
+fn a_subscription_outlives_the_restart_of_an_http_server_spoken_to_in_a_session() {
+    assert_a_subscription_outlives_its_http_servers_restart("protocol = \"2025-11-25\"\n");
+}
+
+/// Over streamable HTTP, a server spoken to at 2026-07-28, whose `subscriptions/listen`
+/// stream ended with it: the gateway opens it again.
+#[test]
+fn a_subscription_outlives_the_restart_of_an_http_server_of_2026_07_28() {
+    assert_a_subscription_outlives_its_http_servers_restart("");
+}

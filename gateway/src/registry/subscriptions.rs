@@ -90,19 +90,31 @@ impl Subscriptions {
     /// Subscribes `upstream`'s connection that just came up, in the background, to the
     /// URIs of its server that sessions hold (of a per-user server's identity
     /// connection, sessions of that identity), as the server knows them.
-    fn resubscribe(&self, registry: &Registry, upstream: Arc<Upstream>) {
+    fn resubscribe(self: &Arc<Self>, registry: &Registry, upstream: Arc<Upstream>) {
         let catalog = registry.catalog();
-        let uris: Vec<String> = self
+        let uris: Vec<(String, String)> = self
             .held(upstream.identity())
             .into_iter()
-            .filter_map(|uri| catalog.resource_owner(&uri))
-            .filter(|(server, _)| *server == upstream.name)
-            .map(|(_, original)| original)
+            .filter_map(|uri| {
+                let (server, original) = catalog.resource_owner(&uri)?;
+                (server == upstream.name).then_some((uri, original))
+            })
             .collect();
         if uris.is_empty() {
             return;
         }
-        tokio::spawn(async move { upstream.resubscribe(uris).await });
+        let subscriptions = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let owner = upstream.identity();
+            for (uri, original) in uris {
+                let held = || {
+                    subscriptions
+                        .upgrade()
+                        .is_some_and(|subscriptions| subscriptions.holds(&uri, owner))
+                };
+                upstream.resubscribe(&original, held).await;
+            }
+        });
     }
 
     /// The URIs some session is subscribed to; with `owner`, only those a session of
@@ -111,15 +123,17 @@ impl Subscriptions {
         let by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
         by_uri
             .iter()
-            .filter(|(_, subscribers)| {
-                owner.is_none_or(|owner| {
-                    subscribers
-                        .iter()
-                        .any(|s| s.owner.as_deref() == Some(owner))
-                })
-            })
+            .filter(|(_, subscribers)| any_of(subscribers, owner))
             .map(|(uri, _)| uri.clone())
             .collect()
+    }
+
+    /// Whether some session (of `owner`, when given) is subscribed to `uri`.
+    fn holds(&self, uri: &str, owner: Option<&str>) -> bool {
+        let by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
+        by_uri
+            .get(uri)
+            .is_some_and(|subscribers| any_of(subscribers, owner))
     }
 
     /// Subscribes `session`, which belongs to `owner`, to `uri`: its updates go through
@@ -209,6 +223,16 @@ pub fn of_subscription(id: &RequestId) -> NotificationMetaObject {
     meta
 }
 
+/// Whether `subscribers` has one (of `owner`, when given).
+fn any_of(subscribers: &[Subscriber], owner: Option<&str>) -> bool {
+    match owner {
+        Some(owner) => subscribers
+            .iter()
+            .any(|s| s.owner.as_deref() == Some(owner)),
+        None => !subscribers.is_empty(),
+    }
+}
+
 /// Removes `session` from `subscribers`; who is left, when it was one of them.
 fn remove(subscribers: &mut Vec<Subscriber>, session: &str) -> Option<Left> {
     let at = subscribers.iter().position(|s| s.session == session)?;
@@ -269,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn the_uris_held_are_those_of_any_session_or_of_one_owners() {
+    fn the_uris_held_are_those_of_any_session_or_of_one_owners_sessions() {
         let subscriptions = Subscriptions::default();
         subscriptions.subscribe("a", ("s1", Some("ann")), link(), None);
         subscriptions.subscribe("b", ("s2", Some("bob")), link(), None);
@@ -280,8 +304,11 @@ mod tests {
         assert_eq!(subscriptions.held(Some("ann")), ["a"]);
         assert_eq!(subscriptions.held(Some("bob")), ["b"]);
         assert!(subscriptions.held(Some("cat")).is_empty());
+        assert!(subscriptions.holds("b", None) && subscriptions.holds("b", Some("bob")));
+        assert!(!subscriptions.holds("b", Some("ann")) && !subscriptions.holds("c", None));
         subscriptions.end_session("s1");
         assert!(subscriptions.held(Some("ann")).is_empty());
+        assert!(!subscriptions.holds("a", None));
     }
 
     #[test]

@@ -155,6 +155,11 @@ impl Upstream {
                             () = connection.closed() => break,
                             () = connection.live.unreachable.raised.cancelled() => break,
                             () = self.shutdown.cancelled() => break,
+                            () = connection.live.lane.session_renewed() => {
+                                // What it held in the session it forgot is gone.
+                                let renewed = ResourceNews::Connected(self.clone());
+                                let _ = self.resource_updates.send(renewed);
+                            }
                             () = sleep_until(relist) => {
                                 relisted = Instant::now();
                                 self.relist().await;
