@@ -3,8 +3,8 @@
 //! has no prompts) federated, driven by the official Python SDK client; and a session that
 //! ends without unsubscribing leaves no subscription upstream (`tests/servers/verbatim.py`
 //! writes down each subscribe and unsubscribe it gets); and a subscription outlives its
-//! server's restart (tests/servers/ts_sdk.mjs over stdio, spoken to in a session or at
-//! 2026-07-28).
+//! server's restart (tests/servers/ts_sdk.mjs over stdio and streamable HTTP, spoken to
+//! in a session or at 2026-07-28).
 
 use mcp_gateway_tests::streamable::{open_session, post};
 use mcp_gateway_tests::*;

@@ -16,9 +16,11 @@
 //!
 //! Both kinds die with their connection, while the clients still hold theirs at the
 //! gateway and never see the server go: so each connection that comes up (again, or in a
-//! new instance after a restart or reload) is told, as [`ResourceNews::Connected`], and
-//! subscribed again ([`Upstream::resubscribe`]) to what clients still hold of its server
-//! (of a per-user server, what sessions of the connection's identity hold).
+//! new instance after a restart or reload), or whose session a streamable HTTP server
+//! forgot and rmcp opened anew, is told, as [`ResourceNews::Connected`], and subscribed
+//! again ([`Upstream::resubscribe`]) to what clients still hold of its server (of a
+//! per-user server, what sessions of the connection's identity hold); and a stream the
+//! server ends is opened again while it is held.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
