@@ -332,7 +332,11 @@ impl ListeningServer {
     /// `tests/servers/ts_sdk.mjs`, a server of both revisions written on the official
     /// TypeScript SDK, at `http://ADDRESS/mcp`.
     pub fn ts_sdk() -> ListeningServer {
-        let address = free_address();
+        Self::ts_sdk_at(free_address())
+    }
+
+    /// [`Self::ts_sdk`] at `address` (a server started again where it was).
+    pub fn ts_sdk_at(address: SocketAddr) -> ListeningServer {
         let mut command = Command::new(npm_bin("node"));
         command
             .arg(repo().join("tests/servers/ts_sdk.mjs"))
@@ -399,6 +403,11 @@ impl ListeningServer {
             "{command:?} did not listen on {address}"
         );
         server
+    }
+
+    /// Whether the server has exited (of itself: a tool that ends it, say).
+    pub fn has_exited(&mut self) -> bool {
+        self.child.try_wait().is_ok_and(|status| status.is_some())
     }
 
     /// `[servers.NAME]` reaching this server over streamable HTTP, plus `extra` lines.

@@ -18,7 +18,11 @@ pub struct Whoami {
 
 impl Whoami {
     pub fn start(dir: &Path, idp: &IdentityProvider) -> Whoami {
-        let address = free_address();
+        Self::start_at(dir, idp, free_address())
+    }
+
+    /// [`Self::start`] at `address` (the server started again where it was).
+    pub fn start_at(dir: &Path, idp: &IdentityProvider, address: SocketAddr) -> Whoami {
         let tokens = dir.join("whoami-tokens.txt");
         let log = std::fs::File::create(dir.join("whoami.log")).unwrap();
         let child = Command::new(python())

@@ -1125,6 +1125,59 @@ fn a_connection_holding_a_2025_subscription_is_not_closed_as_idle() {
     );
 }
 
+/// A person's subscription outlives the per-user server's restart: the server (spoken
+/// to in a 2025-11-25 session) forgot the session of the person's connection, and the
+/// gateway subscribes the new one again on that person's behalf, and hers alone.
+#[test]
+fn a_persons_subscription_outlives_the_restart_of_a_per_user_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let address = whoami.address;
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}]\n[servers.who]\nurl = {}\nprotocol = \"2025-11-25\"\n\
+         rewrite_uris = false\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(ALICE.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let restarted = dir.path().join("restarted");
+    let alice = spawn_python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([
+            call(SIGN_IN),
+            {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000},
+            {"action": "subscribe", "uri": "whoami://watched"},
+            {"action": "wait_file", "path": restarted.to_string_lossy(),
+             "line_with": ["restarted"], "timeout_ms": 60000},
+            {"action": "wait_call", "name": "mcp__who__touch_watched", "text": "touched",
+             "timeout_ms": 30000},
+            {"action": "sleep", "ms": 1000},
+            call("mcp__who__touch_watched"),
+            {"action": "wait_notification", "method": "notifications/resources/updated",
+             "timeout_ms": 10000},
+        ]),
+    );
+    let heard = || std::fs::read_to_string(dir.path().join("whoami.log")).unwrap_or_default();
+    let subscribed = "alice subscribed to whoami://watched";
+    assert!(
+        eventually(Duration::from_secs(60), || heard().contains(subscribed)),
+        "the server never heard Alice subscribe: {}",
+        heard()
+    );
+    drop(whoami);
+    let _whoami = Whoami::start_at(dir.path(), &idp, address);
+    std::fs::write(&restarted, "restarted\n").unwrap();
+    let run = python_client_output(alice);
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert!(
+        heard().contains(subscribed),
+        "the server started again heard: {}",
+        heard()
+    );
+}
+
 #[test]
 fn a_sign_in_whose_refresh_fails_asks_the_person_again() {
     let dir = tempfile::tempdir().unwrap();

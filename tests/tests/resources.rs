@@ -2,7 +2,9 @@
 //! like tools, with npm server-everything and server-memory (and server-filesystem, which
 //! has no prompts) federated, driven by the official Python SDK client; and a session that
 //! ends without unsubscribing leaves no subscription upstream (`tests/servers/verbatim.py`
-//! writes down each subscribe and unsubscribe it gets).
+//! writes down each subscribe and unsubscribe it gets); and a subscription outlives its
+//! server's restart (tests/servers/ts_sdk.mjs over stdio and streamable HTTP, spoken to
+//! in a session or at 2026-07-28).
 
 use mcp_gateway_tests::streamable::{open_session, post};
 use mcp_gateway_tests::*;
@@ -250,4 +252,140 @@ fn a_session_that_ends_without_unsubscribing_leaves_no_subscription_upstream() {
         1,
         "one unsubscribe, once no session held it: {heard}"
     );
+}
+
+/// Asserts that a client of 2025-11-25, subscribed through a gateway serving
+/// tests/servers/ts_sdk.mjs over stdio as `ts` (with `extra` lines, which choose the
+/// revision the gateway speaks to it), still hears of the resource's updates once the
+/// server has exited and the gateway has started it again: the client never saw it go,
+/// and holds its subscription.
+fn assert_a_subscription_outlives_its_servers_restart(extra: &str) {
+    let workspace = Workspace::new(&ts_sdk_stdio_server(
+        "ts",
+        &format!("rewrite_uris = false\n{extra}"),
+    ));
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--mode".into(), "legacy".into()]);
+    let touch = json!({"action": "call_tool", "name": "mcp__ts__touch_watched"});
+    let updated = |count: u64| {
+        json!({"action": "wait_notification", "method": "notifications/resources/updated",
+               "count": count, "timeout_ms": 10000})
+    };
+    let run = python_client(
+        &args,
+        &json!([
+            {"action": "subscribe", "uri": "test://watched-resource"},
+            touch,
+            updated(1),
+            // The server exits (the call fails with it); the gateway starts it again.
+            {"action": "parallel", "tolerate_failures": true, "actions": [
+                {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
+                 "arguments": {"prompt": "bye", "after_ms": 0}},
+            ]},
+            {"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
+             "timeout_ms": 30000},
+            {"action": "sleep", "ms": 1000},
+            touch,
+            updated(2),
+        ]),
+    );
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
+    assert!(
+        health(&gateway)["upstreams"]["ts"]["restarts"].as_u64() >= Some(1),
+        "the server was started again: {}",
+        health(&gateway)
+    );
+    let updated: Vec<&Value> = run["notifications"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["method"] == "notifications/resources/updated")
+        .collect();
+    assert!(
+        updated
+            .iter()
+            .all(|n| n["params"]["uri"] == "test://watched-resource"),
+        "{run:#}"
+    );
+}
+
+/// A server spoken to in a session holds `resources/subscribe` in it: its new session
+/// after a restart is subscribed again.
+#[test]
+fn a_subscription_outlives_the_restart_of_a_server_spoken_to_in_a_session() {
+    assert_a_subscription_outlives_its_servers_restart("protocol = \"2025-11-25\"\n");
+}
+
+/// A server spoken to at 2026-07-28 holds a `subscriptions/listen` stream per resource:
+/// the new connection after a restart opens it again.
+#[test]
+fn a_subscription_outlives_the_restart_of_a_server_of_2026_07_28() {
+    assert_a_subscription_outlives_its_servers_restart("");
+}
+
+/// Asserts that a client of 2025-11-25, subscribed through a gateway to
+/// tests/servers/ts_sdk.mjs over streamable HTTP as `ts` (with `extra` lines, which choose
+/// the revision the gateway speaks to it), still hears of the resource's updates once the
+/// server has exited and been started again where it was, with no call in between: the
+/// gateway learns of it only from the server itself (a session it forgot, a stream that
+/// ended).
+fn assert_a_subscription_outlives_its_http_servers_restart(extra: &str) {
+    let mut upstream = ListeningServer::ts_sdk();
+    let address = upstream.address;
+    let workspace =
+        Workspace::new(&upstream.server_config("ts", &format!("rewrite_uris = false\n{extra}")));
+    let gateway = workspace.serve_http(&[]);
+    let mut args = gateway.client_args("http", "/mcp");
+    args.extend(["--mode".into(), "legacy".into()]);
+    let folder = tempfile::tempdir().unwrap();
+    let restarted = folder.path().join("restarted");
+    let touch = json!({"action": "call_tool", "name": "mcp__ts__touch_watched"});
+    let updated = |count: u64| {
+        json!({"action": "wait_notification", "method": "notifications/resources/updated",
+               "count": count, "timeout_ms": 10000})
+    };
+    let client = spawn_python_client(
+        &args,
+        &json!([
+            {"action": "subscribe", "uri": "test://watched-resource"},
+            touch,
+            updated(1),
+            {"action": "parallel", "tolerate_failures": true, "actions": [
+                {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
+                 "arguments": {"prompt": "bye", "after_ms": 0}},
+            ]},
+            {"action": "wait_file", "path": restarted.to_string_lossy(),
+             "line_with": ["restarted"], "timeout_ms": 30000},
+            {"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
+             "timeout_ms": 30000},
+            {"action": "sleep", "ms": 1000},
+            touch,
+            updated(2),
+        ]),
+    );
+    assert!(
+        eventually(PATIENCE, || upstream.has_exited()),
+        "the server did not exit"
+    );
+    let _upstream = ListeningServer::ts_sdk_at(address);
+    std::fs::write(&restarted, "restarted\n").unwrap();
+    let run = python_client_output(client);
+    assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
+    assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
+}
+
+/// Over streamable HTTP, a server spoken to in a session that forgot it: the gateway
+/// opens a new session, subscribed again.
+#[test]
+fn a_subscription_outlives_the_restart_of_an_http_server_spoken_to_in_a_session() {
+    assert_a_subscription_outlives_its_http_servers_restart("protocol = \"2025-11-25\"\n");
+}
+
+/// Over streamable HTTP, a server spoken to at 2026-07-28, whose `subscriptions/listen`
+/// stream ended with it: the gateway opens it again.
+#[test]
+fn a_subscription_outlives_the_restart_of_an_http_server_of_2026_07_28() {
+    assert_a_subscription_outlives_its_http_servers_restart("");
 }

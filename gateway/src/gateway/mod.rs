@@ -178,7 +178,7 @@ impl Gateway {
             shutdown.clone(),
         ));
         let policy = Policy::new(config, &registry, &shared, &telemetry.tracer(), &state);
-        let subscriptions = Subscriptions::start(resource_updates);
+        let subscriptions = Subscriptions::start(resource_updates, Arc::downgrade(&registry));
         let gateway = Arc::new_cyclic(|gateway| Gateway {
             policy: RwLock::new(Arc::new(policy)),
             search_tools,

@@ -32,7 +32,7 @@ use crate::config::{Config, ServerConfig};
 use crate::relay::Downstream;
 use crate::upstream::offer::{FreshUntil, Listed, Offer};
 use crate::upstream::resource_uri;
-use crate::upstream::{Health, Upstream};
+use crate::upstream::{Health, ResourceNews, Upstream};
 use pins::{Pins, Verdict};
 pub use tool::FederatedTool;
 
@@ -161,7 +161,7 @@ pub struct Registry {
     changes: tokio::sync::Mutex<()>,
     catalog: watch::Sender<Arc<Catalog>>,
     changed: mpsc::UnboundedSender<Arc<str>>,
-    resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    resource_updates: mpsc::UnboundedSender<ResourceNews>,
     /// The client sessions the upstreams' requests and log messages are relayed to.
     downstream: Arc<Downstream>,
     /// The approved tool definitions, which the catalog serves.
@@ -179,7 +179,7 @@ impl Registry {
     pub async fn start(
         config: &Config,
         shutdown: CancellationToken,
-    ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
+    ) -> (Arc<Registry>, mpsc::UnboundedReceiver<ResourceNews>) {
         Self::start_sharing(config, shutdown, None).await
     }
 
@@ -189,7 +189,7 @@ impl Registry {
         config: &Config,
         shutdown: CancellationToken,
         state: Option<Arc<dyn crate::state::SharedState>>,
-    ) -> (Arc<Registry>, mpsc::UnboundedReceiver<(Arc<str>, String)>) {
+    ) -> (Arc<Registry>, mpsc::UnboundedReceiver<ResourceNews>) {
         let downstream = Downstream::new(config.gate.clone());
         let (changed, mut changes) = mpsc::unbounded_channel();
         let pins = Pins::open(config, state.as_ref(), changed.clone(), shutdown.clone()).await;

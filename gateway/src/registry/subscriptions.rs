@@ -1,9 +1,12 @@
 //! Resource subscriptions: which downstream sessions (and `subscriptions/listen` streams
 //! of 2026-07-28 clients) asked for updates to which URI (as clients see it), and the task
-//! that delivers an upstream's `notifications/resources/updated` to them under that URI.
+//! that delivers an upstream's `notifications/resources/updated` to them under that URI
+//! and subscribes each upstream connection that comes up to what sessions still hold of
+//! its server: the connection before it ended without the clients seeing it (see
+//! [`crate::upstream::ResourceNews::Connected`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::model::{
     NotificationMetaObject, RequestId, ResourceUpdatedNotification,
@@ -11,7 +14,9 @@ use rmcp::model::{
 };
 use tokio::sync::mpsc;
 
+use super::Registry;
 use crate::relay::ClientLink;
+use crate::upstream::{ResourceNews, Upstream};
 
 /// A subscribed session, or listen stream.
 struct Subscriber {
@@ -53,20 +58,82 @@ pub struct Subscriptions {
 }
 
 impl Subscriptions {
-    /// Starts delivering `(server, uri as clients see it)` updates to subscribers.
-    pub fn start(mut updates: mpsc::UnboundedReceiver<(Arc<str>, String)>) -> Arc<Self> {
+    /// Starts delivering updates to subscribers, and subscribing the connections of
+    /// `registry`'s upstreams that come up to what sessions hold.
+    pub fn start(
+        mut news: mpsc::UnboundedReceiver<ResourceNews>,
+        registry: Weak<Registry>,
+    ) -> Arc<Self> {
         let subscriptions = Arc::new(Subscriptions::default());
         let weak = Arc::downgrade(&subscriptions);
         tokio::spawn(async move {
-            while let Some((server, uri)) = updates.recv().await {
+            while let Some(news) = news.recv().await {
                 let Some(subscriptions) = weak.upgrade() else {
                     break;
                 };
-                tracing::trace!(%server, %uri, "resource updated");
-                subscriptions.deliver(&uri).await;
+                match news {
+                    ResourceNews::Updated(server, uri) => {
+                        tracing::trace!(%server, %uri, "resource updated");
+                        subscriptions.deliver(&uri).await;
+                    }
+                    ResourceNews::Connected(upstream) => {
+                        if let Some(registry) = registry.upgrade() {
+                            subscriptions.resubscribe(&registry, upstream);
+                        }
+                    }
+                }
             }
         });
         subscriptions
+    }
+
+    /// Subscribes `upstream`'s connection that just came up, in the background, to the
+    /// URIs of its server that sessions hold (of a per-user server's identity
+    /// connection, sessions of that identity), as the server knows them.
+    fn resubscribe(self: &Arc<Self>, registry: &Registry, upstream: Arc<Upstream>) {
+        let catalog = registry.catalog();
+        let uris: Vec<(String, String)> = self
+            .held(upstream.identity())
+            .into_iter()
+            .filter_map(|uri| {
+                let (server, original) = catalog.resource_owner(&uri)?;
+                (server == upstream.name).then_some((uri, original))
+            })
+            .collect();
+        if uris.is_empty() {
+            return;
+        }
+        let subscriptions = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let owner = upstream.identity();
+            for (uri, original) in uris {
+                let held = || {
+                    subscriptions
+                        .upgrade()
+                        .is_some_and(|subscriptions| subscriptions.holds(&uri, owner))
+                };
+                upstream.resubscribe(&original, held).await;
+            }
+        });
+    }
+
+    /// The URIs some session is subscribed to; with `owner`, only those a session of
+    /// that owner is.
+    fn held(&self, owner: Option<&str>) -> Vec<String> {
+        let by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
+        by_uri
+            .iter()
+            .filter(|(_, subscribers)| any_of(subscribers, owner))
+            .map(|(uri, _)| uri.clone())
+            .collect()
+    }
+
+    /// Whether some session (of `owner`, when given) is subscribed to `uri`.
+    fn holds(&self, uri: &str, owner: Option<&str>) -> bool {
+        let by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
+        by_uri
+            .get(uri)
+            .is_some_and(|subscribers| any_of(subscribers, owner))
     }
 
     /// Subscribes `session`, which belongs to `owner`, to `uri`: its updates go through
@@ -156,6 +223,16 @@ pub fn of_subscription(id: &RequestId) -> NotificationMetaObject {
     meta
 }
 
+/// Whether `subscribers` has one (of `owner`, when given).
+fn any_of(subscribers: &[Subscriber], owner: Option<&str>) -> bool {
+    match owner {
+        Some(owner) => subscribers
+            .iter()
+            .any(|s| s.owner.as_deref() == Some(owner)),
+        None => !subscribers.is_empty(),
+    }
+}
+
 /// Removes `session` from `subscribers`; who is left, when it was one of them.
 fn remove(subscribers: &mut Vec<Subscriber>, session: &str) -> Option<Left> {
     let at = subscribers.iter().position(|s| s.session == session)?;
@@ -213,6 +290,25 @@ mod tests {
             subscriptions.end_session("s2"),
             vec![("b".to_owned(), NOBODY)]
         );
+    }
+
+    #[test]
+    fn the_uris_held_are_those_of_any_session_or_of_one_owners_sessions() {
+        let subscriptions = Subscriptions::default();
+        subscriptions.subscribe("a", ("s1", Some("ann")), link(), None);
+        subscriptions.subscribe("b", ("s2", Some("bob")), link(), None);
+        subscriptions.subscribe("b", ("s3", None), link(), None);
+        let mut held = subscriptions.held(None);
+        held.sort();
+        assert_eq!(held, ["a", "b"]);
+        assert_eq!(subscriptions.held(Some("ann")), ["a"]);
+        assert_eq!(subscriptions.held(Some("bob")), ["b"]);
+        assert!(subscriptions.held(Some("cat")).is_empty());
+        assert!(subscriptions.holds("b", None) && subscriptions.holds("b", Some("bob")));
+        assert!(!subscriptions.holds("b", Some("ann")) && !subscriptions.holds("c", None));
+        subscriptions.end_session("s1");
+        assert!(subscriptions.held(Some("ann")).is_empty());
+        assert!(!subscriptions.holds("a", None));
     }
 
     #[test]

@@ -40,6 +40,16 @@ impl CallLane {
         }
     }
 
+    /// Resolves once a streamable HTTP upstream that forgot the connection's session has
+    /// a new one; never for a stdio or legacy SSE lane, whose session ends only with the
+    /// connection.
+    pub async fn session_renewed(&self) {
+        match self {
+            Self::Http(lane) => lane.session_renewed().await,
+            Self::Stdio(_) | Self::Sse(_) => std::future::pending().await,
+        }
+    }
+
     /// A request id for the next request, unique on the connection; also its progress
     /// token.
     pub fn next_id(&self) -> RequestId {

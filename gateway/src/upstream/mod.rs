@@ -55,7 +55,7 @@ pub use client::UpstreamEvent;
 pub use health::{Health, UpstreamState};
 pub use kind::CONNECT_TIMEOUT;
 pub use offer::Offer;
-pub use resource_listens::MAX_LISTENED_RESOURCES;
+pub use resource_listens::{MAX_LISTENED_RESOURCES, ResourceNews};
 
 /// A live connection: the peer to send requests to, and what the server offers.
 pub struct Live {
@@ -131,8 +131,8 @@ pub struct Upstream {
     /// Tells the registry that this upstream's offer changed.
     changed: mpsc::UnboundedSender<Arc<str>>,
     /// Forwards `resources/updated` to the server layer (subscriptions), under the URI
-    /// clients see.
-    resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+    /// clients see, and tells it of each connection that comes up.
+    resource_updates: mpsc::UnboundedSender<ResourceNews>,
     /// The requests in flight on this instance, so a retired one can let them finish.
     requests: TaskTracker,
     /// Set when this instance is retired: why its connection is going away, for the
@@ -153,7 +153,7 @@ impl Upstream {
         name: &str,
         config: ServerConfig,
         changed: mpsc::UnboundedSender<Arc<str>>,
-        resource_updates: mpsc::UnboundedSender<(Arc<str>, String)>,
+        resource_updates: mpsc::UnboundedSender<ResourceNews>,
         downstream: Arc<Downstream>,
         shutdown: CancellationToken,
     ) -> Arc<Upstream> {

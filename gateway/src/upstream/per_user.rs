@@ -336,6 +336,11 @@ impl Upstream {
         self.per_user.is_some()
     }
 
+    /// Whose connection this is, when it is an identity connection of a per-user server.
+    pub fn identity(&self) -> Option<&str> {
+        self.signs_in_as.as_ref().map(|who| &*who.identity)
+    }
+
     /// The connection of `identity`, if it has one (not signed in or connected for this).
     pub(super) fn connected_as(&self, identity: &str) -> Option<Arc<Upstream>> {
         self.per_user.as_ref()?.lock().get(identity).cloned()

@@ -13,12 +13,31 @@
 //! the URIs subscribed in it are noted too, so that a per-user connection holding a
 //! subscription is not closed as idle (which would end the session, and the
 //! subscription with it).
+//!
+//! Both kinds die with their connection, while the clients still hold theirs at the
+//! gateway and never see the server go: so each connection that comes up (again, or in a
+//! new instance after a restart or reload), or whose session a streamable HTTP server
+//! forgot and rmcp opened anew, is told, as [`ResourceNews::Connected`], and subscribed
+//! again ([`Upstream::resubscribe`]) to what clients still hold of its server (of a
+//! per-user server, what sessions of the connection's identity hold); and a stream the
+//! server ends is opened again while it is held.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
-use rmcp::model::{ServerNotification, SubscriptionFilter};
+#[allow(
+    deprecated,
+    reason = "resources/subscribe is what pre-2026 servers hold"
+)]
+use rmcp::model::{
+    ClientRequest, ServerNotification, SubscribeRequest, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequest, UnsubscribeRequestParams,
+};
+use rmcp::service::Subscription;
+use rmcp::{Peer, RoleClient};
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +49,15 @@ use crate::upstream::resource_uri;
 /// How many resources of one server spoken to at 2026-07-28 clients may be subscribed to
 /// at once.
 pub const MAX_LISTENED_RESOURCES: usize = 256;
+
+/// What upstreams tell the gateway's resource subscriptions.
+pub enum ResourceNews {
+    /// `(server, uri as clients see it)` changed.
+    Updated(Arc<str>, String),
+    /// A connection of this upstream came up, or the session of one was renewed (see
+    /// [`super::streamable_http::lane::SessionSlot`]): it holds no subscription yet.
+    Connected(Arc<Upstream>),
+}
 
 /// The resource subscriptions one connection holds, by the upstream's URI: its open
 /// `subscriptions/listen` streams, or the URIs subscribed to in its session.
@@ -108,6 +136,65 @@ impl Upstream {
         true
     }
 
+    /// Subscribes the current connection, which just came up, to `uri` (the upstream's
+    /// own), which clients still hold at the gateway: a `subscriptions/listen` stream to a
+    /// server spoken to at 2026-07-28, else `resources/subscribe` in the new session (when
+    /// the server offers subscriptions). Undone when `held` says, once it is made, that no
+    /// client holds it any more (the last unsubscribed meanwhile, perhaps before it was
+    /// made). What the server refuses is logged; the clients' subscriptions stay, and are
+    /// made again at the next connection.
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is what pre-2026 servers hold"
+    )]
+    pub async fn resubscribe(&self, uri: &str, held: impl Fn() -> bool) {
+        let Some(live) = self.live() else {
+            return;
+        };
+        let subscribed = if live.is_stateless() {
+            self.listen(&live, uri)
+                .await
+                .map_err(|error| error.message.to_string())
+        } else {
+            let subscribable = live
+                .offer
+                .capabilities
+                .resources
+                .as_ref()
+                .is_some_and(|resources| resources.subscribe == Some(true));
+            if !subscribable {
+                return;
+            }
+            lock(&live.listens.in_session).insert(uri.to_owned());
+            let params = SubscribeRequestParams::new(uri.to_owned());
+            let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
+            self.request(&live, request, &self.shutdown, None)
+                .await
+                .map(drop)
+                .map_err(|error| error.to_string())
+        };
+        if let Err(error) = subscribed {
+            tracing::warn!(server = %self.name, %uri, "not subscribed again on the new connection: {error}");
+            return;
+        }
+        if held() {
+            tracing::debug!(server = %self.name, %uri, "subscribed again");
+            return;
+        }
+        if live.is_stateless() {
+            if let Some(task) = lock(&live.listens.open).remove(uri) {
+                task.abort();
+            }
+            return;
+        }
+        lock(&live.listens.in_session).remove(uri);
+        let params = UnsubscribeRequestParams::new(uri.to_owned());
+        let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
+        if let Err(error) = self.request(&live, request, &self.shutdown, None).await {
+            tracing::debug!(server = %self.name, %uri, "not unsubscribed once nobody held it: {error}");
+        }
+    }
+
     /// Whether the connection holds a client's resource subscription: a stream open for
     /// it, or one made in its session.
     pub(super) fn holds_resource_subscriptions(&self) -> bool {
@@ -137,31 +224,76 @@ impl Upstream {
         }
         let mut filter = SubscriptionFilter::new();
         filter.resource_subscriptions = Some(vec![uri.to_owned()]);
-        let mut subscription = live.peer.listen(filter).await.map_err(|error| {
+        let subscription = live.peer.listen(filter.clone()).await.map_err(|error| {
             ErrorData::internal_error(
                 format!("`{}` refused to listen to {uri}: {error}", self.name),
                 None,
             )
         })?;
-        let server = self.name.clone();
-        let rewrite = self.config.rewrite_uris;
-        let updates = self.resource_updates.clone();
-        let task = tokio::spawn(async move {
-            while let Ok(Some(notification)) = subscription.next().await {
-                if let ServerNotification::ResourceUpdatedNotification(updated) = notification {
-                    let uri = resource_uri::expose(&server, rewrite, &updated.params.uri);
-                    if updates.send((server.clone(), uri)).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
+        let stream = Stream {
+            server: self.name.clone(),
+            rewrite: self.config.rewrite_uris,
+            updates: self.resource_updates.clone(),
+            peer: live.peer.clone(),
+            filter,
+        };
+        let task = tokio::spawn(stream.pass_on(subscription));
         let mut open = lock(&live.listens.open);
         if let Some(earlier) = open.insert(uri.to_owned(), task.abort_handle()) {
             // Another session's subscription opened one meanwhile: one is enough.
             earlier.abort();
         }
         Ok(())
+    }
+}
+
+/// The first wait before a stream that ended is opened again; doubled after each stream
+/// that ended within [`REOPEN_MOST`] of opening, up to that.
+const REOPEN_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait before a stream that ended is opened again.
+const REOPEN_MOST: Duration = Duration::from_secs(30);
+
+/// One resource's `subscriptions/listen` stream, held until it is aborted (unsubscribed,
+/// or its connection ended).
+struct Stream {
+    server: Arc<str>,
+    rewrite: bool,
+    updates: mpsc::UnboundedSender<ResourceNews>,
+    peer: Peer<RoleClient>,
+    filter: SubscriptionFilter,
+}
+
+impl Stream {
+    /// Passes on the updates `subscription` brings; when the server ends it (it went away
+    /// and came back, say: a server of 2026-07-28 keeps no session whose loss the gateway
+    /// would see), opens it again, as a client that still holds the subscription would.
+    async fn pass_on(self, mut subscription: Subscription) {
+        let mut wait = REOPEN_FIRST;
+        loop {
+            let opened = Instant::now();
+            while let Ok(Some(notification)) = subscription.next().await {
+                if let ServerNotification::ResourceUpdatedNotification(updated) = notification {
+                    let uri = resource_uri::expose(&self.server, self.rewrite, &updated.params.uri);
+                    let updated = ResourceNews::Updated(self.server.clone(), uri);
+                    if self.updates.send(updated).is_err() {
+                        return;
+                    }
+                }
+            }
+            if opened.elapsed() >= REOPEN_MOST {
+                wait = REOPEN_FIRST;
+            }
+            subscription = loop {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(REOPEN_MOST);
+                match self.peer.listen(self.filter.clone()).await {
+                    Ok(subscription) => break subscription,
+                    Err(error) => {
+                        tracing::debug!(server = %self.server, "a resource's stream is not open again yet: {error}");
+                    }
+                }
+            };
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use super::client::UpstreamEvent;
 use super::connect;
 use super::kind::{CONNECT_TIMEOUT, ConnectError};
 use super::offer;
+use super::resource_listens::ResourceNews;
 use super::{Live, Upstream, UpstreamState};
 use crate::config::UpstreamProtocol;
 use crate::relay::ListKind;
@@ -138,6 +139,11 @@ impl Upstream {
                     });
                     tracing::info!(server = %self.name, tools = connection.live.offer.tools.len(), protocol = protocol.as_deref().unwrap_or("?"), "upstream ready");
                     self.set_live(Some(connection.live.clone()));
+                    // What clients subscribed to on an earlier connection (or instance)
+                    // died with it: this one is subscribed again.
+                    let _ = self
+                        .resource_updates
+                        .send(ResourceNews::Connected(self.clone()));
                     if let Some(level) = self.downstream.listeners.lowest() {
                         self.set_log_level(level).await;
                     }
@@ -149,6 +155,11 @@ impl Upstream {
                             () = connection.closed() => break,
                             () = connection.live.unreachable.raised.cancelled() => break,
                             () = self.shutdown.cancelled() => break,
+                            () = connection.live.lane.session_renewed() => {
+                                // What it held in the session it forgot is gone.
+                                let renewed = ResourceNews::Connected(self.clone());
+                                let _ = self.resource_updates.send(renewed);
+                            }
                             () = sleep_until(relist) => {
                                 relisted = Instant::now();
                                 self.relist().await;
@@ -234,7 +245,8 @@ impl Upstream {
         match event {
             UpstreamEvent::ResourceUpdated(uri) => {
                 let uri = resource_uri::expose(&self.name, self.config.rewrite_uris, &uri);
-                let _ = self.resource_updates.send((self.name.clone(), uri));
+                let updated = ResourceNews::Updated(self.name.clone(), uri);
+                let _ = self.resource_updates.send(updated);
             }
             refresh => self.refresh(&refresh, Announce::Always).await,
         }

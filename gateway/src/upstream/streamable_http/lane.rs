@@ -57,7 +57,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpResponseLimits as Limits,
 };
 use rmcp::{Peer, RoleClient};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::http_client::{Events, Failed, HttpError, McpHttp, Target, with_causes};
 use crate::upstream::asked::{self, Asked};
@@ -92,9 +92,11 @@ impl UpstreamSession {
 
 /// Where the connection's HTTP client notes the session each time rmcp opens one: its
 /// `notifications/initialized` carries the session id and the negotiated headers, after
-/// the first `initialize` and after each new one on a 404.
+/// the first `initialize` and after each new one on a 404. A new one after the first is
+/// a session renewed, which [`SessionSlot::renewed`] tells: what the upstream held in the
+/// one it forgot (resource subscriptions) is gone.
 #[derive(Clone, Default)]
-pub struct SessionSlot(Arc<Mutex<Option<Arc<UpstreamSession>>>>);
+pub struct SessionSlot(Arc<Mutex<Option<Arc<UpstreamSession>>>>, Arc<Notify>);
 
 impl SessionSlot {
     /// Notes the session of `message` when it is `notifications/initialized`.
@@ -112,8 +114,16 @@ impl SessionSlot {
                 headers: headers.clone(),
                 stateless: false,
             };
-            *self.lock() = Some(Arc::new(session));
+            if self.lock().replace(Arc::new(session)).is_some() {
+                self.1.notify_one();
+            }
         }
+    }
+
+    /// Resolves once rmcp has opened a new session in place of one the upstream forgot
+    /// (at once when it has since this was last awaited).
+    pub async fn renewed(&self) {
+        self.1.notified().await;
     }
 
     fn get(&self) -> Option<Arc<UpstreamSession>> {
@@ -224,6 +234,11 @@ impl HttpLane {
             auth_token: None,
             headers,
         }
+    }
+
+    /// Resolves once the upstream's session has been renewed (see [`SessionSlot`]).
+    pub async fn session_renewed(&self) {
+        self.session.renewed().await;
     }
 
     /// A request id for the next call, unique on the connection; also its progress token.
