@@ -874,6 +874,16 @@ pub fn action_result(run: &Value, index: usize) -> &Value {
     &action["result"]
 }
 
+/// The notifications of `method` a client.py run received, in order.
+pub fn notifications_of<'a>(run: &'a Value, method: &str) -> Vec<&'a Value> {
+    run["notifications"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["method"] == method)
+        .collect()
+}
+
 /// The text contents of an MCP tool result joined by newlines.
 pub fn result_text(result: &Value) -> String {
     result["content"]

@@ -181,12 +181,7 @@ fn assert_a_2025_clients_subscription_hears_the_server(config: &str) {
     );
     assert_eq!(run["ok"], true, "{run:#}");
     assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
-    let updated: Vec<&Value> = run["notifications"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|n| n["method"] == "notifications/resources/updated")
-        .collect();
+    let updated = notifications_of(&run, "notifications/resources/updated");
     assert_eq!(
         updated.first().map(|n| &n["params"]["uri"]),
         Some(&json!("test://watched-resource")),

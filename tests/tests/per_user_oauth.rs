@@ -937,12 +937,7 @@ fn a_2025_clients_subscription_to_a_per_user_server_of_2026_07_28_hears_it() {
     );
     assert_eq!(run["ok"], true, "{run:#}");
     assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
-    let updated: Vec<&Value> = run["notifications"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|n| n["method"] == "notifications/resources/updated")
-        .collect();
+    let updated = notifications_of(&run, "notifications/resources/updated");
     assert_eq!(
         updated.first().map(|n| &n["params"]["uri"]),
         Some(&json!("whoami://watched")),

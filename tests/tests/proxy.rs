@@ -84,12 +84,7 @@ fn sampling_elicitation_roots_and_logging_reach_the_python_client() {
     assert!(roots.contains("file:///srv/proxy-test-root"), "{roots}");
     assert!(!run["roots_requests"].as_array().unwrap().is_empty());
     // Logging: the upstream's message arrived, tagged with the server's name.
-    let logged: Vec<&Value> = run["notifications"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["method"] == "notifications/message")
-        .collect();
+    let logged = notifications_of(&run, "notifications/message");
     assert!(
         logged.iter().all(|n| n["params"]["logger"]
             .as_str()

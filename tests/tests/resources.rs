@@ -147,12 +147,7 @@ fn a_subscription_receives_updates() {
             {"action": "wait_notification", "method": "notifications/resources/updated", "timeout_ms": 15000},
         ]),
     );
-    let updated: Vec<&Value> = run["notifications"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["method"] == "notifications/resources/updated")
-        .collect();
+    let updated = notifications_of(&run, "notifications/resources/updated");
     assert!(!updated.is_empty(), "{run:#}");
     assert_eq!(
         updated[0]["params"]["uri"], uri,
@@ -297,12 +292,7 @@ fn assert_a_subscription_outlives_its_servers_restart(extra: &str) {
         "the server was started again: {}",
         health(&gateway)
     );
-    let updated: Vec<&Value> = run["notifications"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|n| n["method"] == "notifications/resources/updated")
-        .collect();
+    let updated = notifications_of(&run, "notifications/resources/updated");
     assert!(
         updated
             .iter()
