@@ -249,6 +249,18 @@ fn a_session_that_ends_without_unsubscribing_leaves_no_subscription_upstream() {
     );
 }
 
+/// The client.py step that has tests/servers/ts_sdk.mjs (as `ts`) update its watched
+/// resource.
+fn touch_watched() -> Value {
+    json!({"action": "call_tool", "name": "mcp__ts__touch_watched"})
+}
+
+/// The client.py step that waits until `count` resource updates have come in all.
+fn updated_times(count: u64) -> Value {
+    json!({"action": "wait_notification", "method": "notifications/resources/updated",
+           "count": count, "timeout_ms": 10000})
+}
+
 /// Asserts that a client of 2025-11-25, subscribed through a gateway serving
 /// tests/servers/ts_sdk.mjs over stdio as `ts` (with `extra` lines, which choose the
 /// revision the gateway speaks to it), still hears of the resource's updates once the
@@ -262,17 +274,12 @@ fn assert_a_subscription_outlives_its_servers_restart(extra: &str) {
     let gateway = workspace.serve_http(&[]);
     let mut args = gateway.client_args("http", "/mcp");
     args.extend(["--mode".into(), "legacy".into()]);
-    let touch = json!({"action": "call_tool", "name": "mcp__ts__touch_watched"});
-    let updated = |count: u64| {
-        json!({"action": "wait_notification", "method": "notifications/resources/updated",
-               "count": count, "timeout_ms": 10000})
-    };
     let run = python_client(
         &args,
         &json!([
             {"action": "subscribe", "uri": "test://watched-resource"},
-            touch,
-            updated(1),
+            touch_watched(),
+            updated_times(1),
             // The server exits (the call fails with it); the gateway starts it again.
             {"action": "parallel", "tolerate_failures": true, "actions": [
                 {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
@@ -281,8 +288,8 @@ fn assert_a_subscription_outlives_its_servers_restart(extra: &str) {
             {"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
              "timeout_ms": 30000},
             {"action": "sleep", "ms": 1000},
-            touch,
-            updated(2),
+            touch_watched(),
+            updated_times(2),
         ]),
     );
     assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
@@ -331,17 +338,12 @@ fn assert_a_subscription_outlives_its_http_servers_restart(extra: &str) {
     args.extend(["--mode".into(), "legacy".into()]);
     let folder = tempfile::tempdir().unwrap();
     let restarted = folder.path().join("restarted");
-    let touch = json!({"action": "call_tool", "name": "mcp__ts__touch_watched"});
-    let updated = |count: u64| {
-        json!({"action": "wait_notification", "method": "notifications/resources/updated",
-               "count": count, "timeout_ms": 10000})
-    };
     let client = spawn_python_client(
         &args,
         &json!([
             {"action": "subscribe", "uri": "test://watched-resource"},
-            touch,
-            updated(1),
+            touch_watched(),
+            updated_times(1),
             {"action": "parallel", "tolerate_failures": true, "actions": [
                 {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
                  "arguments": {"prompt": "bye", "after_ms": 0}},
@@ -351,8 +353,8 @@ fn assert_a_subscription_outlives_its_http_servers_restart(extra: &str) {
             {"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
              "timeout_ms": 30000},
             {"action": "sleep", "ms": 1000},
-            touch,
-            updated(2),
+            touch_watched(),
+            updated_times(2),
         ]),
     );
     assert!(
