@@ -781,6 +781,14 @@ impl Gateway {
         ]
     }
 
+    /// [`Self::client_args`] for a client of 2025-11-25 (sessions, `initialize`) over
+    /// streamable HTTP at `/mcp`.
+    pub fn legacy_client_args(&self) -> Vec<String> {
+        let mut args = self.client_args("http", "/mcp");
+        args.extend(["--mode".into(), "legacy".into()]);
+        args
+    }
+
     /// Sends `signal` and waits for the process to exit (up to `timeout`).
     pub fn signal_and_wait(
         &mut self,

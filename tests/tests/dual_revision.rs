@@ -166,8 +166,7 @@ fn assert_a_2025_clients_subscription_hears_the_server(config: &str) {
     let workspace = Workspace::new(config);
     let gateway = workspace.serve_http(&[]);
     assert_spoken_to_at_2026_07_28(&gateway, "ts");
-    let mut args = gateway.client_args("http", "/mcp");
-    args.extend(["--mode".into(), "legacy".into()]);
+    let args = gateway.legacy_client_args();
     let run = python_client(
         &args,
         &json!([
@@ -216,8 +215,7 @@ fn subscriptions_to_a_server_of_2026_07_28_are_bounded() {
     let upstream = ListeningServer::ts_sdk();
     let workspace = Workspace::new(&upstream.server_config("ts", "rewrite_uris = false\n"));
     let gateway = workspace.serve_http(&[]);
-    let mut args = gateway.client_args("http", "/mcp");
-    args.extend(["--mode".into(), "legacy".into()]);
+    let args = gateway.legacy_client_args();
     let mut script: Vec<Value> = (0..256)
         .map(|i| json!({"action": "subscribe", "uri": format!("test://template/{i}/data")}))
         .collect();

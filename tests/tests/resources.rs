@@ -249,6 +249,31 @@ fn a_session_that_ends_without_unsubscribing_leaves_no_subscription_upstream() {
     );
 }
 
+/// The client.py script of the restart tests: subscribe to the watched resource of
+/// tests/servers/ts_sdk.mjs (as `ts`) and hear of its update; have the server exit (the
+/// call fails with it); then `back` (a step that waits until it is started again, where
+/// the gateway does not start it itself), and once it answers, hear of an update again.
+fn restart_script(back: Option<Value>) -> Value {
+    let mut script = vec![
+        json!({"action": "subscribe", "uri": "test://watched-resource"}),
+        touch_watched(),
+        updated_times(1),
+        json!({"action": "parallel", "tolerate_failures": true, "actions": [
+            {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
+             "arguments": {"prompt": "bye", "after_ms": 0}},
+        ]}),
+    ];
+    script.extend(back);
+    script.extend([
+        json!({"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
+               "timeout_ms": 30000}),
+        json!({"action": "sleep", "ms": 1000}),
+        touch_watched(),
+        updated_times(2),
+    ]);
+    Value::Array(script)
+}
+
 /// The client.py step that has tests/servers/ts_sdk.mjs (as `ts`) update its watched
 /// resource.
 fn touch_watched() -> Value {
@@ -272,26 +297,8 @@ fn assert_a_subscription_outlives_its_servers_restart(extra: &str) {
         &format!("rewrite_uris = false\n{extra}"),
     ));
     let gateway = workspace.serve_http(&[]);
-    let mut args = gateway.client_args("http", "/mcp");
-    args.extend(["--mode".into(), "legacy".into()]);
-    let run = python_client(
-        &args,
-        &json!([
-            {"action": "subscribe", "uri": "test://watched-resource"},
-            touch_watched(),
-            updated_times(1),
-            // The server exits (the call fails with it); the gateway starts it again.
-            {"action": "parallel", "tolerate_failures": true, "actions": [
-                {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
-                 "arguments": {"prompt": "bye", "after_ms": 0}},
-            ]},
-            {"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
-             "timeout_ms": 30000},
-            {"action": "sleep", "ms": 1000},
-            touch_watched(),
-            updated_times(2),
-        ]),
-    );
+    let args = gateway.legacy_client_args();
+    let run = python_client(&args, &restart_script(None));
     assert_eq!(run["ok"], true, "{run:#}\n{}", gateway.log_text());
     assert_eq!(run["server"]["protocol_version"], "2025-11-25", "{run:#}");
     assert!(
@@ -334,28 +341,14 @@ fn assert_a_subscription_outlives_its_http_servers_restart(extra: &str) {
     let workspace =
         Workspace::new(&upstream.server_config("ts", &format!("rewrite_uris = false\n{extra}")));
     let gateway = workspace.serve_http(&[]);
-    let mut args = gateway.client_args("http", "/mcp");
-    args.extend(["--mode".into(), "legacy".into()]);
+    let args = gateway.legacy_client_args();
     let folder = tempfile::tempdir().unwrap();
     let restarted = folder.path().join("restarted");
     let client = spawn_python_client(
         &args,
-        &json!([
-            {"action": "subscribe", "uri": "test://watched-resource"},
-            touch_watched(),
-            updated_times(1),
-            {"action": "parallel", "tolerate_failures": true, "actions": [
-                {"action": "call_tool", "name": "mcp__ts__test_exit_while_asking",
-                 "arguments": {"prompt": "bye", "after_ms": 0}},
-            ]},
-            {"action": "wait_file", "path": restarted.to_string_lossy(),
-             "line_with": ["restarted"], "timeout_ms": 30000},
-            {"action": "wait_call", "name": "mcp__ts__touch_watched", "text": "touched",
-             "timeout_ms": 30000},
-            {"action": "sleep", "ms": 1000},
-            touch_watched(),
-            updated_times(2),
-        ]),
+        &restart_script(Some(json!({"action": "wait_file",
+            "path": restarted.to_string_lossy(), "line_with": ["restarted"],
+            "timeout_ms": 30000}))),
     );
     assert!(
         eventually(PATIENCE, || upstream.has_exited()),

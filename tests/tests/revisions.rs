@@ -236,8 +236,7 @@ fn list_changed_reaches_clients_of_both_revisions() {
     let search = json!({"action": "call_tool", "name": "search_tools",
                         "arguments": {"query": "read the value stored under a key"}});
 
-    let mut legacy = gateway.client_args("http", "/mcp");
-    legacy.extend(["--mode".into(), "legacy".into()]);
+    let legacy = gateway.legacy_client_args();
     let run = python_client(
         &legacy,
         &json!([search, {"action": "wait_notification",
