@@ -16,6 +16,8 @@ Tools:
   whoami {}          returns {"subject": <the bearer token's sub>}
   touch_watched {}   says WATCHED changed, to every `subscriptions/listen` stream that
                      asked for it and every session subscribed to it
+  touch_mine {}      says WATCHED changed, on the caller's session only (its own copy of
+                     the resource changed, nobody else's)
   subscribed {}      returns {"uris": [...]}: the resources the bearer's subject holds a
                      `resources/subscribe` to (2025-11-25 sessions), so a test sees which
                      subscriptions the server still keeps for whom
@@ -101,6 +103,12 @@ def main(port: int, issuer: str, tokens_file: str) -> None:
                 await session.send_resource_updated(WATCHED)
             except Exception as error:  # noqa: BLE001 (a session gone hears nothing)
                 print(f"whoami.py: a subscribed session is gone: {error}", file=sys.stderr)
+        return "touched"
+
+    @server.tool()
+    async def touch_mine(ctx: Context) -> str:
+        """Says the caller's own watched resource changed, to the caller only."""
+        await ctx.session.send_resource_updated(WATCHED)
         return "touched"
 
     @server.resource(WATCHED)

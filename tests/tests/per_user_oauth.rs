@@ -1018,6 +1018,55 @@ fn one_persons_unsubscription_ends_their_own_stream_and_not_anothers() {
     assert_eq!(bob["ok"], true, "{bob:#}");
 }
 
+/// Each person's resources of a per-user server are their own: an update the server
+/// sends on one person's connection reaches that person's subscription, not another
+/// person's subscription to the same URI.
+#[test]
+fn a_persons_resource_update_reaches_them_and_not_another_subscriber() {
+    let dir = tempfile::tempdir().unwrap();
+    let idp = IdentityProvider::start(dir.path(), "k1", 300);
+    let whoami = Whoami::start(dir.path(), &idp);
+    let workspace = Workspace::new(&format!(
+        "[listen]\ntokens = [{}, {}]\n[servers.who]\nurl = {}\nprotocol = \"2025-11-25\"\n\
+         rewrite_uris = false\n[servers.who.oauth]\nper_user = true\n",
+        toml_str(ALICE.token),
+        toml_str(BOB.token),
+        toml_str(whoami.url()),
+    ))
+    .with_env("MCP_GATEWAY_TOKEN_KEY", KEY);
+    let gateway = workspace.serve_http(&[]);
+    let watched = "whoami://watched";
+    for person in [&ALICE, &BOB] {
+        let run = python_client(
+            &client(&gateway, person, "legacy", "browse"),
+            &json!([call(SIGN_IN), {"action": "wait_tool", "name": WHOAMI, "timeout_ms": 30000}]),
+        );
+        assert_eq!(run["ok"], true, "{run:#}");
+    }
+    let bob = spawn_python_client(
+        &client(&gateway, &BOB, "legacy", "browse"),
+        &json!([
+            {"action": "subscribe", "uri": watched},
+            {"action": "sleep", "ms": 6000},
+        ]),
+    );
+    let alice = python_client(
+        &client(&gateway, &ALICE, "legacy", "browse"),
+        &json!([
+            {"action": "subscribe", "uri": watched},
+            {"action": "sleep", "ms": 2000},
+            call("mcp__who__touch_mine"),
+            {"action": "wait_notification", "method": "notifications/resources/updated",
+             "timeout_ms": 10000},
+        ]),
+    );
+    assert_eq!(alice["ok"], true, "{alice:#}");
+    let bob = python_client_output(bob);
+    assert_eq!(bob["ok"], true, "{bob:#}");
+    let heard = notifications_of(&bob, "notifications/resources/updated");
+    assert!(heard.is_empty(), "Bob heard of Alice's resource: {bob:#}");
+}
+
 /// A person's `resources/subscribe` to a per-user server spoken to in a 2025-11-25
 /// session is held by the server for that person; when the person's session ends without
 /// unsubscribing, the gateway unsubscribes on the person's own connection, and the server

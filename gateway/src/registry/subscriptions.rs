@@ -72,9 +72,13 @@ impl Subscriptions {
                     break;
                 };
                 match news {
-                    ResourceNews::Updated(server, uri) => {
+                    ResourceNews::Updated {
+                        server,
+                        uri,
+                        identity,
+                    } => {
                         tracing::trace!(%server, %uri, "resource updated");
-                        subscriptions.deliver(&uri).await;
+                        subscriptions.deliver(&uri, identity.as_deref()).await;
                     }
                     ResourceNews::Connected(upstream) => {
                         if let Some(registry) = registry.upgrade() {
@@ -191,7 +195,10 @@ impl Subscriptions {
         left
     }
 
-    async fn deliver(&self, uri: &str) {
+    /// Tells the subscribers of `uri` it changed; of the update a per-user server's
+    /// connection of `identity` heard, only that person's: the resource behind the URI is
+    /// theirs, and whether it changed is nobody else's to learn.
+    async fn deliver(&self, uri: &str, identity: Option<&str>) {
         let links: Vec<_> = self
             .by_uri
             .lock()
@@ -199,6 +206,9 @@ impl Subscriptions {
             .get(uri)
             .map(|s| {
                 s.iter()
+                    .filter(|s| {
+                        identity.is_none_or(|identity| s.owner.as_deref() == Some(identity))
+                    })
                     .map(|s| (s.link.clone(), s.listen.clone()))
                     .collect()
             })

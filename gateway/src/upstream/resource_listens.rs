@@ -52,8 +52,13 @@ pub const MAX_LISTENED_RESOURCES: usize = 256;
 
 /// What upstreams tell the gateway's resource subscriptions.
 pub enum ResourceNews {
-    /// `(server, uri as clients see it)` changed.
-    Updated(Arc<str>, String),
+    /// `uri` (as clients see it) of `server` changed; as the connection of `identity` heard,
+    /// for a per-user server, whose resources are each person's own.
+    Updated {
+        server: Arc<str>,
+        uri: String,
+        identity: Option<Arc<str>>,
+    },
     /// A connection of this upstream came up, or the session of one was renewed (see
     /// [`super::streamable_http::lane::SessionSlot`]): it holds no subscription yet.
     Connected(Arc<Upstream>),
@@ -236,6 +241,7 @@ impl Upstream {
             updates: self.resource_updates.clone(),
             peer: live.peer.clone(),
             filter,
+            identity: self.identity().map(Arc::from),
         };
         let task = tokio::spawn(stream.pass_on(subscription));
         let mut open = lock(&live.listens.open);
@@ -261,6 +267,8 @@ struct Stream {
     updates: mpsc::UnboundedSender<ResourceNews>,
     peer: Peer<RoleClient>,
     filter: SubscriptionFilter,
+    /// Whose connection it is, of a per-user server.
+    identity: Option<Arc<str>>,
 }
 
 impl Stream {
@@ -274,7 +282,11 @@ impl Stream {
             while let Ok(Some(notification)) = subscription.next().await {
                 if let ServerNotification::ResourceUpdatedNotification(updated) = notification {
                     let uri = resource_uri::expose(&self.server, self.rewrite, &updated.params.uri);
-                    let updated = ResourceNews::Updated(self.server.clone(), uri);
+                    let updated = ResourceNews::Updated {
+                        server: self.server.clone(),
+                        uri,
+                        identity: self.identity.clone(),
+                    };
                     if self.updates.send(updated).is_err() {
                         return;
                     }

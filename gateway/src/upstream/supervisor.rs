@@ -245,7 +245,11 @@ impl Upstream {
         match event {
             UpstreamEvent::ResourceUpdated(uri) => {
                 let uri = resource_uri::expose(&self.name, self.config.rewrite_uris, &uri);
-                let updated = ResourceNews::Updated(self.name.clone(), uri);
+                let updated = ResourceNews::Updated {
+                    server: self.name.clone(),
+                    uri,
+                    identity: self.identity().map(Arc::from),
+                };
                 let _ = self.resource_updates.send(updated);
             }
             refresh => self.refresh(&refresh, Announce::Always).await,
